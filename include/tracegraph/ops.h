@@ -1,0 +1,141 @@
+// Every tensor op. Each works eagerly and (from the tracing layer) on symbolic tensors, and
+// validates its inputs: a bad input throws a tg:: error whose message starts with "[op_name]".
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tracegraph/tensor.h"
+
+namespace tg {
+
+namespace detail {
+/// A scalar tensor of `like`'s dtype holding `value` (C++ scalars adopt the tensor's dtype,
+/// like TensorFlow's weak Python scalars). Throws if the value does not fit that dtype.
+Tensor scalar_like(const Tensor& like, double value);
+Tensor scalar_like(const Tensor& like, int64_t value);
+Tensor scalar_like(const Tensor& like, bool value);
+Tensor scalar_like(const Tensor& like, const std::string& value);
+template <class S>
+Tensor scalar_like(const Tensor& like, const S& value) {
+  return scalar_like(like, static_cast<carrier_t<S>>(value));
+}
+}  // namespace detail
+
+// --- Elementwise binary (NumPy broadcasting; both tensors must share a dtype) -----------------
+Tensor add(const Tensor& a, const Tensor& b);       // strings: element-wise concatenation
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);       // floats: true division; ints: floor division
+Tensor floordiv(const Tensor& a, const Tensor& b);  // floor(a / b); int division by 0 throws
+Tensor mod(const Tensor& a, const Tensor& b);       // floor modulo: result has the sign of b
+Tensor pow(const Tensor& a, const Tensor& b);       // ints: negative exponents throw
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor equal(const Tensor& a, const Tensor& b);     // -> bool; strings too
+Tensor not_equal(const Tensor& a, const Tensor& b);
+Tensor less(const Tensor& a, const Tensor& b);
+Tensor less_equal(const Tensor& a, const Tensor& b);
+Tensor greater(const Tensor& a, const Tensor& b);
+Tensor greater_equal(const Tensor& a, const Tensor& b);
+Tensor logical_and(const Tensor& a, const Tensor& b);  // bool only
+Tensor logical_or(const Tensor& a, const Tensor& b);
+
+// --- Elementwise unary -----------------------------------------------------------------------
+Tensor neg(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor sign(const Tensor& x);
+Tensor square(const Tensor& x);
+Tensor relu(const Tensor& x);
+Tensor exp(const Tensor& x);    // exp .. cos: floating dtypes only
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
+Tensor logical_not(const Tensor& x);  // bool only
+/// where(cond, x, y): x where cond is true, else y; all three broadcast together.
+Tensor where(const Tensor& cond, const Tensor& x, const Tensor& y);
+/// Converts the elements to `dtype`. Float -> int truncates toward zero, NaN becomes 0 and
+/// out-of-range values saturate; anything -> bool is "!= 0". Strings cannot be cast.
+Tensor cast(const Tensor& x, DType dtype);
+Tensor identity(const Tensor& x);
+Tensor zeros_like(const Tensor& x);
+Tensor ones_like(const Tensor& x);
+
+// --- Linear algebra --------------------------------------------------------------------------
+/// Matrix product of the last two dims; leading (batch) dims broadcast. Rank >= 2 each.
+/// float32/float64 run on OpenBLAS; int32/int64 on a blocked integer kernel.
+Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false,
+              bool transpose_b = false);
+
+// --- Reductions (axes may be negative; empty axes = all) -------------------------------------
+Tensor reduce_sum(const Tensor& x, std::vector<int> axes = {}, bool keepdims = false);
+Tensor reduce_mean(const Tensor& x, std::vector<int> axes = {}, bool keepdims = false);
+Tensor reduce_max(const Tensor& x, std::vector<int> axes = {}, bool keepdims = false);
+Tensor reduce_min(const Tensor& x, std::vector<int> axes = {}, bool keepdims = false);
+Tensor reduce_prod(const Tensor& x, std::vector<int> axes = {}, bool keepdims = false);
+Tensor reduce_any(const Tensor& x, std::vector<int> axes = {}, bool keepdims = false);
+Tensor reduce_all(const Tensor& x, std::vector<int> axes = {}, bool keepdims = false);
+/// Index of the largest / smallest element along `axis` (first one on ties), int64.
+Tensor argmax(const Tensor& x, int axis = 0);
+Tensor argmin(const Tensor& x, int axis = 0);
+/// Numerically stable (max-subtracted) softmax and log-softmax along `axis`.
+Tensor softmax(const Tensor& x, int axis = -1);
+Tensor log_softmax(const Tensor& x, int axis = -1);
+
+// --- Shape ops -------------------------------------------------------------------------------
+/// New shape with the same elements; at most one dim may be -1 (inferred). Zero-copy.
+Tensor reshape(const Tensor& x, std::vector<int64_t> shape);
+/// Permutes dims; an empty perm reverses them.
+Tensor transpose(const Tensor& x, std::vector<int> perm = {});
+Tensor expand_dims(const Tensor& x, int axis);
+/// Removes the given size-1 dims, or every size-1 dim when axes is empty.
+Tensor squeeze(const Tensor& x, std::vector<int> axes = {});
+Tensor concat(const std::vector<Tensor>& values, int axis);
+Tensor stack(const std::vector<Tensor>& values, int axis = 0);
+/// x[begin[i] : begin[i] + size[i]] per dim; size -1 means "to the end".
+Tensor slice(const Tensor& x, std::vector<int64_t> begin, std::vector<int64_t> size);
+/// Selects slices of params along `axis` by integer indices (any shape); bounds are checked.
+Tensor gather(const Tensor& params, const Tensor& indices, int axis = 0);
+/// One-hot encoding along a new last axis (or `axis`); out-of-range indices give all off_value.
+Tensor one_hot(const Tensor& indices, int64_t depth, double on_value = 1.0,
+               double off_value = 0.0, int axis = -1, DType dtype = float32);
+/// The shape of x as an int32 vector (a runtime value while tracing with unknown dims).
+Tensor shape(const Tensor& x);
+/// The number of elements of x as an int32 scalar.
+Tensor size(const Tensor& x);
+
+// --- Operators: tensors with tensors, and tensors with C++ scalars ---------------------------
+#define TG_BINARY_OPERATOR(OP, FN)                                                     \
+  inline Tensor operator OP(const Tensor& a, const Tensor& b) { return FN(a, b); }     \
+  template <class S>                                                                   \
+    requires detail::is_scalar_like_v<S>                                               \
+  Tensor operator OP(const Tensor& a, const S& b) {                                    \
+    return FN(a, detail::scalar_like(a, b));                                           \
+  }                                                                                    \
+  template <class S>                                                                   \
+    requires detail::is_scalar_like_v<S>                                               \
+  Tensor operator OP(const S& a, const Tensor& b) {                                    \
+    return FN(detail::scalar_like(b, a), b);                                           \
+  }
+TG_BINARY_OPERATOR(+, add)
+TG_BINARY_OPERATOR(-, sub)
+TG_BINARY_OPERATOR(*, mul)
+TG_BINARY_OPERATOR(/, div)
+TG_BINARY_OPERATOR(%, mod)
+TG_BINARY_OPERATOR(==, equal)
+TG_BINARY_OPERATOR(!=, not_equal)
+TG_BINARY_OPERATOR(<, less)
+TG_BINARY_OPERATOR(<=, less_equal)
+TG_BINARY_OPERATOR(>, greater)
+TG_BINARY_OPERATOR(>=, greater_equal)
+TG_BINARY_OPERATOR(&&, logical_and)
+TG_BINARY_OPERATOR(||, logical_or)
+#undef TG_BINARY_OPERATOR
+inline Tensor operator-(const Tensor& x) { return neg(x); }
+inline Tensor operator!(const Tensor& x) { return logical_not(x); }
+
+}  // namespace tg

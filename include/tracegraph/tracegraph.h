@@ -1,0 +1,7 @@
+// The one header users include.
+#pragma once
+#include "tracegraph/dtype.h"
+#include "tracegraph/errors.h"
+#include "tracegraph/ops.h"
+#include "tracegraph/shape.h"
+#include "tracegraph/tensor.h"

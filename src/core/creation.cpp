@@ -1,0 +1,239 @@
+// Building eager tensors from C++ values: constant, zeros, ones, fill, range, random_uniform.
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "core/check.h"
+#include "core/tensor_impl.h"
+#include "tracegraph/ops.h"
+
+namespace tg {
+namespace detail {
+
+namespace {
+
+void check_fully_defined(const char* op, const TensorShape& shape) {
+  if (!shape.is_fully_defined())
+    op_error<InvalidArgumentError>(op, "expected a fully defined shape, got ", shape.to_string(),
+                                   "; eager tensors cannot have unknown (None) dimensions");
+}
+
+Tensor allocate_checked(const char* op, DType dtype, const TensorShape& shape, int64_t n) {
+  check_fully_defined(op, shape);
+  if (shape.num_elements() != n)
+    op_error<InvalidArgumentError>(op, n, " value", n == 1 ? "" : "s", " cannot fill shape ",
+                                   shape.to_string(), " (", shape.num_elements(),
+                                   " elements); pass as many values as the shape has elements");
+  return allocate_tensor(dtype, shape);
+}
+
+[[noreturn]] void kind_error(const char* op, const char* from, DType to) {
+  op_error<TypeError>(op, "cannot convert a C++ ", from, " value to a ", to_string(to),
+                      " tensor; pass a value of a matching kind or build the tensor with its "
+                      "own dtype and tg::cast it");
+}
+
+template <class Int>
+Int checked_int(const char* op, double v) {
+  if (!(v == std::floor(v)) || v < static_cast<double>(std::numeric_limits<Int>::min()) ||
+      v > static_cast<double>(std::numeric_limits<Int>::max()))
+    op_error<InvalidArgumentError>(op, "the value ", v, " cannot be represented exactly as ",
+                                   to_string(dtype_of_v<Int>),
+                                   "; use a floating dtype or an integral value in range");
+  return static_cast<Int>(v);
+}
+
+int32_t checked_int32(const char* op, int64_t v) {
+  if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max())
+    op_error<InvalidArgumentError>(op, "the value ", v,
+                                   " does not fit in int32; use tg::int64 for this tensor");
+  return static_cast<int32_t>(v);
+}
+
+Tensor make_constant_named(const char* op, const double* values, int64_t n,
+                           const TensorShape& shape, DType dtype) {
+  if (dtype == DType::Bool || dtype == DType::String) kind_error(op, "floating-point", dtype);
+  Tensor t = allocate_checked(op, dtype, shape, n);
+  for (int64_t i = 0; i < n; ++i) {
+    switch (dtype) {
+      case DType::Float32: data_of<float>(t)[i] = static_cast<float>(values[i]); break;
+      case DType::Float64: data_of<double>(t)[i] = values[i]; break;
+      case DType::Int32: data_of<int32_t>(t)[i] = checked_int<int32_t>(op, values[i]); break;
+      case DType::Int64: data_of<int64_t>(t)[i] = checked_int<int64_t>(op, values[i]); break;
+      default: break;
+    }
+  }
+  return t;
+}
+
+Tensor make_constant_named(const char* op, const int64_t* values, int64_t n,
+                           const TensorShape& shape, DType dtype) {
+  if (dtype == DType::Bool || dtype == DType::String) kind_error(op, "integer", dtype);
+  Tensor t = allocate_checked(op, dtype, shape, n);
+  for (int64_t i = 0; i < n; ++i) {
+    switch (dtype) {
+      case DType::Float32: data_of<float>(t)[i] = static_cast<float>(values[i]); break;
+      case DType::Float64: data_of<double>(t)[i] = static_cast<double>(values[i]); break;
+      case DType::Int32: data_of<int32_t>(t)[i] = checked_int32(op, values[i]); break;
+      case DType::Int64: data_of<int64_t>(t)[i] = values[i]; break;
+      default: break;
+    }
+  }
+  return t;
+}
+
+Tensor make_constant_named(const char* op, const bool* values, int64_t n,
+                           const TensorShape& shape, DType dtype) {
+  if (dtype != DType::Bool) kind_error(op, "bool", dtype);
+  Tensor t = allocate_checked(op, dtype, shape, n);
+  if (n) std::memcpy(data_of<bool>(t), values, static_cast<std::size_t>(n));
+  return t;
+}
+
+Tensor make_constant_named(const char* op, const std::string* values, int64_t n,
+                           const TensorShape& shape, DType dtype) {
+  if (dtype != DType::String) kind_error(op, "string", dtype);
+  Tensor t = allocate_checked(op, dtype, shape, n);
+  for (int64_t i = 0; i < n; ++i) data_of<std::string>(t)[i] = values[i];
+  return t;
+}
+
+// splitmix64: a tiny, high-quality mixer; element i of a seeded tensor is mix(seed, i), so
+// results do not depend on how the work is split.
+uint64_t mix(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+constexpr uint64_t kDefaultSeed = 0x7472616365677261ULL;  // "tracegra"
+std::atomic<uint64_t> g_random_state{kDefaultSeed};
+
+}  // namespace
+
+Tensor make_constant(const double* v, int64_t n, const TensorShape& s, DType d) {
+  return make_constant_named("constant", v, n, s, d);
+}
+Tensor make_constant(const int64_t* v, int64_t n, const TensorShape& s, DType d) {
+  return make_constant_named("constant", v, n, s, d);
+}
+Tensor make_constant(const bool* v, int64_t n, const TensorShape& s, DType d) {
+  return make_constant_named("constant", v, n, s, d);
+}
+Tensor make_constant(const std::string* v, int64_t n, const TensorShape& s, DType d) {
+  return make_constant_named("constant", v, n, s, d);
+}
+
+void check_ragged(std::vector<int64_t>& dims, std::size_t level, int64_t len) {
+  if (dims.size() == level) {
+    dims.push_back(len);
+  } else if (dims[level] != len) {
+    op_error<InvalidArgumentError>("constant", "nested braces are ragged: a list at depth ",
+                                   level, " has ", len, " elements where an earlier one had ",
+                                   dims[level], "; every row must have the same length");
+  }
+}
+
+static const char* kScalarOp = "scalar operand";
+Tensor scalar_like(const Tensor& like, double v) {
+  return make_constant_named(kScalarOp, &v, 1, TensorShape{}, like.dtype());
+}
+Tensor scalar_like(const Tensor& like, int64_t v) {
+  return make_constant_named(kScalarOp, &v, 1, TensorShape{}, like.dtype());
+}
+Tensor scalar_like(const Tensor& like, bool v) {
+  return make_constant_named(kScalarOp, &v, 1, TensorShape{}, like.dtype());
+}
+Tensor scalar_like(const Tensor& like, const std::string& v) {
+  return make_constant_named(kScalarOp, &v, 1, TensorShape{}, like.dtype());
+}
+
+}  // namespace detail
+
+using detail::data_of;
+
+Tensor zeros(const TensorShape& shape, DType dtype) {
+  detail::check_fully_defined("zeros", shape);
+  Tensor t = detail::allocate_tensor(dtype, shape);
+  if (dtype != DType::String)
+    std::memset(data_of<char>(t), 0, static_cast<std::size_t>(shape.num_elements()) * dtype_size(dtype));
+  return t;
+}
+
+Tensor ones(const TensorShape& shape, DType dtype) {
+  detail::check_fully_defined("ones", shape);
+  if (dtype == DType::String)
+    detail::op_error<TypeError>("ones", "a string tensor has no 'one'; use tg::fill(shape, \"text\")");
+  return fill(shape, dtype == DType::Bool ? constant(true) : constant(1, dtype));
+}
+
+Tensor fill(const TensorShape& shape, const Tensor& scalar) {
+  detail::check_fully_defined("fill", shape);
+  if (!scalar.defined() || scalar.shape().rank() != 0)
+    detail::op_error<InvalidArgumentError>(
+        "fill", "expected a scalar (rank 0) value, got ",
+        scalar.defined() ? scalar.shape().to_string() : std::string("an empty tg::Tensor"));
+  // Broadcasting onto zeros keeps fill traceable with a symbolic value.
+  Tensor base = zeros(shape, scalar.dtype());
+  return scalar.dtype() == DType::Bool ? logical_or(base, scalar) : add(base, scalar);
+}
+
+Tensor range(int64_t start, int64_t limit, int64_t delta, DType dtype) {
+  if (delta == 0) detail::op_error<InvalidArgumentError>("range", "delta must not be 0");
+  if (!is_numeric(dtype))
+    detail::op_error<TypeError>("range", "expected a numeric dtype, got ", to_string(dtype));
+  int64_t n = 0;
+  if ((delta > 0 && limit > start) || (delta < 0 && limit < start)) {
+    const int64_t span = limit - start;
+    n = span / delta + (span % delta != 0 ? 1 : 0);
+  }
+  std::vector<int64_t> values(static_cast<std::size_t>(n));
+  for (int64_t i = 0; i < n; ++i) values[static_cast<std::size_t>(i)] = start + i * delta;
+  return detail::make_constant_named("range", values.data(), n, TensorShape{n}, dtype);
+}
+
+Tensor range(double start, double limit, double delta, DType dtype) {
+  if (delta == 0 || !std::isfinite(delta) || !std::isfinite(start) || !std::isfinite(limit))
+    detail::op_error<InvalidArgumentError>("range", "expected finite start/limit and a non-zero "
+                                           "finite delta, got start=", start, " limit=", limit,
+                                           " delta=", delta);
+  if (!is_numeric(dtype))
+    detail::op_error<TypeError>("range", "expected a numeric dtype, got ", to_string(dtype));
+  const double count = std::ceil((limit - start) / delta);
+  if (count > 1e10)
+    detail::op_error<InvalidArgumentError>("range", "would produce ", count, " elements");
+  const int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
+  std::vector<double> values(static_cast<std::size_t>(n));
+  for (int64_t i = 0; i < n; ++i) values[static_cast<std::size_t>(i)] = start + static_cast<double>(i) * delta;
+  return detail::make_constant_named("range", values.data(), n, TensorShape{n}, dtype);
+}
+
+void set_random_seed(uint64_t seed) { detail::g_random_state.store(seed); }
+
+Tensor random_uniform(const TensorShape& shape, float lo, float hi) {
+  // Each unseeded call takes the next seed of the global sequence.
+  const uint64_t seed = detail::mix(detail::g_random_state.fetch_add(1));
+  return random_uniform(shape, lo, hi, seed);
+}
+
+Tensor random_uniform(const TensorShape& shape, float lo, float hi, uint64_t seed) {
+  detail::check_fully_defined("random_uniform", shape);
+  if (!(lo < hi) || !std::isfinite(lo) || !std::isfinite(hi))
+    detail::op_error<InvalidArgumentError>("random_uniform", "expected finite lo < hi, got lo=",
+                                           lo, " hi=", hi);
+  Tensor t = detail::allocate_tensor(DType::Float32, shape);
+  float* p = data_of<float>(t);
+  const int64_t n = shape.num_elements();
+  const uint64_t base = detail::mix(seed);
+  for (int64_t i = 0; i < n; ++i) {
+    // 24 random bits -> [0, 1) exactly representable in float32.
+    const float u = static_cast<float>(detail::mix(base + static_cast<uint64_t>(i)) >> 40) *
+                    (1.0f / 16777216.0f);
+    float v = lo + (hi - lo) * u;
+    p[i] = v < hi ? v : std::nextafter(hi, lo);
+  }
+  return t;
+}
+
+}  // namespace tg

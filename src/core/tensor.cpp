@@ -1,0 +1,136 @@
+#include <ostream>
+
+#include "core/check.h"
+#include "core/tensor_impl.h"
+#include "ops/op.h"
+
+namespace tg {
+
+namespace detail {
+
+Tensor allocate_tensor(DType dtype, const TensorShape& shape) {
+  TG_CHECK(shape.is_fully_defined(), "eager tensors need a fully defined shape, got ",
+           shape.to_string());
+  auto impl = std::make_shared<TensorImpl>();
+  impl->dtype = dtype;
+  impl->shape = shape;
+  impl->buffer = Buffer::allocate(dtype, shape.num_elements());
+  return Tensor(std::move(impl));
+}
+
+Tensor make_view(const Tensor& x, const TensorShape& shape, int64_t extra_offset) {
+  const auto& src = x.impl();
+  TG_CHECK(src && src->buffer, "views need an eager tensor");
+  TG_CHECK(extra_offset >= 0 && src->offset + extra_offset + shape.num_elements() <=
+                                    src->buffer->count());
+  auto impl = std::make_shared<TensorImpl>();
+  impl->dtype = src->dtype;
+  impl->shape = shape;
+  impl->buffer = src->buffer;
+  impl->offset = src->offset + extra_offset;
+  return Tensor(std::move(impl));
+}
+
+namespace {
+const TensorImpl& checked(const Tensor& t, const char* what) {
+  if (!t.impl())
+    throw ValueError(str_cat("[", what,
+                             "] called on an empty tg::Tensor (default-constructed or "
+                             "moved-from); assign it a value first"));
+  return *t.impl();
+}
+
+const TensorImpl& checked_eager(const Tensor& t, const char* what) {
+  const TensorImpl& impl = checked(t, what);
+  if (impl.symbolic)
+    throw TypeError(str_cat("[", what, "] ", t.to_string(),
+                            " is symbolic: it has no value while a function is being traced. "
+                            "Return it from the function to get its value, or use tg::print "
+                            "to see it at run time"));
+  return impl;
+}
+
+template <class T>
+void check_dtype(const TensorImpl& impl, const char* what) {
+  if (impl.dtype != dtype_of_v<T>)
+    throw TypeError(str_cat("[", what, "] the tensor has dtype ", to_string(impl.dtype),
+                            " but ", to_string(dtype_of_v<T>),
+                            " elements were requested; request the matching C++ type or "
+                            "tg::cast the tensor first"));
+}
+}  // namespace
+}  // namespace detail
+
+using detail::checked;
+
+DType Tensor::dtype() const { return checked(*this, "dtype").dtype; }
+TensorShape Tensor::shape() const { return checked(*this, "shape").shape; }
+int64_t Tensor::rank() const { return checked(*this, "rank").shape.rank(); }
+int64_t Tensor::num_elements() const { return checked(*this, "num_elements").shape.num_elements(); }
+bool Tensor::is_symbolic() const { return checked(*this, "is_symbolic").symbolic != nullptr; }
+
+template <class T>
+std::vector<T> Tensor::to_vector() const {
+  const auto& impl = detail::checked_eager(*this, "to_vector");
+  detail::check_dtype<T>(impl, "to_vector");
+  const T* p = impl.data<T>();
+  return std::vector<T>(p, p + impl.shape.num_elements());
+}
+
+template <class T>
+T Tensor::item() const {
+  const auto& impl = detail::checked_eager(*this, "item");
+  detail::check_dtype<T>(impl, "item");
+  if (impl.shape.num_elements() != 1)
+    throw InvalidArgumentError(detail::str_cat(
+        "[item] expected a tensor with exactly 1 element, got shape ", impl.shape.to_string(),
+        " (", impl.shape.num_elements(), " elements); index or reduce it first"));
+  return *impl.data<T>();
+}
+
+#define TG_INSTANTIATE(T)                               \
+  template std::vector<T> Tensor::to_vector<T>() const; \
+  template T Tensor::item<T>() const;
+TG_INSTANTIATE(float)
+TG_INSTANTIATE(double)
+TG_INSTANTIATE(int32_t)
+TG_INSTANTIATE(int64_t)
+TG_INSTANTIATE(bool)
+TG_INSTANTIATE(std::string)
+#undef TG_INSTANTIATE
+
+Tensor::operator bool() const {
+  const auto& impl = checked(*this, "operator bool");
+  if (impl.symbolic)
+    throw TypeError(detail::str_cat(
+        "[operator bool] using the symbolic tensor ", to_string(),
+        " as a C++ bool is not allowed while tracing: its value is only known when the graph "
+        "runs. Use tg::cond(pred, true_fn, false_fn) for if/else, or tg::while_loop for loops, "
+        "so that the choice is made in the graph"));
+  if (impl.shape.num_elements() != 1)
+    throw InvalidArgumentError(detail::str_cat(
+        "[operator bool] the truth value of a tensor with ", impl.shape.num_elements(),
+        " elements (shape ", impl.shape.to_string(),
+        ") is ambiguous; use tg::reduce_any or tg::reduce_all"));
+  switch (impl.dtype) {
+    case DType::Float32: return *impl.data<float>() != 0;
+    case DType::Float64: return *impl.data<double>() != 0;
+    case DType::Int32: return *impl.data<int32_t>() != 0;
+    case DType::Int64: return *impl.data<int64_t>() != 0;
+    case DType::Bool: return *impl.data<bool>();
+    case DType::String: break;
+  }
+  throw TypeError(
+      "[operator bool] a string tensor has no truth value; compare it (==, !=) to get a bool "
+      "tensor");
+}
+
+Tensor Tensor::operator[](int64_t i) const {
+  detail::OpAttrs attrs;
+  attrs.axis = i;
+  return detail::apply_op1(detail::OpId::Index, {*this}, attrs);
+}
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.to_string(); }
+
+}  // namespace tg

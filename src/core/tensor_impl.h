@@ -1,0 +1,41 @@
+// What a Tensor handle points at.
+#pragma once
+#include <memory>
+
+#include "core/buffer.h"
+#include "tracegraph/tensor.h"
+
+namespace tg::detail {
+
+/// Opaque link from a symbolic tensor to the graph value it stands for (the tracing layer
+/// derives from it). Kept abstract here so that core/ and ops/ do not depend on graphs.
+struct SymbolicValue {
+  virtual ~SymbolicValue() = default;
+  /// The graph-level name, e.g. "x:0".
+  virtual std::string name() const = 0;
+};
+
+struct TensorImpl {
+  DType dtype;
+  TensorShape shape;                      // fully defined for eager tensors
+  std::shared_ptr<Buffer> buffer;         // eager: the storage (shared by views)
+  int64_t offset = 0;                     // eager: first element's index in buffer
+  std::shared_ptr<SymbolicValue> symbolic;  // set for symbolic tensors only
+
+  template <class T>
+  T* data() const {
+    return static_cast<T*>(buffer->data()) + offset;
+  }
+};
+
+/// A fresh eager tensor with uninitialised (numeric) storage of a fully defined shape.
+Tensor allocate_tensor(DType dtype, const TensorShape& shape);
+/// An eager tensor that shares x's storage under another shape with the same element count.
+Tensor make_view(const Tensor& x, const TensorShape& shape, int64_t extra_offset = 0);
+/// Raw pointer to the first element of an eager tensor (no dtype check).
+template <class T>
+T* data_of(const Tensor& t) {
+  return t.impl()->template data<T>();
+}
+
+}  // namespace tg::detail

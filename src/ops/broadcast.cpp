@@ -1,0 +1,67 @@
+#include "ops/broadcast.h"
+
+#include "core/check.h"
+
+namespace tg::detail {
+
+TensorShape broadcast_shapes(const char* op, const TensorShape& a, const TensorShape& b) {
+  if (!a.has_rank() || !b.has_rank()) return TensorShape::unknown_rank();
+  const auto& da = a.dims();
+  const auto& db = b.dims();
+  const std::size_t r = std::max(da.size(), db.size());
+  std::vector<int64_t> out(r);
+  for (std::size_t i = 0; i < r; ++i) {
+    const int64_t x = i < da.size() ? da[da.size() - 1 - i] : 1;
+    const int64_t y = i < db.size() ? db[db.size() - 1 - i] : 1;
+    int64_t d;
+    if (x == y) d = x;
+    else if (x == 1) d = y;
+    else if (y == 1) d = x;
+    else if (x == None) d = y;
+    else if (y == None) d = x;
+    else
+      op_error<InvalidArgumentError>(op, "shapes ", a.to_string(), " and ", b.to_string(),
+                                     " cannot be broadcast together: dimension ", r - 1 - i,
+                                     " of the result would need ", x, " == ", y,
+                                     " (or one of them 1); reshape or expand_dims one operand");
+    out[r - 1 - i] = d;
+  }
+  return TensorShape(std::move(out));
+}
+
+void require_same_dtype(const char* op, const std::vector<ValueType>& in) {
+  for (std::size_t i = 1; i < in.size(); ++i)
+    if (in[i].dtype != in[0].dtype)
+      op_error<InvalidArgumentError>(
+          op, "expected inputs of one dtype, got ", to_string(in[0].dtype), " and ",
+          to_string(in[i].dtype),
+          " (tracegraph never promotes silently, like TensorFlow); tg::cast one input first");
+}
+
+void require_dtype(const char* op, const ValueType& in, std::initializer_list<DType> allowed,
+                   const char* what) {
+  for (DType d : allowed)
+    if (in.dtype == d) return;
+  std::string list;
+  for (DType d : allowed) list += (list.empty() ? "" : ", ") + to_string(d);
+  op_error<InvalidArgumentError>(op, "expected ", what, " of dtype ", list, ", got ",
+                                 to_string(in.dtype), "; tg::cast it first");
+}
+
+void require_min_rank(const char* op, const ValueType& in, int64_t min_rank, const char* what) {
+  if (in.shape.has_rank() && in.shape.rank() < min_rank)
+    op_error<InvalidArgumentError>(op, "expected ", what, " of rank >= ", min_rank, ", got rank ",
+                                   in.shape.rank(), " shape ", in.shape.to_string());
+}
+
+std::vector<int64_t> row_major_strides(const std::vector<int64_t>& dims) {
+  std::vector<int64_t> s(dims.size());
+  int64_t acc = 1;
+  for (std::size_t i = dims.size(); i-- > 0;) {
+    s[i] = acc;
+    acc *= dims[i];
+  }
+  return s;
+}
+
+}  // namespace tg::detail

@@ -1,0 +1,93 @@
+// Shape/dtype rule helpers shared by op families, and the strided loop broadcasting kernels use.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "ops/op.h"
+
+namespace tg::detail {
+
+/// NumPy broadcasting of two shapes, aware of None dims and unknown rank:
+/// (None vs 1) -> None, (None vs k>1) -> k, (None vs None) -> None.
+TensorShape broadcast_shapes(const char* op, const TensorShape& a, const TensorShape& b);
+
+/// Throws InvalidArgumentError naming both dtypes and the op when they differ (no promotion).
+void require_same_dtype(const char* op, const std::vector<ValueType>& in);
+/// Throws InvalidArgumentError unless in.dtype is one of `allowed` (listed in the message).
+void require_dtype(const char* op, const ValueType& in, std::initializer_list<DType> allowed,
+                   const char* what = "input");
+/// Throws InvalidArgumentError unless the rank is known and >= min_rank (unknown ranks pass).
+void require_min_rank(const char* op, const ValueType& in, int64_t min_rank, const char* what);
+
+/// Row-major strides of a fully defined shape.
+std::vector<int64_t> row_major_strides(const std::vector<int64_t>& dims);
+
+/// Walks out_dims in row-major order, calling fn(offsets, inner_strides, inner_len) for each
+/// innermost run, where offsets[k] is input k's element offset at the start of the run and
+/// inner_strides[k] is 0 (broadcast) or its stride along the run. Adjacent dims that broadcast
+/// the same way are merged first, so contiguous tensors give one long run.
+template <std::size_t N, class Fn>
+void for_each_broadcast_run(const std::vector<int64_t>& out_dims,
+                            const std::array<const std::vector<int64_t>*, N>& in_dims, Fn&& fn) {
+  const std::size_t rank = out_dims.size();
+  // Per input strides aligned to the output's dims (0 where the input broadcasts).
+  std::vector<std::array<int64_t, N>> strides(rank);
+  for (std::size_t k = 0; k < N; ++k) {
+    const auto& d = *in_dims[k];
+    int64_t s = 1;
+    for (std::size_t i = 0; i < rank; ++i) {
+      const std::size_t oi = rank - 1 - i;
+      if (i < d.size()) {
+        const int64_t dim = d[d.size() - 1 - i];
+        strides[oi][k] = dim == 1 ? 0 : s;
+        s *= dim;
+      } else {
+        strides[oi][k] = 0;
+      }
+    }
+  }
+  // Merge dim i into i+1 when every input's stride along i equals stride(i+1) * dim(i+1).
+  std::vector<int64_t> dims;
+  std::vector<std::array<int64_t, N>> st;
+  for (std::size_t i = 0; i < rank; ++i) {
+    if (out_dims[i] == 1) continue;  // size-1 dims contribute nothing
+    if (!dims.empty()) {
+      bool mergeable = true;
+      for (std::size_t k = 0; k < N; ++k)
+        if (st.back()[k] != strides[i][k] * out_dims[i]) mergeable = false;
+      if (mergeable) {
+        dims.back() *= out_dims[i];
+        st.back() = strides[i];
+        continue;
+      }
+    }
+    dims.push_back(out_dims[i]);
+    st.push_back(strides[i]);
+  }
+  int64_t total = 1;
+  for (int64_t d : out_dims) total *= d;
+  if (total == 0) return;
+  if (dims.empty()) {
+    fn(std::array<int64_t, N>{}, std::array<int64_t, N>{}, int64_t{1});
+    return;
+  }
+  const std::size_t r = dims.size();
+  const int64_t inner = dims[r - 1];
+  std::vector<int64_t> counter(r, 0);
+  std::array<int64_t, N> off{};
+  const int64_t outer = total / inner;
+  for (int64_t o = 0; o < outer; ++o) {
+    fn(off, st[r - 1], inner);
+    // Advance the outer counters (dims 0 .. r-2).
+    for (std::size_t i = r - 1; i-- > 0;) {
+      ++counter[i];
+      for (std::size_t k = 0; k < N; ++k) off[k] += st[i][k];
+      if (counter[i] < dims[i]) break;
+      for (std::size_t k = 0; k < N; ++k) off[k] -= st[i][k] * dims[i];
+      counter[i] = 0;
+    }
+  }
+}
+
+}  // namespace tg::detail

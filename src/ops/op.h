@@ -1,0 +1,107 @@
+// The op layer: registry entries, attributes, and the one entry point every op goes through.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tracegraph/tensor.h"
+
+namespace tg::detail {
+
+enum class OpId : uint16_t {
+#define TG_OP(id, name, arity, traits, serial) id,
+#include "ops/ops.def"
+#undef TG_OP
+  kCount
+};
+inline constexpr std::size_t kNumOps = static_cast<std::size_t>(OpId::kCount);
+
+enum OpTrait : uint32_t {
+  kElementwise = 1u << 0,
+  kCommutative = 1u << 1,
+  kInPlace = 1u << 2,
+  kDifferentiable = 1u << 3,
+  kNotDifferentiable = 1u << 4,
+  kView = 1u << 5,
+};
+
+/// The static (non-tensor) arguments of an op. One struct for all ops keeps nodes uniform
+/// (hashable for CSE, serialisable for export); each op documents which fields it reads.
+struct OpAttrs {
+  std::vector<int64_t> axes;   // reduce axes, transpose perm, squeeze axes, slice begin
+  std::vector<int64_t> sizes;  // reshape target shape, slice sizes
+  int64_t axis = 0;            // concat/stack/gather/expand_dims/arg*/softmax/one_hot/index
+  int64_t depth = 0;           // one_hot depth
+  bool keepdims = false;       // reductions
+  bool transpose_a = false;    // matmul
+  bool transpose_b = false;    // matmul
+  DType dtype = DType::Float32;  // cast / one_hot / argmax output dtype
+  double on_value = 1.0;       // one_hot
+  double off_value = 0.0;      // one_hot
+  bool operator==(const OpAttrs&) const = default;
+};
+
+/// Static type of an op input/output: what shape inference works on (dims may be None, the
+/// rank may be unknown while tracing).
+struct ValueType {
+  DType dtype;
+  TensorShape shape;
+};
+
+/// Validates inputs and computes output types. Must handle None dims and unknown rank, and
+/// throw a tg:: error starting with "[op_name]" on bad input.
+using InferFn = std::vector<ValueType> (*)(const std::vector<ValueType>& inputs,
+                                           const OpAttrs& attrs);
+/// Computes outputs from eager inputs. `outputs` arrive allocated with the inferred types,
+/// except for kView ops, which receive empty handles and set them (to views of an input).
+/// Value-dependent errors (index bounds, integer division by zero) are thrown here.
+using KernelFn = void (*)(const std::vector<Tensor>& inputs, const OpAttrs& attrs,
+                          std::vector<Tensor>& outputs);
+
+struct OpDef {
+  OpId id;
+  const char* name;
+  int arity;
+  uint32_t traits;
+  int serial;
+  InferFn infer = nullptr;
+  KernelFn kernel = nullptr;
+};
+
+/// The registry entry of an op (filled by each op family's register_* function).
+const OpDef& op_def(OpId id);
+/// Every op, in ops.def order.
+const std::vector<const OpDef*>& all_ops();
+/// Looks an op up by its name; nullptr when there is none.
+const OpDef* find_op(const std::string& name);
+
+/// Validates, infers and either runs the kernel (eager inputs) or hands the op to the active
+/// trace (any symbolic input). Every public op function ends here.
+std::vector<Tensor> apply_op(OpId id, const std::vector<Tensor>& inputs, const OpAttrs& attrs = {});
+Tensor apply_op1(OpId id, const std::vector<Tensor>& inputs, const OpAttrs& attrs = {});
+
+/// Receives ops on symbolic tensors while a function is traced (installed per thread by the
+/// tracing layer). With none installed, a symbolic input is an OutOfScopeError.
+class TraceRecorder {
+ public:
+  virtual ~TraceRecorder() = default;
+  virtual std::vector<Tensor> record(OpId id, const std::vector<Tensor>& inputs,
+                                     const OpAttrs& attrs,
+                                     const std::vector<ValueType>& output_types) = 0;
+};
+TraceRecorder* current_recorder();
+void set_current_recorder(TraceRecorder* r);
+
+// Per-family registration (each defined next to its ops).
+void register_elementwise_ops(OpDef* table);
+void register_reduce_ops(OpDef* table);
+void register_matmul_ops(OpDef* table);
+void register_shape_ops(OpDef* table);
+void register_index_ops(OpDef* table);
+
+/// Normalises a possibly negative axis against rank, or throws "[op] axis a is out of range".
+int64_t normalize_axis(const char* op, int64_t axis, int64_t rank);
+/// "float32" etc. for messages about the inputs of an op.
+std::string describe(const ValueType& t);
+
+}  // namespace tg::detail

@@ -1,0 +1,40 @@
+// Runs every registered op case, and checks the registry against the cases.
+#include <set>
+
+#include "ops/op.h"
+#include "support/op_case.h"
+#include "support/test_util.h"
+
+namespace tg {
+namespace {
+
+TEST(OpCases, EveryCaseMatchesItsReferenceEagerly) {
+  const auto& cases = testing::op_cases();
+  ASSERT_FALSE(cases.empty());
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.op + ": " + c.label);
+    Tensor out = c.fn(c.inputs);
+    EXPECT_TRUE(testing::tensors_near(out, c.expected, c.tol));
+  }
+}
+
+TEST(Registry, EveryOpHasARuleAKernelAGradientMarkAndACase) {
+  std::set<std::string> covered;
+  for (const auto& c : testing::op_cases()) covered.insert(c.op);
+  std::set<int> serials;
+  for (const detail::OpDef* d : detail::all_ops()) {
+    SCOPED_TRACE(d->name);
+    EXPECT_NE(d->infer, nullptr) << "no shape/dtype rule";
+    EXPECT_NE(d->kernel, nullptr) << "no kernel";
+    const bool diff = d->traits & detail::kDifferentiable;
+    const bool nondiff = d->traits & detail::kNotDifferentiable;
+    EXPECT_TRUE(diff != nondiff) << "must be marked differentiable xor not differentiable";
+    EXPECT_TRUE(serials.insert(d->serial).second) << "serial " << d->serial << " reused";
+    EXPECT_TRUE(covered.count(d->name)) << "no op case registered for this op";
+    EXPECT_EQ(detail::find_op(d->name), d);
+  }
+  for (const auto& name : covered) EXPECT_NE(detail::find_op(name), nullptr) << name;
+}
+
+}  // namespace
+}  // namespace tg

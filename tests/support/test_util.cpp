@@ -1,0 +1,54 @@
+#include "support/test_util.h"
+
+#include <cmath>
+
+namespace tg::testing {
+
+namespace {
+template <class T>
+::testing::AssertionResult compare(const Tensor& a, const Tensor& e, double tol) {
+  const auto av = a.to_vector<T>();
+  const auto ev = e.to_vector<T>();
+  for (std::size_t i = 0; i < av.size(); ++i) {
+    if constexpr (std::is_floating_point_v<T>) {
+      const double x = av[i], y = ev[i];
+      if (std::isnan(x) && std::isnan(y)) continue;
+      if (std::isinf(y) || std::isinf(x)) {
+        if (x == y) continue;
+      } else if (std::fabs(x - y) <= tol * (1.0 + std::fabs(y))) {
+        continue;
+      }
+    } else {
+      if (av[i] == ev[i]) continue;
+    }
+    return ::testing::AssertionFailure()
+           << "element " << i << " differs (tol " << tol << ")\n  actual:   " << a.to_string()
+           << "\n  expected: " << e.to_string();
+  }
+  return ::testing::AssertionSuccess();
+}
+}  // namespace
+
+::testing::AssertionResult tensors_near(const Tensor& actual, const Tensor& expected, double tol) {
+  if (!actual.defined() || !expected.defined())
+    return ::testing::AssertionFailure() << "an empty tensor was compared";
+  if (actual.dtype() != expected.dtype())
+    return ::testing::AssertionFailure() << "dtype " << to_string(actual.dtype()) << " != expected "
+                                         << to_string(expected.dtype()) << "\n  actual: "
+                                         << actual.to_string();
+  if (!(actual.shape() == expected.shape()))
+    return ::testing::AssertionFailure() << "shape " << actual.shape().to_string()
+                                         << " != expected " << expected.shape().to_string()
+                                         << "\n  actual: " << actual.to_string();
+  switch (actual.dtype()) {
+    case DType::Float32: return compare<float>(actual, expected, tol);
+    case DType::Float64: return compare<double>(actual, expected, tol);
+    case DType::Int32: return compare<int32_t>(actual, expected, tol);
+    case DType::Int64: return compare<int64_t>(actual, expected, tol);
+    case DType::Bool: return compare<bool>(actual, expected, tol);
+    case DType::String: return compare<std::string>(actual, expected, tol);
+  }
+  return ::testing::AssertionFailure() << "unknown dtype";
+}
+
+}  // namespace tg::testing
