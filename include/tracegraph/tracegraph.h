@@ -2,6 +2,8 @@
 #pragma once
 #include "tracegraph/dtype.h"
 #include "tracegraph/errors.h"
+#include "tracegraph/function.h"
 #include "tracegraph/ops.h"
 #include "tracegraph/shape.h"
 #include "tracegraph/tensor.h"
+#include "tracegraph/trace_type.h"

@@ -13,6 +13,8 @@ struct SymbolicValue {
   virtual ~SymbolicValue() = default;
   /// The graph-level name, e.g. "x:0".
   virtual std::string name() const = 0;
+  /// Where it was made, for messages: "'add:0' of function 'f' (trace 2)".
+  virtual std::string origin() const = 0;
 };
 
 struct TensorImpl {

@@ -9,6 +9,9 @@ thread_local TraceRecorder* tls_recorder = nullptr;
 }
 
 TraceRecorder* current_recorder() { return tls_recorder; }
+
+std::vector<Tensor> allocate_and_run(const OpDef& def, const std::vector<Tensor>& inputs,
+                                     const OpAttrs& attrs, const std::vector<ValueType>& out_types);
 void set_current_recorder(TraceRecorder* r) { tls_recorder = r; }
 
 std::vector<Tensor> apply_op(OpId id, const std::vector<Tensor>& inputs, const OpAttrs& attrs) {
@@ -19,25 +22,43 @@ std::vector<Tensor> apply_op(OpId id, const std::vector<Tensor>& inputs, const O
   std::vector<ValueType> in_types;
   in_types.reserve(inputs.size());
   bool symbolic = false;
+  const SymbolicValue* first_symbolic = nullptr;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const auto& impl = inputs[i].impl();
     if (!impl)
       op_error<ValueError>(def.name, "input ", i,
                            " is an empty tg::Tensor (default-constructed or moved-from); "
                            "assign it a value before passing it to an op");
+    if (impl->symbolic && !first_symbolic) first_symbolic = impl->symbolic.get();
     symbolic |= impl->symbolic != nullptr;
     in_types.push_back(ValueType{impl->dtype, impl->shape});
   }
   std::vector<ValueType> out_types = def.infer(in_types, attrs);
-  if (symbolic) {
-    TraceRecorder* rec = current_recorder();
+  TraceRecorder* rec = current_recorder();
+  // Stateful ops (tg::print) are recorded while tracing even when their inputs are eager, so
+  // that they run at every execution of the graph, not once at trace time.
+  if (symbolic || (rec && (def.traits & kStateful))) {
     if (!rec)
       op_error<OutOfScopeError>(
-          def.name,
-          "a symbolic tensor was used outside the tg::function trace that created it; "
-          "return it from the function (or use tg::print inside it) instead of keeping it");
+          def.name, "the symbolic tensor ", first_symbolic->origin(),
+          " was used outside the trace that created it. Symbolic tensors only exist while a "
+          "tg::function is traced; return the value from the function and use the returned "
+          "tensor instead of keeping the symbolic one (e.g. in a global or a captured variable)");
     return rec->record(id, inputs, attrs, out_types);
   }
+  return allocate_and_run(def, inputs, attrs, out_types);
+}
+
+std::vector<Tensor> run_op_eager(const OpDef& def, const std::vector<Tensor>& inputs,
+                                 const OpAttrs& attrs) {
+  std::vector<ValueType> in_types;
+  in_types.reserve(inputs.size());
+  for (const Tensor& t : inputs) in_types.push_back(ValueType{t.impl()->dtype, t.impl()->shape});
+  return allocate_and_run(def, inputs, attrs, def.infer(in_types, attrs));
+}
+
+std::vector<Tensor> allocate_and_run(const OpDef& def, const std::vector<Tensor>& inputs,
+                                     const OpAttrs& attrs, const std::vector<ValueType>& out_types) {
   std::vector<Tensor> outputs(out_types.size());
   if (!(def.traits & kView))
     for (std::size_t i = 0; i < out_types.size(); ++i)

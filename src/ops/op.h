@@ -23,6 +23,7 @@ enum OpTrait : uint32_t {
   kDifferentiable = 1u << 3,
   kNotDifferentiable = 1u << 4,
   kView = 1u << 5,
+  kStateful = 1u << 6,  // has effects beyond its outputs: recorded in order, never removed
 };
 
 /// The static (non-tensor) arguments of an op. One struct for all ops keeps nodes uniform
@@ -38,6 +39,7 @@ struct OpAttrs {
   DType dtype = DType::Float32;  // cast / one_hot / argmax output dtype
   double on_value = 1.0;       // one_hot
   double off_value = 0.0;      // one_hot
+  std::vector<std::string> strings;  // print: the text of each part
   bool operator==(const OpAttrs&) const = default;
 };
 
@@ -79,6 +81,11 @@ const OpDef* find_op(const std::string& name);
 /// trace (any symbolic input). Every public op function ends here.
 std::vector<Tensor> apply_op(OpId id, const std::vector<Tensor>& inputs, const OpAttrs& attrs = {});
 Tensor apply_op1(OpId id, const std::vector<Tensor>& inputs, const OpAttrs& attrs = {});
+
+/// Runs an op on eager inputs: infers output types (for concrete shapes) and runs the kernel.
+/// The graph executor calls this; it never records.
+std::vector<Tensor> run_op_eager(const OpDef& def, const std::vector<Tensor>& inputs,
+                                 const OpAttrs& attrs);
 
 /// Receives ops on symbolic tensors while a function is traced (installed per thread by the
 /// tracing layer). With none installed, a symbolic input is an OutOfScopeError.

@@ -1,0 +1,76 @@
+// Trace types: how tg::function decides whether a call can reuse an existing trace.
+#pragma once
+#include <any>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tracegraph/shape.h"
+
+namespace tg {
+
+class TraceType;
+using TraceTypePtr = std::shared_ptr<const TraceType>;
+
+/// The type of one argument as tracing sees it (TensorFlow's tf.types.experimental.TraceType).
+/// A call can reuse a trace when every argument's type is a subtype of the traced one.
+/// User types opt in with a member `tg::TraceTypePtr tracing_type() const` returning their own
+/// subclass (the guide's Fruit example is in examples/guide/).
+class TraceType {
+ public:
+  virtual ~TraceType() = default;
+  /// True if every value of this type is also a value of `other`.
+  virtual bool is_subtype_of(const TraceType& other) const = 0;
+  /// The most specific type that this and every one of `others` are subtypes of, or nullptr.
+  virtual TraceTypePtr most_specific_common_supertype(
+      const std::vector<const TraceType*>& others) const = 0;
+  /// The value the traced body receives for an argument of this type. An empty std::any
+  /// means "the argument itself" (what built-in literal and object types do).
+  virtual std::any placeholder_value() const { return {}; }
+  virtual bool equals(const TraceType& other) const = 0;
+  virtual std::size_t hash() const = 0;
+  /// As shown in signatures: "TensorSpec(shape=(3,), dtype=tg.int32, name=None)", "Literal[2]".
+  virtual std::string to_string() const = 0;
+
+  bool operator==(const TraceType& other) const { return equals(other); }
+};
+
+namespace detail {
+/// One leaf value of a literal trace type.
+struct LiteralValue {
+  enum class Kind : uint8_t { kInt, kFloat, kBool, kString, kEnum } kind;
+  int64_t i = 0;
+  double f = 0;
+  std::string s;         // string value, or the enum's type name
+  std::string cpp_type;  // the C++ type, so that int 1 and long 1 are different types
+  bool operator==(const LiteralValue&) const = default;
+  std::string to_string() const;
+};
+
+TraceTypePtr tensor_trace_type(DType dtype, const TensorShape& shape);
+TraceTypePtr literal_trace_type(LiteralValue value);
+/// Ordered containers: kind is "List" (std::vector), "Array", "Tuple" (tuple, pair).
+TraceTypePtr sequence_trace_type(std::string kind, std::vector<TraceTypePtr> elements);
+/// Mappings: order-independent; keys are shown by their literal form.
+TraceTypePtr mapping_trace_type(std::vector<std::pair<LiteralValue, TraceTypePtr>> items);
+/// std::optional: nullptr element for an empty optional.
+TraceTypePtr optional_trace_type(TraceTypePtr element);
+/// An object passed by std::shared_ptr: matches the same live object, then an == one (when the
+/// type has operator==). Holds the object weakly; a dead object never matches again.
+TraceTypePtr object_trace_type(std::weak_ptr<const void> object, const void* address,
+                               std::string cpp_type,
+                               bool (*equal)(const void* a, const void* b));
+
+/// Dtype and shape of a tensor trace type (nullptr-safe: false for other types).
+bool as_tensor_type(const TraceType& t, DType* dtype, TensorShape* shape);
+/// Elements of a sequence type, or nullptr.
+const std::vector<TraceTypePtr>* sequence_elements(const TraceType& t);
+/// The value type stored under `key` in a mapping type, or nullptr.
+const TraceType* mapping_value(const TraceType& t, const LiteralValue& key);
+/// The element type of a non-empty optional type, or nullptr.
+const TraceType* optional_element(const TraceType& t);
+}  // namespace detail
+
+}  // namespace tg

@@ -1,0 +1,67 @@
+// The graph IR that traces record into and the executor runs.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ops/op.h"
+#include "tracegraph/tensor.h"
+
+namespace tg::detail {
+
+/// One output of one node.
+struct ValueRef {
+  int node = -1;
+  int output = 0;
+  bool operator==(const ValueRef&) const = default;
+};
+
+enum class NodeKind : uint8_t {
+  kPlaceholder,  // a function input (index = position in GraphIR::placeholders)
+  kConst,        // a captured eager tensor
+  kOp,           // a registry op
+  kOutput,       // "Identity" nodes that name the function's results
+};
+
+class GraphIR;
+
+struct GraphNode {
+  std::string name;               // unique within the graph
+  NodeKind kind = NodeKind::kOp;
+  OpId op = OpId::Identity;       // for kOp
+  OpAttrs attrs;                  // for kOp
+  std::vector<ValueRef> inputs;
+  std::vector<ValueType> outputs;  // static output types (dims may be None)
+  Tensor value;                    // for kConst
+  // Ordering edge for stateful ops: the previous stateful node (or -1). Keeps tg::print and
+  // variable updates in program order through any later reordering pass.
+  int control_input = -1;
+  // Sub-graphs of control-flow nodes (cond branches, while body/condition); empty otherwise.
+  std::vector<std::shared_ptr<const GraphIR>> subgraphs;
+
+  std::string op_name() const;  // "Placeholder", "Const", "Identity" or the op's name
+};
+
+class GraphIR {
+ public:
+  explicit GraphIR(uint64_t id) : id_(id) {}
+  uint64_t id() const { return id_; }
+
+  std::vector<GraphNode> nodes;
+  std::vector<int> placeholders;  // node index per function input, in argument order
+  std::vector<int> outputs;       // kOutput node index per function result
+
+  /// `base`, or `base_1`, `base_2`... so that node names stay unique (TensorFlow's scheme).
+  std::string unique_name(const std::string& base);
+  int add_node(GraphNode node);
+  /// "add" for output 0, "add:1" for others (as graph inputs are written).
+  std::string ref_name(const ValueRef& r) const;
+
+ private:
+  uint64_t id_;
+  std::unordered_map<std::string, int> name_counts_;
+};
+
+}  // namespace tg::detail

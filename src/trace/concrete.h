@@ -1,0 +1,37 @@
+// What a concrete function is made of (shared by the function core and the executor users).
+#pragma once
+#include <any>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/graph_ir.h"
+#include "tracegraph/function.h"
+
+namespace tg::detail {
+
+/// A FunctionType: parameter names and their trace types.
+struct FunctionTypeKey {
+  std::vector<TraceTypePtr> params;
+  std::vector<std::string> names;
+  std::size_t hash = 0;
+  /// "(a: TensorSpec(...), b: Literal[2])".
+  std::string to_string() const;
+  /// Every parameter type is a subtype of the corresponding one of `other`.
+  bool is_subtype_of(const std::vector<TraceTypePtr>& other) const;
+};
+std::size_t hash_types(const std::vector<TraceTypePtr>& types);
+
+class ConcreteImpl {
+ public:
+  std::weak_ptr<ConcreteImpl> self;
+  std::string function_name;
+  int64_t index = 0;                 // 0 for the first trace
+  FunctionTypeKey input_type;
+  std::shared_ptr<GraphIR> ir;
+  std::unique_ptr<Graph> graph;      // the public view of ir
+  std::any skeleton;                 // the traced result with symbolic tensors
+  std::string output_description;    // "TensorSpec(shape=(), dtype=tg.int32, name=None)"
+};
+
+}  // namespace tg::detail

@@ -1,0 +1,473 @@
+// tg::function's non-template core: the cache of concrete functions, dispatch by trace type,
+// tracing into a graph, and binding calls to concrete functions.
+#include <cxxabi.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+#include <ostream>
+#include <shared_mutex>
+#include <unordered_map>
+
+#include "core/check.h"
+#include "core/tensor_impl.h"
+#include "graph/graph_ir.h"
+#include "runtime/executor.h"
+#include "trace/concrete.h"
+#include "tracegraph/function.h"
+
+namespace tg {
+
+namespace config {
+namespace {
+std::atomic<bool> g_run_eagerly{false};
+}
+void run_functions_eagerly(bool enabled) { g_run_eagerly.store(enabled); }
+bool functions_run_eagerly() { return g_run_eagerly.load(std::memory_order_relaxed); }
+}  // namespace config
+
+namespace detail {
+
+std::string demangle(const char* mangled) {
+  int status = 0;
+  char* d = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
+  std::string out = status == 0 && d ? d : mangled;
+  std::free(d);
+  return out;
+}
+
+std::string indexed_path(const std::string& path, std::size_t i) {
+  return path + "[" + std::to_string(i) + "]";
+}
+std::string keyed_path(const std::string& path, const LiteralValue& key) {
+  return path + "[" + key.to_string() + "]";
+}
+
+std::string describe_output(const Tensor& t) {
+  if (!t.defined()) return "None";
+  return TensorSpec(t.shape(), t.dtype()).to_string();
+}
+
+bool tracing_active() { return current_recorder() != nullptr; }
+
+const std::any& skeleton_of(const ConcreteImpl& cf) { return cf.skeleton; }
+
+std::string FunctionTypeKey::to_string() const {
+  std::string s = "(";
+  for (std::size_t i = 0; i < params.size(); ++i)
+    s += (i ? ", " : "") + names[i] + ": " + params[i]->to_string();
+  return s + ")";
+}
+
+bool FunctionTypeKey::is_subtype_of(const std::vector<TraceTypePtr>& other) const {
+  if (other.size() != params.size()) return false;
+  for (std::size_t i = 0; i < params.size(); ++i)
+    if (!params[i]->is_subtype_of(*other[i])) return false;
+  return true;
+}
+
+std::size_t hash_types(const std::vector<TraceTypePtr>& types) {
+  std::size_t h = types.size();
+  for (const auto& t : types) h ^= t->hash() + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  return h;
+}
+
+namespace {
+
+// A placeholder name from an argument path: "batch[1]" -> "batch_1", "cfg['lr']" -> "cfg_lr".
+std::string sanitize(const std::string& path) {
+  std::string out;
+  for (char c : path) {
+    if (std::isalnum(static_cast<unsigned char>(c)) || c == '_') out += c;
+    else if ((c == '[' || c == '.') && !out.empty() && out.back() != '_') out += '_';
+  }
+  while (!out.empty() && out.back() == '_') out.pop_back();
+  return out.empty() ? "arg" : out;
+}
+
+// A symbolic tensor's link to the graph value it stands for.
+struct GraphValue final : SymbolicValue {
+  uint64_t graph_id;
+  ValueRef ref;
+  std::string node_name;
+  std::string function_name;
+  int64_t trace_index;
+  std::string name() const override { return node_name + ":" + std::to_string(ref.output); }
+  std::string origin() const override {
+    return "'" + name() + "' of function '" + function_name + "' (trace " +
+           std::to_string(trace_index + 1) + ")";
+  }
+};
+
+Tensor make_symbolic(const ValueType& type, std::shared_ptr<GraphValue> v) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->dtype = type.dtype;
+  impl->shape = type.shape;
+  impl->symbolic = std::move(v);
+  return Tensor(std::move(impl));
+}
+
+// Records ops into one graph while a function body runs on this thread.
+class TraceContext final : public TraceRecorder, public PlaceholderContext {
+ public:
+  TraceContext(std::shared_ptr<GraphIR> graph, std::string function_name, int64_t trace_index)
+      : graph_(std::move(graph)), function_name_(std::move(function_name)), trace_index_(trace_index) {}
+
+  Tensor placeholder(const TraceType& type, const std::string& path) override {
+    DType dtype;
+    TensorShape shape;
+    TG_CHECK(as_tensor_type(type, &dtype, &shape), "placeholder for a non-tensor type");
+    GraphNode node;
+    node.kind = NodeKind::kPlaceholder;
+    node.name = graph_->unique_name(sanitize(path));
+    node.attrs.axis = static_cast<int64_t>(graph_->placeholders.size());
+    node.outputs = {ValueType{dtype, shape}};
+    const int idx = graph_->add_node(std::move(node));
+    graph_->placeholders.push_back(idx);
+    return symbolic_output(idx, 0);
+  }
+
+  std::vector<Tensor> record(OpId id, const std::vector<Tensor>& inputs, const OpAttrs& attrs,
+                             const std::vector<ValueType>& output_types) override {
+    GraphNode node;
+    node.kind = NodeKind::kOp;
+    node.op = id;
+    node.attrs = attrs;
+    node.name = graph_->unique_name(op_def(id).name);
+    for (const Tensor& t : inputs) node.inputs.push_back(value_of(t, op_def(id).name));
+    node.outputs = output_types;
+    const bool stateful = op_def(id).traits & kStateful;
+    if (stateful) node.control_input = last_stateful_;
+    const int idx = graph_->add_node(std::move(node));
+    if (stateful) last_stateful_ = idx;
+    std::vector<Tensor> out;
+    for (std::size_t i = 0; i < output_types.size(); ++i) out.push_back(symbolic_output(idx, static_cast<int>(i)));
+    return out;
+  }
+
+  // The graph value for a tensor used by the trace: its own symbolic values, or a capture.
+  ValueRef value_of(const Tensor& t, const char* user) {
+    const auto& impl = t.impl();
+    if (!impl)
+      op_error<ValueError>(user, "an empty tg::Tensor (default-constructed or moved-from) was "
+                                 "passed; assign it a value first");
+    if (impl->symbolic) {
+      auto* gv = dynamic_cast<const GraphValue*>(impl->symbolic.get());
+      if (!gv || gv->graph_id != graph_->id())
+        op_error<OutOfScopeError>(
+            user, "the symbolic tensor ", impl->symbolic->origin(), " was used while tracing function '",
+            function_name_, "'. A symbolic tensor belongs to the trace that made it; pass the value "
+            "in as an argument, or return it from its function and use the returned tensor");
+      return gv->ref;
+    }
+    // Eager tensors the body captured become constants of the graph (once per tensor).
+    auto it = captures_.find(impl.get());
+    if (it != captures_.end()) return ValueRef{it->second, 0};
+    GraphNode node;
+    node.kind = NodeKind::kConst;
+    node.name = graph_->unique_name("Const");
+    node.value = t;
+    node.outputs = {ValueType{impl->dtype, impl->shape}};
+    const int idx = graph_->add_node(std::move(node));
+    captures_.emplace(impl.get(), idx);
+    return ValueRef{idx, 0};
+  }
+
+  void add_outputs(const std::vector<Tensor>& outputs) {
+    for (const Tensor& t : outputs) {
+      GraphNode node;
+      node.kind = NodeKind::kOutput;
+      node.name = graph_->unique_name("Identity");
+      node.inputs = {value_of(t, "function output")};
+      node.outputs = {ValueType{t.dtype(), t.shape()}};
+      graph_->outputs.push_back(graph_->add_node(std::move(node)));
+    }
+  }
+
+ private:
+  Tensor symbolic_output(int node, int output) {
+    auto v = std::make_shared<GraphValue>();
+    v->graph_id = graph_->id();
+    v->ref = ValueRef{node, output};
+    v->node_name = graph_->nodes[static_cast<std::size_t>(node)].name;
+    v->function_name = function_name_;
+    v->trace_index = trace_index_;
+    return make_symbolic(graph_->nodes[static_cast<std::size_t>(node)].outputs[static_cast<std::size_t>(output)], std::move(v));
+  }
+
+  std::shared_ptr<GraphIR> graph_;
+  std::string function_name_;
+  int64_t trace_index_;
+  int last_stateful_ = -1;
+  std::unordered_map<const TensorImpl*, int> captures_;
+};
+
+// Installs a recorder for the current thread and restores the previous one on exit.
+class RecorderScope {
+ public:
+  explicit RecorderScope(TraceRecorder* r) : prev_(current_recorder()) { set_current_recorder(r); }
+  ~RecorderScope() { set_current_recorder(prev_); }
+  RecorderScope(const RecorderScope&) = delete;
+  RecorderScope& operator=(const RecorderScope&) = delete;
+
+ private:
+  TraceRecorder* prev_;
+};
+
+thread_local std::vector<const FunctionCore*> t_active_functions;
+std::atomic<uint64_t> g_next_graph_id{1};
+
+// The innermost mismatch between a call's argument type and a parameter type, as TF words it:
+// "Can not cast 3 to Literal[2]".
+std::string cast_message(const TraceType& arg, const TraceType& param) {
+  const auto* ea = sequence_elements(arg);
+  const auto* ep = sequence_elements(param);
+  if (ea && ep && ea->size() == ep->size()) {
+    for (std::size_t i = 0; i < ea->size(); ++i)
+      if (!(*ea)[i]->is_subtype_of(*(*ep)[i])) return cast_message(*(*ea)[i], *(*ep)[i]);
+  }
+  std::string a = arg.to_string();
+  if (a.rfind("Literal[", 0) == 0 && a.back() == ']') a = a.substr(8, a.size() - 9);
+  return "Can not cast " + a + " to " + param.to_string();
+}
+
+std::string args_text(const std::vector<TraceTypePtr>& args) {
+  std::string s = "(";
+  for (const auto& a : args) s += a->to_string() + ", ";
+  if (args.size() > 1) s.resize(s.size() - 2);
+  else if (args.size() == 1) s.resize(s.size() - 1);
+  return s + ")";
+}
+
+[[noreturn]] void binding_error(const FunctionTypeKey& sig, const std::vector<TraceTypePtr>& args,
+                                const std::string& output_suffix) {
+  if (args.size() != sig.params.size())
+    throw TypeError(str_cat("Binding inputs to function failed: the signature ", sig.to_string(),
+                            " takes ", sig.params.size(), " argument", sig.params.size() == 1 ? "" : "s",
+                            " but ", args.size(), " were given. Received args: ", args_text(args)));
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (!args[i]->is_subtype_of(*sig.params[i]))
+      throw TypeError(str_cat("Binding inputs to function failed due to `",
+                              cast_message(*args[i], *sig.params[i]), "`. Received args: ",
+                              args_text(args), " for signature: ", sig.to_string(), output_suffix,
+                              "."));
+  }
+  throw InternalError("binding_error called for a call that binds");
+}
+
+}  // namespace
+
+void bind_concrete(const ConcreteImpl& cf, const std::vector<TraceTypePtr>& arg_types) {
+  FunctionTypeKey call{arg_types, cf.input_type.names, 0};
+  if (!call.is_subtype_of(cf.input_type.params))
+    binding_error(cf.input_type, arg_types, " -> " + cf.output_description);
+}
+
+struct FunctionCore::State {
+  FunctionOptions options;
+  std::string callable_type;
+  std::optional<FunctionTypeKey> signature;
+  mutable std::shared_mutex mu;  // guards concretes / exact
+  std::mutex trace_mu;           // serialises tracing of this function
+  std::vector<std::shared_ptr<ConcreteImpl>> concretes;
+  std::unordered_multimap<std::size_t, ConcreteImpl*> exact;
+  std::atomic<int64_t> tracing_count{0};
+
+  std::vector<std::string> names_for(std::size_t n) const {
+    std::vector<std::string> names;
+    for (std::size_t i = 0; i < n; ++i)
+      names.push_back(i < options.arg_names.size() ? options.arg_names[i] : "arg" + std::to_string(i));
+    return names;
+  }
+
+  // Exact match by hash, else the most specific concrete function the call is a subtype of.
+  std::shared_ptr<ConcreteImpl> lookup(const std::vector<TraceTypePtr>& types, std::size_t h) const {
+    std::shared_lock lock(mu);
+    auto range = exact.equal_range(h);
+    for (auto it = range.first; it != range.second; ++it) {
+      const auto& params = it->second->input_type.params;
+      bool same = params.size() == types.size();
+      for (std::size_t i = 0; same && i < types.size(); ++i) same = params[i]->equals(*types[i]);
+      if (same) return it->second->self.lock();
+    }
+    FunctionTypeKey call{types, {}, h};
+    std::shared_ptr<ConcreteImpl> best;
+    for (const auto& c : concretes) {
+      if (!call.is_subtype_of(c->input_type.params)) continue;
+      if (!best || c->input_type.is_subtype_of(best->input_type.params)) best = c;
+    }
+    return best;
+  }
+
+  // reduce_retracing: the most specific common supertype of the call with an existing trace.
+  std::vector<TraceTypePtr> generalise(const std::vector<TraceTypePtr>& types) const {
+    std::shared_lock lock(mu);
+    std::vector<TraceTypePtr> best;
+    for (const auto& c : concretes) {
+      const auto& params = c->input_type.params;
+      if (params.size() != types.size()) continue;
+      std::vector<TraceTypePtr> sup;
+      for (std::size_t i = 0; i < types.size(); ++i) {
+        TraceTypePtr s = types[i]->most_specific_common_supertype({params[i].get()});
+        if (!s) break;
+        sup.push_back(std::move(s));
+      }
+      if (sup.size() != types.size()) continue;
+      FunctionTypeKey cand{sup, {}, 0};
+      if (best.empty() || cand.is_subtype_of(best)) best = std::move(sup);
+    }
+    return best.empty() ? types : best;
+  }
+};
+
+FunctionCore::FunctionCore(FunctionOptions options, std::string callable_type)
+    : state_(std::make_unique<State>()) {
+  if (options.name.empty()) options.name = "function";
+  if (options.max_traces < 1)
+    throw ValueError(str_cat("FunctionOptions::max_traces must be >= 1, got ", options.max_traces,
+                             " for function '", options.name, "'"));
+  state_->options = std::move(options);
+  state_->callable_type = std::move(callable_type);
+  if (state_->options.input_signature) {
+    FunctionTypeKey sig;
+    const auto& specs = *state_->options.input_signature;
+    sig.names = state_->names_for(specs.size());
+    for (std::size_t i = 0; i < specs.size(); ++i) {
+      if (!specs[i].name.empty()) sig.names[i] = specs[i].name;
+      sig.params.push_back(tensor_trace_type(specs[i].dtype, specs[i].shape));
+    }
+    sig.hash = hash_types(sig.params);
+    state_->signature = std::move(sig);
+  }
+}
+
+FunctionCore::~FunctionCore() = default;
+
+const FunctionOptions& FunctionCore::options() const { return state_->options; }
+const std::string& FunctionCore::name() const { return state_->options.name; }
+int64_t FunctionCore::tracing_count() const { return state_->tracing_count.load(); }
+
+std::vector<std::shared_ptr<ConcreteImpl>> FunctionCore::concrete_functions() const {
+  std::shared_lock lock(state_->mu);
+  return state_->concretes;
+}
+
+FunctionCore::ActiveScope::ActiveScope(const FunctionCore* core) {
+  if (std::find(t_active_functions.begin(), t_active_functions.end(), core) != t_active_functions.end())
+    throw StagingError(str_cat(
+        "function '", core->name(), "' called itself while it was being traced. Recursion of a "
+        "tg::function cannot be traced (the graph would unroll forever); use tg::while_loop for "
+        "a data-dependent loop, or a plain C++ helper for a fixed recursion depth"));
+  t_active_functions.push_back(core);
+}
+FunctionCore::ActiveScope::~ActiveScope() { t_active_functions.pop_back(); }
+
+std::shared_ptr<ConcreteImpl> FunctionCore::dispatch_or_trace(std::vector<TraceTypePtr> arg_types,
+                                                              TraceBody body, bool /*has_specs*/) {
+  State& s = *state_;
+  std::vector<TraceTypePtr> target = std::move(arg_types);
+  if (s.signature) {
+    // One FunctionType only: the call must bind to it; the trace uses the signature's types.
+    FunctionTypeKey call{target, s.signature->names, 0};
+    if (target.size() != s.signature->params.size() || !call.is_subtype_of(s.signature->params))
+      binding_error(*s.signature, target, "");
+    target = s.signature->params;
+  }
+  const std::size_t h = hash_types(target);
+  if (auto cf = s.lookup(target, h)) return cf;
+
+  std::lock_guard trace_lock(s.trace_mu);
+  if (auto cf = s.lookup(target, h)) return cf;  // traced by another thread meanwhile
+  if (s.options.reduce_retracing && !s.signature) target = s.generalise(target);
+
+  const int64_t index = s.tracing_count.load();
+  if (index >= s.options.max_traces)
+    throw RetracingLimitError(str_cat(
+        "The function '", s.options.name, "' has been retraced ", index,
+        " times. The tracing limit has been reached. This call needs a new trace for ",
+        FunctionTypeKey{target, s.names_for(target.size()), 0}.to_string(),
+        ". Pass varying values as tensors instead of C++ literals, give the function an "
+        "input_signature with None dimensions, or set reduce_retracing"));
+
+  auto graph = std::make_shared<GraphIR>(g_next_graph_id.fetch_add(1));
+  TraceContext ctx(graph, s.options.name, index);
+  TraceOutput out;
+  {
+    ActiveScope active(this);
+    RecorderScope recorder(&ctx);
+    out = body(target, ctx);
+    ctx.add_outputs(out.outputs);
+  }
+  auto cf = std::make_shared<ConcreteImpl>();
+  cf->self = cf;
+  cf->function_name = s.options.name;
+  cf->index = index;
+  cf->input_type = FunctionTypeKey{target, s.names_for(target.size()), h};
+  if (s.signature) cf->input_type.names = s.signature->names;
+  cf->input_type.hash = hash_types(target);
+  cf->ir = graph;
+  cf->graph = std::make_unique<Graph>(graph);
+  cf->skeleton = std::move(out.skeleton);
+  cf->output_description = out.description;
+  {
+    std::unique_lock lock(s.mu);
+    s.concretes.push_back(cf);
+    s.exact.emplace(cf->input_type.hash, cf.get());
+    s.tracing_count.fetch_add(1);
+  }
+  return cf;
+}
+
+std::vector<Tensor> FunctionCore::run(const ConcreteImpl& cf, const std::vector<Tensor>& leaves) const {
+  if (leaves.size() != cf.ir->placeholders.size())
+    throw TypeError(str_cat(
+        "function '", cf.function_name, "' was called with ", leaves.size(), " tensor",
+        leaves.size() == 1 ? "" : "s", " but its trace takes ", cf.ir->placeholders.size(),
+        ". TensorSpec arguments only describe inputs for get_concrete_function; call the "
+        "function with tensors"));
+  return execute(*cf.ir, leaves);
+}
+
+// ---- ConcreteFunction ----------------------------------------------------------------------
+}  // namespace detail
+
+std::string ConcreteFunction::function_type() const {
+  return impl_->input_type.to_string() + " -> " + impl_->output_description;
+}
+
+std::string ConcreteFunction::pretty_printed_signature() const {
+  std::string s = "Input Parameters:\n";
+  const auto& t = impl_->input_type;
+  for (std::size_t i = 0; i < t.params.size(); ++i)
+    s += "  " + t.names[i] + " (POSITIONAL_OR_KEYWORD): " + t.params[i]->to_string() + "\n";
+  return s + "Output Type:\n  " + impl_->output_description;
+}
+
+const Graph& ConcreteFunction::graph() const { return *impl_->graph; }
+
+std::vector<Tensor> ConcreteFunction::call_flat(const std::vector<Tensor>& inputs) const {
+  const auto& ir = *impl_->ir;
+  if (inputs.size() != ir.placeholders.size())
+    throw TypeError(detail::str_cat("concrete function of '", impl_->function_name, "' takes ",
+                                    ir.placeholders.size(), " tensors, got ", inputs.size()));
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const auto& node = ir.nodes[static_cast<std::size_t>(ir.placeholders[i])];
+    const detail::ValueType& want = node.outputs[0];
+    if (!inputs[i].defined() || inputs[i].is_symbolic() || inputs[i].dtype() != want.dtype ||
+        !inputs[i].shape().is_subtype_of(want.shape))
+      throw TypeError(detail::str_cat(
+          "Binding inputs to function failed due to `Can not cast ",
+          inputs[i].defined() ? TensorSpec(inputs[i].shape(), inputs[i].dtype()).to_string()
+                              : std::string("an empty tensor"),
+          " to ", TensorSpec(want.shape, want.dtype).to_string(), "` for input '", node.name,
+          "' of ", function_type()));
+  }
+  return detail::execute(ir, inputs);
+}
+
+std::ostream& operator<<(std::ostream& os, const ConcreteFunction& cf) {
+  return os << "ConcreteFunction " << cf.pretty_printed_signature();
+}
+
+}  // namespace tg

@@ -1,0 +1,314 @@
+// The built-in trace types: tensors, literals, containers, optionals and objects.
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+
+#include "core/check.h"
+#include "tracegraph/function.h"
+
+namespace tg::detail {
+
+namespace {
+
+std::size_t mix_hash(std::size_t h, std::size_t v) {
+  return h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2));
+}
+
+class TensorTraceType final : public TraceType {
+ public:
+  TensorTraceType(DType d, TensorShape s) : dtype_(d), shape_(std::move(s)) {}
+  bool is_subtype_of(const TraceType& o) const override {
+    auto* t = dynamic_cast<const TensorTraceType*>(&o);
+    return t && t->dtype_ == dtype_ && shape_.is_subtype_of(t->shape_);
+  }
+  TraceTypePtr most_specific_common_supertype(const std::vector<const TraceType*>& others) const override {
+    TensorShape shape = shape_;
+    for (const TraceType* o : others) {
+      auto* t = dynamic_cast<const TensorTraceType*>(o);
+      if (!t || t->dtype_ != dtype_) return nullptr;
+      shape = shape.most_specific_common_supertype(t->shape_);
+    }
+    return std::make_shared<TensorTraceType>(dtype_, shape);
+  }
+  bool equals(const TraceType& o) const override {
+    auto* t = dynamic_cast<const TensorTraceType*>(&o);
+    return t && t->dtype_ == dtype_ && t->shape_ == shape_;
+  }
+  std::size_t hash() const override {
+    std::size_t h = mix_hash(0x7e45, static_cast<std::size_t>(dtype_));
+    h = mix_hash(h, static_cast<std::size_t>(shape_.rank()));
+    for (int64_t d : shape_.dims()) h = mix_hash(h, static_cast<std::size_t>(d));
+    return h;
+  }
+  std::string to_string() const override { return TensorSpec(shape_, dtype_).to_string(); }
+  DType dtype_;
+  TensorShape shape_;
+};
+
+class LiteralTraceType final : public TraceType {
+ public:
+  explicit LiteralTraceType(LiteralValue v) : v_(std::move(v)) {}
+  bool is_subtype_of(const TraceType& o) const override { return equals(o); }
+  TraceTypePtr most_specific_common_supertype(const std::vector<const TraceType*>& others) const override {
+    for (const TraceType* o : others)
+      if (!equals(*o)) return nullptr;  // literals never generalise
+    return std::make_shared<LiteralTraceType>(v_);
+  }
+  bool equals(const TraceType& o) const override {
+    auto* t = dynamic_cast<const LiteralTraceType*>(&o);
+    return t && t->v_ == v_;
+  }
+  std::size_t hash() const override {
+    std::size_t h = mix_hash(0x11e7, static_cast<std::size_t>(v_.kind));
+    h = mix_hash(h, static_cast<std::size_t>(v_.i));
+    h = mix_hash(h, std::hash<double>{}(v_.f));
+    h = mix_hash(h, std::hash<std::string>{}(v_.s));
+    return mix_hash(h, std::hash<std::string>{}(v_.cpp_type));
+  }
+  std::string to_string() const override { return "Literal[" + v_.to_string() + "]"; }
+  LiteralValue v_;
+};
+
+class SequenceTraceType final : public TraceType {
+ public:
+  SequenceTraceType(std::string kind, std::vector<TraceTypePtr> el) : kind_(std::move(kind)), el_(std::move(el)) {}
+  bool is_subtype_of(const TraceType& o) const override {
+    auto* t = dynamic_cast<const SequenceTraceType*>(&o);
+    if (!t || t->kind_ != kind_ || t->el_.size() != el_.size()) return false;
+    for (std::size_t i = 0; i < el_.size(); ++i)
+      if (!el_[i]->is_subtype_of(*t->el_[i])) return false;
+    return true;
+  }
+  TraceTypePtr most_specific_common_supertype(const std::vector<const TraceType*>& others) const override {
+    std::vector<const SequenceTraceType*> seqs;
+    for (const TraceType* o : others) {
+      auto* t = dynamic_cast<const SequenceTraceType*>(o);
+      if (!t || t->kind_ != kind_ || t->el_.size() != el_.size()) return nullptr;
+      seqs.push_back(t);
+    }
+    std::vector<TraceTypePtr> el;
+    for (std::size_t i = 0; i < el_.size(); ++i) {
+      std::vector<const TraceType*> col;
+      for (auto* s : seqs) col.push_back(s->el_[i].get());
+      TraceTypePtr sup = el_[i]->most_specific_common_supertype(col);
+      if (!sup) return nullptr;
+      el.push_back(std::move(sup));
+    }
+    return std::make_shared<SequenceTraceType>(kind_, std::move(el));
+  }
+  bool equals(const TraceType& o) const override {
+    auto* t = dynamic_cast<const SequenceTraceType*>(&o);
+    if (!t || t->kind_ != kind_ || t->el_.size() != el_.size()) return false;
+    for (std::size_t i = 0; i < el_.size(); ++i)
+      if (!el_[i]->equals(*t->el_[i])) return false;
+    return true;
+  }
+  std::size_t hash() const override {
+    std::size_t h = mix_hash(std::hash<std::string>{}(kind_), el_.size());
+    for (const auto& e : el_) h = mix_hash(h, e->hash());
+    return h;
+  }
+  std::string to_string() const override {
+    std::string s;
+    for (const auto& e : el_) s += (s.empty() ? "" : ", ") + e->to_string();
+    return kind_ + "[" + s + "]";
+  }
+  std::string kind_;
+  std::vector<TraceTypePtr> el_;
+};
+
+class MappingTraceType final : public TraceType {
+ public:
+  using Items = std::vector<std::pair<LiteralValue, TraceTypePtr>>;
+  explicit MappingTraceType(Items items) : items_(std::move(items)) {}
+  bool same_keys(const MappingTraceType& t) const {
+    if (t.items_.size() != items_.size()) return false;
+    for (std::size_t i = 0; i < items_.size(); ++i)
+      if (!(t.items_[i].first == items_[i].first)) return false;
+    return true;
+  }
+  bool is_subtype_of(const TraceType& o) const override {
+    auto* t = dynamic_cast<const MappingTraceType*>(&o);
+    if (!t || !same_keys(*t)) return false;
+    for (std::size_t i = 0; i < items_.size(); ++i)
+      if (!items_[i].second->is_subtype_of(*t->items_[i].second)) return false;
+    return true;
+  }
+  TraceTypePtr most_specific_common_supertype(const std::vector<const TraceType*>& others) const override {
+    std::vector<const MappingTraceType*> maps;
+    for (const TraceType* o : others) {
+      auto* t = dynamic_cast<const MappingTraceType*>(o);
+      if (!t || !same_keys(*t)) return nullptr;
+      maps.push_back(t);
+    }
+    Items items;
+    for (std::size_t i = 0; i < items_.size(); ++i) {
+      std::vector<const TraceType*> col;
+      for (auto* m : maps) col.push_back(m->items_[i].second.get());
+      TraceTypePtr sup = items_[i].second->most_specific_common_supertype(col);
+      if (!sup) return nullptr;
+      items.emplace_back(items_[i].first, std::move(sup));
+    }
+    return std::make_shared<MappingTraceType>(std::move(items));
+  }
+  bool equals(const TraceType& o) const override {
+    auto* t = dynamic_cast<const MappingTraceType*>(&o);
+    if (!t || !same_keys(*t)) return false;
+    for (std::size_t i = 0; i < items_.size(); ++i)
+      if (!items_[i].second->equals(*t->items_[i].second)) return false;
+    return true;
+  }
+  std::size_t hash() const override {
+    std::size_t h = mix_hash(0x3a9, items_.size());
+    for (const auto& [k, v] : items_) h = mix_hash(mix_hash(h, std::hash<std::string>{}(k.to_string())), v->hash());
+    return h;
+  }
+  std::string to_string() const override {
+    std::string s;
+    for (const auto& [k, v] : items_) {
+      if (!s.empty()) s.append(", ");
+      s.append("[").append(k.to_string()).append(", ").append(v->to_string()).append("]");
+    }
+    return "Dict[" + s + "]";
+  }
+  Items items_;
+};
+
+class OptionalTraceType final : public TraceType {
+ public:
+  explicit OptionalTraceType(TraceTypePtr el) : el_(std::move(el)) {}
+  bool is_subtype_of(const TraceType& o) const override {
+    auto* t = dynamic_cast<const OptionalTraceType*>(&o);
+    if (!t || !el_ != !t->el_) return false;
+    return !el_ || el_->is_subtype_of(*t->el_);
+  }
+  TraceTypePtr most_specific_common_supertype(const std::vector<const TraceType*>& others) const override {
+    std::vector<const TraceType*> col;
+    for (const TraceType* o : others) {
+      auto* t = dynamic_cast<const OptionalTraceType*>(o);
+      if (!t || !el_ != !t->el_) return nullptr;
+      if (el_) col.push_back(t->el_.get());
+    }
+    if (!el_) return std::make_shared<OptionalTraceType>(nullptr);
+    TraceTypePtr sup = el_->most_specific_common_supertype(col);
+    return sup ? std::make_shared<OptionalTraceType>(std::move(sup)) : nullptr;
+  }
+  bool equals(const TraceType& o) const override {
+    auto* t = dynamic_cast<const OptionalTraceType*>(&o);
+    if (!t || !el_ != !t->el_) return false;
+    return !el_ || el_->equals(*t->el_);
+  }
+  std::size_t hash() const override { return mix_hash(0x0971, el_ ? el_->hash() : 0); }
+  std::string to_string() const override { return el_ ? "Optional[" + el_->to_string() + "]" : "None"; }
+  TraceTypePtr el_;
+};
+
+class ObjectTraceType final : public TraceType {
+ public:
+  ObjectTraceType(std::weak_ptr<const void> obj, const void* addr, std::string type,
+                  bool (*eq)(const void*, const void*))
+      : obj_(std::move(obj)), addr_(addr), type_(std::move(type)), eq_(eq) {}
+  // Identity first, then ==; both objects must be alive.
+  bool matches(const ObjectTraceType& t) const {
+    if (t.type_ != type_) return false;
+    auto a = obj_.lock();
+    auto b = t.obj_.lock();
+    if (!a || !b) return false;
+    return a.get() == b.get() || (eq_ && eq_(a.get(), b.get()));
+  }
+  bool is_subtype_of(const TraceType& o) const override {
+    auto* t = dynamic_cast<const ObjectTraceType*>(&o);
+    return t && matches(*t);
+  }
+  TraceTypePtr most_specific_common_supertype(const std::vector<const TraceType*>& others) const override {
+    for (const TraceType* o : others)
+      if (!is_subtype_of(*o)) return nullptr;
+    return std::make_shared<ObjectTraceType>(obj_, addr_, type_, eq_);
+  }
+  bool equals(const TraceType& o) const override { return is_subtype_of(o); }
+  std::size_t hash() const override { return std::hash<std::string>{}(type_); }
+  std::string to_string() const override {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%p", addr_);
+    return "Object[" + demangle(type_.c_str()) + " at " + buf + (obj_.expired() ? " (deleted)" : "") + "]";
+  }
+  std::weak_ptr<const void> obj_;
+  const void* addr_;
+  std::string type_;
+  bool (*eq_)(const void*, const void*);
+};
+
+}  // namespace
+
+std::string LiteralValue::to_string() const {
+  switch (kind) {
+    case Kind::kInt: return std::to_string(i);
+    case Kind::kFloat: {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.17g", f);
+      std::string s = buf;
+      // Shortest form that round-trips, as Python prints floats.
+      for (int prec = 1; prec <= 17; ++prec) {
+        std::snprintf(buf, sizeof buf, "%.*g", prec, f);
+        if (std::strtod(buf, nullptr) == f) {
+          s = buf;
+          break;
+        }
+      }
+      if (s.find_first_of(".einn") == std::string::npos) s += ".0";
+      return s;
+    }
+    case Kind::kBool: return i ? "True" : "False";
+    case Kind::kString: return "'" + s + "'";
+    case Kind::kEnum: return demangle(s.c_str()) + "(" + std::to_string(i) + ")";
+  }
+  return "?";
+}
+
+TraceTypePtr tensor_trace_type(DType dtype, const TensorShape& shape) {
+  return std::make_shared<TensorTraceType>(dtype, shape);
+}
+TraceTypePtr literal_trace_type(LiteralValue value) {
+  if (value.kind == LiteralValue::Kind::kEnum) value.s = value.cpp_type;
+  return std::make_shared<LiteralTraceType>(std::move(value));
+}
+TraceTypePtr sequence_trace_type(std::string kind, std::vector<TraceTypePtr> elements) {
+  return std::make_shared<SequenceTraceType>(std::move(kind), std::move(elements));
+}
+TraceTypePtr mapping_trace_type(std::vector<std::pair<LiteralValue, TraceTypePtr>> items) {
+  std::sort(items.begin(), items.end(),
+            [](const auto& a, const auto& b) { return a.first.to_string() < b.first.to_string(); });
+  return std::make_shared<MappingTraceType>(std::move(items));
+}
+TraceTypePtr optional_trace_type(TraceTypePtr element) {
+  return std::make_shared<OptionalTraceType>(std::move(element));
+}
+TraceTypePtr object_trace_type(std::weak_ptr<const void> object, const void* address,
+                               std::string cpp_type, bool (*equal)(const void*, const void*)) {
+  return std::make_shared<ObjectTraceType>(std::move(object), address, std::move(cpp_type), equal);
+}
+
+bool as_tensor_type(const TraceType& t, DType* dtype, TensorShape* shape) {
+  auto* tt = dynamic_cast<const TensorTraceType*>(&t);
+  if (!tt) return false;
+  if (dtype) *dtype = tt->dtype_;
+  if (shape) *shape = tt->shape_;
+  return true;
+}
+const std::vector<TraceTypePtr>* sequence_elements(const TraceType& t) {
+  auto* s = dynamic_cast<const SequenceTraceType*>(&t);
+  return s ? &s->el_ : nullptr;
+}
+const TraceType* mapping_value(const TraceType& t, const LiteralValue& key) {
+  auto* m = dynamic_cast<const MappingTraceType*>(&t);
+  if (!m) return nullptr;
+  for (const auto& [k, v] : m->items_)
+    if (k == key) return v.get();
+  return nullptr;
+}
+const TraceType* optional_element(const TraceType& t) {
+  auto* o = dynamic_cast<const OptionalTraceType*>(&t);
+  return o ? o->el_.get() : nullptr;
+}
+
+}  // namespace tg::detail

@@ -1,0 +1,398 @@
+// tg::function: tracing, the trace cache, dispatch by trace type, signatures (the guide's rules).
+#include <atomic>
+#include <map>
+#include <optional>
+#include <thread>
+
+#include "support/test_util.h"
+
+namespace tg {
+namespace {
+
+using ::tg::testing::tensors_near;
+
+TEST(Function, TracesOncePerInputTypeAndRunsPlainCppOnlyWhileTracing) {
+  int traces = 0;
+  std::vector<std::string> seen;
+  auto dbl = function(
+      [&](const Tensor& a) {
+        ++traces;
+        seen.push_back(a.to_string());
+        return a + a;
+      },
+      {.name = "double", .arg_names = {"a"}});
+  EXPECT_EQ(dbl(constant(1)).to_string(), "tg.Tensor(2, shape=(), dtype=int32)");
+  EXPECT_EQ(dbl(constant(1.1)).to_string(), "tg.Tensor(2.2, shape=(), dtype=float32)");
+  EXPECT_EQ(dbl(constant("a")).to_string(), "tg.Tensor(b'aa', shape=(), dtype=string)");
+  EXPECT_EQ(dbl(constant("b")).to_string(), "tg.Tensor(b'bb', shape=(), dtype=string)");
+  EXPECT_EQ(traces, 3);
+  EXPECT_EQ(dbl.tracing_count(), 3);
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[0], "Tensor(\"a:0\", shape=(), dtype=int32)");
+  EXPECT_EQ(seen[1], "Tensor(\"a:0\", shape=(), dtype=float32)");
+  EXPECT_EQ(seen[2], "Tensor(\"a:0\", shape=(), dtype=string)");
+  EXPECT_EQ(dbl.pretty_printed_concrete_signatures(),
+            "Input Parameters:\n"
+            "  a (POSITIONAL_OR_KEYWORD): TensorSpec(shape=(), dtype=tg.int32, name=None)\n"
+            "Output Type:\n"
+            "  TensorSpec(shape=(), dtype=tg.int32, name=None)\n"
+            "Input Parameters:\n"
+            "  a (POSITIONAL_OR_KEYWORD): TensorSpec(shape=(), dtype=tg.float32, name=None)\n"
+            "Output Type:\n"
+            "  TensorSpec(shape=(), dtype=tg.float32, name=None)\n"
+            "Input Parameters:\n"
+            "  a (POSITIONAL_OR_KEYWORD): TensorSpec(shape=(), dtype=tg.string, name=None)\n"
+            "Output Type:\n"
+            "  TensorSpec(shape=(), dtype=tg.string, name=None)");
+}
+
+TEST(Function, GraphOfAddReadsLikeTheGuide) {
+  auto add_fn = function([](const Tensor& a, const Tensor& b) { return a + b; },
+                         {.arg_names = {"a", "b"}});
+  auto cf = add_fn.get_concrete_function(constant(1), constant(2));
+  EXPECT_EQ(cf.graph().to_string(), "[] -> a\n[] -> b\n[a, b] -> add\n[add] -> Identity\n");
+  auto nodes = cf.graph().nodes();
+  ASSERT_EQ(nodes.size(), 4u);
+  EXPECT_EQ(nodes[0].op, "Placeholder");
+  EXPECT_EQ(nodes[2].op, "add");
+  EXPECT_EQ(nodes[3].op, "Identity");
+  EXPECT_NE(cf.graph().to_dot().find("digraph"), std::string::npos);
+  // Without arg_names the placeholders are arg0, arg1.
+  auto unnamed = function([](const Tensor& a, const Tensor& b) { return a * b; });
+  EXPECT_EQ(unnamed.get_concrete_function(constant(1), constant(2)).graph().to_string(),
+            "[] -> arg0\n[] -> arg1\n[arg0, arg1] -> mul\n[mul] -> Identity\n");
+}
+
+TEST(Function, ConcreteFunctionFromTensorSpecAndItsSignature) {
+  auto dbl = function([](const Tensor& a) { return a + a; }, {.arg_names = {"a"}});
+  auto cf = dbl.get_concrete_function(TensorSpec({}, string_));
+  EXPECT_EQ(cf(constant("c")).to_string(), "tg.Tensor(b'cc', shape=(), dtype=string)");
+  EXPECT_EQ(cf.function_type(),
+            "(a: TensorSpec(shape=(), dtype=tg.string, name=None)) -> "
+            "TensorSpec(shape=(), dtype=tg.string, name=None)");
+  std::ostringstream os;
+  os << cf;
+  EXPECT_EQ(os.str(),
+            "ConcreteFunction Input Parameters:\n"
+            "  a (POSITIONAL_OR_KEYWORD): TensorSpec(shape=(), dtype=tg.string, name=None)\n"
+            "Output Type:\n"
+            "  TensorSpec(shape=(), dtype=tg.string, name=None)");
+  EXPECT_THROW_MSG(cf(constant(1)), TypeError,
+                   "Can not cast TensorSpec(shape=(), dtype=tg.int32, name=None) to "
+                   "TensorSpec(shape=(), dtype=tg.string, name=None)");
+  // Calling the polymorphic function with a spec (no value) is a clear error.
+  EXPECT_THROW_MSG(dbl(TensorSpec({}, string_)), TypeError, "get_concrete_function");
+}
+
+TEST(Function, LiteralsArePartOfTheSignature) {
+  int traces = 0;
+  auto pw = function(
+      [&](const Tensor& a, int b) {
+        ++traces;
+        Tensor r = a;
+        for (int i = 1; i < b; ++i) r = r * a;
+        return r;
+      },
+      {.arg_names = {"a", "b"}});
+  auto square = pw.get_concrete_function(TensorSpec(TensorShape::unknown_rank(), float32), 2);
+  EXPECT_EQ(square.pretty_printed_signature(),
+            "Input Parameters:\n"
+            "  a (POSITIONAL_OR_KEYWORD): TensorSpec(shape=<unknown>, dtype=tg.float32, name=None)\n"
+            "  b (POSITIONAL_OR_KEYWORD): Literal[2]\n"
+            "Output Type:\n"
+            "  TensorSpec(shape=<unknown>, dtype=tg.float32, name=None)");
+  EXPECT_EQ(square(constant(10.0f), 2).item<float>(), 100.0f);
+  EXPECT_THROW_MSG(square(constant(10.0f), 3), TypeError, "Can not cast 3 to Literal[2]");
+  // Different literal values retrace; the same value reuses the trace.
+  pw(constant(2.0f), 3);
+  pw(constant(2.0f), 3);
+  pw(constant(2.0f), 4);
+  EXPECT_EQ(traces, 3);
+}
+
+TEST(Function, InputSignatureFixesOneFunctionType) {
+  int traces = 0;
+  auto next_collatz = function(
+      [&](const Tensor& x) {
+        ++traces;
+        EXPECT_EQ(x.to_string(), "Tensor(\"x:0\", shape=(None,), dtype=int32)");
+        return where(x % 2 == 0, x / 2, 3 * x + 1);
+      },
+      {.input_signature = std::vector<TensorSpec>{TensorSpec({None}, int32)}, .arg_names = {"x"}});
+  EXPECT_EQ(next_collatz(constant({1, 2})).to_string(), "tg.Tensor([4 1], shape=(2,), dtype=int32)");
+  EXPECT_EQ(next_collatz(constant({1, 2, 3, 4, 5})).to_vector<int32_t>(),
+            (std::vector<int32_t>{4, 1, 10, 2, 16}));
+  EXPECT_EQ(traces, 1);
+  EXPECT_THROW_MSG(next_collatz(constant({{1, 2}, {3, 4}})), TypeError,
+                   "Binding inputs to function failed due to `Can not cast TensorSpec(shape=(2, 2), "
+                   "dtype=tg.int32, name=None) to TensorSpec(shape=(None,), dtype=tg.int32, name=None)`",
+                   "for signature: (x: TensorSpec(shape=(None,), dtype=tg.int32, name=None))");
+  EXPECT_THROW_MSG(next_collatz(constant({1.0f, 2.0f})), TypeError,
+                   "Can not cast TensorSpec(shape=(2,), dtype=tg.float32, name=None) to "
+                   "TensorSpec(shape=(None,), dtype=tg.int32, name=None)");
+  EXPECT_EQ(traces, 1);
+}
+
+TEST(Function, ReduceRetracingGeneralisesLikeTheGuide) {
+  std::vector<std::string> traced;
+  auto g = function(
+      [&](const Tensor& x) {
+        traced.push_back(x.to_string());
+        return x;
+      },
+      {.reduce_retracing = true, .arg_names = {"x"}});
+  EXPECT_EQ(g(range(1, 4)).to_string(), "tg.Tensor([1 2 3], shape=(3,), dtype=int32)");
+  EXPECT_EQ(g(range(1, 6)).to_vector<int32_t>().size(), 5u);
+  EXPECT_EQ(g(range(1, 8)).to_vector<int32_t>().size(), 7u);
+  EXPECT_EQ(g(range(1, 10)).to_vector<int32_t>().size(), 9u);
+  ASSERT_EQ(traced.size(), 2u);
+  EXPECT_EQ(traced[0], "Tensor(\"x:0\", shape=(3,), dtype=int32)");
+  EXPECT_EQ(traced[1], "Tensor(\"x:0\", shape=(None,), dtype=int32)");
+  // A rank change generalises to an unknown rank.
+  g(ones({2, 2}, int32));
+  EXPECT_EQ(traced.back(), "Tensor(\"x:0\", shape=<unknown>, dtype=int32)");
+}
+
+TEST(Function, DispatchPrefersTheMostSpecificTrace) {
+  // Each trace adds a different constant, so the result shows which graph ran.
+  auto f = function([](const Tensor& x) { return x + (x.shape().dims()[0] == None ? 100.0f : 1.0f); });
+  f.get_concrete_function(TensorSpec({1, None}, float32));
+  f.get_concrete_function(TensorSpec({None, None}, float32));
+  ASSERT_EQ(f.tracing_count(), 2);
+  // (1, 2) fits both traces and (1, None) is the more specific; (3, 2) fits only (None, None).
+  EXPECT_TRUE(tensors_near(f(constant({{1.0f, 2.0f}})), constant({{2.0f, 3.0f}})));
+  EXPECT_TRUE(tensors_near(f(ones({3, 2})), fill({3, 2}, 101.0f)));
+  EXPECT_EQ(f.tracing_count(), 2);
+  // get_concrete_function for a subtype of an existing trace returns that trace.
+  f.get_concrete_function(TensorSpec({1, 5}, float32));
+  EXPECT_EQ(f.tracing_count(), 2);
+}
+
+TEST(Function, ContainersAreStructuralTypes) {
+  int traces = 0;
+  auto sum = function([&](const std::vector<Tensor>& xs) {
+    ++traces;
+    Tensor acc = xs[0];
+    for (std::size_t i = 1; i < xs.size(); ++i) acc = acc + xs[i];
+    return acc;
+  });
+  EXPECT_EQ(sum(std::vector<Tensor>{constant(1), constant(2)}).item<int32_t>(), 3);
+  EXPECT_EQ(sum(std::vector<Tensor>{constant(5), constant(6)}).item<int32_t>(), 11);
+  EXPECT_EQ(traces, 1);
+  EXPECT_EQ(sum(std::vector<Tensor>{constant(1), constant(2), constant(3)}).item<int32_t>(), 6);
+  EXPECT_EQ(traces, 2);  // another length is another type
+
+  int map_traces = 0;
+  auto scaled = function([&](const std::map<std::string, Tensor>& m, std::unordered_map<std::string, int> k) {
+    ++map_traces;
+    return m.at("x") * k.at("scale");
+  });
+  using Tensors = std::map<std::string, Tensor>;
+  using Ints = std::unordered_map<std::string, int>;
+  EXPECT_EQ(scaled(Tensors{{"x", constant(2)}}, Ints{{"scale", 3}, {"shift", 1}}).item<int32_t>(), 6);
+  EXPECT_EQ(scaled(Tensors{{"x", constant(4)}}, Ints{{"shift", 1}, {"scale", 3}}).item<int32_t>(), 12);
+  EXPECT_EQ(map_traces, 1);  // map types are order-independent
+  EXPECT_EQ(scaled(Tensors{{"x", constant(4)}}, Ints{{"scale", 5}}).item<int32_t>(), 20);
+  EXPECT_EQ(map_traces, 2);
+
+  auto opt = function([](const Tensor& x, std::optional<Tensor> y, std::pair<int, std::string> tag) {
+    Tensor r = y ? x + *y : x;
+    return std::make_tuple(r, r * tag.first);
+  });
+  auto [a, b] = opt(constant(1), std::optional<Tensor>(constant(2)), std::make_pair(10, std::string("t")));
+  EXPECT_EQ(a.item<int32_t>(), 3);
+  EXPECT_EQ(b.item<int32_t>(), 30);
+  auto [c, d] = opt(constant(1), std::nullopt, std::make_pair(10, std::string("t")));
+  EXPECT_EQ(c.item<int32_t>(), 1);
+  EXPECT_EQ(d.item<int32_t>(), 10);
+}
+
+TEST(Function, ReturnStructuresAndVoid) {
+  auto f = function([](const Tensor& x) {
+    return std::map<std::string, Tensor>{{"double", x * 2}, {"neg", -x}};
+  });
+  auto out = f(constant({1, 2}));
+  EXPECT_EQ(out.at("double").to_vector<int32_t>(), (std::vector<int32_t>{2, 4}));
+  EXPECT_EQ(out.at("neg").to_vector<int32_t>(), (std::vector<int32_t>{-1, -2}));
+  auto v = function([](const Tensor& x) { return std::vector<Tensor>{x, x + 1, constant(7)}; });
+  auto vs = v(constant(1));
+  ASSERT_EQ(vs.size(), 3u);
+  EXPECT_EQ(vs[2].item<int32_t>(), 7);  // a captured eager result is a Const of the graph
+  int calls = 0;
+  auto nothing = function([&](const Tensor&) { ++calls; });
+  nothing(constant(1));
+  nothing(constant(2));
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(nothing.concrete_functions()[0].function_type(),
+            "(arg0: TensorSpec(shape=(), dtype=tg.int32, name=None)) -> None");
+}
+
+TEST(Function, CapturedEagerTensorsBecomeConstants) {
+  Tensor w = constant({1.0f, 2.0f});
+  auto f = function([&](const Tensor& x) { return x * w; }, {.arg_names = {"x"}});
+  auto cf = f.get_concrete_function(constant({3.0f, 4.0f}));
+  EXPECT_EQ(cf.graph().to_string(), "[] -> x\n[] -> Const\n[x, Const] -> mul\n[mul] -> Identity\n");
+  EXPECT_EQ(f(constant({3.0f, 4.0f})).to_vector<float>(), (std::vector<float>{3.0f, 8.0f}));
+}
+
+struct Config {
+  int scale;
+  bool operator==(const Config&) const = default;
+};
+
+TEST(Function, SharedPtrObjectsMatchByIdentityThenEqualityAndAreHeldWeakly) {
+  int traces = 0;
+  auto f = function([&](const Tensor& x, std::shared_ptr<Config> c) {
+    ++traces;
+    return x * c->scale;
+  });
+  auto c1 = std::make_shared<Config>(Config{2});
+  EXPECT_EQ(f(constant(3), c1).item<int32_t>(), 6);
+  EXPECT_EQ(f(constant(4), c1).item<int32_t>(), 8);
+  EXPECT_EQ(traces, 1);
+  auto c2 = std::make_shared<Config>(Config{2});  // equal, not identical: reuses the trace
+  EXPECT_EQ(f(constant(4), c2).item<int32_t>(), 8);
+  EXPECT_EQ(traces, 1);
+  std::weak_ptr<Config> watch = c1;
+  c1.reset();
+  c2.reset();
+  EXPECT_TRUE(watch.expired()) << "the trace cache must not keep argument objects alive";
+  EXPECT_EQ(f(constant(4), std::make_shared<Config>(Config{2})).item<int32_t>(), 8);
+  EXPECT_EQ(traces, 2);  // the traced object is gone: its trace can never match again
+}
+
+// The guide's Fruit example: a custom trace type makes every Apple share one trace.
+struct Fruit;
+class FruitTraceType : public TraceType {
+ public:
+  explicit FruitTraceType(std::string kind) : kind_(std::move(kind)) {}
+  bool is_subtype_of(const TraceType& o) const override { return equals(o); }
+  TraceTypePtr most_specific_common_supertype(const std::vector<const TraceType*>& others) const override {
+    for (auto* o : others)
+      if (!equals(*o)) return nullptr;
+    return std::make_shared<FruitTraceType>(kind_);
+  }
+  bool equals(const TraceType& o) const override {
+    auto* f = dynamic_cast<const FruitTraceType*>(&o);
+    return f && f->kind_ == kind_;
+  }
+  std::size_t hash() const override { return std::hash<std::string>{}(kind_); }
+  std::string to_string() const override { return "Fruit[" + kind_ + "]"; }
+
+ private:
+  std::string kind_;
+};
+struct Fruit {
+  std::string kind;
+  Tensor flavor;
+  TraceTypePtr tracing_type() const { return std::make_shared<FruitTraceType>(kind); }
+};
+
+TEST(Function, CustomTraceTypes) {
+  int traces = 0;
+  auto mixed = function([&](const Fruit& a, const Fruit& b) {
+    ++traces;
+    return a.flavor + b.flavor;
+  });
+  EXPECT_EQ(mixed(Fruit{"apple", constant({1, 2})}, Fruit{"mango", constant({3, 4})}).to_vector<int32_t>(),
+            (std::vector<int32_t>{4, 6}));
+  EXPECT_EQ(mixed(Fruit{"apple", constant({1, 2})}, Fruit{"mango", constant({3, 4})}).to_vector<int32_t>(),
+            (std::vector<int32_t>{4, 6}));
+  EXPECT_EQ(traces, 1);
+  mixed(Fruit{"mango", constant({3, 4})}, Fruit{"mango", constant({3, 4})});
+  EXPECT_EQ(traces, 2);
+}
+
+TEST(Function, NestedFunctionsAreInlinedAndRecursionIsAStagingError) {
+  auto inner = function([](const Tensor& x) { return x * 2; }, {.name = "inner"});
+  auto outer = function([&](const Tensor& x) { return inner(x) + 1; }, {.name = "outer", .arg_names = {"x"}});
+  EXPECT_EQ(outer(constant(3)).item<int32_t>(), 7);
+  // inner's ops are recorded straight into outer's graph.
+  EXPECT_EQ(outer.get_concrete_function(constant(3)).graph().to_string(),
+            "[] -> x\n[] -> Const\n[x, Const] -> mul\n[] -> Const_1\n[mul, Const_1] -> add\n"
+            "[add] -> Identity\n");
+  EXPECT_EQ(inner.tracing_count(), 0);  // inlined: no separate trace
+
+  std::function<Tensor(const Tensor&)> self_call;
+  auto rec = function([&](const Tensor& x) { return self_call(x); }, {.name = "rec"});
+  self_call = [&](const Tensor& x) { return rec(x - 1); };
+  EXPECT_THROW_MSG(rec(constant(3)), StagingError, "'rec' called itself while it was being traced");
+  // The failed trace left nothing behind.
+  EXPECT_EQ(rec.tracing_count(), 0);
+}
+
+TEST(Function, SymbolicTensorsCannotLeakOrBeRead) {
+  Tensor leaked;
+  auto f = function([&](const Tensor& x) {
+    leaked = x * 2;
+    EXPECT_THROW_MSG(x.to_vector<int32_t>(), TypeError, "symbolic");
+    EXPECT_THROW_MSG(static_cast<bool>(x > 0), TypeError, "tg::cond", "tg::while_loop");
+    return x + 1;
+  }, {.name = "leaky", .arg_names = {"x"}});
+  f(constant(1));
+  ASSERT_TRUE(leaked.is_symbolic());
+  EXPECT_THROW_MSG(leaked + 1, OutOfScopeError, "'mul:0' of function 'leaky'", "return");
+  // ... and inside another function's trace too.
+  auto g = function([&](const Tensor& y) { return y + leaked; }, {.name = "g"});
+  EXPECT_THROW_MSG(g(constant(1)), OutOfScopeError, "'mul:0' of function 'leaky'", "while tracing function 'g'");
+}
+
+TEST(Function, RunFunctionsEagerlyBypassesTracing) {
+  std::vector<bool> symbolic;
+  auto f = function([&](const Tensor& x) {
+    symbolic.push_back(x.is_symbolic());
+    return x + 1;
+  });
+  config::run_functions_eagerly(true);
+  EXPECT_TRUE(config::functions_run_eagerly());
+  EXPECT_EQ(f(constant(1)).item<int32_t>(), 2);
+  EXPECT_EQ(f(constant(1)).item<int32_t>(), 2);
+  config::run_functions_eagerly(false);
+  EXPECT_EQ(symbolic, (std::vector<bool>{false, false}));  // the body ran at every call
+  EXPECT_EQ(f.tracing_count(), 0);
+  f(constant(1));
+  f(constant(1));
+  EXPECT_EQ(symbolic, (std::vector<bool>{false, false, true}));  // traced once, then cached
+}
+
+TEST(Function, MaxTracesRaisesRetracingLimitErrorAndKeepsExistingTraces) {
+  auto f = function([](const Tensor& x, int k) { return x * k; }, {.name = "train_step", .max_traces = 3});
+  for (int k = 0; k < 3; ++k) f(constant(1), k);
+  try {
+    f(constant(1), 99);
+    FAIL() << "expected RetracingLimitError";
+  } catch (const RetracingLimitError& e) {
+    EXPECT_EQ(e.code(), "ERTL");
+    EXPECT_EQ(std::string(e.what()).rfind("The function 'train_step' has been retraced 3 times. "
+                                          "The tracing limit has been reached.", 0), 0u) << e.what();
+  }
+  EXPECT_EQ(f(constant(5), 2).item<int32_t>(), 10);  // existing traces keep working
+  EXPECT_EQ(f.tracing_count(), 3);
+}
+
+TEST(Function, ManyThreadsCallOneFunction) {
+  std::atomic<int> traces{0};
+  auto f = function([&](const Tensor& x) {
+    ++traces;
+    return x * 2 + 1;
+  });
+  std::vector<std::thread> threads;
+  std::atomic<int> wrong{0};
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 200; ++i) {
+        // Four distinct shapes shared by all threads.
+        const int64_t n = 1 + (i + t) % 4;
+        Tensor out = f(fill({n}, i));
+        if (out.to_vector<int32_t>() != std::vector<int32_t>(static_cast<std::size_t>(n), 2 * i + 1)) ++wrong;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(traces.load(), 4);
+  EXPECT_EQ(f.tracing_count(), 4);
+}
+
+}  // namespace
+}  // namespace tg
