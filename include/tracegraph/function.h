@@ -641,7 +641,7 @@ class PolymorphicFunction {
   detail::TraceOutput trace_body(const std::vector<TraceTypePtr>& traced, detail::PlaceholderContext& pc,
                                  std::index_sequence<I...>, const Args&... args) {
     const auto& names = core_->options().arg_names;
-    auto arg_name = [&](std::size_t i) {
+    [[maybe_unused]] auto arg_name = [&](std::size_t i) {
       return i < names.size() ? names[i] : "arg" + std::to_string(i);
     };
     std::tuple<detail::placeholder_t<std::decay_t<Args>>...> ph{

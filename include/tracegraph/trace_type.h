@@ -63,6 +63,10 @@ TraceTypePtr object_trace_type(std::weak_ptr<const void> object, const void* add
                                std::string cpp_type,
                                bool (*equal)(const void* a, const void* b));
 
+/// A Variable argument: like a tensor type, plus the variable's resource id (another variable
+/// is another type).
+TraceTypePtr variable_trace_type(DType dtype, const TensorShape& shape, uint64_t id);
+
 /// Dtype and shape of a tensor trace type (nullptr-safe: false for other types).
 bool as_tensor_type(const TraceType& t, DType* dtype, TensorShape* shape);
 /// Elements of a sequence type, or nullptr.

@@ -7,3 +7,4 @@
 #include "tracegraph/shape.h"
 #include "tracegraph/tensor.h"
 #include "tracegraph/trace_type.h"
+#include "tracegraph/variable.h"

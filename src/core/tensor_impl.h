@@ -34,6 +34,9 @@ struct TensorImpl {
 Tensor allocate_tensor(DType dtype, const TensorShape& shape);
 /// An eager tensor that shares x's storage under another shape with the same element count.
 Tensor make_view(const Tensor& x, const TensorShape& shape, int64_t extra_offset = 0);
+/// The values of an eager tensor as NumPy prints them ("[1 2 3]", "2.5"), without the
+/// "tg.Tensor(...)" wrapper (tg::print uses this).
+std::string format_values(const Tensor& t);
 /// Raw pointer to the first element of an eager tensor (no dtype check).
 template <class T>
 T* data_of(const Tensor& t) {

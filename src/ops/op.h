@@ -1,6 +1,7 @@
 // The op layer: registry entries, attributes, and the one entry point every op goes through.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,7 @@ struct OpAttrs {
   double on_value = 1.0;       // one_hot
   double off_value = 0.0;      // one_hot
   std::vector<std::string> strings;  // print: the text of each part
+  std::shared_ptr<void> resource;    // variable ops: the VariableState
   bool operator==(const OpAttrs&) const = default;
 };
 
@@ -105,6 +107,7 @@ void register_reduce_ops(OpDef* table);
 void register_matmul_ops(OpDef* table);
 void register_shape_ops(OpDef* table);
 void register_index_ops(OpDef* table);
+void register_state_ops(OpDef* table);
 
 /// Normalises a possibly negative axis against rank, or throws "[op] axis a is out of range".
 int64_t normalize_axis(const char* op, int64_t axis, int64_t rank);

@@ -19,6 +19,7 @@ struct Registry {
     register_matmul_ops(table.data());
     register_shape_ops(table.data());
     register_index_ops(table.data());
+    register_state_ops(table.data());
     for (const OpDef& d : table) all.push_back(&d);
   }
 };

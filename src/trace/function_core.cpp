@@ -15,6 +15,7 @@
 #include "graph/graph_ir.h"
 #include "runtime/executor.h"
 #include "trace/concrete.h"
+#include "trace/variable_policy.h"
 #include "tracegraph/function.h"
 
 namespace tg {
@@ -215,6 +216,19 @@ class RecorderScope {
   TraceRecorder* prev_;
 };
 
+class VariablePolicyScope {
+ public:
+  explicit VariablePolicyScope(VariableCreationPolicy* p) : prev_(current_variable_policy()) {
+    set_current_variable_policy(p);
+  }
+  ~VariablePolicyScope() { set_current_variable_policy(prev_); }
+  VariablePolicyScope(const VariablePolicyScope&) = delete;
+  VariablePolicyScope& operator=(const VariablePolicyScope&) = delete;
+
+ private:
+  VariableCreationPolicy* prev_;
+};
+
 thread_local std::vector<const FunctionCore*> t_active_functions;
 std::atomic<uint64_t> g_next_graph_id{1};
 
@@ -390,14 +404,24 @@ std::shared_ptr<ConcreteImpl> FunctionCore::dispatch_or_trace(std::vector<TraceT
         ". Pass varying values as tensors instead of C++ literals, give the function an "
         "input_signature with None dimensions, or set reduce_retracing"));
 
-  auto graph = std::make_shared<GraphIR>(g_next_graph_id.fetch_add(1));
-  TraceContext ctx(graph, s.options.name, index);
+  // The singleton-Variable rule (as in TensorFlow): only the first trace may create Variables,
+  // and a first trace that did is traced once more, now without creating any, so that a body
+  // creating a Variable on *every* call fails at once instead of leaking one per call.
+  std::shared_ptr<GraphIR> graph;
   TraceOutput out;
-  {
-    ActiveScope active(this);
-    RecorderScope recorder(&ctx);
-    out = body(target, ctx);
-    ctx.add_outputs(out.outputs);
+  const bool first = index == 0;
+  for (int pass = 0; pass < 2; ++pass) {
+    graph = std::make_shared<GraphIR>(g_next_graph_id.fetch_add(1));
+    TraceContext ctx(graph, s.options.name, index);
+    VariableCreationPolicy policy{first && pass == 0, 0, s.options.name};
+    {
+      ActiveScope active(this);
+      RecorderScope recorder(&ctx);
+      VariablePolicyScope variables(&policy);
+      out = body(target, ctx);
+      ctx.add_outputs(out.outputs);
+    }
+    if (policy.created == 0) break;
   }
   auto cf = std::make_shared<ConcreteImpl>();
   cf->self = cf;

@@ -203,6 +203,29 @@ class OptionalTraceType final : public TraceType {
   TraceTypePtr el_;
 };
 
+class VariableTraceType final : public TraceType {
+ public:
+  VariableTraceType(DType d, TensorShape s, uint64_t id) : dtype_(d), shape_(std::move(s)), id_(id) {}
+  bool is_subtype_of(const TraceType& o) const override { return equals(o); }
+  TraceTypePtr most_specific_common_supertype(const std::vector<const TraceType*>& others) const override {
+    for (const TraceType* o : others)
+      if (!equals(*o)) return nullptr;
+    return std::make_shared<VariableTraceType>(dtype_, shape_, id_);
+  }
+  bool equals(const TraceType& o) const override {
+    auto* t = dynamic_cast<const VariableTraceType*>(&o);
+    return t && t->id_ == id_;
+  }
+  std::size_t hash() const override { return mix_hash(0x7a1, id_); }
+  std::string to_string() const override {
+    return "VariableSpec(shape=" + shape_.to_string() + ", dtype=tg." + tg::to_string(dtype_) +
+           ", id=" + std::to_string(id_) + ")";
+  }
+  DType dtype_;
+  TensorShape shape_;
+  uint64_t id_;
+};
+
 class ObjectTraceType final : public TraceType {
  public:
   ObjectTraceType(std::weak_ptr<const void> obj, const void* addr, std::string type,
@@ -286,6 +309,10 @@ TraceTypePtr optional_trace_type(TraceTypePtr element) {
 TraceTypePtr object_trace_type(std::weak_ptr<const void> object, const void* address,
                                std::string cpp_type, bool (*equal)(const void*, const void*)) {
   return std::make_shared<ObjectTraceType>(std::move(object), address, std::move(cpp_type), equal);
+}
+
+TraceTypePtr variable_trace_type(DType dtype, const TensorShape& shape, uint64_t id) {
+  return std::make_shared<VariableTraceType>(dtype, shape, id);
 }
 
 bool as_tensor_type(const TraceType& t, DType* dtype, TensorShape* shape) {

@@ -1,0 +1,112 @@
+// tg::Variable (tf.Variable) and tg::print (tf.print): state and side effects that survive
+// tracing.
+#pragma once
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "tracegraph/function.h"
+#include "tracegraph/tensor.h"
+
+namespace tg {
+
+namespace detail {
+struct VariableState;
+}
+
+/// Mutable state shared by every copy of the handle (tf.Variable).
+///
+/// Inside a tg::function, reading a Variable records a read of its *current* value (a later
+/// assign is seen without retracing), and assign / assign_add / assign_sub are recorded as
+/// ordered stateful ops that run at every call. A Variable may be created inside a traced
+/// function only on its first trace (the singleton rule): a function whose body creates a
+/// Variable on every call throws tg::ValueError.
+class Variable {
+ public:
+  /// Creates a variable holding `initial_value` (an eager tensor, or one computable at trace
+  /// time). Its dtype and shape are fixed from then on.
+  explicit Variable(Tensor initial_value, std::string name = "");
+
+  Tensor read_value() const;
+  operator Tensor() const { return read_value(); }  // NOLINT: reads convert implicitly, as in TF
+
+  /// Replaces the value; dtype and shape must match. Returns the new value.
+  Tensor assign(const Tensor& value);
+  Tensor assign_add(const Tensor& delta);
+  Tensor assign_sub(const Tensor& delta);
+  template <class S>
+    requires detail::is_scalar_like_v<S>
+  Tensor assign(const S& v) { return assign(constant(v, dtype())); }
+  template <class S>
+    requires detail::is_scalar_like_v<S>
+  Tensor assign_add(const S& v) { return assign_add(constant(v, dtype())); }
+  template <class S>
+    requires detail::is_scalar_like_v<S>
+  Tensor assign_sub(const S& v) { return assign_sub(constant(v, dtype())); }
+
+  DType dtype() const;
+  TensorShape shape() const;
+  const std::string& name() const;
+  /// A process-unique id (the resource id in the variable's trace type).
+  uint64_t id() const;
+  const std::shared_ptr<detail::VariableState>& state() const { return state_; }
+
+ private:
+  std::shared_ptr<detail::VariableState> state_;
+};
+
+std::ostream& operator<<(std::ostream&, const Variable&);
+
+namespace detail {
+struct PrintPart {
+  std::string text;
+  Tensor tensor;  // defined for tensor parts
+};
+inline void add_print_part(std::vector<PrintPart>& parts, const Tensor& t) { parts.push_back({"", t}); }
+inline void add_print_part(std::vector<PrintPart>& parts, const Variable& v) {
+  parts.push_back({"", v.read_value()});
+}
+inline void add_print_part(std::vector<PrintPart>& parts, const std::string& s) { parts.push_back({s, {}}); }
+inline void add_print_part(std::vector<PrintPart>& parts, const char* s) { parts.push_back({s, {}}); }
+template <class T>
+  requires std::is_arithmetic_v<T>
+void add_print_part(std::vector<PrintPart>& parts, T v) {
+  if constexpr (std::is_same_v<T, bool>) parts.push_back({v ? "True" : "False", {}});
+  else parts.push_back({std::to_string(v), {}});
+}
+void print_parts(const std::vector<PrintPart>& parts);
+}  // namespace detail
+
+/// tf.print: prints its arguments separated by spaces, then a newline, to the print sink
+/// (stdout by default). Inside a tg::function it is a graph op that runs at every execution,
+/// in program order with the other stateful ops; plain C++ output runs only while tracing.
+template <class... Args>
+void print(const Args&... args) {
+  std::vector<detail::PrintPart> parts;
+  (detail::add_print_part(parts, args), ...);
+  detail::print_parts(parts);
+}
+
+namespace detail {
+/// A Variable argument of a tg::function: typed by dtype, shape and identity; the body sees the
+/// variable itself, so its reads and assigns are recorded against it.
+template <>
+struct ArgTraits<Variable> {
+  static TraceTypePtr trace_type(const Variable& v, ArgContext&) {
+    return variable_trace_type(v.dtype(), v.shape(), v.id());
+  }
+  static Variable placeholder(const Variable& v, const TraceType&, PlaceholderContext&,
+                              const std::string&) {
+    return v;
+  }
+};
+}  // namespace detail
+
+namespace config {
+/// Where tg::print writes (one call per printed line, newline included). nullptr restores
+/// stdout. Tests and applications use it to capture output.
+void set_print_sink(void (*sink)(const std::string& line, void* user), void* user = nullptr);
+}  // namespace config
+
+}  // namespace tg

@@ -1,0 +1,222 @@
+// Stateful ops: Variables (read / assign / assign_add / assign_sub) and print.
+#include <atomic>
+#include <iostream>
+#include <mutex>
+
+#include "core/check.h"
+#include "core/tensor_impl.h"
+#include "ops/op.h"
+#include "trace/variable_policy.h"
+#include "tracegraph/ops.h"
+#include "tracegraph/variable.h"
+
+namespace tg {
+namespace detail {
+
+struct VariableState {
+  std::mutex mu;
+  Tensor value;
+  DType dtype;
+  TensorShape shape;
+  std::string name;
+  uint64_t id;
+};
+
+namespace {
+
+thread_local VariableCreationPolicy* t_policy = nullptr;
+std::atomic<uint64_t> g_next_variable_id{1};
+
+struct PrintSink {
+  std::mutex mu;
+  void (*fn)(const std::string&, void*) = nullptr;
+  void* user = nullptr;
+};
+PrintSink& print_sink() {
+  static PrintSink s;
+  return s;
+}
+
+VariableState& state_of(const OpAttrs& attrs) {
+  TG_CHECK(attrs.resource != nullptr, "variable op without a variable");
+  return *static_cast<VariableState*>(attrs.resource.get());
+}
+
+std::vector<ValueType> infer_read(const std::vector<ValueType>&, const OpAttrs& attrs) {
+  const VariableState& v = state_of(attrs);
+  return {ValueType{v.dtype, v.shape}};
+}
+
+void kernel_read(const std::vector<Tensor>&, const OpAttrs& attrs, std::vector<Tensor>& out) {
+  VariableState& v = state_of(attrs);
+  std::lock_guard lock(v.mu);
+  out[0] = v.value;  // tensors are immutable: sharing the handle is a consistent snapshot
+}
+
+template <int kOp>
+std::vector<ValueType> infer_assign(const std::vector<ValueType>& in, const OpAttrs& attrs) {
+  const char* op = op_def(static_cast<OpId>(kOp)).name;
+  const VariableState& v = state_of(attrs);
+  if (in[0].dtype != v.dtype)
+    op_error<InvalidArgumentError>(op, "variable '", v.name, "' has dtype ", to_string(v.dtype),
+                                   " but the value has dtype ", to_string(in[0].dtype),
+                                   "; tg::cast the value first");
+  if (!in[0].shape.is_compatible_with(v.shape))
+    op_error<InvalidArgumentError>(op, "variable '", v.name, "' has shape ", v.shape.to_string(),
+                                   " but the value has shape ", in[0].shape.to_string(),
+                                   "; a Variable's shape is fixed when it is created");
+  return {ValueType{v.dtype, v.shape}};
+}
+
+template <OpId kCombine>
+void kernel_assign(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
+  VariableState& v = state_of(attrs);
+  if (!(in[0].impl()->shape == v.shape))  // None dims at trace time: checked on real values
+    op_error<InvalidArgumentError>("assign_variable", "variable '", v.name, "' has shape ",
+                                   v.shape.to_string(), " but the value has shape ",
+                                   in[0].impl()->shape.to_string());
+  std::lock_guard lock(v.mu);
+  if constexpr (kCombine == OpId::Identity) {
+    v.value = in[0];
+  } else {
+    v.value = run_op_eager(op_def(kCombine), {v.value, in[0]}, OpAttrs{})[0];
+  }
+  out[0] = v.value;
+}
+
+std::vector<ValueType> infer_print(const std::vector<ValueType>& in, const OpAttrs& attrs) {
+  if (attrs.axes.size() != in.size())
+    op_error<InvalidArgumentError>("print", "internal part layout mismatch: ", attrs.axes.size(),
+                                   " tensor parts for ", in.size(), " tensors");
+  return {};
+}
+
+void kernel_print(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>&) {
+  std::string line;
+  std::size_t next_tensor = 0;
+  for (std::size_t part = 0; part < attrs.strings.size(); ++part) {
+    if (part) line += ' ';
+    const bool is_tensor = next_tensor < attrs.axes.size() &&
+                           attrs.axes[next_tensor] == static_cast<int64_t>(part);
+    if (!is_tensor) {
+      line += attrs.strings[part];
+      continue;
+    }
+    const Tensor& t = in[next_tensor++];
+    if (t.impl()->dtype == DType::String && t.impl()->shape.rank() == 0)
+      line += *t.impl()->data<std::string>();  // tf.print shows a scalar string unquoted
+    else
+      line += format_values(t);
+  }
+  line += '\n';
+  PrintSink& sink = print_sink();
+  std::lock_guard lock(sink.mu);
+  if (sink.fn) {
+    sink.fn(line, sink.user);
+  } else {
+    std::cout << line << std::flush;
+  }
+}
+
+void set(OpDef* t, OpId id, InferFn infer, KernelFn kernel) {
+  t[static_cast<std::size_t>(id)].infer = infer;
+  t[static_cast<std::size_t>(id)].kernel = kernel;
+}
+
+}  // namespace
+
+VariableCreationPolicy* current_variable_policy() { return t_policy; }
+void set_current_variable_policy(VariableCreationPolicy* p) { t_policy = p; }
+
+void register_state_ops(OpDef* t) {
+  set(t, OpId::Print, &infer_print, &kernel_print);
+  set(t, OpId::ReadVariable, &infer_read, &kernel_read);
+  set(t, OpId::AssignVariable, &infer_assign<static_cast<int>(OpId::AssignVariable)>,
+      &kernel_assign<OpId::Identity>);
+  set(t, OpId::AssignAddVariable, &infer_assign<static_cast<int>(OpId::AssignAddVariable)>,
+      &kernel_assign<OpId::Add>);
+  set(t, OpId::AssignSubVariable, &infer_assign<static_cast<int>(OpId::AssignSubVariable)>,
+      &kernel_assign<OpId::Sub>);
+}
+
+void print_parts(const std::vector<PrintPart>& parts) {
+  OpAttrs attrs;
+  std::vector<Tensor> tensors;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    attrs.strings.push_back(parts[i].text);
+    if (parts[i].tensor.defined()) {
+      attrs.axes.push_back(static_cast<int64_t>(i));
+      tensors.push_back(parts[i].tensor);
+    }
+  }
+  apply_op(OpId::Print, tensors, attrs);
+}
+
+}  // namespace detail
+
+namespace config {
+void set_print_sink(void (*sink)(const std::string&, void*), void* user) {
+  auto& s = detail::print_sink();
+  std::lock_guard lock(s.mu);
+  s.fn = sink;
+  s.user = user;
+}
+}  // namespace config
+
+Variable::Variable(Tensor initial_value, std::string name) {
+  if (!initial_value.defined())
+    throw ValueError("[Variable] the initial value is an empty tg::Tensor; pass a value");
+  if (initial_value.is_symbolic())
+    throw ValueError(detail::str_cat(
+        "[Variable] the initial value ", initial_value.to_string(),
+        " depends on the inputs of the function being traced; a Variable's initial value must be "
+        "computable when it is created. Create the Variable outside the tg::function, or from "
+        "constants"));
+  if (auto* policy = detail::current_variable_policy()) {
+    if (!policy->allowed)
+      throw ValueError(detail::str_cat(
+          "tg::function only supports singleton tg::Variables created on the first call. Make "
+          "sure the tg::Variable is only created once or created outside tg::function (function '",
+          policy->function_name, "'). See docs/user-guide.md#variables"));
+    ++policy->created;
+  }
+  state_ = std::make_shared<detail::VariableState>();
+  state_->value = std::move(initial_value);
+  state_->dtype = state_->value.dtype();
+  state_->shape = state_->value.shape();
+  state_->id = detail::g_next_variable_id.fetch_add(1);
+  state_->name = name.empty() ? "Variable" : std::move(name);
+}
+
+namespace {
+detail::OpAttrs resource_attrs(const std::shared_ptr<detail::VariableState>& s) {
+  detail::OpAttrs a;
+  a.resource = s;
+  return a;
+}
+}  // namespace
+
+Tensor Variable::read_value() const {
+  return detail::apply_op1(detail::OpId::ReadVariable, {}, resource_attrs(state_));
+}
+Tensor Variable::assign(const Tensor& value) {
+  return detail::apply_op1(detail::OpId::AssignVariable, {value}, resource_attrs(state_));
+}
+Tensor Variable::assign_add(const Tensor& delta) {
+  return detail::apply_op1(detail::OpId::AssignAddVariable, {delta}, resource_attrs(state_));
+}
+Tensor Variable::assign_sub(const Tensor& delta) {
+  return detail::apply_op1(detail::OpId::AssignSubVariable, {delta}, resource_attrs(state_));
+}
+DType Variable::dtype() const { return state_->dtype; }
+TensorShape Variable::shape() const { return state_->shape; }
+const std::string& Variable::name() const { return state_->name; }
+uint64_t Variable::id() const { return state_->id; }
+
+std::ostream& operator<<(std::ostream& os, const Variable& v) {
+  const Tensor value = v.read_value();
+  return os << "<tg.Variable '" << v.name() << "' shape=" << v.shape().to_string()
+            << " dtype=" << to_string(v.dtype()) << ", value=" << value.to_string() << ">";
+}
+
+}  // namespace tg

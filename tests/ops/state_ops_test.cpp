@@ -1,0 +1,41 @@
+// Op cases for the stateful ops (their behaviour is tested in tests/trace/state_test.cpp).
+#include "support/op_case.h"
+#include "support/test_util.h"
+
+namespace tg {
+namespace {
+
+void discard(const std::string&, void*) {}
+
+TG_OP_CASES(state_ops) {
+  // Each case uses its own variable so that running it eagerly and traced gives equal results.
+  auto read = std::make_shared<Variable>(constant({1.0f, 2.0f}));
+  auto set = std::make_shared<Variable>(constant({0, 0}));
+  auto add = std::make_shared<Variable>(constant(0.5));
+  auto sub = std::make_shared<Variable>(constant(int64_t{10}));
+  return {
+      {"read_variable", "scaled read", [read](const std::vector<Tensor>& in) { return read->read_value() * in[0]; },
+       {constant({3.0f, 4.0f})}, constant({3.0f, 8.0f})},
+      {"assign_variable", "assign then read", [set](const std::vector<Tensor>& in) {
+         set->assign(in[0]);
+         return set->read_value();
+       }, {constant({7, -7})}, constant({7, -7})},
+      {"assign_add_variable", "reset and add", [add](const std::vector<Tensor>& in) {
+         add->assign(constant(0.5));
+         return add->assign_add(in[0]);
+       }, {constant(0.25)}, constant(0.75)},
+      {"assign_sub_variable", "reset and subtract", [sub](const std::vector<Tensor>& in) {
+         sub->assign(constant(int64_t{10}));
+         return sub->assign_sub(in[0]);
+       }, {constant(int64_t{3})}, constant(int64_t{7})},
+      {"print", "passes values through", [](const std::vector<Tensor>& in) {
+         config::set_print_sink(&discard);
+         print("x =", in[0]);
+         config::set_print_sink(nullptr);
+         return in[0];
+       }, {constant({1, 2})}, constant({1, 2})},
+  };
+}
+
+}  // namespace
+}  // namespace tg
