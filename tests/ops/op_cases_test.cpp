@@ -2,6 +2,7 @@
 #include <set>
 
 #include "ops/op.h"
+#include "trace/concrete.h"
 #include "support/op_case.h"
 #include "support/test_util.h"
 
@@ -42,6 +43,37 @@ TEST(OpCases, EveryCaseGivesTheSameResultTraced) {
     bool found = false;
     for (const auto& node : cf.graph().nodes()) found |= node.op == c.op;
     EXPECT_TRUE(found) << cf.graph().to_string();
+  }
+}
+
+// Every case traced against generalised specs - every dim None, and unknown rank - so that each
+// shape rule is exercised on unknowns. Results must not change, and the static output shape the
+// rule inferred must describe the real output.
+TEST(OpCases, EveryCaseTracesWithUnknownDimsAndUnknownRank) {
+  QuietPrint quiet;
+  for (const bool unknown_rank : {false, true}) {
+    for (const auto& c : testing::op_cases()) {
+      SCOPED_TRACE(c.op + ": " + c.label + (unknown_rank ? " (unknown rank)" : " (None dims)"));
+      std::vector<TensorSpec> specs;
+      for (const Tensor& t : c.inputs) {
+        TensorShape s = unknown_rank ? TensorShape::unknown_rank()
+                                     : TensorShape(std::vector<int64_t>(static_cast<std::size_t>(t.rank()), None));
+        specs.emplace_back(s, t.dtype());
+      }
+      auto traced = function([&](const std::vector<Tensor>& in) { return c.fn(in); });
+      try {
+        auto cf = traced.get_concrete_function(specs);
+        Tensor out = cf(c.inputs);
+        EXPECT_TRUE(testing::tensors_near(out, c.expected, c.tol));
+        const auto& ir = *cf.impl()->ir;
+        const auto& declared = ir.nodes[static_cast<std::size_t>(ir.outputs[0])].outputs[0];
+        EXPECT_EQ(declared.dtype, out.dtype());
+        EXPECT_TRUE(out.shape().is_subtype_of(declared.shape))
+            << "inferred " << declared.shape.to_string() << " for a result of shape " << out.shape().to_string();
+      } catch (const Error& e) {
+        ADD_FAILURE() << "tracing with generalised specs failed: " << e.what();
+      }
+    }
   }
 }
 
