@@ -1,7 +1,676 @@
-#include "ops/op.h"
+// Reductions (reduce_*), argmax/argmin and softmax/log_softmax: front functions, shape/dtype
+// rules and kernels together.
+//
+// Every kernel views its input as [outer, reduced, inner] blocks after dropping size-1 dims and
+// merging neighbouring dims that are all kept or all reduced. inner == 1 reduces contiguous rows;
+// inner > 1 accumulates whole contiguous rows into an inner-sized accumulator, so both stream
+// through memory. Axis sets that leave several reduced groups (e.g. axes {0, 2} of a rank-3
+// tensor) are reduced one group at a time, last group first, through accumulator buffers.
+//
+// Semantics (TensorFlow 2 where it defines them):
+//   - float32 sums, means and products accumulate in double; floating sums are pairwise both
+//     along contiguous rows and across rows; integer sums/products wrap around (unsigned).
+//   - Empty reductions give the identity: sum 0, prod 1, max -inf (ints: lowest), min +inf
+//     (ints: max), any false, all true; mean NaN for floats and 0 for ints (TF fills with
+//     NumTraits<T>::quiet_NaN(), which is 0 for integers).
+//   - Integer mean truncates toward zero (sum / count in integer arithmetic).
+//   - Float max/min propagate NaN.
+//   - argmax/argmin: first index on ties; a NaN counts as larger (argmax) / smaller (argmin)
+//     than every number, so the first NaN wins (NumPy's rule).
+//   - softmax/log_softmax subtract the max along the axis; a row whose max is +-inf gives NaN.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <type_traits>
 
-namespace tg::detail {
+#include "core/check.h"
+#include "core/tensor_impl.h"
+#include "ops/broadcast.h"
+#include "ops/simd_math.h"
+#include "tracegraph/ops.h"
 
-void register_reduce_ops(OpDef*) {}
+namespace tg {
+namespace detail {
+namespace {
 
-}  // namespace tg::detail
+enum class Red { Sum, Mean, Max, Min, Prod, Any, All };
+
+template <class T>
+using unsigned_of = std::make_unsigned_t<T>;
+
+// What a reduction accumulates T in: double for floating sums/means/products (accuracy),
+// otherwise T itself.
+template <Red R, class T>
+using acc_t = std::conditional_t<std::is_floating_point_v<T> &&
+                                     (R == Red::Sum || R == Red::Mean || R == Red::Prod),
+                                 double, T>;
+
+template <Red R, class A>
+constexpr A identity() {
+  if constexpr (R == Red::Sum || R == Red::Mean) return A(0);
+  else if constexpr (R == Red::Prod) return A(1);
+  else if constexpr (R == Red::Any) return false;
+  else if constexpr (R == Red::All) return true;
+  else if constexpr (R == Red::Max)
+    return std::is_floating_point_v<A> ? -std::numeric_limits<A>::infinity()
+                                       : std::numeric_limits<A>::lowest();
+  else
+    return std::is_floating_point_v<A> ? std::numeric_limits<A>::infinity()
+                                       : std::numeric_limits<A>::max();
+}
+
+// Folds one element into an accumulator. Branch-free selects so that row loops vectorise.
+template <Red R, class A, class X>
+inline A combine(A a, X x) {
+  if constexpr (R == Red::Sum || R == Red::Mean) {
+    if constexpr (std::is_integral_v<A>)
+      return static_cast<A>(static_cast<unsigned_of<A>>(a) + static_cast<unsigned_of<A>>(x));
+    else
+      return a + static_cast<A>(x);
+  } else if constexpr (R == Red::Prod) {
+    if constexpr (std::is_integral_v<A>)
+      return static_cast<A>(static_cast<unsigned_of<A>>(a) * static_cast<unsigned_of<A>>(x));
+    else
+      return a * static_cast<A>(x);
+  } else if constexpr (R == Red::Max) {
+    if constexpr (std::is_floating_point_v<A>) return (x > a || x != x) ? A(x) : a;  // NaN sticks
+    else return x > a ? A(x) : a;
+  } else if constexpr (R == Red::Min) {
+    if constexpr (std::is_floating_point_v<A>) return (x < a || x != x) ? A(x) : a;
+    else return x < a ? A(x) : a;
+  } else if constexpr (R == Red::Any) {
+    return a || x;
+  } else {
+    return a && x;
+  }
+}
+
+// Pairwise summation (NumPy's scheme): error grows with log(n) instead of n.
+template <class A, class X>
+A pairwise_sum(const X* x, int64_t n) {
+  if (n <= 128) {
+    A lane[8] = {};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+      for (int j = 0; j < 8; ++j) lane[j] += static_cast<A>(x[i + j]);
+    A s = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+    for (; i < n; ++i) s += static_cast<A>(x[i]);
+    return s;
+  }
+  const int64_t half = (n / 2) & ~int64_t{7};
+  return pairwise_sum<A>(x, half) + pairwise_sum<A>(x + half, n - half);
+}
+
+// Reduces one contiguous row of n elements.
+template <Red R, class A, class X>
+A reduce_row(const X* x, int64_t n) {
+  if constexpr ((R == Red::Sum || R == Red::Mean) && std::is_floating_point_v<A>) {
+    return pairwise_sum<A>(x, n);
+  } else if constexpr (R == Red::Any) {
+    for (int64_t i = 0; i < n; ++i)
+      if (x[i]) return true;
+    return false;
+  } else if constexpr (R == Red::All) {
+    for (int64_t i = 0; i < n; ++i)
+      if (!x[i]) return false;
+    return true;
+  } else if constexpr ((R == Red::Max || R == Red::Min) && std::is_floating_point_v<A>) {
+    // Plain compare-selects (max/min instructions) plus a separate NaN flag vectorise far
+    // better than a NaN-aware select.
+    A lane[8];
+    int nan[8] = {};
+    for (auto& l : lane) l = identity<R, A>();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+      for (int j = 0; j < 8; ++j) {
+        const A v = x[i + j];
+        lane[j] = (R == Red::Max ? v > lane[j] : v < lane[j]) ? v : lane[j];
+        nan[j] |= v != v;
+      }
+    A a = identity<R, A>();
+    for (int j = 0; j < 8; ++j) {
+      a = combine<R>(a, lane[j]);
+      if (nan[j]) return std::numeric_limits<A>::quiet_NaN();
+    }
+    for (; i < n; ++i) a = combine<R>(a, x[i]);
+    return a;
+  } else {
+    // Independent lanes break the dependency chain so the loop vectorises.
+    A lane[8];
+    for (auto& l : lane) l = identity<R, A>();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+      for (int j = 0; j < 8; ++j) lane[j] = combine<R>(lane[j], x[i + j]);
+    A a = identity<R, A>();
+    for (int j = 0; j < 8; ++j) a = combine<R>(a, lane[j]);
+    for (; i < n; ++i) a = combine<R>(a, x[i]);
+    return a;
+  }
+}
+
+// Floating sums of a [red, inner] block into y, pairwise over rows (blocks of kRowBlock rows
+// summed directly), so the error grows with log(red) as for contiguous rows. `scratch` holds
+// one inner-sized buffer per level of recursion.
+constexpr int64_t kRowBlock = 32;
+template <class A, class X>
+void pairwise_rows(const X* x, int64_t red, int64_t inner, A* y, A* scratch) {
+  if (red <= kRowBlock) {
+    for (int64_t k = 0; k < inner; ++k) y[k] = A(0);
+    for (int64_t r = 0; r < red; ++r) {
+      const X* row = x + r * inner;
+      for (int64_t k = 0; k < inner; ++k) y[k] += static_cast<A>(row[k]);
+    }
+    return;
+  }
+  const int64_t half = red / 2;
+  pairwise_rows(x, half, inner, y, scratch);
+  pairwise_rows(x + half * inner, red - half, inner, scratch, scratch + inner);
+  for (int64_t k = 0; k < inner; ++k) y[k] += scratch[k];
+}
+
+// One [outer, red, inner] -> [outer, inner] reduction step.
+template <Red R, class A, class X>
+void reduce_block(const X* x, int64_t outer, int64_t red, int64_t inner, A* y) {
+  if (inner == 1) {
+    for (int64_t o = 0; o < outer; ++o) y[o] = reduce_row<R, A>(x + o * red, red);
+    return;
+  }
+  if constexpr ((R == Red::Sum || R == Red::Mean) && std::is_floating_point_v<A>) {
+    if (red > kRowBlock) {
+      int64_t levels = 1;
+      for (int64_t r = red; r > kRowBlock; r = (r + 1) / 2) ++levels;
+      std::vector<A> scratch(static_cast<std::size_t>(levels * inner));
+      for (int64_t o = 0; o < outer; ++o)
+        pairwise_rows(x + o * red * inner, red, inner, y + o * inner, scratch.data());
+      return;
+    }
+  }
+  for (int64_t o = 0; o < outer; ++o) {
+    A* yo = y + o * inner;
+    for (int64_t k = 0; k < inner; ++k) yo[k] = identity<R, A>();
+    const X* xo = x + o * red * inner;
+    for (int64_t r = 0; r < red; ++r) {
+      const X* row = xo + r * inner;
+      for (int64_t k = 0; k < inner; ++k) yo[k] = combine<R>(yo[k], row[k]);
+    }
+  }
+}
+
+// A row-major shape regrouped into maximal runs of kept / reduced dims (size-1 dims dropped).
+struct Group {
+  int64_t size;
+  bool reduced;
+};
+
+std::vector<Group> group_dims(const std::vector<int64_t>& dims, const std::vector<bool>& reduced) {
+  std::vector<Group> groups;
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] == 1) continue;
+    if (!groups.empty() && groups.back().reduced == reduced[i]) groups.back().size *= dims[i];
+    else groups.push_back({dims[i], static_cast<bool>(reduced[i])});
+  }
+  return groups;
+}
+
+// The accumulator of reduction R turned into the output element.
+template <Red R, class T, class A>
+T finish(A a, int64_t count) {
+  if constexpr (R == Red::Mean) {
+    if constexpr (std::is_floating_point_v<T>) {
+      if (count == 0) return std::numeric_limits<T>::quiet_NaN();
+      return static_cast<T>(a / static_cast<double>(count));
+    } else {
+      if (count == 0) return T(0);
+      return static_cast<T>(static_cast<int64_t>(a) / count);  // truncates, like TF
+    }
+  } else {
+    return static_cast<T>(a);
+  }
+}
+
+template <Red R, class T>
+void reduce_typed(const Tensor& in, const std::vector<bool>& reduced, Tensor& out) {
+  using A = acc_t<R, T>;
+  const auto& dims = in.impl()->shape.dims();
+  int64_t count = 1;  // elements folded into each output element
+  for (std::size_t i = 0; i < dims.size(); ++i)
+    if (reduced[i]) count *= dims[i];
+  std::vector<Group> groups = group_dims(dims, reduced);
+  const T* x = data_of<T>(in);
+  T* y = data_of<T>(out);
+  const int64_t n_out = out.impl()->shape.num_elements();
+
+  int n_stages = 0;
+  for (const Group& g : groups) n_stages += g.reduced;
+  if (n_stages == 0) {  // only size-1 dims were reduced
+    for (int64_t i = 0; i < n_out; ++i) y[i] = finish<R, T>(static_cast<A>(x[i]), count);
+    return;
+  }
+  constexpr bool kDirect = std::is_same_v<A, T> && R != Red::Mean;
+  std::unique_ptr<A[]> cur, next;  // not std::vector: A may be bool
+  bool first = true;
+  while (n_stages > 0) {
+    // Reduce the last reduced group.
+    std::size_t j = groups.size();
+    while (!groups[--j].reduced) {
+    }
+    int64_t outer = 1, inner = 1;
+    for (std::size_t i = 0; i < j; ++i) outer *= groups[i].size;
+    for (std::size_t i = j + 1; i < groups.size(); ++i) inner *= groups[i].size;
+    const int64_t red = groups[j].size;
+    A* dst = nullptr;
+    if constexpr (kDirect)
+      if (n_stages == 1) dst = y;
+    if (!dst) {
+      next.reset(new A[static_cast<std::size_t>(outer * inner)]);
+      dst = next.get();
+    }
+    if (first) reduce_block<R, A>(x, outer, red, inner, dst);
+    else reduce_block<R, A>(cur.get(), outer, red, inner, dst);
+    first = false;
+    std::swap(cur, next);
+    groups.erase(groups.begin() + static_cast<std::ptrdiff_t>(j));
+    // The kept groups either side of j are now neighbours.
+    if (j > 0 && j < groups.size() && !groups[j - 1].reduced && !groups[j].reduced) {
+      groups[j - 1].size *= groups[j].size;
+      groups.erase(groups.begin() + static_cast<std::ptrdiff_t>(j));
+    }
+    --n_stages;
+  }
+  if (!kDirect)
+    for (int64_t i = 0; i < n_out; ++i) y[i] = finish<R, T>(cur[static_cast<std::size_t>(i)], count);
+}
+
+// ---- shape/dtype rules ----
+template <class Fn>
+void visit_numeric(DType d, Fn&& fn) {
+  switch (d) {
+    case DType::Float32: return fn(float{});
+    case DType::Float64: return fn(double{});
+    case DType::Int32: return fn(int32_t{});
+    case DType::Int64: return fn(int64_t{});
+    default: TG_CHECK(false, "unexpected dtype ", to_string(d));
+  }
+}
+
+std::string list_axes(const std::vector<int64_t>& axes) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < axes.size(); ++i) s += (i ? ", " : "") + std::to_string(axes[i]);
+  return s + "]";
+}
+
+// Which dims of a rank-`rank` tensor `axes` reduce; throws on out-of-range or repeated axes.
+std::vector<bool> reduced_mask(const char* op, const std::vector<int64_t>& axes, int64_t rank) {
+  std::vector<bool> mask(static_cast<std::size_t>(rank), axes.empty());
+  for (int64_t a : axes) {
+    const int64_t d = normalize_axis(op, a, rank);
+    if (mask[static_cast<std::size_t>(d)])
+      op_error<InvalidArgumentError>(op, "axis ", a, " appears more than once in axes ",
+                                     list_axes(axes), " (dimension ", d, " of a rank-", rank,
+                                     " tensor); list each axis once");
+    mask[static_cast<std::size_t>(d)] = true;
+  }
+  return mask;
+}
+
+template <Red R>
+constexpr OpId op_of() {
+  switch (R) {
+    case Red::Sum: return OpId::ReduceSum;
+    case Red::Mean: return OpId::ReduceMean;
+    case Red::Max: return OpId::ReduceMax;
+    case Red::Min: return OpId::ReduceMin;
+    case Red::Prod: return OpId::ReduceProd;
+    case Red::Any: return OpId::ReduceAny;
+    case Red::All: return OpId::ReduceAll;
+  }
+  return OpId::ReduceSum;
+}
+
+template <Red R>
+std::vector<ValueType> infer_reduce(const std::vector<ValueType>& in, const OpAttrs& attrs) {
+  const char* op = op_def(op_of<R>()).name;
+  if constexpr (R == Red::Any || R == Red::All)
+    require_dtype(op, in[0], {DType::Bool});
+  else
+    require_dtype(op, in[0], {DType::Float32, DType::Float64, DType::Int32, DType::Int64});
+  const TensorShape& s = in[0].shape;
+  if (!s.has_rank()) {
+    // Only literal repeats can be seen without a rank (-1 and 1 may or may not collide).
+    for (std::size_t i = 0; i < attrs.axes.size(); ++i)
+      for (std::size_t k = 0; k < i; ++k)
+        if (attrs.axes[i] == attrs.axes[k])
+          op_error<InvalidArgumentError>(op, "axis ", attrs.axes[i], " appears more than once in axes ",
+                                         list_axes(attrs.axes), "; list each axis once");
+    if (attrs.axes.empty() && !attrs.keepdims) return {ValueType{in[0].dtype, TensorShape{}}};
+    return {ValueType{in[0].dtype, TensorShape::unknown_rank()}};
+  }
+  const std::vector<bool> mask = reduced_mask(op, attrs.axes, s.rank());
+  std::vector<int64_t> out;
+  for (std::size_t i = 0; i < mask.size(); ++i) {
+    if (!mask[i]) out.push_back(s.dims()[i]);
+    else if (attrs.keepdims) out.push_back(1);
+  }
+  return {ValueType{in[0].dtype, TensorShape(std::move(out))}};
+}
+
+template <Red R>
+void kernel_reduce(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
+  const std::vector<bool> mask =
+      reduced_mask(op_def(op_of<R>()).name, attrs.axes, in[0].impl()->shape.rank());
+  if constexpr (R == Red::Any || R == Red::All) {
+    reduce_typed<R, bool>(in[0], mask, out[0]);
+  } else {
+    visit_numeric(in[0].impl()->dtype, [&](auto tag) {
+      reduce_typed<R, decltype(tag)>(in[0], mask, out[0]);
+    });
+  }
+}
+
+// Sizes of the dims before, at and after `axis` of a fully defined shape.
+struct Split {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+Split split_at(const std::vector<int64_t>& dims, int64_t axis) {
+  Split s;
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    const auto a = static_cast<std::size_t>(axis);
+    if (i < a) s.outer *= dims[i];
+    else if (i == a) s.n = dims[i];
+    else s.inner *= dims[i];
+  }
+  return s;
+}
+
+// ---- argmax / argmin ----
+template <bool kMax>
+const char* arg_name() {
+  return kMax ? "argmax" : "argmin";
+}
+
+// Does x replace the current best? Strictly better only (ties keep the first); a NaN beats
+// every number and nothing beats a NaN.
+template <bool kMax, class T>
+inline bool beats(T x, T best) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (best != best) return false;
+    if (x != x) return true;
+  }
+  return kMax ? x > best : x < best;
+}
+
+template <bool kMax>
+std::vector<ValueType> infer_arg(const std::vector<ValueType>& in, const OpAttrs& attrs) {
+  const char* op = arg_name<kMax>();
+  require_dtype(op, in[0], {DType::Float32, DType::Float64, DType::Int32, DType::Int64});
+  if (attrs.dtype != DType::Int32 && attrs.dtype != DType::Int64)
+    op_error<InvalidArgumentError>(op, "output dtype must be int32 or int64, got ",
+                                   to_string(attrs.dtype));
+  const TensorShape& s = in[0].shape;
+  if (!s.has_rank()) return {ValueType{attrs.dtype, TensorShape::unknown_rank()}};
+  if (s.rank() == 0)
+    op_error<InvalidArgumentError>(op, "expected an input of rank >= 1, got a scalar (rank 0); "
+                                   "there is no axis to take the ", op, " along");
+  const int64_t axis = normalize_axis(op, attrs.axis, s.rank());
+  const int64_t n = s.dims()[static_cast<std::size_t>(axis)];
+  if (n == 0)
+    op_error<InvalidArgumentError>(op, "cannot take ", op, " of an empty dimension: axis ",
+                                   attrs.axis, " of shape ", s.to_string(), " has size 0");
+  if (attrs.dtype == DType::Int32 && n > std::numeric_limits<int32_t>::max())
+    op_error<InvalidArgumentError>(op, "axis ", attrs.axis, " has ", n,
+                                   " elements, too many for int32 indices; use int64");
+  std::vector<int64_t> out = s.dims();
+  out.erase(out.begin() + axis);
+  return {ValueType{attrs.dtype, TensorShape(std::move(out))}};
+}
+
+template <bool kMax, class T, class I>
+void arg_typed(const T* x, Split s, I* y) {
+  if (s.inner == 1) {
+    for (int64_t o = 0; o < s.outer; ++o) {
+      const T* row = x + o * s.n;
+      int64_t best = 0;
+      for (int64_t i = 1; i < s.n; ++i)
+        if (beats<kMax>(row[i], row[best])) best = i;
+      y[o] = static_cast<I>(best);
+    }
+    return;
+  }
+  std::vector<T> best(static_cast<std::size_t>(s.inner));
+  for (int64_t o = 0; o < s.outer; ++o) {
+    const T* xo = x + o * s.n * s.inner;
+    I* yo = y + o * s.inner;
+    std::memcpy(best.data(), xo, sizeof(T) * static_cast<std::size_t>(s.inner));
+    for (int64_t k = 0; k < s.inner; ++k) yo[k] = 0;
+    for (int64_t r = 1; r < s.n; ++r) {
+      const T* row = xo + r * s.inner;
+      for (int64_t k = 0; k < s.inner; ++k) {
+        if (beats<kMax>(row[k], best[static_cast<std::size_t>(k)])) {
+          best[static_cast<std::size_t>(k)] = row[k];
+          yo[k] = static_cast<I>(r);
+        }
+      }
+    }
+  }
+}
+
+template <bool kMax>
+void kernel_arg(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
+  const auto& dims = in[0].impl()->shape.dims();
+  const int64_t axis = normalize_axis(arg_name<kMax>(), attrs.axis, static_cast<int64_t>(dims.size()));
+  const Split s = split_at(dims, axis);
+  if (s.n == 0)  // reachable only when the static shape had None there
+    op_error<InvalidArgumentError>(arg_name<kMax>(), "cannot take ", arg_name<kMax>(),
+                                   " of an empty dimension: axis ", attrs.axis, " of shape ",
+                                   in[0].impl()->shape.to_string(), " has size 0");
+  if (s.outer * s.inner == 0) return;
+  visit_numeric(in[0].impl()->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if (out[0].impl()->dtype == DType::Int32)
+      arg_typed<kMax>(data_of<T>(in[0]), s, data_of<int32_t>(out[0]));
+    else
+      arg_typed<kMax>(data_of<T>(in[0]), s, data_of<int64_t>(out[0]));
+  });
+}
+
+// ---- softmax / log_softmax ----
+template <bool kLog>
+std::vector<ValueType> infer_softmax(const std::vector<ValueType>& in, const OpAttrs& attrs) {
+  const char* op = kLog ? "log_softmax" : "softmax";
+  require_dtype(op, in[0], {DType::Float32, DType::Float64});
+  const TensorShape& s = in[0].shape;
+  if (s.has_rank()) {
+    if (s.rank() == 0)
+      op_error<InvalidArgumentError>(op, "expected logits of rank >= 1, got a scalar (rank 0); "
+                                     "reshape it to (1,) or expand_dims it first");
+    normalize_axis(op, attrs.axis, s.rank());
+  }
+  return {in[0]};
+}
+
+// exp over n contiguous elements, in place.
+template <class T>
+void exp_inplace(T* v, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    simd::exp_f32(v, v, n);
+  } else {
+    for (int64_t i = 0; i < n; ++i) v[i] = std::exp(v[i]);
+  }
+}
+
+// The max of a row, skipping NaNs (a plain compare-select, which vectorises): softmax needs no
+// NaN-aware max because a NaN reaches every output of its row through x - max anyway.
+template <class T>
+T max_skipping_nan(const T* x, int64_t n) {
+  T lane[8];
+  for (auto& l : lane) l = -std::numeric_limits<T>::infinity();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) lane[j] = x[i + j] > lane[j] ? x[i + j] : lane[j];
+  T m = lane[0];
+  for (int j = 1; j < 8; ++j) m = lane[j] > m ? lane[j] : m;
+  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+  return m;
+}
+
+// Elements per exp call: short rows are batched so the vectorised exp runs on long spans.
+constexpr int64_t kExpChunk = 4096;
+
+template <bool kLog, class T>
+void softmax_typed(const T* x, Split s, T* y) {
+  const int64_t n = s.n, inner = s.inner;
+  if (n == 0 || s.outer == 0 || inner == 0) return;
+  if (inner == 1) {
+    const int64_t rows = std::max<int64_t>(1, kExpChunk / n);
+    std::vector<T> tmp(kLog ? static_cast<std::size_t>(std::min(rows, s.outer) * n) : 0);
+    for (int64_t o0 = 0; o0 < s.outer; o0 += rows) {
+      const int64_t o1 = std::min(s.outer, o0 + rows);
+      for (int64_t o = o0; o < o1; ++o) {
+        const T m = max_skipping_nan(x + o * n, n);
+        for (int64_t i = 0; i < n; ++i) y[o * n + i] = x[o * n + i] - m;
+      }
+      const int64_t len = (o1 - o0) * n;
+      T* e = y + o0 * n;
+      if constexpr (kLog) {
+        std::memcpy(tmp.data(), e, sizeof(T) * static_cast<std::size_t>(len));
+        e = tmp.data();
+      }
+      exp_inplace(e, len);
+      for (int64_t o = o0; o < o1; ++o) {
+        T* yr = y + o * n;
+        const double sum = pairwise_sum<double>(e + (o - o0) * n, n);
+        if constexpr (kLog) {
+          const T lse = static_cast<T>(std::log(sum));
+          for (int64_t i = 0; i < n; ++i) yr[i] -= lse;
+        } else {
+          const T scale = static_cast<T>(1.0 / sum);
+          for (int64_t i = 0; i < n; ++i) yr[i] *= scale;
+        }
+      }
+    }
+    return;
+  }
+  // Strided axis: per-column max and sum, walking whole contiguous rows.
+  const auto inner_sz = static_cast<std::size_t>(inner);
+  const int64_t rows = std::max<int64_t>(1, kExpChunk / inner);
+  std::vector<T> m(inner_sz);
+  std::vector<double> sum(inner_sz);
+  std::vector<T> tmp(kLog ? static_cast<std::size_t>(std::min(rows, n) * inner) : 0);
+  for (int64_t o = 0; o < s.outer; ++o) {
+    const T* xo = x + o * n * inner;
+    T* yo = y + o * n * inner;
+    std::memcpy(m.data(), xo, sizeof(T) * inner_sz);
+    for (int64_t r = 1; r < n; ++r) {
+      const T* row = xo + r * inner;
+      for (int64_t k = 0; k < inner; ++k) m[k] = row[k] > m[k] ? row[k] : m[k];
+    }
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t k = 0; k < inner; ++k) yo[r * inner + k] = xo[r * inner + k] - m[k];
+    std::fill(sum.begin(), sum.end(), 0.0);
+    for (int64_t r0 = 0; r0 < n; r0 += rows) {
+      const int64_t r1 = std::min(n, r0 + rows);
+      const int64_t len = (r1 - r0) * inner;
+      T* e = yo + r0 * inner;
+      if constexpr (kLog) {
+        std::memcpy(tmp.data(), e, sizeof(T) * static_cast<std::size_t>(len));
+        e = tmp.data();
+      }
+      exp_inplace(e, len);
+      for (int64_t r = 0; r < r1 - r0; ++r)
+        for (int64_t k = 0; k < inner; ++k) sum[k] += e[r * inner + k];
+    }
+    for (int64_t k = 0; k < inner; ++k)
+      m[k] = static_cast<T>(kLog ? std::log(sum[k]) : 1.0 / sum[k]);
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t k = 0; k < inner; ++k) {
+        if constexpr (kLog) yo[r * inner + k] -= m[k];
+        else yo[r * inner + k] *= m[k];
+      }
+  }
+}
+
+template <bool kLog>
+void kernel_softmax(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
+  const auto& dims = in[0].impl()->shape.dims();
+  const int64_t axis = normalize_axis(kLog ? "log_softmax" : "softmax", attrs.axis,
+                                      static_cast<int64_t>(dims.size()));
+  const Split s = split_at(dims, axis);
+  if (in[0].impl()->dtype == DType::Float32)
+    softmax_typed<kLog>(data_of<float>(in[0]), s, data_of<float>(out[0]));
+  else
+    softmax_typed<kLog>(data_of<double>(in[0]), s, data_of<double>(out[0]));
+}
+
+void set(OpDef* t, OpId id, InferFn infer, KernelFn kernel) {
+  t[static_cast<std::size_t>(id)].infer = infer;
+  t[static_cast<std::size_t>(id)].kernel = kernel;
+}
+template <Red R>
+void set_reduce(OpDef* t) {
+  set(t, op_of<R>(), &infer_reduce<R>, &kernel_reduce<R>);
+}
+
+}  // namespace
+
+void register_reduce_ops(OpDef* t) {
+  set_reduce<Red::Sum>(t);
+  set_reduce<Red::Mean>(t);
+  set_reduce<Red::Max>(t);
+  set_reduce<Red::Min>(t);
+  set_reduce<Red::Prod>(t);
+  set_reduce<Red::Any>(t);
+  set_reduce<Red::All>(t);
+  set(t, OpId::ArgMax, &infer_arg<true>, &kernel_arg<true>);
+  set(t, OpId::ArgMin, &infer_arg<false>, &kernel_arg<false>);
+  set(t, OpId::Softmax, &infer_softmax<false>, &kernel_softmax<false>);
+  set(t, OpId::LogSoftmax, &infer_softmax<true>, &kernel_softmax<true>);
+}
+
+}  // namespace detail
+
+// ---- public front functions ----
+namespace {
+Tensor apply_reduce(detail::OpId id, const Tensor& x, const std::vector<int>& axes, bool keepdims) {
+  detail::OpAttrs attrs;
+  attrs.axes.assign(axes.begin(), axes.end());
+  attrs.keepdims = keepdims;
+  return detail::apply_op1(id, {x}, attrs);
+}
+Tensor apply_along_axis(detail::OpId id, const Tensor& x, int axis, DType dtype) {
+  detail::OpAttrs attrs;
+  attrs.axis = axis;
+  attrs.dtype = dtype;
+  return detail::apply_op1(id, {x}, attrs);
+}
+}  // namespace
+
+#define TG_REDUCE(fn, Id) \
+  Tensor fn(const Tensor& x, std::vector<int> axes, bool keepdims) { \
+    return apply_reduce(detail::OpId::Id, x, axes, keepdims);              \
+  }
+TG_REDUCE(reduce_sum, ReduceSum)
+TG_REDUCE(reduce_mean, ReduceMean)
+TG_REDUCE(reduce_max, ReduceMax)
+TG_REDUCE(reduce_min, ReduceMin)
+TG_REDUCE(reduce_prod, ReduceProd)
+TG_REDUCE(reduce_any, ReduceAny)
+TG_REDUCE(reduce_all, ReduceAll)
+#undef TG_REDUCE
+
+Tensor argmax(const Tensor& x, int axis) {
+  return apply_along_axis(detail::OpId::ArgMax, x, axis, int64);
+}
+Tensor argmin(const Tensor& x, int axis) {
+  return apply_along_axis(detail::OpId::ArgMin, x, axis, int64);
+}
+// softmax keeps the input dtype and leaves attrs.dtype at its default.
+Tensor softmax(const Tensor& x, int axis) {
+  return apply_along_axis(detail::OpId::Softmax, x, axis, detail::OpAttrs{}.dtype);
+}
+Tensor log_softmax(const Tensor& x, int axis) {
+  return apply_along_axis(detail::OpId::LogSoftmax, x, axis, detail::OpAttrs{}.dtype);
+}
+
+}  // namespace tg
