@@ -27,6 +27,19 @@ struct FunctionOptions {
   bool reduce_retracing = false;  // generalise shapes (dims -> None) instead of retracing
   std::vector<std::string> arg_names{};  // names in graphs, signatures and messages
   int64_t max_traces = 1000;           // hard limit -> tg::RetracingLimitError
+  /// Bound on the concrete functions kept (least recently used are evicted); 0 = unbounded.
+  /// For long-running services whose inputs have unbounded shapes.
+  int64_t max_cached_traces = 0;
+};
+
+/// Why one trace happened (see PolymorphicFunction::trace_history).
+struct TraceRecord {
+  int64_t index = 0;          // 0 for the first trace
+  std::string function_type;  // the FunctionType that was traced
+  /// "first call", or why no existing trace fit, naming the argument and what changed:
+  /// "x: shape (3,) -> (5,), dim 0: 3 -> 5 (closest trace: #0)".
+  std::string reason;
+  std::vector<std::string> changed_arguments;  // names, or paths like "batch[1]", "config['lr']"
 };
 
 namespace detail {
@@ -80,6 +93,12 @@ template <class R>
 class TypedConcreteFunction;
 
 namespace config {
+/// Where diagnostics (TG_LOG=retrace lines, frequent-retracing warnings) are written, one call
+/// per message. nullptr restores the default, stderr.
+void set_log_sink(void (*sink)(const std::string& message, void* user), void* user = nullptr);
+/// Logs one line per retrace (function, trace number, reason). Defaults to on when the
+/// environment variable TG_LOG contains "retrace" (e.g. TG_LOG=retrace).
+void log_retraces(bool enabled);
 /// Globally disables tracing: tg::function bodies run eagerly at every call (for debugging).
 void run_functions_eagerly(bool enabled);
 bool functions_run_eagerly();
@@ -145,6 +164,9 @@ class FunctionCore {
   std::vector<Tensor> run(const ConcreteImpl& cf, const std::vector<Tensor>& leaves) const;
   int64_t tracing_count() const;
   std::vector<std::shared_ptr<ConcreteImpl>> concrete_functions() const;
+  std::vector<TraceRecord> trace_history() const;
+  std::optional<std::vector<TensorSpec>> suggested_input_signature() const;
+  std::string retracing_report() const;
   /// Recursion guard: entering a function that is already being traced on this thread is a
   /// StagingError (it would unroll forever).
   class ActiveScope {
@@ -624,6 +646,17 @@ class PolymorphicFunction {
     return s;
   }
   const std::string& name() const { return core_->name(); }
+
+  /// Why each trace happened, oldest first.
+  std::vector<TraceRecord> trace_history() const { return core_->trace_history(); }
+  /// An input_signature that covers every call seen so far, when all arguments are tensors of
+  /// one dtype each; std::nullopt otherwise (e.g. a varying C++ literal).
+  std::optional<std::vector<TensorSpec>> suggested_input_signature() const {
+    return core_->suggested_input_signature();
+  }
+  /// A JSON document (schema in docs/retracing.md) with the trace count, per-argument
+  /// variation, the records, the suggested signature, and ranked workarounds and dead ends.
+  std::string retracing_report() const { return core_->retracing_report(); }
   detail::FunctionCore& core() const { return *core_; }
 
  private:

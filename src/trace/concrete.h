@@ -1,6 +1,7 @@
 // What a concrete function is made of (shared by the function core and the executor users).
 #pragma once
 #include <any>
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,6 +33,7 @@ class ConcreteImpl {
   std::unique_ptr<Graph> graph;      // the public view of ir
   std::any skeleton;                 // the traced result with symbolic tensors
   std::string output_description;    // "TensorSpec(shape=(), dtype=tg.int32, name=None)"
+  std::atomic<uint64_t> last_used{0};  // call number of the latest use (LRU eviction)
 };
 
 }  // namespace tg::detail

@@ -15,6 +15,7 @@
 #include "graph/graph_ir.h"
 #include "runtime/executor.h"
 #include "trace/concrete.h"
+#include "trace/diagnostics.h"
 #include "trace/variable_policy.h"
 #include "tracegraph/function.h"
 
@@ -287,6 +288,23 @@ struct FunctionCore::State {
   std::vector<std::shared_ptr<ConcreteImpl>> concretes;
   std::unordered_multimap<std::size_t, ConcreteImpl*> exact;
   std::atomic<int64_t> tracing_count{0};
+  std::unique_ptr<Diagnostics> diag;
+
+  // Drops the least recently used concrete function (max_cached_traces). Caller holds mu.
+  void evict_one() {
+    auto lru = std::min_element(concretes.begin(), concretes.end(), [](const auto& a, const auto& b) {
+      return a->last_used.load(std::memory_order_relaxed) < b->last_used.load(std::memory_order_relaxed);
+    });
+    ConcreteImpl* victim = lru->get();
+    auto range = exact.equal_range(victim->input_type.hash);
+    for (auto it = range.first; it != range.second; ++it)
+      if (it->second == victim) {
+        exact.erase(it);
+        break;
+      }
+    diag->on_evicted(victim->input_type, victim->index);
+    concretes.erase(lru);
+  }
 
   std::vector<std::string> names_for(std::size_t n) const {
     std::vector<std::string> names;
@@ -341,8 +359,13 @@ FunctionCore::FunctionCore(FunctionOptions options, std::string callable_type)
   if (options.max_traces < 1)
     throw ValueError(str_cat("FunctionOptions::max_traces must be >= 1, got ", options.max_traces,
                              " for function '", options.name, "'"));
+  if (options.max_cached_traces < 0)
+    throw ValueError(str_cat("FunctionOptions::max_cached_traces must be >= 0 (0 = unbounded), got ",
+                             options.max_cached_traces, " for function '", options.name, "'"));
   state_->options = std::move(options);
   state_->callable_type = std::move(callable_type);
+  state_->diag = std::make_unique<Diagnostics>(state_->options.name, state_->callable_type,
+                                               register_callable(state_->callable_type));
   if (state_->options.input_signature) {
     FunctionTypeKey sig;
     const auto& specs = *state_->options.input_signature;
@@ -367,6 +390,17 @@ std::vector<std::shared_ptr<ConcreteImpl>> FunctionCore::concrete_functions() co
   return state_->concretes;
 }
 
+std::vector<TraceRecord> FunctionCore::trace_history() const { return state_->diag->history(); }
+
+std::optional<std::vector<TensorSpec>> FunctionCore::suggested_input_signature() const {
+  if (state_->options.input_signature) return state_->options.input_signature;
+  return state_->diag->suggested_input_signature();
+}
+
+std::string FunctionCore::retracing_report() const {
+  return state_->diag->report_json(tracing_count(), concrete_functions().size());
+}
+
 FunctionCore::ActiveScope::ActiveScope(const FunctionCore* core) {
   if (std::find(t_active_functions.begin(), t_active_functions.end(), core) != t_active_functions.end())
     throw StagingError(str_cat(
@@ -388,21 +422,28 @@ std::shared_ptr<ConcreteImpl> FunctionCore::dispatch_or_trace(std::vector<TraceT
       binding_error(*s.signature, target, "");
     target = s.signature->params;
   }
+  s.diag->on_call();
   const std::size_t h = hash_types(target);
-  if (auto cf = s.lookup(target, h)) return cf;
+  if (auto cf = s.lookup(target, h)) {
+    cf->last_used.store(s.diag->calls(), std::memory_order_relaxed);
+    return cf;
+  }
 
   std::lock_guard trace_lock(s.trace_mu);
   if (auto cf = s.lookup(target, h)) return cf;  // traced by another thread meanwhile
-  if (s.options.reduce_retracing && !s.signature) target = s.generalise(target);
+  // Everything below runs only when a call traces: the cached path above stays lean.
+  const FunctionTypeKey call{target, s.signature ? s.signature->names : s.names_for(target.size()), h};
+  s.diag->observe(call);
+  TraceRecord record = s.diag->explain(call, concrete_functions(), s.options.reduce_retracing,
+                                       s.options.max_cached_traces);
+  bool generalised = false;
+  if (s.options.reduce_retracing && !s.signature) {
+    target = s.generalise(target);
+    generalised = !FunctionTypeKey{target, {}, 0}.is_subtype_of(call.params);
+  }
 
   const int64_t index = s.tracing_count.load();
-  if (index >= s.options.max_traces)
-    throw RetracingLimitError(str_cat(
-        "The function '", s.options.name, "' has been retraced ", index,
-        " times. The tracing limit has been reached. This call needs a new trace for ",
-        FunctionTypeKey{target, s.names_for(target.size()), 0}.to_string(),
-        ". Pass varying values as tensors instead of C++ literals, give the function an "
-        "input_signature with None dimensions, or set reduce_retracing"));
+  if (index >= s.options.max_traces) throw RetracingLimitError(s.diag->limit_message(index, call));
 
   // The singleton-Variable rule (as in TensorFlow): only the first trace may create Variables,
   // and a first trace that did is traced once more, now without creating any, so that a body
@@ -434,12 +475,17 @@ std::shared_ptr<ConcreteImpl> FunctionCore::dispatch_or_trace(std::vector<TraceT
   cf->graph = std::make_unique<Graph>(graph);
   cf->skeleton = std::move(out.skeleton);
   cf->output_description = out.description;
+  cf->last_used.store(s.diag->calls(), std::memory_order_relaxed);
   {
     std::unique_lock lock(s.mu);
+    if (s.options.max_cached_traces > 0 &&
+        static_cast<int64_t>(s.concretes.size()) >= s.options.max_cached_traces)
+      s.evict_one();
     s.concretes.push_back(cf);
     s.exact.emplace(cf->input_type.hash, cf.get());
     s.tracing_count.fetch_add(1);
   }
+  s.diag->on_traced(std::move(record), cf->input_type, generalised);
   return cf;
 }
 

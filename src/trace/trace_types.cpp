@@ -4,6 +4,7 @@
 #include <functional>
 
 #include "core/check.h"
+#include "trace/trace_diff.h"
 #include "tracegraph/function.h"
 
 namespace tg::detail {
@@ -336,6 +337,134 @@ const TraceType* mapping_value(const TraceType& t, const LiteralValue& key) {
 const TraceType* optional_element(const TraceType& t) {
   auto* o = dynamic_cast<const OptionalTraceType*>(&t);
   return o ? o->el_.get() : nullptr;
+}
+
+namespace {
+
+std::string keys_text(const MappingTraceType& m) {
+  std::string s = "{";
+  for (std::size_t i = 0; i < m.items_.size(); ++i) s += (i ? ", " : "") + m.items_[i].first.to_string();
+  return s + "}";
+}
+
+std::string kind_name(const TraceType& t) {
+  if (dynamic_cast<const TensorTraceType*>(&t)) return "a Tensor";
+  if (dynamic_cast<const LiteralTraceType*>(&t)) return "a literal";
+  if (dynamic_cast<const SequenceTraceType*>(&t)) return "a container";
+  if (dynamic_cast<const MappingTraceType*>(&t)) return "a map";
+  if (dynamic_cast<const OptionalTraceType*>(&t)) return "an optional";
+  if (dynamic_cast<const ObjectTraceType*>(&t)) return "an object";
+  if (dynamic_cast<const VariableTraceType*>(&t)) return "a Variable";
+  return "a custom trace type";
+}
+
+std::string tensor_change(const TensorTraceType& a, const TensorTraceType& b) {
+  if (a.dtype_ != b.dtype_)
+    return "dtype " + tg::to_string(a.dtype_) + " -> " + tg::to_string(b.dtype_);
+  if (!a.shape_.has_rank() || !b.shape_.has_rank() || a.shape_.rank() != b.shape_.rank())
+    return "rank " + (a.shape_.has_rank() ? std::to_string(a.shape_.rank()) : std::string("unknown")) +
+           " -> " + (b.shape_.has_rank() ? std::to_string(b.shape_.rank()) : std::string("unknown")) +
+           " (shape " + a.shape_.to_string() + " -> " + b.shape_.to_string() + ")";
+  std::string s = "shape " + a.shape_.to_string() + " -> " + b.shape_.to_string();
+  for (std::size_t i = 0; i < a.shape_.dims().size(); ++i) {
+    const int64_t x = a.shape_.dims()[i], y = b.shape_.dims()[i];
+    if (x != None && x != y)
+      s += ", dim " + std::to_string(i) + ": " + std::to_string(x) + " -> " +
+           (y == None ? std::string("None") : std::to_string(y));
+  }
+  return s;
+}
+
+}  // namespace
+
+std::vector<TypeChange> diff_types(const TraceType& traced, const TraceType& call, const std::string& path) {
+  if (call.is_subtype_of(traced)) return {};
+  auto one = [&](std::string what) { return std::vector<TypeChange>{{path, std::move(what), false}}; };
+  auto structural = [&](std::string what) { return std::vector<TypeChange>{{path, std::move(what), true}}; };
+  if (auto* a = dynamic_cast<const TensorTraceType*>(&traced)) {
+    if (auto* b = dynamic_cast<const TensorTraceType*>(&call)) return one(tensor_change(*a, *b));
+  } else if (auto* a = dynamic_cast<const LiteralTraceType*>(&traced)) {
+    if (auto* b = dynamic_cast<const LiteralTraceType*>(&call)) {
+      if (a->v_.cpp_type != b->v_.cpp_type && a->v_.kind != LiteralValue::Kind::kEnum)
+        return one("literal " + a->v_.to_string() + " (" + a->v_.cpp_type + ") -> " + b->v_.to_string() +
+                   " (" + b->v_.cpp_type + ")");
+      return one("literal value " + a->v_.to_string() + " -> " + b->v_.to_string());
+    }
+  } else if (auto* a = dynamic_cast<const SequenceTraceType*>(&traced)) {
+    if (auto* b = dynamic_cast<const SequenceTraceType*>(&call)) {
+      if (a->kind_ != b->kind_) return structural(a->kind_ + " -> " + b->kind_);
+      if (a->el_.size() != b->el_.size())
+        return structural("length " + std::to_string(a->el_.size()) + " -> " + std::to_string(b->el_.size()));
+      std::vector<TypeChange> out;
+      for (std::size_t i = 0; i < a->el_.size(); ++i)
+        for (auto& c : diff_types(*a->el_[i], *b->el_[i], path + "[" + std::to_string(i) + "]"))
+          out.push_back(std::move(c));
+      return out;
+    }
+  } else if (auto* a = dynamic_cast<const MappingTraceType*>(&traced)) {
+    if (auto* b = dynamic_cast<const MappingTraceType*>(&call)) {
+      if (!a->same_keys(*b)) return structural("keys " + keys_text(*a) + " -> " + keys_text(*b));
+      std::vector<TypeChange> out;
+      for (std::size_t i = 0; i < a->items_.size(); ++i)
+        for (auto& c : diff_types(*a->items_[i].second, *b->items_[i].second,
+                                  path + "[" + a->items_[i].first.to_string() + "]"))
+          out.push_back(std::move(c));
+      return out;
+    }
+  } else if (auto* a = dynamic_cast<const OptionalTraceType*>(&traced)) {
+    if (auto* b = dynamic_cast<const OptionalTraceType*>(&call)) {
+      if (!a->el_ != !b->el_) return structural(a->el_ ? "set -> empty (std::nullopt)" : "empty -> set");
+      return diff_types(*a->el_, *b->el_, path);
+    }
+  } else if (auto* a = dynamic_cast<const ObjectTraceType*>(&traced)) {
+    if (auto* b = dynamic_cast<const ObjectTraceType*>(&call)) {
+      if (a->obj_.expired())
+        return one("a different object (" + b->to_string() + "); the traced object " + a->to_string() +
+                   " was deleted, and a deleted object's trace never matches again");
+      return one("a different object (" + b->to_string() + ", not the traced " + a->to_string() +
+                 (a->eq_ ? " nor == to it)" : "; the type has no operator== to compare them)"));
+    }
+  } else if (auto* a = dynamic_cast<const VariableTraceType*>(&traced)) {
+    if (auto* b = dynamic_cast<const VariableTraceType*>(&call))
+      return one("a different Variable (id " + std::to_string(a->id_) + " -> " + std::to_string(b->id_) + ")");
+  } else if (typeid(traced) == typeid(call)) {
+    return one("custom trace type " + traced.to_string() + " -> " + call.to_string());
+  }
+  return structural(kind_name(traced) + " (" + traced.to_string() + ") -> " + kind_name(call) + " (" + call.to_string() + ")");
+}
+
+void for_each_leaf(const TraceType& t, const std::string& path,
+                   const std::function<void(const std::string&, const LeafInfo&)>& fn) {
+  LeafInfo leaf;
+  if (auto* x = dynamic_cast<const TensorTraceType*>(&t)) {
+    leaf.kind = LeafKind::kTensor;
+    leaf.dtype = x->dtype_;
+    leaf.shape = x->shape_;
+  } else if (auto* x = dynamic_cast<const LiteralTraceType*>(&t)) {
+    leaf.kind = LeafKind::kLiteral;
+    leaf.text = x->v_.to_string();
+  } else if (auto* x = dynamic_cast<const SequenceTraceType*>(&t)) {
+    for (std::size_t i = 0; i < x->el_.size(); ++i)
+      for_each_leaf(*x->el_[i], path + "[" + std::to_string(i) + "]", fn);
+    return;
+  } else if (auto* x = dynamic_cast<const MappingTraceType*>(&t)) {
+    for (const auto& [k, v] : x->items_) for_each_leaf(*v, path + "[" + k.to_string() + "]", fn);
+    return;
+  } else if (auto* x = dynamic_cast<const OptionalTraceType*>(&t)) {
+    if (x->el_) for_each_leaf(*x->el_, path, fn);
+    return;
+  } else if (dynamic_cast<const ObjectTraceType*>(&t)) {
+    leaf.kind = LeafKind::kObject;
+    leaf.text = t.to_string();
+  } else if (auto* x = dynamic_cast<const VariableTraceType*>(&t)) {
+    leaf.kind = LeafKind::kVariable;
+    leaf.dtype = x->dtype_;
+    leaf.shape = x->shape_;
+    leaf.text = t.to_string();
+  } else {
+    leaf.text = t.to_string();
+  }
+  fn(path, leaf);
 }
 
 }  // namespace tg::detail

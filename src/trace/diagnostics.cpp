@@ -1,0 +1,483 @@
+#include "trace/diagnostics.h"
+
+#include <cstdlib>
+#include <iostream>
+#include <mutex>
+#include <sstream>
+#include <unordered_map>
+
+#include "core/check.h"
+#include "trace/trace_diff.h"
+
+namespace tg {
+
+namespace detail {
+namespace {
+
+struct LogSink {
+  std::mutex mu;
+  void (*fn)(const std::string&, void*) = nullptr;
+  void* user = nullptr;
+};
+LogSink& log_sink() {
+  static LogSink s;
+  return s;
+}
+
+constexpr std::size_t kWarningTraces = 5;   // TF: 5 traces ...
+constexpr uint64_t kWarningWindow = 10;     // ... within the last 10 calls
+constexpr int kMaxWarnings = 2;             // at most twice per function
+constexpr int kLoopInstances = 5;           // re-created this often: "created in a loop"
+constexpr std::size_t kShownValues = 8;     // values listed in messages before "..."
+
+std::string join(const std::vector<std::string>& v, const std::string& sep) {
+  std::string s;
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + v[i];
+  return s;
+}
+
+template <class Set>
+std::string list_values(const Set& values) {
+  std::vector<std::string> out;
+  std::size_t i = 0;
+  for (const auto& v : values) {
+    if (i++ == kShownValues) {
+      out.push_back("...");
+      break;
+    }
+    if constexpr (std::is_same_v<typename Set::value_type, std::string>) out.push_back(v);
+    else out.push_back(std::to_string(v));
+  }
+  return join(out, ", ");
+}
+
+std::string json_escape(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string signature_text(const std::vector<TensorSpec>& sig) {
+  std::vector<std::string> specs;
+  for (const auto& s : sig) specs.push_back("tg::TensorSpec(" + [&] {
+    if (!s.shape.has_rank()) return std::string("tg::TensorShape::unknown_rank()");
+    std::vector<std::string> d;
+    for (int64_t x : s.shape.dims()) d.push_back(x == None ? "tg::None" : std::to_string(x));
+    return "{" + join(d, ", ") + "}";
+  }() + ", tg::" + (s.dtype == DType::Bool ? std::string("bool_") : s.dtype == DType::String ? std::string("string_") : to_string(s.dtype)) + ")");
+  return "input_signature = {" + join(specs, ", ") + "}";
+}
+
+}  // namespace
+
+void log_message(const std::string& message) {
+  LogSink& s = log_sink();
+  std::lock_guard lock(s.mu);
+  if (s.fn) s.fn(message, s.user);
+  else std::cerr << message << "\n";
+}
+
+namespace {
+std::atomic<bool>& retrace_logging() {
+  static std::atomic<bool> enabled{[] {
+    const char* v = std::getenv("TG_LOG");
+    return v && std::string(v).find("retrace") != std::string::npos;
+  }()};
+  return enabled;
+}
+}  // namespace
+
+bool retrace_logging_enabled() { return retrace_logging().load(std::memory_order_relaxed); }
+
+int register_callable(const std::string& callable_type) {
+  static std::mutex mu;
+  static std::unordered_map<std::string, int> counts;
+  std::lock_guard lock(mu);
+  return ++counts[callable_type];
+}
+
+Diagnostics::Diagnostics(std::string function_name, std::string callable_type, int instance)
+    : name_(std::move(function_name)), callable_type_(std::move(callable_type)), instance_(instance) {
+  if (instance_ == kLoopInstances)
+    log_message("tracegraph warning: " + std::to_string(instance_) +
+                " tg::functions have been created from the same C++ callable (" + callable_type_ +
+                "), the latest named '" + name_ +
+                "'. Each new tg::function starts with an empty trace cache, so creating one per "
+                "call (e.g. inside a loop) retraces every time. Fix: create the function once, "
+                "outside the loop, and reuse it.");
+}
+
+void Diagnostics::observe(const FunctionTypeKey& call) {
+  std::lock_guard lock(mu_);
+  if (top_level_names_.empty()) top_level_names_ = call.names;
+  for (std::size_t i = 0; i < call.params.size(); ++i) {
+    for_each_leaf(*call.params[i], call.names[i], [&](const std::string& path, const LeafInfo& leaf) {
+      LeafStats& st = leaves_[path];
+      if (leaf.kind == LeafKind::kTensor) {
+        st.tensor = true;
+        st.kind = "tensor";
+        st.dtypes.insert(to_string(leaf.dtype));
+        st.shapes.insert(leaf.shape.to_string());
+        if (leaf.shape.has_rank()) {
+          st.ranks.insert(leaf.shape.rank());
+          for (std::size_t d = 0; d < leaf.shape.dims().size(); ++d) st.dims[d].insert(leaf.shape.dims()[d]);
+        }
+      } else {
+        st.kind = leaf.kind == LeafKind::kLiteral ? "literal"
+                  : leaf.kind == LeafKind::kObject ? "object"
+                  : leaf.kind == LeafKind::kVariable ? "variable" : "custom";
+        st.values.insert(leaf.text);
+      }
+    });
+  }
+}
+
+TraceRecord Diagnostics::explain(const FunctionTypeKey& call,
+                                 const std::vector<std::shared_ptr<ConcreteImpl>>& existing,
+                                 bool reduce_retracing, int64_t max_cached_traces) const {
+  TraceRecord rec;
+  std::lock_guard lock(mu_);
+  rec.index = static_cast<int64_t>(history_.size());
+  // The closest trace: fewest changed leaves; ties go to the latest.
+  const FunctionTypeKey* best = nullptr;
+  int64_t best_index = -1;
+  std::size_t best_score = 0;
+  std::vector<TypeChange> best_changes;
+  auto consider = [&](const FunctionTypeKey& t, int64_t index) {
+    if (t.params.size() != call.params.size()) return;
+    std::vector<TypeChange> changes;
+    for (std::size_t i = 0; i < call.params.size(); ++i)
+      for (auto& c : diff_types(*t.params[i], *call.params[i], call.names[i])) changes.push_back(std::move(c));
+    std::size_t score = 0;
+    for (const auto& c : changes) score += c.structural ? 3 : 1;
+    if (!best || score <= best_score) {
+      best = &t;
+      best_index = index;
+      best_score = score;
+      best_changes = std::move(changes);
+    }
+  };
+  for (const auto& c : existing) consider(c->input_type, c->index);
+  for (const auto& [t, index] : evicted_) {
+    if (call.is_subtype_of(t.params)) {
+      rec.reason = "the matching trace #" + std::to_string(index) + " " + t.to_string() +
+                   " was evicted from the cache (max_cached_traces = " + std::to_string(max_cached_traces) +
+                   "); raise max_cached_traces if this input recurs often";
+      return rec;
+    }
+  }
+  if (!best) {
+    rec.reason = "first call";
+    if (instance_ > 1)
+      rec.reason += "; note: this is tg::function #" + std::to_string(instance_) +
+                    " created from the same C++ callable (" + callable_type_ +
+                    "). A function re-created for each call (e.g. in a loop) retraces every time: "
+                    "create it once and reuse it";
+    return rec;
+  }
+  std::vector<std::string> parts;
+  for (const auto& c : best_changes) {
+    parts.push_back(c.path + ": " + c.what);
+    if (std::find(rec.changed_arguments.begin(), rec.changed_arguments.end(), c.path) == rec.changed_arguments.end())
+      rec.changed_arguments.push_back(c.path);
+  }
+  if (parts.empty()) parts.push_back("no single argument differs, but the call fits no trace as a whole");
+  rec.reason = join(parts, "; ") + " (closest trace: #" + std::to_string(best_index) + ")";
+  if (reduce_retracing) rec.reason += "; reduce_retracing generalises against earlier traces";
+  return rec;
+}
+
+void Diagnostics::on_traced(TraceRecord record, const FunctionTypeKey& traced, bool generalised) {
+  std::string log_line, warning;
+  {
+    std::lock_guard lock(mu_);
+    record.function_type = traced.to_string();
+    if (generalised) record.reason += "; traced as " + traced.to_string();
+    // The running supertype of all traced types: an input_signature covering every call.
+    if (signature_possible_) {
+      for (const auto& p : traced.params) {
+        DType d;
+        if (!as_tensor_type(*p, &d, nullptr)) signature_possible_ = false;
+      }
+      if (signature_possible_) {
+        if (signature_.empty()) {
+          signature_ = traced.params;
+        } else if (signature_.size() != traced.params.size()) {
+          signature_possible_ = false;
+        } else {
+          for (std::size_t i = 0; i < signature_.size(); ++i) {
+            TraceTypePtr sup = signature_[i]->most_specific_common_supertype({traced.params[i].get()});
+            if (!sup) {
+              signature_possible_ = false;  // e.g. two dtypes: no one signature covers both
+              break;
+            }
+            signature_[i] = std::move(sup);
+          }
+        }
+      }
+    }
+    const uint64_t call = calls_.load(std::memory_order_relaxed);
+    recent_trace_calls_.push_back(call);
+    if (recent_trace_calls_.size() > kWarningTraces) recent_trace_calls_.erase(recent_trace_calls_.begin());
+    if (record.index > 0 && retrace_logging_enabled())
+      log_line = "tracegraph: retrace '" + name_ + "' #" + std::to_string(record.index) + ": " + record.reason;
+    history_.push_back(record);
+    if (recent_trace_calls_.size() == kWarningTraces && warnings_ < kMaxWarnings &&
+        call - recent_trace_calls_.front() < kWarningWindow) {
+      ++warnings_;
+      const uint64_t window = call - recent_trace_calls_.front() + 1;
+      warning = "tracegraph warning: " + std::to_string(kWarningTraces) + " out of the last " +
+                std::to_string(window) + " calls to '" + name_ +
+                "' triggered retracing. Tracing is expensive and the cached graphs are not being "
+                "reused. What varied: " + varying_summary() + ". Fix: " + advise().quick_fix;
+      recent_trace_calls_.clear();
+    }
+  }
+  if (!log_line.empty()) log_message(log_line);
+  if (!warning.empty()) log_message(warning);
+}
+
+void Diagnostics::on_evicted(const FunctionTypeKey& type, int64_t index) {
+  std::lock_guard lock(mu_);
+  ++evictions_;
+  evicted_.emplace_back(type, index);
+  if (evicted_.size() > 64) evicted_.erase(evicted_.begin());  // a bounded memory of evictions
+}
+
+std::vector<TraceRecord> Diagnostics::history() const {
+  std::lock_guard lock(mu_);
+  return history_;
+}
+
+std::optional<std::vector<TensorSpec>> Diagnostics::suggested_input_signature() const {
+  std::lock_guard lock(mu_);
+  if (!signature_possible_ || signature_.empty()) return std::nullopt;
+  std::vector<TensorSpec> sig;
+  for (const auto& t : signature_) {
+    DType d;
+    TensorShape s;
+    as_tensor_type(*t, &d, &s);
+    sig.emplace_back(s, d);
+  }
+  return sig;
+}
+
+// Called with mu_ held.
+std::string Diagnostics::varying_summary() const {
+  std::vector<std::string> parts;
+  for (const auto& [path, st] : leaves_) {
+    if (st.tensor) {
+      if (st.dtypes.size() > 1) parts.push_back(path + " dtype (" + list_values(st.dtypes) + ")");
+      if (st.ranks.size() > 1) parts.push_back(path + " rank (" + list_values(st.ranks) + ")");
+      for (const auto& [d, values] : st.dims)
+        if (values.size() > 1) parts.push_back(path + " dim " + std::to_string(d) + " (" + list_values(values) + ")");
+    } else if (st.values.size() > 1) {
+      parts.push_back(path + " " + st.kind + " (" + list_values(st.values) + ")");
+    }
+  }
+  if (parts.empty())
+    return instance_ > 1 ? "nothing within this function: it is tg::function #" + std::to_string(instance_) +
+                               " made from the same C++ callable"
+                         : "no argument (see trace_history())";
+  return join(parts, "; ");
+}
+
+// Called with mu_ held.
+Diagnostics::Advice Diagnostics::advise() const {
+  Advice a;
+  std::vector<std::string> literal_paths, shape_paths, dtype_paths, object_paths, causes;
+  for (const auto& [path, st] : leaves_) {
+    if (st.tensor) {
+      if (st.dtypes.size() > 1) {
+        dtype_paths.push_back(path);
+        causes.push_back("'" + path + "' came with " + std::to_string(st.dtypes.size()) + " dtypes (" + list_values(st.dtypes) + ")");
+      }
+      if (st.shapes.size() > 1) {
+        shape_paths.push_back(path);
+        std::vector<std::string> dims;
+        for (const auto& [d, values] : st.dims)
+          if (values.size() > 1) dims.push_back("dim " + std::to_string(d) + " took " + std::to_string(values.size()) + " values: " + list_values(values));
+        if (st.ranks.size() > 1) dims.push_back("rank took " + list_values(st.ranks));
+        causes.push_back("'" + path + "' came in " + std::to_string(st.shapes.size()) + " distinct shapes (" + join(dims, "; ") + ")");
+      }
+    } else if (st.values.size() > 1) {
+      (st.kind == "literal" ? literal_paths : object_paths).push_back(path);
+      causes.push_back("'" + path + "' took " + std::to_string(st.values.size()) + " distinct " + st.kind +
+                       " values (" + list_values(st.values) + ")");
+    }
+  }
+  if (instance_ > 1)
+    causes.push_back("the function was created " + std::to_string(instance_) +
+                     " times from the same C++ callable, and each new tg::function traces anew");
+  a.root_cause = causes.empty() ? "no varying argument was recorded" : join(causes, "; ");
+
+  const bool sig = signature_possible_ && !signature_.empty() && !shape_paths.empty();
+  std::vector<TensorSpec> specs;
+  if (sig) {
+    for (const auto& t : signature_) {
+      DType d;
+      TensorShape s;
+      as_tensor_type(*t, &d, &s);
+      specs.emplace_back(s, d);
+    }
+    a.workarounds.emplace_back(signature_text(specs),
+                               "one FunctionType with None dimensions covers every call seen so far, so the function traces once");
+  }
+  if (!literal_paths.empty())
+    a.workarounds.emplace_back("pass " + join(literal_paths, ", ") + " as a tg::Tensor (e.g. tg::constant(value)) instead of a C++ literal",
+                               "a C++ value is part of the trace type, so every new value traces a new graph; a tensor's value is not");
+  if (!object_paths.empty())
+    a.workarounds.emplace_back("pass the same object for " + join(object_paths, ", ") + ", or give its type operator== or a custom tracing_type()",
+                               "objects are matched by identity, then ==; a new unequal object is a new trace type");
+  if (!shape_paths.empty())
+    a.workarounds.emplace_back("pad or bucket " + join(shape_paths, ", ") + " to a few fixed sizes",
+                               "a handful of shapes means a handful of traces, each fully specialised and fast");
+  if (!shape_paths.empty())
+    a.workarounds.emplace_back("FunctionOptions::reduce_retracing = true",
+                               "differing dimensions are generalised to None after the first retrace (literals never generalise)");
+  if (!dtype_paths.empty())
+    a.workarounds.emplace_back("tg::cast " + join(dtype_paths, ", ") + " to one dtype before the call",
+                               "a dtype change always needs a new graph");
+  if (instance_ > 1)
+    a.workarounds.emplace_back("create the tg::function once, outside the loop, and reuse it",
+                               "a new tg::function has an empty trace cache");
+  a.dead_ends.emplace_back("raising FunctionOptions::max_traces",
+                           "only delays the error: the inputs keep producing new trace types");
+  a.dead_ends.emplace_back("tg::config::run_functions_eagerly(true)",
+                           "avoids tracing but gives up the graph's speed, which is why the function exists");
+  if (!literal_paths.empty())
+    a.dead_ends.emplace_back("reduce_retracing alone",
+                             "literals never generalise, so varying C++ values still trace every time");
+  a.quick_fix = a.workarounds.empty() ? "see retracing_report() for the recorded traces"
+                                      : a.workarounds.front().first + " (" + a.workarounds.front().second + ")";
+  return a;
+}
+
+std::string Diagnostics::limit_message(int64_t traces, const FunctionTypeKey& call) const {
+  std::lock_guard lock(mu_);
+  const Advice a = advise();
+  std::ostringstream os;
+  os << "The function '" << name_ << "' has been retraced " << traces
+     << " times. The tracing limit has been reached. This call would need trace " << traces + 1
+     << " for " << call.to_string() << ".\nRoot cause: " << a.root_cause << ".\nWorkarounds, most effective first:";
+  int i = 1;
+  for (const auto& [action, why] : a.workarounds) os << "\n  " << i++ << ". " << action << " - " << why << ".";
+  os << "\nDead ends:";
+  for (const auto& [action, why] : a.dead_ends) os << "\n  - " << action << ": " << why << ".";
+  os << "\nExisting traces keep working; retracing_report() has the details.";
+  return os.str();
+}
+
+std::string Diagnostics::report_json(int64_t trace_count, std::size_t cached) const {
+  std::lock_guard lock(mu_);
+  const Advice a = advise();
+  std::ostringstream os;
+  os << "{\n  \"schema\": \"tracegraph.retracing_report\",\n  \"version\": 1,\n";
+  os << "  \"function\": " << json_escape(name_) << ",\n";
+  os << "  \"callable_type\": " << json_escape(callable_type_) << ",\n";
+  os << "  \"instances_of_callable\": " << instance_ << ",\n";
+  os << "  \"calls\": " << calls_.load() << ",\n  \"trace_count\": " << trace_count << ",\n";
+  os << "  \"cached_traces\": " << cached << ",\n  \"evictions\": " << evictions_ << ",\n";
+  os << "  \"arguments\": [";
+  bool first = true;
+  for (const auto& [path, st] : leaves_) {
+    os << (first ? "\n" : ",\n") << "    {\"path\": " << json_escape(path) << ", \"kind\": " << json_escape(st.kind);
+    first = false;
+    if (st.tensor) {
+      os << ", \"dtypes\": [";
+      bool f2 = true;
+      for (const auto& d : st.dtypes) os << (f2 ? "" : ", ") << json_escape(d), f2 = false;
+      os << "], \"ranks\": [";
+      f2 = true;
+      for (int64_t r : st.ranks) os << (f2 ? "" : ", ") << r, f2 = false;
+      os << "], \"distinct_shapes\": " << st.shapes.size() << ", \"varying_dims\": [";
+      f2 = true;
+      for (const auto& [d, values] : st.dims) {
+        if (values.size() < 2) continue;
+        os << (f2 ? "" : ", ") << "{\"dim\": " << d << ", \"values\": [";
+        bool f3 = true;
+        for (int64_t v : values) os << (f3 ? "" : ", ") << (v == None ? std::string("null") : std::to_string(v)), f3 = false;
+        os << "]}";
+        f2 = false;
+      }
+      os << "]";
+    } else {
+      os << ", \"distinct_values\": " << st.values.size() << ", \"values\": [";
+      bool f2 = true;
+      for (const auto& v : st.values) os << (f2 ? "" : ", ") << json_escape(v), f2 = false;
+      os << "]";
+    }
+    os << "}";
+  }
+  os << (first ? "" : "\n  ") << "],\n  \"traces\": [";
+  first = true;
+  for (const auto& r : history_) {
+    os << (first ? "\n" : ",\n") << "    {\"index\": " << r.index << ", \"function_type\": " << json_escape(r.function_type)
+       << ", \"reason\": " << json_escape(r.reason) << ", \"changed_arguments\": [";
+    for (std::size_t i = 0; i < r.changed_arguments.size(); ++i) os << (i ? ", " : "") << json_escape(r.changed_arguments[i]);
+    os << "]}";
+    first = false;
+  }
+  os << (first ? "" : "\n  ") << "],\n  \"suggested_input_signature\": ";
+  if (signature_possible_ && !signature_.empty()) {
+    os << "[";
+    for (std::size_t i = 0; i < signature_.size(); ++i) {
+      DType d;
+      TensorShape s;
+      as_tensor_type(*signature_[i], &d, &s);
+      os << (i ? ", " : "") << "{\"name\": " << json_escape(i < top_level_names_.size() ? top_level_names_[i] : "")
+         << ", \"dtype\": " << json_escape(to_string(d)) << ", \"shape\": ";
+      if (!s.has_rank()) {
+        os << "null";
+      } else {
+        os << "[";
+        for (std::size_t k = 0; k < s.dims().size(); ++k)
+          os << (k ? ", " : "") << (s.dims()[k] == None ? std::string("null") : std::to_string(s.dims()[k]));
+        os << "]";
+      }
+      os << "}";
+    }
+    os << "]";
+  } else {
+    os << "null";
+  }
+  os << ",\n  \"root_cause\": " << json_escape(a.root_cause) << ",\n  \"workarounds\": [";
+  for (std::size_t i = 0; i < a.workarounds.size(); ++i)
+    os << (i ? ", " : "") << "\n    {\"rank\": " << i + 1 << ", \"action\": " << json_escape(a.workarounds[i].first)
+       << ", \"why\": " << json_escape(a.workarounds[i].second) << "}";
+  os << (a.workarounds.empty() ? "" : "\n  ") << "],\n  \"dead_ends\": [";
+  for (std::size_t i = 0; i < a.dead_ends.size(); ++i)
+    os << (i ? ", " : "") << "\n    {\"action\": " << json_escape(a.dead_ends[i].first)
+       << ", \"why_it_fails\": " << json_escape(a.dead_ends[i].second) << "}";
+  os << (a.dead_ends.empty() ? "" : "\n  ") << "]\n}\n";
+  return os.str();
+}
+
+}  // namespace detail
+
+namespace config {
+void log_retraces(bool enabled) { detail::retrace_logging().store(enabled); }
+void set_log_sink(void (*sink)(const std::string&, void*), void* user) {
+  auto& s = detail::log_sink();
+  std::lock_guard lock(s.mu);
+  s.fn = sink;
+  s.user = user;
+}
+}  // namespace config
+
+}  // namespace tg

@@ -1,0 +1,37 @@
+// Explaining trace types: what changed between a traced type and a call's type, and the leaves
+// (tensors, literals, objects) of a type with their paths. Used only when a call traces, never
+// on the cached-call path.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tracegraph/trace_type.h"
+
+namespace tg::detail {
+
+struct TypeChange {
+  std::string path;  // "x", "batch[1]", "config['lr']"
+  std::string what;  // "shape (3,) -> (5,), dim 0: 3 -> 5"
+  // A container's length/keys or a value's kind changed: a bigger difference than one leaf's
+  // dtype or shape when choosing the closest trace.
+  bool structural = false;
+};
+
+/// The differences that keep `call` from being a subtype of `traced`, innermost first.
+std::vector<TypeChange> diff_types(const TraceType& traced, const TraceType& call,
+                                   const std::string& path);
+
+enum class LeafKind { kTensor, kLiteral, kObject, kVariable, kOther };
+struct LeafInfo {
+  LeafKind kind = LeafKind::kOther;
+  DType dtype = DType::Float32;  // tensors, variables
+  TensorShape shape;             // tensors, variables
+  std::string text;              // literal value / object / custom type, as printed
+};
+
+/// Calls fn(path, leaf) for every leaf of t (containers are walked, not reported).
+void for_each_leaf(const TraceType& t, const std::string& path,
+                   const std::function<void(const std::string&, const LeafInfo&)>& fn);
+
+}  // namespace tg::detail
