@@ -118,21 +118,19 @@ Tensor constant_from(const std::vector<carrier_t<T>>& flat, const TensorShape& s
     return make_constant(flat.data(), static_cast<int64_t>(flat.size()), shape, dtype);
   }
 }
-// Flattens nested braces, checking that every row at a level has the same length.
-template <class T>
-void flatten_nested(std::initializer_list<T> list, std::vector<carrier_t<T>>& out,
-                    std::vector<int64_t>& dims, std::size_t level);
+// Flattens nested braces, checking that every row at a level has the same length. The carried
+// type C is a separate parameter: deducing it from T would make rank-3 braces of anything but
+// integers fail to compile (carrier_t<initializer_list<double>> is not double).
 void check_ragged(std::vector<int64_t>& dims, std::size_t level, int64_t len);
-template <class T>
-void flatten_nested(std::initializer_list<T> list, std::vector<carrier_t<T>>& out,
+template <class C, class T>
+void flatten_nested(std::initializer_list<T> list, std::vector<C>& out,
                     std::vector<int64_t>& dims, std::size_t level) {
   check_ragged(dims, level, static_cast<int64_t>(list.size()));
-  for (const auto& v : list) out.push_back(static_cast<carrier_t<T>>(v));
+  for (const auto& v : list) out.push_back(static_cast<C>(v));
 }
-template <class T>
-void flatten_nested(std::initializer_list<std::initializer_list<T>> list,
-                    std::vector<carrier_t<T>>& out, std::vector<int64_t>& dims,
-                    std::size_t level) {
+template <class C, class T>
+void flatten_nested(std::initializer_list<std::initializer_list<T>> list, std::vector<C>& out,
+                    std::vector<int64_t>& dims, std::size_t level) {
   check_ragged(dims, level, static_cast<int64_t>(list.size()));
   for (const auto& row : list) flatten_nested(row, out, dims, level + 1);
 }

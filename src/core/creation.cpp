@@ -36,8 +36,10 @@ Tensor allocate_checked(const char* op, DType dtype, const TensorShape& shape, i
 
 template <class Int>
 Int checked_int(const char* op, double v) {
-  if (!(v == std::floor(v)) || v < static_cast<double>(std::numeric_limits<Int>::min()) ||
-      v > static_cast<double>(std::numeric_limits<Int>::max()))
+  // The exclusive upper bound is -min (2^31, 2^63): max itself rounds up to 2^63 as a double,
+  // and converting 2^63 to int64 is undefined.
+  const double lo = static_cast<double>(std::numeric_limits<Int>::min());
+  if (!(v == std::floor(v)) || v < lo || v >= -lo)
     op_error<InvalidArgumentError>(op, "the value ", v, " cannot be represented exactly as ",
                                    to_string(dtype_of_v<Int>),
                                    "; use a floating dtype or an integral value in range");
@@ -185,11 +187,20 @@ Tensor range(int64_t start, int64_t limit, int64_t delta, DType dtype) {
     detail::op_error<TypeError>("range", "expected a numeric dtype, got ", to_string(dtype));
   int64_t n = 0;
   if ((delta > 0 && limit > start) || (delta < 0 && limit < start)) {
-    const int64_t span = limit - start;
-    n = span / delta + (span % delta != 0 ? 1 : 0);
+    // In unsigned arithmetic: limit - start can overflow int64 (range(INT64_MIN, INT64_MAX)).
+    const uint64_t span = delta > 0 ? static_cast<uint64_t>(limit) - static_cast<uint64_t>(start)
+                                    : static_cast<uint64_t>(start) - static_cast<uint64_t>(limit);
+    const uint64_t step = delta > 0 ? static_cast<uint64_t>(delta) : 0 - static_cast<uint64_t>(delta);
+    const uint64_t count = span / step + (span % step != 0 ? 1 : 0);
+    if (count > (uint64_t{1} << 34))
+      detail::op_error<InvalidArgumentError>("range", "would produce ", count,
+                                             " elements; check start, limit and delta");
+    n = static_cast<int64_t>(count);
   }
   std::vector<int64_t> values(static_cast<std::size_t>(n));
-  for (int64_t i = 0; i < n; ++i) values[static_cast<std::size_t>(i)] = start + i * delta;
+  for (int64_t i = 0; i < n; ++i)  // unsigned: i * delta alone may leave int64's range
+    values[static_cast<std::size_t>(i)] = static_cast<int64_t>(
+        static_cast<uint64_t>(start) + static_cast<uint64_t>(i) * static_cast<uint64_t>(delta));
   return detail::make_constant_named("range", values.data(), n, TensorShape{n}, dtype);
 }
 

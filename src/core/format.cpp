@@ -15,67 +15,118 @@ constexpr int64_t kSummariseThreshold = 1000;  // NumPy's print threshold
 constexpr int64_t kEdgeItems = 3;              // NumPy's edgeitems
 constexpr int kMaxPrecision = 8;               // NumPy's default precision
 
-// Shortest round-trip digits of v (float or double), in fixed or scientific notation, with at
-// most kMaxPrecision fractional digits.
+// The shortest round-trip decimal digits of v (no sign, no dot) and the decimal exponent of
+// the first digit: 0.0125 -> {"125", -2}. Dragon4 in NumPy's "unique" mode picks the same
+// digits, so building from them (instead of to_chars' fixed notation, which prints large floats
+// exactly: 999999986991104) reproduces NumPy's text.
 template <class F>
-std::string shortest(F v, std::chars_format fmt) {
-  char buf[128];
-  auto r = std::to_chars(buf, buf + sizeof buf, v, fmt);
-  std::string s(buf, r.ptr);
-  const auto dot = s.find('.');
+void shortest_digits(F v, std::string& digits, int& exp10) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, std::fabs(v), std::chars_format::scientific);
+  const std::string s(buf, r.ptr);
   const auto e = s.find('e');
-  const std::size_t frac_end = e == std::string::npos ? s.size() : e;
-  if (dot != std::string::npos && frac_end - dot - 1 > static_cast<std::size_t>(kMaxPrecision)) {
-    r = std::to_chars(buf, buf + sizeof buf, v, fmt, kMaxPrecision);
+  digits.clear();
+  for (std::size_t i = 0; i < e; ++i)
+    if (s[i] != '.') digits += s[i];
+  exp10 = std::stoi(s.substr(e + 1));
+}
+
+// Positional notation "123.45" / "1000." / "0.001" (always with a dot); at most max_frac
+// fractional digits (rounded, trailing zeros trimmed) when max_frac >= 0.
+template <class F>
+std::string positional(F v, int max_frac) {
+  std::string digits;
+  int e = 0;
+  shortest_digits(v, digits, e);
+  const int frac = std::max(0, static_cast<int>(digits.size()) - 1 - e);
+  std::string s;
+  if (max_frac >= 0 && frac > max_frac) {
+    char buf[400];
+    const auto r = std::to_chars(buf, buf + sizeof buf, std::fabs(v), std::chars_format::fixed,
+                                 max_frac);
     s.assign(buf, r.ptr);
-    // Trim trailing zeros of the fraction (keeping the exponent).
-    const auto e2 = s.find('e');
-    std::string mant = s.substr(0, e2), exp = e2 == std::string::npos ? "" : s.substr(e2);
-    while (!mant.empty() && mant.back() == '0') mant.pop_back();
-    s = mant + exp;
+    while (s.back() == '0') s.pop_back();
+  } else if (e < 0) {
+    s = "0." + std::string(static_cast<std::size_t>(-e - 1), '0') + digits;
+  } else if (static_cast<int>(digits.size()) <= e + 1) {
+    s = digits + std::string(static_cast<std::size_t>(e + 1) - digits.size(), '0') + ".";
+  } else {
+    s = digits.substr(0, static_cast<std::size_t>(e + 1)) + "." +
+        digits.substr(static_cast<std::size_t>(e + 1));
   }
-  return s;
+  return std::signbit(v) ? "-" + s : s;
 }
 
-// "1e-05" style exponent: sign and at least two digits.
-std::string fix_exponent(const std::string& s) {
-  const auto e = s.find('e');
-  if (e == std::string::npos) return s;
-  std::string mant = s.substr(0, e);
-  std::string ex = s.substr(e + 1);
-  char sign = '+';
-  if (!ex.empty() && (ex[0] == '-' || ex[0] == '+')) {
-    sign = ex[0];
-    ex = ex.substr(1);
+// Scientific notation split in parts: mantissa "1.5" / "1." (at most max_frac fractional
+// digits when max_frac >= 0), exponent sign and digits ("-", "5").
+struct SciParts {
+  std::string mantissa;
+  char exp_sign;
+  std::string exp_digits;
+};
+template <class F>
+SciParts scientific(F v, int max_frac) {
+  std::string digits;
+  int e = 0;
+  shortest_digits(v, digits, e);
+  if (max_frac >= 0 && static_cast<int>(digits.size()) - 1 > max_frac) {
+    char buf[64];
+    const auto r = std::to_chars(buf, buf + sizeof buf, std::fabs(v),
+                                 std::chars_format::scientific, max_frac);
+    const std::string s(buf, r.ptr);
+    const auto epos = s.find('e');
+    digits.clear();
+    for (std::size_t i = 0; i < epos; ++i)
+      if (s[i] != '.') digits += s[i];
+    while (digits.size() > 1 && digits.back() == '0') digits.pop_back();
+    e = std::stoi(s.substr(epos + 1));
   }
-  while (ex.size() < 2) ex = "0" + ex;
-  return mant + "e" + sign + ex;
+  SciParts p;
+  if (std::signbit(v)) p.mantissa = "-";
+  p.mantissa += digits[0];
+  p.mantissa += '.';
+  p.mantissa.append(digits, 1);
+  p.exp_sign = e < 0 ? '-' : '+';
+  p.exp_digits = std::to_string(e < 0 ? -e : e);
+  return p;
 }
 
+// NumPy's str() of a float scalar: positional with all shortest digits ("20.0", "2.2",
+// "0.3333333333333333") when 1e-4 <= |v| < 1e16 (compared in double, as NumPy does), else
+// scientific with at least two exponent digits ("1e-05", "1.5e+16").
 template <class F>
 std::string format_float_scalar(F v) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
-  const F a = std::fabs(v);
-  if (v == 0 || (a >= F(1e-4) && a < F(1e16))) {
-    std::string s = shortest(v, std::chars_format::fixed);
-    if (s.find('.') == std::string::npos) s += ".0";
+  const double a = std::fabs(static_cast<double>(v));
+  if (v == 0 || (a >= 1e-4 && a < 1e16)) {
+    std::string s = positional(v, -1);
+    if (s.back() == '.') s += '0';
     return s;
   }
-  return fix_exponent(shortest(v, std::chars_format::scientific));
+  SciParts p = scientific(v, -1);
+  if (p.mantissa.back() == '.') p.mantissa.pop_back();
+  if (p.exp_digits.size() < 2) p.exp_digits.insert(0, 2 - p.exp_digits.size(), '0');
+  return p.mantissa + "e" + p.exp_sign + p.exp_digits;
 }
 
+// Python's repr of bytes: single quotes unless the text has a ' and no ", escapes otherwise.
 std::string quote_bytes(const std::string& s) {
-  std::string out = "b'";
+  const bool dq = s.find('\'') != std::string::npos && s.find('"') == std::string::npos;
+  const char q = dq ? '"' : '\'';
+  std::string out = "b";
+  out += q;
   for (unsigned char c : s) {
     switch (c) {
       case '\\': out += "\\\\"; break;
-      case '\'': out += "\\'"; break;
       case '\n': out += "\\n"; break;
       case '\t': out += "\\t"; break;
       case '\r': out += "\\r"; break;
       default:
-        if (c < 0x20 || c >= 0x7f) {
+        if (c == q) {
+          out += '\\';
+          out += static_cast<char>(c);
+        } else if (c < 0x20 || c >= 0x7f) {
           char buf[8];
           std::snprintf(buf, sizeof buf, "\\x%02x", c);
           out += buf;
@@ -84,62 +135,84 @@ std::string quote_bytes(const std::string& s) {
         }
     }
   }
-  return out + "'";
+  return out + q;
 }
 
-// Formats the shown elements of an array so that they line up, as NumPy does.
+// Formats the shown elements of an array so that they line up: NumPy's FloatingFormat with
+// its defaults (precision 8, floatmode "maxprec", sign "-").
 template <class F>
 std::vector<std::string> format_float_array(const std::vector<F>& vals) {
   F max_v = 0, min_v = 0;
-  bool any = false;
+  bool any = false, any_finite = false, neg_inf = false, non_finite = false;
   for (F v : vals) {
-    if (!std::isfinite(v) || v == 0) continue;
+    if (!std::isfinite(v)) {
+      non_finite = true;
+      neg_inf |= std::isinf(v) && v < 0;
+      continue;
+    }
+    any_finite = true;
+    if (v == 0) continue;
     const F a = std::fabs(v);
     if (!any) max_v = min_v = a;
     max_v = std::max(max_v, a);
     min_v = std::min(min_v, a);
     any = true;
   }
-  const bool sci = any && (max_v >= F(1e8) || min_v < F(1e-4) || max_v / min_v > F(1e3));
-  std::vector<std::string> ints(vals.size()), fracs(vals.size()), exps(vals.size());
-  std::vector<bool> special(vals.size(), false);
-  std::size_t int_w = 0, frac_w = 0, exp_w = 0;
-  for (std::size_t i = 0; i < vals.size(); ++i) {
+  // As NumPy 1.x does: the bounds in double (float32 1e-4 is below 1e-4), the ratio in F.
+  const bool sci = any && (static_cast<double>(max_v) >= 1e8 ||
+                           static_cast<double>(min_v) < 1e-4 || max_v / min_v > F(1e3));
+  const std::size_t n = vals.size();
+  std::vector<std::string> ints(n), fracs(n), exps(n);
+  std::vector<char> exp_signs(n, '+');
+  std::size_t pad_left = 0, pad_right = 0, exp_w = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const F v = vals[i];
+    if (!std::isfinite(v)) continue;
+    std::string m;
+    if (sci) {
+      SciParts p = scientific(v, kMaxPrecision);
+      m = p.mantissa;
+      exp_signs[i] = p.exp_sign;
+      exps[i] = p.exp_digits;
+      exp_w = std::max(exp_w, exps[i].size());
+    } else {
+      m = positional(v, kMaxPrecision);
+    }
+    const auto dot = m.find('.');
+    ints[i] = m.substr(0, dot);
+    fracs[i] = m.substr(dot + 1);
+    pad_left = std::max(pad_left, ints[i].size());
+    pad_right = std::max(pad_right, fracs[i].size());
+  }
+  exp_w = std::max<std::size_t>(exp_w, 2);
+  const std::size_t frac_w = pad_right;  // scientific: the common mantissa precision
+  if (sci && any_finite) pad_right = frac_w + 2 + exp_w;  // "e", sign and digits, as NumPy counts
+  if (!any_finite) pad_left = pad_right = 0;
+  if (non_finite) {
+    // Widen so that "nan" / "-inf" fit, as NumPy does.
+    const std::size_t offset = pad_right + 1;
+    const std::size_t inf_len = neg_inf ? 4 : 3;
+    if (3 > offset) pad_left = std::max(pad_left, 3 - offset);
+    if (inf_len > offset) pad_left = std::max(pad_left, inf_len - offset);
+  }
+  const std::size_t total = pad_left + pad_right + 1;
+  std::vector<std::string> out(n);
+  for (std::size_t i = 0; i < n; ++i) {
     const F v = vals[i];
     if (!std::isfinite(v)) {
-      special[i] = true;
-      ints[i] = std::isnan(v) ? "nan" : (v < 0 ? "-inf" : "inf");
+      const std::string s = std::isnan(v) ? "nan" : (v < 0 ? "-inf" : "inf");
+      out[i] = std::string(total > s.size() ? total - s.size() : 0, ' ') + s;
       continue;
     }
-    std::string s = sci ? fix_exponent(shortest(v, std::chars_format::scientific))
-                        : shortest(v, std::chars_format::fixed);
-    const auto e = s.find('e');
-    if (e != std::string::npos) {
-      exps[i] = s.substr(e);
-      s = s.substr(0, e);
-    }
-    const auto dot = s.find('.');
-    if (dot == std::string::npos) {
-      ints[i] = s;
+    std::string s = std::string(pad_left - ints[i].size(), ' ') + ints[i] + ".";
+    if (sci) {
+      // Mantissas are zero-padded to one precision and exponents to one width ("1.0e+00").
+      s += fracs[i] + std::string(frac_w - fracs[i].size(), '0') + "e" + exp_signs[i] +
+           std::string(exp_w - exps[i].size(), '0') + exps[i];
     } else {
-      ints[i] = s.substr(0, dot);
-      fracs[i] = s.substr(dot + 1);
+      s += fracs[i] + std::string(pad_right - fracs[i].size(), ' ');
     }
-    int_w = std::max(int_w, ints[i].size());
-    frac_w = std::max(frac_w, fracs[i].size());
-    exp_w = std::max(exp_w, exps[i].size());
-  }
-  const std::size_t total = int_w + 1 + frac_w + exp_w;
-  std::vector<std::string> out(vals.size());
-  for (std::size_t i = 0; i < vals.size(); ++i) {
-    if (special[i]) {
-      out[i] = std::string(total > ints[i].size() ? total - ints[i].size() : 0, ' ') + ints[i];
-      continue;
-    }
-    std::string frac = fracs[i];
-    // Scientific mantissas are zero-padded ("1.0e+00"), positional ones space-padded.
-    frac.append(frac_w - frac.size(), sci ? '0' : ' ');
-    out[i] = std::string(int_w - ints[i].size(), ' ') + ints[i] + "." + frac + exps[i];
+    out[i] = std::move(s);
   }
   return out;
 }
@@ -189,6 +262,7 @@ void emit(const std::vector<int64_t>& dims, bool summarise, std::size_t d,
 std::string format_values(const detail::TensorImpl& impl) {
   const auto& dims = impl.shape.dims();
   const int64_t n = impl.shape.num_elements();
+  if (n == 0) return "[]";  // NumPy prints every empty array so, (2, 0) included
   std::vector<int64_t> idx;
   const bool summarise = n > kSummariseThreshold;
   shown_indices(dims, summarise, 0, 0, idx);
@@ -197,7 +271,6 @@ std::string format_values(const detail::TensorImpl& impl) {
   switch (impl.dtype) {
     case DType::Float32:
     case DType::Float64: {
-      std::vector<double> vals;
       auto fmt = [&](auto* p) {
         using F = std::remove_cv_t<std::remove_pointer_t<decltype(p)>>;
         if (scalar) {
@@ -221,8 +294,9 @@ std::string format_values(const detail::TensorImpl& impl) {
       elems = right_align(std::move(elems));
       break;
     case DType::Bool:
-      for (int64_t i : idx) elems.push_back(impl.data<bool>()[i] ? "True" : "False");
-      elems = right_align(std::move(elems));
+      // NumPy pads True to False's width in every array, even one without a False.
+      for (int64_t i : idx)
+        elems.push_back(impl.data<bool>()[i] ? (scalar ? "True" : " True") : "False");
       break;
     case DType::String:
       for (int64_t i : idx) elems.push_back(quote_bytes(impl.data<std::string>()[i]));
@@ -247,3 +321,8 @@ std::string Tensor::to_string() const {
 }
 
 }  // namespace tg
+
+namespace tg::detail {
+// The values part of the repr, for tg::print.
+std::string format_values(const Tensor& t) { return ::tg::format_values(*t.impl()); }
+}  // namespace tg::detail

@@ -200,24 +200,27 @@ struct SquareF {
 struct ReluF {
   static constexpr unsigned accepts = kNum;
   template <class T>
-  T operator()(T x) const { return x > T(0) ? x : T(0); }
+  T operator()(T x) const { return x < T(0) ? T(0) : x; }  // NaN passes through, as in TF
 };
-#define TG_FLOAT_UNARY(Name, expr, vec)                       \
-  struct Name {                                               \
-    static constexpr unsigned accepts = kFloat;               \
-    static constexpr auto vec_f32 = vec;                      \
-    template <class T>                                        \
-    T operator()(T x) const { return expr; }                  \
+// has_vec says whether vec_f32 is a SIMD routine; a bool rather than a null test of the function
+// pointer, which is not a constant expression under -fsanitize (GCC).
+#define TG_FLOAT_UNARY(Name, expr, vec, has_vec)                              \
+  struct Name {                                                               \
+    static constexpr unsigned accepts = kFloat;                               \
+    static constexpr bool kHasVec = has_vec;                                  \
+    static void vec_f32(const float* x, float* y, int64_t n) { vec(x, y, n); } \
+    template <class T>                                                        \
+    T operator()(T x) const { return expr; }                                  \
   };
-TG_FLOAT_UNARY(ExpF, std::exp(x), &simd::exp_f32)
-TG_FLOAT_UNARY(LogF, std::log(x), &simd::log_f32)
-TG_FLOAT_UNARY(TanhF, std::tanh(x), &simd::tanh_f32)
-TG_FLOAT_UNARY(SigmoidF, T(1) / (T(1) + std::exp(-x)), &simd::sigmoid_f32)
-TG_FLOAT_UNARY(SinF, std::sin(x), &simd::sin_f32)
-TG_FLOAT_UNARY(CosF, std::cos(x), &simd::cos_f32)
-using NoVec = void (*)(const float*, float*, int64_t);
-TG_FLOAT_UNARY(SqrtF, std::sqrt(x), static_cast<NoVec>(nullptr))
-TG_FLOAT_UNARY(RsqrtF, T(1) / std::sqrt(x), static_cast<NoVec>(nullptr))
+inline void no_vec(const float*, float*, int64_t) {}
+TG_FLOAT_UNARY(ExpF, std::exp(x), simd::exp_f32, true)
+TG_FLOAT_UNARY(LogF, std::log(x), simd::log_f32, true)
+TG_FLOAT_UNARY(TanhF, std::tanh(x), simd::tanh_f32, true)
+TG_FLOAT_UNARY(SigmoidF, T(1) / (T(1) + std::exp(-x)), simd::sigmoid_f32, true)
+TG_FLOAT_UNARY(SinF, std::sin(x), simd::sin_f32, true)
+TG_FLOAT_UNARY(CosF, std::cos(x), simd::cos_f32, true)
+TG_FLOAT_UNARY(SqrtF, std::sqrt(x), no_vec, false)
+TG_FLOAT_UNARY(RsqrtF, T(1) / std::sqrt(x), no_vec, false)
 #undef TG_FLOAT_UNARY
 struct LogicalNotF {
   static constexpr unsigned accepts = kBoolT;
@@ -227,7 +230,7 @@ struct LogicalNotF {
 
 template <class F>
 constexpr bool has_vec_f32() {
-  if constexpr (requires { F::vec_f32; }) return F::vec_f32 != nullptr;
+  if constexpr (requires { F::kHasVec; }) return F::kHasVec;
   else return false;
 }
 
@@ -352,8 +355,8 @@ To convert(From v) {
     if (v >= static_cast<From>(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
     return static_cast<To>(v);
   } else if constexpr (std::is_integral_v<From> && std::is_integral_v<To> && !std::is_same_v<From, bool>) {
-    // Narrowing keeps the low bits (two's complement), computed without overflow.
-    return static_cast<To>(static_cast<std::make_unsigned_t<To>>(static_cast<std::make_unsigned_t<From>>(v)));
+    // Modulo 2^bits (narrowing keeps the low bits, widening sign-extends), without overflow.
+    return static_cast<To>(static_cast<std::make_unsigned_t<To>>(v));
   } else {
     return static_cast<To>(v);
   }
