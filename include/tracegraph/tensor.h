@@ -204,6 +204,15 @@ Tensor range(T start, T limit, T delta = T(1)) {
     return range(static_cast<int64_t>(start), static_cast<int64_t>(limit),
                  static_cast<int64_t>(delta), detail::default_dtype<T>());
 }
+/// range(0, 5, 1, tg::float32): C++ integers or floats with an explicit dtype.
+template <class T>
+  requires std::is_arithmetic_v<T>
+Tensor range(T start, T limit, T delta, DType dtype) {
+  if constexpr (std::is_floating_point_v<T>)
+    return range(static_cast<double>(start), static_cast<double>(limit), static_cast<double>(delta), dtype);
+  else
+    return range(static_cast<int64_t>(start), static_cast<int64_t>(limit), static_cast<int64_t>(delta), dtype);
+}
 template <class T>
   requires std::is_arithmetic_v<T>
 Tensor range(T limit) {

@@ -42,6 +42,11 @@ const TensorImpl& checked(const Tensor& t, const char* what) {
 
 const TensorImpl& checked_eager(const Tensor& t, const char* what) {
   const TensorImpl& impl = checked(t, what);
+  if (impl.symbolic && !current_recorder())
+    throw TypeError(str_cat("[", what, "] the symbolic tensor ", impl.symbolic->origin(),
+                            " leaked out of its trace: it stands for a value of a graph and has no "
+                            "value of its own. Return it from the function and use the returned "
+                            "tensor instead of keeping the symbolic one"));
   if (impl.symbolic)
     throw TypeError(str_cat("[", what, "] ", t.to_string(),
                             " is symbolic: it has no value while a function is being traced. "

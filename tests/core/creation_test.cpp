@@ -258,3 +258,12 @@ TEST(RandomUniform, MomentsOf100kValues) {
 
 }  // namespace
 }  // namespace tg
+
+namespace tg {
+namespace {
+TEST(Creation, RangeWithPlainIntsAndAnExplicitDtype) {
+  EXPECT_EQ(range(0, 5, 1, float32).to_vector<float>(), (std::vector<float>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(range(0.0, 1.0, 0.5, float64).to_vector<double>(), (std::vector<double>{0.0, 0.5}));
+}
+}  // namespace
+}  // namespace tg

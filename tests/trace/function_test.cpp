@@ -331,6 +331,7 @@ TEST(Function, SymbolicTensorsCannotLeakOrBeRead) {
   }, {.name = "leaky", .arg_names = {"x"}});
   f(constant(1));
   ASSERT_TRUE(leaked.is_symbolic());
+  EXPECT_THROW_MSG(leaked.item<int32_t>(), TypeError, "'mul:0' of function 'leaky'", "leaked out of its trace");
   EXPECT_THROW_MSG(leaked + 1, OutOfScopeError, "'mul:0' of function 'leaky'", "return");
   // ... and inside another function's trace too.
   auto g = function([&](const Tensor& y) { return y + leaked; }, {.name = "g"});
