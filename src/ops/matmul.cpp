@@ -1,7 +1,257 @@
-#include "ops/op.h"
+// Matrix product: front function, shape/dtype rule and kernels together.
+// Floats go to OpenBLAS (one gemm per batch entry, transposes passed as flags so nothing is
+// copied); integers use an i-k-j loop in unsigned arithmetic, so overflow wraps (as in
+// TensorFlow) without undefined behaviour.
+#include <cblas.h>
 
-namespace tg::detail {
+#include <algorithm>
+#include <climits>
+#include <type_traits>
 
-void register_matmul_ops(OpDef*) {}
+#include "core/check.h"
+#include "core/tensor_impl.h"
+#include "ops/broadcast.h"
+#include "tracegraph/ops.h"
 
-}  // namespace tg::detail
+namespace tg {
+namespace detail {
+namespace {
+
+constexpr const char* kOp = "matmul";
+
+const char* bool_str(bool b) { return b ? "true" : "false"; }
+
+void require_matrix(const ValueType& t, const char* name) {
+  if (!t.shape.has_rank() || t.shape.rank() >= 2) return;
+  op_error<InvalidArgumentError>(
+      kOp, "expected ", name, " of rank >= 2 (a matrix or a batch of matrices), got rank ",
+      t.shape.rank(), " with shape ", t.shape.to_string(),
+      "; turn a vector into a matrix with tg::expand_dims(", name, ", 0) (a row) or ",
+      "tg::expand_dims(", name, ", -1) (a column), or tg::reshape it");
+}
+
+// NumPy broadcasting of the batch dims (all but the last two), None-aware like
+// broadcast_shapes, but with a message that names the full operand shapes.
+std::vector<int64_t> broadcast_batch(const TensorShape& a, const TensorShape& b) {
+  const std::vector<int64_t> da(a.dims().begin(), a.dims().end() - 2);
+  const std::vector<int64_t> db(b.dims().begin(), b.dims().end() - 2);
+  const std::size_t r = std::max(da.size(), db.size());
+  std::vector<int64_t> out(r);
+  for (std::size_t i = 0; i < r; ++i) {
+    const int64_t x = i < da.size() ? da[da.size() - 1 - i] : 1;
+    const int64_t y = i < db.size() ? db[db.size() - 1 - i] : 1;
+    int64_t d;
+    if (x == y) d = x;
+    else if (x == 1) d = y;
+    else if (y == 1) d = x;
+    else if (x == None) d = y;
+    else if (y == None) d = x;
+    else
+      op_error<InvalidArgumentError>(
+          kOp, "batch dims of a ", a.to_string(), " and b ", b.to_string(),
+          " cannot be broadcast together: batch dim ", static_cast<int64_t>(r - 1 - i),
+          " of the result would need ", x, " == ", y,
+          " (or one of them 1); the batch dims are all but the last two, and broadcast like "
+          "NumPy's; reshape or expand_dims one operand");
+    out[r - 1 - i] = d;
+  }
+  return out;
+}
+
+std::vector<ValueType> infer_matmul(const std::vector<ValueType>& in, const OpAttrs& attrs) {
+  const ValueType& a = in[0];
+  const ValueType& b = in[1];
+  require_matrix(a, "a");
+  require_matrix(b, "b");
+  if (a.dtype != b.dtype)
+    op_error<InvalidArgumentError>(kOp, "expected a and b of one dtype, got ", to_string(a.dtype),
+                                   " and ", to_string(b.dtype),
+                                   " (tracegraph never promotes silently); tg::cast one first");
+  require_dtype(kOp, a, {DType::Float32, DType::Float64, DType::Int32, DType::Int64},
+                "inputs");
+  // Unknown rank on either side leaves the number of batch dims unknown.
+  if (!a.shape.has_rank() || !b.shape.has_rank())
+    return {ValueType{a.dtype, TensorShape::unknown_rank()}};
+
+  const auto& da = a.shape.dims();
+  const auto& db = b.shape.dims();
+  const std::size_t ra = da.size(), rb = db.size();
+  const int64_t m = attrs.transpose_a ? da[ra - 1] : da[ra - 2];
+  const int64_t ka = attrs.transpose_a ? da[ra - 2] : da[ra - 1];
+  const int64_t kb = attrs.transpose_b ? db[rb - 1] : db[rb - 2];
+  const int64_t n = attrs.transpose_b ? db[rb - 2] : db[rb - 1];
+  if (ka != None && kb != None && ka != kb)
+    op_error<InvalidArgumentError>(
+        kOp, "inner dimensions must agree: a has shape ", a.shape.to_string(),
+        " (transpose_a=", bool_str(attrs.transpose_a), ") and contributes K = ", ka,
+        ", b has shape ", b.shape.to_string(), " (transpose_b=", bool_str(attrs.transpose_b),
+        ") and contributes K = ", kb, "; ", ka, " != ", kb,
+        ". Fix the shapes or set transpose_a/transpose_b");
+  std::vector<int64_t> out = broadcast_batch(a.shape, b.shape);
+  out.push_back(m);
+  out.push_back(n);
+  return {ValueType{a.dtype, TensorShape(std::move(out))}};
+}
+
+// The geometry of one call: per-matrix sizes and the stored (row-major) layouts.
+struct Gemm {
+  int64_t m, n, k;
+  int64_t a_cols, b_cols;      // columns of a's / b's stored matrices (their leading dims)
+  int64_t a_size, b_size;      // elements per stored matrix
+  bool ta, tb;
+};
+
+Gemm gemm_geometry(const Tensor& a, const Tensor& b, const OpAttrs& attrs) {
+  const auto& da = a.impl()->shape.dims();
+  const auto& db = b.impl()->shape.dims();
+  const std::size_t ra = da.size(), rb = db.size();
+  Gemm g{};
+  g.ta = attrs.transpose_a;
+  g.tb = attrs.transpose_b;
+  g.m = g.ta ? da[ra - 1] : da[ra - 2];
+  g.k = g.ta ? da[ra - 2] : da[ra - 1];
+  g.n = g.tb ? db[rb - 2] : db[rb - 1];
+  g.a_cols = da[ra - 1];
+  g.b_cols = db[rb - 1];
+  g.a_size = da[ra - 2] * da[ra - 1];
+  g.b_size = db[rb - 2] * db[rb - 1];
+  return g;
+}
+
+// Calls fn(a_matrix_index, b_matrix_index, out_matrix_index) for every batch entry, with
+// broadcast operands revisiting the same matrix (no copies).
+template <class Fn>
+void for_each_batch(const Tensor& a, const Tensor& b, const Tensor& out, Fn&& fn) {
+  const auto& da = a.impl()->shape.dims();
+  const auto& db = b.impl()->shape.dims();
+  const auto& dout = out.impl()->shape.dims();
+  const std::vector<int64_t> ba(da.begin(), da.end() - 2);
+  const std::vector<int64_t> bb(db.begin(), db.end() - 2);
+  const std::vector<int64_t> bo(dout.begin(), dout.end() - 2);
+  int64_t pos = 0;
+  for_each_broadcast_run<2>(bo, {&ba, &bb},
+                            [&](const std::array<int64_t, 2>& off,
+                                const std::array<int64_t, 2>& st, int64_t len) {
+                              for (int64_t i = 0; i < len; ++i)
+                                fn(off[0] + i * st[0], off[1] + i * st[1], pos + i);
+                              pos += len;
+                            });
+}
+
+int blas_int(int64_t v) {
+  if (v > INT_MAX)
+    op_error<InvalidArgumentError>(kOp, "a matrix dimension of ", v,
+                                   " exceeds what the BLAS interface accepts (", INT_MAX,
+                                   "); split the product into smaller blocks");
+  return static_cast<int>(v);
+}
+
+template <class T>
+void gemm_blas(int m, int n, int k, const T* a, int lda, bool ta, const T* b, int ldb, bool tb,
+               T* c) {
+  const CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans;
+  const CBLAS_TRANSPOSE opb = tb ? CblasTrans : CblasNoTrans;
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, opa, opb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, n);
+  else
+    cblas_dgemm(CblasRowMajor, opa, opb, m, n, k, 1.0, a, lda, b, ldb, 0.0, c, n);
+}
+
+template <class T>
+void kernel_float(const Tensor& a, const Tensor& b, Tensor& out, const Gemm& g) {
+  const T* pa = data_of<T>(a);
+  const T* pb = data_of<T>(b);
+  T* pc = data_of<T>(out);
+  const int64_t total = out.impl()->shape.num_elements();
+  if (total == 0) return;
+  if (g.k == 0) {  // an empty sum; BLAS must not see K = 0 with lda = 0
+    std::fill(pc, pc + total, T(0));
+    return;
+  }
+  const int64_t out_batch = total / (g.m * g.n);
+  const int64_t a_batch = a.impl()->shape.num_elements() / g.a_size;
+  const int64_t b_batch = b.impl()->shape.num_elements() / g.b_size;
+  // (batch, M, K) x (K, N) with a neither transposed nor broadcast is one (batch*M, K) x (K, N)
+  // product: a's rows are contiguous, so a single large gemm replaces many small ones.
+  if (!g.ta && b_batch == 1 && a_batch == out_batch && out_batch > 1 &&
+      out_batch * g.m <= INT_MAX) {
+    gemm_blas<T>(blas_int(out_batch * g.m), blas_int(g.n), blas_int(g.k), pa, blas_int(g.a_cols),
+                 false, pb, blas_int(g.b_cols), g.tb, pc);
+    return;
+  }
+  const int m = blas_int(g.m), n = blas_int(g.n), k = blas_int(g.k);
+  const int lda = blas_int(g.a_cols), ldb = blas_int(g.b_cols);
+  const int64_t c_size = g.m * g.n;
+  for_each_batch(a, b, out, [&](int64_t ia, int64_t ib, int64_t ic) {
+    gemm_blas<T>(m, n, k, pa + ia * g.a_size, lda, g.ta, pb + ib * g.b_size, ldb, g.tb,
+                 pc + ic * c_size);
+  });
+}
+
+// C = op(A) op(B) for one batch entry, in unsigned arithmetic (wraps on overflow). The i-k-j
+// order streams rows of B and C; a transposed B is packed once per call so that the inner loop
+// stays contiguous.
+template <class U>
+void gemm_int(const Gemm& g, const U* a, const U* b, U* c, std::vector<U>& packed_b) {
+  const int64_t m = g.m, n = g.n, k = g.k;
+  if (g.tb) {  // b is stored (N, K): pack it to (K, N)
+    packed_b.resize(static_cast<std::size_t>(k * n));
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t p = 0; p < k; ++p) packed_b[p * n + j] = b[j * k + p];
+    b = packed_b.data();
+  }
+  for (int64_t i = 0; i < m; ++i) {
+    U* crow = c + i * n;
+    std::fill(crow, crow + n, U(0));
+    for (int64_t p = 0; p < k; ++p) {
+      const U aip = g.ta ? a[p * m + i] : a[i * k + p];
+      const U* brow = b + p * n;
+      for (int64_t j = 0; j < n; ++j) crow[j] += aip * brow[j];
+    }
+  }
+}
+
+template <class T>
+void kernel_int(const Tensor& a, const Tensor& b, Tensor& out, const Gemm& g) {
+  using U = std::make_unsigned_t<T>;
+  // A signed integer type and its unsigned counterpart may alias each other.
+  const U* pa = reinterpret_cast<const U*>(data_of<T>(a));
+  const U* pb = reinterpret_cast<const U*>(data_of<T>(b));
+  U* pc = reinterpret_cast<U*>(data_of<T>(out));
+  if (out.impl()->shape.num_elements() == 0) return;
+  const int64_t c_size = g.m * g.n;
+  std::vector<U> packed_b;
+  for_each_batch(a, b, out, [&](int64_t ia, int64_t ib, int64_t ic) {
+    gemm_int<U>(g, pa + ia * g.a_size, pb + ib * g.b_size, pc + ic * c_size, packed_b);
+  });
+}
+
+void kernel_matmul(const std::vector<Tensor>& in, const OpAttrs& attrs,
+                   std::vector<Tensor>& out) {
+  const Gemm g = gemm_geometry(in[0], in[1], attrs);
+  switch (in[0].impl()->dtype) {
+    case DType::Float32: return kernel_float<float>(in[0], in[1], out[0], g);
+    case DType::Float64: return kernel_float<double>(in[0], in[1], out[0], g);
+    case DType::Int32: return kernel_int<int32_t>(in[0], in[1], out[0], g);
+    case DType::Int64: return kernel_int<int64_t>(in[0], in[1], out[0], g);
+    default: TG_CHECK(false, "matmul kernel reached with dtype ", to_string(in[0].impl()->dtype));
+  }
+}
+
+}  // namespace
+
+void register_matmul_ops(OpDef* t) {
+  t[static_cast<std::size_t>(OpId::MatMul)].infer = &infer_matmul;
+  t[static_cast<std::size_t>(OpId::MatMul)].kernel = &kernel_matmul;
+}
+
+}  // namespace detail
+
+Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b) {
+  detail::OpAttrs attrs;
+  attrs.transpose_a = transpose_a;
+  attrs.transpose_b = transpose_b;
+  return detail::apply_op1(detail::OpId::MatMul, {a, b}, attrs);
+}
+
+}  // namespace tg

@@ -1,0 +1,36 @@
+// tg_bench's entry point: Google Benchmark's main, plus the facts a reader of the numbers needs
+// (CPU, OpenBLAS build and thread count) recorded in the JSON context.
+#include <benchmark/benchmark.h>
+#include <cblas.h>
+
+#include <fstream>
+#include <string>
+
+namespace {
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+  return "unknown";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  // OpenBLAS reads OPENBLAS_NUM_THREADS when it loads; both the tracegraph side and the direct
+  // baseline run in this process, so they share this one setting.
+  benchmark::AddCustomContext("openblas_threads", std::to_string(openblas_get_num_threads()));
+  benchmark::AddCustomContext("openblas_config", openblas_get_config());
+  benchmark::AddCustomContext("openblas_core", openblas_get_corename());
+  benchmark::AddCustomContext("cpu_model", cpu_model());
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

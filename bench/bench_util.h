@@ -1,0 +1,35 @@
+// Helpers shared by the benchmark files.
+#pragma once
+#include <benchmark/benchmark.h>
+#include <sys/resource.h>
+
+namespace tg_bench {
+
+// Minor page faults of the calling thread so far (first touches of freshly mapped memory).
+inline long minor_faults() {
+  rusage u{};
+  getrusage(RUSAGE_THREAD, &u);
+  return u.ru_minflt;
+}
+
+// Records the page faults per timed iteration since `start` (taken just before the timed loop)
+// as the "faults_per_iter" counter: an output buffer that the OS maps afresh page by page on
+// every call shows up here, and explains a throughput gap that the kernel itself does not.
+inline void report_faults(benchmark::State& state, long start) {
+  const auto iters = static_cast<double>(state.iterations());
+  state.counters["faults_per_iter"] =
+      iters > 0 ? static_cast<double>(minor_faults() - start) / iters : 0.0;
+}
+
+// Runs fn twice, untimed, so that the timed loop sees malloc's steady state for a benchmark
+// that allocates a large output per call: glibc serves the first one by mmap and, when it is
+// freed, raises its mmap threshold (up to 32 MiB); the second then comes from the heap, where
+// later calls reuse it without page faults. Outputs above 32 MiB are mapped afresh every call,
+// and that cost stays in the measurement because a real program pays it too.
+template <class Fn>
+void reach_steady_state(Fn&& fn) {
+  fn();
+  fn();
+}
+
+}  // namespace tg_bench

@@ -1,0 +1,326 @@
+// matmul: values for every dtype, transposes, batch broadcasting, empty dims, shape inference
+// with unknown dims, and a property check against a naive triple loop.
+#include <cstdint>
+#include <limits>
+#include <random>
+
+#include "ops/op.h"
+#include "support/op_case.h"
+#include "support/test_util.h"
+
+namespace tg {
+namespace {
+
+auto mm(bool ta = false, bool tb = false) {
+  return [ta, tb](const std::vector<Tensor>& in) { return matmul(in[0], in[1], ta, tb); };
+}
+
+template <class T>
+Tensor filled(const TensorShape& shape, T value) {
+  return constant(std::vector<T>(static_cast<std::size_t>(shape.num_elements()), value), shape,
+                  dtype_of_v<T>);
+}
+
+TG_OP_CASES(matmul) {
+  constexpr int64_t i64max = std::numeric_limits<int64_t>::max();
+  constexpr int64_t i64min = std::numeric_limits<int64_t>::min();
+  return {
+      {"matmul", "float32 (2,3)x(3,2)", mm(),
+       {constant({{1.f, 2.f, 3.f}, {4.f, 5.f, 6.f}}),
+        constant({{7.f, 8.f}, {9.f, 10.f}, {11.f, 12.f}})},
+       constant({{58.f, 64.f}, {139.f, 154.f}})},
+      {"matmul", "float64 (2,3)x(3,2)", mm(),
+       {constant({{1., 2., 3.}, {4., 5., 6.}}, float64),
+        constant({{7., 8.}, {9., 10.}, {11., 12.}}, float64)},
+       constant({{58., 64.}, {139., 154.}}, float64)},
+      {"matmul", "int32 (2,2)x(2,2) with negatives", mm(),
+       {constant({{1, -2}, {3, 4}}), constant({{5, 6}, {-7, 8}})},
+       constant({{19, -10}, {-13, 50}})},
+      {"matmul", "int32 wraps around on overflow", mm(),
+       {constant({{2147483647, 1}, {65536, 0}}), constant({{1}, {1}})},
+       constant({{-2147483647 - 1}, {65536}})},
+      {"matmul", "int32 65536*65536 wraps to 0", mm(),
+       {constant({{65536}}), constant({{65536}})}, constant({{0}})},
+      {"matmul", "int64 (2,2)x(2,3)", mm(),
+       {constant({{1, 2}, {3, 4}}, int64), constant({{1, 0, -1}, {2, 1, 0}}, int64)},
+       constant({{5, 2, -1}, {11, 4, -3}}, int64)},
+      {"matmul", "int64 wraps around on overflow", mm(),
+       {constant(std::vector<int64_t>{i64max, 1}, {1, 2}),
+        constant(std::vector<int64_t>{1, 1}, {2, 1})},
+       constant(std::vector<int64_t>{i64min}, {1, 1})},
+      {"matmul", "float32 transpose_a", mm(true, false),
+       {constant({{1.f, 4.f}, {2.f, 5.f}, {3.f, 6.f}}),
+        constant({{7.f, 8.f}, {9.f, 10.f}, {11.f, 12.f}})},
+       constant({{58.f, 64.f}, {139.f, 154.f}})},
+      {"matmul", "float32 transpose_b", mm(false, true),
+       {constant({{1.f, 2.f, 3.f}, {4.f, 5.f, 6.f}}),
+        constant({{7.f, 9.f, 11.f}, {8.f, 10.f, 12.f}})},
+       constant({{58.f, 64.f}, {139.f, 154.f}})},
+      {"matmul", "float64 transpose_a and transpose_b", mm(true, true),
+       {constant({{1., 4.}, {2., 5.}, {3., 6.}}, float64),
+        constant({{7., 9., 11.}, {8., 10., 12.}}, float64)},
+       constant({{58., 64.}, {139., 154.}}, float64)},
+      {"matmul", "int32 transpose_a", mm(true, false),
+       {constant({{1, 4}, {2, 5}, {3, 6}}), constant({{7, 8}, {9, 10}, {11, 12}})},
+       constant({{58, 64}, {139, 154}})},
+      {"matmul", "int64 transpose_b", mm(false, true),
+       {constant({{1, 2, 3}, {4, 5, 6}}, int64), constant({{7, 9, 11}, {8, 10, 12}}, int64)},
+       constant({{58, 64}, {139, 154}}, int64)},
+      {"matmul", "int32 transpose_a and transpose_b", mm(true, true),
+       {constant({{1, 4}, {2, 5}, {3, 6}}), constant({{7, 9, 11}, {8, 10, 12}})},
+       constant({{58, 64}, {139, 154}})},
+      {"matmul", "float32 batched (2,2,2)x(2,2,2)", mm(),
+       {constant(std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8}, {2, 2, 2}),
+        constant(std::vector<float>{1, 0, 0, 1, 0, 1, 1, 0}, {2, 2, 2})},
+       constant(std::vector<float>{1, 2, 3, 4, 6, 5, 8, 7}, {2, 2, 2})},
+      {"matmul", "int64 batched (2,2,2)x(2,2,2)", mm(),
+       {constant({{{1, 2}, {3, 4}}, {{5, 6}, {7, 8}}}, int64),
+        constant({{{1, 0}, {0, 1}}, {{0, 1}, {1, 0}}}, int64)},
+       constant({{{1, 2}, {3, 4}}, {{6, 5}, {8, 7}}}, int64)},
+      {"matmul", "float32 batch broadcast (2,1,1,2)x(3,2,1)", mm(),
+       {constant(std::vector<float>{1, 2, 3, 4}, {2, 1, 1, 2}),
+        constant(std::vector<float>{1, 1, 1, 0, 0, 2}, {3, 2, 1})},
+       constant(std::vector<float>{3, 1, 4, 7, 3, 8}, {2, 3, 1, 1})},
+      {"matmul", "int32 batch broadcast (2,1,1,2)x(3,2,1)", mm(),
+       {constant(std::vector<int32_t>{1, 2, 3, 4}, {2, 1, 1, 2}),
+        constant(std::vector<int32_t>{1, 1, 1, 0, 0, 2}, {3, 2, 1})},
+       constant(std::vector<int32_t>{3, 1, 4, 7, 3, 8}, {2, 3, 1, 1})},
+      {"matmul", "float32 batched a x matrix b (2,2,2)x(2,1)", mm(),
+       {constant(std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8}, {2, 2, 2}), constant({{2.f}, {1.f}})},
+       constant(std::vector<float>{4, 10, 16, 22}, {2, 2, 1})},
+      {"matmul", "float64 batched a x matrix b, transpose_b (2,1,2)x(3,2)^T", mm(false, true),
+       {constant(std::vector<double>{1, 2, 3, 4}, {2, 1, 2}, float64),
+        constant({{1., 0.}, {0., 1.}, {1., 1.}}, float64)},
+       constant(std::vector<double>{1, 2, 3, 3, 4, 7}, {2, 1, 3}, float64)},
+      {"matmul", "float32 matrix a x batched b (1,2)x(2,2,1)", mm(),
+       {constant({{1.f, 2.f}}), constant(std::vector<float>{1, 2, 3, 4}, {2, 2, 1})},
+       constant(std::vector<float>{5, 11}, {2, 1, 1})},
+      {"matmul", "float32 batched transpose_a with broadcast (1,2,2)^T x (2,2,2)", mm(true, false),
+       {constant(std::vector<float>{1, 3, 2, 4}, {1, 2, 2}),
+        constant(std::vector<float>{1, 0, 0, 1, 2, 0, 0, 2}, {2, 2, 2})},
+       constant(std::vector<float>{1, 2, 3, 4, 2, 4, 6, 8}, {2, 2, 2})},
+      {"matmul", "float32 K=0 gives zeros", mm(), {zeros({2, 0}), zeros({0, 3})},
+       filled<float>({2, 3}, 0.f)},
+      {"matmul", "float64 K=0 transposed gives zeros", mm(true, true),
+       {zeros({0, 2}, float64), zeros({3, 0}, float64)}, filled<double>({2, 3}, 0.)},
+      {"matmul", "int32 K=0 gives zeros", mm(), {zeros({2, 0}, int32), zeros({0, 3}, int32)},
+       filled<int32_t>({2, 3}, 0)},
+      {"matmul", "int64 K=0 gives zeros", mm(), {zeros({1, 0}, int64), zeros({0, 2}, int64)},
+       filled<int64_t>({1, 2}, 0)},
+      {"matmul", "float32 M=0", mm(), {zeros({0, 3}), ones({3, 2})}, zeros({0, 2})},
+      {"matmul", "float32 N=0", mm(), {ones({2, 3}), zeros({3, 0})}, zeros({2, 0})},
+      {"matmul", "int32 M=0 and N=0", mm(), {zeros({0, 3}, int32), zeros({3, 0}, int32)},
+       zeros({0, 0}, int32)},
+      {"matmul", "float32 empty batch (0,2,2)x(2,2)", mm(), {zeros({0, 2, 2}), ones({2, 2})},
+       zeros({0, 2, 2})},
+      {"matmul", "float32 1x1", mm(), {constant({{3.f}}), constant({{4.f}})}, constant({{12.f}})},
+      {"matmul", "float64 1x1", mm(), {constant({{3.}}, float64), constant({{-4.}}, float64)},
+       constant({{-12.}}, float64)},
+      {"matmul", "int64 1x1", mm(), {constant({{3}}, int64), constant({{5}}, int64)},
+       constant({{15}}, int64)},
+      {"matmul", "float32 outer product (3,1)x(1,2)", mm(),
+       {constant({{1.f}, {2.f}, {3.f}}), constant({{4.f, 5.f}})},
+       constant({{4.f, 5.f}, {8.f, 10.f}, {12.f, 15.f}})},
+  };
+}
+
+// ---- property check against a naive triple loop in double ----
+
+struct Shapes {
+  std::vector<int64_t> a, b;
+  bool ta, tb;
+};
+
+std::vector<int64_t> matmul_shape(const Shapes& s) {
+  const std::size_t ra = s.a.size(), rb = s.b.size();
+  const std::size_t r = std::max(ra, rb) - 2;
+  std::vector<int64_t> out(r);
+  for (std::size_t i = 0; i < r; ++i) {
+    const int64_t x = i < ra - 2 ? s.a[ra - 3 - i] : 1;
+    const int64_t y = i < rb - 2 ? s.b[rb - 3 - i] : 1;
+    out[r - 1 - i] = x == 1 ? y : x;
+  }
+  out.push_back(s.ta ? s.a[ra - 1] : s.a[ra - 2]);
+  out.push_back(s.tb ? s.b[rb - 2] : s.b[rb - 1]);
+  return out;
+}
+
+int64_t count(const std::vector<int64_t>& d) {
+  int64_t n = 1;
+  for (int64_t x : d) n *= x;
+  return n;
+}
+
+// Element offset of matrix entry (r, c) of the operand with dims d at output batch index bi.
+int64_t offset(const std::vector<int64_t>& d, const std::vector<int64_t>& out_batch,
+               const std::vector<int64_t>& bi, int64_t r, int64_t c) {
+  const std::size_t rank = d.size();
+  int64_t off = 0, stride = d[rank - 2] * d[rank - 1];
+  for (std::size_t i = 0; i + 2 < rank; ++i) {
+    const std::size_t dim = rank - 3 - i;                 // operand batch dim
+    const std::size_t odim = out_batch.size() - 1 - i;    // aligned output batch dim
+    const int64_t idx = d[dim] == 1 ? 0 : bi[odim];
+    off += idx * stride;
+    stride *= d[dim];
+  }
+  return off + r * d[rank - 1] + c;
+}
+
+std::vector<double> naive_matmul(const Shapes& s, const std::vector<double>& a,
+                                 const std::vector<double>& b) {
+  const auto out = matmul_shape(s);
+  const std::vector<int64_t> batch(out.begin(), out.end() - 2);
+  const int64_t m = out[out.size() - 2], n = out.back();
+  const int64_t k = s.ta ? s.a[s.a.size() - 2] : s.a.back();
+  std::vector<double> c;
+  std::vector<int64_t> bi(batch.size(), 0);
+  for (int64_t flat = 0; flat < count(batch); ++flat) {
+    int64_t rem = flat;
+    for (std::size_t i = batch.size(); i-- > 0;) {
+      bi[i] = rem % batch[i];
+      rem /= batch[i];
+    }
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          const double x = a[offset(s.a, batch, bi, s.ta ? p : i, s.ta ? i : p)];
+          const double y = b[offset(s.b, batch, bi, s.tb ? j : p, s.tb ? p : j)];
+          sum += x * y;
+        }
+        c.push_back(sum);
+      }
+  }
+  return c;
+}
+
+const std::vector<Shapes>& property_shapes() {
+  static const std::vector<Shapes> shapes = {
+      {{5, 7}, {7, 3}, false, false},
+      {{7, 5}, {7, 3}, true, false},
+      {{5, 7}, {3, 7}, false, true},
+      {{7, 5}, {3, 7}, true, true},
+      {{1, 13}, {13, 1}, false, false},
+      {{64, 33}, {33, 17}, false, false},
+      {{130, 90}, {110, 130}, true, true},
+      {{3, 4, 6}, {3, 6, 2}, false, false},
+      {{2, 1, 3, 4}, {5, 4, 6}, false, false},
+      {{2, 1, 4, 3}, {5, 6, 4}, true, true},
+      {{4, 6, 5}, {5, 3}, false, false},   // single-gemm path: a's batch folds into rows
+      {{4, 6, 5}, {3, 5}, false, true},
+      {{4, 5, 6}, {5, 3}, true, false},
+      {{6, 5}, {2, 3, 5, 4}, false, false},
+      {{1, 3, 2, 5}, {4, 1, 5, 2}, false, false},
+      {{3, 0, 4}, {4, 5}, false, false},
+      {{3, 4}, {0, 4, 5}, false, false},
+  };
+  return shapes;
+}
+
+std::string describe(const Shapes& s) {
+  return TensorShape(s.a).to_string() + (s.ta ? "^T" : "") + " x " + TensorShape(s.b).to_string() +
+         (s.tb ? "^T" : "");
+}
+
+template <class T>
+Tensor random_tensor(const std::vector<int64_t>& dims, std::mt19937_64& rng,
+                     std::vector<double>& values) {
+  values.resize(static_cast<std::size_t>(count(dims)));
+  std::vector<T> v(values.size());
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if constexpr (std::is_floating_point_v<T>)
+      v[i] = static_cast<T>(std::uniform_real_distribution<double>(-1.0, 1.0)(rng));
+    else
+      v[i] = static_cast<T>(std::uniform_int_distribution<int>(-100, 100)(rng));
+    values[i] = static_cast<double>(v[i]);
+  }
+  return constant(v, TensorShape(dims), dtype_of_v<T>);
+}
+
+template <class T>
+void check_against_naive(double tol) {
+  std::mt19937_64 rng(1234);
+  for (const Shapes& s : property_shapes()) {
+    SCOPED_TRACE(describe(s) + " " + to_string(dtype_of_v<T>));
+    std::vector<double> av, bv;
+    Tensor a = random_tensor<T>(s.a, rng, av);
+    Tensor b = random_tensor<T>(s.b, rng, bv);
+    const std::vector<double> ref = naive_matmul(s, av, bv);
+    std::vector<T> ref_t(ref.begin(), ref.end());
+    Tensor expected = constant(ref_t, TensorShape(matmul_shape(s)), dtype_of_v<T>);
+    EXPECT_TENSOR_NEAR(matmul(a, b, s.ta, s.tb), expected, tol);
+  }
+}
+
+TEST(MatMul, Float32MatchesNaiveLoop) { check_against_naive<float>(1e-4); }
+TEST(MatMul, Float64MatchesNaiveLoop) { check_against_naive<double>(1e-12); }
+TEST(MatMul, Int32MatchesNaiveLoop) { check_against_naive<int32_t>(0); }
+TEST(MatMul, Int64MatchesNaiveLoop) { check_against_naive<int64_t>(0); }
+
+TEST(MatMul, IdentityAndTransposeProperties) {
+  // a @ I == a, and (a @ b)^T == b^T @ a^T expressed through the transpose flags.
+  Tensor a = random_uniform({37, 29}, -1, 1, 7);
+  std::vector<float> eye(29 * 29, 0.f);
+  for (int i = 0; i < 29; ++i) eye[i * 29 + i] = 1.f;
+  EXPECT_TENSOR_EQ(matmul(a, constant(eye, {29, 29})), a);
+  Tensor b = random_uniform({29, 41}, -1, 1, 8);
+  Tensor ab = matmul(a, b);
+  // (a @ b)^T computed as matmul(b, a, true, true) has shape (41, 37); compare element-wise.
+  Tensor ba_t = matmul(b, a, true, true);
+  ASSERT_EQ(ba_t.shape(), TensorShape({41, 37}));
+  const auto x = ab.to_vector<float>();
+  const auto y = ba_t.to_vector<float>();
+  for (int i = 0; i < 37; ++i)
+    for (int j = 0; j < 41; ++j) EXPECT_NEAR(x[i * 41 + j], y[j * 37 + i], 1e-5);
+}
+
+TEST(MatMul, BroadcastOperandIsNotModified) {
+  Tensor a = random_uniform({3, 4, 5}, -1, 1, 3);
+  Tensor b = random_uniform({5, 2}, -1, 1, 4);
+  const auto before = b.to_vector<float>();
+  (void)matmul(a, b);
+  EXPECT_EQ(b.to_vector<float>(), before);
+}
+
+// ---- shape inference on partially known shapes (what tracing sees) ----
+
+TensorShape infer(const TensorShape& a, const TensorShape& b, bool ta = false, bool tb = false,
+                  DType dtype = float32) {
+  detail::OpAttrs attrs;
+  attrs.transpose_a = ta;
+  attrs.transpose_b = tb;
+  const auto out = detail::op_def(detail::OpId::MatMul)
+                       .infer({detail::ValueType{dtype, a}, detail::ValueType{dtype, b}}, attrs);
+  EXPECT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].dtype, dtype);
+  return out[0].shape;
+}
+
+TEST(MatMulInfer, FullyDefined) {
+  EXPECT_EQ(infer({2, 3}, {3, 4}), TensorShape({2, 4}));
+  EXPECT_EQ(infer({3, 2}, {4, 3}, true, true), TensorShape({2, 4}));
+  EXPECT_EQ(infer({2, 1, 3, 4}, {5, 4, 6}), TensorShape({2, 5, 3, 6}));
+  EXPECT_EQ(infer({7, 3, 4}, {4, 6}), TensorShape({7, 3, 6}));
+  EXPECT_EQ(infer({3, 4}, {1, 7, 4, 6}, false, false, int64), TensorShape({1, 7, 3, 6}));
+}
+
+TEST(MatMulInfer, NoneDims) {
+  EXPECT_EQ(infer({None, 3}, {3, None}), TensorShape({None, None}));
+  EXPECT_EQ(infer({2, None}, {4, 5}), TensorShape({2, 5}));       // K unknown on one side
+  EXPECT_EQ(infer({2, None}, {None, 5}), TensorShape({2, 5}));
+  EXPECT_EQ(infer({None, 2, 3}, {3, 4}), TensorShape({None, 2, 4}));
+  EXPECT_EQ(infer({None, 2, 3}, {1, 3, 4}), TensorShape({None, 2, 4}));
+  EXPECT_EQ(infer({None, 2, 3}, {5, 3, 4}), TensorShape({5, 2, 4}));
+  EXPECT_EQ(infer({None, 2, 3}, {None, 3, 4}), TensorShape({None, 2, 4}));
+  EXPECT_EQ(infer({None, None}, {None, None}, true, true), TensorShape({None, None}));
+}
+
+TEST(MatMulInfer, UnknownRank) {
+  EXPECT_EQ(infer(TensorShape::unknown_rank(), {3, 4}), TensorShape::unknown_rank());
+  EXPECT_EQ(infer({2, 3}, TensorShape::unknown_rank()), TensorShape::unknown_rank());
+  EXPECT_EQ(infer(TensorShape::unknown_rank(), TensorShape::unknown_rank(), true, false, int32),
+            TensorShape::unknown_rank());
+}
+
+}  // namespace
+}  // namespace tg
