@@ -226,4 +226,10 @@ Tensor random_uniform(const TensorShape& shape, float lo, float hi, uint64_t see
 /// Resets the global generator that unseeded random ops draw from.
 void set_random_seed(uint64_t seed);
 
+namespace config {
+/// Frees the large tensor buffers tracegraph keeps for reuse (at most 512 MiB are kept; blocks
+/// of 1 MiB or more are cached when freed). Returns the bytes released.
+std::size_t release_cached_memory();
+}  // namespace config
+
 }  // namespace tg

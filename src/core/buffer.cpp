@@ -1,12 +1,73 @@
 #include "core/buffer.h"
 
+#include <bit>
 #include <cstdlib>
+#include <mutex>
 #include <new>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 #include "core/check.h"
+#include "tracegraph/tensor.h"
 
 namespace tg::detail {
+
+namespace {
+
+constexpr std::size_t kCacheMinBytes = std::size_t{1} << 20;    // cache blocks from 1 MiB
+constexpr std::size_t kCacheMaxBytes = std::size_t{512} << 20;  // park at most 512 MiB
+
+// Rounds a request to its size class: multiples of 64 bytes for small blocks, and for cached
+// ones an eighth of the power of two below, so a reused block wastes at most 12.5%.
+std::size_t size_class(std::size_t bytes) {
+  if (bytes < kCacheMinBytes) return (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
+  const std::size_t step = std::bit_floor(bytes) / 8;
+  return (bytes + step - 1) / step * step;
+}
+
+struct BlockCache {
+  std::mutex mu;
+  std::unordered_map<std::size_t, std::vector<void*>> free_blocks;  // by size class
+  std::size_t bytes = 0;
+};
+// Never destroyed: buffers owned by static tensors may be freed after other statics are gone.
+BlockCache& cache() {
+  static BlockCache* c = new BlockCache;
+  return *c;
+}
+
+void* acquire(std::size_t bytes) {
+  if (bytes >= kCacheMinBytes) {
+    BlockCache& c = cache();
+    std::lock_guard lock(c.mu);
+    auto it = c.free_blocks.find(bytes);
+    if (it != c.free_blocks.end() && !it->second.empty()) {
+      void* p = it->second.back();
+      it->second.pop_back();
+      c.bytes -= bytes;
+      return p;
+    }
+  }
+  void* p = std::aligned_alloc(kBufferAlignment, bytes);
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+
+void release(void* p, std::size_t bytes) {
+  if (bytes >= kCacheMinBytes) {
+    BlockCache& c = cache();
+    std::lock_guard lock(c.mu);
+    if (c.bytes + bytes <= kCacheMaxBytes) {
+      c.free_blocks[bytes].push_back(p);
+      c.bytes += bytes;
+      return;
+    }
+  }
+  std::free(p);
+}
+
+}  // namespace
 
 std::shared_ptr<Buffer> Buffer::allocate(DType dtype, int64_t n) {
   TG_CHECK(n >= 0);
@@ -14,17 +75,14 @@ std::shared_ptr<Buffer> Buffer::allocate(DType dtype, int64_t n) {
   if (static_cast<uint64_t>(n) > (uint64_t{1} << 40) / elem)
     throw InvalidArgumentError(str_cat("[allocate] a tensor of ", n, " ", to_string(dtype),
                                        " elements is too large to allocate"));
-  // aligned_alloc needs a size that is a multiple of the alignment (and non-zero).
-  std::size_t bytes = static_cast<std::size_t>(n) * elem;
-  bytes = (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
+  std::size_t bytes = size_class(static_cast<std::size_t>(n) * elem);
   if (bytes == 0) bytes = kBufferAlignment;
-  void* p = std::aligned_alloc(kBufferAlignment, bytes);
-  if (!p) throw std::bad_alloc();
+  void* p = acquire(bytes);
   if (dtype == DType::String) {
     auto* s = static_cast<std::string*>(p);
     for (int64_t i = 0; i < n; ++i) new (s + i) std::string();
   }
-  return std::make_shared<Buffer>(dtype, n, p);
+  return std::make_shared<Buffer>(dtype, n, p, bytes);
 }
 
 Buffer::~Buffer() {
@@ -32,7 +90,28 @@ Buffer::~Buffer() {
     auto* s = static_cast<std::string*>(data_);
     for (int64_t i = 0; i < count_; ++i) s[i].~basic_string();
   }
-  std::free(data_);
+  release(data_, bytes_);
+}
+
+std::size_t release_cached_blocks() {
+  BlockCache& c = cache();
+  std::lock_guard lock(c.mu);
+  const std::size_t released = c.bytes;
+  for (auto& [size, blocks] : c.free_blocks)
+    for (void* p : blocks) std::free(p);
+  c.free_blocks.clear();
+  c.bytes = 0;
+  return released;
+}
+
+std::size_t cached_block_bytes() {
+  BlockCache& c = cache();
+  std::lock_guard lock(c.mu);
+  return c.bytes;
 }
 
 }  // namespace tg::detail
+
+namespace tg::config {
+std::size_t release_cached_memory() { return detail::release_cached_blocks(); }
+}  // namespace tg::config

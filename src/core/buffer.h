@@ -11,7 +11,8 @@ class Buffer {
  public:
   /// Storage for n elements of dtype; numeric memory is uninitialised, strings are empty.
   static std::shared_ptr<Buffer> allocate(DType dtype, int64_t n);
-  Buffer(DType dtype, int64_t n, void* data) : dtype_(dtype), count_(n), data_(data) {}
+  Buffer(DType dtype, int64_t n, void* data, std::size_t bytes)
+      : dtype_(dtype), count_(n), data_(data), bytes_(bytes) {}
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -24,7 +25,15 @@ class Buffer {
   DType dtype_;
   int64_t count_;
   void* data_;
+  std::size_t bytes_;  // allocated size (its size class), for the block cache
 };
+
+/// Large blocks (>= 1 MiB) are parked in a size-class cache when freed and handed out again,
+/// so a tensor that is recomputed every call reuses warm memory instead of paying the kernel's
+/// page faults for a fresh mapping each time. Returns the bytes released.
+std::size_t release_cached_blocks();
+/// Bytes currently parked in the cache.
+std::size_t cached_block_bytes();
 
 inline constexpr std::size_t kBufferAlignment = 64;
 

@@ -105,3 +105,27 @@ TEST(Tensor, SymbolicTensorsHaveNoValue) {
 
 }  // namespace
 }  // namespace tg
+
+#include "core/buffer.h"
+
+namespace tg {
+namespace {
+TEST(BufferCache, LargeBuffersAreReusedAndCanBeReleased) {
+  config::release_cached_memory();
+  const void* first = nullptr;
+  {
+    Tensor a = zeros({1 << 19});  // 2 MiB
+    first = a.impl()->buffer->data();
+  }
+  EXPECT_GE(detail::cached_block_bytes(), std::size_t{2} << 20);
+  Tensor b = zeros({1 << 19});  // one allocation (ones() would be zeros + 1: two)
+  EXPECT_EQ(b.impl()->buffer->data(), first) << "a freed block of the same size class is reused";
+  EXPECT_EQ(b.to_vector<float>()[12345], 0.0f);
+  Tensor small = ones({3});
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(small.impl()->buffer->data()) % 64, 0u);
+  b = Tensor();
+  EXPECT_GE(config::release_cached_memory(), std::size_t{2} << 20);
+  EXPECT_EQ(detail::cached_block_bytes(), 0u);
+}
+}  // namespace
+}  // namespace tg
