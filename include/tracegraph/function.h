@@ -4,7 +4,9 @@
 #include <any>
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <functional>
+#include <string_view>
 #include <map>
 #include <memory>
 #include <optional>
@@ -149,6 +151,8 @@ class FunctionRef<R(A...)> {
   R (*call_)(void*, A...);
 };
 using TraceBody = FunctionRef<TraceOutput(const std::vector<TraceTypePtr>&, PlaceholderContext&)>;
+/// Does the call match this recorded call type exactly? (the allocation-free check)
+using FastMatch = FunctionRef<bool(const std::vector<TraceTypePtr>&)>;
 
 /// Everything about a tg::function that does not depend on its C++ types: the cache of
 /// concrete functions, dispatch, tracing, limits and diagnostics (src/trace/function_core.cpp).
@@ -158,9 +162,14 @@ class FunctionCore {
   ~FunctionCore();
   const FunctionOptions& options() const;
   const std::string& name() const;
-  /// Finds the concrete function for a call's argument types, or traces one with `body`.
+  /// The cached-call path: the concrete function an earlier call of exactly this type went to,
+  /// found by `fast_hash` and confirmed by `match`, without building trace types. nullptr if
+  /// there is none (then dispatch_or_trace decides).
+  std::shared_ptr<ConcreteImpl> fast_lookup(std::size_t fast_hash, FastMatch match) const;
+  /// Finds the concrete function for a call's argument types, or traces one with `body`. With
+  /// a fast hash, the result is remembered for fast_lookup.
   std::shared_ptr<ConcreteImpl> dispatch_or_trace(std::vector<TraceTypePtr> arg_types,
-                                                  TraceBody body, bool allow_specs);
+                                                  TraceBody body, const std::size_t* fast_hash);
   std::vector<Tensor> run(const ConcreteImpl& cf, const std::vector<Tensor>& leaves) const;
   int64_t tracing_count() const;
   std::vector<std::shared_ptr<ConcreteImpl>> concrete_functions() const;
@@ -178,6 +187,8 @@ class FunctionCore {
   };
 
  private:
+  std::shared_ptr<ConcreteImpl> dispatch_or_trace_impl(const std::vector<TraceTypePtr>& arg_types,
+                                                       TraceBody body);
   struct State;
   std::unique_ptr<State> state_;
 };
@@ -204,6 +215,21 @@ using placeholder_t = decltype(ArgTraits<T>::placeholder(std::declval<const T&>(
 std::string indexed_path(const std::string& path, std::size_t i);
 std::string keyed_path(const std::string& path, const LiteralValue& key);
 
+// ---- the cached-call fast path: hash and compare arguments against a known call type without
+// building TraceType objects (no allocation). Types without it (objects, maps, custom types,
+// Variables) take the general path.
+inline void hash_mix(std::size_t& h, std::size_t v) { h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); }
+std::size_t tensor_type_hash(const Tensor& t);
+bool tensor_type_equals(const Tensor& t, const TraceType& type);
+struct NoFastPath {
+  template <class T>
+  static bool fast_hash(const T&, std::size_t&) { return false; }
+  template <class T>
+  static bool fast_equal(const T&, const TraceType&) { return false; }
+  template <class T>
+  static void leaves(const T&, std::vector<Tensor>&) {}
+};
+
 template <>
 struct ArgTraits<Tensor> {
   static TraceTypePtr trace_type(const Tensor& t, ArgContext& ctx) {
@@ -214,9 +240,15 @@ struct ArgTraits<Tensor> {
                             const std::string& path) {
     return pc.placeholder(type, path);
   }
+  static bool fast_hash(const Tensor& t, std::size_t& h) {
+    hash_mix(h, tensor_type_hash(t));
+    return true;
+  }
+  static bool fast_equal(const Tensor& t, const TraceType& type) { return tensor_type_equals(t, type); }
+  static void leaves(const Tensor& t, std::vector<Tensor>& out) { out.push_back(t); }
 };
 template <>
-struct ArgTraits<TensorSpec> {
+struct ArgTraits<TensorSpec> : NoFastPath {
   static TraceTypePtr trace_type(const TensorSpec& s, ArgContext& ctx) {
     ctx.has_specs = true;
     return tensor_trace_type(s.dtype, s.shape);
@@ -227,30 +259,40 @@ struct ArgTraits<TensorSpec> {
   }
 };
 
+/// A static name per C++ literal type ("int32", "uint8", "double", "bool", "string", or the
+/// enum's mangled name), so that comparing types never allocates.
+template <class T>
+const char* literal_type_name() {
+  if constexpr (std::is_same_v<T, bool>) return "bool";
+  else if constexpr (std::is_enum_v<T>) return typeid(T).name();
+  else if constexpr (std::is_floating_point_v<T>) return sizeof(T) == 4 ? "float" : "double";
+  else if constexpr (std::is_integral_v<T>) {
+    if constexpr (std::is_signed_v<T>)
+      return sizeof(T) == 1 ? "int8" : sizeof(T) == 2 ? "int16" : sizeof(T) == 4 ? "int32" : "int64";
+    else
+      return sizeof(T) == 1 ? "uint8" : sizeof(T) == 2 ? "uint16" : sizeof(T) == 4 ? "uint32" : "uint64";
+  } else return "string";
+}
+
 template <class T>
 LiteralValue to_literal(const T& v) {
   LiteralValue lv{};
+  lv.cpp_type = literal_type_name<T>();
   if constexpr (std::is_same_v<T, bool>) {
     lv.kind = LiteralValue::Kind::kBool;
     lv.i = v;
-    lv.cpp_type = "bool";
   } else if constexpr (std::is_enum_v<T>) {
     lv.kind = LiteralValue::Kind::kEnum;
     lv.i = static_cast<int64_t>(v);
-    lv.cpp_type = typeid(T).name();
   } else if constexpr (std::is_integral_v<T>) {
     lv.kind = LiteralValue::Kind::kInt;
     lv.i = static_cast<int64_t>(v);
-    lv.cpp_type = std::is_signed_v<T> ? "int" + std::to_string(sizeof(T) * 8)
-                                      : "uint" + std::to_string(sizeof(T) * 8);
   } else if constexpr (std::is_floating_point_v<T>) {
     lv.kind = LiteralValue::Kind::kFloat;
     lv.f = static_cast<double>(v);
-    lv.cpp_type = sizeof(T) == 4 ? "float" : "double";
   } else {
     lv.kind = LiteralValue::Kind::kString;
     lv.s = std::string(v);
-    lv.cpp_type = "string";
   }
   return lv;
 }
@@ -259,14 +301,38 @@ template <class T>
 struct ArgTraits<T, std::enable_if_t<std::is_arithmetic_v<T> || std::is_enum_v<T>>> {
   static TraceTypePtr trace_type(const T& v, ArgContext&) { return literal_trace_type(to_literal(v)); }
   static T placeholder(const T& v, const TraceType&, PlaceholderContext&, const std::string&) { return v; }
+  static bool fast_hash(const T& v, std::size_t& h) {
+    if constexpr (std::is_floating_point_v<T>) hash_mix(h, std::hash<double>{}(static_cast<double>(v)));
+    else hash_mix(h, static_cast<std::size_t>(v));
+    return true;
+  }
+  static bool fast_equal(const T& v, const TraceType& type) {
+    const LiteralValue* lv = literal_of(type);
+    if (!lv || std::strcmp(lv->cpp_type, literal_type_name<T>()) != 0) return false;
+    if constexpr (std::is_floating_point_v<T>) return lv->f == static_cast<double>(v);
+    else return lv->i == static_cast<int64_t>(v);
+  }
+  static void leaves(const T&, std::vector<Tensor>&) {}
+};
+struct StringArgTraits {
+  static bool fast_hash(std::string_view v, std::size_t& h) {
+    hash_mix(h, std::hash<std::string_view>{}(v));
+    return true;
+  }
+  static bool fast_equal(std::string_view v, const TraceType& type) {
+    const LiteralValue* lv = literal_of(type);
+    return lv && lv->kind == LiteralValue::Kind::kString && lv->s == v;
+  }
+  template <class T>
+  static void leaves(const T&, std::vector<Tensor>&) {}
 };
 template <>
-struct ArgTraits<std::string> {
+struct ArgTraits<std::string> : StringArgTraits {
   static TraceTypePtr trace_type(const std::string& v, ArgContext&) { return literal_trace_type(to_literal(v)); }
   static std::string placeholder(const std::string& v, const TraceType&, PlaceholderContext&, const std::string&) { return v; }
 };
 template <>
-struct ArgTraits<const char*> {
+struct ArgTraits<const char*> : StringArgTraits {
   static TraceTypePtr trace_type(const char* v, ArgContext&) { return literal_trace_type(to_literal(v)); }
   static const char* placeholder(const char* v, const TraceType&, PlaceholderContext&, const std::string&) { return v; }
 };
@@ -288,6 +354,22 @@ struct ArgTraits<std::vector<T>> {
       out.push_back(ArgTraits<T>::placeholder(v[i], *el[i], pc, indexed_path(path, i)));
     return out;
   }
+  static bool fast_hash(const std::vector<T>& v, std::size_t& h) {
+    hash_mix(h, v.size());
+    for (const auto& x : v)
+      if (!ArgTraits<T>::fast_hash(x, h)) return false;
+    return true;
+  }
+  static bool fast_equal(const std::vector<T>& v, const TraceType& type) {
+    const auto* el = sequence_elements(type);
+    if (!el || el->size() != v.size()) return false;
+    for (std::size_t i = 0; i < v.size(); ++i)
+      if (!ArgTraits<T>::fast_equal(v[i], *(*el)[i])) return false;
+    return true;
+  }
+  static void leaves(const std::vector<T>& v, std::vector<Tensor>& out) {
+    for (const auto& x : v) ArgTraits<T>::leaves(x, out);
+  }
 };
 template <class T, std::size_t N>
 struct ArgTraits<std::array<T, N>> {
@@ -303,6 +385,21 @@ struct ArgTraits<std::array<T, N>> {
       return std::array<placeholder_t<T>, N>{
           ArgTraits<T>::placeholder(v[I], *el[I], pc, indexed_path(path, I))...};
     }(std::make_index_sequence<N>{});
+  }
+  static bool fast_hash(const std::array<T, N>& v, std::size_t& h) {
+    for (const auto& x : v)
+      if (!ArgTraits<T>::fast_hash(x, h)) return false;
+    return true;
+  }
+  static bool fast_equal(const std::array<T, N>& v, const TraceType& type) {
+    const auto* el = sequence_elements(type);
+    if (!el || el->size() != N) return false;
+    for (std::size_t i = 0; i < N; ++i)
+      if (!ArgTraits<T>::fast_equal(v[i], *(*el)[i])) return false;
+    return true;
+  }
+  static void leaves(const std::array<T, N>& v, std::vector<Tensor>& out) {
+    for (const auto& x : v) ArgTraits<T>::leaves(x, out);
   }
 };
 template <class... Ts>
@@ -322,6 +419,19 @@ struct ArgTraits<std::tuple<Ts...>> {
           std::get<I>(v), *el[I], pc, indexed_path(path, I))...};
     }(std::index_sequence_for<Ts...>{});
   }
+  static bool fast_hash(const std::tuple<Ts...>& v, std::size_t& h) {
+    return std::apply([&](const Ts&... x) { return (ArgTraits<Ts>::fast_hash(x, h) && ...); }, v);
+  }
+  static bool fast_equal(const std::tuple<Ts...>& v, const TraceType& type) {
+    const auto* el = sequence_elements(type);
+    if (!el || el->size() != sizeof...(Ts)) return false;
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return (ArgTraits<Ts>::fast_equal(std::get<I>(v), *(*el)[I]) && ...);
+    }(std::index_sequence_for<Ts...>{});
+  }
+  static void leaves(const std::tuple<Ts...>& v, std::vector<Tensor>& out) {
+    std::apply([&](const Ts&... x) { (ArgTraits<Ts>::leaves(x, out), ...); }, v);
+  }
 };
 template <class A, class B>
 struct ArgTraits<std::pair<A, B>> {
@@ -337,9 +447,21 @@ struct ArgTraits<std::pair<A, B>> {
     auto b = ArgTraits<B>::placeholder(v.second, *el[1], pc, indexed_path(path, 1));
     return std::pair<placeholder_t<A>, placeholder_t<B>>{std::move(a), std::move(b)};
   }
+  static bool fast_hash(const std::pair<A, B>& v, std::size_t& h) {
+    return ArgTraits<A>::fast_hash(v.first, h) && ArgTraits<B>::fast_hash(v.second, h);
+  }
+  static bool fast_equal(const std::pair<A, B>& v, const TraceType& type) {
+    const auto* el = sequence_elements(type);
+    return el && el->size() == 2 && ArgTraits<A>::fast_equal(v.first, *(*el)[0]) &&
+           ArgTraits<B>::fast_equal(v.second, *(*el)[1]);
+  }
+  static void leaves(const std::pair<A, B>& v, std::vector<Tensor>& out) {
+    ArgTraits<A>::leaves(v.first, out);
+    ArgTraits<B>::leaves(v.second, out);
+  }
 };
 template <class Map>
-struct MapArgTraits {
+struct MapArgTraits : NoFastPath {
   using K = typename Map::key_type;
   using V = typename Map::mapped_type;
   static_assert(std::is_arithmetic_v<K> || std::is_enum_v<K> || std::is_same_v<K, std::string>,
@@ -396,10 +518,23 @@ struct ArgTraits<std::optional<T>> {
     if (v) out = ArgTraits<T>::placeholder(*v, *optional_element(type), pc, path);
     return out;
   }
+  static bool fast_hash(const std::optional<T>& v, std::size_t& h) {
+    hash_mix(h, v.has_value());
+    return !v || ArgTraits<T>::fast_hash(*v, h);
+  }
+  static bool fast_equal(const std::optional<T>& v, const TraceType& type) {
+    // The type at this argument position is always an optional type, so no element means empty.
+    const TraceType* el = optional_element(type);
+    if (!v) return el == nullptr;
+    return el && ArgTraits<T>::fast_equal(*v, *el);
+  }
+  static void leaves(const std::optional<T>& v, std::vector<Tensor>& out) {
+    if (v) ArgTraits<T>::leaves(*v, out);
+  }
 };
 
 template <>
-struct ArgTraits<std::nullopt_t> {
+struct ArgTraits<std::nullopt_t> : NoFastPath {
   static TraceTypePtr trace_type(std::nullopt_t, ArgContext&) { return optional_trace_type(nullptr); }
   static std::nullopt_t placeholder(std::nullopt_t, const TraceType&, PlaceholderContext&, const std::string&) {
     return std::nullopt;
@@ -414,7 +549,7 @@ bool object_equal(const void* a, const void* b) {
     return false;
 }
 template <class T>
-struct ArgTraits<std::shared_ptr<T>> {
+struct ArgTraits<std::shared_ptr<T>> : NoFastPath {
   static TraceTypePtr trace_type(const std::shared_ptr<T>& p, ArgContext&) {
     using U = std::remove_const_t<T>;
     return object_trace_type(std::weak_ptr<const void>(p), p.get(), typeid(U).name(),
@@ -431,7 +566,7 @@ concept HasTracingType = requires(const T& v) {
   { v.tracing_type() } -> std::convertible_to<TraceTypePtr>;
 };
 template <class T>
-struct ArgTraits<T, std::enable_if_t<HasTracingType<T>>> {
+struct ArgTraits<T, std::enable_if_t<HasTracingType<T>>> : NoFastPath {
   static TraceTypePtr trace_type(const T& v, ArgContext&) { return v.tracing_type(); }
   static T placeholder(const T& v, const TraceType& type, PlaceholderContext&, const std::string&) {
     std::any p = type.placeholder_value();
@@ -613,9 +748,24 @@ class PolymorphicFunction {
                         "eagerly or inside another trace; TensorSpecs only describe inputs for "
                         "get_concrete_function. Call it with tensors");
     }
-    detail::ArgContext ctx;
-    auto cf = concrete_for(ctx, args...);
-    std::vector<Tensor> out = core_->run(*cf, ctx.leaves);
+    // Cached calls: hash the arguments' types and confirm the match without allocating.
+    std::size_t fast_hash = 0x7467;
+    const bool fast = (detail::ArgTraits<std::decay_t<Args>>::fast_hash(args, fast_hash) && ...);
+    std::shared_ptr<detail::ConcreteImpl> cf;
+    std::vector<Tensor> leaves;
+    if (fast) {
+      auto match = [&](const std::vector<TraceTypePtr>& types) {
+        return fast_equal_all(types, std::index_sequence_for<Args...>{}, args...);
+      };
+      cf = core_->fast_lookup(fast_hash, detail::FastMatch(match));
+      if (cf) (detail::ArgTraits<std::decay_t<Args>>::leaves(args, leaves), ...);
+    }
+    if (!cf) {
+      detail::ArgContext ctx;
+      cf = concrete_for(ctx, fast ? &fast_hash : nullptr, args...);
+      leaves = std::move(ctx.leaves);
+    }
+    std::vector<Tensor> out = core_->run(*cf, leaves);
     if constexpr (std::is_void_v<R>) {
       return;
     } else {
@@ -630,7 +780,7 @@ class PolymorphicFunction {
   auto get_concrete_function(const Args&... args) {
     using R = std::invoke_result_t<F&, detail::placeholder_t<std::decay_t<Args>>&...>;
     detail::ArgContext ctx;
-    return TypedConcreteFunction<R>(concrete_for(ctx, args...));
+    return TypedConcreteFunction<R>(concrete_for(ctx, nullptr, args...));
   }
 
   std::vector<ConcreteFunction> concrete_functions() const {
@@ -660,14 +810,22 @@ class PolymorphicFunction {
   detail::FunctionCore& core() const { return *core_; }
 
  private:
+  template <std::size_t... I, class... Args>
+  static bool fast_equal_all(const std::vector<TraceTypePtr>& types, std::index_sequence<I...>,
+                             const Args&... args) {
+    return types.size() == sizeof...(Args) &&
+           (detail::ArgTraits<std::decay_t<Args>>::fast_equal(args, *types[I]) && ...);
+  }
+
   template <class... Args>
-  std::shared_ptr<detail::ConcreteImpl> concrete_for(detail::ArgContext& ctx, const Args&... args) {
+  std::shared_ptr<detail::ConcreteImpl> concrete_for(detail::ArgContext& ctx, const std::size_t* fast_hash,
+                                                     const Args&... args) {
     using R = std::invoke_result_t<F&, detail::placeholder_t<std::decay_t<Args>>&...>;
     std::vector<TraceTypePtr> types{detail::ArgTraits<std::decay_t<Args>>::trace_type(args, ctx)...};
     auto body = [&](const std::vector<TraceTypePtr>& traced, detail::PlaceholderContext& pc) {
       return trace_body<R>(traced, pc, std::index_sequence_for<Args...>{}, args...);
     };
-    return core_->dispatch_or_trace(std::move(types), detail::TraceBody(body), ctx.has_specs);
+    return core_->dispatch_or_trace(std::move(types), detail::TraceBody(body), fast_hash);
   }
 
   template <class R, std::size_t... I, class... Args>

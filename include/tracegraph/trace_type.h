@@ -44,8 +44,8 @@ struct LiteralValue {
   int64_t i = 0;
   double f = 0;
   std::string s;         // string value, or the enum's type name
-  std::string cpp_type;  // the C++ type, so that int 1 and long 1 are different types
-  bool operator==(const LiteralValue&) const = default;
+  const char* cpp_type = "";  // the C++ type (a static name), so int 1 and long 1 differ
+  bool operator==(const LiteralValue& o) const;
   std::string to_string() const;
 };
 
@@ -75,6 +75,10 @@ const std::vector<TraceTypePtr>* sequence_elements(const TraceType& t);
 const TraceType* mapping_value(const TraceType& t, const LiteralValue& key);
 /// The element type of a non-empty optional type, or nullptr.
 const TraceType* optional_element(const TraceType& t);
+/// True if t is the tensor type (dtype, shape) exactly (no allocation).
+bool tensor_type_is(const TraceType& t, DType dtype, const TensorShape& shape);
+/// The value of a literal type, or nullptr (no allocation: used by the cached-call path).
+const LiteralValue* literal_of(const TraceType& t);
 }  // namespace detail
 
 }  // namespace tg

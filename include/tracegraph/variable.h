@@ -92,7 +92,7 @@ namespace detail {
 /// A Variable argument of a tg::function: typed by dtype, shape and identity; the body sees the
 /// variable itself, so its reads and assigns are recorded against it.
 template <>
-struct ArgTraits<Variable> {
+struct ArgTraits<Variable> : NoFastPath {
   static TraceTypePtr trace_type(const Variable& v, ArgContext&) {
     return variable_trace_type(v.dtype(), v.shape(), v.id());
   }

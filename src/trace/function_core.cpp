@@ -53,6 +53,22 @@ std::string describe_output(const Tensor& t) {
 
 bool tracing_active() { return current_recorder() != nullptr; }
 
+std::size_t tensor_type_hash(const Tensor& t) {
+  // Must agree with tensor_type_equals, not with TraceType::hash (the tables are separate).
+  const auto& impl = t.impl();
+  if (!impl) return 0;
+  std::size_t h = static_cast<std::size_t>(impl->dtype) + 1;
+  hash_mix(h, static_cast<std::size_t>(impl->shape.rank()));
+  for (int64_t d : impl->shape.dims()) hash_mix(h, static_cast<std::size_t>(d));
+  return h;
+}
+
+bool tensor_type_equals(const Tensor& t, const TraceType& type) {
+  const auto& impl = t.impl();
+  if (!impl || impl->symbolic) return false;  // leaked symbolic tensors take the general path
+  return tensor_type_is(type, impl->dtype, impl->shape);
+}
+
 const std::any& skeleton_of(const ConcreteImpl& cf) { return cf.skeleton; }
 
 std::string FunctionTypeKey::to_string() const {
@@ -289,6 +305,14 @@ struct FunctionCore::State {
   std::unordered_multimap<std::size_t, ConcreteImpl*> exact;
   std::atomic<int64_t> tracing_count{0};
   std::unique_ptr<Diagnostics> diag;
+  // Exact call types already dispatched, by their fast hash: the allocation-free cached path.
+  // Cleared whenever the set of concrete functions changes (the best match may change).
+  struct FastEntry {
+    std::vector<TraceTypePtr> call_types;
+    std::shared_ptr<ConcreteImpl> cf;
+  };
+  std::unordered_multimap<std::size_t, FastEntry> fast;
+  static constexpr std::size_t kMaxFastEntries = 256;
 
   // Drops the least recently used concrete function (max_cached_traces). Caller holds mu.
   void evict_one() {
@@ -304,6 +328,7 @@ struct FunctionCore::State {
       }
     diag->on_evicted(victim->input_type, victim->index);
     concretes.erase(lru);
+    fast.clear();
   }
 
   std::vector<std::string> names_for(std::size_t n) const {
@@ -411,10 +436,41 @@ FunctionCore::ActiveScope::ActiveScope(const FunctionCore* core) {
 }
 FunctionCore::ActiveScope::~ActiveScope() { t_active_functions.pop_back(); }
 
-std::shared_ptr<ConcreteImpl> FunctionCore::dispatch_or_trace(std::vector<TraceTypePtr> arg_types,
-                                                              TraceBody body, bool /*has_specs*/) {
+std::shared_ptr<ConcreteImpl> FunctionCore::fast_lookup(std::size_t fast_hash, FastMatch match) const {
   State& s = *state_;
-  std::vector<TraceTypePtr> target = std::move(arg_types);
+  std::shared_ptr<ConcreteImpl> cf;
+  {
+    std::shared_lock lock(s.mu);
+    auto range = s.fast.equal_range(fast_hash);
+    for (auto it = range.first; it != range.second; ++it)
+      if (match(it->second.call_types)) {
+        cf = it->second.cf;
+        break;
+      }
+  }
+  if (cf) {
+    s.diag->on_call();
+    cf->last_used.store(s.diag->calls(), std::memory_order_relaxed);
+  }
+  return cf;
+}
+
+std::shared_ptr<ConcreteImpl> FunctionCore::dispatch_or_trace(std::vector<TraceTypePtr> arg_types,
+                                                              TraceBody body, const std::size_t* fast_hash) {
+  State& s = *state_;
+  auto cf = dispatch_or_trace_impl(arg_types, body);
+  if (fast_hash) {
+    std::unique_lock lock(s.mu);
+    if (s.fast.size() >= State::kMaxFastEntries) s.fast.clear();
+    s.fast.emplace(*fast_hash, State::FastEntry{std::move(arg_types), cf});
+  }
+  return cf;
+}
+
+std::shared_ptr<ConcreteImpl> FunctionCore::dispatch_or_trace_impl(const std::vector<TraceTypePtr>& arg_types,
+                                                                   TraceBody body) {
+  State& s = *state_;
+  std::vector<TraceTypePtr> target = arg_types;
   if (s.signature) {
     // One FunctionType only: the call must bind to it; the trace uses the signature's types.
     FunctionTypeKey call{target, s.signature->names, 0};
@@ -482,6 +538,7 @@ std::shared_ptr<ConcreteImpl> FunctionCore::dispatch_or_trace(std::vector<TraceT
         static_cast<int64_t>(s.concretes.size()) >= s.options.max_cached_traces)
       s.evict_one();
     s.concretes.push_back(cf);
+    s.fast.clear();
     s.exact.emplace(cf->input_type.hash, cf.get());
     s.tracing_count.fetch_add(1);
   }

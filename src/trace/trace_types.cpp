@@ -1,5 +1,7 @@
 // The built-in trace types: tensors, literals, containers, optionals and objects.
 #include <algorithm>
+#include <cstring>
+#include <string_view>
 #include <cstdio>
 #include <functional>
 
@@ -64,7 +66,7 @@ class LiteralTraceType final : public TraceType {
     h = mix_hash(h, static_cast<std::size_t>(v_.i));
     h = mix_hash(h, std::hash<double>{}(v_.f));
     h = mix_hash(h, std::hash<std::string>{}(v_.s));
-    return mix_hash(h, std::hash<std::string>{}(v_.cpp_type));
+    return mix_hash(h, std::hash<std::string_view>{}(v_.cpp_type));
   }
   std::string to_string() const override { return "Literal[" + v_.to_string() + "]"; }
   LiteralValue v_;
@@ -264,6 +266,21 @@ class ObjectTraceType final : public TraceType {
 
 }  // namespace
 
+bool LiteralValue::operator==(const LiteralValue& o) const {
+  return kind == o.kind && i == o.i && (f == o.f || (f != f && o.f != o.f)) && s == o.s &&
+         std::strcmp(cpp_type, o.cpp_type) == 0;
+}
+
+bool tensor_type_is(const TraceType& t, DType dtype, const TensorShape& shape) {
+  auto* x = dynamic_cast<const TensorTraceType*>(&t);
+  return x && x->dtype_ == dtype && x->shape_ == shape;
+}
+
+const LiteralValue* literal_of(const TraceType& t) {
+  auto* l = dynamic_cast<const LiteralTraceType*>(&t);
+  return l ? &l->v_ : nullptr;
+}
+
 std::string LiteralValue::to_string() const {
   switch (kind) {
     case Kind::kInt: return std::to_string(i);
@@ -293,7 +310,7 @@ TraceTypePtr tensor_trace_type(DType dtype, const TensorShape& shape) {
   return std::make_shared<TensorTraceType>(dtype, shape);
 }
 TraceTypePtr literal_trace_type(LiteralValue value) {
-  if (value.kind == LiteralValue::Kind::kEnum) value.s = value.cpp_type;
+  if (value.kind == LiteralValue::Kind::kEnum) value.s = value.cpp_type;  // printed demangled
   return std::make_shared<LiteralTraceType>(std::move(value));
 }
 TraceTypePtr sequence_trace_type(std::string kind, std::vector<TraceTypePtr> elements) {
@@ -385,7 +402,7 @@ std::vector<TypeChange> diff_types(const TraceType& traced, const TraceType& cal
     if (auto* b = dynamic_cast<const TensorTraceType*>(&call)) return one(tensor_change(*a, *b));
   } else if (auto* a = dynamic_cast<const LiteralTraceType*>(&traced)) {
     if (auto* b = dynamic_cast<const LiteralTraceType*>(&call)) {
-      if (a->v_.cpp_type != b->v_.cpp_type && a->v_.kind != LiteralValue::Kind::kEnum)
+      if (std::strcmp(a->v_.cpp_type, b->v_.cpp_type) != 0 && a->v_.kind != LiteralValue::Kind::kEnum)
         return one("literal " + a->v_.to_string() + " (" + a->v_.cpp_type + ") -> " + b->v_.to_string() +
                    " (" + b->v_.cpp_type + ")");
       return one("literal value " + a->v_.to_string() + " -> " + b->v_.to_string());

@@ -1,0 +1,91 @@
+// The cached-call path: allocation-free dispatch, and its invalidation.
+#include <cstdlib>
+#include <new>
+
+#include "support/test_util.h"
+
+// The replacement operator new below is malloc-based, so free() in operator delete matches it.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+
+// Counts heap allocations made by this thread while counting is on (for this binary only).
+namespace {
+thread_local bool t_counting = false;
+thread_local long t_allocations = 0;
+}  // namespace
+void* operator new(std::size_t n) {
+  if (t_counting) ++t_allocations;
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+namespace tg {
+namespace {
+
+template <class F, class... Args>
+std::shared_ptr<detail::ConcreteImpl> fast_dispatch(F& f, long* allocations, const Args&... args) {
+  t_allocations = 0;
+  t_counting = true;
+  std::size_t h = 0x7467;
+  const bool ok = (detail::ArgTraits<Args>::fast_hash(args, h) && ...);
+  auto match = [&](const std::vector<TraceTypePtr>& types) {
+    std::size_t i = 0;
+    return types.size() == sizeof...(Args) && (detail::ArgTraits<Args>::fast_equal(args, *types[i++]) && ...);
+  };
+  auto cf = ok ? f.core().fast_lookup(h, detail::FastMatch(match)) : nullptr;
+  t_counting = false;
+  *allocations = t_allocations;
+  return cf;
+}
+
+TEST(FastPath, CachedDispatchDoesNotAllocate) {
+  auto add = function([](const Tensor& a, const Tensor& b, int k, std::vector<Tensor> more) {
+    return a + b * k + more[0];
+  });
+  Tensor a = constant(1.0f), b = constant(2.0f);
+  std::vector<Tensor> more{constant(3.0f)};
+  EXPECT_EQ(add(a, b, 2, more).item<float>(), 8.0f);  // traces, and records the fast entry
+  long allocations = -1;
+  auto cf = fast_dispatch(add, &allocations, a, b, 2, more);
+  ASSERT_NE(cf, nullptr) << "the repeated call type is found on the fast path";
+  EXPECT_EQ(allocations, 0) << "dispatching a cached call must not allocate";
+  EXPECT_EQ(fast_dispatch(add, &allocations, a, b, 3, more), nullptr) << "another literal is another type";
+  EXPECT_EQ(fast_dispatch(add, &allocations, a, ones({2}), 2, more), nullptr) << "another shape too";
+  EXPECT_EQ(add(a, b, 2, more).item<float>(), 8.0f);
+  EXPECT_EQ(add.tracing_count(), 1);
+}
+
+TEST(FastPath, EvictionInvalidatesCachedCalls) {
+  int traces = 0;
+  auto f = function([&](const Tensor& x) {
+    ++traces;
+    return x * 2.0f;
+  }, {.max_cached_traces = 1});
+  f(ones({3}));
+  f(ones({3}));  // served by the fast path
+  f(ones({4}));  // evicts the (3,) trace
+  EXPECT_EQ(f.concrete_functions().size(), 1u);
+  EXPECT_EQ(f(ones({3})).to_vector<float>(), (std::vector<float>{2.0f, 2.0f, 2.0f}));
+  EXPECT_EQ(traces, 3) << "a call whose trace was evicted must trace again, not run the evicted graph";
+}
+
+TEST(FastPath, LiteralTypesAreComparedExactly) {
+  auto f = function([](const Tensor& x, auto k) { return x * static_cast<float>(k); });
+  EXPECT_EQ(f(ones({1}), 2).item<float>(), 2.0f);
+  EXPECT_EQ(f(ones({1}), int64_t{2}).item<float>(), 2.0f);
+  EXPECT_EQ(f(ones({1}), 2.0).item<float>(), 2.0f);
+  EXPECT_EQ(f(ones({1}), 2).item<float>(), 2.0f);
+  EXPECT_EQ(f.tracing_count(), 3);  // int, int64_t and double 2 are three types
+  auto g = function([](const Tensor& x, const std::string& tag, std::optional<Tensor> y) {
+    return y ? x + *y : x * static_cast<float>(tag.size());
+  });
+  EXPECT_EQ(g(ones({1}), std::string("ab"), std::nullopt).item<float>(), 2.0f);
+  EXPECT_EQ(g(ones({1}), std::string("abc"), std::nullopt).item<float>(), 3.0f);
+  EXPECT_EQ(g(ones({1}), std::string("abc"), std::optional<Tensor>(ones({1}))).item<float>(), 2.0f);
+  EXPECT_EQ(g(ones({1}), std::string("abc"), std::nullopt).item<float>(), 3.0f);
+  EXPECT_EQ(g.tracing_count(), 3);
+}
+
+}  // namespace
+}  // namespace tg
