@@ -54,6 +54,18 @@ void require_min_rank(const char* op, const ValueType& in, int64_t min_rank, con
                                    in.shape.rank(), " shape ", in.shape.to_string());
 }
 
+std::string format_list(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+int64_t product(const std::vector<int64_t>& dims, std::size_t begin, std::size_t end) {
+  int64_t p = 1;
+  for (std::size_t i = begin; i < end; ++i) p *= dims[i];
+  return p;
+}
+
 std::vector<int64_t> row_major_strides(const std::vector<int64_t>& dims) {
   std::vector<int64_t> s(dims.size());
   int64_t acc = 1;

@@ -1,6 +1,7 @@
 // Shape/dtype rule helpers shared by op families, and the strided loop broadcasting kernels use.
 #pragma once
 #include <array>
+#include <string>
 #include <cstdint>
 #include <vector>
 
@@ -19,6 +20,26 @@ void require_dtype(const char* op, const ValueType& in, std::initializer_list<DT
                    const char* what = "input");
 /// Throws InvalidArgumentError unless the rank is known and >= min_rank (unknown ranks pass).
 void require_min_rank(const char* op, const ValueType& in, int64_t min_rank, const char* what);
+
+/// Calls fn with a value-initialised object of dtype's C++ type (float, double, int32_t,
+/// int64_t, bool, std::string): the one switch from a runtime dtype to a kernel template.
+template <class Fn>
+void visit_dtype(DType d, Fn&& fn) {
+  switch (d) {
+    case DType::Float32: return fn(float{});
+    case DType::Float64: return fn(double{});
+    case DType::Int32: return fn(int32_t{});
+    case DType::Int64: return fn(int64_t{});
+    case DType::Bool: return fn(bool{});
+    case DType::String: return fn(std::string{});
+  }
+}
+
+/// "[2, -1]": attribute lists in messages (-1 there means "infer", not None).
+std::string format_list(const std::vector<int64_t>& v);
+
+/// Product of dims[begin, end) (fully defined dims).
+int64_t product(const std::vector<int64_t>& dims, std::size_t begin, std::size_t end);
 
 /// Row-major strides of a fully defined shape.
 std::vector<int64_t> row_major_strides(const std::vector<int64_t>& dims);

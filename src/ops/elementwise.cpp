@@ -234,18 +234,6 @@ constexpr bool has_vec_f32() {
   else return false;
 }
 
-// ---- type dispatch ----
-template <class Fn>
-void visit_dtype(DType d, Fn&& fn) {
-  switch (d) {
-    case DType::Float32: return fn(float{});
-    case DType::Float64: return fn(double{});
-    case DType::Int32: return fn(int32_t{});
-    case DType::Int64: return fn(int64_t{});
-    case DType::Bool: return fn(bool{});
-    case DType::String: return fn(std::string{});
-  }
-}
 
 std::string accepted_list(unsigned acc) {
   std::string s;

@@ -15,29 +15,7 @@ namespace tg {
 namespace detail {
 namespace {
 
-template <class Fn>
-void visit_dtype(DType d, Fn&& fn) {
-  switch (d) {
-    case DType::Float32: return fn(float{});
-    case DType::Float64: return fn(double{});
-    case DType::Int32: return fn(int32_t{});
-    case DType::Int64: return fn(int64_t{});
-    case DType::Bool: return fn(bool{});
-    case DType::String: return fn(std::string{});
-  }
-}
 
-std::string format_list(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "]";
-}
-
-int64_t product(const std::vector<int64_t>& dims, std::size_t begin, std::size_t end) {
-  int64_t p = 1;
-  for (std::size_t i = begin; i < end; ++i) p *= dims[i];
-  return p;
-}
 
 const std::vector<int64_t>& dims_of(const Tensor& t) { return t.impl()->shape.dims(); }
 

@@ -17,24 +17,7 @@ namespace tg {
 namespace detail {
 namespace {
 
-template <class Fn>
-void visit_dtype(DType d, Fn&& fn) {
-  switch (d) {
-    case DType::Float32: return fn(float{});
-    case DType::Float64: return fn(double{});
-    case DType::Int32: return fn(int32_t{});
-    case DType::Int64: return fn(int64_t{});
-    case DType::Bool: return fn(bool{});
-    case DType::String: return fn(std::string{});
-  }
-}
 
-// "[2, -1]": attribute lists, where -1 means "infer" rather than None.
-std::string format_list(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "]";
-}
 
 int64_t checked_mul(const char* op, int64_t a, int64_t b, const std::string& what) {
   int64_t r;
@@ -42,12 +25,6 @@ int64_t checked_mul(const char* op, int64_t a, int64_t b, const std::string& wha
     op_error<InvalidArgumentError>(op, "the number of elements of ", what,
                                    " overflows int64; use smaller dimensions");
   return r;
-}
-
-int64_t product(const std::vector<int64_t>& dims, std::size_t begin, std::size_t end) {
-  int64_t p = 1;
-  for (std::size_t i = begin; i < end; ++i) p *= dims[i];
-  return p;
 }
 
 const std::vector<int64_t>& dims_of(const Tensor& t) { return t.impl()->shape.dims(); }
