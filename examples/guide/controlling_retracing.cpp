@@ -47,7 +47,7 @@ int main() {
     std::cout << "Tracing with num_steps = " << num_steps << "\n";
     tg::print("Executing with num_steps = ", num_steps);
   };
-  auto train_literal = tg::function([&](int n) { train(n); }, {.arg_names = {"num_steps"}});
+  auto train_literal = tg::function([&](int n) { train(n); }, {.name = "train", .arg_names = {"num_steps"}});
   auto train_tensor = tg::function([&](const tg::Tensor& n) { train(n); }, {.arg_names = {"num_steps"}});
   std::cout << "Retracing occurs for different C++ literal arguments.\n";
   train_literal(10);
