@@ -449,8 +449,9 @@ std::shared_ptr<ConcreteImpl> FunctionCore::fast_lookup(std::size_t fast_hash, F
       }
   }
   if (cf) {
-    s.diag->on_call();
-    cf->last_used.store(s.diag->calls(), std::memory_order_relaxed);
+    s.diag->on_call();  // TF's "5 traces within 10 calls" rule counts calls
+    if (s.options.max_cached_traces > 0)  // the LRU stamp only matters with a bounded cache
+      cf->last_used.store(s.diag->calls(), std::memory_order_relaxed);
   }
   return cf;
 }
