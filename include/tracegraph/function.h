@@ -32,6 +32,8 @@ struct FunctionOptions {
   /// Bound on the concrete functions kept (least recently used are evicted); 0 = unbounded.
   /// For long-running services whose inputs have unbounded shapes.
   int64_t max_cached_traces = 0;
+  /// Run the graph optimiser (constant folding, CSE, dead-code elimination) on each trace.
+  bool optimize = true;
 };
 
 /// Why one trace happened (see PolymorphicFunction::trace_history).

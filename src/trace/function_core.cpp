@@ -13,6 +13,7 @@
 #include "core/check.h"
 #include "core/tensor_impl.h"
 #include "graph/graph_ir.h"
+#include "passes/passes.h"
 #include "runtime/executor.h"
 #include "trace/concrete.h"
 #include "trace/diagnostics.h"
@@ -521,6 +522,7 @@ std::shared_ptr<ConcreteImpl> FunctionCore::dispatch_or_trace_impl(const std::ve
     }
     if (policy.created == 0) break;
   }
+  if (s.options.optimize) optimize_graph(graph, s.options.name + ".trace" + std::to_string(index));
   auto cf = std::make_shared<ConcreteImpl>();
   cf->self = cf;
   cf->function_name = s.options.name;

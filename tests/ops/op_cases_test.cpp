@@ -2,6 +2,7 @@
 #include <set>
 
 #include "ops/op.h"
+#include "passes/passes.h"
 #include "trace/concrete.h"
 #include "support/op_case.h"
 #include "support/test_util.h"
@@ -26,23 +27,26 @@ TEST(OpCases, EveryCaseMatchesItsReferenceEagerly) {
   }
 }
 
-// The same cases traced: the inputs become placeholders of a graph that the interpreter runs.
-// Results must be identical to the eager ones (same kernels), not just close.
-TEST(OpCases, EveryCaseGivesTheSameResultTraced) {
+// The same cases traced, and traced + optimised: the inputs become placeholders of a graph that
+// the executor runs. Results must be identical to the eager ones (same kernels), not just close.
+TEST(OpCases, EveryCaseGivesTheSameResultTracedAndTracedOptimised) {
   QuietPrint quiet;
-  for (const auto& c : testing::op_cases()) {
-    SCOPED_TRACE(c.op + ": " + c.label);
-    auto traced = function([&](const std::vector<Tensor>& in) { return c.fn(in); },
-                           {.name = "op_case_" + c.op});
-    Tensor out = traced(c.inputs);
-    EXPECT_TRUE(testing::tensors_near(out, c.expected, c.tol));
-    EXPECT_TRUE(testing::tensors_near(out, c.fn(c.inputs), 0.0)) << "traced differs from eager";
-    EXPECT_EQ(traced.tracing_count(), 1);
-    // The op really is in the graph (not computed at trace time), unless the case is a view.
-    auto cf = traced.get_concrete_function(c.inputs);
-    bool found = false;
-    for (const auto& node : cf.graph().nodes()) found |= node.op == c.op;
-    EXPECT_TRUE(found) << cf.graph().to_string();
+  detail::set_verify_graphs(true);  // the verifier checks every pass's output
+  for (const bool optimize : {false, true}) {
+    for (const auto& c : testing::op_cases()) {
+      SCOPED_TRACE(c.op + ": " + c.label + (optimize ? " (traced+optimised)" : " (traced)"));
+      auto traced = function([&](const std::vector<Tensor>& in) { return c.fn(in); },
+                             {.name = "op_case_" + c.op, .optimize = optimize});
+      Tensor out = traced(c.inputs);
+      EXPECT_TRUE(testing::tensors_near(out, c.expected, c.tol));
+      EXPECT_TRUE(testing::tensors_near(out, c.fn(c.inputs), 0.0)) << "graph result differs from eager";
+      EXPECT_EQ(traced.tracing_count(), 1);
+      // The op really is in the graph (not computed at trace time).
+      auto cf = traced.get_concrete_function(c.inputs);
+      bool found = false;
+      for (const auto& node : cf.graph().nodes()) found |= node.op == c.op;
+      EXPECT_TRUE(found) << cf.graph().to_string();
+    }
   }
 }
 

@@ -1,0 +1,91 @@
+// Common-subexpression elimination.
+#include <cstring>
+#include <functional>
+#include <string_view>
+#include <unordered_map>
+
+#include "core/tensor_impl.h"
+#include "passes/passes.h"
+#include "passes/rewrite.h"
+
+namespace tg::detail {
+
+namespace {
+
+std::size_t mix(std::size_t h, std::size_t v) { return h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2)); }
+
+std::size_t attrs_hash(const OpAttrs& a) {
+  std::size_t h = mix(static_cast<std::size_t>(a.axis), static_cast<std::size_t>(a.depth));
+  for (int64_t v : a.axes) h = mix(h, static_cast<std::size_t>(v));
+  for (int64_t v : a.sizes) h = mix(h, static_cast<std::size_t>(v) + 1);
+  h = mix(h, (a.keepdims ? 1u : 0u) | (a.transpose_a ? 2u : 0u) | (a.transpose_b ? 4u : 0u));
+  h = mix(h, static_cast<std::size_t>(a.dtype));
+  return mix(h, std::hash<const void*>{}(a.resource.get()));
+}
+
+// Small constants with the same dtype, shape and bytes are one value.
+constexpr int64_t kMaxComparedConstant = 64;
+bool same_constant(const Tensor& a, const Tensor& b) {
+  if (a.impl() == b.impl()) return true;
+  if (a.dtype() != b.dtype() || !(a.shape() == b.shape()) || a.dtype() == DType::String) return false;
+  const int64_t n = a.num_elements();
+  if (n > kMaxComparedConstant) return false;
+  return std::memcmp(data_of<char>(a), data_of<char>(b), static_cast<std::size_t>(n) * dtype_size(a.dtype())) == 0;
+}
+
+}  // namespace
+
+int eliminate_common_subexpressions(GraphIR& g) {
+  const std::size_t n = g.nodes.size();
+  Forwarding fwd(g);
+  std::vector<bool> keep(n, true);
+  std::unordered_multimap<std::size_t, int> seen;
+  int merged = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    GraphNode& node = g.nodes[i];
+    for (ValueRef& in : node.inputs) in = fwd.resolve(in);
+    std::size_t h;
+    if (node.kind == NodeKind::kConst) {
+      // Small constants hash by content, others by identity.
+      const Tensor& v = node.value;
+      h = mix(0xc0, static_cast<std::size_t>(v.dtype()));
+      if (v.dtype() != DType::String && v.num_elements() <= kMaxComparedConstant) {
+        const char* bytes = data_of<char>(v);
+        const std::size_t len = static_cast<std::size_t>(v.num_elements()) * dtype_size(v.dtype());
+        h = mix(h, std::hash<std::string_view>{}(std::string_view(bytes, len)));
+        const TensorShape shape = v.shape();  // shape() returns a copy: keep it alive
+        for (int64_t d : shape.dims()) h = mix(h, static_cast<std::size_t>(d));
+      } else {
+        h = mix(h, std::hash<const void*>{}(v.impl().get()));
+      }
+    } else if (node.kind == NodeKind::kOp && !(op_def(node.op).traits & kStateful)) {
+      h = mix(static_cast<std::size_t>(node.op), attrs_hash(node.attrs));
+      for (const ValueRef& in : node.inputs) h = mix(mix(h, static_cast<std::size_t>(in.node)), static_cast<std::size_t>(in.output));
+    } else {
+      continue;
+    }
+    int match = -1;
+    auto range = seen.equal_range(h);
+    for (auto it = range.first; it != range.second && match < 0; ++it) {
+      const GraphNode& other = g.nodes[static_cast<std::size_t>(it->second)];
+      if (node.kind == NodeKind::kConst) {
+        if (other.kind == NodeKind::kConst && same_constant(node.value, other.value)) match = it->second;
+      } else if (other.kind == NodeKind::kOp && other.op == node.op && other.inputs == node.inputs &&
+                 other.attrs == node.attrs) {
+        match = it->second;
+      }
+    }
+    if (match < 0) {
+      seen.emplace(h, static_cast<int>(i));
+      continue;
+    }
+    for (std::size_t k = 0; k < node.outputs.size(); ++k)
+      fwd.forward(ValueRef{static_cast<int>(i), static_cast<int>(k)}, ValueRef{match, static_cast<int>(k)});
+    keep[i] = false;
+    ++merged;
+  }
+  if (merged) compact(g, keep, fwd);
+  return merged;
+}
+
+}  // namespace tg::detail

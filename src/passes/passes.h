@@ -1,0 +1,30 @@
+// The graph passes. Each is one free function over a graph, defined in its own file; the order
+// they run in is in pipeline.cpp.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "graph/graph_ir.h"
+
+namespace tg::detail {
+
+/// Removes nodes nothing depends on. Roots: function outputs, stateful ops (print, variable
+/// ops) and placeholders (they are the function's inputs). Returns the number removed.
+int eliminate_dead_code(GraphIR& g);
+/// Merges stateless op nodes with the same op, attributes and inputs, and constants that are
+/// the same tensor or equal small values. Returns the number merged.
+int eliminate_common_subexpressions(GraphIR& g);
+/// Replaces stateless ops whose inputs are all constants by their computed value (results up to
+/// kMaxFoldedElements elements; an op that throws is left to fail at run time). Returns the
+/// number folded.
+int fold_constants(GraphIR& g);
+inline constexpr int64_t kMaxFoldedElements = int64_t{1} << 16;
+
+/// Runs the pipeline on a freshly traced graph. TG_DUMP_GRAPHS=<dir> writes the graph after
+/// each pass (text and DOT) as <dir>/<label>.<NN>.<pass>.{txt,dot}; the verifier runs after
+/// every pass when verification is on (debug builds, or TG_VERIFY_GRAPHS=1).
+void optimize_graph(const std::shared_ptr<GraphIR>& g, const std::string& label);
+/// Turns the verifier on or off for optimize_graph (tests turn it on).
+void set_verify_graphs(bool enabled);
+
+}  // namespace tg::detail

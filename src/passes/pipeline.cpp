@@ -1,0 +1,63 @@
+// The pass pipeline: the passes and their order, in one place.
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "passes/passes.h"
+#include "passes/verify.h"
+#include "tracegraph/function.h"
+
+namespace tg::detail {
+
+namespace {
+
+struct Pass {
+  const char* name;
+  int (*run)(GraphIR&);
+};
+// Folding first creates dead inputs and duplicate constants; CSE then merges, DCE sweeps last.
+constexpr Pass kPipeline[] = {
+    {"constant_fold", &fold_constants},
+    {"cse", &eliminate_common_subexpressions},
+    {"dce", &eliminate_dead_code},
+};
+
+std::atomic<bool>& verify_flag() {
+#ifdef NDEBUG
+  static std::atomic<bool> on{std::getenv("TG_VERIFY_GRAPHS") != nullptr};
+#else
+  static std::atomic<bool> on{true};
+#endif
+  return on;
+}
+
+void dump(const std::shared_ptr<GraphIR>& g, const std::string& label, int step, const char* pass) {
+  const char* dir = std::getenv("TG_DUMP_GRAPHS");  // read per trace: tracing is rare
+  if (!dir || !*dir) return;
+  std::filesystem::create_directories(dir);
+  std::string safe;
+  for (char c : label) safe += std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' ? c : '_';
+  const std::string base = std::string(dir) + "/" + safe + "." + (step < 10 ? "0" : "") + std::to_string(step) + "." + pass;
+  Graph view(g);
+  std::ofstream(base + ".txt") << view.to_string();
+  std::ofstream(base + ".dot") << view.to_dot();
+}
+
+}  // namespace
+
+void set_verify_graphs(bool enabled) { verify_flag().store(enabled); }
+
+void optimize_graph(const std::shared_ptr<GraphIR>& g, const std::string& label) {
+  const bool verify = verify_flag().load();
+  if (verify) verify_graph(*g, "tracing");
+  dump(g, label, 0, "traced");
+  int step = 1;
+  for (const Pass& p : kPipeline) {
+    p.run(*g);
+    if (verify) verify_graph(*g, p.name);
+    dump(g, label, step++, p.name);
+  }
+}
+
+}  // namespace tg::detail

@@ -1,0 +1,157 @@
+// Each pass on graphs with known redundancy; results before and after must be identical.
+#include <cstdlib>
+#include <filesystem>
+
+#include "core/tensor_impl.h"
+#include "passes/passes.h"
+#include "passes/verify.h"
+#include "runtime/executor.h"
+#include "support/test_util.h"
+#include "trace/concrete.h"
+
+namespace tg {
+namespace {
+
+using detail::GraphIR;
+using detail::NodeKind;
+
+// The unoptimised graph of f for these inputs.
+template <class F>
+std::shared_ptr<GraphIR> trace_graph(F fn, const std::vector<Tensor>& inputs) {
+  auto f = function([&](const std::vector<Tensor>& in) { return fn(in); }, {.optimize = false});
+  auto cf = f.get_concrete_function(inputs);
+  return std::make_shared<GraphIR>(*cf.impl()->ir);
+}
+
+int count_op(const GraphIR& g, const std::string& op) {
+  int n = 0;
+  for (const auto& node : g.nodes) n += node.op_name() == op;
+  return n;
+}
+
+TEST(Passes, CseMergesRepeatedWorkAndDceRemovesWhatIsUnused) {
+  auto g = trace_graph([](const std::vector<Tensor>& in) {
+    Tensor a = in[0] * 2;
+    Tensor b = in[0] * 2;    // the same as a
+    Tensor unused = in[0] + 5;  // nothing uses it
+    (void)unused;
+    return a + b;
+  }, {constant({1, 2, 3})});
+  const std::vector<Tensor> args{constant({1, 2, 3})};
+  const Tensor before = detail::execute(*g, args)[0];
+  EXPECT_EQ(count_op(*g, "mul"), 2);
+  EXPECT_EQ(detail::eliminate_common_subexpressions(*g), 2);  // the mul and its duplicate Const 2
+  detail::verify_graph(*g, "cse");
+  EXPECT_EQ(count_op(*g, "mul"), 1);
+  EXPECT_EQ(detail::eliminate_dead_code(*g), 2);  // add(x, 5) and its constant
+  detail::verify_graph(*g, "dce");
+  EXPECT_EQ(count_op(*g, "add"), 1);
+  EXPECT_TRUE(testing::tensors_near(detail::execute(*g, args)[0], before, 0.0));
+  EXPECT_EQ(detail::eliminate_common_subexpressions(*g), 0) << "a second run finds nothing";
+  EXPECT_EQ(detail::eliminate_dead_code(*g), 0);
+}
+
+TEST(Passes, DceKeepsStatefulOpsInOrder) {
+  Variable v(constant(0));
+  auto f = function([&](const Tensor& x) {
+    print("side effect");
+    v.assign_add(1);
+    Tensor dead = x * 3;
+    (void)dead;
+    return x;
+  });
+  config::set_print_sink([](const std::string&, void*) {});
+  f(constant(1));
+  f(constant(1));
+  config::set_print_sink(nullptr);
+  EXPECT_EQ(v.read_value().item<int32_t>(), 2);
+  const auto& g = *f.concrete_functions()[0].impl()->ir;
+  EXPECT_EQ(count_op(g, "print"), 1);
+  EXPECT_EQ(count_op(g, "assign_add_variable"), 1);
+  EXPECT_EQ(count_op(g, "mul"), 0) << "dead work is gone";
+}
+
+TEST(Passes, ConstantFoldingComputesOpsOnConstants) {
+  GraphIR g(1);
+  auto add_const = [&](Tensor t, const std::string& name) {
+    detail::GraphNode n;
+    n.kind = NodeKind::kConst;
+    n.name = g.unique_name(name);
+    n.value = t;
+    n.outputs = {detail::ValueType{t.dtype(), t.shape()}};
+    return g.add_node(std::move(n));
+  };
+  const int a = add_const(constant({1.0f, 2.0f}), "a");
+  const int b = add_const(constant({10.0f, 20.0f}), "b");
+  detail::GraphNode sum;
+  sum.kind = NodeKind::kOp;
+  sum.op = detail::OpId::Add;
+  sum.name = g.unique_name("add");
+  sum.inputs = {{a, 0}, {b, 0}};
+  sum.outputs = {detail::ValueType{float32, TensorShape({2})}};
+  const int s = g.add_node(std::move(sum));
+  detail::GraphNode out;
+  out.kind = NodeKind::kOutput;
+  out.name = g.unique_name("Identity");
+  out.inputs = {{s, 0}};
+  out.outputs = {detail::ValueType{float32, TensorShape({2})}};
+  g.outputs.push_back(g.add_node(std::move(out)));
+  EXPECT_EQ(detail::fold_constants(g), 1);
+  detail::verify_graph(g, "constant_fold");
+  EXPECT_EQ(count_op(g, "add"), 0);
+  EXPECT_EQ(detail::eliminate_dead_code(g), 2);  // a and b are unused now
+  ASSERT_EQ(g.nodes.size(), 2u);
+  EXPECT_EQ(g.nodes[0].name, "add/folded");
+  EXPECT_EQ(detail::execute(g, {})[0].to_vector<float>(), (std::vector<float>{11.0f, 22.0f}));
+}
+
+TEST(Passes, FoldingLeavesOpsThatFailToFailAtRunTime) {
+  GraphIR g(2);
+  auto konst = [&](Tensor t) {
+    detail::GraphNode n;
+    n.kind = NodeKind::kConst;
+    n.name = g.unique_name("Const");
+    n.value = t;
+    n.outputs = {detail::ValueType{t.dtype(), t.shape()}};
+    return g.add_node(std::move(n));
+  };
+  const int a = konst(constant(1)), b = konst(constant(0));
+  detail::GraphNode div;
+  div.kind = NodeKind::kOp;
+  div.op = detail::OpId::FloorDiv;
+  div.name = "floordiv";
+  div.inputs = {{a, 0}, {b, 0}};
+  div.outputs = {detail::ValueType{int32, TensorShape{}}};
+  g.add_node(std::move(div));
+  EXPECT_EQ(detail::fold_constants(g), 0);
+  EXPECT_EQ(count_op(g, "floordiv"), 1);
+}
+
+TEST(Passes, VerifierRejectsBrokenGraphs) {
+  auto g = trace_graph([](const std::vector<Tensor>& in) { return in[0] + 1; }, {constant(1)});
+  detail::verify_graph(*g, "test");
+  auto bad = *g;
+  bad.nodes[2].inputs[0].node = 3;  // a use of a later node
+  EXPECT_THROW_MSG(detail::verify_graph(bad, "test"), InternalError, "graph verifier (after test)", "later");
+  auto dup = *g;
+  dup.nodes[1].name = dup.nodes[0].name;
+  EXPECT_THROW_MSG(detail::verify_graph(dup, "test"), InternalError, "duplicate name");
+}
+
+TEST(Passes, DumpGraphsWritesEveryStage) {
+  const auto dir = std::filesystem::temp_directory_path() / "tg_dump_test";
+  std::filesystem::remove_all(dir);
+  setenv("TG_DUMP_GRAPHS", dir.c_str(), 1);
+  auto f = function([](const Tensor& x) { return x * 2 + x * 2; }, {.name = "dumped"});
+  f(constant(1));
+  unsetenv("TG_DUMP_GRAPHS");
+  for (const char* stage : {"00.traced", "01.constant_fold", "02.cse", "03.dce"}) {
+    EXPECT_TRUE(std::filesystem::exists(dir / (std::string("dumped.trace0.") + stage + ".txt"))) << stage;
+    EXPECT_TRUE(std::filesystem::exists(dir / (std::string("dumped.trace0.") + stage + ".dot"))) << stage;
+  }
+  EXPECT_EQ(f(constant(3)).item<int32_t>(), 12);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace tg
