@@ -10,18 +10,12 @@
 namespace tg {
 namespace {
 
+using namespace ::tg::testing::values;
+
 using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
 using BinaryFn = Tensor (*)(const Tensor&, const Tensor&);
 using UnaryFn = Tensor (*)(const Tensor&);
 
-constexpr float kNanF = std::numeric_limits<float>::quiet_NaN();
-constexpr float kInfF = std::numeric_limits<float>::infinity();
-constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
-constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr int32_t kI32Min = std::numeric_limits<int32_t>::min();
-constexpr int32_t kI32Max = std::numeric_limits<int32_t>::max();
-constexpr int64_t kI64Min = std::numeric_limits<int64_t>::min();
-constexpr int64_t kI64Max = std::numeric_limits<int64_t>::max();
 
 Fn bin(BinaryFn f) {
   return [f](const std::vector<Tensor>& in) { return f(in[0], in[1]); };

@@ -9,10 +9,7 @@ namespace {
 
 using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
 
-template <class T>
-Tensor empty(const TensorShape& shape, DType dtype) {
-  return constant(std::vector<T>{}, shape, dtype);
-}
+using ::tg::testing::empty;
 
 Fn slice_of(std::vector<int64_t> begin, std::vector<int64_t> size) {
   return [begin, size](const std::vector<Tensor>& in) { return slice(in[0], begin, size); };

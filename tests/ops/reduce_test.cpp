@@ -12,6 +12,8 @@
 namespace tg {
 namespace {
 
+using namespace ::tg::testing::values;
+
 using CaseFn = std::function<Tensor(const std::vector<Tensor>&)>;
 using ReduceFn = Tensor (*)(const Tensor&, std::vector<int>, bool);
 using AxisFn = Tensor (*)(const Tensor&, int);
@@ -23,14 +25,6 @@ CaseFn along(AxisFn f, int axis) {
   return [f, axis](const std::vector<Tensor>& in) { return f(in[0], axis); };
 }
 
-constexpr float kInfF = std::numeric_limits<float>::infinity();
-constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr float kNanF = std::numeric_limits<float>::quiet_NaN();
-constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
-constexpr int32_t kI32Min = std::numeric_limits<int32_t>::min();
-constexpr int32_t kI32Max = std::numeric_limits<int32_t>::max();
-constexpr int64_t kI64Min = std::numeric_limits<int64_t>::min();
-constexpr int64_t kI64Max = std::numeric_limits<int64_t>::max();
 
 // (2, 3) and (2, 3, 2) inputs shared by several cases.
 Tensor m23f() { return constant({{1.f, 2.f, 3.f}, {4.f, 5.f, 6.f}}); }

@@ -11,10 +11,7 @@ namespace {
 
 using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
 
-template <class T>
-Tensor empty(const TensorShape& shape, DType dtype) {
-  return constant(std::vector<T>{}, shape, dtype);
-}
+using ::tg::testing::empty;
 
 Fn reshape_to(std::vector<int64_t> s) {
   return [s](const std::vector<Tensor>& in) { return reshape(in[0], s); };

@@ -2,6 +2,7 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,24 @@ template <class E, class Fn>
   }
   return ::testing::AssertionFailure() << "did not throw";
 }
+
+/// An empty tensor (a 0 in its shape) of C++ element type T and the given dtype.
+template <class T>
+Tensor empty(const TensorShape& shape, DType dtype) {
+  return constant(std::vector<T>{}, shape, dtype);
+}
+
+/// Special values for op cases (`using namespace tg::testing::values;`).
+namespace values {
+inline constexpr float kNanF = std::numeric_limits<float>::quiet_NaN();
+inline constexpr float kInfF = std::numeric_limits<float>::infinity();
+inline constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
+inline constexpr double kInf = std::numeric_limits<double>::infinity();
+inline constexpr int32_t kI32Min = std::numeric_limits<int32_t>::min();
+inline constexpr int32_t kI32Max = std::numeric_limits<int32_t>::max();
+inline constexpr int64_t kI64Min = std::numeric_limits<int64_t>::min();
+inline constexpr int64_t kI64Max = std::numeric_limits<int64_t>::max();
+}  // namespace values
 
 }  // namespace tg::testing
 
