@@ -4,6 +4,16 @@
 
 namespace tg::detail {
 
+bool broadcast_dim(int64_t x, int64_t y, int64_t& out) {
+  if (x == y) out = x;
+  else if (x == 1) out = y;
+  else if (y == 1) out = x;
+  else if (x == None) out = y;
+  else if (y == None) out = x;
+  else return false;
+  return true;
+}
+
 TensorShape broadcast_shapes(const char* op, const TensorShape& a, const TensorShape& b) {
   if (!a.has_rank() || !b.has_rank()) return TensorShape::unknown_rank();
   const auto& da = a.dims();
@@ -14,12 +24,7 @@ TensorShape broadcast_shapes(const char* op, const TensorShape& a, const TensorS
     const int64_t x = i < da.size() ? da[da.size() - 1 - i] : 1;
     const int64_t y = i < db.size() ? db[db.size() - 1 - i] : 1;
     int64_t d;
-    if (x == y) d = x;
-    else if (x == 1) d = y;
-    else if (y == 1) d = x;
-    else if (x == None) d = y;
-    else if (y == None) d = x;
-    else
+    if (!broadcast_dim(x, y, d))
       op_error<InvalidArgumentError>(op, "shapes ", a.to_string(), " and ", b.to_string(),
                                      " cannot be broadcast together: dimension ", r - 1 - i,
                                      " of the result would need ", x, " == ", y,

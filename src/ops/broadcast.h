@@ -9,6 +9,10 @@
 
 namespace tg::detail {
 
+/// One dimension of NumPy broadcasting, None-aware: equal dims, or a 1 against anything, or
+/// None against a known dim. False if x and y cannot broadcast.
+bool broadcast_dim(int64_t x, int64_t y, int64_t& out);
+
 /// NumPy broadcasting of two shapes, aware of None dims and unknown rank:
 /// (None vs 1) -> None, (None vs k>1) -> k, (None vs None) -> None.
 TensorShape broadcast_shapes(const char* op, const TensorShape& a, const TensorShape& b);

@@ -41,12 +41,7 @@ std::vector<int64_t> broadcast_batch(const TensorShape& a, const TensorShape& b)
     const int64_t x = i < da.size() ? da[da.size() - 1 - i] : 1;
     const int64_t y = i < db.size() ? db[db.size() - 1 - i] : 1;
     int64_t d;
-    if (x == y) d = x;
-    else if (x == 1) d = y;
-    else if (y == 1) d = x;
-    else if (x == None) d = y;
-    else if (y == None) d = x;
-    else
+    if (!broadcast_dim(x, y, d))
       op_error<InvalidArgumentError>(
           kOp, "batch dims of a ", a.to_string(), " and b ", b.to_string(),
           " cannot be broadcast together: batch dim ", static_cast<int64_t>(r - 1 - i),
