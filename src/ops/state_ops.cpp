@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "core/check.h"
+#include "core/sink.h"
 #include "core/tensor_impl.h"
 #include "ops/op.h"
 #include "trace/variable_policy.h"
@@ -27,13 +28,8 @@ namespace {
 thread_local VariableCreationPolicy* t_policy = nullptr;
 std::atomic<uint64_t> g_next_variable_id{1};
 
-struct PrintSink {
-  std::mutex mu;
-  void (*fn)(const std::string&, void*) = nullptr;
-  void* user = nullptr;
-};
-PrintSink& print_sink() {
-  static PrintSink s;
+TextSink& print_sink() {
+  static TextSink s(std::cout);
   return s;
 }
 
@@ -109,13 +105,7 @@ void kernel_print(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vect
       line += format_values(t);
   }
   line += '\n';
-  PrintSink& sink = print_sink();
-  std::lock_guard lock(sink.mu);
-  if (sink.fn) {
-    sink.fn(line, sink.user);
-  } else {
-    std::cout << line << std::flush;
-  }
+  print_sink().write(line);
 }
 
 void set(OpDef* t, OpId id, InferFn infer, KernelFn kernel) {
@@ -156,10 +146,7 @@ void print_parts(const std::vector<PrintPart>& parts) {
 
 namespace config {
 void set_print_sink(void (*sink)(const std::string&, void*), void* user) {
-  auto& s = detail::print_sink();
-  std::lock_guard lock(s.mu);
-  s.fn = sink;
-  s.user = user;
+  detail::print_sink().set(sink, user);
 }
 }  // namespace config
 

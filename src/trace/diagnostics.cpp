@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "core/check.h"
+#include "core/sink.h"
 #include "trace/trace_diff.h"
 
 namespace tg {
@@ -14,13 +15,8 @@ namespace tg {
 namespace detail {
 namespace {
 
-struct LogSink {
-  std::mutex mu;
-  void (*fn)(const std::string&, void*) = nullptr;
-  void* user = nullptr;
-};
-LogSink& log_sink() {
-  static LogSink s;
+TextSink& log_sink() {
+  static TextSink s(std::cerr);
   return s;
 }
 
@@ -85,12 +81,7 @@ std::string signature_text(const std::vector<TensorSpec>& sig) {
 
 }  // namespace
 
-void log_message(const std::string& message) {
-  LogSink& s = log_sink();
-  std::lock_guard lock(s.mu);
-  if (s.fn) s.fn(message, s.user);
-  else std::cerr << message << "\n";
-}
+void log_message(const std::string& message) { log_sink().write(message, "\n"); }
 
 namespace {
 std::atomic<bool>& retrace_logging() {
@@ -472,12 +463,7 @@ std::string Diagnostics::report_json(int64_t trace_count, std::size_t cached) co
 
 namespace config {
 void log_retraces(bool enabled) { detail::retrace_logging().store(enabled); }
-void set_log_sink(void (*sink)(const std::string&, void*), void* user) {
-  auto& s = detail::log_sink();
-  std::lock_guard lock(s.mu);
-  s.fn = sink;
-  s.user = user;
-}
+void set_log_sink(void (*sink)(const std::string&, void*), void* user) { detail::log_sink().set(sink, user); }
 }  // namespace config
 
 }  // namespace tg
