@@ -435,17 +435,13 @@ void kernel_where(const std::vector<Tensor>& in, const OpAttrs&, std::vector<Ten
   });
 }
 
-void set(OpDef* t, OpId id, InferFn infer, KernelFn kernel) {
-  t[static_cast<std::size_t>(id)].infer = infer;
-  t[static_cast<std::size_t>(id)].kernel = kernel;
-}
 template <class F, OpId kId>
 void set_binary(OpDef* t) {
-  set(t, kId, &infer_binary<F, static_cast<int>(kId)>, &kernel_binary<F>);
+  set_op(t, kId, &infer_binary<F, static_cast<int>(kId)>, &kernel_binary<F>);
 }
 template <class F, OpId kId>
 void set_unary(OpDef* t) {
-  set(t, kId, &infer_unary<F, static_cast<int>(kId)>, &kernel_unary<F>);
+  set_op(t, kId, &infer_unary<F, static_cast<int>(kId)>, &kernel_unary<F>);
 }
 
 }  // namespace
@@ -482,11 +478,11 @@ void register_elementwise_ops(OpDef* t) {
   set_unary<SinF, OpId::Sin>(t);
   set_unary<CosF, OpId::Cos>(t);
   set_unary<LogicalNotF, OpId::LogicalNot>(t);
-  set(t, OpId::Cast, &infer_cast, &kernel_cast);
-  set(t, OpId::Identity, &infer_same, &kernel_identity);
-  set(t, OpId::ZerosLike, &infer_same, &kernel_zeros_like);
-  set(t, OpId::OnesLike, &infer_ones_like, &kernel_ones_like);
-  set(t, OpId::Where, &infer_where, &kernel_where);
+  set_op(t, OpId::Cast, &infer_cast, &kernel_cast);
+  set_op(t, OpId::Identity, &infer_same, &kernel_identity);
+  set_op(t, OpId::ZerosLike, &infer_same, &kernel_zeros_like);
+  set_op(t, OpId::OnesLike, &infer_ones_like, &kernel_ones_like);
+  set_op(t, OpId::Where, &infer_where, &kernel_where);
 }
 
 }  // namespace detail

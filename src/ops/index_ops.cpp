@@ -255,17 +255,12 @@ void kernel_one_hot(const std::vector<Tensor>& in, const OpAttrs& attrs, std::ve
   });
 }
 
-void set(OpDef* t, OpId id, InferFn infer, KernelFn kernel) {
-  t[static_cast<std::size_t>(id)].infer = infer;
-  t[static_cast<std::size_t>(id)].kernel = kernel;
-}
-
 }  // namespace
 
 void register_index_ops(OpDef* t) {
-  set(t, OpId::Slice, &infer_slice, &kernel_slice);
-  set(t, OpId::Gather, &infer_gather, &kernel_gather);
-  set(t, OpId::OneHot, &infer_one_hot, &kernel_one_hot);
+  set_op(t, OpId::Slice, &infer_slice, &kernel_slice);
+  set_op(t, OpId::Gather, &infer_gather, &kernel_gather);
+  set_op(t, OpId::OneHot, &infer_one_hot, &kernel_one_hot);
 }
 
 }  // namespace detail

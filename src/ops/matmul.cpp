@@ -236,8 +236,7 @@ void kernel_matmul(const std::vector<Tensor>& in, const OpAttrs& attrs,
 }  // namespace
 
 void register_matmul_ops(OpDef* t) {
-  t[static_cast<std::size_t>(OpId::MatMul)].infer = &infer_matmul;
-  t[static_cast<std::size_t>(OpId::MatMul)].kernel = &kernel_matmul;
+  set_op(t, OpId::MatMul, &infer_matmul, &kernel_matmul);
 }
 
 }  // namespace detail

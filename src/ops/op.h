@@ -72,6 +72,12 @@ struct OpDef {
   KernelFn kernel = nullptr;
 };
 
+/// Installs an op's shape/dtype rule and kernel in the registry table (register_* functions).
+inline void set_op(OpDef* table, OpId id, InferFn infer, KernelFn kernel) {
+  table[static_cast<std::size_t>(id)].infer = infer;
+  table[static_cast<std::size_t>(id)].kernel = kernel;
+}
+
 /// The registry entry of an op (filled by each op family's register_* function).
 const OpDef& op_def(OpId id);
 /// Every op, in ops.def order.

@@ -603,13 +603,9 @@ void kernel_softmax(const std::vector<Tensor>& in, const OpAttrs& attrs, std::ve
     softmax_typed<kLog>(data_of<double>(in[0]), s, data_of<double>(out[0]));
 }
 
-void set(OpDef* t, OpId id, InferFn infer, KernelFn kernel) {
-  t[static_cast<std::size_t>(id)].infer = infer;
-  t[static_cast<std::size_t>(id)].kernel = kernel;
-}
 template <Red R>
 void set_reduce(OpDef* t) {
-  set(t, op_of<R>(), &infer_reduce<R>, &kernel_reduce<R>);
+  set_op(t, op_of<R>(), &infer_reduce<R>, &kernel_reduce<R>);
 }
 
 }  // namespace
@@ -622,10 +618,10 @@ void register_reduce_ops(OpDef* t) {
   set_reduce<Red::Prod>(t);
   set_reduce<Red::Any>(t);
   set_reduce<Red::All>(t);
-  set(t, OpId::ArgMax, &infer_arg<true>, &kernel_arg<true>);
-  set(t, OpId::ArgMin, &infer_arg<false>, &kernel_arg<false>);
-  set(t, OpId::Softmax, &infer_softmax<false>, &kernel_softmax<false>);
-  set(t, OpId::LogSoftmax, &infer_softmax<true>, &kernel_softmax<true>);
+  set_op(t, OpId::ArgMax, &infer_arg<true>, &kernel_arg<true>);
+  set_op(t, OpId::ArgMin, &infer_arg<false>, &kernel_arg<false>);
+  set_op(t, OpId::Softmax, &infer_softmax<false>, &kernel_softmax<false>);
+  set_op(t, OpId::LogSoftmax, &infer_softmax<true>, &kernel_softmax<true>);
 }
 
 }  // namespace detail

@@ -471,23 +471,18 @@ void kernel_size(const std::vector<Tensor>& in, const OpAttrs&, std::vector<Tens
       to_int32("size", in[0].impl()->shape.num_elements(), "the element count");
 }
 
-void set(OpDef* t, OpId id, InferFn infer, KernelFn kernel) {
-  t[static_cast<std::size_t>(id)].infer = infer;
-  t[static_cast<std::size_t>(id)].kernel = kernel;
-}
-
 }  // namespace
 
 void register_shape_ops(OpDef* t) {
-  set(t, OpId::Reshape, &infer_reshape, &kernel_reshape);
-  set(t, OpId::Transpose, &infer_transpose, &kernel_transpose);
-  set(t, OpId::ExpandDims, &infer_expand_dims, &kernel_expand_dims);
-  set(t, OpId::Squeeze, &infer_squeeze, &kernel_squeeze);
-  set(t, OpId::Concat, &infer_concat, &kernel_concat);
-  set(t, OpId::Stack, &infer_stack, &kernel_stack);
-  set(t, OpId::Index, &infer_index, &kernel_index);
-  set(t, OpId::Shape, &infer_shape, &kernel_shape);
-  set(t, OpId::Size, &infer_size, &kernel_size);
+  set_op(t, OpId::Reshape, &infer_reshape, &kernel_reshape);
+  set_op(t, OpId::Transpose, &infer_transpose, &kernel_transpose);
+  set_op(t, OpId::ExpandDims, &infer_expand_dims, &kernel_expand_dims);
+  set_op(t, OpId::Squeeze, &infer_squeeze, &kernel_squeeze);
+  set_op(t, OpId::Concat, &infer_concat, &kernel_concat);
+  set_op(t, OpId::Stack, &infer_stack, &kernel_stack);
+  set_op(t, OpId::Index, &infer_index, &kernel_index);
+  set_op(t, OpId::Shape, &infer_shape, &kernel_shape);
+  set_op(t, OpId::Size, &infer_size, &kernel_size);
 }
 
 }  // namespace detail

@@ -108,24 +108,19 @@ void kernel_print(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vect
   print_sink().write(line);
 }
 
-void set(OpDef* t, OpId id, InferFn infer, KernelFn kernel) {
-  t[static_cast<std::size_t>(id)].infer = infer;
-  t[static_cast<std::size_t>(id)].kernel = kernel;
-}
-
 }  // namespace
 
 VariableCreationPolicy* current_variable_policy() { return t_policy; }
 void set_current_variable_policy(VariableCreationPolicy* p) { t_policy = p; }
 
 void register_state_ops(OpDef* t) {
-  set(t, OpId::Print, &infer_print, &kernel_print);
-  set(t, OpId::ReadVariable, &infer_read, &kernel_read);
-  set(t, OpId::AssignVariable, &infer_assign<static_cast<int>(OpId::AssignVariable)>,
+  set_op(t, OpId::Print, &infer_print, &kernel_print);
+  set_op(t, OpId::ReadVariable, &infer_read, &kernel_read);
+  set_op(t, OpId::AssignVariable, &infer_assign<static_cast<int>(OpId::AssignVariable)>,
       &kernel_assign<OpId::Identity>);
-  set(t, OpId::AssignAddVariable, &infer_assign<static_cast<int>(OpId::AssignAddVariable)>,
+  set_op(t, OpId::AssignAddVariable, &infer_assign<static_cast<int>(OpId::AssignAddVariable)>,
       &kernel_assign<OpId::Add>);
-  set(t, OpId::AssignSubVariable, &infer_assign<static_cast<int>(OpId::AssignSubVariable)>,
+  set_op(t, OpId::AssignSubVariable, &infer_assign<static_cast<int>(OpId::AssignSubVariable)>,
       &kernel_assign<OpId::Sub>);
 }
 
