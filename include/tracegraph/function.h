@@ -32,7 +32,8 @@ struct FunctionOptions {
   /// Bound on the concrete functions kept (least recently used are evicted); 0 = unbounded.
   /// For long-running services whose inputs have unbounded shapes.
   int64_t max_cached_traces = 0;
-  /// Run the graph optimiser (constant folding, CSE, dead-code elimination) on each trace.
+  /// Run the graph optimiser on each trace: algebraic simplification, constant folding, CSE,
+  /// dead-code elimination and elementwise fusion (src/passes/pipeline.cpp lists the order).
   bool optimize = true;
 };
 

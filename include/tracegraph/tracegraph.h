@@ -1,9 +1,14 @@
 // The one header users include.
 #pragma once
+#include "tracegraph/control_flow.h"
+#include "tracegraph/data.h"
 #include "tracegraph/dtype.h"
 #include "tracegraph/errors.h"
 #include "tracegraph/function.h"
+#include "tracegraph/gradient.h"
+#include "tracegraph/nn.h"
 #include "tracegraph/ops.h"
+#include "tracegraph/optim.h"
 #include "tracegraph/shape.h"
 #include "tracegraph/tensor.h"
 #include "tracegraph/trace_type.h"

@@ -1,3 +1,4 @@
+#include "autodiff/tape.h"
 #include "core/check.h"
 #include "core/tensor_impl.h"
 #include "ops/op.h"
@@ -44,9 +45,13 @@ std::vector<Tensor> apply_op(OpId id, const std::vector<Tensor>& inputs, const O
           " was used outside the trace that created it. Symbolic tensors only exist while a "
           "tg::function is traced; return the value from the function and use the returned "
           "tensor instead of keeping the symbolic one (e.g. in a global or a captured variable)");
-    return rec->record(id, inputs, attrs, out_types);
+    std::vector<Tensor> out = rec->record(id, inputs, attrs, out_types);
+    if (tapes_recording()) record_op_on_tapes(id, inputs, attrs, out);
+    return out;
   }
-  return allocate_and_run(def, inputs, attrs, out_types);
+  std::vector<Tensor> out = allocate_and_run(def, inputs, attrs, out_types);
+  if (tapes_recording()) record_op_on_tapes(id, inputs, attrs, out);
+  return out;
 }
 
 std::vector<Tensor> run_op_eager(const OpDef& def, const std::vector<Tensor>& inputs,

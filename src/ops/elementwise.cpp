@@ -8,6 +8,7 @@
 #include "core/check.h"
 #include "core/tensor_impl.h"
 #include "ops/broadcast.h"
+#include "ops/grad_helpers.h"
 #include "ops/simd_math.h"
 #include "tracegraph/ops.h"
 
@@ -435,6 +436,96 @@ void kernel_where(const std::vector<Tensor>& in, const OpAttrs&, std::vector<Ten
   });
 }
 
+// ---- gradient rules ----
+// Binary ops broadcast, so each input's gradient is summed back to that input's shape.
+
+std::vector<Tensor> grad_add(const GradInputs& g) {
+  return {sum_to_like(g.grads[0], g.inputs[0]), sum_to_like(g.grads[0], g.inputs[1])};
+}
+std::vector<Tensor> grad_sub(const GradInputs& g) {
+  return {sum_to_like(g.grads[0], g.inputs[0]), sum_to_like(neg(g.grads[0]), g.inputs[1])};
+}
+std::vector<Tensor> grad_mul(const GradInputs& g) {
+  const Tensor& a = g.inputs[0];
+  const Tensor& b = g.inputs[1];
+  return {sum_to_like(mul(g.grads[0], b), a), sum_to_like(mul(g.grads[0], a), b)};
+}
+std::vector<Tensor> grad_div(const GradInputs& g) {
+  const Tensor& a = g.inputs[0];
+  const Tensor& b = g.inputs[1];
+  const Tensor& dz = g.grads[0];
+  return {sum_to_like(div(dz, b), a), sum_to_like(div(mul(neg(dz), a), square(b)), b)};
+}
+// d(a^b)/db = a^b log(a), taken as 0 where a <= 0 (where log is undefined), as TensorFlow does.
+std::vector<Tensor> grad_pow(const GradInputs& g) {
+  const Tensor& a = g.inputs[0];
+  const Tensor& b = g.inputs[1];
+  const Tensor& dz = g.grads[0];
+  const Tensor da = mul(dz, mul(b, pow(a, sub(b, scalar_like(b, 1.0)))));
+  const Tensor positive = greater(a, zeros_like(a));
+  const Tensor log_a = where(positive, log(where(positive, a, ones_like(a))), zeros_like(a));
+  const Tensor db = mul(dz, mul(g.outputs[0], log_a));
+  return {sum_to_like(da, a), sum_to_like(db, b)};
+}
+// maximum/minimum: on ties the gradient goes to the first input (TensorFlow's choice).
+template <bool kMax>
+std::vector<Tensor> grad_extreme(const GradInputs& g) {
+  const Tensor& a = g.inputs[0];
+  const Tensor& b = g.inputs[1];
+  const Tensor& dz = g.grads[0];
+  const Tensor first = kMax ? greater_equal(a, b) : less_equal(a, b);
+  const Tensor zero = zeros_like(dz);
+  return {sum_to_like(where(first, dz, zero), a), sum_to_like(where(first, zero, dz), b)};
+}
+
+std::vector<Tensor> grad_neg(const GradInputs& g) { return {neg(g.grads[0])}; }
+std::vector<Tensor> grad_abs(const GradInputs& g) { return {mul(g.grads[0], sign(g.inputs[0]))}; }
+std::vector<Tensor> grad_sign(const GradInputs& g) { return {zeros_like(g.inputs[0])}; }
+std::vector<Tensor> grad_square(const GradInputs& g) {
+  return {mul(g.grads[0], mul(g.inputs[0], scalar_like(g.inputs[0], 2.0)))};
+}
+std::vector<Tensor> grad_relu(const GradInputs& g) {
+  const Tensor& x = g.inputs[0];
+  return {where(greater(x, zeros_like(x)), g.grads[0], zeros_like(g.grads[0]))};
+}
+std::vector<Tensor> grad_exp(const GradInputs& g) { return {mul(g.grads[0], g.outputs[0])}; }
+std::vector<Tensor> grad_log(const GradInputs& g) { return {div(g.grads[0], g.inputs[0])}; }
+std::vector<Tensor> grad_sqrt(const GradInputs& g) {
+  const Tensor& y = g.outputs[0];
+  return {div(g.grads[0], mul(y, scalar_like(y, 2.0)))};
+}
+// d(x^-1/2)/dx = -y^3 / 2
+std::vector<Tensor> grad_rsqrt(const GradInputs& g) {
+  const Tensor& y = g.outputs[0];
+  return {mul(g.grads[0], mul(mul(y, square(y)), scalar_like(y, -0.5)))};
+}
+std::vector<Tensor> grad_tanh(const GradInputs& g) {
+  const Tensor& y = g.outputs[0];
+  return {mul(g.grads[0], sub(scalar_like(y, 1.0), square(y)))};
+}
+std::vector<Tensor> grad_sigmoid(const GradInputs& g) {
+  const Tensor& y = g.outputs[0];
+  return {mul(g.grads[0], mul(y, sub(scalar_like(y, 1.0), y)))};
+}
+std::vector<Tensor> grad_sin(const GradInputs& g) { return {mul(g.grads[0], cos(g.inputs[0]))}; }
+std::vector<Tensor> grad_cos(const GradInputs& g) {
+  return {neg(mul(g.grads[0], sin(g.inputs[0])))};
+}
+// Only a floating input has a gradient (a cast from an integer is where the path starts).
+std::vector<Tensor> grad_cast(const GradInputs& g) {
+  const Tensor& x = g.inputs[0];
+  if (!is_floating(x.dtype())) return {Tensor()};
+  return {cast(g.grads[0], x.dtype())};
+}
+std::vector<Tensor> grad_identity(const GradInputs& g) { return {g.grads[0]}; }
+std::vector<Tensor> grad_where(const GradInputs& g) {
+  const Tensor& c = g.inputs[0];
+  const Tensor& dz = g.grads[0];
+  const Tensor zero = zeros_like(dz);
+  return {Tensor(), sum_to_like(where(c, dz, zero), g.inputs[1]),
+          sum_to_like(where(c, zero, dz), g.inputs[2])};
+}
+
 template <class F, OpId kId>
 void set_binary(OpDef* t) {
   set_op(t, kId, &infer_binary<F, static_cast<int>(kId)>, &kernel_binary<F>);
@@ -480,9 +571,33 @@ void register_elementwise_ops(OpDef* t) {
   set_unary<LogicalNotF, OpId::LogicalNot>(t);
   set_op(t, OpId::Cast, &infer_cast, &kernel_cast);
   set_op(t, OpId::Identity, &infer_same, &kernel_identity);
+  set_op(t, OpId::StopGradient, &infer_same, &kernel_identity);  // identity the tapes ignore
   set_op(t, OpId::ZerosLike, &infer_same, &kernel_zeros_like);
   set_op(t, OpId::OnesLike, &infer_ones_like, &kernel_ones_like);
   set_op(t, OpId::Where, &infer_where, &kernel_where);
+  set_grad(t, OpId::Add, &grad_add);
+  set_grad(t, OpId::Sub, &grad_sub);
+  set_grad(t, OpId::Mul, &grad_mul);
+  set_grad(t, OpId::Div, &grad_div);
+  set_grad(t, OpId::Pow, &grad_pow);
+  set_grad(t, OpId::Maximum, &grad_extreme<true>);
+  set_grad(t, OpId::Minimum, &grad_extreme<false>);
+  set_grad(t, OpId::Neg, &grad_neg);
+  set_grad(t, OpId::Abs, &grad_abs);
+  set_grad(t, OpId::Sign, &grad_sign);
+  set_grad(t, OpId::Square, &grad_square);
+  set_grad(t, OpId::Relu, &grad_relu);
+  set_grad(t, OpId::Exp, &grad_exp);
+  set_grad(t, OpId::Log, &grad_log);
+  set_grad(t, OpId::Sqrt, &grad_sqrt);
+  set_grad(t, OpId::Rsqrt, &grad_rsqrt);
+  set_grad(t, OpId::Tanh, &grad_tanh);
+  set_grad(t, OpId::Sigmoid, &grad_sigmoid);
+  set_grad(t, OpId::Sin, &grad_sin);
+  set_grad(t, OpId::Cos, &grad_cos);
+  set_grad(t, OpId::Cast, &grad_cast);
+  set_grad(t, OpId::Identity, &grad_identity);
+  set_grad(t, OpId::Where, &grad_where);
 }
 
 }  // namespace detail

@@ -9,6 +9,7 @@
 #include "core/check.h"
 #include "core/tensor_impl.h"
 #include "ops/broadcast.h"
+#include "ops/grad_helpers.h"
 #include "tracegraph/ops.h"
 
 namespace tg {
@@ -255,12 +256,188 @@ void kernel_one_hot(const std::vector<Tensor>& in, const OpAttrs& attrs, std::ve
   });
 }
 
+// ---- gradient helpers: slice_like, pad_like, scatter_add_like ----
+
+// The begin offsets of a block shaped `small` inside `big` (missing entries 0, negative ones
+// counted from the end of the dim); checks that the block fits where the dims are known.
+std::vector<int64_t> block_begin(const char* op, const std::vector<int64_t>& begin,
+                                 const TensorShape& big, const TensorShape& small) {
+  if (big.rank() != small.rank())
+    op_error<InvalidArgumentError>(op, "the block has shape ", small.to_string(),
+                                   " but the tensor it lies in has shape ", big.to_string(),
+                                   "; expected equal ranks");
+  if (static_cast<int64_t>(begin.size()) > big.rank())
+    op_error<InvalidArgumentError>(op, "begin ", format_list(begin), " has more entries than the rank ",
+                                   big.rank(), " of shape ", big.to_string());
+  std::vector<int64_t> out(big.dims().size(), 0);
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const int64_t d = big.dims()[i], n = small.dims()[i];
+    int64_t b = i < begin.size() ? begin[i] : 0;
+    if (b < 0 && d != None) b += d;
+    out[i] = b;
+    if (d == None || n == None) continue;
+    if (b < 0 || b + n > d)
+      op_error<InvalidArgumentError>(op, "a block of shape ", small.to_string(), " at begin ",
+                                     format_list(begin), " does not fit in shape ", big.to_string(),
+                                     " along dimension ", i, "; expected 0 <= begin and begin + "
+                                     "size <= ", d);
+  }
+  return out;
+}
+
+// Calls fn(big_offset, small_offset, n) for each contiguous row of a block of dims `small`
+// placed at `begin` inside a row-major tensor of dims `big`.
+template <class Fn>
+void for_each_block_row(const std::vector<int64_t>& big, const std::vector<int64_t>& small,
+                        const std::vector<int64_t>& begin, Fn fn) {
+  const std::size_t r = big.size();
+  if (product(small, 0, r) == 0) return;
+  if (r == 0) {
+    fn(int64_t{0}, int64_t{0}, int64_t{1});
+    return;
+  }
+  const std::vector<int64_t> strides = row_major_strides(big);
+  std::vector<int64_t> idx(r - 1, 0);
+  const int64_t row = small[r - 1];
+  for (int64_t soff = 0;; soff += row) {
+    int64_t boff = begin[r - 1];
+    for (std::size_t i = 0; i + 1 < r; ++i) boff += (begin[i] + idx[i]) * strides[i];
+    fn(boff, soff, row);
+    std::size_t i = r - 1;
+    while (i-- > 0) {
+      if (++idx[i] < small[i]) break;
+      idx[i] = 0;
+    }
+    if (i == static_cast<std::size_t>(-1)) return;
+  }
+}
+
+std::vector<ValueType> infer_slice_like(const std::vector<ValueType>& in, const OpAttrs& attrs) {
+  if (in[0].shape.has_rank() && in[1].shape.has_rank())
+    block_begin("slice_like", attrs.axes, in[0].shape, in[1].shape);
+  return {ValueType{in[0].dtype, in[1].shape}};
+}
+void kernel_slice_like(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
+  const std::vector<int64_t> b =
+      block_begin("slice_like", attrs.axes, in[0].impl()->shape, in[1].impl()->shape);
+  visit_dtype(in[0].impl()->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = data_of<T>(in[0]);
+    T* y = data_of<T>(out[0]);
+    for_each_block_row(dims_of(in[0]), dims_of(in[1]), b, [&](int64_t bo, int64_t so, int64_t n) {
+      std::copy_n(x + bo, n, y + so);
+    });
+  });
+}
+
+std::vector<ValueType> infer_pad_like(const std::vector<ValueType>& in, const OpAttrs& attrs) {
+  if (in[0].dtype == DType::String)
+    op_error<InvalidArgumentError>("pad_like", "cannot pad a string tensor with zeros");
+  if (in[0].shape.has_rank() && in[1].shape.has_rank())
+    block_begin("pad_like", attrs.axes, in[1].shape, in[0].shape);
+  return {ValueType{in[0].dtype, in[1].shape}};
+}
+void kernel_pad_like(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
+  infer_pad_like({ValueType{in[0].impl()->dtype, in[0].impl()->shape},
+                  ValueType{in[1].impl()->dtype, in[1].impl()->shape}},
+                 attrs);
+  const std::vector<int64_t> b =
+      block_begin("pad_like", attrs.axes, in[1].impl()->shape, in[0].impl()->shape);
+  visit_dtype(in[0].impl()->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!std::is_same_v<T, std::string>) {
+      const T* g = data_of<T>(in[0]);
+      T* y = data_of<T>(out[0]);
+      std::fill_n(y, out[0].impl()->shape.num_elements(), T{});
+      for_each_block_row(dims_of(in[1]), dims_of(in[0]), b, [&](int64_t bo, int64_t so, int64_t n) {
+        std::copy_n(g + so, n, y + bo);
+      });
+    }
+  });
+}
+
+std::vector<ValueType> infer_scatter_add_like(const std::vector<ValueType>& in, const OpAttrs& attrs) {
+  const char* op = "scatter_add_like";
+  require_dtype(op, in[0], {DType::Float32, DType::Float64, DType::Int32, DType::Int64});
+  require_dtype(op, in[1], {DType::Int32, DType::Int64}, "indices");
+  const TensorShape want = infer_gather({in[2], in[1]}, attrs)[0].shape;
+  if (in[0].shape.has_rank() && want.has_rank() && !in[0].shape.is_compatible_with(want))
+    op_error<InvalidArgumentError>(op, "the gradient has shape ", in[0].shape.to_string(),
+                                   " but gathering indices ", in[1].shape.to_string(), " from ",
+                                   in[2].shape.to_string(), " along axis ", attrs.axis, " gives ",
+                                   want.to_string(), "; expected that shape");
+  return {ValueType{in[0].dtype, in[2].shape}};
+}
+void kernel_scatter_add_like(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
+  std::vector<ValueType> types;
+  for (const Tensor& t : in) types.push_back(ValueType{t.impl()->dtype, t.impl()->shape});
+  infer_scatter_add_like(types, attrs);
+  const auto& ld = dims_of(in[2]);
+  const auto axis = static_cast<std::size_t>(
+      normalize_axis("scatter_add_like", attrs.axis, static_cast<int64_t>(ld.size())));
+  const int64_t bound = ld[axis];
+  const int64_t outer = product(ld, 0, axis);
+  const int64_t inner = product(ld, axis + 1, ld.size());
+  const int64_t m = in[1].impl()->shape.num_elements();
+  const bool wide = in[1].impl()->dtype == DType::Int64;
+  const auto* i32 = data_of<int32_t>(in[1]);
+  const auto* i64 = data_of<int64_t>(in[1]);
+  for (int64_t j = 0; j < m; ++j) {
+    const int64_t i = wide ? i64[j] : static_cast<int64_t>(i32[j]);
+    if (i < 0 || i >= bound)
+      op_error<InvalidArgumentError>("scatter_add_like", "indices", position_of(j, dims_of(in[1])),
+                                     " = ", i, " is not in [0, ", bound, "); expected indices "
+                                     "into axis ", axis, " of shape ",
+                                     in[2].impl()->shape.to_string());
+  }
+  visit_dtype(in[0].impl()->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
+      const T* g = data_of<T>(in[0]);
+      T* y = data_of<T>(out[0]);
+      std::fill_n(y, out[0].impl()->shape.num_elements(), T{});
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t j = 0; j < m; ++j) {
+          const int64_t i = wide ? i64[j] : static_cast<int64_t>(i32[j]);
+          T* dst = y + (o * bound + i) * inner;
+          for (int64_t k = 0; k < inner; ++k) dst[k] += *g++;
+        }
+    }
+  });
+}
+
+// ---- gradient rules ----
+
+std::vector<Tensor> grad_slice(const GradInputs& g) {
+  return {pad_like(g.grads[0], g.inputs[0], g.attrs.axes)};
+}
+std::vector<Tensor> grad_gather(const GradInputs& g) {
+  return {scatter_add_like(g.grads[0], g.inputs[1], g.inputs[0], g.attrs.axis), Tensor()};
+}
+std::vector<Tensor> grad_slice_like(const GradInputs& g) {
+  return {pad_like(g.grads[0], g.inputs[0], g.attrs.axes), Tensor()};
+}
+std::vector<Tensor> grad_pad_like(const GradInputs& g) {
+  return {slice_like(g.grads[0], g.inputs[0], g.attrs.axes), Tensor()};
+}
+std::vector<Tensor> grad_scatter_add_like(const GradInputs& g) {
+  return {gather(g.grads[0], g.inputs[1], static_cast<int>(g.attrs.axis)), Tensor(), Tensor()};
+}
+
 }  // namespace
 
 void register_index_ops(OpDef* t) {
   set_op(t, OpId::Slice, &infer_slice, &kernel_slice);
   set_op(t, OpId::Gather, &infer_gather, &kernel_gather);
   set_op(t, OpId::OneHot, &infer_one_hot, &kernel_one_hot);
+  set_op(t, OpId::SliceLike, &infer_slice_like, &kernel_slice_like);
+  set_op(t, OpId::PadLike, &infer_pad_like, &kernel_pad_like);
+  set_op(t, OpId::ScatterAddLike, &infer_scatter_add_like, &kernel_scatter_add_like);
+  set_grad(t, OpId::Slice, &grad_slice);
+  set_grad(t, OpId::Gather, &grad_gather);
+  set_grad(t, OpId::SliceLike, &grad_slice_like);
+  set_grad(t, OpId::PadLike, &grad_pad_like);
+  set_grad(t, OpId::ScatterAddLike, &grad_scatter_add_like);
 }
 
 }  // namespace detail
@@ -290,5 +467,31 @@ Tensor one_hot(const Tensor& indices, int64_t depth, double on_value, double off
   attrs.dtype = dtype;
   return detail::apply_op1(detail::OpId::OneHot, {indices}, attrs);
 }
+
+namespace detail {
+
+namespace {
+OpAttrs begin_attrs(const std::vector<int64_t>& begin) {
+  OpAttrs attrs;
+  attrs.axes = begin;
+  return attrs;
+}
+}  // namespace
+
+Tensor slice_like(const Tensor& x, const Tensor& like, const std::vector<int64_t>& begin) {
+  return apply_op1(OpId::SliceLike, {x, like}, begin_attrs(begin));
+}
+
+Tensor pad_like(const Tensor& g, const Tensor& like, const std::vector<int64_t>& begin) {
+  return apply_op1(OpId::PadLike, {g, like}, begin_attrs(begin));
+}
+
+Tensor scatter_add_like(const Tensor& g, const Tensor& indices, const Tensor& like, int64_t axis) {
+  OpAttrs attrs;
+  attrs.axis = axis;
+  return apply_op1(OpId::ScatterAddLike, {g, indices, like}, attrs);
+}
+
+}  // namespace detail
 
 }  // namespace tg

@@ -11,6 +11,7 @@
 #include "core/check.h"
 #include "core/tensor_impl.h"
 #include "ops/broadcast.h"
+#include "ops/grad_helpers.h"
 #include "tracegraph/ops.h"
 
 namespace tg {
@@ -233,10 +234,40 @@ void kernel_matmul(const std::vector<Tensor>& in, const OpAttrs& attrs,
   }
 }
 
+// ---- gradient rule ----
+// For C = op(A) op(B), with op a transpose or not:
+//   C = A B:     dA = G B^T,   dB = A^T G
+//   C = A^T B:   dA = B G^T,   dB = A G
+//   C = A B^T:   dA = G B,     dB = G^T A
+//   C = A^T B^T: dA = B^T G^T, dB = G^T A^T
+// then summed over the batch dims the operand was broadcast along.
+std::vector<Tensor> grad_matmul(const GradInputs& g) {
+  const Tensor& a = g.inputs[0];
+  const Tensor& b = g.inputs[1];
+  const Tensor& dc = g.grads[0];
+  const bool ta = g.attrs.transpose_a, tb = g.attrs.transpose_b;
+  Tensor da, db;
+  if (!ta && !tb) {
+    da = matmul(dc, b, false, true);
+    db = matmul(a, dc, true, false);
+  } else if (ta && !tb) {
+    da = matmul(b, dc, false, true);
+    db = matmul(a, dc, false, false);
+  } else if (!ta && tb) {
+    da = matmul(dc, b, false, false);
+    db = matmul(dc, a, true, false);
+  } else {
+    da = matmul(b, dc, true, true);
+    db = matmul(dc, a, true, true);
+  }
+  return {sum_to_like(da, a), sum_to_like(db, b)};
+}
+
 }  // namespace
 
 void register_matmul_ops(OpDef* t) {
   set_op(t, OpId::MatMul, &infer_matmul, &kernel_matmul);
+  set_grad(t, OpId::MatMul, &grad_matmul);
 }
 
 }  // namespace detail

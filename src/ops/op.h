@@ -62,6 +62,21 @@ using InferFn = std::vector<ValueType> (*)(const std::vector<ValueType>& inputs,
 using KernelFn = void (*)(const std::vector<Tensor>& inputs, const OpAttrs& attrs,
                           std::vector<Tensor>& outputs);
 
+/// What a gradient rule receives: the op's inputs and outputs as recorded (eager, or symbolic
+/// while tracing), the incoming gradient of each output (never empty: a zero tensor when an
+/// output did not reach the target) and the attributes.
+struct GradInputs {
+  const std::vector<Tensor>& inputs;
+  const std::vector<Tensor>& outputs;
+  const std::vector<Tensor>& grads;
+  const OpAttrs& attrs;
+};
+/// A vector-Jacobian product: one gradient per input, shaped like that input; an empty
+/// tg::Tensor where the input gets none (integer inputs, indices, predicates). Written with the
+/// public ops, so the same rule runs eagerly and records into graphs (and can be differentiated
+/// again by an outer tape).
+using GradFn = std::vector<Tensor> (*)(const GradInputs& g);
+
 struct OpDef {
   OpId id;
   const char* name;
@@ -70,12 +85,18 @@ struct OpDef {
   int serial;
   InferFn infer = nullptr;
   KernelFn kernel = nullptr;
+  GradFn grad = nullptr;  // set for kDifferentiable ops
 };
 
 /// Installs an op's shape/dtype rule and kernel in the registry table (register_* functions).
 inline void set_op(OpDef* table, OpId id, InferFn infer, KernelFn kernel) {
   table[static_cast<std::size_t>(id)].infer = infer;
   table[static_cast<std::size_t>(id)].kernel = kernel;
+}
+
+/// Installs an op's gradient rule (next to the op, in its family's register_* function).
+inline void set_grad(OpDef* table, OpId id, GradFn grad) {
+  table[static_cast<std::size_t>(id)].grad = grad;
 }
 
 /// The registry entry of an op (filled by each op family's register_* function).
@@ -114,6 +135,8 @@ void register_matmul_ops(OpDef* table);
 void register_shape_ops(OpDef* table);
 void register_index_ops(OpDef* table);
 void register_state_ops(OpDef* table);
+void register_fused_ops(OpDef* table);
+void register_control_flow_ops(OpDef* table);
 
 /// Normalises a possibly negative axis against rank, or throws "[op] axis a is out of range".
 int64_t normalize_axis(const char* op, int64_t axis, int64_t rank);

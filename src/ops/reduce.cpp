@@ -28,6 +28,7 @@
 #include "core/check.h"
 #include "core/tensor_impl.h"
 #include "ops/broadcast.h"
+#include "ops/grad_helpers.h"
 #include "ops/simd_math.h"
 #include "tracegraph/ops.h"
 
@@ -603,6 +604,184 @@ void kernel_softmax(const std::vector<Tensor>& in, const OpAttrs& attrs, std::ve
     softmax_typed<kLog>(data_of<double>(in[0]), s, data_of<double>(out[0]));
 }
 
+// ---- gradient helpers: sum_to_like, broadcast_like, unreduce_like ----
+
+// Which dims of `big` are summed to reach `small` (leading dims, and dims where small has 1);
+// throws unless small broadcasts to big. None dims (static shapes only) are not checked.
+std::vector<bool> broadcast_mask(const char* op, const TensorShape& small, const TensorShape& big) {
+  const int64_t r = big.rank(), k = small.rank();
+  auto fail = [&] {
+    op_error<InvalidArgumentError>(op, "shape ", small.to_string(), " does not broadcast to ",
+                                   big.to_string(), "; expected a shape whose dims (aligned at "
+                                   "the end) are 1 or equal to the other's");
+  };
+  if (k > r) fail();
+  std::vector<bool> mask(static_cast<std::size_t>(r), false);
+  for (int64_t i = 0; i < r; ++i) {
+    const auto ui = static_cast<std::size_t>(i);
+    if (i < r - k) {
+      mask[ui] = true;
+      continue;
+    }
+    const int64_t bd = big.dims()[ui], sd = small.dims()[static_cast<std::size_t>(i - (r - k))];
+    if (bd == None || sd == None || sd == bd) continue;
+    if (sd != 1) fail();
+    mask[ui] = true;
+  }
+  return mask;
+}
+
+// out = src (whose row-major dims are src_dims) broadcast to out's shape.
+void broadcast_copy(const Tensor& src, const std::vector<int64_t>& src_dims, Tensor& out) {
+  visit_dtype(out.impl()->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = data_of<T>(src);
+    T* y = data_of<T>(out);
+    int64_t pos = 0;
+    for_each_broadcast_run<1>(out.impl()->shape.dims(), {&src_dims},
+                              [&](const std::array<int64_t, 1>& off,
+                                  const std::array<int64_t, 1>& st, int64_t n) {
+                                for (int64_t i = 0; i < n; ++i) y[pos + i] = x[off[0] + i * st[0]];
+                                pos += n;
+                              });
+  });
+}
+
+std::vector<ValueType> infer_sum_to_like(const std::vector<ValueType>& in, const OpAttrs&) {
+  require_dtype("sum_to_like", in[0], {DType::Float32, DType::Float64, DType::Int32, DType::Int64});
+  if (in[0].shape.has_rank() && in[1].shape.has_rank())
+    broadcast_mask("sum_to_like", in[1].shape, in[0].shape);
+  return {ValueType{in[0].dtype, in[1].shape}};
+}
+void kernel_sum_to_like(const std::vector<Tensor>& in, const OpAttrs&, std::vector<Tensor>& out) {
+  const std::vector<bool> mask =
+      broadcast_mask("sum_to_like", in[1].impl()->shape, in[0].impl()->shape);
+  visit_numeric(in[0].impl()->dtype, [&](auto tag) {
+    reduce_typed<Red::Sum, decltype(tag)>(in[0], mask, out[0]);
+  });
+}
+
+std::vector<ValueType> infer_broadcast_like(const std::vector<ValueType>& in, const OpAttrs&) {
+  if (in[0].shape.has_rank() && in[1].shape.has_rank())
+    broadcast_mask("broadcast_like", in[0].shape, in[1].shape);
+  return {ValueType{in[0].dtype, in[1].shape}};
+}
+void kernel_broadcast_like(const std::vector<Tensor>& in, const OpAttrs&, std::vector<Tensor>& out) {
+  broadcast_mask("broadcast_like", in[0].impl()->shape, in[1].impl()->shape);
+  broadcast_copy(in[0], in[0].impl()->shape.dims(), out[0]);
+}
+
+// The dims a reduction of `like` over attrs.axes produced (keepdims or not), and the same with
+// the reduced dims kept as 1.
+struct Reduced {
+  std::vector<int64_t> dims;
+  std::vector<int64_t> keep_dims;
+};
+Reduced reduced_dims(const char* op, const TensorShape& like, const OpAttrs& attrs) {
+  const std::vector<bool> mask = reduced_mask(op, attrs.axes, like.rank());
+  Reduced r;
+  for (std::size_t i = 0; i < mask.size(); ++i) {
+    r.keep_dims.push_back(mask[i] ? 1 : like.dims()[i]);
+    if (!mask[i] || attrs.keepdims) r.dims.push_back(r.keep_dims.back());
+  }
+  return r;
+}
+void check_reduced(const char* op, const TensorShape& g, const TensorShape& like,
+                   const std::vector<int64_t>& want) {
+  bool ok = g.rank() == static_cast<int64_t>(want.size());
+  for (std::size_t i = 0; ok && i < want.size(); ++i)
+    ok = g.dims()[i] == None || want[i] == None || g.dims()[i] == want[i];
+  if (!ok)
+    op_error<InvalidArgumentError>(op, "the reduced tensor has shape ", g.to_string(), " but reducing ",
+                                   like.to_string(), " gives ", TensorShape(want).to_string(),
+                                   "; pass the result of that reduction");
+}
+
+std::vector<ValueType> infer_unreduce_like(const std::vector<ValueType>& in, const OpAttrs& attrs) {
+  if (in[1].shape.has_rank()) {
+    const Reduced r = reduced_dims("unreduce_like", in[1].shape, attrs);
+    if (in[0].shape.has_rank()) check_reduced("unreduce_like", in[0].shape, in[1].shape, r.dims);
+  }
+  return {ValueType{in[0].dtype, in[1].shape}};
+}
+void kernel_unreduce_like(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
+  const TensorShape& like = in[1].impl()->shape;
+  const Reduced r = reduced_dims("unreduce_like", like, attrs);
+  check_reduced("unreduce_like", in[0].impl()->shape, like, r.dims);
+  broadcast_copy(in[0], r.keep_dims, out[0]);
+}
+
+// ---- gradient rules ----
+
+OpAttrs reduce_attrs(std::vector<int64_t> axes, bool keepdims) {
+  OpAttrs a;
+  a.axes = std::move(axes);
+  a.keepdims = keepdims;
+  return a;
+}
+
+std::vector<Tensor> grad_reduce_sum(const GradInputs& g) {
+  return {unreduce_like(g.grads[0], g.inputs[0], g.attrs.axes, g.attrs.keepdims)};
+}
+
+// Elements folded into each output element of a reduction of x into y, as x's dtype.
+Tensor reduced_count(const Tensor& x, const Tensor& y) {
+  const TensorShape xs = x.shape(), ys = y.shape();
+  if (xs.is_fully_defined() && ys.is_fully_defined()) {
+    const int64_t ny = ys.num_elements();
+    return scalar_like(x, ny == 0 ? 1.0 : static_cast<double>(xs.num_elements()) / static_cast<double>(ny));
+  }
+  return div(cast(size(x), x.dtype()), cast(size(y), x.dtype()));
+}
+
+std::vector<Tensor> grad_reduce_mean(const GradInputs& g) {
+  return {div(unreduce_like(g.grads[0], g.inputs[0], g.attrs.axes, g.attrs.keepdims),
+              reduced_count(g.inputs[0], g.outputs[0]))};
+}
+
+// max/min: the gradient goes to the elements equal to the result, split evenly among ties
+// (as TensorFlow does).
+std::vector<Tensor> grad_reduce_extreme(const GradInputs& g) {
+  const Tensor& x = g.inputs[0];
+  const std::vector<int64_t>& axes = g.attrs.axes;
+  const bool keep = g.attrs.keepdims;
+  const Tensor mask = cast(equal(x, unreduce_like(g.outputs[0], x, axes, keep)), x.dtype());
+  const Tensor count =
+      unreduce_like(apply_op1(OpId::ReduceSum, {mask}, reduce_attrs(axes, keep)), x, axes, keep);
+  return {div(mul(mask, unreduce_like(g.grads[0], x, axes, keep)), count)};
+}
+
+// prod: d(prod)/dx_i = prod / x_i; inputs containing zeros give inf/NaN gradients (documented
+// in docs/autodiff.md).
+std::vector<Tensor> grad_reduce_prod(const GradInputs& g) {
+  const Tensor& x = g.inputs[0];
+  return {div(unreduce_like(mul(g.grads[0], g.outputs[0]), x, g.attrs.axes, g.attrs.keepdims), x)};
+}
+
+std::vector<Tensor> grad_softmax(const GradInputs& g) {
+  const Tensor& y = g.outputs[0];
+  const Tensor& dy = g.grads[0];
+  const Tensor dot = apply_op1(OpId::ReduceSum, {mul(dy, y)}, reduce_attrs({g.attrs.axis}, true));
+  return {mul(y, sub(dy, dot))};
+}
+
+std::vector<Tensor> grad_log_softmax(const GradInputs& g) {
+  const Tensor& dy = g.grads[0];
+  const Tensor total = apply_op1(OpId::ReduceSum, {dy}, reduce_attrs({g.attrs.axis}, true));
+  return {sub(dy, mul(exp(g.outputs[0]), total))};
+}
+
+std::vector<Tensor> grad_sum_to_like(const GradInputs& g) {
+  return {broadcast_like(g.grads[0], g.inputs[0]), Tensor()};
+}
+std::vector<Tensor> grad_broadcast_like(const GradInputs& g) {
+  return {sum_to_like(g.grads[0], g.inputs[0]), Tensor()};
+}
+std::vector<Tensor> grad_unreduce_like(const GradInputs& g) {
+  return {apply_op1(OpId::ReduceSum, {g.grads[0]}, reduce_attrs(g.attrs.axes, g.attrs.keepdims)),
+          Tensor()};
+}
+
 template <Red R>
 void set_reduce(OpDef* t) {
   set_op(t, op_of<R>(), &infer_reduce<R>, &kernel_reduce<R>);
@@ -622,6 +801,19 @@ void register_reduce_ops(OpDef* t) {
   set_op(t, OpId::ArgMin, &infer_arg<false>, &kernel_arg<false>);
   set_op(t, OpId::Softmax, &infer_softmax<false>, &kernel_softmax<false>);
   set_op(t, OpId::LogSoftmax, &infer_softmax<true>, &kernel_softmax<true>);
+  set_op(t, OpId::SumToLike, &infer_sum_to_like, &kernel_sum_to_like);
+  set_op(t, OpId::BroadcastLike, &infer_broadcast_like, &kernel_broadcast_like);
+  set_op(t, OpId::UnreduceLike, &infer_unreduce_like, &kernel_unreduce_like);
+  set_grad(t, OpId::ReduceSum, &grad_reduce_sum);
+  set_grad(t, OpId::ReduceMean, &grad_reduce_mean);
+  set_grad(t, OpId::ReduceMax, &grad_reduce_extreme);
+  set_grad(t, OpId::ReduceMin, &grad_reduce_extreme);
+  set_grad(t, OpId::ReduceProd, &grad_reduce_prod);
+  set_grad(t, OpId::Softmax, &grad_softmax);
+  set_grad(t, OpId::LogSoftmax, &grad_log_softmax);
+  set_grad(t, OpId::SumToLike, &grad_sum_to_like);
+  set_grad(t, OpId::BroadcastLike, &grad_broadcast_like);
+  set_grad(t, OpId::UnreduceLike, &grad_unreduce_like);
 }
 
 }  // namespace detail
@@ -668,5 +860,31 @@ Tensor softmax(const Tensor& x, int axis) {
 Tensor log_softmax(const Tensor& x, int axis) {
   return apply_along_axis(detail::OpId::LogSoftmax, x, axis, detail::OpAttrs{}.dtype);
 }
+
+namespace detail {
+
+namespace {
+bool same_static_shape(const Tensor& a, const Tensor& b) {
+  const TensorShape sa = a.shape();
+  return sa.is_fully_defined() && sa == b.shape();
+}
+}  // namespace
+
+Tensor sum_to_like(const Tensor& g, const Tensor& like) {
+  if (same_static_shape(g, like)) return g;
+  return apply_op1(OpId::SumToLike, {g, like});
+}
+
+Tensor broadcast_like(const Tensor& x, const Tensor& like) {
+  if (same_static_shape(x, like)) return x;
+  return apply_op1(OpId::BroadcastLike, {x, like});
+}
+
+Tensor unreduce_like(const Tensor& g, const Tensor& like, const std::vector<int64_t>& axes,
+                     bool keepdims) {
+  return apply_op1(OpId::UnreduceLike, {g, like}, reduce_attrs(axes, keepdims));
+}
+
+}  // namespace detail
 
 }  // namespace tg

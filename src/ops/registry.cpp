@@ -20,6 +20,8 @@ struct Registry {
     register_shape_ops(table.data());
     register_index_ops(table.data());
     register_state_ops(table.data());
+    register_fused_ops(table.data());
+    register_control_flow_ops(table.data());
     for (const OpDef& d : table) all.push_back(&d);
   }
 };

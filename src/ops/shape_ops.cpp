@@ -11,6 +11,7 @@
 #include "core/check.h"
 #include "core/tensor_impl.h"
 #include "ops/broadcast.h"
+#include "ops/grad_helpers.h"
 #include "tracegraph/ops.h"
 
 namespace tg {
@@ -471,6 +472,115 @@ void kernel_size(const std::vector<Tensor>& in, const OpAttrs&, std::vector<Tens
       to_int32("size", in[0].impl()->shape.num_elements(), "the element count");
 }
 
+// ---- gradient helpers: reshape_like, split_like ----
+
+std::vector<ValueType> infer_reshape_like(const std::vector<ValueType>& in, const OpAttrs&) {
+  const int64_t n = in[0].shape.num_elements(), m = in[1].shape.num_elements();
+  if (n >= 0 && m >= 0 && n != m)
+    op_error<InvalidArgumentError>("reshape_like", "cannot give a tensor of shape ",
+                                   in[0].shape.to_string(), " (", n, " elements) the shape ",
+                                   in[1].shape.to_string(), " (", m,
+                                   " elements); expected shapes with equal element counts");
+  return {ValueType{in[0].dtype, in[1].shape}};
+}
+void kernel_reshape_like(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
+  infer_reshape_like({ValueType{in[0].impl()->dtype, in[0].impl()->shape},
+                      ValueType{in[1].impl()->dtype, in[1].impl()->shape}},
+                     attrs);
+  out[0] = make_view(in[0], in[1].impl()->shape);
+}
+
+std::vector<ValueType> infer_split_like(const std::vector<ValueType>& in, const OpAttrs& attrs) {
+  const char* op = "split_like";
+  if (in.size() < 2)
+    op_error<InvalidArgumentError>(op, "expected a tensor and at least one tensor to take the "
+                                   "piece shapes from, got ", in.size(), " inputs");
+  const TensorShape& g = in[0].shape;
+  std::vector<ValueType> out;
+  for (std::size_t k = 1; k < in.size(); ++k) out.push_back(ValueType{in[0].dtype, in[k].shape});
+  if (!g.has_rank()) return out;
+  if (g.rank() == 0)
+    op_error<InvalidArgumentError>(op, "cannot split a scalar; expected rank >= 1");
+  const auto axis = static_cast<std::size_t>(normalize_axis(op, attrs.axis, g.rank()));
+  int64_t sum = 0;
+  for (std::size_t k = 1; k < in.size(); ++k) {
+    const TensorShape& l = in[k].shape;
+    if (!l.has_rank()) {
+      sum = None;
+      continue;
+    }
+    bool ok = l.rank() == g.rank();
+    for (std::size_t i = 0; ok && i < l.dims().size(); ++i)
+      ok = i == axis || l.dims()[i] == None || g.dims()[i] == None || l.dims()[i] == g.dims()[i];
+    if (!ok)
+      op_error<InvalidArgumentError>(op, "piece ", k - 1, " has shape ", l.to_string(),
+                                     " but the split tensor has shape ", g.to_string(),
+                                     "; expected equal ranks and equal dims except axis ", axis);
+    const int64_t d = l.dims()[axis];
+    sum = (sum == None || d == None) ? None : sum + d;
+  }
+  if (sum != None && g.dims()[axis] != None && sum != g.dims()[axis])
+    op_error<InvalidArgumentError>(op, "the pieces add up to ", sum, " along axis ", axis,
+                                   " but the split tensor has ", g.dims()[axis], " there (shape ",
+                                   g.to_string(), "); expected sizes that add up");
+  return out;
+}
+void kernel_split_like(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
+  std::vector<ValueType> types;
+  for (const Tensor& t : in) types.push_back(ValueType{t.impl()->dtype, t.impl()->shape});
+  infer_split_like(types, attrs);
+  const auto& gd = dims_of(in[0]);
+  const auto axis = static_cast<std::size_t>(
+      normalize_axis("split_like", attrs.axis, static_cast<int64_t>(gd.size())));
+  const int64_t outer = product(gd, 0, axis);
+  std::vector<int64_t> chunks;
+  for (std::size_t k = 1; k < in.size(); ++k) chunks.push_back(product(dims_of(in[k]), axis, gd.size()));
+  visit_dtype(in[0].impl()->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* src = data_of<T>(in[0]);
+    for (int64_t o = 0; o < outer; ++o)
+      for (std::size_t k = 0; k < out.size(); ++k) {
+        std::copy_n(src, chunks[k], data_of<T>(out[k]) + o * chunks[k]);
+        src += chunks[k];
+      }
+  });
+}
+
+// ---- gradient rules ----
+
+std::vector<Tensor> grad_reshape_like_input(const GradInputs& g) {
+  return {reshape_like(g.grads[0], g.inputs[0])};
+}
+std::vector<Tensor> grad_transpose(const GradInputs& g) {
+  const std::vector<int64_t>& perm = g.attrs.axes;
+  if (perm.empty()) return {transpose(g.grads[0])};  // reversing is its own inverse
+  std::vector<int> inverse(perm.size());
+  for (std::size_t i = 0; i < perm.size(); ++i) inverse[static_cast<std::size_t>(perm[i])] = static_cast<int>(i);
+  return {transpose(g.grads[0], inverse)};
+}
+std::vector<Tensor> grad_concat(const GradInputs& g) {
+  return split_like(g.grads[0], g.inputs, g.attrs.axis);
+}
+// stack(xs, axis) == concat(expand_dims(x, axis) for each x, axis)
+std::vector<Tensor> grad_stack(const GradInputs& g) {
+  std::vector<Tensor> likes;
+  for (const Tensor& x : g.inputs) likes.push_back(expand_dims(x, static_cast<int>(g.attrs.axis)));
+  std::vector<Tensor> pieces = split_like(g.grads[0], likes, g.attrs.axis);
+  for (std::size_t k = 0; k < pieces.size(); ++k) pieces[k] = reshape_like(pieces[k], g.inputs[k]);
+  return pieces;
+}
+std::vector<Tensor> grad_index(const GradInputs& g) {
+  return {pad_like(expand_dims(g.grads[0], 0), g.inputs[0], {g.attrs.axis})};
+}
+std::vector<Tensor> grad_reshape_like(const GradInputs& g) {
+  return {reshape_like(g.grads[0], g.inputs[0]), Tensor()};
+}
+std::vector<Tensor> grad_split_like(const GradInputs& g) {
+  std::vector<Tensor> result(g.inputs.size());
+  result[0] = concat(g.grads, static_cast<int>(g.attrs.axis));
+  return result;
+}
+
 }  // namespace
 
 void register_shape_ops(OpDef* t) {
@@ -483,6 +593,17 @@ void register_shape_ops(OpDef* t) {
   set_op(t, OpId::Index, &infer_index, &kernel_index);
   set_op(t, OpId::Shape, &infer_shape, &kernel_shape);
   set_op(t, OpId::Size, &infer_size, &kernel_size);
+  set_op(t, OpId::ReshapeLike, &infer_reshape_like, &kernel_reshape_like);
+  set_op(t, OpId::SplitLike, &infer_split_like, &kernel_split_like);
+  set_grad(t, OpId::Reshape, &grad_reshape_like_input);
+  set_grad(t, OpId::Transpose, &grad_transpose);
+  set_grad(t, OpId::ExpandDims, &grad_reshape_like_input);
+  set_grad(t, OpId::Squeeze, &grad_reshape_like_input);
+  set_grad(t, OpId::Concat, &grad_concat);
+  set_grad(t, OpId::Stack, &grad_stack);
+  set_grad(t, OpId::Index, &grad_index);
+  set_grad(t, OpId::ReshapeLike, &grad_reshape_like);
+  set_grad(t, OpId::SplitLike, &grad_split_like);
 }
 
 }  // namespace detail
@@ -530,5 +651,23 @@ Tensor stack(const std::vector<Tensor>& values, int axis) {
 
 Tensor shape(const Tensor& x) { return detail::apply_op1(detail::OpId::Shape, {x}); }
 Tensor size(const Tensor& x) { return detail::apply_op1(detail::OpId::Size, {x}); }
+
+namespace detail {
+
+Tensor reshape_like(const Tensor& x, const Tensor& like) {
+  const TensorShape sx = x.shape();
+  if (sx.is_fully_defined() && sx == like.shape()) return x;
+  return apply_op1(OpId::ReshapeLike, {x, like});
+}
+
+std::vector<Tensor> split_like(const Tensor& g, const std::vector<Tensor>& likes, int64_t axis) {
+  std::vector<Tensor> inputs{g};
+  inputs.insert(inputs.end(), likes.begin(), likes.end());
+  OpAttrs attrs;
+  attrs.axis = axis;
+  return apply_op(OpId::SplitLike, inputs, attrs);
+}
+
+}  // namespace detail
 
 }  // namespace tg

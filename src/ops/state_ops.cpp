@@ -7,21 +7,13 @@
 #include "core/sink.h"
 #include "core/tensor_impl.h"
 #include "ops/op.h"
+#include "ops/variable_state.h"
 #include "trace/variable_policy.h"
 #include "tracegraph/ops.h"
 #include "tracegraph/variable.h"
 
 namespace tg {
 namespace detail {
-
-struct VariableState {
-  std::mutex mu;
-  Tensor value;
-  DType dtype;
-  TensorShape shape;
-  std::string name;
-  uint64_t id;
-};
 
 namespace {
 
@@ -73,7 +65,9 @@ void kernel_assign(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vec
                                    in[0].impl()->shape.to_string());
   std::lock_guard lock(v.mu);
   if constexpr (kCombine == OpId::Identity) {
-    v.value = in[0];
+    // A handle of its own (same storage): a tape must not mistake later reads of the variable
+    // for the assigned tensor, through which no gradient flows.
+    v.value = make_view(in[0], v.shape);
   } else {
     v.value = run_op_eager(op_def(kCombine), {v.value, in[0]}, OpAttrs{})[0];
   }
@@ -113,9 +107,15 @@ void kernel_print(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vect
 VariableCreationPolicy* current_variable_policy() { return t_policy; }
 void set_current_variable_policy(VariableCreationPolicy* p) { t_policy = p; }
 
+namespace {
+// A read has no tensor inputs: the tape itself maps a read back to its Variable.
+std::vector<Tensor> grad_read_variable(const GradInputs&) { return {}; }
+}  // namespace
+
 void register_state_ops(OpDef* t) {
   set_op(t, OpId::Print, &infer_print, &kernel_print);
   set_op(t, OpId::ReadVariable, &infer_read, &kernel_read);
+  set_grad(t, OpId::ReadVariable, &grad_read_variable);
   set_op(t, OpId::AssignVariable, &infer_assign<static_cast<int>(OpId::AssignVariable)>,
       &kernel_assign<OpId::Identity>);
   set_op(t, OpId::AssignAddVariable, &infer_assign<static_cast<int>(OpId::AssignAddVariable)>,
@@ -163,7 +163,9 @@ Variable::Variable(Tensor initial_value, std::string name) {
     ++policy->created;
   }
   state_ = std::make_shared<detail::VariableState>();
-  state_->value = std::move(initial_value);
+  // A handle of its own (same storage), so that a tape tells this variable's reads apart from the
+  // initial tensor and from other variables made from it.
+  state_->value = detail::make_view(initial_value, initial_value.shape());
   state_->dtype = state_->value.dtype();
   state_->shape = state_->value.shape();
   state_->id = detail::g_next_variable_id.fetch_add(1);

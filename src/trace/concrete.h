@@ -3,6 +3,7 @@
 #include <any>
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,12 @@ class ConcreteImpl {
   int64_t index = 0;                 // 0 for the first trace
   FunctionTypeKey input_type;
   std::shared_ptr<GraphIR> ir;
+  // The graph as traced, before the optimiser (set only when it ran): gradients replay this
+  // one, whose ops all have gradient rules (fused kernels do not).
+  std::shared_ptr<const GraphIR> unoptimized_ir;
+  // Built on the first call under a GradientTape (src/autodiff): the backward function.
+  mutable std::mutex gradient_mu;
+  mutable std::shared_ptr<void> gradient;
   std::unique_ptr<Graph> graph;      // the public view of ir
   std::any skeleton;                 // the traced result with symbolic tensors
   std::string output_description;    // "TensorSpec(shape=(), dtype=tg.int32, name=None)"

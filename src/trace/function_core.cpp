@@ -10,6 +10,7 @@
 #include <shared_mutex>
 #include <unordered_map>
 
+#include "autodiff/tape.h"
 #include "core/check.h"
 #include "core/tensor_impl.h"
 #include "graph/graph_ir.h"
@@ -153,9 +154,10 @@ class TraceContext final : public TraceRecorder, public PlaceholderContext {
     node.kind = NodeKind::kOp;
     node.op = id;
     node.attrs = attrs;
-    node.name = graph_->unique_name(op_def(id).name);
+    node.name = graph_->unique_name(node_base_name(id, attrs));
     for (const Tensor& t : inputs) node.inputs.push_back(value_of(t, op_def(id).name));
     node.outputs = output_types;
+    for (auto& s : subgraphs_of(id, attrs)) node.subgraphs.push_back(std::move(s.graph));
     const bool stateful = op_def(id).traits & kStateful;
     if (stateful) node.control_input = last_stateful_;
     const int idx = graph_->add_node(std::move(node));
@@ -522,8 +524,13 @@ std::shared_ptr<ConcreteImpl> FunctionCore::dispatch_or_trace_impl(const std::ve
     }
     if (policy.created == 0) break;
   }
-  if (s.options.optimize) optimize_graph(graph, s.options.name + ".trace" + std::to_string(index));
+  std::shared_ptr<const GraphIR> unoptimized;
+  if (s.options.optimize) {
+    unoptimized = std::make_shared<const GraphIR>(*graph);
+    optimize_graph(graph, s.options.name + ".trace" + std::to_string(index));
+  }
   auto cf = std::make_shared<ConcreteImpl>();
+  cf->unoptimized_ir = std::move(unoptimized);
   cf->self = cf;
   cf->function_name = s.options.name;
   cf->index = index;
@@ -556,7 +563,7 @@ std::vector<Tensor> FunctionCore::run(const ConcreteImpl& cf, const std::vector<
         leaves.size() == 1 ? "" : "s", " but its trace takes ", cf.ir->placeholders.size(),
         ". TensorSpec arguments only describe inputs for get_concrete_function; call the "
         "function with tensors"));
-  return execute(*cf.ir, leaves);
+  return run_concrete(cf, leaves);
 }
 
 // ---- ConcreteFunction ----------------------------------------------------------------------
@@ -593,7 +600,7 @@ std::vector<Tensor> ConcreteFunction::call_flat(const std::vector<Tensor>& input
           " to ", TensorSpec(want.shape, want.dtype).to_string(), "` for input '", node.name,
           "' of ", function_type()));
   }
-  return detail::execute(ir, inputs);
+  return detail::run_concrete(*impl_, inputs);
 }
 
 std::ostream& operator<<(std::ostream& os, const ConcreteFunction& cf) {

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "ops/simd_math.h"
+#include "tracegraph/gradient.h"
 #include "support/op_case.h"
 #include "support/test_util.h"
 
@@ -354,6 +355,9 @@ TG_OP_CASES(elementwise_like) {
       {"identity", "bool", un(&identity), {bools({true, false})}, bools({true, false})},
       {"identity", "string", un(&identity), {strs({"x", ""})}, strs({"x", ""})},
       {"identity", "empty", un(&identity), {zeros({0, 3}, int32)}, zeros({0, 3}, int32)},
+      {"stop_gradient", "f32", un(&stop_gradient), {constant({{1.f, kNanF}})}, constant({{1.f, kNanF}})},
+      {"stop_gradient", "i64", un(&stop_gradient), {i64({kI64Min})}, i64({kI64Min})},
+      {"stop_gradient", "empty", un(&stop_gradient), {zeros({0, 3})}, zeros({0, 3})},
       {"zeros_like", "f32", un(&zeros_like), {constant({{1.f, kNanF}})}, constant({{0.f, 0.f}})},
       {"zeros_like", "f64", un(&zeros_like), {f64({2.0})}, f64({0.0})},
       {"zeros_like", "i32 scalar", un(&zeros_like), {constant(4)}, constant(0)},

@@ -1,0 +1,78 @@
+// tg::GradientTape (tf.GradientTape): reverse-mode automatic differentiation, eagerly and inside
+// traced functions.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "tracegraph/tensor.h"
+#include "tracegraph/variable.h"
+
+namespace tg {
+
+/// What gradient() returns for a source the target does not depend on.
+enum class UnconnectedGradients {
+  kZero,  // a zero tensor shaped like the source (the default)
+  kNone,  // an empty tg::Tensor (defined() == false), as TF's None
+};
+
+class GradientTape;
+namespace detail {
+struct TapeState;
+std::vector<Tensor> tape_gradient(GradientTape& tape, const std::vector<Tensor>& targets,
+                                  const std::vector<Tensor>& target_grads,
+                                  const std::vector<Tensor>& sources);
+}  // namespace detail
+
+/// Records the operations run on watched tensors while it is alive, so that gradient() can
+/// differentiate a result with respect to them.
+///
+/// - Trainable state is watched automatically: every read of a floating-point tg::Variable.
+///   Other tensors are watched with watch().
+/// - Works eagerly and inside tg::function bodies (the backward ops are then recorded into the
+///   graph, so a traced train_step runs forward and backward at graph speed).
+/// - Calling a traced tg::function under a tape differentiates through it; its backward pass is
+///   itself a traced graph, built once per concrete function and cached.
+/// - Tapes nest: a tape alive while another tape computes its gradient records that
+///   computation, which gives higher-order derivatives.
+/// - A non-persistent tape allows one gradient() call; a persistent one allows any number.
+///
+/// A tape belongs to the thread that created it.
+class GradientTape {
+ public:
+  explicit GradientTape(bool persistent = false);
+  ~GradientTape();
+  GradientTape(const GradientTape&) = delete;
+  GradientTape& operator=(const GradientTape&) = delete;
+
+  /// Starts tracking `t` (a floating-point tensor, eager or symbolic).
+  void watch(const Tensor& t);
+  /// Tracks every read of `v` (already automatic for floating-point Variables).
+  void watch(const Variable& v);
+
+  /// d(sum of target)/d(source) for each source, shaped like the source. A Variable source
+  /// stands for all its reads recorded on this tape. Throws tg::ValueError for a second call on
+  /// a non-persistent tape and tg::TypeError for non-floating targets or sources.
+  std::vector<Tensor> gradient(const Tensor& target, const std::vector<Tensor>& sources,
+                               UnconnectedGradients unconnected = UnconnectedGradients::kZero);
+  std::vector<Tensor> gradient(const Tensor& target, const std::vector<Variable>& sources,
+                               UnconnectedGradients unconnected = UnconnectedGradients::kZero);
+  Tensor gradient(const Tensor& target, const Tensor& source,
+                  UnconnectedGradients unconnected = UnconnectedGradients::kZero);
+  Tensor gradient(const Tensor& target, const Variable& source,
+                  UnconnectedGradients unconnected = UnconnectedGradients::kZero);
+
+  /// Stops / resumes recording (tf.GradientTape.stop_recording as two calls).
+  void stop_recording();
+  void resume_recording();
+
+ private:
+  friend std::vector<Tensor> detail::tape_gradient(GradientTape&, const std::vector<Tensor>&,
+                                                   const std::vector<Tensor>&,
+                                                   const std::vector<Tensor>&);
+  std::shared_ptr<detail::TapeState> state_;
+};
+
+/// The value of `x` with no gradient flowing through it (tf.stop_gradient).
+Tensor stop_gradient(const Tensor& x);
+
+}  // namespace tg

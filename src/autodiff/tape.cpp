@@ -1,0 +1,478 @@
+// Reverse-mode differentiation: what a tape records, and how gradient() walks it back.
+#include "autodiff/tape.h"
+
+#include <algorithm>
+#include <mutex>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/check.h"
+#include "core/tensor_impl.h"
+#include "ops/variable_state.h"
+#include "runtime/executor.h"
+#include "trace/concrete.h"
+#include "tracegraph/function.h"
+#include "tracegraph/gradient.h"
+#include "tracegraph/ops.h"
+
+namespace tg {
+namespace detail {
+
+thread_local int t_recording_tapes = 0;
+
+namespace {
+
+struct TapeEntry {
+  OpId op = OpId::Identity;
+  OpAttrs attrs;
+  std::vector<Tensor> inputs;
+  std::vector<Tensor> outputs;
+  CustomBackward custom;  // set for calls of traced functions
+};
+
+}  // namespace
+
+struct TapeState {
+  // The trace the tape was created in (nullptr: eager). A tape records only the ops of its own
+  // context: an eager tape ignores the ops of a function being traced meanwhile (that function
+  // is recorded as one call), and a tape inside a trace ignores sub-graphs being traced.
+  const TraceRecorder* context = nullptr;
+  bool persistent = false;
+  bool recording = false;  // counted in t_recording_tapes while true
+  bool spent = false;      // a non-persistent tape that already computed its gradients
+  std::vector<TapeEntry> entries;
+  // Tensors whose gradient the tape can compute, keyed by identity; the handle keeps the key
+  // alive so that an address is never reused while the tape lives.
+  std::unordered_map<const TensorImpl*, Tensor> tracked;
+  // Every recorded read of a floating-point Variable: a Variable source means all of them.
+  std::vector<std::pair<const VariableState*, Tensor>> variable_reads;
+
+  bool is_tracked(const Tensor& t) const { return t.impl() && tracked.count(t.impl().get()) != 0; }
+  void track(const Tensor& t) { tracked.emplace(t.impl().get(), t); }
+  void set_recording(bool on) {
+    if (on == recording) return;
+    recording = on;
+    t_recording_tapes += on ? 1 : -1;
+  }
+};
+
+namespace {
+
+thread_local std::vector<TapeState*> t_tapes;  // tapes alive on this thread, oldest first
+
+bool any_tracked(const TapeState& tape, const std::vector<Tensor>& ts) {
+  return std::any_of(ts.begin(), ts.end(), [&](const Tensor& t) { return tape.is_tracked(t); });
+}
+
+// An entry whose output is one of its inputs (a kernel that handed its input back) would make
+// the walk feed a gradient into itself; such an op is an identity for gradients anyway.
+bool aliases_input(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs) {
+  for (const Tensor& o : outputs)
+    for (const Tensor& i : inputs)
+      if (o.impl() == i.impl()) return true;
+  return false;
+}
+
+void add_entry(TapeState& tape, TapeEntry entry) {
+  for (const Tensor& out : entry.outputs)
+    if (out.defined() && is_floating(out.dtype())) tape.track(out);
+  tape.entries.push_back(std::move(entry));
+}
+
+Tensor accumulate(const Tensor& sum, const Tensor& g) { return sum.defined() ? add(sum, g) : g; }
+
+// The walk itself: `keys` lists, per source, the tensors that stand for it.
+std::vector<Tensor> walk_back(TapeState& tape, const std::vector<Tensor>& targets,
+                              const std::vector<Tensor>& target_grads,
+                              const std::vector<std::vector<const TensorImpl*>>& keys) {
+  // Forward sweep: only entries downstream of a source matter.
+  std::unordered_set<const TensorImpl*> reach;
+  for (const auto& k : keys) reach.insert(k.begin(), k.end());
+  std::vector<char> needed(tape.entries.size(), 0);
+  for (std::size_t e = 0; e < tape.entries.size(); ++e) {
+    const TapeEntry& entry = tape.entries[e];
+    if (!std::any_of(entry.inputs.begin(), entry.inputs.end(),
+                     [&](const Tensor& t) { return reach.count(t.impl().get()) != 0; }))
+      continue;
+    needed[e] = 1;
+    for (const Tensor& o : entry.outputs) reach.insert(o.impl().get());
+  }
+  std::unordered_map<const TensorImpl*, Tensor> grads;
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    const TensorImpl* k = targets[i].impl().get();
+    if (reach.count(k)) grads[k] = accumulate(grads[k], target_grads[i]);
+  }
+  for (std::size_t e = tape.entries.size(); e-- > 0;) {
+    if (!needed[e]) continue;
+    const TapeEntry& entry = tape.entries[e];
+    bool any = false;
+    std::vector<Tensor> out_grads;
+    out_grads.reserve(entry.outputs.size());
+    for (const Tensor& o : entry.outputs) {
+      auto it = grads.find(o.impl().get());
+      any |= it != grads.end();
+      out_grads.push_back(it != grads.end() ? it->second : zeros_like(o));
+    }
+    if (!any) continue;
+    std::vector<Tensor> in_grads;
+    if (entry.custom) {
+      in_grads = entry.custom(out_grads);
+    } else {
+      const OpDef& def = op_def(entry.op);
+      if (!def.grad)
+        throw InternalError(str_cat("[gradient] the op '", def.name,
+                                    "' is marked differentiable but has no gradient rule"));
+      in_grads = def.grad(GradInputs{entry.inputs, entry.outputs, out_grads, entry.attrs});
+    }
+    TG_CHECK(in_grads.size() == entry.inputs.size(), "gradient rule of ",
+             entry.custom ? "a function call" : op_def(entry.op).name, " returned ",
+             in_grads.size(), " gradients for ", entry.inputs.size(), " inputs");
+    for (std::size_t i = 0; i < in_grads.size(); ++i) {
+      const Tensor& in = entry.inputs[i];
+      if (!in_grads[i].defined() || !reach.count(in.impl().get())) continue;
+      TG_CHECK(in_grads[i].dtype() == in.dtype(), "gradient rule of ",
+               entry.custom ? "a function call" : op_def(entry.op).name, " gave a ",
+               to_string(in_grads[i].dtype()), " gradient for a ", to_string(in.dtype()), " input");
+      Tensor& g = grads[in.impl().get()];
+      g = accumulate(g, in_grads[i]);
+    }
+  }
+  std::vector<Tensor> result;
+  result.reserve(keys.size());
+  for (const auto& group : keys) {
+    Tensor sum;
+    std::unordered_set<const TensorImpl*> seen;  // eager reads of one variable share a handle
+    for (const TensorImpl* k : group) {
+      if (!seen.insert(k).second) continue;
+      auto it = grads.find(k);
+      if (it != grads.end()) sum = accumulate(sum, it->second);
+    }
+    result.push_back(sum);
+  }
+  return result;
+}
+
+// Pauses one tape while it computes (its own backward ops are not to be recorded on it; outer
+// tapes still record them, for higher-order gradients).
+class PauseTape {
+ public:
+  explicit PauseTape(TapeState& t) : tape_(t), was_(t.recording) { tape_.set_recording(false); }
+  ~PauseTape() { tape_.set_recording(was_ && !tape_.spent); }
+  PauseTape(const PauseTape&) = delete;
+  PauseTape& operator=(const PauseTape&) = delete;
+
+ private:
+  TapeState& tape_;
+  bool was_;
+};
+
+}  // namespace
+
+void record_op_on_tapes(OpId id, const std::vector<Tensor>& inputs, const OpAttrs& attrs,
+                        const std::vector<Tensor>& outputs) {
+  const OpDef& def = op_def(id);
+  const TraceRecorder* context = current_recorder();
+  for (TapeState* tape : t_tapes) {
+    if (!tape->recording || tape->context != context) continue;
+    if (id == OpId::ReadVariable) {  // trainable state is watched automatically
+      if (is_floating(outputs[0].dtype())) {
+        tape->track(outputs[0]);
+        tape->variable_reads.emplace_back(static_cast<const VariableState*>(attrs.resource.get()),
+                                          outputs[0]);
+      }
+      continue;
+    }
+    // Non-differentiable ops (comparisons, stop_gradient, assigns) cut the gradient path.
+    if (!(def.traits & kDifferentiable) || !any_tracked(*tape, inputs) ||
+        aliases_input(inputs, outputs))
+      continue;
+    add_entry(*tape, TapeEntry{id, attrs, inputs, outputs, {}});
+  }
+}
+
+bool record_custom_on_tapes(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+                            CustomBackward backward) {
+  bool taken = false;
+  const TraceRecorder* context = current_recorder();
+  for (TapeState* tape : t_tapes) {
+    if (!tape->recording || tape->context != context || !any_tracked(*tape, inputs) || aliases_input(inputs, outputs)) continue;
+    add_entry(*tape, TapeEntry{OpId::Identity, {}, inputs, outputs, backward});
+    taken = true;
+  }
+  return taken;
+}
+
+// ---- calls of traced functions under a tape ------------------------------------------------
+
+namespace {
+
+using BackwardFn = std::function<std::vector<Tensor>(
+    const std::vector<Tensor>&, const std::vector<Tensor>&, const std::vector<Tensor>&)>;
+
+// What differentiating one concrete function needs, built on its first call under a tape.
+struct FunctionGradient {
+  std::vector<std::shared_ptr<void>> variables;  // floating-point Variables the graph reads
+  BackwardFn backward;                           // (inputs, variable values, output grads)
+  std::function<int64_t()> tracing_count;        // of the backward function (tests)
+};
+
+// Replays the forward graph with the public ops under a tape and differentiates it. Traced as a
+// tg::function, so this runs once per concrete function (and input types); the replay uses the
+// graph as traced, before the optimiser rewrote it into ops that have no gradient rules.
+std::vector<Tensor> replay_and_differentiate(const GraphIR& fwd,
+                                             const std::vector<std::shared_ptr<void>>& variables,
+                                             const std::vector<Tensor>& inputs,
+                                             const std::vector<Tensor>& var_values,
+                                             const std::vector<Tensor>& out_grads) {
+  GradientTape tape;
+  std::vector<Tensor> sources;
+  for (const Tensor& t : inputs)
+    if (is_floating(t.dtype())) tape.watch(t);
+  for (const Tensor& t : var_values) tape.watch(t);
+  // The replay's current value of each variable: reads see earlier assigns of the same call.
+  std::unordered_map<const void*, Tensor> current;
+  for (std::size_t i = 0; i < variables.size(); ++i) current[variables[i].get()] = var_values[i];
+  std::vector<std::vector<Tensor>> values(fwd.nodes.size());
+  std::vector<Tensor> outputs;
+  std::vector<Tensor> args;
+  for (std::size_t n = 0; n < fwd.nodes.size(); ++n) {
+    const GraphNode& node = fwd.nodes[n];
+    args.clear();
+    for (const ValueRef& in : node.inputs)
+      args.push_back(values[static_cast<std::size_t>(in.node)][static_cast<std::size_t>(in.output)]);
+    switch (node.kind) {
+      case NodeKind::kPlaceholder:
+        values[n] = {inputs[static_cast<std::size_t>(node.attrs.axis)]};
+        break;
+      case NodeKind::kConst:
+        values[n] = {node.value};
+        break;
+      case NodeKind::kOutput:
+        outputs.push_back(args[0]);
+        break;
+      case NodeKind::kOp: {
+        auto var = current.find(node.attrs.resource.get());
+        const bool tracked_var = node.attrs.resource && var != current.end();
+        if (node.op == OpId::ReadVariable && tracked_var) {
+          values[n] = {var->second};
+        } else if (node.op == OpId::AssignVariable && tracked_var) {
+          var->second = args[0];
+          values[n] = {args[0]};
+        } else if (node.op == OpId::AssignAddVariable && tracked_var) {
+          var->second = add(var->second, args[0]);
+          values[n] = {var->second};
+        } else if (node.op == OpId::AssignSubVariable && tracked_var) {
+          var->second = sub(var->second, args[0]);
+          values[n] = {var->second};
+        } else if (node.op == OpId::Print) {
+          values[n] = {};  // side effects ran in the forward call
+        } else {
+          values[n] = apply_op(node.op, args, node.attrs);
+        }
+        break;
+      }
+    }
+  }
+  std::vector<Tensor> targets, target_grads;
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    if (!is_floating(outputs[i].dtype())) continue;
+    targets.push_back(outputs[i]);
+    target_grads.push_back(out_grads[i]);
+  }
+  std::vector<Tensor> all_sources = inputs;
+  all_sources.insert(all_sources.end(), var_values.begin(), var_values.end());
+  std::vector<Tensor> grads = tape_gradient(tape, targets, target_grads, all_sources);
+  // A fixed output structure: zeros for inputs that get no gradient (integer inputs included).
+  for (std::size_t i = 0; i < grads.size(); ++i)
+    if (!grads[i].defined()) grads[i] = zeros_like(all_sources[i]);
+  return grads;
+}
+
+std::shared_ptr<FunctionGradient> gradient_of(const ConcreteImpl& cf) {
+  std::lock_guard lock(cf.gradient_mu);
+  if (cf.gradient) return std::static_pointer_cast<FunctionGradient>(cf.gradient);
+  auto fg = std::make_shared<FunctionGradient>();
+  std::shared_ptr<const GraphIR> fwd = cf.unoptimized_ir ? cf.unoptimized_ir : cf.ir;
+  for (const GraphNode& node : fwd->nodes) {
+    if (node.kind != NodeKind::kOp || node.op != OpId::ReadVariable) continue;
+    const auto* state = static_cast<const VariableState*>(node.attrs.resource.get());
+    if (!is_floating(state->dtype)) continue;
+    const bool seen = std::any_of(fg->variables.begin(), fg->variables.end(),
+                                  [&](const auto& v) { return v.get() == state; });
+    if (!seen) fg->variables.push_back(node.attrs.resource);
+  }
+  auto fn = function(
+      [fwd, vars = fg->variables](const std::vector<Tensor>& inputs, const std::vector<Tensor>& var_values,
+                                  const std::vector<Tensor>& out_grads) {
+        return replay_and_differentiate(*fwd, vars, inputs, var_values, out_grads);
+      },
+      {.name = cf.function_name + "_backward"});
+  fg->backward = [fn](const std::vector<Tensor>& a, const std::vector<Tensor>& b,
+                      const std::vector<Tensor>& c) mutable { return fn(a, b, c); };
+  fg->tracing_count = [fn] { return fn.tracing_count(); };
+  cf.gradient = fg;
+  return fg;
+}
+
+}  // namespace
+
+std::vector<Tensor> run_concrete(const ConcreteImpl& cf, const std::vector<Tensor>& inputs) {
+  if (!tapes_recording()) return execute(*cf.ir, inputs);
+  std::shared_ptr<FunctionGradient> fg = gradient_of(cf);
+  // The variables' values as the call sees them, read through the op so that tapes track them.
+  std::vector<Tensor> var_values;
+  for (const auto& v : fg->variables) {
+    OpAttrs attrs;
+    attrs.resource = v;
+    var_values.push_back(apply_op1(OpId::ReadVariable, {}, attrs));
+  }
+  std::vector<Tensor> outputs = execute(*cf.ir, inputs);
+  std::vector<Tensor> all_inputs = inputs;
+  all_inputs.insert(all_inputs.end(), var_values.begin(), var_values.end());
+  const std::size_t n_inputs = inputs.size();
+  record_custom_on_tapes(all_inputs, outputs,
+                         [fg, all_inputs, n_inputs](const std::vector<Tensor>& out_grads) {
+                           std::vector<Tensor> ins(all_inputs.begin(), all_inputs.begin() + static_cast<std::ptrdiff_t>(n_inputs));
+                           std::vector<Tensor> vars(all_inputs.begin() + static_cast<std::ptrdiff_t>(n_inputs), all_inputs.end());
+                           std::vector<Tensor> grads = fg->backward(ins, vars, out_grads);
+                           for (std::size_t i = 0; i < grads.size(); ++i)
+                             if (!is_floating(all_inputs[i].dtype())) grads[i] = Tensor();
+                           return grads;
+                         });
+  return outputs;
+}
+
+int64_t backward_tracing_count(const ConcreteImpl& cf) {
+  std::lock_guard lock(cf.gradient_mu);
+  if (!cf.gradient) return 0;
+  return std::static_pointer_cast<FunctionGradient>(cf.gradient)->tracing_count();
+}
+
+// ---- the public tape -------------------------------------------------------------------------
+
+std::vector<Tensor> tape_gradient(GradientTape& tape, const std::vector<Tensor>& targets,
+                                  const std::vector<Tensor>& target_grads,
+                                  const std::vector<Tensor>& sources) {
+  TapeState& s = *tape.state_;
+  PauseTape pause(s);
+  std::vector<std::vector<const TensorImpl*>> keys;
+  for (const Tensor& src : sources) {
+    std::vector<const TensorImpl*> group{src.impl().get()};
+    for (const auto& [var, read] : s.variable_reads)
+      if (read.impl() == src.impl())
+        for (const auto& [var2, read2] : s.variable_reads)
+          if (var2 == var) group.push_back(read2.impl().get());
+    keys.push_back(std::move(group));
+  }
+  return walk_back(s, targets, target_grads, keys);
+}
+
+}  // namespace detail
+
+namespace {
+
+void check_floating(const char* what, const Tensor& t, const std::string& which) {
+  if (!t.defined())
+    throw ValueError(detail::str_cat("[GradientTape.", what, "] ", which,
+                                     " is an empty tg::Tensor; pass a computed tensor"));
+  if (!is_floating(t.dtype()))
+    throw TypeError(detail::str_cat(
+        "[GradientTape.", what, "] ", which, " must be floating-point (float32 or float64) to take "
+        "gradients, but it is ", to_string(t.dtype()), ". Cast it with tg::cast(x, tg::float32) "
+        "before the computation you differentiate"));
+}
+
+}  // namespace
+
+GradientTape::GradientTape(bool persistent) : state_(std::make_shared<detail::TapeState>()) {
+  state_->persistent = persistent;
+  state_->context = detail::current_recorder();
+  detail::t_tapes.push_back(state_.get());
+  state_->set_recording(true);
+}
+
+GradientTape::~GradientTape() {
+  state_->set_recording(false);
+  auto& tapes = detail::t_tapes;
+  tapes.erase(std::remove(tapes.begin(), tapes.end(), state_.get()), tapes.end());
+}
+
+void GradientTape::watch(const Tensor& t) {
+  check_floating("watch", t, "the watched tensor");
+  state_->track(t);
+}
+
+void GradientTape::watch(const Variable& v) {
+  if (!is_floating(v.dtype()))
+    throw TypeError(detail::str_cat("[GradientTape.watch] variable '", v.name(), "' is ",
+                                    to_string(v.dtype()), "; only floating-point variables have gradients"));
+  const bool was = state_->recording;
+  state_->set_recording(true);  // the read registers the variable with this tape
+  const Tensor r = v.read_value();
+  state_->set_recording(was);
+  state_->track(r);
+}
+
+std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vector<Tensor>& sources,
+                                           UnconnectedGradients unconnected) {
+  if (state_->spent)
+    throw ValueError(
+        "[GradientTape.gradient] this non-persistent GradientTape already computed its "
+        "gradients; a non-persistent tape allows one gradient() call. Create it as "
+        "tg::GradientTape(/*persistent=*/true) to call gradient() several times, or use a new tape");
+  check_floating("gradient", target, "the target");
+  for (std::size_t i = 0; i < sources.size(); ++i)
+    check_floating("gradient", sources[i], "source " + std::to_string(i));
+  std::vector<Tensor> grads = detail::tape_gradient(*this, {target}, {ones_like(target)}, sources);
+  if (!state_->persistent) {
+    state_->spent = true;
+    state_->set_recording(false);
+    state_->entries.clear();
+    state_->tracked.clear();
+    state_->variable_reads.clear();
+  }
+  for (std::size_t i = 0; i < grads.size(); ++i)
+    if (!grads[i].defined() && unconnected == UnconnectedGradients::kZero)
+      grads[i] = zeros_like(sources[i]);
+  return grads;
+}
+
+std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vector<Variable>& sources,
+                                           UnconnectedGradients unconnected) {
+  std::vector<Tensor> reads;
+  reads.reserve(sources.size());
+  for (const Variable& v : sources) {
+    if (!is_floating(v.dtype()))
+      throw TypeError(detail::str_cat("[GradientTape.gradient] variable '", v.name(), "' is ",
+                                      to_string(v.dtype()), "; only floating-point variables have gradients"));
+    // A read that stands for the variable: any read this tape recorded, else the current value.
+    Tensor r;
+    for (const auto& [var, read] : state_->variable_reads)
+      if (var == v.state().get()) r = read;
+    if (!r.defined()) {
+      const bool was = state_->recording;
+      state_->set_recording(true);
+      r = v.read_value();
+      state_->set_recording(was);
+    }
+    reads.push_back(r);
+  }
+  return gradient(target, reads, unconnected);
+}
+
+Tensor GradientTape::gradient(const Tensor& target, const Tensor& source, UnconnectedGradients u) {
+  return gradient(target, std::vector<Tensor>{source}, u)[0];
+}
+
+Tensor GradientTape::gradient(const Tensor& target, const Variable& source, UnconnectedGradients u) {
+  return gradient(target, std::vector<Variable>{source}, u)[0];
+}
+
+void GradientTape::stop_recording() { state_->set_recording(false); }
+void GradientTape::resume_recording() {
+  if (!state_->spent) state_->set_recording(true);
+}
+
+Tensor stop_gradient(const Tensor& x) { return detail::apply_op1(detail::OpId::StopGradient, {x}); }
+
+}  // namespace tg
