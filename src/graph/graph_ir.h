@@ -1,7 +1,9 @@
 // The graph IR that traces record into and the executor runs.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -26,6 +28,17 @@ enum class NodeKind : uint8_t {
 };
 
 class GraphIR;
+
+/// Where the executor keeps its plan for a graph (src/runtime/plan.h), built on the first run.
+/// Copying a graph copies no plan: the copy may be changed before it runs.
+struct PlanCache {
+  PlanCache() = default;
+  PlanCache(const PlanCache&) {}
+  PlanCache& operator=(const PlanCache&) { return *this; }
+  mutable std::atomic<const void*> plan{nullptr};  // fast path: the current plan
+  mutable std::mutex mu;                           // guards building and `owned`
+  mutable std::vector<std::shared_ptr<const void>> owned;  // every plan built (kept alive)
+};
 
 struct GraphNode {
   std::string name;               // unique within the graph
@@ -59,9 +72,24 @@ class GraphIR {
   /// "add" for output 0, "add:1" for others (as graph inputs are written).
   std::string ref_name(const ValueRef& r) const;
 
+  PlanCache plan_cache;  // the executor's; see src/runtime/plan.h
+
  private:
   uint64_t id_;
   std::unordered_map<std::string, int> name_counts_;
 };
+
+/// Whether an op carries sub-graphs (cond, while and their stateful variants).
+bool is_control_flow(OpId op);
+/// A control-flow op's sub-graphs with their roles ("then_branch", "body", ...), read from its
+/// attributes; empty for other ops. Recorders fill GraphNode::subgraphs from it.
+struct NamedSubgraph {
+  std::string role;
+  std::shared_ptr<const GraphIR> graph;
+};
+std::vector<NamedSubgraph> subgraphs_of(OpId op, const OpAttrs& attrs);
+/// The name a recorded node starts from: the op's name, or a control-flow node's own ("cond",
+/// "while" or WhileOptions::name).
+std::string node_base_name(OpId op, const OpAttrs& attrs);
 
 }  // namespace tg::detail

@@ -1,0 +1,351 @@
+// In-graph control flow: tg::cond (tf.cond), tg::while_loop (tf.while_loop), tg::for_range
+// (AutoGraph's `for i in tf.range(n)`) and tg::TensorArray (tf.TensorArray).
+//
+// C++ `if` and `for` run while a function is traced, so they unroll into the graph (or fail on a
+// symbolic condition). These functions put the decision into the graph instead: traced, a
+// tg::cond becomes one node holding both branches as sub-graphs, and a tg::while_loop one node
+// holding its condition and body, which appear once however many iterations run. Eagerly they
+// are plain C++ control flow.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "tracegraph/ops.h"
+#include "tracegraph/shape.h"
+#include "tracegraph/tensor.h"
+
+namespace tg {
+
+/// A list of same-typed tensors that grows by writes: how a loop accumulates per-iteration
+/// values (tf.TensorArray). Values are immutable: write() returns the updated array, so inside a
+/// loop body write `ta = ta.write(i, v)` and return `ta` as a loop variable.
+///
+/// - `size` fixes the number of elements (writes beyond it are an error) unless `dynamic_size`,
+///   with which the array grows to the largest index written.
+/// - Every element has the same shape: the `element_shape` given here, or that of the first
+///   write. Elements never written read (and stack) as zeros.
+/// - Works eagerly, and as a tg::while_loop / tg::for_range loop variable in traced functions.
+/// - String arrays are not supported.
+class TensorArray {
+ public:
+  explicit TensorArray(DType dtype, int64_t size = 0, bool dynamic_size = false,
+                       TensorShape element_shape = TensorShape::unknown_rank());
+
+  /// The array with element `index` (an integer scalar) set to `value`.
+  TensorArray write(const Tensor& index, const Tensor& value) const;
+  TensorArray write(int64_t index, const Tensor& value) const;
+  /// Element `index`; tg::InvalidArgumentError when out of range or nothing was written yet.
+  Tensor read(const Tensor& index) const;
+  Tensor read(int64_t index) const;
+  /// All elements stacked along a new first dimension: shape (size, element_shape...).
+  Tensor stack() const;
+
+  DType dtype() const { return dtype_; }
+  /// The fixed size (for dynamic arrays: the initial size).
+  int64_t size() const { return size_; }
+  bool dynamic_size() const { return dynamic_; }
+  /// What is known of the element shape (unknown rank until the first write).
+  const TensorShape& element_shape() const { return element_shape_; }
+
+  /// The tensor that carries the elements through graphs (a loop variable's flat value).
+  const Tensor& flow() const { return flow_; }
+  /// The same array over another flow tensor (how loops rebuild their variables).
+  TensorArray with_flow(const Tensor& flow) const;
+
+ private:
+  DType dtype_;
+  int64_t size_;
+  bool dynamic_;
+  TensorShape element_shape_;
+  Tensor flow_;
+};
+
+/// Options of tg::while_loop.
+struct WhileOptions {
+  /// One shape per flattened loop variable (TensorArrays included; their entry is ignored):
+  /// the shapes the variables may take across iterations, with tg::None for the dims that
+  /// change. Empty: every variable keeps its entry shape, and a body that changes a shape is a
+  /// tg::ValueError naming the variable and both shapes.
+  std::vector<TensorShape> shape_invariants;
+  /// Stops after this many iterations even if the condition still holds (-1: no limit).
+  int64_t maximum_iterations = -1;
+  /// The node name in graphs.
+  std::string name = "while";
+};
+
+namespace detail {
+
+/// What the non-template core knows of one flattened loop variable.
+struct LoopLeaf {
+  std::string path;          // "loop_vars[1]", for messages
+  bool tensor_array = false;  // a TensorArray's flow: its shape may change freely
+};
+
+template <class T, class = void>
+struct Nest;  // flattening of loop variables / branch results (see the specialisations below)
+
+template <>
+struct Nest<Tensor> {
+  static void flatten(const Tensor& t, std::vector<Tensor>& out, std::vector<LoopLeaf>* leaves,
+                      const std::string& path) {
+    out.push_back(t);
+    if (leaves) leaves->push_back({path, false});
+  }
+  static Tensor rebuild(const Tensor&, const std::vector<Tensor>& flat, std::size_t& pos) {
+    return flat[pos++];
+  }
+};
+template <>
+struct Nest<TensorArray> {
+  static void flatten(const TensorArray& t, std::vector<Tensor>& out,
+                      std::vector<LoopLeaf>* leaves, const std::string& path) {
+    out.push_back(t.flow());
+    if (leaves) leaves->push_back({path, true});
+  }
+  static TensorArray rebuild(const TensorArray& like, const std::vector<Tensor>& flat,
+                             std::size_t& pos) {
+    return like.with_flow(flat[pos++]);
+  }
+};
+template <class T>
+struct Nest<std::vector<T>> {
+  static void flatten(const std::vector<T>& v, std::vector<Tensor>& out,
+                      std::vector<LoopLeaf>* leaves, const std::string& path) {
+    for (std::size_t i = 0; i < v.size(); ++i)
+      Nest<T>::flatten(v[i], out, leaves, path + "[" + std::to_string(i) + "]");
+  }
+  static std::vector<T> rebuild(const std::vector<T>& like, const std::vector<Tensor>& flat,
+                                std::size_t& pos) {
+    std::vector<T> out;
+    out.reserve(like.size());
+    for (const T& l : like) out.push_back(Nest<T>::rebuild(l, flat, pos));
+    return out;
+  }
+};
+template <class T, std::size_t N>
+struct Nest<std::array<T, N>> {
+  static void flatten(const std::array<T, N>& v, std::vector<Tensor>& out,
+                      std::vector<LoopLeaf>* leaves, const std::string& path) {
+    for (std::size_t i = 0; i < N; ++i)
+      Nest<T>::flatten(v[i], out, leaves, path + "[" + std::to_string(i) + "]");
+  }
+  static std::array<T, N> rebuild(const std::array<T, N>& like, const std::vector<Tensor>& flat,
+                                  std::size_t& pos) {
+    std::array<T, N> out = like;
+    for (std::size_t i = 0; i < N; ++i) out[i] = Nest<T>::rebuild(like[i], flat, pos);
+    return out;
+  }
+};
+template <class... Ts>
+struct Nest<std::tuple<Ts...>> {
+  static void flatten(const std::tuple<Ts...>& v, std::vector<Tensor>& out,
+                      std::vector<LoopLeaf>* leaves, const std::string& path) {
+    std::size_t i = 0;
+    std::apply([&](const auto&... e) {
+      (Nest<std::decay_t<decltype(e)>>::flatten(e, out, leaves, path + "[" + std::to_string(i++) + "]"), ...);
+    }, v);
+  }
+  static std::tuple<Ts...> rebuild(const std::tuple<Ts...>& like, const std::vector<Tensor>& flat,
+                                   std::size_t& pos) {
+    // Braced init evaluates left to right, so leaves are consumed in flatten order.
+    return std::apply([&](const auto&... e) {
+      return std::tuple<Ts...>{Nest<std::decay_t<decltype(e)>>::rebuild(e, flat, pos)...};
+    }, like);
+  }
+};
+template <class A, class B>
+struct Nest<std::pair<A, B>> {
+  static void flatten(const std::pair<A, B>& v, std::vector<Tensor>& out,
+                      std::vector<LoopLeaf>* leaves, const std::string& path) {
+    Nest<A>::flatten(v.first, out, leaves, path + "[0]");
+    Nest<B>::flatten(v.second, out, leaves, path + "[1]");
+  }
+  static std::pair<A, B> rebuild(const std::pair<A, B>& like, const std::vector<Tensor>& flat,
+                                 std::size_t& pos) {
+    A a = Nest<A>::rebuild(like.first, flat, pos);
+    B b = Nest<B>::rebuild(like.second, flat, pos);
+    return {std::move(a), std::move(b)};
+  }
+};
+
+template <class T>
+std::vector<Tensor> flatten_nest(const T& v, std::vector<LoopLeaf>* leaves = nullptr,
+                                 const std::string& path = "") {
+  std::vector<Tensor> out;
+  Nest<T>::flatten(v, out, leaves, path);
+  return out;
+}
+template <class T>
+T rebuild_nest(const T& like, const std::vector<Tensor>& flat) {
+  std::size_t pos = 0;
+  return Nest<T>::rebuild(like, flat, pos);
+}
+
+using FlatFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+
+/// tg::cond on flattened branch results: runs one branch (eager predicate) or records a cond
+/// node with both branches as sub-graphs (symbolic predicate).
+std::vector<Tensor> cond_flat(const Tensor& pred, const std::function<std::vector<Tensor>()>& true_fn,
+                              const std::function<std::vector<Tensor>()>& false_fn);
+/// tg::while_loop on flattened loop variables. `cond` returns one boolean scalar.
+std::vector<Tensor> while_loop_flat(const FlatFn& cond, const FlatFn& body,
+                                    const std::vector<Tensor>& init,
+                                    const std::vector<LoopLeaf>& leaves, const WhileOptions& options);
+
+/// Calls f with the loop variables: whole (f(vars)), or unpacked if vars is a tuple
+/// (f(a, b, ...)).
+template <class F, class V>
+decltype(auto) call_with_vars(F& f, const V& vars) {
+  if constexpr (std::is_invocable_v<F&, const V&>) {
+    return f(vars);
+  } else {
+    return std::apply(f, vars);
+  }
+}
+}  // namespace detail
+
+/// tf.cond: `true_fn()` if `pred` (a scalar bool tensor) holds, else `false_fn()`.
+///
+/// Both functions take no arguments and return the same C++ type: void, a Tensor, a
+/// TensorArray, or a std::tuple / std::pair / std::vector / std::array of those. Eagerly (an
+/// eager `pred`) only the chosen function runs. While tracing with a symbolic `pred`, both are
+/// traced into sub-graphs of one "cond" node and the choice happens at every execution; their
+/// results must then have the same structure and dtypes (tg::TypeError naming both otherwise),
+/// and a dimension on which they differ becomes None. Tensors of the enclosing trace that a
+/// branch uses are passed into the node; tg::print and Variable updates in a branch run only
+/// when that branch is taken.
+///
+///     Tensor y = tg::cond(x > 0, [&] { return x * 2; }, [&] { return -x; });
+template <class TrueFn, class FalseFn>
+auto cond(const Tensor& pred, TrueFn true_fn, FalseFn false_fn) {
+  using R = std::decay_t<std::invoke_result_t<TrueFn&>>;
+  using R2 = std::decay_t<std::invoke_result_t<FalseFn&>>;
+  static_assert(std::is_same_v<R, R2>,
+                "tg::cond: true_fn and false_fn must return the same C++ type (write the lambdas' "
+                "return types explicitly, e.g. -> tg::Tensor)");
+  if constexpr (std::is_void_v<R>) {
+    detail::cond_flat(pred, [&] { true_fn(); return std::vector<Tensor>{}; },
+                      [&] { false_fn(); return std::vector<Tensor>{}; });
+  } else {
+    std::optional<R> t_out, f_out;
+    std::vector<Tensor> flat = detail::cond_flat(
+        pred, [&] { t_out.emplace(true_fn()); return detail::flatten_nest(*t_out); },
+        [&] { f_out.emplace(false_fn()); return detail::flatten_nest(*f_out); });
+    return detail::rebuild_nest(t_out ? *t_out : *f_out, flat);
+  }
+}
+
+/// tf.while_loop: `while (cond(vars)) vars = body(vars);` and returns the final vars.
+///
+/// `loop_vars` is a Tensor, a TensorArray, or a std::tuple / std::pair / std::vector /
+/// std::array of those (nested freely). `cond` and `body` take the variables whole (`body(vars)`)
+/// or, for a tuple, unpacked (`body(i, x)`); `cond` returns a scalar bool tensor and `body` the
+/// new variables in the same structure with the same dtypes.
+///
+/// Eagerly this is a C++ loop. While tracing, the condition and the body are traced once each
+/// into the sub-graphs of one "while" node, so the graph does not grow with the trip count.
+/// Shapes must stay the same across iterations except along dims declared None in
+/// `options.shape_invariants` (tg::ValueError naming the variable and both shapes otherwise).
+///
+///     auto [i, total] = tg::while_loop(
+///         [](Tensor i, Tensor) { return i < 10; },
+///         [](Tensor i, Tensor total) { return std::tuple{i + 1, total + i}; },
+///         std::tuple{tg::constant(0), tg::constant(0)});
+template <class CondFn, class BodyFn, class LoopVars>
+LoopVars while_loop(CondFn cond_fn, BodyFn body_fn, const LoopVars& loop_vars,
+                    const WhileOptions& options = {}) {
+  std::vector<detail::LoopLeaf> leaves;
+  std::vector<Tensor> init = detail::flatten_nest(loop_vars, &leaves, "loop_vars");
+  std::optional<LoopVars> last;  // the body's last result: TensorArrays learn element shapes there
+  auto cond_flat = [&](const std::vector<Tensor>& flat) -> std::vector<Tensor> {
+    const LoopVars vars = detail::rebuild_nest(loop_vars, flat);
+    return {Tensor(detail::call_with_vars(cond_fn, vars))};
+  };
+  auto body_flat = [&](const std::vector<Tensor>& flat) -> std::vector<Tensor> {
+    const LoopVars vars = detail::rebuild_nest(last ? *last : loop_vars, flat);
+    last.emplace(LoopVars(detail::call_with_vars(body_fn, vars)));
+    return detail::flatten_nest(*last);
+  };
+  std::vector<Tensor> out = detail::while_loop_flat(cond_flat, body_flat, init, leaves, options);
+  return detail::rebuild_nest(last ? *last : loop_vars, out);
+}
+
+/// An integer scalar for tg::Range: a tensor, or a C++ integer that takes the dtype of the
+/// range's tensor bounds (int32 when none is a tensor).
+struct RangeBound {
+  RangeBound(const Tensor& t) : tensor(t) {}  // NOLINT: implicit on purpose
+  RangeBound(int v) : value(v) {}             // NOLINT
+  RangeBound(int64_t v) : value(v) {}         // NOLINT
+  Tensor tensor;
+  int64_t value = 0;
+};
+
+/// What tg::for_range iterates over: start, start + delta, ... while < limit (> limit for a
+/// negative delta), like tg::range(start, limit, delta) but without building the list.
+struct Range {
+  Range(const Tensor& limit) : start(0), limit(limit) {}  // NOLINT: tg::for_range(n, ...)
+  Range(int limit) : start(0), limit(limit) {}            // NOLINT
+  Range(int64_t limit) : start(0), limit(limit) {}        // NOLINT
+  Range(RangeBound start, RangeBound limit, RangeBound delta = 1)
+      : start(std::move(start)), limit(std::move(limit)), delta(std::move(delta)) {}
+  RangeBound start;
+  RangeBound limit;
+  RangeBound delta = 1;
+};
+
+namespace detail {
+/// The bounds as tensors of one integer dtype.
+std::array<Tensor, 3> range_tensors(const Range& r);
+/// Whether a loop over these bounds must be recorded as a while node (tracing) or run in C++.
+bool loop_is_staged(const std::array<Tensor, 3>& bounds);
+Tensor range_continues(const Tensor& i, const Tensor& limit, const Tensor& delta);
+}  // namespace detail
+
+/// AutoGraph's `for i in tf.range(...)`: runs `body(i)` for each i of the range. Eagerly a C++
+/// loop; while tracing a while node whose body appears once in the graph. Side effects in the
+/// body (tg::print, Variable updates) happen at every iteration of every call.
+///
+///     tg::for_range({1, n + 1}, [](tg::Tensor i) { tg::print(i); });
+template <class Body>
+  requires std::is_invocable_v<Body&, const Tensor&>
+void for_range(const Range& range, Body body) {
+  const auto b = detail::range_tensors(range);
+  if (!detail::loop_is_staged(b)) {
+    for (Tensor i = b[0]; static_cast<bool>(detail::range_continues(i, b[1], b[2])); i = i + b[2]) body(i);
+    return;
+  }
+  while_loop([&](const Tensor& i) { return detail::range_continues(i, b[1], b[2]); },
+             [&](const Tensor& i) { body(i); return i + b[2]; }, b[0]);
+}
+
+/// The same with loop state: `state = body(i, state)` for each i; returns the final state (any
+/// tg::while_loop variable structure: Tensors, TensorArrays, tuples, vectors...).
+///
+///     Tensor total = tg::for_range(n, tg::constant(0), [](Tensor i, Tensor s) { return s + i; });
+template <class State, class Body>
+  requires std::is_invocable_v<Body&, const Tensor&, const State&>
+State for_range(const Range& range, const State& init, Body body) {
+  const auto b = detail::range_tensors(range);
+  if (!detail::loop_is_staged(b)) {
+    State s = init;
+    for (Tensor i = b[0]; static_cast<bool>(detail::range_continues(i, b[1], b[2])); i = i + b[2])
+      s = State(body(i, s));
+    return s;
+  }
+  auto out = while_loop(
+      [&](const std::pair<Tensor, State>& v) { return detail::range_continues(v.first, b[1], b[2]); },
+      [&](const std::pair<Tensor, State>& v) {
+        return std::pair<Tensor, State>(v.first + b[2], State(body(v.first, v.second)));
+      },
+      std::pair<Tensor, State>(b[0], init));
+  return out.second;
+}
+
+}  // namespace tg

@@ -1,0 +1,208 @@
+// Gradients of the control-flow ops. A cond's gradient is itself a cond: each branch replays its
+// forward sub-graph under a GradientTape and returns the vector-Jacobian product for the node's
+// captured inputs, so the backward pass also runs only the branch that was taken. A while's
+// gradient is two loops: the forward loop again, stacking each iteration's variables, then the
+// body's vector-Jacobian product applied in reverse.
+#include "control_flow/subgraph.h"
+#include "core/check.h"
+#include "tracegraph/control_flow.h"
+#include "tracegraph/gradient.h"
+#include "tracegraph/ops.h"
+
+namespace tg::detail {
+
+namespace {
+
+// Runs a sub-graph with the public ops, so that a tape records it. Side effects are not
+// repeated: prints are skipped and assigns only compute the value they would store.
+std::vector<Tensor> replay_subgraph(const GraphIR& g, const std::vector<Tensor>& inputs) {
+  std::vector<std::vector<Tensor>> values(g.nodes.size());
+  std::vector<Tensor> outputs;
+  std::vector<Tensor> args;
+  for (std::size_t n = 0; n < g.nodes.size(); ++n) {
+    const GraphNode& node = g.nodes[n];
+    args.clear();
+    for (const ValueRef& in : node.inputs)
+      args.push_back(values[static_cast<std::size_t>(in.node)][static_cast<std::size_t>(in.output)]);
+    switch (node.kind) {
+      case NodeKind::kPlaceholder: values[n] = {inputs[static_cast<std::size_t>(node.attrs.axis)]}; break;
+      case NodeKind::kConst: values[n] = {node.value}; break;
+      case NodeKind::kOutput: outputs.push_back(args[0]); break;
+      case NodeKind::kOp:
+        switch (node.op) {
+          case OpId::Print: break;
+          case OpId::AssignVariable: values[n] = {args[0]}; break;
+          case OpId::AssignAddVariable:
+            values[n] = {add(apply_op1(OpId::ReadVariable, {}, node.attrs), args[0])};
+            break;
+          case OpId::AssignSubVariable:
+            values[n] = {sub(apply_op1(OpId::ReadVariable, {}, node.attrs), args[0])};
+            break;
+          default: values[n] = apply_op(node.op, args, node.attrs);
+        }
+        break;
+    }
+  }
+  return outputs;
+}
+
+// d(sum_i <outputs_i, out_grads_i>)/d(inputs) for one sub-graph; empty for non-float inputs.
+std::vector<Tensor> subgraph_vjp(const GraphIR& g, const std::vector<Tensor>& inputs,
+                                 const std::vector<Tensor>& out_grads) {
+  GradientTape tape;
+  std::vector<Tensor> sources;
+  for (const Tensor& x : inputs)
+    if (is_floating(x.dtype())) {
+      tape.watch(x);
+      sources.push_back(x);
+    }
+  const std::vector<Tensor> outs = replay_subgraph(g, inputs);
+  TG_CHECK(outs.size() == out_grads.size(), "sub-graph outputs and their gradients differ in number");
+  std::vector<Tensor> terms;
+  bool mixed = false;
+  for (std::size_t i = 0; i < outs.size(); ++i) {
+    if (!is_floating(outs[i].dtype())) continue;
+    terms.push_back(reduce_sum(outs[i] * out_grads[i]));
+    mixed |= terms.back().dtype() != terms.front().dtype();
+  }
+  std::vector<Tensor> grads(inputs.size());
+  if (terms.empty() || sources.empty()) return grads;
+  Tensor target;
+  for (const Tensor& t : terms) {
+    const Tensor term = mixed ? cast(t, float64) : t;
+    target = target.defined() ? target + term : term;
+  }
+  const std::vector<Tensor> g_src = tape.gradient(target, sources);
+  for (std::size_t i = 0, s = 0; i < inputs.size(); ++i)
+    if (is_floating(inputs[i].dtype())) grads[i] = g_src[s++];
+  return grads;
+}
+
+std::vector<Tensor> grad_cond(const GradInputs& g) {
+  const ControlFlowPayload& p = payload_of(g.attrs);
+  std::vector<std::size_t> diff;  // the node inputs that get a gradient
+  for (std::size_t i = 1; i < g.inputs.size(); ++i)
+    if (is_floating(g.inputs[i].dtype())) diff.push_back(i);
+  std::vector<Tensor> result(g.inputs.size());
+  if (diff.empty()) return result;
+  auto branch = [&](std::size_t b) {
+    std::vector<Tensor> args;
+    for (int k : p.capture_inputs[b]) args.push_back(g.inputs[static_cast<std::size_t>(k)]);
+    const std::vector<Tensor> ga = subgraph_vjp(*p.graphs[b], args, g.grads);
+    std::vector<Tensor> out;
+    for (std::size_t i : diff) {
+      Tensor sum;
+      for (std::size_t j = 0; j < args.size(); ++j)
+        if (static_cast<std::size_t>(p.capture_inputs[b][j]) == i && ga[j].defined())
+          sum = sum.defined() ? sum + ga[j] : ga[j];
+      out.push_back(sum.defined() ? sum : zeros_like(g.inputs[i]));
+    }
+    return out;
+  };
+  const std::vector<Tensor> r = cond(g.inputs[0], [&] { return branch(0); }, [&] { return branch(1); });
+  for (std::size_t k = 0; k < diff.size(); ++k) result[diff[k]] = r[k];
+  return result;
+}
+
+// The loop runs again, storing every iteration's loop variables in TensorArrays; a reverse loop
+// then applies the body's vector-Jacobian product from the last iteration to the first.
+std::vector<Tensor> grad_while(const GradInputs& g) {
+  const ControlFlowPayload& p = payload_of(g.attrs);
+  const auto n = static_cast<std::size_t>(p.num_loop_vars);
+  std::vector<Tensor> result(g.inputs.size());
+  std::vector<Tensor> cond_caps, body_caps;
+  for (int k : p.capture_inputs[0]) cond_caps.push_back(g.inputs[static_cast<std::size_t>(k)]);
+  for (int k : p.capture_inputs[1]) body_caps.push_back(g.inputs[static_cast<std::size_t>(k)]);
+  for (std::size_t k = 0; k < n; ++k)
+    if (g.inputs[k].dtype() == DType::String)
+      throw InvalidArgumentError("[gradient] differentiating a tg::while_loop with string loop variables is not supported");
+
+  // 1. Forward again, recording each iteration's inputs.
+  using Fwd = std::pair<std::vector<Tensor>, std::vector<TensorArray>>;
+  Fwd init;
+  init.first.push_back(constant(0));
+  for (std::size_t k = 0; k < n; ++k) {
+    init.first.push_back(g.inputs[k]);
+    init.second.emplace_back(g.inputs[k].dtype(), 0, true);
+  }
+  WhileOptions fo;
+  fo.maximum_iterations = p.maximum_iterations;
+  fo.name = p.name + "_grad_forward";
+  fo.shape_invariants.push_back(TensorShape{});
+  for (std::size_t k = 0; k < n; ++k) fo.shape_invariants.push_back(p.output_types[k].shape);
+  for (std::size_t k = 0; k < n; ++k) fo.shape_invariants.push_back(TensorShape::unknown_rank());
+  auto with_caps = [](std::vector<Tensor> vars, const std::vector<Tensor>& caps) {
+    vars.insert(vars.end(), caps.begin(), caps.end());
+    return vars;
+  };
+  const Fwd fwd = while_loop(
+      [&](const Fwd& s) {
+        return replay_subgraph(*p.graphs[0], with_caps({s.first.begin() + 1, s.first.end()}, cond_caps))[0];
+      },
+      [&](const Fwd& s) {
+        const std::vector<Tensor> vars(s.first.begin() + 1, s.first.end());
+        Fwd next;
+        next.first.push_back(s.first[0] + 1);
+        for (const Tensor& v : replay_subgraph(*p.graphs[1], with_caps(vars, body_caps))) next.first.push_back(v);
+        for (std::size_t k = 0; k < n; ++k) next.second.push_back(s.second[k].write(s.first[0], vars[k]));
+        return next;
+      },
+      init, fo);
+
+  // 2. Backward: loop variables are the iteration index and the gradients of the float loop
+  // variables and float body captures.
+  std::vector<std::size_t> fv, fc;
+  for (std::size_t k = 0; k < n; ++k)
+    if (is_floating(g.inputs[k].dtype())) fv.push_back(k);
+  for (std::size_t c = 0; c < body_caps.size(); ++c)
+    if (is_floating(body_caps[c].dtype())) fc.push_back(c);
+  if (fv.empty() && fc.empty()) return result;
+  std::vector<Tensor> rinit{fwd.first[0] - 1};
+  WhileOptions ro;
+  ro.name = p.name + "_grad";
+  ro.shape_invariants.push_back(TensorShape{});
+  for (std::size_t k : fv) {
+    rinit.push_back(g.grads[k]);
+    ro.shape_invariants.push_back(p.output_types[k].shape);
+  }
+  for (std::size_t c : fc) {
+    rinit.push_back(zeros_like(body_caps[c]));
+    ro.shape_invariants.push_back(body_caps[c].shape());
+  }
+  const std::vector<TensorArray>& stored = fwd.second;
+  const std::vector<Tensor> rev = while_loop(
+      [](const std::vector<Tensor>& s) { return s[0] >= 0; },
+      [&](const std::vector<Tensor>& s) {
+        std::vector<Tensor> vars, out_grads;
+        for (std::size_t k = 0; k < n; ++k) vars.push_back(stored[k].read(s[0]));
+        out_grads = vars;  // placeholders for non-float outputs (ignored)
+        for (std::size_t i = 0; i < fv.size(); ++i) out_grads[fv[i]] = s[1 + i];
+        const std::vector<Tensor> vjp = subgraph_vjp(*p.graphs[1], with_caps(vars, body_caps), out_grads);
+        std::vector<Tensor> next{s[0] - 1};
+        for (std::size_t k : fv) next.push_back(vjp[k].defined() ? vjp[k] : zeros_like(vars[k]));
+        for (std::size_t i = 0; i < fc.size(); ++i) {
+          const Tensor& d = vjp[n + fc[i]];
+          next.push_back(d.defined() ? s[1 + fv.size() + i] + d : s[1 + fv.size() + i]);
+        }
+        return next;
+      },
+      rinit, ro);
+  for (std::size_t i = 0; i < fv.size(); ++i) result[fv[i]] = rev[1 + i];
+  for (std::size_t i = 0; i < fc.size(); ++i) {
+    const auto idx = static_cast<std::size_t>(p.capture_inputs[1][fc[i]]);
+    const Tensor& d = rev[1 + fv.size() + i];
+    result[idx] = result[idx].defined() ? result[idx] + d : d;
+  }
+  return result;
+}
+
+}  // namespace
+
+void register_control_flow_gradients(OpDef* t) {
+  set_grad(t, OpId::Cond, &grad_cond);
+  set_grad(t, OpId::StatefulCond, &grad_cond);
+  set_grad(t, OpId::While, &grad_while);
+  set_grad(t, OpId::StatefulWhile, &grad_while);
+}
+
+}  // namespace tg::detail
