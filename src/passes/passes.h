@@ -18,6 +18,17 @@ int eliminate_common_subexpressions(GraphIR& g);
 /// kMaxFoldedElements elements; an op that throws is left to fail at run time). Returns the
 /// number folded.
 int fold_constants(GraphIR& g);
+/// Algebraic simplification by a rewrite-rule table (simplify.cpp lists the rules): x*1, x/1,
+/// pow(x,1), x+(-0.0), x-(+0.0) (integer x+0, x-0), neg(neg x), logical_not twice,
+/// abs/relu twice, identity, cast to the same dtype, transpose pairs, reshape chains and
+/// reshapes to the same shape. Every rule keeps results bit-identical (IEEE -0.0, NaN and
+/// broadcasting included). Removed nodes are gone; returns the number of rewrites.
+int simplify_algebra(GraphIR& g);
+/// Elementwise fusion: connected elementwise ops (broadcasting included) whose outputs share
+/// one fully defined static shape become one fused_elementwise node (src/ops/fused.h) that
+/// walks the data once in tiles. Values used outside a group become outputs of its node;
+/// one-element constants become immediates of the program. Returns the number of fused nodes.
+int fuse_elementwise(GraphIR& g);
 inline constexpr int64_t kMaxFoldedElements = int64_t{1} << 16;
 
 /// Runs the pipeline on a freshly traced graph. TG_DUMP_GRAPHS=<dir> writes the graph after

@@ -16,10 +16,15 @@ struct Pass {
   const char* name;
   int (*run)(GraphIR&);
 };
-// Folding first creates dead inputs and duplicate constants; CSE then merges, DCE sweeps last.
+// Simplification first removes no-op nodes; folding then creates dead inputs and duplicate
+// constants; CSE merges, DCE sweeps; fusion runs on the final set of ops, and a last DCE drops
+// the constants that fused programs took in as immediates.
 constexpr Pass kPipeline[] = {
+    {"simplify", &simplify_algebra},
     {"constant_fold", &fold_constants},
     {"cse", &eliminate_common_subexpressions},
+    {"dce", &eliminate_dead_code},
+    {"fuse_elementwise", &fuse_elementwise},
     {"dce", &eliminate_dead_code},
 };
 

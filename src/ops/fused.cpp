@@ -1,0 +1,579 @@
+// fused_elementwise: runs a program of elementwise micro-ops over the data once, tile by tile.
+// Each micro-op runs over a whole tile (kTile elements, small enough for L1) before the next, so
+// its loop vectorises on its own; values with uses outside the node are written straight into
+// the node's outputs. Float32 transcendentals call the same SLEEF routines as the unfused ops;
+// everything else repeats the unfused kernels' arithmetic, so results are bit-identical.
+#include "ops/fused.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/check.h"
+#include "core/tensor_impl.h"
+#include "ops/broadcast.h"
+#include "ops/fused_micro.h"
+#include "ops/simd_math.h"
+
+namespace tg::detail {
+
+namespace fused_baseline {
+void fill_libm_ops(MicroTable& t);
+}  // namespace fused_baseline
+
+}  // namespace tg::detail
+
+#define TG_FUSED_NS fused_baseline
+#define TG_FUSED_LIBM 1
+#include "ops/fused_micro.inc"
+#undef TG_FUSED_NS
+#undef TG_FUSED_LIBM
+
+namespace tg::detail {
+
+namespace fused_baseline {
+namespace {
+
+// Float ops that call libm (repeating src/ops/elementwise.cpp's expressions).
+struct FloorDivF {
+  template <class T>
+  T operator()(T a, T b) const { return std::floor(a / b); }
+};
+struct ModF {
+  template <class T>
+  T operator()(T a, T b) const {
+    T r = std::fmod(a, b);
+    if (r != 0 && ((r < 0) != (b < 0))) r += b;
+    return r;
+  }
+};
+struct PowF {
+  template <class T>
+  T operator()(T a, T b) const { return std::pow(a, b); }
+};
+#define TG_FUSED_LIBM_UNARY(Name, expr) \
+  struct Name {                         \
+    template <class T>                  \
+    T operator()(T x) const { return expr; } \
+  };
+TG_FUSED_LIBM_UNARY(ExpF, std::exp(x))
+TG_FUSED_LIBM_UNARY(LogF, std::log(x))
+TG_FUSED_LIBM_UNARY(TanhF, std::tanh(x))
+TG_FUSED_LIBM_UNARY(SigmoidF, T(1) / (T(1) + std::exp(-x)))
+TG_FUSED_LIBM_UNARY(SinF, std::sin(x))
+TG_FUSED_LIBM_UNARY(CosF, std::cos(x))
+TG_FUSED_LIBM_UNARY(SqrtF, std::sqrt(x))
+TG_FUSED_LIBM_UNARY(RsqrtF, T(1) / std::sqrt(x))
+#undef TG_FUSED_LIBM_UNARY
+
+template <void (*Vec)(const float*, float*, int64_t)>
+void simd_f32(const void* const* a, void* out, int64_t n) {
+  Vec(static_cast<const float*>(a[0]), static_cast<float*>(out), n);
+}
+void set_simd(MicroTable& t, OpId op, MicroFn fn) {
+  MicroSet& s = t.ops[static_cast<std::size_t>(op)][static_cast<std::size_t>(DType::Float32)];
+  s.fn[0] = fn;
+  s.out = DType::Float32;
+}
+
+}  // namespace
+
+void fill_libm_ops(MicroTable& t) {
+  set_binary_for<FloorDivF, float, double>(t, OpId::FloorDiv);
+  set_binary_for<ModF, float, double>(t, OpId::Mod);
+  set_binary_for<PowF, float, double>(t, OpId::Pow);
+  // float32 takes the vectorised routines the unfused kernels use; float64 libm.
+  set_simd(t, OpId::Exp, &simd_f32<&simd::exp_f32>);
+  set_simd(t, OpId::Log, &simd_f32<&simd::log_f32>);
+  set_simd(t, OpId::Tanh, &simd_f32<&simd::tanh_f32>);
+  set_simd(t, OpId::Sigmoid, &simd_f32<&simd::sigmoid_f32>);
+  set_simd(t, OpId::Sin, &simd_f32<&simd::sin_f32>);
+  set_simd(t, OpId::Cos, &simd_f32<&simd::cos_f32>);
+  set_unary_for<ExpF, double>(t, OpId::Exp);
+  set_unary_for<LogF, double>(t, OpId::Log);
+  set_unary_for<TanhF, double>(t, OpId::Tanh);
+  set_unary_for<SigmoidF, double>(t, OpId::Sigmoid);
+  set_unary_for<SinF, double>(t, OpId::Sin);
+  set_unary_for<CosF, double>(t, OpId::Cos);
+  set_unary_for<SqrtF, float, double>(t, OpId::Sqrt);
+  set_unary_for<RsqrtF, float, double>(t, OpId::Rsqrt);
+}
+
+}  // namespace fused_baseline
+
+// ---- the plan ----
+
+namespace {
+
+constexpr int64_t kTile = 1024;                   // elements per tile
+constexpr int64_t kBufferBytes = kTile * 8;       // the widest dtype
+constexpr std::size_t kSlotBytes = 8;             // one scalar value
+
+const MicroTable& micro_table() {
+  static const MicroTable table = [] {
+    MicroTable t;
+    fused_baseline::fill_micro_table(t);
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512bw")) {
+      // Overlay the AVX-512 loops of the plain-arithmetic ops; libm ones stay baseline.
+      MicroTable fast;
+      fused_avx512::fill_micro_table(fast);
+      for (std::size_t op = 0; op < kNumOps; ++op)
+        for (std::size_t d = 0; d < 6; ++d)
+          if (fast.ops[op][d].fn[0]) t.ops[op][d] = fast.ops[op][d];
+      for (std::size_t a = 0; a < 6; ++a)
+        for (std::size_t b = 0; b < 6; ++b)
+          if (fast.cast[a][b]) t.cast[a][b] = fast.cast[a][b];
+      for (std::size_t a = 0; a < 2; ++a)
+        for (std::size_t b = 0; b < 2; ++b) t.affine[a][b] = fast.affine[a][b];
+    }
+    return t;
+  }();
+  return table;
+}
+
+const MicroSet* find_micro(OpId op, DType in) {
+  if (in == DType::String) return nullptr;
+  const MicroSet& s = micro_table().ops[static_cast<std::size_t>(op)][static_cast<std::size_t>(in)];
+  return s.fn[0] ? &s : nullptr;
+}
+
+}  // namespace
+
+struct FusedPlan {
+  enum Kind : uint8_t { kScalar, kFullInput, kBcastInput, kTileStep, kOutputStep };
+  struct Slot {
+    Kind kind = kScalar;
+    int index = -1;       // input index (inputs), buffer (tile steps, bcast inputs), output index
+    int scalar = -1;      // scalar steps: the slot in scalar storage
+    std::size_t elem_size = 0;
+    std::vector<int64_t> strides;  // bcast inputs: per dim of the program's shape, 0 = broadcast
+  };
+  struct Exec {
+    MicroFn fn = nullptr;
+    int out = -1;           // slot (or splat pseudo-slot) written
+    int args[3] = {-1, -1, -1};
+  };
+  std::vector<Slot> slots;
+  std::vector<Exec> scalar_steps;
+  std::vector<Exec> tile_steps;
+  std::vector<std::pair<int, int>> splats;  // (scalar slot, buffer): a scalar spread over a tile
+  std::vector<std::pair<int, int>> scalar_outputs;  // (slot, output index)
+  int num_buffers = 0;
+  int num_scalars = 0;
+  int64_t total = 0;
+};
+
+DType FusedProgram::slot_dtype(int slot) const {
+  const auto s = static_cast<std::size_t>(slot);
+  if (s < inputs.size()) return inputs[s].dtype;
+  if (s < inputs.size() + immediates.size()) return immediates[s - inputs.size()].dtype();
+  return steps[s - inputs.size() - immediates.size()].out_dtype;
+}
+
+bool fusable_op(OpId op, DType in_dtype, DType out_dtype) {
+  if (in_dtype == DType::String || out_dtype == DType::String) return false;
+  if (op == OpId::Cast)
+    return micro_table().cast[static_cast<std::size_t>(in_dtype)][static_cast<std::size_t>(out_dtype)] != nullptr;
+  const MicroSet* s = find_micro(op, in_dtype);
+  return s && s->out == out_dtype;
+}
+
+std::shared_ptr<const FusedProgram> make_fused_program(FusedProgram p) {
+  TG_CHECK(p.shape.is_fully_defined(), "fused program over an undefined shape");
+  auto plan = std::make_shared<FusedPlan>();
+  plan->total = p.shape.num_elements();
+  const int first_step = p.first_step_slot();
+  const int num_slots = first_step + static_cast<int>(p.steps.size());
+  plan->slots.resize(static_cast<std::size_t>(num_slots));
+  const std::vector<int64_t>& dims = p.shape.dims();
+  int next_buffer = 0;
+  for (std::size_t i = 0; i < p.inputs.size(); ++i) {
+    const TensorShape& s = p.inputs[i].shape;
+    TG_CHECK(s.is_fully_defined() && s.rank() <= p.shape.rank(), "fused input ", i, " has shape ", s.to_string());
+    FusedPlan::Slot& slot = plan->slots[i];
+    slot.index = static_cast<int>(i);
+    slot.elem_size = dtype_size(p.inputs[i].dtype);
+    if (s.num_elements() == 1) {
+      slot.kind = FusedPlan::kScalar;
+    } else if (s.num_elements() == plan->total) {
+      slot.kind = FusedPlan::kFullInput;
+    } else {
+      slot.kind = FusedPlan::kBcastInput;
+      slot.index = next_buffer++;
+      slot.strides.assign(dims.size(), 0);
+      int64_t stride = 1;
+      for (std::size_t k = 0; k < s.dims().size(); ++k) {
+        const int64_t d = s.dims()[s.dims().size() - 1 - k];
+        const std::size_t od = dims.size() - 1 - k;
+        TG_CHECK(d == 1 || d == dims[od], "fused input ", i, " does not broadcast to the program's shape");
+        slot.strides[od] = d == 1 ? 0 : stride;
+        stride *= d;
+      }
+    }
+    slot.index = slot.kind == FusedPlan::kBcastInput ? slot.index : static_cast<int>(i);
+  }
+  for (std::size_t i = 0; i < p.immediates.size(); ++i) {
+    TG_CHECK(p.immediates[i].num_elements() == 1 && p.immediates[i].dtype() != DType::String);
+    FusedPlan::Slot& slot = plan->slots[p.inputs.size() + i];
+    slot.kind = FusedPlan::kScalar;
+    slot.elem_size = dtype_size(p.immediates[i].dtype());
+  }
+  std::vector<int> output_of(static_cast<std::size_t>(num_slots), -1);
+  for (std::size_t k = 0; k < p.outputs.size(); ++k) {
+    const int s = p.outputs[k];
+    TG_CHECK(s >= first_step && s < num_slots && output_of[static_cast<std::size_t>(s)] < 0, "bad fused output slot ", s);
+    output_of[static_cast<std::size_t>(s)] = static_cast<int>(k);
+  }
+  // Last tile step reading each slot, for buffer reuse.
+  std::vector<int> last_use(static_cast<std::size_t>(num_slots), -1);
+  for (std::size_t k = 0; k < p.steps.size(); ++k) {
+    const FusedStep& st = p.steps[k];
+    TG_CHECK(st.num_args >= 1 && st.num_args <= 3);
+    for (int a = 0; a < st.num_args; ++a) {
+      TG_CHECK(st.args[a] >= 0 && st.args[a] < first_step + static_cast<int>(k), "fused step reads a later slot");
+      last_use[static_cast<std::size_t>(st.args[a])] = static_cast<int>(k);
+    }
+  }
+  std::vector<int> free_buffers;
+  auto take_buffer = [&] {
+    if (free_buffers.empty()) return next_buffer++;
+    const int b = free_buffers.back();
+    free_buffers.pop_back();
+    return b;
+  };
+  const MicroTable& table = micro_table();
+  std::vector<int> use_count(static_cast<std::size_t>(num_slots), 0);
+  for (const FusedStep& st : p.steps)
+    for (int a = 0; a < st.num_args; ++a) ++use_count[static_cast<std::size_t>(st.args[a])];
+  auto is_scalar_slot = [&](int s) { return plan->slots[static_cast<std::size_t>(s)].kind == FusedPlan::kScalar; };
+  // A step's value that only the next step reads (so it need not exist on its own).
+  auto internal_to_next = [&](std::size_t k) {
+    const int s = first_step + static_cast<int>(k);
+    return k + 1 < p.steps.size() && use_count[static_cast<std::size_t>(s)] == 1 &&
+           output_of[static_cast<std::size_t>(s)] < 0 && p.steps[k + 1].args[0] == s;
+  };
+  for (std::size_t k = 0; k < p.steps.size(); ++k) {
+    const FusedStep& st = p.steps[k];
+    int out_slot = first_step + static_cast<int>(k);
+    // Peephole: x * m + c (+ relu), with m and c scalars, in one loop (the 100-op chains).
+    std::size_t fused_len = 0;
+    MicroFn affine = nullptr;
+    int affine_args[3] = {-1, -1, -1};
+    if (st.op == OpId::Mul && (st.in_dtype == DType::Float32 || st.in_dtype == DType::Float64) &&
+        internal_to_next(k) && p.steps[k + 1].op == OpId::Add && p.steps[k + 1].num_args == 2 &&
+        is_scalar_slot(p.steps[k + 1].args[1]) && is_scalar_slot(st.args[0]) != is_scalar_slot(st.args[1])) {
+      const int x = is_scalar_slot(st.args[0]) ? st.args[1] : st.args[0];
+      const int m = is_scalar_slot(st.args[0]) ? st.args[0] : st.args[1];
+      const bool relu = internal_to_next(k + 1) && p.steps[k + 2].op == OpId::Relu;
+      fused_len = relu ? 3 : 2;
+      affine = table.affine[st.in_dtype == DType::Float32 ? 0 : 1][relu ? 1 : 0];
+      affine_args[0] = x;
+      affine_args[1] = m;
+      affine_args[2] = p.steps[k + 1].args[1];
+    }
+    if (fused_len) {
+      for (std::size_t j = k; j + 1 < k + fused_len; ++j) {
+        FusedPlan::Slot& elided = plan->slots[static_cast<std::size_t>(first_step) + j];
+        elided.kind = FusedPlan::kTileStep;  // never materialised: only the fused loop read it
+        elided.elem_size = dtype_size(st.in_dtype);
+      }
+      k += fused_len - 1;
+      out_slot = first_step + static_cast<int>(k);
+      FusedPlan::Slot& slot = plan->slots[static_cast<std::size_t>(out_slot)];
+      slot.elem_size = dtype_size(st.in_dtype);
+      FusedPlan::Exec e;
+      e.fn = affine;
+      e.out = out_slot;
+      for (int a = 0; a < 3; ++a) e.args[a] = affine_args[a];
+      if (output_of[static_cast<std::size_t>(out_slot)] >= 0) {
+        slot.kind = FusedPlan::kOutputStep;
+        slot.index = output_of[static_cast<std::size_t>(out_slot)];
+      } else {
+        slot.kind = FusedPlan::kTileStep;
+        slot.index = take_buffer();
+      }
+      const FusedPlan::Slot& in = plan->slots[static_cast<std::size_t>(affine_args[0])];
+      if (in.kind == FusedPlan::kTileStep && last_use[static_cast<std::size_t>(affine_args[0])] <= static_cast<int>(k))
+        free_buffers.push_back(in.index);
+      plan->tile_steps.push_back(e);
+      continue;
+    }
+    for (int a = 0; a < st.num_args; ++a) {
+      const DType want = (st.op == OpId::Where && a == 0) ? DType::Bool : st.in_dtype;
+      TG_CHECK(p.slot_dtype(st.args[a]) == want, "fused step ", k, " operand dtype");
+    }
+    TG_CHECK(fusable_op(st.op, st.in_dtype, st.out_dtype), "no fused loop for ", op_def(st.op).name);
+    const MicroSet* set = st.op == OpId::Cast ? nullptr : find_micro(st.op, st.in_dtype);
+    const MicroFn vv = st.op == OpId::Cast
+                           ? table.cast[static_cast<std::size_t>(st.in_dtype)][static_cast<std::size_t>(st.out_dtype)]
+                           : set->fn[0];
+    FusedPlan::Slot& slot = plan->slots[static_cast<std::size_t>(out_slot)];
+    slot.elem_size = dtype_size(st.out_dtype);
+    bool all_scalar = true;
+    for (int a = 0; a < st.num_args; ++a)
+      all_scalar &= plan->slots[static_cast<std::size_t>(st.args[a])].kind == FusedPlan::kScalar;
+    FusedPlan::Exec e;
+    e.out = out_slot;
+    for (int a = 0; a < st.num_args; ++a) e.args[a] = st.args[a];
+    if (all_scalar) {
+      slot.kind = FusedPlan::kScalar;
+      slot.scalar = plan->num_scalars++;
+      e.fn = vv;
+      plan->scalar_steps.push_back(e);
+      if (output_of[static_cast<std::size_t>(out_slot)] >= 0)
+        plan->scalar_outputs.emplace_back(out_slot, output_of[static_cast<std::size_t>(out_slot)]);
+      continue;
+    }
+    const bool a_scalar = plan->slots[static_cast<std::size_t>(st.args[0])].kind == FusedPlan::kScalar;
+    const bool b_scalar = st.num_args > 1 && plan->slots[static_cast<std::size_t>(st.args[1])].kind == FusedPlan::kScalar;
+    if (st.num_args == 2 && (a_scalar || b_scalar)) {
+      e.fn = set->fn[a_scalar ? 1 : 2];
+    } else {
+      e.fn = vv;
+      // Scalars that a loop reads as vectors (where's operands) are spread over a buffer once.
+      for (int a = 0; a < st.num_args; ++a) {
+        if (plan->slots[static_cast<std::size_t>(st.args[a])].kind != FusedPlan::kScalar) continue;
+        const int b = next_buffer++;
+        plan->splats.emplace_back(st.args[a], b);
+        e.args[a] = num_slots + static_cast<int>(plan->splats.size()) - 1;
+      }
+    }
+    if (output_of[static_cast<std::size_t>(out_slot)] >= 0) {
+      slot.kind = FusedPlan::kOutputStep;
+      slot.index = output_of[static_cast<std::size_t>(out_slot)];
+    } else {
+      slot.kind = FusedPlan::kTileStep;
+      slot.index = take_buffer();  // before freeing the operands': out never aliases them
+    }
+    for (int a = 0; a < st.num_args; ++a) {
+      const int s = st.args[a];
+      const FusedPlan::Slot& in = plan->slots[static_cast<std::size_t>(s)];
+      const bool dup = std::find(st.args, st.args + a, s) != st.args + a;
+      if (in.kind == FusedPlan::kTileStep && last_use[static_cast<std::size_t>(s)] == static_cast<int>(k) && !dup)
+        free_buffers.push_back(in.index);
+    }
+    plan->tile_steps.push_back(e);
+  }
+  plan->num_buffers = next_buffer;
+  p.plan = std::move(plan);
+  return std::make_shared<const FusedProgram>(std::move(p));
+}
+
+const FusedProgram& fused_program(const OpAttrs& attrs) {
+  TG_CHECK(attrs.resource, "fused_elementwise without a program");
+  return *static_cast<const FusedProgram*>(attrs.resource.get());
+}
+
+OpAttrs fused_attrs(std::shared_ptr<const FusedProgram> program) {
+  OpAttrs a;
+  a.resource = std::const_pointer_cast<FusedProgram>(std::move(program));
+  return a;
+}
+
+std::vector<OpId> fused_ops(const OpAttrs& attrs) {
+  std::vector<OpId> ops;
+  for (const FusedStep& s : fused_program(attrs).steps) ops.push_back(s.op);
+  return ops;
+}
+
+std::string fused_summary(const OpAttrs& attrs, std::size_t max_ops) {
+  const auto& steps = fused_program(attrs).steps;
+  std::string s;
+  for (std::size_t i = 0; i < steps.size() && i < max_ops; ++i) {
+    if (i) s += ',';
+    s += op_def(steps[i].op).name;
+  }
+  if (steps.size() > max_ops) {
+    s += ",...(";
+    s += std::to_string(steps.size());
+    s += " ops)";
+  }
+  return s;
+}
+
+namespace {
+
+// ---- the kernel ----
+
+// Per-thread scratch for tile buffers and scalar values; grows, never shrinks.
+struct Scratch {
+  std::byte* data = nullptr;
+  std::size_t size = 0;
+  Scratch() = default;
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  ~Scratch() { std::free(data); }
+  std::byte* get(std::size_t bytes) {
+    if (bytes > size) {
+      std::free(data);
+      size = (bytes + 63) / 64 * 64;
+      data = static_cast<std::byte*>(std::aligned_alloc(64, size));
+      if (!data) throw std::bad_alloc();
+    }
+    return data;
+  }
+};
+
+std::byte* bytes_of(const Tensor& t) {
+  const TensorImpl& impl = *t.impl();
+  return static_cast<std::byte*>(impl.buffer->data()) + impl.offset * static_cast<int64_t>(dtype_size(impl.dtype));
+}
+
+template <class T>
+void fill_as(void* dst, const void* value, int64_t n) {
+  T v;
+  std::memcpy(&v, value, sizeof(T));
+  T* d = static_cast<T*>(dst);
+  for (int64_t i = 0; i < n; ++i) d[i] = v;
+}
+void fill(void* dst, const void* value, std::size_t elem_size, int64_t n) {
+  switch (elem_size) {
+    case 1: return fill_as<uint8_t>(dst, value, n);
+    case 4: return fill_as<uint32_t>(dst, value, n);
+    case 8: return fill_as<uint64_t>(dst, value, n);
+    default: TG_CHECK(false, "element size ", elem_size);
+  }
+}
+
+// Copies elements [start, start + len) of src broadcast to dims (strides 0 where it repeats).
+template <class T>
+void gather_as(const T* src, const std::vector<int64_t>& dims, const std::vector<int64_t>& strides,
+               int64_t start, int64_t len, T* dst) {
+  const std::size_t rank = dims.size();
+  int64_t idx[16];
+  int64_t offset = 0;
+  int64_t rest = start;
+  for (std::size_t d = rank; d-- > 0;) {
+    idx[d] = rest % dims[d];
+    rest /= dims[d];
+    offset += idx[d] * strides[d];
+  }
+  const int64_t inner = dims[rank - 1];
+  const int64_t inner_stride = strides[rank - 1];
+  int64_t done = 0;
+  while (done < len) {
+    const int64_t run = std::min(inner - idx[rank - 1], len - done);
+    for (int64_t i = 0; i < run; ++i) dst[done + i] = src[offset + i * inner_stride];
+    done += run;
+    offset += run * inner_stride;
+    idx[rank - 1] += run;
+    // Carry into outer dims, rewinding the offsets of the dims that wrapped.
+    for (std::size_t d = rank - 1; d > 0 && idx[d] == dims[d]; --d) {
+      offset -= idx[d] * strides[d];
+      idx[d] = 0;
+      ++idx[d - 1];
+      offset += strides[d - 1];
+    }
+  }
+}
+void gather(const void* src, std::size_t elem_size, const std::vector<int64_t>& dims,
+            const std::vector<int64_t>& strides, int64_t start, int64_t len, void* dst) {
+  switch (elem_size) {
+    case 1: return gather_as(static_cast<const uint8_t*>(src), dims, strides, start, len, static_cast<uint8_t*>(dst));
+    case 4: return gather_as(static_cast<const uint32_t*>(src), dims, strides, start, len, static_cast<uint32_t*>(dst));
+    case 8: return gather_as(static_cast<const uint64_t*>(src), dims, strides, start, len, static_cast<uint64_t*>(dst));
+    default: TG_CHECK(false, "element size ", elem_size);
+  }
+}
+
+void run_steps(const std::vector<FusedPlan::Exec>& steps, void* const* ptr, int64_t n) {
+  for (const FusedPlan::Exec& e : steps) {
+    const void* args[3] = {e.args[0] >= 0 ? ptr[e.args[0]] : nullptr, e.args[1] >= 0 ? ptr[e.args[1]] : nullptr,
+                           e.args[2] >= 0 ? ptr[e.args[2]] : nullptr};
+    e.fn(args, ptr[e.out], n);
+  }
+}
+
+void kernel_fused(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
+  const FusedProgram& p = fused_program(attrs);
+  const FusedPlan& plan = *p.plan;
+  if (plan.total == 0) return;
+  const std::size_t num_slots = plan.slots.size();
+  const std::size_t num_ptrs = num_slots + plan.splats.size();
+  thread_local Scratch scratch;
+  thread_local std::vector<void*> ptr_storage;
+  const std::size_t buffer_bytes = static_cast<std::size_t>(plan.num_buffers) * kBufferBytes;
+  std::byte* base = scratch.get(buffer_bytes + static_cast<std::size_t>(plan.num_scalars) * kSlotBytes + 64);
+  std::byte* scalars = base + buffer_bytes;
+  if (ptr_storage.size() < num_ptrs) ptr_storage.resize(num_ptrs);
+  void** ptr = ptr_storage.data();
+  // Reused per thread: no allocation on the call path once warm.
+  thread_local std::vector<std::byte*> in_base, out_base;
+  in_base.resize(in.size());
+  out_base.resize(out.size());
+  for (std::size_t i = 0; i < in.size(); ++i) in_base[i] = bytes_of(in[i]);
+  for (std::size_t i = 0; i < out.size(); ++i) out_base[i] = bytes_of(out[i]);
+  const std::size_t first_imm = p.inputs.size();
+  const std::size_t first_step = first_imm + p.immediates.size();
+  for (std::size_t s = 0; s < num_slots; ++s) {
+    const FusedPlan::Slot& slot = plan.slots[s];
+    switch (slot.kind) {
+      case FusedPlan::kScalar:
+        ptr[s] = s < first_imm ? in_base[s]
+                 : s < first_step ? bytes_of(p.immediates[s - first_imm])
+                                  : scalars + static_cast<std::size_t>(slot.scalar) * kSlotBytes;
+        break;
+      case FusedPlan::kBcastInput:
+      case FusedPlan::kTileStep:
+        // Steps folded into a peephole loop have no buffer and are never read.
+        ptr[s] = slot.index < 0 ? nullptr : base + static_cast<std::size_t>(slot.index) * kBufferBytes;
+        break;
+      case FusedPlan::kFullInput:
+      case FusedPlan::kOutputStep:
+        break;  // set per tile
+    }
+  }
+  run_steps(plan.scalar_steps, ptr, 1);
+  for (const auto& [slot, k] : plan.scalar_outputs)
+    fill(out_base[static_cast<std::size_t>(k)], ptr[slot], plan.slots[static_cast<std::size_t>(slot)].elem_size, plan.total);
+  for (std::size_t k = 0; k < plan.splats.size(); ++k) {
+    const auto [slot, buffer] = plan.splats[k];
+    void* dst = base + static_cast<std::size_t>(buffer) * kBufferBytes;
+    fill(dst, ptr[slot], plan.slots[static_cast<std::size_t>(slot)].elem_size, std::min(kTile, plan.total));
+    ptr[num_slots + k] = dst;
+  }
+  if (plan.tile_steps.empty()) return;
+  const std::vector<int64_t>& dims = p.shape.dims();
+  for (int64_t start = 0; start < plan.total; start += kTile) {
+    const int64_t len = std::min(kTile, plan.total - start);
+    for (std::size_t s = 0; s < first_imm; ++s) {
+      const FusedPlan::Slot& slot = plan.slots[s];
+      if (slot.kind == FusedPlan::kFullInput)
+        ptr[s] = in_base[s] + start * static_cast<int64_t>(slot.elem_size);
+      else if (slot.kind == FusedPlan::kBcastInput)
+        gather(in_base[s], slot.elem_size, dims, slot.strides, start, len, ptr[s]);
+    }
+    for (std::size_t s = first_step; s < num_slots; ++s) {
+      const FusedPlan::Slot& slot = plan.slots[s];
+      if (slot.kind == FusedPlan::kOutputStep)
+        ptr[s] = out_base[static_cast<std::size_t>(slot.index)] + start * static_cast<int64_t>(slot.elem_size);
+    }
+    run_steps(plan.tile_steps, ptr, len);
+  }
+}
+
+// Inputs may be less specific than the program's (tracing with None dims), never different.
+std::vector<ValueType> infer_fused(const std::vector<ValueType>& in, const OpAttrs& attrs) {
+  if (!attrs.resource)
+    op_error<InvalidArgumentError>("fused_elementwise", "has no program; fused_elementwise nodes are made by "
+                                   "the graph optimiser only");
+  const FusedProgram& p = fused_program(attrs);
+  if (in.size() != p.inputs.size())
+    op_error<InvalidArgumentError>("fused_elementwise", "expected ", p.inputs.size(), " inputs, got ", in.size());
+  for (std::size_t i = 0; i < in.size(); ++i)
+    if (in[i].dtype != p.inputs[i].dtype || !in[i].shape.is_compatible_with(p.inputs[i].shape))
+      op_error<InvalidArgumentError>("fused_elementwise", "input ", i, " is ", describe(in[i]),
+                                     " but the fused program was built for ", describe(p.inputs[i]));
+  std::vector<ValueType> outs;
+  for (int s : p.outputs) outs.push_back(ValueType{p.slot_dtype(s), p.shape});
+  return outs;
+}
+
+}  // namespace
+
+void register_fused_ops(OpDef* t) { set_op(t, OpId::FusedElementwise, &infer_fused, &kernel_fused); }
+
+}  // namespace tg::detail

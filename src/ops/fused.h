@@ -1,0 +1,54 @@
+// The fused_elementwise op: a DAG of elementwise ops run as one kernel. Only the optimiser makes
+// these nodes (src/passes/fuse_elementwise.cpp); the program rides in OpAttrs::resource.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ops/op.h"
+
+namespace tg::detail {
+
+/// One micro-op: a registry elementwise op applied to earlier slots.
+struct FusedStep {
+  OpId op = OpId::Identity;
+  DType in_dtype = DType::Float32;   // the operands' dtype (for where: of x and y)
+  DType out_dtype = DType::Float32;  // differs for casts and comparisons
+  int args[3] = {-1, -1, -1};        // slots
+  int num_args = 0;
+};
+
+struct FusedPlan;  // how the kernel runs a program (derived, fused.cpp)
+
+/// What a fused_elementwise node computes. Slots number the values: first the node's inputs,
+/// then the one-element constants folded into the program, then one per step. Every step is
+/// computed over `shape`; inputs broadcast to it; outputs have exactly that shape. Immutable
+/// once built by make_fused_program (nodes share it through a shared_ptr).
+struct FusedProgram {
+  std::vector<ValueType> inputs;   // fully defined static shapes, broadcastable to `shape`
+  std::vector<Tensor> immediates;  // eager one-element tensors
+  std::vector<FusedStep> steps;
+  std::vector<int> outputs;        // step slots, one per node output, no repeats
+  TensorShape shape;               // fully defined
+  std::shared_ptr<const FusedPlan> plan;
+
+  int first_step_slot() const { return static_cast<int>(inputs.size() + immediates.size()); }
+  DType slot_dtype(int slot) const;
+};
+
+/// Checks the program and derives its execution plan. Throws tg::InternalError on a malformed
+/// program (a pass bug).
+std::shared_ptr<const FusedProgram> make_fused_program(FusedProgram p);
+/// True when the fused kernel runs `op` on operands of in_dtype giving out_dtype, with exactly
+/// the results of the op's own kernel (ops that can throw, strings: false).
+bool fusable_op(OpId op, DType in_dtype, DType out_dtype);
+/// The program of a fused_elementwise node (attrs.resource).
+const FusedProgram& fused_program(const OpAttrs& attrs);
+/// The ops of a fused node's program, in program order.
+std::vector<OpId> fused_ops(const OpAttrs& attrs);
+/// "mul,add,tanh" (the first max_ops ops, then "...(N ops)"), for graph printing.
+std::string fused_summary(const OpAttrs& attrs, std::size_t max_ops = 9);
+/// Attributes for a fused_elementwise node running `program`.
+OpAttrs fused_attrs(std::shared_ptr<const FusedProgram> program);
+
+}  // namespace tg::detail

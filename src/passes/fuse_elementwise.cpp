@@ -1,0 +1,244 @@
+// Elementwise fusion: connected elementwise ops over one shape become one fused_elementwise node.
+#include <algorithm>
+#include <map>
+#include <queue>
+
+#include "core/check.h"
+#include "ops/fused.h"
+#include "passes/passes.h"
+
+namespace tg::detail {
+
+namespace {
+
+struct Group {
+  std::vector<int> members;  // node indices, ascending
+  TensorShape shape;
+};
+
+// The operand dtype an elementwise node computes on (where: its x and y).
+DType operand_dtype(const GraphIR& g, const GraphNode& node) {
+  const ValueRef& in = node.inputs[node.op == OpId::Where ? 1 : 0];
+  return g.nodes[static_cast<std::size_t>(in.node)].outputs[static_cast<std::size_t>(in.output)].dtype;
+}
+
+const ValueType& type_of(const GraphIR& g, const ValueRef& r) {
+  return g.nodes[static_cast<std::size_t>(r.node)].outputs[static_cast<std::size_t>(r.output)];
+}
+
+bool is_candidate(const GraphIR& g, const GraphNode& node) {
+  if (node.kind != NodeKind::kOp || node.outputs.size() != 1 || node.inputs.empty()) return false;
+  const uint32_t traits = op_def(node.op).traits;
+  if (!(traits & kElementwise) || (traits & kStateful)) return false;
+  // Static shapes only: the program's tiling and broadcasting are planned once.
+  if (!node.outputs[0].shape.is_fully_defined() || node.outputs[0].shape.rank() > 16) return false;
+  for (const ValueRef& in : node.inputs)
+    if (!type_of(g, in).shape.is_fully_defined()) return false;
+  return fusable_op(node.op, operand_dtype(g, node), node.outputs[0].dtype);
+}
+
+// A one-element constant that the program holds as an immediate instead of an input.
+bool is_immediate(const GraphNode& n) {
+  return n.kind == NodeKind::kConst && n.value.dtype() != DType::String && n.value.num_elements() == 1;
+}
+
+}  // namespace
+
+int fuse_elementwise(GraphIR& g) {
+  const std::size_t n = g.nodes.size();
+  std::vector<std::vector<int>> users(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    for (const ValueRef& in : g.nodes[i].inputs) users[static_cast<std::size_t>(in.node)].push_back(static_cast<int>(i));
+    if (g.nodes[i].control_input >= 0) users[static_cast<std::size_t>(g.nodes[i].control_input)].push_back(static_cast<int>(i));
+  }
+  std::vector<int> group_of(n, -1);
+  std::vector<Group> groups;
+  // Would adding a node whose operand comes from q (outside the group) close a cycle through
+  // the group? Only if q depends on a member: search q's ancestors down to the first member.
+  std::vector<int> stamp(n, 0);
+  int current_stamp = 0;
+  std::vector<int> stack;
+  auto depends_on_group = [&](int q, int gid) {
+    const int floor = groups[static_cast<std::size_t>(gid)].members.front();
+    if (q < floor) return false;
+    ++current_stamp;
+    stack.assign(1, q);
+    while (!stack.empty()) {
+      const int v = stack.back();
+      stack.pop_back();
+      if (group_of[static_cast<std::size_t>(v)] == gid) return true;
+      const GraphNode& node = g.nodes[static_cast<std::size_t>(v)];
+      auto visit = [&](int p) {
+        if (p >= floor && stamp[static_cast<std::size_t>(p)] != current_stamp) {
+          stamp[static_cast<std::size_t>(p)] = current_stamp;
+          stack.push_back(p);
+        }
+      };
+      for (const ValueRef& in : node.inputs) visit(in.node);
+      if (node.control_input >= 0) visit(node.control_input);
+    }
+    return false;
+  };
+  for (std::size_t i = 0; i < n; ++i) {
+    const GraphNode& node = g.nodes[i];
+    if (!is_candidate(g, node)) continue;
+    const TensorShape& shape = node.outputs[0].shape;
+    int chosen = -1;
+    for (const ValueRef& in : node.inputs) {
+      const int gid = group_of[static_cast<std::size_t>(in.node)];
+      if (gid < 0 || gid == chosen || chosen >= 0) continue;
+      if (!(groups[static_cast<std::size_t>(gid)].shape == shape)) continue;
+      bool cycle = false;
+      for (const ValueRef& other : node.inputs)
+        if (group_of[static_cast<std::size_t>(other.node)] != gid) cycle |= depends_on_group(other.node, gid);
+      if (!cycle) chosen = gid;
+    }
+    if (chosen < 0) {
+      chosen = static_cast<int>(groups.size());
+      groups.push_back(Group{{}, shape});
+    }
+    group_of[i] = chosen;
+    groups[static_cast<std::size_t>(chosen)].members.push_back(static_cast<int>(i));
+  }
+
+  // Build each program; groups of one op stay as they are.
+  struct Fused {
+    std::shared_ptr<const FusedProgram> program;
+    std::vector<ValueRef> inputs;            // old refs
+    std::map<int, int> output_index;         // member node -> fused output
+  };
+  std::vector<Fused> fused(groups.size());
+  int count = 0;
+  for (std::size_t gi = 0; gi < groups.size(); ++gi) {
+    const Group& grp = groups[gi];
+    if (grp.members.size() < 2) continue;
+    FusedProgram p;
+    p.shape = grp.shape;
+    std::vector<std::pair<ValueRef, int>> input_slot;  // external ref -> input index
+    std::map<int, int> immediate_slot;                 // const node -> immediate index
+    std::map<int, int> member_step;                    // member node -> step index
+    std::vector<std::pair<int, int>> pending;          // (step, arg) holding an immediate index
+    Fused& f = fused[gi];
+    for (int m : grp.members) {
+      const GraphNode& node = g.nodes[static_cast<std::size_t>(m)];
+      FusedStep st;
+      st.op = node.op;
+      st.in_dtype = operand_dtype(g, node);
+      st.out_dtype = node.outputs[0].dtype;
+      st.num_args = static_cast<int>(node.inputs.size());
+      for (std::size_t a = 0; a < node.inputs.size(); ++a) {
+        const ValueRef& in = node.inputs[a];
+        const GraphNode& src = g.nodes[static_cast<std::size_t>(in.node)];
+        if (group_of[static_cast<std::size_t>(in.node)] == static_cast<int>(gi)) {
+          st.args[a] = -2 - member_step.at(in.node);  // resolved below, once slots are numbered
+        } else if (is_immediate(src)) {
+          auto [it, added] = immediate_slot.try_emplace(in.node, static_cast<int>(p.immediates.size()));
+          if (added) p.immediates.push_back(src.value);
+          pending.emplace_back(static_cast<int>(p.steps.size()), static_cast<int>(a));
+          st.args[a] = it->second;
+        } else {
+          auto it = std::find_if(input_slot.begin(), input_slot.end(), [&](const auto& e) { return e.first == in; });
+          if (it == input_slot.end()) {
+            input_slot.emplace_back(in, static_cast<int>(p.inputs.size()));
+            p.inputs.push_back(type_of(g, in));
+            f.inputs.push_back(in);
+            it = input_slot.end() - 1;
+          }
+          st.args[a] = it->second;
+        }
+      }
+      member_step[m] = static_cast<int>(p.steps.size());
+      p.steps.push_back(st);
+    }
+    // Slots: inputs, then immediates, then steps.
+    const int num_inputs = static_cast<int>(p.inputs.size());
+    const int first_step = num_inputs + static_cast<int>(p.immediates.size());
+    for (std::size_t k = 0; k < p.steps.size(); ++k) {
+      FusedStep& st = p.steps[k];
+      for (int a = 0; a < st.num_args; ++a)
+        if (st.args[a] <= -2) st.args[a] = first_step + (-2 - st.args[a]);
+    }
+    for (const auto& [step, arg] : pending) p.steps[static_cast<std::size_t>(step)].args[arg] += num_inputs;
+    for (int m : grp.members) {
+      bool external = false;
+      for (int u : users[static_cast<std::size_t>(m)]) external |= group_of[static_cast<std::size_t>(u)] != static_cast<int>(gi);
+      if (!external) continue;
+      f.output_index[m] = static_cast<int>(p.outputs.size());
+      p.outputs.push_back(first_step + member_step.at(m));
+    }
+    if (p.outputs.empty()) continue;
+    f.program = make_fused_program(std::move(p));
+    ++count;
+  }
+  if (!count) return 0;
+
+  // Re-emit in a topological order of units (a node, or a whole fused group), preferring the
+  // original order: a group stands where its last member stood.
+  auto unit_of = [&](int i) {
+    const int gid = group_of[static_cast<std::size_t>(i)];
+    return gid >= 0 && fused[static_cast<std::size_t>(gid)].program ? static_cast<int>(n) + gid : i;
+  };
+  const std::size_t num_units = n + groups.size();
+  std::vector<int> key(num_units, -1), indegree(num_units, 0);
+  std::vector<std::vector<int>> succ(num_units);
+  for (std::size_t i = 0; i < n; ++i) {
+    const int u = unit_of(static_cast<int>(i));
+    key[static_cast<std::size_t>(u)] = std::max(key[static_cast<std::size_t>(u)], static_cast<int>(i));
+    auto edge = [&](int p) {
+      const int pu = unit_of(p);
+      if (pu == u) return;
+      succ[static_cast<std::size_t>(pu)].push_back(u);
+      ++indegree[static_cast<std::size_t>(u)];
+    };
+    for (const ValueRef& in : g.nodes[i].inputs) edge(in.node);
+    if (g.nodes[i].control_input >= 0) edge(g.nodes[i].control_input);
+  }
+  using Item = std::pair<int, int>;  // (key, unit)
+  std::priority_queue<Item, std::vector<Item>, std::greater<>> ready;
+  for (std::size_t u = 0; u < num_units; ++u)
+    if (key[u] >= 0 && indegree[u] == 0) ready.emplace(key[u], static_cast<int>(u));
+  std::vector<GraphNode> nodes;
+  std::vector<int> new_index(n, -1);
+  std::vector<std::vector<ValueRef>> remap(n);
+  auto map_ref = [&](const ValueRef& r) {
+    return remap[static_cast<std::size_t>(r.node)][static_cast<std::size_t>(r.output)];
+  };
+  while (!ready.empty()) {
+    const int u = ready.top().second;
+    ready.pop();
+    const int at = static_cast<int>(nodes.size());
+    if (u < static_cast<int>(n)) {
+      GraphNode node = std::move(g.nodes[static_cast<std::size_t>(u)]);
+      for (ValueRef& in : node.inputs) in = map_ref(in);
+      if (node.control_input >= 0) node.control_input = new_index[static_cast<std::size_t>(node.control_input)];
+      new_index[static_cast<std::size_t>(u)] = at;
+      for (std::size_t k = 0; k < node.outputs.size(); ++k) remap[static_cast<std::size_t>(u)].push_back(ValueRef{at, static_cast<int>(k)});
+      nodes.push_back(std::move(node));
+    } else {
+      const Fused& f = fused[static_cast<std::size_t>(u) - n];
+      GraphNode node;
+      node.kind = NodeKind::kOp;
+      node.op = OpId::FusedElementwise;
+      node.name = g.unique_name("fused_elementwise");
+      for (const ValueRef& in : f.inputs) node.inputs.push_back(map_ref(in));
+      for (int s : f.program->outputs) node.outputs.push_back(ValueType{f.program->slot_dtype(s), f.program->shape});
+      node.attrs = fused_attrs(f.program);
+      for (const auto& [member, k] : f.output_index) {
+        remap[static_cast<std::size_t>(member)].assign(1, ValueRef{at, k});
+        new_index[static_cast<std::size_t>(member)] = at;
+      }
+      nodes.push_back(std::move(node));
+    }
+    for (int s : succ[static_cast<std::size_t>(u)])
+      if (--indegree[static_cast<std::size_t>(s)] == 0) ready.emplace(key[static_cast<std::size_t>(s)], s);
+  }
+  std::size_t expected = 0;
+  for (std::size_t u = 0; u < num_units; ++u) expected += key[u] >= 0;
+  TG_CHECK(nodes.size() == expected, "fusion made a cycle");
+  for (int& p : g.placeholders) p = new_index[static_cast<std::size_t>(p)];
+  for (int& o : g.outputs) o = new_index[static_cast<std::size_t>(o)];
+  g.nodes = std::move(nodes);
+  return count;
+}
+
+}  // namespace tg::detail

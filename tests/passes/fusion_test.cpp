@@ -1,0 +1,277 @@
+// Elementwise fusion: random elementwise DAGs run unfused and fused must agree bit for bit.
+#include <cstring>
+#include <random>
+
+#include "core/tensor_impl.h"
+#include "ops/fused.h"
+#include "passes/passes.h"
+#include "passes/verify.h"
+#include "runtime/executor.h"
+#include "support/test_util.h"
+#include "trace/concrete.h"
+
+namespace tg {
+namespace {
+
+using detail::GraphIR;
+using detail::NodeKind;
+using detail::OpId;
+
+template <class F>
+std::shared_ptr<GraphIR> trace_graph(F fn, const std::vector<Tensor>& inputs) {
+  auto f = function([&](const std::vector<Tensor>& in) { return fn(in); }, {.optimize = false});
+  auto cf = f.get_concrete_function(inputs);
+  return std::make_shared<GraphIR>(*cf.impl()->ir);
+}
+
+int count_fused(const GraphIR& g) {
+  int n = 0;
+  for (const auto& node : g.nodes) n += node.kind == NodeKind::kOp && node.op == OpId::FusedElementwise;
+  return n;
+}
+
+// Same dtype, shape and bytes (so -0.0 vs +0.0 and NaN payloads count as differences).
+::testing::AssertionResult bitwise_equal(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || !(a.shape() == b.shape()))
+    return ::testing::AssertionFailure() << "type " << to_string(a.dtype()) << a.shape().to_string() << " vs "
+                                         << to_string(b.dtype()) << b.shape().to_string();
+  const std::size_t bytes = static_cast<std::size_t>(a.num_elements()) * dtype_size(a.dtype());
+  if (bytes && std::memcmp(detail::data_of<char>(a), detail::data_of<char>(b), bytes) != 0)
+    return ::testing::AssertionFailure() << "values differ\n  fused:   " << a.to_string() << "\n  unfused: " << b.to_string();
+  return ::testing::AssertionSuccess();
+}
+
+// A random DAG of elementwise ops over `in` (all of one dtype), built the same way for a seed
+// whether `in` is eager or symbolic. Returns the last value and some intermediates.
+std::vector<Tensor> random_dag(const std::vector<Tensor>& in, uint32_t seed, int num_ops) {
+  std::mt19937 rng(seed);
+  const DType dt = in[0].dtype();
+  const bool fp = is_floating(dt);
+  std::vector<Tensor> pool = in;
+  auto pick = [&]() -> const Tensor& {
+    // Mostly recent values, so that chains form; sometimes any value (DAG joins).
+    if (rng() % 2) return pool.back();
+    return pool[rng() % pool.size()];
+  };
+  auto scalar = [&]() {
+    const int v = static_cast<int>(rng() % 7) - 3;
+    return fp ? cast(constant(v * 0.75 + 0.5, float64), dt) : cast(constant(v), dt);
+  };
+  for (int k = 0; k < num_ops; ++k) {
+    const unsigned choice = rng() % (fp ? 30 : 17);
+    const Tensor& a = pick();
+    const Tensor b = rng() % 4 == 0 ? scalar() : pick();
+    Tensor r;
+    switch (choice) {
+      case 0: r = add(a, b); break;
+      case 1: r = sub(a, b); break;
+      case 2: r = mul(a, b); break;
+      case 3: r = maximum(a, b); break;
+      case 4: r = minimum(a, b); break;
+      case 5: r = neg(a); break;
+      case 6: r = abs(a); break;
+      case 7: r = sign(a); break;
+      case 8: r = square(a); break;
+      case 9: r = relu(a); break;
+      case 10: r = where(less(a, b), a, b); break;
+      case 11: r = where(greater_equal(a, b), scalar(), a); break;  // a scalar operand of where
+      case 12: r = cast(logical_or(equal(a, b), logical_not(not_equal(a, b))), dt); break;
+      case 13: r = cast(logical_and(less_equal(a, b), greater(b, a)), dt) + a; break;
+      case 14: r = cast(cast(a, fp ? int32 : float64), dt); break;
+      case 15: r = identity(a) + ones_like(b) - zeros_like(a); break;
+      case 16: r = cast(cast(a, bool_), dt); break;
+      case 17: r = div(a, b); break;
+      case 18: r = floordiv(a, b); break;
+      case 19: r = mod(a, b); break;
+      case 20: r = pow(a, b); break;
+      case 21: r = exp(a); break;
+      case 22: r = log(a); break;
+      case 23: r = sqrt(a); break;
+      case 24: r = rsqrt(a); break;
+      case 25: r = tanh(a); break;
+      case 26: r = sigmoid(a); break;
+      case 27: r = sin(a); break;
+      case 28: r = cos(a); break;
+      default: r = cast(cast(a, float32), dt); break;
+    }
+    pool.push_back(r);
+  }
+  std::vector<Tensor> out{pool.back()};
+  out.push_back(pool[pool.size() / 2]);  // an intermediate (or an input) that is also a result
+  return out;
+}
+
+Tensor random_input(DType dt, const TensorShape& shape, uint32_t seed) {
+  Tensor u = random_uniform(shape, -4.0f, 4.0f, seed);
+  if (dt == int32) return cast(u * 3.0f, int32);
+  Tensor x = cast(u, dt);
+  // Special values at a few positions when there is room.
+  if (shape.num_elements() >= 6) {
+    std::vector<double> v = cast(x, float64).to_vector<double>();
+    v[0] = std::numeric_limits<double>::quiet_NaN();
+    v[1] = std::numeric_limits<double>::infinity();
+    v[2] = -0.0;
+    v[3] = 0.0;
+    v[4] = -std::numeric_limits<double>::infinity();
+    x = cast(constant(v, shape, float64), dt);
+  }
+  return x;
+}
+
+struct DagCase {
+  DType dtype;
+  std::vector<int64_t> domain;
+  std::vector<int64_t> second;  // the second input's shape, broadcast against the domain
+};
+
+TEST(Fusion, RandomElementwiseDagsGiveTheUnfusedResultsBitForBit) {
+  detail::set_verify_graphs(true);
+  const std::vector<DagCase> cases = {
+      {float32, {16}, {16}},         {float32, {1000}, {}},         {float32, {1025}, {1025}},
+      {float32, {3, 700}, {1, 700}}, {float32, {700, 3}, {700, 1}}, {float32, {2, 3, 5}, {3, 1}},
+      {float32, {0}, {0}},           {float32, {1}, {}},            {float32, {2049}, {1}},
+      {float64, {16}, {}},           {float64, {1031}, {1031}},     {float64, {4, 513}, {4, 1}},
+      {int32, {16}, {16}},           {int32, {1030}, {}},           {int32, {5, 300}, {300}},
+      {int32, {0, 4}, {4}},          {float32, {}, {}},             {int32, {7}, {7}},
+  };
+  int fused_nodes = 0;
+  for (const DagCase& c : cases) {
+    for (uint32_t seed = 1; seed <= 12; ++seed) {
+      SCOPED_TRACE(to_string(c.dtype) + " " + TensorShape(c.domain).to_string() + " x " +
+                   TensorShape(c.second).to_string() + " seed " + std::to_string(seed));
+      const std::vector<Tensor> inputs{random_input(c.dtype, TensorShape(c.domain), seed),
+                                       random_input(c.dtype, TensorShape(c.second), seed + 100),
+                                       random_input(c.dtype, TensorShape{}, seed + 200)};
+      const int num_ops = 3 + static_cast<int>(seed * 7 % 40);
+      auto g = trace_graph([&](const std::vector<Tensor>& in) { return random_dag(in, seed, num_ops); }, inputs);
+      const std::vector<Tensor> unfused = detail::execute(*g, inputs);
+      detail::optimize_graph(g, "fusion_test");
+      fused_nodes += count_fused(*g);
+      const std::vector<Tensor> fused = detail::execute(*g, inputs);
+      ASSERT_EQ(fused.size(), unfused.size());
+      for (std::size_t k = 0; k < fused.size(); ++k)
+        EXPECT_TRUE(bitwise_equal(fused[k], unfused[k])) << "output " << k << "\n" << Graph(g).to_string();
+    }
+  }
+  EXPECT_GT(fused_nodes, 100) << "the DAGs should mostly fuse";
+}
+
+TEST(Fusion, TheTanhChainBecomesOneNodeThatPrintsItsOps) {
+  auto g = trace_graph([](const std::vector<Tensor>& in) {
+    Tensor x = in[0];
+    for (int i = 0; i < 33; ++i) x = tanh(x * 1.01f + 0.5f);
+    return x;
+  }, {random_uniform({16}, -1, 1, 3)});
+  const Tensor x = random_uniform({16}, -1, 1, 3);
+  const Tensor before = detail::execute(*g, {x})[0];
+  detail::optimize_graph(g, "chain");
+  // Placeholder, one fused node, output: the constants live in the program.
+  ASSERT_EQ(g->nodes.size(), 3u) << Graph(g).to_string();
+  EXPECT_EQ(count_fused(*g), 1);
+  const std::string text = Graph(g).to_string();
+  EXPECT_NE(text.find("[arg0_0] -> fused_elementwise{mul,add,tanh,mul,add,tanh,mul,add,tanh,...(99 ops)}"), std::string::npos)
+      << text;
+  EXPECT_NE(Graph(g).to_dot().find("fused_elementwise{mul,add,tanh"), std::string::npos);
+  EXPECT_TRUE(bitwise_equal(detail::execute(*g, {x})[0], before));
+}
+
+TEST(Fusion, IntermediatesUsedOutsideTheGroupBecomeOutputs) {
+  // y feeds a matmul (not fusable) and the fused group; both results must be right.
+  const std::vector<Tensor> inputs{random_uniform({4, 4}, -1, 1, 5)};
+  auto g = trace_graph([](const std::vector<Tensor>& in) {
+    Tensor y = relu(in[0] * 2.0f);
+    Tensor z = matmul(y, y);
+    return std::vector<Tensor>{exp(y) + 1.0f, z, y};
+  }, inputs);
+  const auto before = detail::execute(*g, inputs);
+  detail::optimize_graph(g, "outputs");
+  EXPECT_EQ(count_fused(*g), 1) << Graph(g).to_string();
+  int fused_outputs = 0;
+  for (const auto& node : g->nodes)
+    if (node.kind == NodeKind::kOp && node.op == OpId::FusedElementwise) fused_outputs = static_cast<int>(node.outputs.size());
+  EXPECT_EQ(fused_outputs, 2) << "y (used by matmul and returned) and the final add";
+  const auto after = detail::execute(*g, inputs);
+  for (std::size_t k = 0; k < after.size(); ++k) EXPECT_TRUE(bitwise_equal(after[k], before[k])) << k;
+}
+
+TEST(Fusion, AGroupNeverSwallowsAPathThroughAnUnfusedOp) {
+  // a -> matmul -> b, and a -> b directly: fusing a and b would need matmul inside the node.
+  const std::vector<Tensor> inputs{random_uniform({3, 3}, -1, 1, 6)};
+  auto g = trace_graph([](const std::vector<Tensor>& in) {
+    Tensor a = tanh(in[0] + 1.0f);
+    Tensor m = matmul(a, in[0]);
+    return (a * m) - 2.0f;
+  }, inputs);
+  const auto before = detail::execute(*g, inputs);
+  detail::optimize_graph(g, "cycle");  // the verifier checks the order of the result
+  EXPECT_EQ(count_fused(*g), 2) << Graph(g).to_string();
+  EXPECT_TRUE(bitwise_equal(detail::execute(*g, inputs)[0], before[0]));
+}
+
+TEST(Fusion, StatefulOpsAndUnknownShapesStayOutOfGroups) {
+  Variable v(constant({1.0f, 2.0f}));
+  auto f = function([&](const Tensor& x) {
+    Tensor y = x * 2.0f + v.read_value();
+    v.assign(y + 1.0f);
+    return tanh(y) * 3.0f;
+  });
+  const Tensor x = constant({0.5f, -0.5f});
+  const Tensor r1 = f(x);  // v = [1, 2] -> y = [2, 1]
+  EXPECT_TRUE(testing::tensors_near(r1, constant({std::tanh(2.0f) * 3.0f, std::tanh(1.0f) * 3.0f}), 1e-6));
+  EXPECT_TRUE(testing::tensors_near(v.read_value(), constant({3.0f, 2.0f}), 0.0));
+  const auto& g = *f.concrete_functions()[0].impl()->ir;
+  int stateful = 0;
+  for (const auto& node : g.nodes)
+    stateful += node.kind == NodeKind::kOp && (detail::op_def(node.op).traits & detail::kStateful);
+  EXPECT_EQ(stateful, 2);
+  // None dims: the fusion pass leaves such graphs alone (results stay right).
+  auto h = function([](const Tensor& x) { return tanh(x * 2.0f) + 1.0f; });
+  auto cf = h.get_concrete_function(TensorSpec(TensorShape({None}), float32));
+  EXPECT_EQ(count_fused(*cf.impl()->ir), 0);
+  EXPECT_TRUE(testing::tensors_near(cf(x), tanh(x * 2.0f) + 1.0f, 0.0));
+}
+
+TEST(Fusion, TheAffinePeepholeMatchesTheSeparateSteps) {
+  // x * m + c (+ relu) runs as one loop; variants where the pattern must not apply: the product
+  // used elsewhere, the scalar on the other side of the add, and float64 / int32.
+  auto body = [](const std::vector<Tensor>& in) {
+    const DType dt = in[0].dtype();
+    const Tensor m = cast(constant(1.01), dt), c = cast(constant(-0.5), dt);
+    Tensor a = relu(in[0] * m + c);          // the full pattern
+    Tensor b = m * a + c;                     // scalar first in the mul, no relu
+    Tensor p = b * m;                         // product used twice: not folded
+    Tensor d = relu(p + c) + p;
+    Tensor e = c + d * m;                     // add with the scalar first: separate steps
+    return std::vector<Tensor>{relu(e), a};
+  };
+  for (DType dt : {float32, float64, int32}) {
+    for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{1500}}) {
+      SCOPED_TRACE(to_string(dt) + " n=" + std::to_string(n));
+      const std::vector<Tensor> inputs{random_input(dt, TensorShape({n}), 21)};
+      auto g = trace_graph(body, inputs);
+      const auto before = detail::execute(*g, inputs);
+      detail::optimize_graph(g, "affine");
+      EXPECT_EQ(count_fused(*g), 1) << Graph(g).to_string();
+      const auto after = detail::execute(*g, inputs);
+      for (std::size_t k = 0; k < after.size(); ++k) EXPECT_TRUE(bitwise_equal(after[k], before[k])) << k;
+    }
+  }
+}
+
+TEST(Fusion, ResultsMatchThroughTgFunctionEndToEnd) {
+  auto chain = [](const Tensor& x) {
+    Tensor y = x;
+    for (int i = 0; i < 33; ++i) y = relu(y * 1.01f + 0.5f);
+    return y;
+  };
+  auto opt = function(chain);
+  auto plain = function(chain, {.optimize = false});
+  for (int64_t n : {int64_t{0}, int64_t{5}, int64_t{1024}, int64_t{4097}}) {
+    const Tensor x = random_uniform({n}, -3, 3, 9);
+    EXPECT_TRUE(bitwise_equal(opt(x), plain(x))) << n;
+    EXPECT_TRUE(bitwise_equal(opt(x), chain(x))) << "eager, n = " << n;
+  }
+}
+
+}  // namespace
+}  // namespace tg
