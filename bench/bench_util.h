@@ -3,6 +3,8 @@
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
 
+#include <exception>
+
 namespace tg_bench {
 
 // Minor page faults of the calling thread so far (first touches of freshly mapped memory).
@@ -30,6 +32,18 @@ template <class Fn>
 void reach_steady_state(Fn&& fn) {
   fn();
   fn();
+}
+
+// Runs a benchmark body and turns a tg:: error into a skipped benchmark with its message, so that
+// one broken workload (e.g. a pass under development) shows up as an error row in bench/run's
+// table instead of ending the whole run.
+template <class Fn>
+void guarded(benchmark::State& state, Fn&& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
 }
 
 }  // namespace tg_bench

@@ -1,5 +1,6 @@
 #include "core/buffer.h"
 
+#include <atomic>
 #include <bit>
 #include <cstdlib>
 #include <mutex>
@@ -37,7 +38,17 @@ BlockCache& cache() {
   return *c;
 }
 
+std::atomic<std::size_t> g_live_bytes{0};
+std::atomic<std::size_t> g_peak_bytes{0};
+
+void count_acquired(std::size_t bytes) {
+  const std::size_t live = g_live_bytes.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  if (live > g_peak_bytes.load(std::memory_order_relaxed))
+    g_peak_bytes.store(live, std::memory_order_relaxed);
+}
+
 void* acquire(std::size_t bytes) {
+  count_acquired(bytes);
   if (bytes >= kCacheMinBytes) {
     BlockCache& c = cache();
     std::lock_guard lock(c.mu);
@@ -55,6 +66,7 @@ void* acquire(std::size_t bytes) {
 }
 
 void release(void* p, std::size_t bytes) {
+  g_live_bytes.fetch_sub(bytes, std::memory_order_relaxed);
   if (bytes >= kCacheMinBytes) {
     BlockCache& c = cache();
     std::lock_guard lock(c.mu);
@@ -108,6 +120,12 @@ std::size_t cached_block_bytes() {
   BlockCache& c = cache();
   std::lock_guard lock(c.mu);
   return c.bytes;
+}
+
+std::size_t live_buffer_bytes() { return g_live_bytes.load(std::memory_order_relaxed); }
+std::size_t peak_buffer_bytes() { return g_peak_bytes.load(std::memory_order_relaxed); }
+void reset_peak_buffer_bytes() {
+  g_peak_bytes.store(g_live_bytes.load(std::memory_order_relaxed), std::memory_order_relaxed);
 }
 
 }  // namespace tg::detail

@@ -35,6 +35,13 @@ std::size_t release_cached_blocks();
 /// Bytes currently parked in the cache.
 std::size_t cached_block_bytes();
 
+/// Bytes held by live Buffers (their size classes; cached blocks not included), and the highest
+/// value since the last reset_peak_buffer_bytes(). For memory benchmarks and tests; relaxed
+/// atomics, so concurrent callers see approximate peaks.
+std::size_t live_buffer_bytes();
+std::size_t peak_buffer_bytes();
+void reset_peak_buffer_bytes();
+
 inline constexpr std::size_t kBufferAlignment = 64;
 
 }  // namespace tg::detail

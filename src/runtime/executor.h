@@ -1,5 +1,5 @@
-// Runs a graph on eager inputs. A plain interpreter for now: the optimiser and planned
-// executor come with the graph-speed work.
+// Runs a graph on eager inputs through its plan (src/runtime/plan.h: kernel list, arena with
+// in-place reuse, frames parked between calls).
 #pragma once
 #include <vector>
 
@@ -7,8 +7,8 @@
 
 namespace tg::detail {
 
-/// Executes every node in order; stateful ops run in program order. Values are released after
-/// their last use so peak memory follows liveness rather than graph size.
+/// Executes every node in order; stateful ops run in program order. Builds the graph's plan on
+/// the first call. Outputs are fresh tensors (never arena memory).
 std::vector<Tensor> execute(const GraphIR& graph, const std::vector<Tensor>& inputs);
 
 }  // namespace tg::detail

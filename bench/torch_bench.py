@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""The workloads of bench/workloads_bench.cpp in PyTorch, for bench/run's comparison columns.
+
+Usage: torch_bench.py [--threads N] [--repetitions N] [--clock cpu|real] [--filter REGEX]
+
+Prints one JSON object on stdout: {"torch_version", "threads", "clock", "results": {name:
+{"median_ns", "cv", "iterations"}}} where each median is the time of one call. Exits with
+status 3 (and a note on stderr) when torch cannot be imported, so that bench/run can skip it.
+Run it with the Python that has torch (Debian's python3-torch: /usr/bin/python3).
+"""
+import argparse
+import json
+import re
+import statistics
+import sys
+import time
+
+try:
+    import torch
+except ImportError as e:  # optional dependency: bench/run prints the note and goes on
+    print(f"torch_bench.py: cannot import torch ({e})", file=sys.stderr)
+    sys.exit(3)
+
+ROUNDS = 33  # (x * 1.01, x + 0.5, act) x 33 = 99 ops, as in workloads_bench.cpp
+BATCH, IN, HIDDEN, OUT = 64, 784, 256, 10
+LR = 0.01
+
+
+def chain_tanh(x):
+    for _ in range(ROUNDS):
+        x = torch.tanh(x * 1.01 + 0.5)
+    return x
+
+
+def chain_relu(x):
+    for _ in range(ROUNDS):
+        x = torch.relu(x * 1.01 + 0.5)
+    return x
+
+
+@torch.jit.script
+def chain_tanh_script(x: torch.Tensor) -> torch.Tensor:
+    for _ in range(33):
+        x = torch.tanh(x * 1.01 + 0.5)
+    return x
+
+
+@torch.jit.script
+def chain_relu_script(x: torch.Tensor) -> torch.Tensor:
+    for _ in range(33):
+        x = torch.relu(x * 1.01 + 0.5)
+    return x
+
+
+def chain_input(n):
+    return (torch.arange(n, dtype=torch.float32) % 97) * 0.01 - 0.5
+
+
+class Mlp:
+    def __init__(self):
+        g = torch.Generator().manual_seed(0)
+
+        def uniform(shape, scale):
+            return ((torch.rand(shape, generator=g) * 2 - 1) * scale).requires_grad_()
+
+        self.params = [uniform((IN, HIDDEN), 0.05), torch.zeros(HIDDEN, requires_grad=True),
+                       uniform((HIDDEN, HIDDEN), 0.08), torch.zeros(HIDDEN, requires_grad=True),
+                       uniform((HIDDEN, OUT), 0.1), torch.zeros(OUT, requires_grad=True)]
+        self.x = torch.rand((BATCH, IN), generator=g) * 2 - 1
+        self.y = torch.nn.functional.one_hot(torch.arange(BATCH) % OUT, OUT).float()
+
+    def step(self):
+        w1, b1, w2, b2, w3, b3 = self.params
+        h1 = torch.relu(self.x @ w1 + b1)
+        h2 = torch.relu(h1 @ w2 + b2)
+        logits = h2 @ w3 + b3
+        loss = -(self.y * torch.log_softmax(logits, dim=1)).sum(dim=1).mean()
+        grads = torch.autograd.grad(loss, self.params)
+        with torch.no_grad():
+            for p, g in zip(self.params, grads):
+                p.sub_(g * LR)
+        return loss
+
+
+def measure(fn, repetitions, clock, min_time=0.1):
+    """Median and coefficient of variation of the per-call time over `repetitions` runs, each
+    long enough (min_time seconds) for the clock's resolution."""
+    now = time.thread_time_ns if clock == "cpu" else time.perf_counter_ns
+    fn()
+    fn()  # warm-up: allocator caches, jit profiling runs
+    iters = 1
+    while True:
+        t0 = now()
+        for _ in range(iters):
+            fn()
+        dt = now() - t0
+        if dt >= min_time * 1e9 or iters >= 1 << 24:
+            break
+        iters = max(iters * 2, int(iters * min_time * 1e9 / max(dt, 1) * 1.2))
+    samples = []
+    for _ in range(repetitions):
+        t0 = now()
+        for _ in range(iters):
+            fn()
+        samples.append((now() - t0) / iters)
+    med = statistics.median(samples)
+    cv = statistics.pstdev(samples) / statistics.mean(samples) if len(samples) > 1 else 0.0
+    return {"median_ns": med, "cv": cv, "iterations": iters}
+
+
+def workloads():
+    """name -> a zero-argument callable, built lazily (jit tracing happens here)."""
+    w = {}
+    a, b = torch.tensor([1.5]), torch.tensor([2.5])
+    w["torch/add1/eager"] = lambda: a + b
+    for act, eager, script in (("tanh", chain_tanh, chain_tanh_script),
+                               ("relu", chain_relu, chain_relu_script)):
+        for n, label in ((16, "16"), (1 << 20, "1M")):
+            x = chain_input(n)
+            traced = torch.jit.trace(eager, (x,))
+            w[f"torch/chain/{act}/{label}/eager"] = (lambda f, x: lambda: f(x))(eager, x)
+            w[f"torch/chain/{act}/{label}/jit_trace"] = (lambda f, x: lambda: f(x))(traced, x)
+            w[f"torch/chain/{act}/{label}/jit_script"] = (lambda f, x: lambda: f(x))(script, x)
+    mlp = Mlp()
+    w["torch/mlp/train_step/eager"] = mlp.step
+    x16 = chain_input(16)
+    w["torch/trace/chain/100/jit_trace"] = lambda: torch.jit.trace(chain_tanh, (x16,))
+    return w
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--repetitions", type=int, default=5)
+    ap.add_argument("--clock", choices=["cpu", "real"], default="cpu")
+    ap.add_argument("--filter", default="")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.set_grad_enabled(True)
+    pattern = re.compile(args.filter) if args.filter else None
+    results = {}
+    for name, fn in workloads().items():
+        if pattern and not pattern.search(name):
+            continue
+        heavy = "/1M/" in name or "trace/chain" in name
+        results[name] = measure(fn, args.repetitions, args.clock, 0.3 if heavy else 0.1)
+        print(f"  {name}: {results[name]['median_ns'] / 1e3:.1f} us", file=sys.stderr)
+    json.dump({"torch_version": torch.__version__, "threads": torch.get_num_threads(),
+               "clock": args.clock, "results": results}, sys.stdout, indent=1)
+    print()
+
+
+if __name__ == "__main__":
+    main()

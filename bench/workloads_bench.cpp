@@ -1,0 +1,345 @@
+// The workloads of issue 5's table, each next to its hand-written C++ reference measured in the
+// same run: the 100-op elementwise chains (16 floats and 1M floats, tanh and relu variants), an
+// MLP train step against its GEMMs called through cblas directly, the cost of tracing and
+// optimising long chains, and the peak memory of the traced 1M chain. bench/torch_bench.py runs
+// the same workloads in PyTorch; bench/run puts them in one table.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "bench_util.h"
+#include "core/buffer.h"
+#include "core/tensor_impl.h"
+#include "ops/simd_math.h"
+#include "tracegraph/tracegraph.h"
+#if TG_BENCH_HAVE_TAPE
+#include "tracegraph/gradient.h"
+#endif
+
+namespace {
+
+using tg::Tensor;
+
+constexpr int kChainRounds = 33;  // (x * 1.01, x + 0.5, act) x 33 = 99 ops, the "100-op chain"
+constexpr int64_t kSmall = 16;
+constexpr int64_t kLarge = int64_t{1} << 20;
+
+enum class Act { kTanh, kRelu };
+
+Tensor input_of(int64_t n) {
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i % 97) * 0.01f - 0.5f;
+  return tg::constant(v, tg::TensorShape({n}));
+}
+
+template <Act kAct>
+Tensor chain(const Tensor& x0) {
+  Tensor x = x0;
+  for (int r = 0; r < kChainRounds; ++r) {
+    x = x * 1.01f;
+    x = x + 0.5f;
+    x = kAct == Act::kTanh ? tg::tanh(x) : tg::relu(x);
+  }
+  return x;
+}
+
+void set_items(benchmark::State& state, int64_t n) {
+  state.SetItemsProcessed(state.iterations() * n * 3 * kChainRounds);
+}
+
+template <Act kAct, int64_t kN>
+void BM_ChainEager(benchmark::State& state) {
+  tg_bench::guarded(state, [&] {
+    const Tensor x = input_of(kN);
+    tg_bench::reach_steady_state([&] { benchmark::DoNotOptimize(chain<kAct>(x)); });
+    const long faults = tg_bench::minor_faults();
+    for (auto _ : state) benchmark::DoNotOptimize(chain<kAct>(x));
+    tg_bench::report_faults(state, faults);
+    set_items(state, kN);
+  });
+}
+
+template <Act kAct, int64_t kN>
+void BM_ChainTraced(benchmark::State& state) {
+  tg_bench::guarded(state, [&] {
+    const Tensor x = input_of(kN);
+    auto f = tg::function([](const Tensor& t) { return chain<kAct>(t); });
+    tg_bench::reach_steady_state([&] { benchmark::DoNotOptimize(f(x)); });
+    const long faults = tg_bench::minor_faults();
+    for (auto _ : state) benchmark::DoNotOptimize(f(x));
+    tg_bench::report_faults(state, faults);
+    set_items(state, kN);
+  });
+}
+
+// The limit: one pass over the data in L1-sized tiles, all 99 ops applied to a tile before the
+// next (tanh through the same SLEEF routine tracegraph uses).
+template <Act kAct>
+void fused_loop(const float* x, float* y, int64_t n) {
+  constexpr int64_t kTile = 1024;
+  for (int64_t b = 0; b < n; b += kTile) {
+    const int64_t m = std::min(kTile, n - b);
+    float* t = y + b;
+    std::memcpy(t, x + b, static_cast<std::size_t>(m) * sizeof(float));
+    for (int r = 0; r < kChainRounds; ++r) {
+      if constexpr (kAct == Act::kTanh) {
+        for (int64_t i = 0; i < m; ++i) t[i] = t[i] * 1.01f + 0.5f;
+        tg::detail::simd::tanh_f32(t, t, m);
+      } else {
+        for (int64_t i = 0; i < m; ++i) t[i] = std::max(t[i] * 1.01f + 0.5f, 0.0f);
+      }
+    }
+  }
+}
+
+// One full pass per op into a reused buffer: what an unfused interpreter without allocation does.
+template <Act kAct>
+void unfused_loop(const float* x, float* y, int64_t n) {
+  std::memcpy(y, x, static_cast<std::size_t>(n) * sizeof(float));
+  for (int r = 0; r < kChainRounds; ++r) {
+    for (int64_t i = 0; i < n; ++i) y[i] = y[i] * 1.01f;
+    for (int64_t i = 0; i < n; ++i) y[i] = y[i] + 0.5f;
+    if constexpr (kAct == Act::kTanh) tg::detail::simd::tanh_f32(y, y, n);
+    else for (int64_t i = 0; i < n; ++i) y[i] = std::max(y[i], 0.0f);
+  }
+}
+
+template <Act kAct, bool kFused, int64_t kN>
+void BM_ChainCpp(benchmark::State& state) {
+  const int64_t n = kN;
+  const Tensor x = input_of(n);
+  Tensor y = tg::zeros({n});
+  const float* px = tg::detail::data_of<float>(x);
+  float* py = tg::detail::data_of<float>(y);
+  const long faults = tg_bench::minor_faults();
+  for (auto _ : state) {
+    if (kFused) fused_loop<kAct>(px, py, n);
+    else unfused_loop<kAct>(px, py, n);
+    benchmark::DoNotOptimize(py);
+    benchmark::ClobberMemory();
+  }
+  tg_bench::report_faults(state, faults);
+  set_items(state, n);
+}
+
+#define TG_CHAIN_BENCH(act_name, act, n, n_name, min_time)                                   \
+  BENCHMARK(BM_ChainEager<act, n>)->Name("chain/" act_name "/" n_name "/eager")              \
+      ->MinTime(min_time)->Unit(benchmark::kMicrosecond);                                    \
+  BENCHMARK(BM_ChainTraced<act, n>)->Name("chain/" act_name "/" n_name "/traced")            \
+      ->MinTime(min_time)->Unit(benchmark::kMicrosecond);                                    \
+  BENCHMARK(BM_ChainCpp<act, true, n>)->Name("chain/" act_name "/" n_name "/fused_cpp")      \
+      ->MinTime(min_time)->Unit(benchmark::kMicrosecond);                                    \
+  BENCHMARK(BM_ChainCpp<act, false, n>)->Name("chain/" act_name "/" n_name "/unfused_cpp")   \
+      ->MinTime(min_time)->Unit(benchmark::kMicrosecond);
+
+TG_CHAIN_BENCH("tanh", Act::kTanh, kSmall, "16", 0.1)
+TG_CHAIN_BENCH("relu", Act::kRelu, kSmall, "16", 0.1)
+TG_CHAIN_BENCH("tanh", Act::kTanh, kLarge, "1M", 0.3)
+TG_CHAIN_BENCH("relu", Act::kRelu, kLarge, "1M", 0.3)
+
+// One add on two 1-element float32 tensors through a traced function's cached call (the eager
+// side is overhead/add_f32_1elem/tracegraph).
+void BM_Add1Traced(benchmark::State& state) {
+  tg_bench::guarded(state, [&] {
+    auto add = tg::function([](const Tensor& a, const Tensor& b) { return a + b; });
+    const Tensor a = tg::constant({1.5f}), b = tg::constant({2.5f});
+    tg_bench::reach_steady_state([&] { benchmark::DoNotOptimize(add(a, b)); });
+    for (auto _ : state) benchmark::DoNotOptimize(add(a, b));
+  });
+}
+BENCHMARK(BM_Add1Traced)->Name("call/add_f32_1elem/traced")->MinTime(0.2)
+    ->Unit(benchmark::kNanosecond);
+
+// ---- MLP train step: batch 64, 784-256-256-10, softmax cross-entropy, SGD -------------------
+constexpr int64_t kBatch = 64, kIn = 784, kHidden = 256, kOut = 10;
+constexpr float kLearningRate = 0.01f;
+
+Tensor random_tensor(tg::TensorShape shape, float scale, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-scale, scale);
+  std::vector<float> v(static_cast<std::size_t>(shape.num_elements()));
+  for (float& e : v) e = dist(rng);
+  return tg::constant(v, shape);
+}
+
+struct Mlp {
+  tg::Variable w1{random_tensor({kIn, kHidden}, 0.05f, 1)}, b1{tg::zeros({kHidden})};
+  tg::Variable w2{random_tensor({kHidden, kHidden}, 0.08f, 2)}, b2{tg::zeros({kHidden})};
+  tg::Variable w3{random_tensor({kHidden, kOut}, 0.1f, 3)}, b3{tg::zeros({kOut})};
+  Tensor x = random_tensor({kBatch, kIn}, 1.0f, 4);
+  Tensor y;  // one-hot labels
+  Mlp() {
+    std::vector<int32_t> labels(kBatch);
+    for (int64_t i = 0; i < kBatch; ++i) labels[static_cast<std::size_t>(i)] = static_cast<int32_t>(i % kOut);
+    y = tg::one_hot(tg::constant(labels, tg::TensorShape({kBatch}), tg::int32), kOut);
+  }
+  std::vector<tg::Variable> params() const { return {w1, b1, w2, b2, w3, b3}; }
+};
+
+// The backward pass written out by hand with the public ops: runs today, with or without a tape.
+Tensor train_step_manual(Mlp& m, const Tensor& x, const Tensor& y) {
+  const Tensor w1 = m.w1, w2 = m.w2, w3 = m.w3;
+  const Tensor z1 = tg::matmul(x, w1) + m.b1.read_value();
+  const Tensor h1 = tg::relu(z1);
+  const Tensor z2 = tg::matmul(h1, w2) + m.b2.read_value();
+  const Tensor h2 = tg::relu(z2);
+  const Tensor logits = tg::matmul(h2, w3) + m.b3.read_value();
+  const Tensor loss = -tg::reduce_mean(tg::reduce_sum(y * tg::log_softmax(logits), {1}));
+  const Tensor dlogits = (tg::softmax(logits) - y) * (1.0f / static_cast<float>(kBatch));
+  const Tensor dw3 = tg::matmul(h2, dlogits, true, false);
+  const Tensor db3 = tg::reduce_sum(dlogits, {0});
+  const Tensor dz2 = tg::matmul(dlogits, w3, false, true) * tg::cast(z2 > 0.0f, tg::float32);
+  const Tensor dw2 = tg::matmul(h1, dz2, true, false);
+  const Tensor db2 = tg::reduce_sum(dz2, {0});
+  const Tensor dz1 = tg::matmul(dz2, w2, false, true) * tg::cast(z1 > 0.0f, tg::float32);
+  const Tensor dw1 = tg::matmul(x, dz1, true, false);
+  const Tensor db1 = tg::reduce_sum(dz1, {0});
+  m.w1.assign_sub(dw1 * kLearningRate);
+  m.b1.assign_sub(db1 * kLearningRate);
+  m.w2.assign_sub(dw2 * kLearningRate);
+  m.b2.assign_sub(db2 * kLearningRate);
+  m.w3.assign_sub(dw3 * kLearningRate);
+  m.b3.assign_sub(db3 * kLearningRate);
+  return loss;
+}
+
+template <bool kTraced>
+void BM_MlpManual(benchmark::State& state) {
+  tg_bench::guarded(state, [&] {
+    Mlp m;
+    auto f = tg::function([&m](const Tensor& x, const Tensor& y) { return train_step_manual(m, x, y); });
+    auto step = [&] { return kTraced ? f(m.x, m.y) : train_step_manual(m, m.x, m.y); };
+    tg_bench::reach_steady_state([&] { benchmark::DoNotOptimize(step()); });
+    for (auto _ : state) benchmark::DoNotOptimize(step());
+  });
+}
+BENCHMARK(BM_MlpManual<false>)->Name("mlp/train_step_manual/eager")->MinTime(0.3)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_MlpManual<true>)->Name("mlp/train_step_manual/traced")->MinTime(0.3)
+    ->Unit(benchmark::kMicrosecond);
+
+#if TG_BENCH_HAVE_TAPE
+Tensor train_step_tape(Mlp& m, const Tensor& x, const Tensor& y) {
+  tg::GradientTape tape;
+  const Tensor h1 = tg::relu(tg::matmul(x, m.w1) + m.b1.read_value());
+  const Tensor h2 = tg::relu(tg::matmul(h1, m.w2) + m.b2.read_value());
+  const Tensor logits = tg::matmul(h2, m.w3) + m.b3.read_value();
+  const Tensor loss = -tg::reduce_mean(tg::reduce_sum(y * tg::log_softmax(logits), {1}));
+  const std::vector<tg::Variable> params = m.params();
+  const std::vector<Tensor> grads = tape.gradient(loss, params);
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    tg::Variable p = params[i];
+    p.assign_sub(grads[i] * kLearningRate);
+  }
+  return loss;
+}
+
+template <bool kTraced>
+void BM_MlpTape(benchmark::State& state) {
+  tg_bench::guarded(state, [&] {
+    Mlp m;
+    auto f = tg::function([&m](const Tensor& x, const Tensor& y) { return train_step_tape(m, x, y); });
+    auto step = [&] { return kTraced ? f(m.x, m.y) : train_step_tape(m, m.x, m.y); };
+    tg_bench::reach_steady_state([&] { benchmark::DoNotOptimize(step()); });
+    for (auto _ : state) benchmark::DoNotOptimize(step());
+  });
+}
+BENCHMARK(BM_MlpTape<false>)->Name("mlp/train_step/eager")->MinTime(0.3)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_MlpTape<true>)->Name("mlp/train_step/traced")->MinTime(0.3)->Unit(benchmark::kMicrosecond);
+#endif
+
+// The step's eight GEMMs (three forward; dW3, dH2, dW2, dH1, dW1 backward) through cblas
+// directly into pre-touched buffers: the floor a train step cannot go below.
+void BM_MlpGemms(benchmark::State& state) {
+  auto buf = [](int64_t n) { return std::vector<float>(static_cast<std::size_t>(n), 0.01f); };
+  auto x = buf(kBatch * kIn), w1 = buf(kIn * kHidden), w2 = buf(kHidden * kHidden),
+       w3 = buf(kHidden * kOut), h1 = buf(kBatch * kHidden), h2 = buf(kBatch * kHidden),
+       lo = buf(kBatch * kOut), dw1 = buf(kIn * kHidden), dw2 = buf(kHidden * kHidden),
+       dw3 = buf(kHidden * kOut), dh1 = buf(kBatch * kHidden), dh2 = buf(kBatch * kHidden);
+  // C[m,n] = op(A) op(B), row-major.
+  auto gemm = [](bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c) {
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f, a,
+                static_cast<int>(ta ? m : k), b, static_cast<int>(tb ? k : n), 0.0f, c, static_cast<int>(n));
+  };
+  for (auto _ : state) {
+    gemm(false, false, kBatch, kHidden, kIn, x.data(), w1.data(), h1.data());
+    gemm(false, false, kBatch, kHidden, kHidden, h1.data(), w2.data(), h2.data());
+    gemm(false, false, kBatch, kOut, kHidden, h2.data(), w3.data(), lo.data());
+    gemm(true, false, kHidden, kOut, kBatch, h2.data(), lo.data(), dw3.data());
+    gemm(false, true, kBatch, kHidden, kOut, lo.data(), w3.data(), dh2.data());
+    gemm(true, false, kHidden, kHidden, kBatch, h1.data(), dh2.data(), dw2.data());
+    gemm(false, true, kBatch, kHidden, kHidden, dh2.data(), w2.data(), dh1.data());
+    gemm(true, false, kIn, kHidden, kBatch, x.data(), dh1.data(), dw1.data());
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_MlpGemms)->Name("mlp/train_step/gemms_cblas")->MinTime(0.3)->Unit(benchmark::kMicrosecond);
+
+// ---- tracing + optimising cost ---------------------------------------------------------------
+// A fresh function per iteration, so every iteration traces and optimises a chain of n ops
+// (the tanh chain's pattern repeated). "us_per_op" must stay flat as n grows.
+template <int64_t kOps>
+void BM_TraceChain(benchmark::State& state) {
+  tg_bench::guarded(state, [&] {
+    const int64_t n = kOps;
+    const Tensor x = input_of(kSmall);
+    for (auto _ : state) {
+      auto f = tg::function([n](const Tensor& t) {
+        Tensor y = t;
+        for (int64_t i = 0; i < n; i += 3) y = tg::tanh(y * 1.01f + 0.5f);
+        return y;
+      });
+      benchmark::DoNotOptimize(f.get_concrete_function(x));
+    }
+    state.counters["us_per_op"] = benchmark::Counter(
+        static_cast<double>(n) * 1e-6, benchmark::Counter::kIsIterationInvariantRate |
+                                           benchmark::Counter::kInvert);
+  });
+}
+BENCHMARK(BM_TraceChain<99>)->Name("trace/chain/100")->Unit(benchmark::kMillisecond)
+    ->MinTime(0.2);
+BENCHMARK(BM_TraceChain<1000>)->Name("trace/chain/1k")->Unit(benchmark::kMillisecond)
+    ->MinTime(0.2);
+BENCHMARK(BM_TraceChain<10000>)->Name("trace/chain/10k")->Unit(benchmark::kMillisecond)
+    ->MinTime(0.2);
+BENCHMARK(BM_TraceChain<100000>)->Name("trace/chain/100k")->Unit(benchmark::kMillisecond)
+    ->Iterations(1);
+
+// ---- peak memory of the traced 1M chain ---------------------------------------------------------
+// Bytes of Buffers alive at the peak of one call beyond what was alive before it (the input) and
+// the call's result: the intermediates (arena included, as the first call after tracing
+// allocates it). Reported in units of the 4 MiB tensor as "extra_tensors".
+template <Act kAct>
+void BM_ChainPeakMemory(benchmark::State& state) {
+  tg_bench::guarded(state, [&] {
+    const Tensor x = input_of(kLarge);
+    const double tensor_bytes = static_cast<double>(kLarge) * sizeof(float);
+    double extra = 0;
+    for (auto _ : state) {
+      state.PauseTiming();
+      auto f = tg::function([](const Tensor& t) { return chain<kAct>(t); });
+      benchmark::DoNotOptimize(f.get_concrete_function(x));
+      tg::config::release_cached_memory();
+      const std::size_t before = tg::detail::live_buffer_bytes();
+      tg::detail::reset_peak_buffer_bytes();
+      state.ResumeTiming();
+      Tensor y = f(x);
+      state.PauseTiming();
+      extra = static_cast<double>(tg::detail::peak_buffer_bytes() - before) - tensor_bytes;
+      state.ResumeTiming();
+    }
+    state.counters["extra_bytes"] = extra;
+    state.counters["extra_tensors"] = extra / tensor_bytes;
+  });
+}
+BENCHMARK(BM_ChainPeakMemory<Act::kRelu>)->Name("memory/chain/relu/1M/traced")->Iterations(3)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ChainPeakMemory<Act::kTanh>)->Name("memory/chain/tanh/1M/traced")->Iterations(3)
+    ->Unit(benchmark::kMillisecond);
+
+}  // namespace

@@ -1,0 +1,98 @@
+// The execution plan of a graph: built once (on the graph's first run), then every run walks a
+// flat list of kernel calls over numbered value slots, with intermediates in a reused arena.
+//
+// - Slots: one per value (node output). Placeholders are filled from the call's inputs,
+//   constants once per frame; a slot is cleared after its last reader.
+// - Arena: outputs of pure ops with fully defined static shapes get a buffer chosen by liveness
+//   (ggml's allocator: in topological order, a buffer returns to the free list when its last
+//   reader has run, and a new value takes a free buffer of the same dtype and size). An op with
+//   the kInPlace trait may write into the buffer of an input that dies at that op.
+// - Never in the arena: graph outputs (fresh buffers every call, so results handed to the
+//   caller never alias memory a later call overwrites), values that reach a stateful or
+//   control-flow op (a Variable may keep the tensor), views of such values, and outputs whose
+//   shapes have None dims (those are allocated per call after per-call shape inference).
+// - Frames: the per-call state (slot values, argument vectors, arena buffers) is built once and
+//   parked in the plan between calls, so a cached call allocates only its output tensors.
+//   Concurrent calls of one graph each take a frame of their own.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "graph/graph_ir.h"
+
+namespace tg::detail {
+
+enum class StepMode : uint8_t {
+  kArena,    // outputs are pre-built views of arena buffers
+  kFresh,    // outputs allocated per call (graph outputs, escaping values, None dims)
+  kGeneric,  // as run_op_eager: kView, stateful and control-flow ops
+};
+
+struct PlanStep {
+  const OpDef* def = nullptr;
+  const OpAttrs* attrs = nullptr;
+  int node = -1;
+  StepMode mode = StepMode::kGeneric;
+  bool infer_per_call = false;  // some input or output type has None dims (or unknown rank)
+  bool parallel = false;        // elementwise without broadcasting: split over the thread pool
+  std::vector<int> in_slots;
+  std::vector<int> out_slots;
+  std::vector<int> out_buffers;  // kArena: arena buffer per output
+  std::vector<int> release;      // slots whose last reader is this step
+};
+
+struct ArenaBufferSpec {
+  DType dtype;
+  int64_t count;
+};
+
+/// What a plan decided, for tests and benchmarks.
+struct PlanStats {
+  int steps = 0;
+  int arena_steps = 0;       // steps writing into the arena
+  int arena_buffers = 0;     // distinct arena buffers
+  int in_place = 0;          // outputs that reuse a dying input's buffer
+  int64_t arena_bytes = 0;   // sum of the arena buffers' sizes
+  bool dynamic = false;      // some step infers shapes per call
+};
+
+struct Frame;
+
+class Plan {
+ public:
+  explicit Plan(const GraphIR& graph);
+  ~Plan();
+  Plan(const Plan&) = delete;
+  Plan& operator=(const Plan&) = delete;
+
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
+  const PlanStats& stats() const { return stats_; }
+  /// Whether this plan was built for `graph` as it is now (same node storage and count).
+  bool matches(const GraphIR& graph) const {
+    return graph.nodes.data() == nodes_ && graph.nodes.size() == num_nodes_;
+  }
+
+ private:
+  std::unique_ptr<Frame> make_frame() const;
+  void run_step(const PlanStep& step, Frame& frame) const;
+
+  const GraphNode* nodes_;
+  std::size_t num_nodes_;
+  int num_slots_ = 0;
+  std::vector<std::pair<int, int>> placeholder_slots_;  // (slot, input index)
+  std::vector<std::pair<int, Tensor>> const_slots_;
+  std::vector<PlanStep> steps_;
+  std::vector<int> output_slots_;
+  std::vector<int> end_release_;  // slots cleared after the outputs are collected
+  std::vector<ArenaBufferSpec> buffers_;
+  PlanStats stats_;
+  mutable std::atomic<Frame*> spare_{nullptr};
+};
+
+/// The plan of `graph`, built on first use and kept in graph.plan_cache. A graph must not be
+/// changed after it has run (a change that reallocates its nodes is detected and replanned).
+const Plan& plan_for(const GraphIR& graph);
+
+}  // namespace tg::detail

@@ -1,0 +1,173 @@
+#include "runtime/thread_pool.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "core/check.h"
+
+namespace tg::detail {
+namespace {
+
+thread_local bool t_in_pool_job = false;  // nested parallel_for calls run serially
+
+int default_threads() {
+  if (const char* env = std::getenv("TG_NUM_THREADS")) {
+    const int n = std::atoi(env);
+    if (n >= 1) return n;
+  }
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+class Pool {
+ public:
+  explicit Pool(int threads) { start(threads); }
+  ~Pool() { stop(); }
+
+  int threads() const { return threads_; }
+
+  void resize(int threads) {
+    std::lock_guard submit(submit_mu_);
+    stop();
+    start(threads);
+  }
+
+  void run(int64_t n, int64_t grain, void (*fn)(void*, int64_t, int64_t), void* ctx) {
+    const int64_t max_chunks = std::max<int64_t>(1, (n + grain - 1) / std::max<int64_t>(grain, 1));
+    const int chunks = static_cast<int>(std::min<int64_t>(threads_, max_chunks));
+    // Serial when there is nothing to split, from inside a job, or while another thread's job
+    // holds the pool (two jobs at once would only oversubscribe the cores).
+    std::unique_lock submit(submit_mu_, std::defer_lock);
+    if (chunks <= 1 || t_in_pool_job || !submit.try_lock()) {
+      fn(ctx, 0, n);
+      return;
+    }
+    {
+      std::lock_guard lock(mu_);
+      fn_ = fn;
+      ctx_ = ctx;
+      n_ = n;
+      chunks_ = chunks;
+      next_.store(0, std::memory_order_relaxed);
+      error_ = nullptr;
+      ++generation_;
+    }
+    wake_.notify_all();
+    t_in_pool_job = true;
+    work();
+    t_in_pool_job = false;
+    std::unique_lock lock(mu_);
+    done_.wait(lock, [&] { return active_ == 0 && finished_ == chunks_; });
+    finished_ = 0;
+    fn_ = nullptr;
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+  }
+
+ private:
+  // Chunk i covers [n*i/k, n*(i+1)/k) with inner boundaries rounded down to 16 elements (whole
+  // cache lines of float32): fixed by n and k alone.
+  int64_t boundary(int i) const {
+    if (i >= chunks_) return n_;
+    return (n_ * i / chunks_) & ~int64_t{15};
+  }
+
+  void work() {
+    int done_here = 0;
+    for (int i; (i = next_.fetch_add(1, std::memory_order_relaxed)) < chunks_;) {
+      try {
+        fn_(ctx_, boundary(i), boundary(i + 1));
+      } catch (...) {
+        std::lock_guard lock(mu_);
+        if (!error_) error_ = std::current_exception();
+      }
+      ++done_here;
+    }
+    if (done_here) {
+      std::lock_guard lock(mu_);
+      finished_ += done_here;
+    }
+  }
+
+  void worker() {
+    uint64_t seen = 0;
+    t_in_pool_job = true;
+    for (;;) {
+      {
+        std::unique_lock lock(mu_);
+        wake_.wait(lock, [&] { return stopping_ || (generation_ != seen && fn_); });
+        if (stopping_) return;
+        seen = generation_;
+        ++active_;
+      }
+      work();
+      {
+        std::lock_guard lock(mu_);
+        --active_;
+      }
+      done_.notify_all();
+    }
+  }
+
+  void start(int threads) {
+    threads_ = std::max(1, threads);
+    stopping_ = false;
+    for (int i = 1; i < threads_; ++i) workers_.emplace_back([this] { worker(); });
+  }
+
+  void stop() {
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    for (auto& t : workers_) t.join();
+    workers_.clear();
+  }
+
+  int threads_ = 1;
+  std::vector<std::thread> workers_;
+  std::mutex submit_mu_;  // one job at a time
+  std::mutex mu_;
+  std::condition_variable wake_, done_;
+  bool stopping_ = false;
+  uint64_t generation_ = 0;
+  int active_ = 0;     // workers inside the current job
+  int finished_ = 0;   // chunks completed
+  std::exception_ptr error_;
+  void (*fn_)(void*, int64_t, int64_t) = nullptr;
+  void* ctx_ = nullptr;
+  int64_t n_ = 0;
+  int chunks_ = 0;
+  std::atomic<int> next_{0};
+};
+
+// Never destroyed: static tensors' destructors may still run kernels at exit, and joining
+// threads from a static destructor is fragile.
+Pool& pool() {
+  static Pool* p = new Pool(default_threads());
+  return *p;
+}
+
+}  // namespace
+
+int num_threads() { return pool().threads(); }
+
+void set_num_threads(int n) {
+  TG_CHECK(n >= 1, "set_num_threads needs n >= 1, got ", n);
+  if (n != pool().threads()) pool().resize(n);
+}
+
+void parallel_for(int64_t n, int64_t grain, void (*fn)(void* ctx, int64_t begin, int64_t end),
+                  void* ctx) {
+  if (n <= 0) return;
+  pool().run(n, grain, fn, ctx);
+}
+
+}  // namespace tg::detail

@@ -1,0 +1,243 @@
+// The planned executor: arena reuse and in-place, fresh outputs, values that escape into
+// Variables, None dims, exceptions, concurrent calls, and allocations on the cached path.
+#include <cmath>
+#include <cstdlib>
+#include <new>
+#include <thread>
+
+#include "core/tensor_impl.h"
+#include "runtime/plan.h"
+#include "runtime/thread_pool.h"
+#include "support/test_util.h"
+
+// The replacement operator new below is malloc-based, so free() in operator delete matches it.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+
+namespace {
+thread_local bool t_counting = false;
+thread_local long t_allocations = 0;
+}  // namespace
+void* operator new(std::size_t n) {
+  if (t_counting) ++t_allocations;
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+namespace tg {
+namespace {
+
+using detail::plan_for;
+
+std::vector<float> iota_values(int64_t n) {
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i % 13) * 0.1f - 0.6f;
+  return v;
+}
+
+Tensor chain(const Tensor& x0, int rounds) {
+  Tensor x = x0;
+  for (int r = 0; r < rounds; ++r) x = tanh(x * 1.01f + 0.5f);
+  return x;
+}
+
+std::vector<float> chain_reference(std::vector<float> v, int rounds) {
+  for (float& e : v)
+    for (int r = 0; r < rounds; ++r) e = std::tanh(e * 1.01f + 0.5f);
+  return v;
+}
+
+void expect_near(const std::vector<float>& got, const std::vector<float>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-5f) << "at " << i;
+}
+
+TEST(PlannedExecutor, ChainRunsInOneArenaBufferInPlace) {
+  auto f = function([](const Tensor& x) { return chain(x, 10); }, {.optimize = false});
+  const Tensor x = constant(iota_values(1000), TensorShape({1000}));
+  auto cf = f.get_concrete_function(x);
+  const detail::PlanStats& st = plan_for(cf.graph().ir()).stats();
+  EXPECT_EQ(st.steps, 30);
+  EXPECT_EQ(st.arena_buffers, 1) << "every intermediate of a chain fits one reused buffer";
+  EXPECT_EQ(st.arena_bytes, 1000 * 4);
+  EXPECT_EQ(st.in_place, 28) << "all but the first op (reads the input) and the last (output)";
+  EXPECT_FALSE(st.dynamic);
+  expect_near(f(x).to_vector<float>(), chain_reference(iota_values(1000), 10));
+  expect_near(f(x).to_vector<float>(), chain_reference(iota_values(1000), 10));
+}
+
+TEST(PlannedExecutor, ValuesStillReadLaterAreNotOverwritten) {
+  // y is read after tanh(y): tanh must not write into y's buffer.
+  auto f = function([](const Tensor& x) {
+    Tensor y = x * 2.0f;
+    Tensor z = tanh(y);
+    Tensor w = z * 3.0f;
+    return w + y;
+  }, {.optimize = false});
+  const std::vector<float> v = iota_values(64);
+  std::vector<float> want(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) want[i] = std::tanh(v[i] * 2.0f) * 3.0f + v[i] * 2.0f;
+  const Tensor x = constant(v, TensorShape({64}));
+  expect_near(f(x).to_vector<float>(), want);
+  expect_near(f(x).to_vector<float>(), want);
+}
+
+TEST(PlannedExecutor, OutputsAreFreshEveryCall) {
+  auto f = function([](const Tensor& x) {
+    Tensor h = x * 2.0f + 1.0f;
+    return std::vector<Tensor>{h * 1.0f, reshape(h, {2, 2})};
+  }, {.optimize = false});
+  const Tensor a = constant({1.0f, 2.0f, 3.0f, 4.0f});
+  const Tensor b = constant({10.0f, 20.0f, 30.0f, 40.0f});
+  std::vector<Tensor> first = f(a);
+  std::vector<Tensor> second = f(b);
+  EXPECT_EQ(first[0].to_vector<float>(), (std::vector<float>{3, 5, 7, 9}));
+  EXPECT_EQ(first[1].to_vector<float>(), (std::vector<float>{3, 5, 7, 9})) << "a view output too";
+  EXPECT_EQ(second[0].to_vector<float>(), (std::vector<float>{21, 41, 61, 81}));
+  EXPECT_NE(detail::data_of<float>(first[0]), detail::data_of<float>(second[0]));
+  EXPECT_NE(detail::data_of<float>(first[1]), detail::data_of<float>(second[1]));
+}
+
+TEST(PlannedExecutor, ValuesStoredInVariablesAreNotArenaMemory) {
+  Variable v(zeros({3}));
+  auto f = function([&](const Tensor& x) {
+    v.assign(x * 2.0f);
+    return x + 1.0f;
+  }, {.optimize = false});
+  f(constant({1.0f, 2.0f, 3.0f}));
+  const Tensor snapshot = v.read_value();
+  f(constant({5.0f, 6.0f, 7.0f}));
+  EXPECT_EQ(snapshot.to_vector<float>(), (std::vector<float>{2, 4, 6}))
+      << "a later call must not overwrite the tensor an earlier call stored";
+  EXPECT_EQ(v.read_value().to_vector<float>(), (std::vector<float>{10, 12, 14}));
+}
+
+TEST(PlannedExecutor, NoneDimsInferShapesPerCall) {
+  auto f = function([](const Tensor& x) { return chain(x, 3) + reduce_sum(x); },
+                    {.input_signature = std::vector<TensorSpec>{TensorSpec(TensorShape({None}), float32)},
+                     .optimize = false});
+  for (int64_t n : {3, 17, 5}) {
+    const std::vector<float> v = iota_values(n);
+    float sum = 0;
+    for (float e : v) sum += e;
+    std::vector<float> want = chain_reference(v, 3);
+    for (float& e : want) e += sum;
+    expect_near(f(constant(v, TensorShape({n}))).template to_vector<float>(), want);
+  }
+  EXPECT_EQ(f.tracing_count(), 1);
+  EXPECT_TRUE(plan_for(f.concrete_functions()[0].graph().ir()).stats().dynamic);
+}
+
+TEST(PlannedExecutor, KernelErrorsLeaveThePlanUsable) {
+  auto f = function([](const Tensor& p, const Tensor& i) { return gather(p * 2.0f, i) + 1.0f; },
+                    {.optimize = false});
+  const Tensor p = constant({1.0f, 2.0f, 3.0f});
+  EXPECT_EQ(f(p, constant({2, 0})).to_vector<float>(), (std::vector<float>{7, 3}));
+  EXPECT_THROW(f(p, constant({5, 0})), InvalidArgumentError);
+  EXPECT_EQ(f(p, constant({1, 1})).to_vector<float>(), (std::vector<float>{5, 5}));
+}
+
+TEST(PlannedExecutor, ConcurrentCallsGetTheirOwnFrames) {
+  auto f = function([](const Tensor& x) { return chain(x, 5); }, {.optimize = false});
+  const Tensor warm = constant(iota_values(256), TensorShape({256}));
+  f(warm);
+  std::vector<std::thread> threads;
+  std::vector<int> bad(4, 0);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<float> v = iota_values(256);
+      for (float& e : v) e += static_cast<float>(t);
+      const std::vector<float> want = chain_reference(v, 5);
+      const Tensor x = constant(v, TensorShape({256}));
+      for (int i = 0; i < 200; ++i) {
+        const std::vector<float> got = f(x).to_vector<float>();
+        for (std::size_t k = 0; k < got.size(); ++k) bad[static_cast<std::size_t>(t)] += std::fabs(got[k] - want[k]) > 1e-5f;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad, (std::vector<int>{0, 0, 0, 0}));
+}
+
+long allocations_of_run(const detail::GraphIR& ir, const std::vector<Tensor>& inputs) {
+  const detail::Plan& plan = plan_for(ir);
+  plan.run(inputs);  // the first run builds the frame
+  t_allocations = 0;
+  t_counting = true;
+  std::vector<Tensor> out = plan.run(inputs);
+  t_counting = false;
+  return t_allocations;
+}
+
+Tensor unary_chain(const Tensor& x0, int rounds) {
+  Tensor x = x0;
+  for (int r = 0; r < rounds; ++r) x = abs(neg(tanh(x)));
+  return x;
+}
+
+TEST(PlannedExecutor, CachedRunAllocatesOnlyItsOutputs) {
+  auto add = function([](const Tensor& a, const Tensor& b) { return a + b; }, {.optimize = false});
+  // Unary ops: their kernels allocate nothing themselves (binary ones with a broadcast operand
+  // build small stride vectors inside the kernel, which is the op's business, not the plan's).
+  auto ops_99 = function([](const Tensor& x) { return unary_chain(x, 33); }, {.optimize = false});
+  auto ops_198 = function([](const Tensor& x) { return unary_chain(x, 66); }, {.optimize = false});
+  const Tensor a = constant(1.0f), b = constant(2.0f);
+  const Tensor x = constant(iota_values(16), TensorShape({16}));
+  const long one_op = allocations_of_run(add.get_concrete_function(a, b).graph().ir(), {a, b});
+  const long n99 = allocations_of_run(ops_99.get_concrete_function(x).graph().ir(), {x});
+  const long n198 = allocations_of_run(ops_198.get_concrete_function(x).graph().ir(), {x});
+  // The result vector, the output's TensorImpl and its Buffer (the element storage comes from
+  // aligned_alloc, not operator new).
+  EXPECT_EQ(one_op, 3);
+  EXPECT_LE(n99, 4);
+  EXPECT_EQ(n99, n198) << "intermediates must come from the arena, not the heap";
+}
+
+TEST(PlannedExecutor, LargeElementwiseOpsGiveTheSameBitsOnAnyThreadCount) {
+  const int64_t n = 3 * detail::kParallelMinElements + 5;
+  auto f = function([](const Tensor& x) { return chain(x, 4) * 0.5f; }, {.optimize = false});
+  const Tensor x = constant(iota_values(n), TensorShape({n}));
+  const int saved = detail::num_threads();
+  detail::set_num_threads(1);
+  const std::vector<float> serial = f(x).to_vector<float>();
+  detail::set_num_threads(3);
+  const std::vector<float> parallel = f(x).to_vector<float>();
+  detail::set_num_threads(saved);
+  EXPECT_EQ(serial, parallel);
+  std::vector<float> want = chain_reference(iota_values(n), 4);
+  for (float& e : want) e *= 0.5f;
+  expect_near(serial, want);
+}
+
+TEST(ThreadPool, CoversTheRangeOnceInFixedChunks) {
+  const int saved = detail::num_threads();
+  detail::set_num_threads(4);
+  std::vector<int> hits(100000, 0);
+  std::vector<std::pair<int64_t, int64_t>> chunks(8, {-1, -1});
+  std::atomic<int> calls{0};
+  detail::parallel_for(100000, 1000, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) ++hits[static_cast<std::size_t>(i)];
+    chunks[static_cast<std::size_t>(calls.fetch_add(1))] = {b, e};
+  });
+  EXPECT_EQ(std::count(hits.begin(), hits.end(), 1), 100000);
+  EXPECT_EQ(calls.load(), 4);
+  std::sort(chunks.begin(), chunks.begin() + 4);
+  EXPECT_EQ(chunks[0], (std::pair<int64_t, int64_t>{0, 24992}));   // 25000 rounded down to 16
+  EXPECT_EQ(chunks[3].second, 100000);
+  EXPECT_THROW(detail::parallel_for(100000, 10, [](int64_t b, int64_t) {
+                 if (b > 0) throw std::runtime_error("chunk failed");
+               }),
+               std::runtime_error);
+  int nested_calls = 0;
+  detail::parallel_for(4, 1, [&](int64_t, int64_t) {
+    detail::parallel_for(100000, 10, [&](int64_t b, int64_t e) {
+      if (b == 0 && e == 100000) ++nested_calls;  // serial: one call with the whole range
+    });
+  });
+  EXPECT_GE(nested_calls, 1);
+  detail::set_num_threads(saved);
+}
+
+}  // namespace
+}  // namespace tg
