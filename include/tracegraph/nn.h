@@ -1,0 +1,68 @@
+// Small building blocks for neural networks: an initializer, a Dense layer, a classifier's loss
+// and accuracy. Enough to write an MLP; not a framework.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tracegraph/tensor.h"
+#include "tracegraph/variable.h"
+
+namespace tg::nn {
+
+/// Glorot (Xavier) uniform initial values: uniform in [-limit, limit) with
+/// limit = sqrt(6 / (fan_in + fan_out)). For a (in, out) kernel fan_in = in, fan_out = out; for
+/// rank > 2 the leading dims are the receptive field (Keras' rule); a vector uses its length
+/// for both and a scalar 1. Reproducible per seed. Throws tg::InvalidArgumentError for a shape
+/// that is not fully defined and tg::TypeError for a non-floating dtype.
+Tensor glorot_uniform(const TensorShape& shape, uint64_t seed, DType dtype = float32);
+
+/// y = activation(x @ kernel + bias), with kernel (in, out) Glorot-uniform and bias zeros(out).
+///
+/// Its Variables are created by the constructor. Inside a tg::function construct a layer only
+/// on the first trace (keep it in an std::optional and create it when empty), or better, outside
+/// the function. Copies share the Variables.
+///
+///   tg::nn::Dense hidden(784, 256, tg::relu, /*seed=*/1);
+///   tg::Tensor h = hidden(x);   // x: (batch, 784) -> (batch, 256)
+class Dense {
+ public:
+  using Activation = std::function<Tensor(const Tensor&)>;
+
+  /// Throws tg::InvalidArgumentError unless in > 0 and out > 0.
+  Dense(int64_t in, int64_t out, Activation activation = nullptr, uint64_t seed = 0,
+        DType dtype = float32, std::string name = "dense");
+
+  /// x must have rank 2 with x.shape[1] == in (or None while tracing) and the layer's dtype;
+  /// else tg::InvalidArgumentError.
+  Tensor operator()(const Tensor& x) const;
+
+  Variable& kernel() { return kernel_; }
+  Variable& bias() { return bias_; }
+  const Variable& kernel() const { return kernel_; }
+  const Variable& bias() const { return bias_; }
+  /// {kernel, bias}.
+  std::vector<Variable> trainable_variables() const { return {kernel_, bias_}; }
+  int64_t in_features() const { return in_; }
+  int64_t out_features() const { return out_; }
+
+ private:
+  int64_t in_, out_;
+  Activation activation_;
+  std::string name_;
+  Variable kernel_;
+  Variable bias_;
+};
+
+/// Mean over the batch of -log softmax(logits)[label]: logits (batch, classes) float32/float64,
+/// labels (batch,) int32/int64 class indices. Built from log_softmax, one_hot and reduce_mean,
+/// so it differentiates with respect to the logits. Eager labels outside [0, classes) throw
+/// tg::InvalidArgumentError (inside a trace they cannot be checked; they contribute 0).
+Tensor sparse_softmax_cross_entropy(const Tensor& logits, const Tensor& labels);
+
+/// Fraction of rows whose argmax equals the label, as a float32 scalar.
+Tensor accuracy(const Tensor& logits, const Tensor& labels);
+
+}  // namespace tg::nn

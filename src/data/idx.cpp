@@ -1,0 +1,303 @@
+// The IDX reader: whole-file read, gzip inflate (zlib), header and size validation, conversion.
+#include <zlib.h>
+
+#include <cerrno>
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include "core/check.h"
+#include "core/tensor_impl.h"
+#include "tracegraph/data.h"
+#include "tracegraph/ops.h"
+
+namespace tg::data {
+
+using detail::op_error;
+using detail::str_cat;
+
+namespace {
+
+using Bytes = std::vector<uint8_t>;
+
+std::string hex(uint64_t v, int digits) {
+  static const char* kDigits = "0123456789ABCDEF";
+  std::string s = "0x";
+  for (int i = digits - 1; i >= 0; --i) s += kDigits[(v >> (4 * i)) & 0xF];
+  return s;
+}
+
+const char* type_name(uint8_t code) {
+  switch (code) {
+    case 0x08: return "ubyte";
+    case 0x09: return "sbyte";
+    case 0x0B: return "int16";
+    case 0x0C: return "int32";
+    case 0x0D: return "float32";
+    case 0x0E: return "float64";
+    default: return nullptr;
+  }
+}
+
+int type_size(uint8_t code) {
+  switch (code) {
+    case 0x08: case 0x09: return 1;
+    case 0x0B: return 2;
+    case 0x0C: case 0x0D: return 4;
+    case 0x0E: return 8;
+    default: return 0;
+  }
+}
+
+std::string dims_text(const std::vector<int64_t>& dims) { return TensorShape(dims).to_string(); }
+
+Bytes read_file(const char* op, const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    op_error<InvalidArgumentError>(op, "'", path, "' is a directory; expected an IDX file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    op_error<InvalidArgumentError>(op, "cannot open '", path, "': ", std::strerror(errno),
+                                   "; check the path (Fashion-MNIST: install the Debian package "
+                                   "dataset-fashion-mnist)");
+  Bytes bytes;
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  in.seekg(0, std::ios::beg);
+  if (size > 0) {
+    bytes.resize(static_cast<std::size_t>(size));
+    in.read(reinterpret_cast<char*>(bytes.data()), size);
+    if (in.gcount() != size)
+      op_error<InvalidArgumentError>(op, "reading '", path, "' failed after ", in.gcount(), " of ",
+                                     size, " bytes");
+  }
+  return bytes;
+}
+
+// Inflates every gzip member of `gz` (zlib's automatic header detection, 15 + 32) straight into
+// the output buffer, which starts at the size the gzip trailer announces.
+Bytes gunzip(const char* op, const std::string& path, const Bytes& gz) {
+  const std::size_t n = gz.size();
+  std::size_t guess = 1 << 16;
+  if (n >= 4) {  // ISIZE: the last member's size mod 2^32
+    const std::size_t isize =
+        gz[n - 4] | (gz[n - 3] << 8) | (gz[n - 2] << 16) | (std::size_t{gz[n - 1]} << 24);
+    guess = std::max(guess, std::min(isize + 1, n * 1032));  // a damaged trailer must not ask for gigabytes
+  }
+  Bytes out(guess);
+  std::size_t produced = 0, consumed = 0;
+  z_stream zs{};
+  if (inflateInit2(&zs, 15 + 32) != Z_OK)
+    op_error<ValueError>(op, "cannot initialise zlib to read '", path, "'");
+  for (;;) {
+    if (produced == out.size()) out.resize(out.size() * 2);
+    constexpr std::size_t kMaxChunk = std::numeric_limits<uInt>::max();
+    zs.next_in = const_cast<Bytef*>(gz.data() + consumed);
+    zs.avail_in = static_cast<uInt>(std::min(n - consumed, kMaxChunk));
+    zs.next_out = out.data() + produced;
+    zs.avail_out = static_cast<uInt>(std::min(out.size() - produced, kMaxChunk));
+    const uInt in_before = zs.avail_in, out_before = zs.avail_out;
+    const int rc = inflate(&zs, Z_NO_FLUSH);
+    consumed += in_before - zs.avail_in;
+    produced += out_before - zs.avail_out;
+    if (rc == Z_STREAM_END) {
+      if (consumed == n) break;
+      // Another gzip member follows (gzip files may be concatenated).
+      if (inflateReset(&zs) != Z_OK) break;
+      continue;
+    }
+    if (rc == Z_BUF_ERROR && consumed == n) {
+      inflateEnd(&zs);
+      op_error<ValueError>(op, "'", path, "' is a truncated gzip file: the compressed data ends "
+                           "after ", n, " bytes before the end of the stream (", produced,
+                           " bytes decompressed); download or copy it again");
+    }
+    const bool stuck = rc == Z_BUF_ERROR && in_before == zs.avail_in && out_before == zs.avail_out;
+    if ((rc != Z_OK && rc != Z_BUF_ERROR) || stuck) {
+      const std::string msg = zs.msg ? zs.msg : "error code " + std::to_string(rc);
+      inflateEnd(&zs);
+      op_error<ValueError>(op, "'", path, "' is a corrupt gzip file (zlib: ", msg, " after ",
+                           consumed, " compressed bytes); expected a gzip-compressed IDX file");
+    }
+  }
+  inflateEnd(&zs);
+  out.resize(produced);
+  return out;
+}
+
+// The file's decompressed content and its parsed, size-checked header.
+struct IdxFile {
+  Bytes bytes;
+  IdxHeader header;
+  std::size_t data_offset = 0;
+  int64_t count = 0;
+};
+
+IdxFile load(const char* op, const std::string& path) {
+  IdxFile f;
+  Bytes raw = read_file(op, path);
+  const bool gz = raw.size() >= 2 && raw[0] == 0x1F && raw[1] == 0x8B;
+  f.bytes = gz ? gunzip(op, path, raw) : std::move(raw);
+  const Bytes& b = f.bytes;
+  const char* what = gz ? " (after gzip decompression)" : "";
+  if (b.empty())
+    op_error<ValueError>(op, "'", path, "' is empty", what, "; expected an IDX file starting with "
+                         "a 4-byte magic number such as 0x00000803");
+  if (b.size() < 4)
+    op_error<ValueError>(op, "'", path, "' is truncated: ", b.size(), " bytes", what,
+                         ", but an IDX header needs at least 4 (the magic number)");
+  const uint32_t magic = (uint32_t{b[0]} << 24) | (uint32_t{b[1]} << 16) | (uint32_t{b[2]} << 8) | b[3];
+  if (b[0] != 0 || b[1] != 0)
+    op_error<ValueError>(op, "'", path, "' has the magic number ", hex(magic, 8),
+                         "; expected 0x0000TTNN (two zero bytes, a type code, the number of "
+                         "dims), e.g. 0x00000803 for images. Is it an IDX file?");
+  f.header.type_code = b[2];
+  if (!type_name(b[2]))
+    op_error<ValueError>(op, "'", path, "' has the unknown element type code ", hex(b[2], 2),
+                         " (magic ", hex(magic, 8), "); expected 0x08 (ubyte), 0x09 (sbyte), "
+                         "0x0B (int16), 0x0C (int32), 0x0D (float32) or 0x0E (float64)");
+  const int ndims = b[3];
+  if (ndims == 0)
+    op_error<ValueError>(op, "'", path, "' declares 0 dimensions (magic ", hex(magic, 8),
+                         "); expected at least 1");
+  const std::size_t header_bytes = 4 + 4 * static_cast<std::size_t>(ndims);
+  if (b.size() < header_bytes)
+    op_error<ValueError>(op, "'", path, "' is truncated: its header declares ", ndims,
+                         " dims and needs ", header_bytes, " bytes, but the file has ", b.size(),
+                         what);
+  int64_t count = 1;
+  bool overflow = false;
+  for (int i = 0; i < ndims; ++i) {
+    const uint8_t* p = b.data() + 4 + 4 * i;
+    const int64_t d = (int64_t{p[0]} << 24) | (int64_t{p[1]} << 16) | (int64_t{p[2]} << 8) | p[3];
+    f.header.dims.push_back(d);
+    overflow = overflow || __builtin_mul_overflow(count, d, &count);
+  }
+  const int elem = type_size(f.header.type_code);
+  int64_t need = 0;
+  overflow = overflow || __builtin_mul_overflow(count, int64_t{elem}, &need);
+  const auto have = static_cast<int64_t>(b.size() - header_bytes);
+  if (overflow || need > have)
+    op_error<ValueError>(op, "'", path, "' is truncated: its header declares dims ",
+                         dims_text(f.header.dims), " of ", type_name(f.header.type_code),
+                         ", which need ", overflow ? std::string("more") : std::to_string(need),
+                         " bytes of data after the ", header_bytes, "-byte header, but the file",
+                         what, " has ", have);
+  if (need < have)
+    op_error<ValueError>(op, "'", path, "' has ", have - need, " bytes after the data: its header "
+                         "declares dims ", dims_text(f.header.dims), " of ",
+                         type_name(f.header.type_code), " (", need, " bytes), but ", have,
+                         " bytes follow the header; the header and the data do not match");
+  f.data_offset = header_bytes;
+  f.count = count;
+  return f;
+}
+
+void expect_magic(const char* op, const std::string& path, const IdxFile& f, uint32_t expected,
+                  const char* meaning) {
+  if (f.header.magic() == expected) return;
+  op_error<ValueError>(op, "'", path, "' has the magic number ", hex(f.header.magic(), 8), " (",
+                       type_name(f.header.type_code), ", ", f.header.dims.size(), " dims ",
+                       dims_text(f.header.dims), "); expected ", hex(expected, 8), " (", meaning,
+                       ")");
+}
+
+template <class T>
+T big_endian(const uint8_t* p) {
+  using U = std::conditional_t<sizeof(T) == 1, uint8_t,
+                               std::conditional_t<sizeof(T) == 2, uint16_t,
+                                                  std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>>;
+  U u = 0;
+  for (std::size_t i = 0; i < sizeof(T); ++i) u = static_cast<U>((u << 8) | p[i]);
+  T v;
+  std::memcpy(&v, &u, sizeof(T));
+  return v;
+}
+
+template <class Src, class Dst>
+void convert(const uint8_t* p, Dst* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<Dst>(big_endian<Src>(p + i * sizeof(Src)));
+}
+
+}  // namespace
+
+IdxHeader read_idx_header(const std::string& path) { return load("read_idx_header", path).header; }
+
+Tensor read_idx(const std::string& path) {
+  const IdxFile f = load("read_idx", path);
+  const uint8_t* p = f.bytes.data() + f.data_offset;
+  const TensorShape shape(f.header.dims);
+  switch (f.header.type_code) {
+    case 0x0D: {
+      Tensor t = detail::allocate_tensor(float32, shape);
+      convert<float>(p, detail::data_of<float>(t), f.count);
+      return t;
+    }
+    case 0x0E: {
+      Tensor t = detail::allocate_tensor(float64, shape);
+      convert<double>(p, detail::data_of<double>(t), f.count);
+      return t;
+    }
+    default: {
+      Tensor t = detail::allocate_tensor(int32, shape);
+      int32_t* out = detail::data_of<int32_t>(t);
+      if (f.header.type_code == 0x08) convert<uint8_t>(p, out, f.count);
+      else if (f.header.type_code == 0x09) convert<int8_t>(p, out, f.count);
+      else if (f.header.type_code == 0x0B) convert<int16_t>(p, out, f.count);
+      else convert<int32_t>(p, out, f.count);
+      return t;
+    }
+  }
+}
+
+Tensor read_idx_images(const std::string& path) {
+  const IdxFile f = load("read_idx_images", path);
+  expect_magic("read_idx_images", path, f, 0x00000803, "ubyte images: count, rows, cols");
+  Tensor t = detail::allocate_tensor(float32, TensorShape(f.header.dims));
+  float* out = detail::data_of<float>(t);
+  const uint8_t* p = f.bytes.data() + f.data_offset;
+  for (int64_t i = 0; i < f.count; ++i) out[i] = static_cast<float>(p[i]) * (1.0f / 255.0f);
+  return t;
+}
+
+Tensor read_idx_labels(const std::string& path, DType dtype) {
+  if (dtype != int32 && dtype != int64)
+    op_error<TypeError>("read_idx_labels", "labels can be read as int32 or int64, not ",
+                        to_string(dtype));
+  const IdxFile f = load("read_idx_labels", path);
+  expect_magic("read_idx_labels", path, f, 0x00000801, "ubyte labels: count");
+  Tensor t = detail::allocate_tensor(dtype, TensorShape(f.header.dims));
+  const uint8_t* p = f.bytes.data() + f.data_offset;
+  if (dtype == int32) convert<uint8_t>(p, detail::data_of<int32_t>(t), f.count);
+  else convert<uint8_t>(p, detail::data_of<int64_t>(t), f.count);
+  return t;
+}
+
+LabeledImages load_mnist(const std::string& dir, const std::string& split) {
+  auto find = [&](const std::string& stem) {
+    const std::string plain = (std::filesystem::path(dir) / stem).string();
+    std::error_code ec;
+    if (std::filesystem::exists(plain + ".gz", ec)) return plain + ".gz";
+    if (std::filesystem::exists(plain, ec)) return plain;
+    op_error<InvalidArgumentError>("load_mnist", "no '", plain, ".gz' or '", plain,
+                                   "'; expected the ", split, " split of an MNIST-style data set "
+                                   "in '", dir, "' (Fashion-MNIST: apt-get install "
+                                   "dataset-fashion-mnist)");
+  };
+  const std::string images_path = find(split + "-images-idx3-ubyte");
+  const std::string labels_path = find(split + "-labels-idx1-ubyte");
+  LabeledImages out;
+  const Tensor images = read_idx_images(images_path);
+  out.labels = read_idx_labels(labels_path);
+  const std::vector<int64_t> d = images.shape().dims();
+  if (d[0] != out.labels.shape().dims()[0])
+    op_error<ValueError>("load_mnist", "'", images_path, "' holds ", d[0], " images but '",
+                         labels_path, "' holds ", out.labels.shape().dims()[0],
+                         " labels; expected one label per image");
+  out.images = reshape(images, {d[0], d[1] * d[2]});
+  return out;
+}
+
+}  // namespace tg::data

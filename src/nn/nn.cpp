@@ -1,0 +1,114 @@
+// glorot_uniform, Dense, and the classifier's loss and accuracy, composed from public ops so that
+// gradients come from the ops' own rules.
+#include <cmath>
+
+#include "core/check.h"
+#include "tracegraph/nn.h"
+#include "tracegraph/ops.h"
+
+namespace tg::nn {
+
+using detail::op_error;
+
+Tensor glorot_uniform(const TensorShape& shape, uint64_t seed, DType dtype) {
+  if (!shape.is_fully_defined())
+    op_error<InvalidArgumentError>("glorot_uniform", "expected a fully defined shape, got ",
+                                   shape.to_string(), "; initial values need every dimension");
+  if (!is_floating(dtype))
+    op_error<TypeError>("glorot_uniform", "expected float32 or float64, got ", to_string(dtype));
+  const auto& d = shape.dims();
+  double fan_in = 1, fan_out = 1;
+  if (d.size() == 1) {
+    fan_in = fan_out = static_cast<double>(d[0]);
+  } else if (d.size() >= 2) {
+    double receptive = 1;
+    for (std::size_t i = 0; i + 2 < d.size(); ++i) receptive *= static_cast<double>(d[i]);
+    fan_in = static_cast<double>(d[d.size() - 2]) * receptive;
+    fan_out = static_cast<double>(d[d.size() - 1]) * receptive;
+  }
+  if (shape.num_elements() == 0) return zeros(shape, dtype);
+  const auto limit = static_cast<float>(std::sqrt(6.0 / (fan_in + fan_out)));
+  Tensor values = random_uniform(shape, -limit, limit, seed);
+  return dtype == float32 ? values : cast(values, dtype);
+}
+
+namespace {
+// Runs before the Variables are built, so that a bad size is reported as such.
+Tensor dense_kernel(int64_t in, int64_t out, uint64_t seed, DType dtype, const std::string& name) {
+  if (in <= 0 || out <= 0)
+    op_error<InvalidArgumentError>("Dense", "layer '", name, "' needs in > 0 and out > 0, got in=",
+                                   in, " out=", out);
+  return glorot_uniform({in, out}, seed, dtype);
+}
+}  // namespace
+
+Dense::Dense(int64_t in, int64_t out, Activation activation, uint64_t seed, DType dtype,
+             std::string name)
+    : in_(in),
+      out_(out),
+      activation_(std::move(activation)),
+      name_(std::move(name)),
+      kernel_(dense_kernel(in, out, seed, dtype, name_), name_ + "/kernel"),
+      bias_(zeros({out}, dtype), name_ + "/bias") {}
+
+Tensor Dense::operator()(const Tensor& x) const {
+  if (!x.defined())
+    op_error<ValueError>("Dense", "layer '", name_, "' got an empty tg::Tensor");
+  if (x.dtype() != kernel_.dtype())
+    op_error<InvalidArgumentError>("Dense", "layer '", name_, "' has dtype ",
+                                   to_string(kernel_.dtype()), " but the input has dtype ",
+                                   to_string(x.dtype()), "; tg::cast the input first");
+  const TensorShape s = x.shape();
+  if (s.has_rank() && (s.rank() != 2 || (s.dims()[1] != None && s.dims()[1] != in_)))
+    op_error<InvalidArgumentError>("Dense", "layer '", name_, "' expects inputs of shape (batch, ",
+                                   in_, "), got ", s.to_string(),
+                                   "; reshape the input to (batch, ", in_, ")");
+  Tensor y = matmul(x, kernel_.read_value()) + bias_.read_value();
+  return activation_ ? activation_(y) : y;
+}
+
+Tensor sparse_softmax_cross_entropy(const Tensor& logits, const Tensor& labels) {
+  const char* op = "sparse_softmax_cross_entropy";
+  if (!logits.defined() || !labels.defined())
+    op_error<ValueError>(op, "got an empty tg::Tensor");
+  if (logits.dtype() != float32 && logits.dtype() != float64)
+    op_error<TypeError>(op, "logits must be float32 or float64, got ", to_string(logits.dtype()));
+  if (labels.dtype() != int32 && labels.dtype() != int64)
+    op_error<TypeError>(op, "labels must be int32 or int64 class indices, got ",
+                        to_string(labels.dtype()), "; tg::cast them");
+  const TensorShape ls = logits.shape(), ys = labels.shape();
+  if (!ls.has_rank() || ls.rank() != 2 || ls.dims()[1] == None)
+    op_error<InvalidArgumentError>(op, "logits must have shape (batch, classes) with a known "
+                                   "number of classes, got ", ls.to_string());
+  if (!ys.has_rank() || ys.rank() != 1)
+    op_error<InvalidArgumentError>(op, "labels must have shape (batch,), got ", ys.to_string());
+  if (ls.dims()[0] != None && ys.dims()[0] != None && ls.dims()[0] != ys.dims()[0])
+    op_error<InvalidArgumentError>(op, "logits have batch size ", ls.dims()[0], " but labels have ",
+                                   ys.dims()[0], "; pass one label per row");
+  const int64_t classes = ls.dims()[1];
+  if (!labels.is_symbolic()) {
+    const Tensor y64 = cast(labels, int64);
+    for (int64_t v : y64.to_vector<int64_t>())
+      if (v < 0 || v >= classes)
+        op_error<InvalidArgumentError>(op, "label ", v, " is outside [0, ", classes,
+                                       ") for logits with ", classes, " classes");
+  }
+  const Tensor target = one_hot(labels, classes, 1.0, 0.0, -1, logits.dtype());
+  return -reduce_mean(reduce_sum(target * log_softmax(logits, -1), {1}));
+}
+
+Tensor accuracy(const Tensor& logits, const Tensor& labels) {
+  const char* op = "accuracy";
+  if (!logits.defined() || !labels.defined()) op_error<ValueError>(op, "got an empty tg::Tensor");
+  if (labels.dtype() != int32 && labels.dtype() != int64)
+    op_error<TypeError>(op, "labels must be int32 or int64 class indices, got ",
+                        to_string(labels.dtype()));
+  const TensorShape ls = logits.shape();
+  if (!ls.has_rank() || ls.rank() != 2)
+    op_error<InvalidArgumentError>(op, "logits must have shape (batch, classes), got ",
+                                   ls.to_string());
+  const Tensor hits = equal(argmax(logits, 1), cast(labels, int64));
+  return reduce_mean(cast(hits, float32));
+}
+
+}  // namespace tg::nn

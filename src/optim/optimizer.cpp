@@ -1,0 +1,153 @@
+// The optimizer base: validation of apply_gradients, the step counter and slot Variables.
+#include <cmath>
+#include <unordered_set>
+
+#include "core/check.h"
+#include "tracegraph/ops.h"
+#include "tracegraph/optim.h"
+
+namespace tg::optim {
+namespace {
+
+Tensor learning_rate_value(const std::string& name, double lr) {
+  if (!std::isfinite(lr) || lr < 0)
+    throw ValueError(detail::str_cat("[", name, "] learning_rate must be a finite number >= 0, got ",
+                                     lr, "; pass e.g. 0.001"));
+  return constant(lr, float64);
+}
+
+}  // namespace
+
+Optimizer::Optimizer(std::string name, double learning_rate)
+    : name_(std::move(name)),
+      learning_rate_(learning_rate_value(name_, learning_rate), name_ + "/learning_rate") {}
+
+Optimizer::~Optimizer() = default;
+
+void Optimizer::check_hyper(const char* what, double value, double lo, double hi,
+                            bool hi_open) const {
+  const bool ok = std::isfinite(value) && value >= lo && (hi_open ? value < hi : value <= hi);
+  if (!ok)
+    throw ValueError(detail::str_cat("[", name_, "] ", what, " must be in [", lo, ", ", hi,
+                                     hi_open ? ")" : "]", ", got ", value));
+}
+
+double Optimizer::learning_rate() const { return learning_rate_.read_value().item<double>(); }
+
+void Optimizer::set_learning_rate(double learning_rate) {
+  learning_rate_.assign(learning_rate_value(name_, learning_rate));
+}
+
+int64_t Optimizer::iterations() const {
+  return iterations_ ? iterations_->read_value().item<int64_t>() : 0;
+}
+
+Variable Optimizer::slot(const Variable& var, const std::string& slot_name) const {
+  const auto names = slot_names();
+  std::size_t k = 0;
+  while (k < names.size() && names[k] != slot_name) ++k;
+  if (k == names.size()) {
+    std::string known;
+    for (const auto& n : names) known += (known.empty() ? "'" : ", '") + n + "'";
+    throw ValueError(detail::str_cat("[", name_, ".slot] this optimizer has no slot '", slot_name,
+                                     "'; its slots are: ", known.empty() ? "none" : known));
+  }
+  auto it = slots_.find(var.id());
+  if (it == slots_.end())
+    throw ValueError(detail::str_cat("[", name_, ".slot] no slots for variable '", var.name(),
+                                     "' yet; they are created by the first apply_gradients that "
+                                     "updates it"));
+  return it->second[k];
+}
+
+std::vector<Variable> Optimizer::variables() const {
+  std::vector<Variable> out{learning_rate_};
+  if (iterations_) out.push_back(*iterations_);
+  for (uint64_t id : slot_order_)
+    for (const auto& s : slots_.at(id)) out.push_back(s);
+  return out;
+}
+
+void Optimizer::ensure_slots(const std::vector<const Variable*>& vars) {
+  // Each creation below is a Variable construction, so inside a later trace it throws the
+  // singleton-rule ValueError before anything is half-built for that variable.
+  if (!iterations_) iterations_.emplace(constant(int64_t{0}), name_ + "/iterations");
+  const auto names = slot_names();
+  for (const Variable* v : vars) {
+    if (slots_.count(v->id())) continue;
+    std::vector<Variable> slots;
+    for (const auto& n : names) slots.emplace_back(zeros(v->shape(), v->dtype()), v->name() + "/" + n);
+    slots_.emplace(v->id(), std::move(slots));
+    slot_order_.push_back(v->id());
+  }
+}
+
+void Optimizer::apply_gradients(const std::vector<Tensor>& grads,
+                                const std::vector<Variable>& variables) {
+  const std::string op = name_ + ".apply_gradients";
+  if (grads.size() != variables.size())
+    detail::op_error<InvalidArgumentError>(op.c_str(), "got ", grads.size(), " gradients for ",
+                                           variables.size(), " variables; pass one gradient per "
+                                           "variable, in the same order");
+  if (variables.empty())
+    detail::op_error<ValueError>(op.c_str(), "no variables given; pass the variables to update");
+  std::unordered_set<uint64_t> seen;
+  std::vector<const Variable*> updated;
+  for (std::size_t i = 0; i < variables.size(); ++i) {
+    const Variable& v = variables[i];
+    if (!is_floating(v.dtype()))
+      detail::op_error<TypeError>(op.c_str(), "variable ", i, " ('", v.name(), "') has dtype ",
+                                  to_string(v.dtype()), "; only float32/float64 variables can "
+                                  "be trained");
+    if (!seen.insert(v.id()).second)
+      detail::op_error<InvalidArgumentError>(op.c_str(), "variable ", i, " ('", v.name(),
+                                             "') is listed twice; sum its gradients and pass it once");
+    const Tensor& g = grads[i];
+    if (!g.defined()) continue;
+    if (g.dtype() != v.dtype())
+      detail::op_error<InvalidArgumentError>(op.c_str(), "gradient ", i, " has dtype ",
+                                             to_string(g.dtype()), " but variable '", v.name(),
+                                             "' has dtype ", to_string(v.dtype()),
+                                             "; tg::cast the gradient first");
+    if (!g.shape().is_compatible_with(v.shape()))
+      detail::op_error<InvalidArgumentError>(op.c_str(), "gradient ", i, " has shape ",
+                                             g.shape().to_string(), " but variable '", v.name(),
+                                             "' has shape ", v.shape().to_string(),
+                                             "; gradients must have their variable's shape");
+    updated.push_back(&v);
+  }
+  if (updated.empty())
+    detail::op_error<ValueError>(op.c_str(), "no gradients provided for any variable (all ",
+                                 variables.size(), " are undefined); check that the loss depends "
+                                 "on the variables");
+  std::vector<const Variable*> all;
+  for (const auto& v : variables) all.push_back(&v);
+  ensure_slots(all);
+
+  // One read of the counter and the learning rate per call, cast once per dtype.
+  const Tensor step64 = iterations_->read_value() + int64_t{1};
+  const Tensor lr64 = learning_rate_.read_value();
+  std::optional<StepValues> per_dtype[2];
+  for (std::size_t i = 0; i < variables.size(); ++i) {
+    if (!grads[i].defined()) continue;
+    Variable v = variables[i];
+    auto& sv = per_dtype[v.dtype() == float64 ? 1 : 0];
+    if (!sv) {
+      sv = StepValues{v.dtype() == float64 ? lr64 : cast(lr64, v.dtype()), cast(step64, v.dtype())};
+    }
+    update(grads[i], v, slots_.at(v.id()), *sv);
+  }
+  iterations_->assign_add(int64_t{1});
+}
+
+void Optimizer::apply_gradients(const std::vector<std::pair<Tensor, Variable>>& grads_and_vars) {
+  std::vector<Tensor> grads;
+  std::vector<Variable> vars;
+  for (const auto& [g, v] : grads_and_vars) {
+    grads.push_back(g);
+    vars.push_back(v);
+  }
+  apply_gradients(grads, vars);
+}
+
+}  // namespace tg::optim

@@ -1,0 +1,35 @@
+// SGD with optional (Nesterov) momentum, with Keras' update rule.
+#include "tracegraph/ops.h"
+#include "tracegraph/optim.h"
+
+namespace tg::optim {
+
+SGD::SGD(SGDOptions options) : Optimizer("SGD", options.learning_rate), options_(options) {
+  check_hyper("momentum", options_.momentum, 0.0, 1.0, /*hi_open=*/false);
+}
+
+SGD::SGD(double learning_rate, double momentum, bool nesterov)
+    : SGD(SGDOptions{learning_rate, momentum, nesterov}) {}
+
+std::vector<std::string> SGD::slot_names() const {
+  if (options_.momentum == 0.0) return {};
+  return {"momentum"};
+}
+
+void SGD::update(const Tensor& grad, Variable& var, std::vector<Variable>& slots,
+                 const StepValues& step) {
+  const Tensor scaled = step.learning_rate * grad;
+  if (slots.empty()) {
+    var.assign_sub(scaled);
+    return;
+  }
+  const Tensor momentum = constant(options_.momentum, var.dtype());
+  Variable& velocity = slots[0];
+  const Tensor v_new = velocity.assign(momentum * velocity.read_value() - scaled);
+  if (options_.nesterov)
+    var.assign_add(momentum * v_new - scaled);
+  else
+    var.assign_add(v_new);
+}
+
+}  // namespace tg::optim
