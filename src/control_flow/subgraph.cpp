@@ -144,12 +144,7 @@ ValueRef SubgraphTracer::value_of(const Tensor& t, const char* user) {
   }
   auto it = constants_.find(impl.get());
   if (it != constants_.end()) return ValueRef{it->second, 0};
-  GraphNode node;
-  node.kind = NodeKind::kConst;
-  node.name = graph_->unique_name("Const");
-  node.value = t;
-  node.outputs = {ValueType{impl->dtype, impl->shape}};
-  const int idx = graph_->add_node(std::move(node));
+  const int idx = graph_->add_const(t);
   constants_.emplace(impl.get(), idx);
   return ValueRef{idx, 0};
 }

@@ -30,6 +30,15 @@ std::string GraphIR::unique_name(const std::string& base) {
   }
 }
 
+int GraphIR::add_const(const Tensor& value) {
+  GraphNode node;
+  node.kind = NodeKind::kConst;
+  node.name = unique_name("Const");
+  node.outputs = {ValueType{value.dtype(), value.shape()}};
+  node.value = value;
+  return add_node(std::move(node));
+}
+
 int GraphIR::add_node(GraphNode node) {
   for (const ValueRef& in : node.inputs)
     TG_CHECK(in.node >= 0 && in.node < static_cast<int>(nodes.size()), "dangling input");

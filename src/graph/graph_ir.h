@@ -69,6 +69,8 @@ class GraphIR {
   /// `base`, or `base_1`, `base_2`... so that node names stay unique (TensorFlow's scheme).
   std::string unique_name(const std::string& base);
   int add_node(GraphNode node);
+  /// Adds a "Const" node holding the eager tensor `value` (a capture); returns its index.
+  int add_const(const Tensor& value);
   /// "add" for output 0, "add:1" for others (as graph inputs are written).
   std::string ref_name(const ValueRef& r) const;
 

@@ -185,12 +185,7 @@ class TraceContext final : public TraceRecorder, public PlaceholderContext {
     // Eager tensors the body captured become constants of the graph (once per tensor).
     auto it = captures_.find(impl.get());
     if (it != captures_.end()) return ValueRef{it->second, 0};
-    GraphNode node;
-    node.kind = NodeKind::kConst;
-    node.name = graph_->unique_name("Const");
-    node.value = t;
-    node.outputs = {ValueType{impl->dtype, impl->shape}};
-    const int idx = graph_->add_node(std::move(node));
+    const int idx = graph_->add_const(t);
     captures_.emplace(impl.get(), idx);
     return ValueRef{idx, 0};
   }

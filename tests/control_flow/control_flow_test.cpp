@@ -11,19 +11,7 @@
 namespace tg {
 namespace {
 
-class PrintCapture {
- public:
-  PrintCapture() {
-    config::set_print_sink([](const std::string& line, void* self) {
-      static_cast<PrintCapture*>(self)->text_ += line;
-    }, this);
-  }
-  ~PrintCapture() { config::set_print_sink(nullptr); }
-  std::string take() { return std::exchange(text_, ""); }
-
- private:
-  std::string text_;
-};
+using testing::PrintCapture;
 
 int count_op(const Graph& g, const std::string& op) {
   int n = 0;

@@ -8,22 +8,9 @@
 #include "core/tensor_impl.h"
 #include "runtime/plan.h"
 #include "runtime/thread_pool.h"
+#include "support/allocation_counter.h"
 #include "support/test_util.h"
 
-// The replacement operator new below is malloc-based, so free() in operator delete matches it.
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-
-namespace {
-thread_local bool t_counting = false;
-thread_local long t_allocations = 0;
-}  // namespace
-void* operator new(std::size_t n) {
-  if (t_counting) ++t_allocations;
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace tg {
 namespace {
@@ -163,11 +150,13 @@ TEST(PlannedExecutor, ConcurrentCallsGetTheirOwnFrames) {
 long allocations_of_run(const detail::GraphIR& ir, const std::vector<Tensor>& inputs) {
   const detail::Plan& plan = plan_for(ir);
   plan.run(inputs);  // the first run builds the frame
-  t_allocations = 0;
-  t_counting = true;
-  std::vector<Tensor> out = plan.run(inputs);
-  t_counting = false;
-  return t_allocations;
+  long n = 0;
+  {
+    testing::CountAllocations counter;
+    std::vector<Tensor> out = plan.run(inputs);
+    n = counter.count();
+  }
+  return n;
 }
 
 Tensor unary_chain(const Tensor& x0, int rounds) {

@@ -4,11 +4,30 @@
 
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tracegraph/tracegraph.h"
 
 namespace tg::testing {
+
+/// Captures tg::print output for the lifetime of the object.
+class PrintCapture {
+ public:
+  PrintCapture() {
+    config::set_print_sink([](const std::string& line, void* self) {
+      static_cast<PrintCapture*>(self)->text_ += line;
+    }, this);
+  }
+  ~PrintCapture() { config::set_print_sink(nullptr); }
+  PrintCapture(const PrintCapture&) = delete;
+  PrintCapture& operator=(const PrintCapture&) = delete;
+  /// The text printed since construction or the last take().
+  std::string take() { return std::exchange(text_, ""); }
+
+ private:
+  std::string text_;
+};
 
 /// Checks dtype, shape and every element; floats compare with |a - e| <= tol * (1 + |e|), NaN
 /// equals NaN, and infinities must match exactly.

@@ -2,31 +2,15 @@
 #include <cstdlib>
 #include <new>
 
+#include "support/allocation_counter.h"
 #include "support/test_util.h"
-
-// The replacement operator new below is malloc-based, so free() in operator delete matches it.
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-
-// Counts heap allocations made by this thread while counting is on (for this binary only).
-namespace {
-thread_local bool t_counting = false;
-thread_local long t_allocations = 0;
-}  // namespace
-void* operator new(std::size_t n) {
-  if (t_counting) ++t_allocations;
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace tg {
 namespace {
 
 template <class F, class... Args>
 std::shared_ptr<detail::ConcreteImpl> fast_dispatch(F& f, long* allocations, const Args&... args) {
-  t_allocations = 0;
-  t_counting = true;
+  testing::CountAllocations counter;
   std::size_t h = 0x7467;
   const bool ok = (detail::ArgTraits<Args>::fast_hash(args, h) && ...);
   auto match = [&](const std::vector<TraceTypePtr>& types) {
@@ -34,8 +18,7 @@ std::shared_ptr<detail::ConcreteImpl> fast_dispatch(F& f, long* allocations, con
     return types.size() == sizeof...(Args) && (detail::ArgTraits<Args>::fast_equal(args, *types[i++]) && ...);
   };
   auto cf = ok ? f.core().fast_lookup(h, detail::FastMatch(match)) : nullptr;
-  t_counting = false;
-  *allocations = t_allocations;
+  *allocations = counter.count();
   return cf;
 }
 

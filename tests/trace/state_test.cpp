@@ -4,20 +4,7 @@
 namespace tg {
 namespace {
 
-// Captures tg::print output for the lifetime of the object.
-class PrintCapture {
- public:
-  PrintCapture() {
-    config::set_print_sink([](const std::string& line, void* self) {
-      static_cast<PrintCapture*>(self)->text_ += line;
-    }, this);
-  }
-  ~PrintCapture() { config::set_print_sink(nullptr); }
-  std::string take() { return std::exchange(text_, ""); }
-
- private:
-  std::string text_;
-};
+using testing::PrintCapture;
 
 TEST(Variable, EagerReadAssignAndValidation) {
   Variable v(constant({1.0f, 2.0f}), "w");

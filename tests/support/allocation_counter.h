@@ -1,0 +1,35 @@
+// Counts the heap allocations this thread makes while counting is on, by replacing the global
+// operator new. Include it in exactly ONE .cpp of a test binary (replacement allocation
+// functions must be defined once per program).
+#pragma once
+#include <cstdlib>
+#include <new>
+
+// The replacement operator new below is malloc-based, so free() in operator delete matches it.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+
+namespace tg::testing {
+inline thread_local bool t_counting_allocations = false;
+inline thread_local long t_allocations = 0;
+
+/// Counts the allocations made by this thread during its lifetime.
+class CountAllocations {
+ public:
+  CountAllocations() {
+    t_allocations = 0;
+    t_counting_allocations = true;
+  }
+  ~CountAllocations() { t_counting_allocations = false; }
+  CountAllocations(const CountAllocations&) = delete;
+  CountAllocations& operator=(const CountAllocations&) = delete;
+  long count() const { return t_allocations; }
+};
+}  // namespace tg::testing
+
+void* operator new(std::size_t n) {
+  if (tg::testing::t_counting_allocations) ++tg::testing::t_allocations;
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
