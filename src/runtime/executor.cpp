@@ -14,9 +14,24 @@ struct Frame {
   std::vector<std::vector<Tensor>> args;  // per step: the kernel's inputs
   std::vector<std::vector<Tensor>> outs;  // per step: its outputs (kArena: pre-built views)
   std::vector<Tensor> arena;              // per arena buffer: a flat tensor owning it
+  std::vector<std::vector<Tensor>> kept;  // per step (reuse_per_call): last call's buffers
 };
 
 namespace {
+
+// A None-dim step's output: last call's buffer when nothing else holds it any more and it is big
+// enough, else a fresh one that the frame keeps for next time.
+Tensor reuse_or_allocate(std::vector<Tensor>& kept, std::size_t j, const ValueType& type) {
+  if (kept.size() <= j) kept.resize(j + 1);
+  Tensor& k = kept[j];
+  const int64_t n = type.shape.num_elements();
+  if (k.defined() && k.impl()->buffer.use_count() == 1 && k.impl()->dtype == type.dtype &&
+      k.impl()->buffer->count() >= n)
+    return make_view(k, type.shape);
+  Tensor fresh = allocate_tensor(type.dtype, type.shape);
+  k = make_view(fresh, TensorShape({n}));
+  return fresh;
+}
 
 // Views whose output shares input 0's storage and nothing else (other kView ops, such as the
 // TensorArray ones, may keep their inputs).
@@ -130,11 +145,15 @@ Plan::Plan(const GraphIR& graph) : nodes_(graph.nodes.data()), num_nodes_(graph.
 
   // Arena eligibility: every output a non-escaping value of fully defined static type.
   for (PlanStep& step : steps_) {
-    if (step.mode != StepMode::kFresh || step.infer_per_call) continue;
+    if (step.mode != StepMode::kFresh) continue;
     bool ok = true;
     for (int o : step.out_slots) {
       const ValueType& t = slot_type[static_cast<std::size_t>(o)];
       ok &= !escapes[static_cast<std::size_t>(o)] && t.dtype != DType::String;
+    }
+    if (step.infer_per_call) {
+      step.reuse_per_call = ok;
+      continue;
     }
     if (ok) step.mode = StepMode::kArena;
     if (step.out_slots.size() != 1) continue;
@@ -237,6 +256,7 @@ Plan::Plan(const GraphIR& graph) : nodes_(graph.nodes.data()), num_nodes_(graph.
   for (const PlanStep& step : steps_) {
     stats_.arena_steps += step.mode == StepMode::kArena;
     stats_.dynamic |= step.infer_per_call;
+    stats_.reused_per_call += step.reuse_per_call;
   }
   stats_.arena_buffers = static_cast<int>(buffers_.size());
   for (const auto& b : buffers_) stats_.arena_bytes += b.count * static_cast<int64_t>(dtype_size(b.dtype));
@@ -251,6 +271,7 @@ std::unique_ptr<Frame> Plan::make_frame() const {
   for (const auto& b : buffers_) f->arena.push_back(allocate_tensor(b.dtype, TensorShape({b.count})));
   f->args.resize(steps_.size());
   f->outs.resize(steps_.size());
+  f->kept.resize(steps_.size());
   for (std::size_t s = 0; s < steps_.size(); ++s) {
     const PlanStep& step = steps_[s];
     f->args[s].resize(step.in_slots.size());
@@ -279,7 +300,9 @@ void Plan::run_step(const PlanStep& step, Frame& frame) const {
       for (const Tensor& t : args) in_types.push_back(ValueType{t.impl()->dtype, t.impl()->shape});
       const std::vector<ValueType> types = step.def->infer(in_types, *step.attrs);
       TG_CHECK(types.size() == outs.size());
-      for (std::size_t j = 0; j < outs.size(); ++j) outs[j] = allocate_tensor(types[j].dtype, types[j].shape);
+      for (std::size_t j = 0; j < outs.size(); ++j)
+        outs[j] = step.reuse_per_call ? reuse_or_allocate(frame.kept[s], j, types[j])
+                                      : allocate_tensor(types[j].dtype, types[j].shape);
     } else {
       for (std::size_t j = 0; j < outs.size(); ++j)
         outs[j] = allocate_tensor(node.outputs[j].dtype, node.outputs[j].shape);

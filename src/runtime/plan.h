@@ -6,7 +6,9 @@
 // - Arena: outputs of pure ops with fully defined static shapes get a buffer chosen by liveness
 //   (ggml's allocator: in topological order, a buffer returns to the free list when its last
 //   reader has run, and a new value takes a free buffer of the same dtype and size). An op with
-//   the kInPlace trait may write into the buffer of an input that dies at that op.
+//   the kInPlace trait may write into the buffer of an input that dies at that op. Values of
+//   the same kind whose shapes have None dims get a buffer per call instead, kept by the frame
+//   and reused by the next call when it is big enough.
 // - Never in the arena: graph outputs (fresh buffers every call, so results handed to the
 //   caller never alias memory a later call overwrites), values that reach a stateful or
 //   control-flow op (a Variable may keep the tensor), views of such values, and outputs whose
@@ -37,6 +39,9 @@ struct PlanStep {
   StepMode mode = StepMode::kGeneric;
   bool infer_per_call = false;  // some input or output type has None dims (or unknown rank)
   bool parallel = false;        // elementwise without broadcasting: split over the thread pool
+  // infer_per_call outputs that die within the call: the frame keeps their buffers and reuses
+  // them on the next call when they are big enough (None-dim graphs reuse memory too).
+  bool reuse_per_call = false;
   std::vector<int> in_slots;
   std::vector<int> out_slots;
   std::vector<int> out_buffers;  // kArena: arena buffer per output
@@ -54,6 +59,7 @@ struct PlanStats {
   int arena_steps = 0;       // steps writing into the arena
   int arena_buffers = 0;     // distinct arena buffers
   int in_place = 0;          // outputs that reuse a dying input's buffer
+  int reused_per_call = 0;   // None-dim steps whose buffers the frame keeps between calls
   int64_t arena_bytes = 0;   // sum of the arena buffers' sizes
   bool dynamic = false;      // some step infers shapes per call
 };

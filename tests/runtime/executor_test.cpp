@@ -5,6 +5,7 @@
 #include <new>
 #include <thread>
 
+#include "core/buffer.h"
 #include "core/tensor_impl.h"
 #include "runtime/plan.h"
 #include "runtime/thread_pool.h"
@@ -181,6 +182,27 @@ TEST(PlannedExecutor, CachedRunAllocatesOnlyItsOutputs) {
   EXPECT_EQ(one_op, 3);
   EXPECT_LE(n99, 4);
   EXPECT_EQ(n99, n198) << "intermediates must come from the arena, not the heap";
+}
+
+// A None-dim graph cannot have a static arena, but its frame keeps each step's buffer: a
+// repeated call allocates only its result, and a smaller input reuses the bigger buffers.
+TEST(PlannedExecutor, NoneDimGraphsReuseTheirBuffersAcrossCalls) {
+  auto f = function([](const Tensor& x) { return unary_chain(x, 10); },
+                    {.input_signature = std::vector<TensorSpec>{TensorSpec(TensorShape({None}), float32)},
+                     .optimize = false});
+  const int64_t n = 4096;
+  const std::size_t bytes = n * sizeof(float);
+  const Tensor x = constant(iota_values(n), TensorShape({n}));
+  const std::vector<float> want = f(x).to_vector<float>();
+  for (const Tensor& input : {x, constant(iota_values(n / 2), TensorShape({n / 2}))}) {
+    const std::size_t before = detail::live_buffer_bytes();
+    detail::reset_peak_buffer_bytes();
+    const Tensor y = f(input);
+    EXPECT_LT(detail::peak_buffer_bytes() - before, 2 * bytes) << "intermediates were reallocated";
+    const std::vector<float> got = y.to_vector<float>();
+    EXPECT_EQ(got, std::vector<float>(want.begin(), want.begin() + input.shape().dims()[0]));
+  }
+  EXPECT_GT(plan_for(f.concrete_functions()[0].graph().ir()).stats().reused_per_call, 0);
 }
 
 TEST(PlannedExecutor, LargeElementwiseOpsGiveTheSameBitsOnAnyThreadCount) {
