@@ -9,6 +9,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
+#include <memory>
+#include <type_traits>
 
 #include "core/check.h"
 #include "core/tensor_impl.h"
@@ -161,6 +164,7 @@ struct FusedPlan {
   std::vector<Exec> tile_steps;
   std::vector<std::pair<int, int>> splats;  // (scalar slot, buffer): a scalar spread over a tile
   std::vector<std::pair<int, int>> scalar_outputs;  // (slot, output index)
+  int reduce_ptr = -1;  // where the reduced value's tile lies (a slot or a splat pseudo-slot)
   int num_buffers = 0;
   int num_scalars = 0;
   int64_t total = 0;
@@ -171,6 +175,11 @@ DType FusedProgram::slot_dtype(int slot) const {
   if (s < inputs.size()) return inputs[s].dtype;
   if (s < inputs.size() + immediates.size()) return immediates[s - inputs.size()].dtype();
   return steps[s - inputs.size() - immediates.size()].out_dtype;
+}
+
+bool fusable_reduce(OpId op, DType dtype) {
+  const bool op_ok = op == OpId::ReduceSum || op == OpId::ReduceMean || op == OpId::ReduceMax || op == OpId::ReduceMin;
+  return op_ok && (dtype == DType::Float32 || dtype == DType::Float64 || dtype == DType::Int32 || dtype == DType::Int64);
 }
 
 bool fusable_op(OpId op, DType in_dtype, DType out_dtype) {
@@ -357,6 +366,25 @@ std::shared_ptr<const FusedProgram> make_fused_program(FusedProgram p) {
     }
     plan->tile_steps.push_back(e);
   }
+  if (p.has_reduce()) {
+    const FusedReduce& r = p.reduce;
+    TG_CHECK(r.slot >= first_step && r.slot < num_slots && output_of[static_cast<std::size_t>(r.slot)] < 0 &&
+                 use_count[static_cast<std::size_t>(r.slot)] == 0,
+             "fused reduction of slot ", r.slot, " that other steps or outputs use");
+    TG_CHECK(fusable_reduce(r.op, p.slot_dtype(r.slot)), "no fused reduction ", op_def(r.op).name);
+    TG_CHECK(r.shape.is_fully_defined() && r.row >= 0, "fused reduction shape");
+    TG_CHECK(r.row == 0 ? plan->total == 0 : plan->total % r.row == 0 && r.shape.num_elements() == plan->total / r.row,
+             "fused reduction of rows of ", r.row, " over ", p.shape.to_string(), " into ", r.shape.to_string());
+    const FusedPlan::Slot& slot = plan->slots[static_cast<std::size_t>(r.slot)];
+    if (slot.kind == FusedPlan::kScalar) {
+      // A value that is the same everywhere still reduces element by element (sums count it).
+      plan->splats.emplace_back(r.slot, next_buffer++);
+      plan->reduce_ptr = num_slots + static_cast<int>(plan->splats.size()) - 1;
+    } else {
+      TG_CHECK(slot.kind == FusedPlan::kTileStep && slot.index >= 0, "fused reduction of an unmaterialised slot");
+      plan->reduce_ptr = r.slot;
+    }
+  }
   plan->num_buffers = next_buffer;
   p.plan = std::move(plan);
   return std::make_shared<const FusedProgram>(std::move(p));
@@ -390,6 +418,12 @@ std::string fused_summary(const OpAttrs& attrs, std::size_t max_ops) {
     s += ",...(";
     s += std::to_string(steps.size());
     s += " ops)";
+  }
+  const FusedProgram& p = fused_program(attrs);
+  if (p.has_reduce()) {
+    s += "->";
+    s += op_def(p.reduce.op).name;
+    s += p.reduce.row == p.shape.num_elements() && p.shape.rank() != 1 ? "(all)" : "(last)";
   }
   return s;
 }
@@ -487,10 +521,151 @@ void run_steps(const std::vector<FusedPlan::Exec>& steps, void* const* ptr, int6
   }
 }
 
+// ---- folded reductions (the semantics of src/ops/reduce.cpp: float sums and means accumulate
+// in double, integer sums wrap, max/min propagate NaN, empty rows give the identity / NaN mean)
+
+template <class T, OpId R>
+using reduce_acc_t = std::conditional_t<std::is_floating_point_v<T> && (R == OpId::ReduceSum || R == OpId::ReduceMean),
+                                        double, T>;
+
+template <OpId R, class A>
+A reduce_identity() {
+  if constexpr (R == OpId::ReduceSum || R == OpId::ReduceMean) return A(0);
+  else if constexpr (R == OpId::ReduceMax)
+    return std::is_floating_point_v<A> ? -std::numeric_limits<A>::infinity() : std::numeric_limits<A>::lowest();
+  else
+    return std::is_floating_point_v<A> ? std::numeric_limits<A>::infinity() : std::numeric_limits<A>::max();
+}
+
+// Folds x[0, n) into acc.
+template <OpId R, class A, class T>
+A reduce_chunk(A acc, const T* x, int64_t n) {
+  if constexpr (R == OpId::ReduceSum || R == OpId::ReduceMean) {
+    if constexpr (std::is_integral_v<T>) {
+      using U = std::make_unsigned_t<T>;
+      U s = static_cast<U>(acc);
+      for (int64_t i = 0; i < n; ++i) s = static_cast<U>(s + static_cast<U>(x[i]));
+      return static_cast<A>(s);
+    } else {
+      A lane[8] = {};
+      int64_t i = 0;
+      for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; ++j) lane[j] += static_cast<A>(x[i + j]);
+      A s = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+      for (; i < n; ++i) s += static_cast<A>(x[i]);
+      return acc + s;
+    }
+  } else {
+    // Independent lanes and a separate NaN flag, as in reduce.cpp, so the loop vectorises.
+    constexpr bool kMax = R == OpId::ReduceMax;
+    A lane[8];
+    int nan[8] = {};
+    for (A& l : lane) l = acc;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+      for (int j = 0; j < 8; ++j) {
+        const A v = x[i + j];
+        lane[j] = (kMax ? v > lane[j] : v < lane[j]) ? v : lane[j];
+        if constexpr (std::is_floating_point_v<A>) nan[j] |= v != v;
+      }
+    for (; i < n; ++i) {
+      const A v = x[i];
+      lane[0] = (kMax ? v > lane[0] : v < lane[0]) ? v : lane[0];
+      if constexpr (std::is_floating_point_v<A>) nan[0] |= v != v;
+    }
+    for (int j = 0; j < 8; ++j) {
+      if (nan[j]) return std::numeric_limits<A>::quiet_NaN();
+      acc = (kMax ? lane[j] > acc : lane[j] < acc) ? lane[j] : acc;
+    }
+    return acc;
+  }
+}
+
+template <OpId R, class T, class A>
+T reduce_finish(A a, int64_t count) {
+  if constexpr (R == OpId::ReduceMean) {
+    if constexpr (std::is_floating_point_v<T>) {
+      if (count == 0) return std::numeric_limits<T>::quiet_NaN();
+      return static_cast<T>(a / static_cast<double>(count));
+    } else {
+      if (count == 0) return T(0);
+      return static_cast<T>(static_cast<int64_t>(a) / count);
+    }
+  } else {
+    return static_cast<T>(a);
+  }
+}
+
+// Accumulates the tiles of one program run into per-result accumulators.
+class Reducer {
+ public:
+  virtual ~Reducer() = default;
+  virtual void add(const void* tile, int64_t start, int64_t len) = 0;
+  virtual void finish(void* out) = 0;
+};
+
+template <OpId R, class T>
+class ReducerOf final : public Reducer {
+  using A = reduce_acc_t<T, R>;
+
+ public:
+  ReducerOf(int64_t row, int64_t n_out) : row_(row), acc_(static_cast<std::size_t>(n_out), reduce_identity<R, A>()) {}
+  void add(const void* tile, int64_t start, int64_t len) override {
+    const T* x = static_cast<const T*>(tile);
+    int64_t i = 0;
+    while (i < len) {
+      const int64_t pos = start + i;
+      const int64_t o = pos / row_;
+      const int64_t run = std::min(row_ - pos % row_, len - i);
+      A& a = acc_[static_cast<std::size_t>(o)];
+      a = reduce_chunk<R>(a, x + i, run);
+      i += run;
+    }
+  }
+  void finish(void* out) override {
+    T* y = static_cast<T*>(out);
+    for (std::size_t o = 0; o < acc_.size(); ++o) y[o] = reduce_finish<R, T>(acc_[o], row_);
+  }
+
+ private:
+  int64_t row_;
+  std::vector<A> acc_;
+};
+
+template <OpId R>
+std::unique_ptr<Reducer> make_reducer_for(DType d, int64_t row, int64_t n_out) {
+  switch (d) {
+    case DType::Float32: return std::make_unique<ReducerOf<R, float>>(row, n_out);
+    case DType::Float64: return std::make_unique<ReducerOf<R, double>>(row, n_out);
+    case DType::Int32: return std::make_unique<ReducerOf<R, int32_t>>(row, n_out);
+    case DType::Int64: return std::make_unique<ReducerOf<R, int64_t>>(row, n_out);
+    default: TG_CHECK(false, "fused reduction of ", to_string(d));
+  }
+  return nullptr;
+}
+
+std::unique_ptr<Reducer> make_reducer(const FusedProgram& p) {
+  const FusedReduce& r = p.reduce;
+  const DType d = p.slot_dtype(r.slot);
+  const int64_t n_out = r.shape.num_elements();
+  switch (r.op) {
+    case OpId::ReduceSum: return make_reducer_for<OpId::ReduceSum>(d, r.row, n_out);
+    case OpId::ReduceMean: return make_reducer_for<OpId::ReduceMean>(d, r.row, n_out);
+    case OpId::ReduceMax: return make_reducer_for<OpId::ReduceMax>(d, r.row, n_out);
+    case OpId::ReduceMin: return make_reducer_for<OpId::ReduceMin>(d, r.row, n_out);
+    default: TG_CHECK(false, "fused reduction ", op_def(r.op).name);
+  }
+  return nullptr;
+}
+
 void kernel_fused(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
   const FusedProgram& p = fused_program(attrs);
   const FusedPlan& plan = *p.plan;
-  if (plan.total == 0) return;
+  std::unique_ptr<Reducer> reducer = p.has_reduce() ? make_reducer(p) : nullptr;
+  if (plan.total == 0) {
+    if (reducer) reducer->finish(bytes_of(out.back()));  // empty rows: identities
+    return;
+  }
   const std::size_t num_slots = plan.slots.size();
   const std::size_t num_ptrs = num_slots + plan.splats.size();
   thread_local Scratch scratch;
@@ -535,7 +710,7 @@ void kernel_fused(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vect
     fill(dst, ptr[slot], plan.slots[static_cast<std::size_t>(slot)].elem_size, std::min(kTile, plan.total));
     ptr[num_slots + k] = dst;
   }
-  if (plan.tile_steps.empty()) return;
+  if (plan.tile_steps.empty() && !reducer) return;
   const std::vector<int64_t>& dims = p.shape.dims();
   for (int64_t start = 0; start < plan.total; start += kTile) {
     const int64_t len = std::min(kTile, plan.total - start);
@@ -552,7 +727,9 @@ void kernel_fused(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vect
         ptr[s] = out_base[static_cast<std::size_t>(slot.index)] + start * static_cast<int64_t>(slot.elem_size);
     }
     run_steps(plan.tile_steps, ptr, len);
+    if (reducer) reducer->add(ptr[plan.reduce_ptr], start, len);
   }
+  if (reducer) reducer->finish(bytes_of(out.back()));
 }
 
 // Inputs may be less specific than the program's (tracing with None dims), never different.
@@ -569,6 +746,7 @@ std::vector<ValueType> infer_fused(const std::vector<ValueType>& in, const OpAtt
                                      " but the fused program was built for ", describe(p.inputs[i]));
   std::vector<ValueType> outs;
   for (int s : p.outputs) outs.push_back(ValueType{p.slot_dtype(s), p.shape});
+  if (p.has_reduce()) outs.push_back(ValueType{p.slot_dtype(p.reduce.slot), p.reduce.shape});
   return outs;
 }
 

@@ -20,6 +20,16 @@ struct FusedStep {
 
 struct FusedPlan;  // how the kernel runs a program (derived, fused.cpp)
 
+/// A reduction folded into the program: reduce_sum/mean/max/min of one step's value over all of
+/// `shape` (row == shape.num_elements()) or over its last dim (row == that dim). Its result is
+/// the node's last output; the reduced value itself is never written out.
+struct FusedReduce {
+  OpId op = OpId::Identity;  // Identity: no reduction
+  int slot = -1;             // the step slot reduced
+  int64_t row = 0;           // elements folded into each result element
+  TensorShape shape;         // the result's shape (keepdims or not)
+};
+
 /// What a fused_elementwise node computes. Slots number the values: first the node's inputs,
 /// then the one-element constants folded into the program, then one per step. Every step is
 /// computed over `shape`; inputs broadcast to it; outputs have exactly that shape. Immutable
@@ -30,8 +40,10 @@ struct FusedProgram {
   std::vector<FusedStep> steps;
   std::vector<int> outputs;        // step slots, one per node output, no repeats
   TensorShape shape;               // fully defined
+  FusedReduce reduce;
   std::shared_ptr<const FusedPlan> plan;
 
+  bool has_reduce() const { return reduce.op != OpId::Identity; }
   int first_step_slot() const { return static_cast<int>(inputs.size() + immediates.size()); }
   DType slot_dtype(int slot) const;
 };
@@ -42,6 +54,8 @@ std::shared_ptr<const FusedProgram> make_fused_program(FusedProgram p);
 /// True when the fused kernel runs `op` on operands of in_dtype giving out_dtype, with exactly
 /// the results of the op's own kernel (ops that can throw, strings: false).
 bool fusable_op(OpId op, DType in_dtype, DType out_dtype);
+/// True when the fused kernel can fold reduction `op` of a value of dtype `dtype`.
+bool fusable_reduce(OpId op, DType dtype);
 /// The program of a fused_elementwise node (attrs.resource).
 const FusedProgram& fused_program(const OpAttrs& attrs);
 /// The ops of a fused node's program, in program order.

@@ -42,6 +42,24 @@ bool is_immediate(const GraphNode& n) {
   return n.kind == NodeKind::kConst && n.value.dtype() != DType::String && n.value.num_elements() == 1;
 }
 
+bool is_foldable_reduction(OpId op) {
+  return op == OpId::ReduceSum || op == OpId::ReduceMean || op == OpId::ReduceMax || op == OpId::ReduceMin;
+}
+
+// Elements per result element when `r` reduces all of `shape` or its last dim; -1 otherwise.
+int64_t reduction_row(const GraphNode& r, const TensorShape& shape) {
+  const int64_t rank = shape.rank();
+  std::vector<bool> mask(static_cast<std::size_t>(rank), r.attrs.axes.empty());
+  for (int64_t a : r.attrs.axes) {
+    const int64_t d = a < 0 ? a + rank : a;
+    if (d < 0 || d >= rank || mask[static_cast<std::size_t>(d)]) return -1;
+    mask[static_cast<std::size_t>(d)] = true;
+  }
+  if (std::all_of(mask.begin(), mask.end(), [](bool b) { return b; })) return shape.num_elements();
+  if (r.attrs.axes.size() == 1 && mask.back()) return shape.dims().back();
+  return -1;
+}
+
 }  // namespace
 
 int fuse_elementwise(GraphIR& g) {
@@ -101,7 +119,26 @@ int fuse_elementwise(GraphIR& g) {
     groups[static_cast<std::size_t>(chosen)].members.push_back(static_cast<int>(i));
   }
 
-  // Build each program; groups of one op stay as they are.
+  // A reduction whose input only it reads folds into the input's group (which then need not
+  // write that value). It must come after every member, so that nothing the group needs can
+  // depend on it.
+  std::vector<int> reduce_of(groups.size(), -1);
+  for (std::size_t i = 0; i < n; ++i) {
+    const GraphNode& r = g.nodes[i];
+    if (r.kind != NodeKind::kOp || !is_foldable_reduction(r.op) || r.inputs.size() != 1 || r.control_input >= 0 ||
+        r.outputs.size() != 1 || !r.outputs[0].shape.is_fully_defined())
+      continue;
+    const int m = r.inputs[0].node;
+    const int gid = group_of[static_cast<std::size_t>(m)];
+    if (gid < 0 || reduce_of[static_cast<std::size_t>(gid)] >= 0 || users[static_cast<std::size_t>(m)].size() != 1) continue;
+    const Group& grp = groups[static_cast<std::size_t>(gid)];
+    if (grp.members.back() > static_cast<int>(i) || !fusable_reduce(r.op, r.outputs[0].dtype)) continue;
+    if (reduction_row(r, grp.shape) < 0) continue;
+    reduce_of[static_cast<std::size_t>(gid)] = static_cast<int>(i);
+    group_of[i] = gid;
+  }
+
+  // Build each program; groups of one op stay as they are unless a reduction joined them.
   struct Fused {
     std::shared_ptr<const FusedProgram> program;
     std::vector<ValueRef> inputs;            // old refs
@@ -111,7 +148,8 @@ int fuse_elementwise(GraphIR& g) {
   int count = 0;
   for (std::size_t gi = 0; gi < groups.size(); ++gi) {
     const Group& grp = groups[gi];
-    if (grp.members.size() < 2) continue;
+    const int red = reduce_of[gi];
+    if (grp.members.size() < 2 && red < 0) continue;
     FusedProgram p;
     p.shape = grp.shape;
     std::vector<std::pair<ValueRef, int>> input_slot;  // external ref -> input index
@@ -166,7 +204,15 @@ int fuse_elementwise(GraphIR& g) {
       f.output_index[m] = static_cast<int>(p.outputs.size());
       p.outputs.push_back(first_step + member_step.at(m));
     }
-    if (p.outputs.empty()) continue;
+    if (red >= 0) {
+      const GraphNode& r = g.nodes[static_cast<std::size_t>(red)];
+      p.reduce.op = r.op;
+      p.reduce.slot = first_step + member_step.at(r.inputs[0].node);
+      p.reduce.row = reduction_row(r, grp.shape);
+      p.reduce.shape = r.outputs[0].shape;
+      f.output_index[red] = static_cast<int>(p.outputs.size());
+    }
+    if (p.outputs.empty() && red < 0) continue;
     f.program = make_fused_program(std::move(p));
     ++count;
   }
@@ -222,6 +268,8 @@ int fuse_elementwise(GraphIR& g) {
       node.name = g.unique_name("fused_elementwise");
       for (const ValueRef& in : f.inputs) node.inputs.push_back(map_ref(in));
       for (int s : f.program->outputs) node.outputs.push_back(ValueType{f.program->slot_dtype(s), f.program->shape});
+      if (f.program->has_reduce())
+        node.outputs.push_back(ValueType{f.program->slot_dtype(f.program->reduce.slot), f.program->reduce.shape});
       node.attrs = fused_attrs(f.program);
       for (const auto& [member, k] : f.output_index) {
         remap[static_cast<std::size_t>(member)].assign(1, ValueRef{at, k});

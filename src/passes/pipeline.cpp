@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "control_flow/subgraph.h"
 #include "passes/passes.h"
 #include "passes/verify.h"
 #include "tracegraph/function.h"
@@ -49,6 +50,33 @@ void dump(const std::shared_ptr<GraphIR>& g, const std::string& label, int step,
   std::ofstream(base + ".dot") << view.to_dot();
 }
 
+// Simplifies the sub-graphs of cond/while nodes, innermost first. Payloads are shared (a node's
+// copies, gradient functions), so each rewritten sub-graph goes into a fresh payload. Only
+// simplification (and the sweep after it): the control-flow gradients replay sub-graph ops
+// through the tape, and fused ops have no gradient.
+int simplify_subgraphs(GraphIR& g) {
+  int changed = 0;
+  for (GraphNode& node : g.nodes) {
+    if (node.kind != NodeKind::kOp || node.subgraphs.empty() || !node.attrs.resource) continue;
+    if (subgraphs_of(node.op, node.attrs).empty()) continue;
+    auto payload = std::make_shared<ControlFlowPayload>(payload_of(node.attrs));
+    int here = 0;
+    for (auto& sub : payload->graphs) {
+      auto copy = std::make_shared<GraphIR>(*sub);
+      here += simplify_subgraphs(*copy);
+      const int simplified = simplify_algebra(*copy);
+      if (simplified) eliminate_dead_code(*copy);
+      here += simplified;
+      sub = std::move(copy);
+    }
+    if (!here) continue;
+    node.subgraphs.assign(payload->graphs.begin(), payload->graphs.end());
+    node.attrs.resource = std::move(payload);
+    changed += here;
+  }
+  return changed;
+}
+
 }  // namespace
 
 void set_verify_graphs(bool enabled) { verify_flag().store(enabled); }
@@ -58,6 +86,10 @@ void optimize_graph(const std::shared_ptr<GraphIR>& g, const std::string& label)
   if (verify) verify_graph(*g, "tracing");
   dump(g, label, 0, "traced");
   int step = 1;
+  if (simplify_subgraphs(*g)) {
+    if (verify) verify_graph(*g, "simplify_subgraphs");
+    dump(g, label, 0, "simplify_subgraphs");  // keeps the numbers of the main passes
+  }
   for (const Pass& p : kPipeline) {
     p.run(*g);
     if (verify) verify_graph(*g, p.name);

@@ -1,5 +1,7 @@
 // Elementwise fusion: random elementwise DAGs run unfused and fused must agree bit for bit.
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 
 #include "core/tensor_impl.h"
@@ -271,6 +273,131 @@ TEST(Fusion, ResultsMatchThroughTgFunctionEndToEnd) {
     EXPECT_TRUE(bitwise_equal(opt(x), plain(x))) << n;
     EXPECT_TRUE(bitwise_equal(opt(x), chain(x))) << "eager, n = " << n;
   }
+}
+
+// ---- reductions folded into fused nodes ----
+
+int count_fused_reductions(const GraphIR& g) {
+  int n = 0;
+  for (const auto& node : g.nodes)
+    n += node.kind == NodeKind::kOp && node.op == OpId::FusedElementwise && detail::fused_program(node.attrs).has_reduce();
+  return n;
+}
+
+Tensor apply_reduction(OpId op, const Tensor& x, std::vector<int> axes, bool keepdims) {
+  switch (op) {
+    case OpId::ReduceSum: return reduce_sum(x, axes, keepdims);
+    case OpId::ReduceMean: return reduce_mean(x, axes, keepdims);
+    case OpId::ReduceMax: return reduce_max(x, axes, keepdims);
+    default: return reduce_min(x, axes, keepdims);
+  }
+}
+
+// Fused and unfused reductions may add in different orders. Floating sums/means accumulate in
+// double either way, so they may differ by |a - b| <= 1e-13 * scale + 2 ulp of the result's dtype,
+// where scale is the same reduction of |x| (the float64 accumulators' rounding); max/min and
+// integers must be equal (-0.0 == +0.0), and NaN where the other is NaN.
+::testing::AssertionResult reduction_close(const Tensor& fused, const Tensor& unfused, const Tensor& scale) {
+  if (fused.dtype() != unfused.dtype() || !(fused.shape() == unfused.shape()))
+    return ::testing::AssertionFailure() << "type " << fused.shape().to_string() << " vs " << unfused.shape().to_string();
+  const auto a = cast(fused, float64).to_vector<double>(), b = cast(unfused, float64).to_vector<double>();
+  const auto s = cast(scale, float64).to_vector<double>();
+  const double ulp = fused.dtype() == float32 ? 2.0 * std::numeric_limits<float>::epsilon()
+                                              : 2.0 * std::numeric_limits<double>::epsilon();
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) || std::isnan(b[i])) {
+      if (std::isnan(a[i]) != std::isnan(b[i])) return ::testing::AssertionFailure() << "NaN at " << i << ": " << a[i] << " vs " << b[i];
+      continue;
+    }
+    if (a[i] == b[i]) continue;
+    const double tol = 1e-13 * s[i] + ulp * std::abs(b[i]);
+    if (!(std::abs(a[i] - b[i]) <= tol))
+      return ::testing::AssertionFailure() << "element " << i << ": fused " << a[i] << " vs unfused " << b[i] << " (tolerance " << tol << ")";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+TEST(FusedReduction, RandomDagsFollowedByEachReductionMatchTheUnfusedGraph) {
+  detail::set_verify_graphs(true);
+  const std::vector<DagCase> cases = {
+      {float32, {}, {}},          {float32, {7}, {}},          {float32, {1025}, {1025}},   {float32, {2049}, {1}},
+      {float32, {0}, {}},         {float32, {3, 700}, {700}},  {float32, {700, 3}, {700, 1}}, {float32, {5, 0}, {}},
+      {float32, {0, 4}, {4}},     {float32, {2, 3, 5}, {3, 1}}, {float32, {2, 1, 1030}, {}}, {float64, {4, 513}, {4, 1}},
+      {float64, {1031}, {}},      {int32, {5, 300}, {300}},    {int32, {1030}, {}},         {int32, {2, 0, 3}, {}},
+  };
+  const OpId ops[] = {OpId::ReduceSum, OpId::ReduceMean, OpId::ReduceMax, OpId::ReduceMin};
+  int folded = 0, graphs = 0;
+  for (const DagCase& c : cases) {
+    const int rank = static_cast<int>(c.domain.size());
+    for (uint32_t seed = 1; seed <= 3; ++seed) {
+      const std::vector<Tensor> inputs{random_input(c.dtype, TensorShape(c.domain), seed),
+                                       random_input(c.dtype, TensorShape(c.second), seed + 100),
+                                       random_input(c.dtype, TensorShape{}, seed + 200)};
+      const int num_ops = 1 + static_cast<int>(seed * 11 % 25);
+      const Tensor x = random_dag(inputs, seed, num_ops)[0];  // eagerly: the reduced values
+      for (OpId op : ops) {
+        for (int last = 0; last <= (rank > 0 ? 1 : 0); ++last) {
+          for (bool keepdims : {false, true}) {
+            // The DAG's last op may only have read the scalar inputs: then only "all" applies.
+            const std::vector<int> axes = last && x.shape().rank() > 0 ? std::vector<int>{-1} : std::vector<int>{};
+            SCOPED_TRACE(to_string(c.dtype) + " " + TensorShape(c.domain).to_string() + " seed " + std::to_string(seed) +
+                         " " + detail::op_def(op).name + (last ? " last" : " all") + (keepdims ? " keepdims" : ""));
+            auto g = trace_graph([&](const std::vector<Tensor>& in) {
+              const std::vector<Tensor> dag = random_dag(in, seed, num_ops);
+              return std::vector<Tensor>{apply_reduction(op, dag[0], axes, keepdims), dag[1]};
+            }, inputs);
+            const std::vector<Tensor> unfused = detail::execute(*g, inputs);
+            detail::optimize_graph(g, "fused_reduction_test");
+            folded += count_fused_reductions(*g);
+            ++graphs;
+            const std::vector<Tensor> fused = detail::execute(*g, inputs);
+            ASSERT_EQ(fused.size(), 2u);
+            const bool is_sum = op == OpId::ReduceSum || op == OpId::ReduceMean;
+            const Tensor scale = is_sum && is_floating(c.dtype) ? apply_reduction(op, abs(x), axes, keepdims)
+                                                                : zeros_like(unfused[0]);
+            EXPECT_TRUE(reduction_close(fused[0], unfused[0], scale)) << Graph(g).to_string();
+            EXPECT_TRUE(bitwise_equal(fused[1], unfused[1]));
+          }
+        }
+      }
+    }
+  }
+  // A DAG whose last op CSE or simplification turns into an input cannot fold; most do.
+  EXPECT_GT(folded, graphs * 3 / 4) << folded << " of " << graphs;
+}
+
+TEST(FusedReduction, TheGraphPrintsTheReductionInsideTheFusedNode) {
+  const std::vector<Tensor> inputs{random_uniform({4, 1000}, -1, 1, 3)};
+  auto g = trace_graph([](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{reduce_mean(tanh(in[0] * 2.0f) + 1.0f, {-1}, true), reduce_max(exp(in[0]))};
+  }, inputs);
+  const auto before = detail::execute(*g, inputs);
+  detail::optimize_graph(g, "print");
+  EXPECT_EQ(count_fused(*g), 2);
+  EXPECT_EQ(count_fused_reductions(*g), 2);
+  int reductions = 0;
+  for (const auto& node : g->nodes) reductions += node.kind == NodeKind::kOp && node.op == OpId::ReduceMean;
+  EXPECT_EQ(reductions, 0) << Graph(g).to_string();
+  const std::string text = Graph(g).to_string();
+  EXPECT_NE(text.find("fused_elementwise{mul,tanh,add->reduce_mean(last)}"), std::string::npos) << text;
+  EXPECT_NE(text.find("{exp->reduce_max(all)}"), std::string::npos) << text;
+  const auto after = detail::execute(*g, inputs);
+  EXPECT_TRUE(testing::tensors_near(after[0], before[0], 1e-6));
+  EXPECT_TRUE(bitwise_equal(after[1], before[1]));
+}
+
+TEST(FusedReduction, AValueUsedElsewhereOrAMiddleAxisIsNotFolded) {
+  const std::vector<Tensor> inputs{random_uniform({3, 4, 5}, -1, 1, 4)};
+  auto g = trace_graph([](const std::vector<Tensor>& in) {
+    Tensor y = exp(in[0]) + 1.0f;
+    Tensor z = tanh(in[0]) * 3.0f;
+    return std::vector<Tensor>{reduce_sum(y), y, reduce_sum(z, {1}), reduce_sum(z * z, {0, 1, 2}, true)};
+  }, inputs);
+  const auto before = detail::execute(*g, inputs);
+  detail::optimize_graph(g, "not_folded");
+  EXPECT_EQ(count_fused_reductions(*g), 1) << Graph(g).to_string();  // only the explicit all-axes one
+  const auto after = detail::execute(*g, inputs);
+  for (std::size_t k = 0; k < after.size(); ++k) EXPECT_TRUE(testing::tensors_near(after[k], before[k], 1e-5)) << k;
 }
 
 }  // namespace
