@@ -8,6 +8,7 @@
 
 #include "core/check.h"
 #include "core/tensor_impl.h"
+#include "graph/graph_ir.h"
 #include "ops/variable_state.h"
 #include "runtime/executor.h"
 #include "trace/concrete.h"
@@ -28,6 +29,8 @@ struct TapeEntry {
   std::vector<Tensor> inputs;
   std::vector<Tensor> outputs;
   CustomBackward custom;  // set for calls of traced functions
+  // For such calls: Variables read inside the function's cond / while sub-graphs.
+  std::vector<const VariableState*> inner_variables;
 };
 
 }  // namespace
@@ -80,6 +83,64 @@ void add_entry(TapeState& tape, TapeEntry entry) {
 }
 
 Tensor accumulate(const Tensor& sum, const Tensor& g) { return sum.defined() ? add(sum, g) : g; }
+
+// The first Variable of `vars` that a control-flow op's sub-graphs (nested ones included) read,
+// or nullptr.
+// (`vars` null: any floating-point Variable.)
+const VariableState* variable_read_inside(OpId op, const OpAttrs& attrs,
+                                          const std::unordered_set<const VariableState*>* vars) {
+  for (const NamedSubgraph& sg : subgraphs_of(op, attrs))
+    for (const GraphNode& node : sg.graph->nodes) {
+      if (node.kind != NodeKind::kOp) continue;
+      if (node.op == OpId::ReadVariable) {
+        const auto* v = static_cast<const VariableState*>(node.attrs.resource.get());
+        if (vars ? vars->count(v) != 0 : is_floating(v->dtype)) return v;
+      } else if (is_control_flow(node.op)) {
+        if (const VariableState* v = variable_read_inside(node.op, node.attrs, vars)) return v;
+      }
+    }
+  return nullptr;
+}
+
+// A cond / while node is differentiated with respect to its inputs; a Variable its branches or
+// body read is not one of them, so its gradient would silently be zero. Refuse that case (the
+// target depends on such a node and the Variable is a source) with the workaround.
+void check_no_variable_read_in_control_flow(const TapeState& tape, const std::vector<Tensor>& targets,
+                                            const std::vector<std::vector<const TensorImpl*>>& keys) {
+  std::unordered_set<const VariableState*> source_vars;
+  for (const auto& group : keys)
+    for (const auto& [var, read] : tape.variable_reads)
+      if (std::find(group.begin(), group.end(), read.impl().get()) != group.end()) source_vars.insert(var);
+  if (source_vars.empty()) return;
+  std::unordered_set<const TensorImpl*> downstream;  // outputs that depend on such a node
+  const VariableState* culprit = nullptr;
+  OpId culprit_op = OpId::Identity;
+  for (const TapeEntry& entry : tape.entries) {
+    bool tainted = std::any_of(entry.inputs.begin(), entry.inputs.end(),
+                               [&](const Tensor& t) { return downstream.count(t.impl().get()) != 0; });
+    if (!entry.custom && is_control_flow(entry.op))
+      if (const VariableState* v = variable_read_inside(entry.op, entry.attrs, &source_vars)) {
+        tainted = true;
+        if (!culprit) culprit = v, culprit_op = entry.op;
+      }
+    for (const VariableState* v : entry.inner_variables)  // a traced function's cond / while
+      if (source_vars.count(v)) {
+        tainted = true;
+        if (!culprit) culprit = v, culprit_op = OpId::Cond;
+      }
+    if (tainted)
+      for (const Tensor& o : entry.outputs) downstream.insert(o.impl().get());
+  }
+  for (const Tensor& t : targets)
+    if (culprit && downstream.count(t.impl().get()))
+      throw InvalidArgumentError(str_cat(
+          "[gradient] the target depends on a ", op_def(culprit_op).name, " whose ",
+          culprit_op == OpId::Cond || culprit_op == OpId::StatefulCond ? "branches read" : "body reads",
+          " the Variable '", culprit->name, "', and gradients with respect to Variables read inside "
+          "tg::cond / tg::while_loop are not supported yet (they would come out as zero). Read the "
+          "Variable before the cond / while_loop (tg::Tensor w_value = w.read_value();) and use "
+          "w_value inside: gradients flow through captured tensors"));
+}
 
 // The walk itself: `keys` lists, per source, the tensors that stand for it.
 std::vector<Tensor> walk_back(TapeState& tape, const std::vector<Tensor>& targets,
@@ -182,21 +243,28 @@ void record_op_on_tapes(OpId id, const std::vector<Tensor>& inputs, const OpAttr
       }
       continue;
     }
-    // Non-differentiable ops (comparisons, stop_gradient, assigns) cut the gradient path.
-    if (!(def.traits & kDifferentiable) || !any_tracked(*tape, inputs) ||
+    // Non-differentiable ops (comparisons, stop_gradient, assigns) cut the gradient path. A
+    // cond / while whose sub-graphs read Variables is kept even with untracked inputs, so that
+    // gradient() can refuse what it cannot differentiate instead of returning zeros.
+    const bool reads_variables =
+        is_control_flow(id) && variable_read_inside(id, attrs, nullptr) != nullptr;
+    if (!(def.traits & kDifferentiable) || !(reads_variables || any_tracked(*tape, inputs)) ||
         aliases_input(inputs, outputs))
       continue;
-    add_entry(*tape, TapeEntry{id, attrs, inputs, outputs, {}});
+    add_entry(*tape, TapeEntry{id, attrs, inputs, outputs, {}, {}});
   }
 }
 
 bool record_custom_on_tapes(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
-                            CustomBackward backward) {
+                            CustomBackward backward,
+                            const std::vector<const VariableState*>& inner_variables) {
   bool taken = false;
   const TraceRecorder* context = current_recorder();
   for (TapeState* tape : t_tapes) {
-    if (!tape->recording || tape->context != context || !any_tracked(*tape, inputs) || aliases_input(inputs, outputs)) continue;
-    add_entry(*tape, TapeEntry{OpId::Identity, {}, inputs, outputs, backward});
+    if (!tape->recording || tape->context != context ||
+        !(any_tracked(*tape, inputs) || !inner_variables.empty()) || aliases_input(inputs, outputs))
+      continue;
+    add_entry(*tape, TapeEntry{OpId::Identity, {}, inputs, outputs, backward, inner_variables});
     taken = true;
   }
   return taken;
@@ -212,6 +280,9 @@ using BackwardFn = std::function<std::vector<Tensor>(
 // What differentiating one concrete function needs, built on its first call under a tape.
 struct FunctionGradient {
   std::vector<std::shared_ptr<void>> variables;  // floating-point Variables the graph reads
+  // Those read inside cond / while sub-graphs: their gradient cannot be computed (see
+  // check_no_variable_read_in_control_flow); a call is refused when it is asked for.
+  std::vector<const VariableState*> inner_variables;
   BackwardFn backward;                           // (inputs, variable values, output grads)
   std::function<int64_t()> tracing_count;        // of the backward function (tests)
 };
@@ -228,6 +299,8 @@ std::vector<Tensor> replay_and_differentiate(const GraphIR& fwd,
   std::vector<Tensor> sources;
   for (const Tensor& t : inputs)
     if (is_floating(t.dtype())) tape.watch(t);
+  // Plain watches: inside the replay the values are just inputs (the caller's tape checks what
+  // gradient() is asked for, see FunctionGradient::inner_variables).
   for (const Tensor& t : var_values) tape.watch(t);
   // The replay's current value of each variable: reads see earlier assigns of the same call.
   std::unordered_map<const void*, Tensor> current;
@@ -293,14 +366,28 @@ std::shared_ptr<FunctionGradient> gradient_of(const ConcreteImpl& cf) {
   if (cf.gradient) return std::static_pointer_cast<FunctionGradient>(cf.gradient);
   auto fg = std::make_shared<FunctionGradient>();
   std::shared_ptr<const GraphIR> fwd = cf.unoptimized_ir ? cf.unoptimized_ir : cf.ir;
-  for (const GraphNode& node : fwd->nodes) {
-    if (node.kind != NodeKind::kOp || node.op != OpId::ReadVariable) continue;
-    const auto* state = static_cast<const VariableState*>(node.attrs.resource.get());
-    if (!is_floating(state->dtype)) continue;
-    const bool seen = std::any_of(fg->variables.begin(), fg->variables.end(),
-                                  [&](const auto& v) { return v.get() == state; });
-    if (!seen) fg->variables.push_back(node.attrs.resource);
-  }
+  // Every floating-point Variable the graph reads, in sub-graphs too (there, gradient() refuses
+  // them with a workaround rather than returning zeros).
+  std::function<void(const GraphIR&, bool)> collect = [&](const GraphIR& g, bool inner) {
+    for (const GraphNode& node : g.nodes) {
+      if (node.kind != NodeKind::kOp) continue;
+      if (is_control_flow(node.op))
+        for (const NamedSubgraph& sg : subgraphs_of(node.op, node.attrs)) collect(*sg.graph, true);
+      if (node.op != OpId::ReadVariable) continue;
+      const auto* state = static_cast<const VariableState*>(node.attrs.resource.get());
+      if (!is_floating(state->dtype)) continue;
+      if (inner) {
+        if (std::find(fg->inner_variables.begin(), fg->inner_variables.end(), state) ==
+            fg->inner_variables.end())
+          fg->inner_variables.push_back(state);
+        continue;
+      }
+      const bool seen = std::any_of(fg->variables.begin(), fg->variables.end(),
+                                    [&](const auto& v) { return v.get() == state; });
+      if (!seen) fg->variables.push_back(node.attrs.resource);
+    }
+  };
+  collect(*fwd, false);
   auto fn = function(
       [fwd, vars = fg->variables](const std::vector<Tensor>& inputs, const std::vector<Tensor>& var_values,
                                   const std::vector<Tensor>& out_grads) {
@@ -338,7 +425,8 @@ std::vector<Tensor> run_concrete(const ConcreteImpl& cf, const std::vector<Tenso
                            for (std::size_t i = 0; i < grads.size(); ++i)
                              if (!is_floating(all_inputs[i].dtype())) grads[i] = Tensor();
                            return grads;
-                         });
+                         },
+                         fg->inner_variables);
   return outputs;
 }
 
@@ -364,6 +452,7 @@ std::vector<Tensor> tape_gradient(GradientTape& tape, const std::vector<Tensor>&
           if (var2 == var) group.push_back(read2.impl().get());
     keys.push_back(std::move(group));
   }
+  check_no_variable_read_in_control_flow(s, targets, keys);
   return walk_back(s, targets, target_grads, keys);
 }
 

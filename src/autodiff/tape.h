@@ -21,8 +21,12 @@ void record_op_on_tapes(OpId id, const std::vector<Tensor>& inputs, const OpAttr
 /// gets the incoming gradient of each output and returns one gradient per input (empty = none).
 using CustomBackward = std::function<std::vector<Tensor>(const std::vector<Tensor>& out_grads)>;
 /// Offers such an entry to the recording tapes; true when a tape took it.
+struct VariableState;
+/// `inner_variables`: Variables read inside the call's cond / while sub-graphs, whose gradients
+/// the call cannot give (gradient() refuses a request for them).
 bool record_custom_on_tapes(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
-                            CustomBackward backward);
+                            CustomBackward backward,
+                            const std::vector<const VariableState*>& inner_variables = {});
 
 /// Runs a concrete function's graph; under a recording tape, also records the call so that the
 /// tape can differentiate through it (with a cached backward graph).

@@ -142,5 +142,65 @@ TEST(WhileGradient, ForRangeThroughATracedFunctionUnderAnEagerTape) {
   EXPECT_TENSOR_NEAR(tape.gradient(y, xt), constant(numeric_grad(fx, x), {2}, float64), 1e-6);
 }
 
+// A Variable read inside a branch or loop body is not an input of the cond / while node, so
+// its gradient cannot flow through the node: gradient() refuses it (never a silent zero), and
+// the workaround it names - read before, capture the value - gives the right gradient.
+TEST(ControlFlowGradients, VariablesReadInsideABranchOrBodyAreRefusedWithTheWorkaround) {
+  Variable w(constant(3.0, float64));
+  auto in_branch = function([&](const Tensor& x) {
+    GradientTape tape;
+    Tensor y = cond(x > 0.0, [&] { return x * w.read_value(); }, [&] { return x; });
+    return tape.gradient(y, w);
+  });
+  EXPECT_THROW_MSG(in_branch(constant(2.0, float64)), InvalidArgumentError, "[gradient]",
+                   "branches read the Variable", "w.read_value()");
+  auto in_body = function([&](const Tensor& x) {
+    GradientTape tape;
+    auto [i, y] = while_loop([](const Tensor& i, const Tensor&) { return i < 2; },
+                             [&](const Tensor& i, const Tensor& y) {
+                               return std::tuple{i + 1, y * w.read_value()};
+                             },
+                             std::tuple{constant(0), x});
+    return tape.gradient(y, w);
+  });
+  EXPECT_THROW_MSG(in_body(constant(2.0, float64)), InvalidArgumentError, "body reads the Variable");
+
+  auto read_before = function([&](const Tensor& x) {
+    GradientTape tape;
+    const Tensor w_value = w.read_value();
+    auto [i, y] = while_loop([](const Tensor& i, const Tensor&) { return i < 2; },
+                             [&](const Tensor& i, const Tensor& y) {
+                               return std::tuple{i + 1, y * w_value};
+                             },
+                             std::tuple{constant(0), x});
+    Tensor z = cond(x > 0.0, [&] { return y * w_value; }, [&] { return y; });
+    return tape.gradient(z, w);
+  });
+  // z = x * w^3 for x > 0: dz/dw = 3 x w^2 = 54.
+  EXPECT_NEAR(read_before(constant(2.0, float64)).item<double>(), 54.0, 1e-9);
+  // Reading a Variable inside is fine when its gradient is not asked for.
+  auto other_source = function([&](const Tensor& x) {
+    GradientTape tape;
+    tape.watch(x);
+    Tensor y = cond(x > 0.0, [&] { return x * w.read_value(); }, [&] { return x; });
+    return tape.gradient(y, x);
+  });
+  EXPECT_NEAR(other_source(constant(2.0, float64)).item<double>(), 3.0, 1e-12);
+
+  // The same through a call of a traced function under an eager tape.
+  auto f = function([&](const Tensor& x) {
+    return cond(x > 0.0, [&] { return x * w.read_value(); }, [&] { return x; });
+  });
+  const Tensor x = constant(2.0, float64);
+  {
+    GradientTape tape;
+    tape.watch(x);
+    EXPECT_NEAR(tape.gradient(f(x), x).item<double>(), 3.0, 1e-12);
+  }
+  GradientTape tape;
+  const Tensor y = f(x);
+  EXPECT_THROW_MSG(tape.gradient(y, w), InvalidArgumentError, "branches read the Variable");
+}
+
 }  // namespace
 }  // namespace tg
