@@ -16,6 +16,7 @@
 #include "core/check.h"
 #include "core/tensor_impl.h"
 #include "ops/broadcast.h"
+#include "ops/reduce_finish.h"
 #include "ops/fused_micro.h"
 #include "ops/simd_math.h"
 
@@ -581,21 +582,6 @@ A reduce_chunk(A acc, const T* x, int64_t n) {
   }
 }
 
-template <OpId R, class T, class A>
-T reduce_finish(A a, int64_t count) {
-  if constexpr (R == OpId::ReduceMean) {
-    if constexpr (std::is_floating_point_v<T>) {
-      if (count == 0) return std::numeric_limits<T>::quiet_NaN();
-      return static_cast<T>(a / static_cast<double>(count));
-    } else {
-      if (count == 0) return T(0);
-      return static_cast<T>(static_cast<int64_t>(a) / count);
-    }
-  } else {
-    return static_cast<T>(a);
-  }
-}
-
 // Accumulates the tiles of one program run into per-result accumulators.
 class Reducer {
  public:
@@ -624,7 +610,7 @@ class ReducerOf final : public Reducer {
   }
   void finish(void* out) override {
     T* y = static_cast<T*>(out);
-    for (std::size_t o = 0; o < acc_.size(); ++o) y[o] = reduce_finish<R, T>(acc_[o], row_);
+    for (std::size_t o = 0; o < acc_.size(); ++o) y[o] = finish_reduction<R == OpId::ReduceMean, T>(acc_[o], row_);
   }
 
  private:

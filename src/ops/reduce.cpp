@@ -29,6 +29,7 @@
 #include "core/tensor_impl.h"
 #include "ops/broadcast.h"
 #include "ops/grad_helpers.h"
+#include "ops/reduce_finish.h"
 #include "ops/simd_math.h"
 #include "tracegraph/ops.h"
 
@@ -215,22 +216,6 @@ std::vector<Group> group_dims(const std::vector<int64_t>& dims, const std::vecto
   return groups;
 }
 
-// The accumulator of reduction R turned into the output element.
-template <Red R, class T, class A>
-T finish(A a, int64_t count) {
-  if constexpr (R == Red::Mean) {
-    if constexpr (std::is_floating_point_v<T>) {
-      if (count == 0) return std::numeric_limits<T>::quiet_NaN();
-      return static_cast<T>(a / static_cast<double>(count));
-    } else {
-      if (count == 0) return T(0);
-      return static_cast<T>(static_cast<int64_t>(a) / count);  // truncates, like TF
-    }
-  } else {
-    return static_cast<T>(a);
-  }
-}
-
 template <Red R, class T>
 void reduce_typed(const Tensor& in, const std::vector<bool>& reduced, Tensor& out) {
   using A = acc_t<R, T>;
@@ -246,7 +231,7 @@ void reduce_typed(const Tensor& in, const std::vector<bool>& reduced, Tensor& ou
   int n_stages = 0;
   for (const Group& g : groups) n_stages += g.reduced;
   if (n_stages == 0) {  // only size-1 dims were reduced
-    for (int64_t i = 0; i < n_out; ++i) y[i] = finish<R, T>(static_cast<A>(x[i]), count);
+    for (int64_t i = 0; i < n_out; ++i) y[i] = finish_reduction<R == Red::Mean, T>(static_cast<A>(x[i]), count);
     return;
   }
   constexpr bool kDirect = std::is_same_v<A, T> && R != Red::Mean;
@@ -281,7 +266,7 @@ void reduce_typed(const Tensor& in, const std::vector<bool>& reduced, Tensor& ou
     --n_stages;
   }
   if (!kDirect)
-    for (int64_t i = 0; i < n_out; ++i) y[i] = finish<R, T>(cur[static_cast<std::size_t>(i)], count);
+    for (int64_t i = 0; i < n_out; ++i) y[i] = finish_reduction<R == Red::Mean, T>(cur[static_cast<std::size_t>(i)], count);
 }
 
 // ---- shape/dtype rules ----

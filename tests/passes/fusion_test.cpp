@@ -9,6 +9,7 @@
 #include "passes/passes.h"
 #include "passes/verify.h"
 #include "runtime/executor.h"
+#include "support/graph_util.h"
 #include "support/test_util.h"
 #include "trace/concrete.h"
 
@@ -19,12 +20,7 @@ using detail::GraphIR;
 using detail::NodeKind;
 using detail::OpId;
 
-template <class F>
-std::shared_ptr<GraphIR> trace_graph(F fn, const std::vector<Tensor>& inputs) {
-  auto f = function([&](const std::vector<Tensor>& in) { return fn(in); }, {.optimize = false});
-  auto cf = f.get_concrete_function(inputs);
-  return std::make_shared<GraphIR>(*cf.impl()->ir);
-}
+using testing::trace_graph;
 
 int count_fused(const GraphIR& g) {
   int n = 0;

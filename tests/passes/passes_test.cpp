@@ -6,6 +6,7 @@
 #include "passes/passes.h"
 #include "passes/verify.h"
 #include "runtime/executor.h"
+#include "support/graph_util.h"
 #include "support/test_util.h"
 #include "trace/concrete.h"
 
@@ -15,19 +16,8 @@ namespace {
 using detail::GraphIR;
 using detail::NodeKind;
 
-// The unoptimised graph of f for these inputs.
-template <class F>
-std::shared_ptr<GraphIR> trace_graph(F fn, const std::vector<Tensor>& inputs) {
-  auto f = function([&](const std::vector<Tensor>& in) { return fn(in); }, {.optimize = false});
-  auto cf = f.get_concrete_function(inputs);
-  return std::make_shared<GraphIR>(*cf.impl()->ir);
-}
-
-int count_op(const GraphIR& g, const std::string& op) {
-  int n = 0;
-  for (const auto& node : g.nodes) n += node.op_name() == op;
-  return n;
-}
+using testing::count_op;
+using testing::trace_graph;
 
 TEST(Passes, CseMergesRepeatedWorkAndDceRemovesWhatIsUnused) {
   auto g = trace_graph([](const std::vector<Tensor>& in) {

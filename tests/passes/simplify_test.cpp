@@ -8,6 +8,7 @@
 #include "passes/passes.h"
 #include "passes/verify.h"
 #include "runtime/executor.h"
+#include "support/graph_util.h"
 #include "support/test_util.h"
 #include "trace/concrete.h"
 
@@ -16,18 +17,8 @@ namespace {
 
 using detail::GraphIR;
 
-template <class F>
-std::shared_ptr<GraphIR> trace_graph(F fn, const std::vector<Tensor>& inputs) {
-  auto f = function([&](const std::vector<Tensor>& in) { return fn(in); }, {.optimize = false});
-  auto cf = f.get_concrete_function(inputs);
-  return std::make_shared<GraphIR>(*cf.impl()->ir);
-}
-
-int count_op(const GraphIR& g, const std::string& op) {
-  int n = 0;
-  for (const auto& node : g.nodes) n += node.op_name() == op;
-  return n;
-}
+using testing::count_op;
+using testing::trace_graph;
 
 ::testing::AssertionResult same_bits(const Tensor& a, const Tensor& b) {
   if (a.dtype() != b.dtype() || !(a.shape() == b.shape()))

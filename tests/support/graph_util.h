@@ -1,0 +1,28 @@
+// Graphs for pass tests: trace a function without optimising and count what it holds.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/graph_ir.h"
+#include "trace/concrete.h"
+#include "tracegraph/function.h"
+
+namespace tg::testing {
+
+/// A copy of the unoptimised graph of fn traced on these inputs (passes may then rewrite it).
+template <class F>
+std::shared_ptr<detail::GraphIR> trace_graph(F fn, const std::vector<Tensor>& inputs) {
+  auto f = function([&](const std::vector<Tensor>& in) { return fn(in); }, {.optimize = false});
+  auto cf = f.get_concrete_function(inputs);
+  return std::make_shared<detail::GraphIR>(*cf.impl()->ir);
+}
+
+/// Nodes whose printed op name is `op` ("mul", "Const", "Placeholder" ...).
+inline int count_op(const detail::GraphIR& g, const std::string& op) {
+  int n = 0;
+  for (const auto& node : g.nodes) n += node.op_name() == op;
+  return n;
+}
+
+}  // namespace tg::testing
