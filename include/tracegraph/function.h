@@ -18,8 +18,10 @@
 #include <utility>
 #include <vector>
 
+#include "tracegraph/graph.h"
 #include "tracegraph/tensor.h"
 #include "tracegraph/trace_type.h"
+#include "tracegraph/variable.h"
 
 namespace tg {
 
@@ -48,30 +50,9 @@ struct TraceRecord {
 };
 
 namespace detail {
-class GraphIR;
 class ConcreteImpl;
 class FunctionCore;
 }  // namespace detail
-
-/// A traced graph, read-only. Nodes are in topological (recording) order.
-class Graph {
- public:
-  struct Node {
-    std::string name;                 // unique in the graph: "a", "add", "add_1", "Identity"
-    std::string op;                   // "Placeholder", "Const", "Identity" or an op name
-    std::vector<std::string> inputs;  // producer names; "add:1" for a second output
-  };
-  explicit Graph(std::shared_ptr<const detail::GraphIR> ir) : ir_(std::move(ir)) {}
-  std::vector<Node> nodes() const;
-  /// One line per node: "[a, b] -> add".
-  std::string to_string() const;
-  /// Graphviz DOT text.
-  std::string to_dot() const;
-  const detail::GraphIR& ir() const { return *ir_; }
-
- private:
-  std::shared_ptr<const detail::GraphIR> ir_;
-};
 
 /// One trace of a function: a graph specialised to one FunctionType.
 class ConcreteFunction {
@@ -561,6 +542,19 @@ struct ArgTraits<std::shared_ptr<T>> : NoFastPath {
   static std::shared_ptr<T> placeholder(const std::shared_ptr<T>& p, const TraceType&,
                                         PlaceholderContext&, const std::string&) {
     return p;
+  }
+};
+
+/// A Variable argument of a tg::function: typed by dtype, shape and identity; the body sees the
+/// variable itself, so its reads and assigns are recorded against it.
+template <>
+struct ArgTraits<Variable> : NoFastPath {
+  static TraceTypePtr trace_type(const Variable& v, ArgContext&) {
+    return variable_trace_type(v.dtype(), v.shape(), v.id());
+  }
+  static Variable placeholder(const Variable& v, const TraceType&, PlaceholderContext&,
+                              const std::string&) {
+    return v;
   }
 };
 

@@ -5,6 +5,7 @@
 #include "tracegraph/dtype.h"
 #include "tracegraph/errors.h"
 #include "tracegraph/function.h"
+#include "tracegraph/graph.h"
 #include "tracegraph/gradient.h"
 #include "tracegraph/nn.h"
 #include "tracegraph/ops.h"

@@ -6,7 +6,6 @@
 #include <type_traits>
 #include <vector>
 
-#include "tracegraph/function.h"
 #include "tracegraph/tensor.h"
 
 namespace tg {
@@ -87,21 +86,6 @@ void print(const Args&... args) {
   (detail::add_print_part(parts, args), ...);
   detail::print_parts(parts);
 }
-
-namespace detail {
-/// A Variable argument of a tg::function: typed by dtype, shape and identity; the body sees the
-/// variable itself, so its reads and assigns are recorded against it.
-template <>
-struct ArgTraits<Variable> : NoFastPath {
-  static TraceTypePtr trace_type(const Variable& v, ArgContext&) {
-    return variable_trace_type(v.dtype(), v.shape(), v.id());
-  }
-  static Variable placeholder(const Variable& v, const TraceType&, PlaceholderContext&,
-                              const std::string&) {
-    return v;
-  }
-};
-}  // namespace detail
 
 namespace config {
 /// Where tg::print writes (one call per printed line, newline included). nullptr restores

@@ -19,9 +19,16 @@
 namespace tg {
 namespace detail {
 
-thread_local int t_recording_tapes = 0;
+/// A backward function for an entry that is not a registry op (a call of a traced function):
+/// gets the incoming gradient of each output and returns one gradient per input (empty = none).
+using CustomBackward = std::function<std::vector<Tensor>(const std::vector<Tensor>& out_grads)>;
 
 namespace {
+
+thread_local int t_recording_tapes = 0;  // tapes recording on this thread
+// Installs the tapes' op and call observers on this thread while any tape records (defined
+// below, with the observer).
+void observe_for_tapes(bool on);
 
 struct TapeEntry {
   OpId op = OpId::Identity;
@@ -56,6 +63,7 @@ struct TapeState {
     if (on == recording) return;
     recording = on;
     t_recording_tapes += on ? 1 : -1;
+    observe_for_tapes(t_recording_tapes > 0);
   }
 };
 
@@ -87,16 +95,16 @@ Tensor accumulate(const Tensor& sum, const Tensor& g) { return sum.defined() ? a
 // The first Variable of `vars` that a control-flow op's sub-graphs (nested ones included) read,
 // or nullptr.
 // (`vars` null: any floating-point Variable.)
-const VariableState* variable_read_inside(OpId op, const OpAttrs& attrs,
+const VariableState* variable_read_inside(const OpAttrs& attrs,
                                           const std::unordered_set<const VariableState*>* vars) {
-  for (const NamedSubgraph& sg : subgraphs_of(op, attrs))
+  for (const NamedSubgraph& sg : attrs.subgraphs)
     for (const GraphNode& node : sg.graph->nodes) {
       if (node.kind != NodeKind::kOp) continue;
       if (node.op == OpId::ReadVariable) {
         const auto* v = static_cast<const VariableState*>(node.attrs.resource.get());
         if (vars ? vars->count(v) != 0 : is_floating(v->dtype)) return v;
-      } else if (is_control_flow(node.op)) {
-        if (const VariableState* v = variable_read_inside(node.op, node.attrs, vars)) return v;
+      } else if (has_subgraphs(node.op)) {
+        if (const VariableState* v = variable_read_inside(node.attrs, vars)) return v;
       }
     }
   return nullptr;
@@ -118,8 +126,8 @@ void check_no_variable_read_in_control_flow(const TapeState& tape, const std::ve
   for (const TapeEntry& entry : tape.entries) {
     bool tainted = std::any_of(entry.inputs.begin(), entry.inputs.end(),
                                [&](const Tensor& t) { return downstream.count(t.impl().get()) != 0; });
-    if (!entry.custom && is_control_flow(entry.op))
-      if (const VariableState* v = variable_read_inside(entry.op, entry.attrs, &source_vars)) {
+    if (!entry.custom && has_subgraphs(entry.op))
+      if (const VariableState* v = variable_read_inside(entry.attrs, &source_vars)) {
         tainted = true;
         if (!culprit) culprit = v, culprit_op = entry.op;
       }
@@ -229,6 +237,7 @@ class PauseTape {
 
 }  // namespace
 
+// Offers an op that just ran (eagerly or recorded into a trace) to the recording tapes.
 void record_op_on_tapes(OpId id, const std::vector<Tensor>& inputs, const OpAttrs& attrs,
                         const std::vector<Tensor>& outputs) {
   const OpDef& def = op_def(id);
@@ -247,7 +256,7 @@ void record_op_on_tapes(OpId id, const std::vector<Tensor>& inputs, const OpAttr
     // cond / while whose sub-graphs read Variables is kept even with untracked inputs, so that
     // gradient() can refuse what it cannot differentiate instead of returning zeros.
     const bool reads_variables =
-        is_control_flow(id) && variable_read_inside(id, attrs, nullptr) != nullptr;
+        has_subgraphs(id) && variable_read_inside(attrs, nullptr) != nullptr;
     if (!(def.traits & kDifferentiable) || !(reads_variables || any_tracked(*tape, inputs)) ||
         aliases_input(inputs, outputs))
       continue;
@@ -255,6 +264,10 @@ void record_op_on_tapes(OpId id, const std::vector<Tensor>& inputs, const OpAttr
   }
 }
 
+// Offers an entry that is not a registry op (a call of a traced function, differentiated by
+// `backward`) to the recording tapes; true when a tape took it. `inner_variables`: Variables
+// read inside the call's cond / while sub-graphs, whose gradients the call cannot give
+// (gradient() refuses a request for them).
 bool record_custom_on_tapes(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
                             CustomBackward backward,
                             const std::vector<const VariableState*>& inner_variables) {
@@ -272,8 +285,6 @@ bool record_custom_on_tapes(const std::vector<Tensor>& inputs, const std::vector
 
 // ---- calls of traced functions under a tape ------------------------------------------------
 
-namespace {
-
 using BackwardFn = std::function<std::vector<Tensor>(
     const std::vector<Tensor>&, const std::vector<Tensor>&, const std::vector<Tensor>&)>;
 
@@ -286,6 +297,8 @@ struct FunctionGradient {
   BackwardFn backward;                           // (inputs, variable values, output grads)
   std::function<int64_t()> tracing_count;        // of the backward function (tests)
 };
+
+namespace {
 
 // Replays the forward graph with the public ops under a tape and differentiates it. Traced as a
 // tg::function, so this runs once per concrete function (and input types); the replay uses the
@@ -363,7 +376,7 @@ std::vector<Tensor> replay_and_differentiate(const GraphIR& fwd,
 
 std::shared_ptr<FunctionGradient> gradient_of(const ConcreteImpl& cf) {
   std::lock_guard lock(cf.gradient_mu);
-  if (cf.gradient) return std::static_pointer_cast<FunctionGradient>(cf.gradient);
+  if (cf.gradient) return cf.gradient;
   auto fg = std::make_shared<FunctionGradient>();
   std::shared_ptr<const GraphIR> fwd = cf.unoptimized_ir ? cf.unoptimized_ir : cf.ir;
   // Every floating-point Variable the graph reads, in sub-graphs too (there, gradient() refuses
@@ -371,8 +384,8 @@ std::shared_ptr<FunctionGradient> gradient_of(const ConcreteImpl& cf) {
   std::function<void(const GraphIR&, bool)> collect = [&](const GraphIR& g, bool inner) {
     for (const GraphNode& node : g.nodes) {
       if (node.kind != NodeKind::kOp) continue;
-      if (is_control_flow(node.op))
-        for (const NamedSubgraph& sg : subgraphs_of(node.op, node.attrs)) collect(*sg.graph, true);
+      if (has_subgraphs(node.op))
+        for (const NamedSubgraph& sg : subgraphs_of(node)) collect(*sg.graph, true);
       if (node.op != OpId::ReadVariable) continue;
       const auto* state = static_cast<const VariableState*>(node.attrs.resource.get());
       if (!is_floating(state->dtype)) continue;
@@ -403,8 +416,9 @@ std::shared_ptr<FunctionGradient> gradient_of(const ConcreteImpl& cf) {
 
 }  // namespace
 
-std::vector<Tensor> run_concrete(const ConcreteImpl& cf, const std::vector<Tensor>& inputs) {
-  if (!tapes_recording()) return execute(*cf.ir, inputs);
+// Runs a call of a traced function while tapes record: the tapes see the call as one op whose
+// backward is the function's cached backward graph.
+std::vector<Tensor> run_call_under_tapes(const ConcreteImpl& cf, const std::vector<Tensor>& inputs) {
   std::shared_ptr<FunctionGradient> fg = gradient_of(cf);
   // The variables' values as the call sees them, read through the op so that tapes track them.
   std::vector<Tensor> var_values;
@@ -430,10 +444,33 @@ std::vector<Tensor> run_concrete(const ConcreteImpl& cf, const std::vector<Tenso
   return outputs;
 }
 
+namespace {
+
+// How tapes hear of ops and of calls of traced functions, without the op and tracing layers
+// knowing about tapes. Stateless: the tapes themselves are thread-local.
+class TapeObserver final : public OpObserver, public CallObserver {
+ public:
+  void on_op(OpId id, const std::vector<Tensor>& inputs, const OpAttrs& attrs,
+             const std::vector<Tensor>& outputs) override {
+    record_op_on_tapes(id, inputs, attrs, outputs);
+  }
+  std::vector<Tensor> run_call(const ConcreteImpl& cf, const std::vector<Tensor>& inputs) override {
+    return run_call_under_tapes(cf, inputs);
+  }
+};
+TapeObserver g_tape_observer;
+
+void observe_for_tapes(bool on) {
+  set_op_observer(on ? &g_tape_observer : nullptr);
+  set_call_observer(on ? &g_tape_observer : nullptr);
+}
+
+}  // namespace
+
 int64_t backward_tracing_count(const ConcreteImpl& cf) {
   std::lock_guard lock(cf.gradient_mu);
   if (!cf.gradient) return 0;
-  return std::static_pointer_cast<FunctionGradient>(cf.gradient)->tracing_count();
+  return cf.gradient->tracing_count();
 }
 
 // ---- the public tape -------------------------------------------------------------------------

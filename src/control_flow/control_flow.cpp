@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cctype>
 
-#include "autodiff/tape.h"
 #include "control_flow/subgraph.h"
 #include "core/check.h"
 #include "core/tensor_impl.h"
@@ -68,7 +67,7 @@ void kernel_cond(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vecto
   const std::size_t b = runtime_pred("cond", in[0]) ? 0 : 1;
   std::vector<Tensor> args;
   for (int k : p.capture_inputs[b]) args.push_back(in[static_cast<std::size_t>(k)]);
-  std::vector<Tensor> res = execute(*p.graphs[b], args);
+  std::vector<Tensor> res = execute(*attrs.subgraphs[b].graph, args);
   TG_CHECK(res.size() == out.size(), "cond branch returned ", res.size(), " values for ", out.size(), " outputs");
   for (std::size_t i = 0; i < res.size(); ++i) out[i] = distinct_from_inputs(std::move(res[i]), in);
 }
@@ -94,9 +93,9 @@ void kernel_while(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vect
   };
   for (int64_t iter = 0; p.maximum_iterations < 0 || iter < p.maximum_iterations; ++iter) {
     with_captures(0);
-    if (!runtime_pred("while_loop", execute(*p.graphs[0], args).at(0))) break;
+    if (!runtime_pred("while_loop", execute(*attrs.subgraphs[0].graph, args).at(0))) break;
     with_captures(1);
-    vars = execute(*p.graphs[1], args);
+    vars = execute(*attrs.subgraphs[1].graph, args);
     TG_CHECK(vars.size() == n, "while body returned ", vars.size(), " values for ", n, " loop variables");
   }
   for (std::size_t i = 0; i < n; ++i) out[i] = distinct_from_inputs(std::move(vars[i]), in);
@@ -104,11 +103,6 @@ void kernel_while(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vect
 
 // ---- building the nodes ---------------------------------------------------------------------
 
-std::shared_ptr<ControlFlowPayload> make_payload(std::string name) {
-  auto p = std::make_shared<ControlFlowPayload>();
-  p->name = std::move(name);
-  return p;
-}
 
 // Body results against the loop variables' dtypes and shape invariants.
 void check_body_results(const std::vector<Tensor>& got, const std::vector<Tensor>& entry,
@@ -153,17 +147,17 @@ std::vector<Tensor> cond_flat(const Tensor& pred, const std::function<std::vecto
     op_error<TypeError>("cond", "true_fn returned ", describe_tensors(t), " but false_fn returned ",
                         describe_tensors(f), "; both branches must return the same structure of tensors "
                         "with the same dtypes (tg::cast one of them, or return the same number of values)");
-  auto payload = make_payload("cond");
+  auto payload = std::make_shared<ControlFlowPayload>();
   for (std::size_t i = 0; i < t.size(); ++i)
     payload->output_types.push_back(ValueType{t[i].dtype(), t[i].shape().most_specific_common_supertype(f[i].shape())});
   optimize_subgraph(*then_tracer.graph());
   optimize_subgraph(*else_tracer.graph());
-  payload->graphs = {then_tracer.graph(), else_tracer.graph()};
-  payload->graph_names = {"then_branch", "else_branch"};
   std::vector<Tensor> inputs{pred};
   merge_captures({&then_tracer, &else_tracer}, 1, inputs, *payload);
   OpAttrs attrs;
   attrs.resource = payload;
+  attrs.subgraphs = {{"then_branch", then_tracer.graph()}, {"else_branch", else_tracer.graph()}};
+  attrs.node_name = "cond";  // also for stateful_cond: users see one name
   const bool stateful = then_tracer.stateful() || else_tracer.stateful();
   return apply_op(stateful ? OpId::StatefulCond : OpId::Cond, inputs, attrs);
 }
@@ -225,7 +219,7 @@ std::vector<Tensor> while_loop_flat(const FlatFn& cond, const FlatFn& body, cons
   const std::vector<Tensor> next = body_tracer.trace([&] { return body(body_vars); });
   check_body_results(next, init, invariants, leaves, explicit_invariants);
 
-  auto payload = make_payload(name);
+  auto payload = std::make_shared<ControlFlowPayload>();
   for (std::size_t k = 0; k < n; ++k) {
     payload->output_types.push_back(ValueType{init[k].dtype(), invariants[k]});
     payload->var_paths.push_back(leaves[k].path);
@@ -234,25 +228,17 @@ std::vector<Tensor> while_loop_flat(const FlatFn& cond, const FlatFn& body, cons
   payload->maximum_iterations = options.maximum_iterations;
   optimize_subgraph(*cond_tracer.graph());
   optimize_subgraph(*body_tracer.graph());
-  payload->graphs = {cond_tracer.graph(), body_tracer.graph()};
-  payload->graph_names = {"cond", "body"};
   std::vector<Tensor> inputs = init;
   merge_captures({&cond_tracer, &body_tracer}, static_cast<int>(n), inputs, *payload);
   OpAttrs attrs;
   attrs.resource = payload;
+  attrs.subgraphs = {{"cond", cond_tracer.graph()}, {"body", body_tracer.graph()}};
+  attrs.node_name = name;
   const bool stateful = cond_tracer.stateful() || body_tracer.stateful();
   const OpId op = stateful ? OpId::StatefulWhile : OpId::While;
-  bool symbolic = false;
-  for (const Tensor& t : inputs) symbolic |= t.is_symbolic();
-  TraceRecorder* rec = current_recorder();
-  if (symbolic || !rec) return apply_op(op, inputs, attrs);
-  // Only eager inputs, inside a trace: apply_op would run the loop now, once; recording it
-  // keeps it in the graph, running at every call (and never at trace time).
-  std::vector<ValueType> in_types;
-  for (const Tensor& t : inputs) in_types.push_back(ValueType{t.dtype(), t.shape()});
-  std::vector<Tensor> out = rec->record(op, inputs, attrs, op_def(op).infer(in_types, attrs));
-  if (tapes_recording()) record_op_on_tapes(op, inputs, attrs, out);
-  return out;
+  // Inside a trace the loop is recorded even when every input is eager: it must run at every
+  // call, not once at trace time.
+  return apply_op_in_trace(op, inputs, attrs);
 }
 
 // ---- tg::for_range --------------------------------------------------------------------------
@@ -305,8 +291,6 @@ void register_control_flow_ops(OpDef* t) {
   set_op(t, OpId::StatefulCond, &infer_cond, &kernel_cond);
   set_op(t, OpId::While, &infer_while, &kernel_while);
   set_op(t, OpId::StatefulWhile, &infer_while, &kernel_while);
-  register_tensor_array_ops(t);
-  register_control_flow_gradients(t);
 }
 
 }  // namespace detail

@@ -2,7 +2,6 @@
 
 #include <atomic>
 
-#include "autodiff/tape.h"
 #include "core/check.h"
 #include "core/tensor_impl.h"
 #include "passes/passes.h"
@@ -49,23 +48,6 @@ const ControlFlowPayload& payload_of(const OpAttrs& attrs) {
   return *static_cast<const ControlFlowPayload*>(attrs.resource.get());
 }
 
-bool is_control_flow(OpId op) {
-  return op == OpId::Cond || op == OpId::StatefulCond || op == OpId::While || op == OpId::StatefulWhile;
-}
-
-std::vector<NamedSubgraph> subgraphs_of(OpId op, const OpAttrs& attrs) {
-  std::vector<NamedSubgraph> out;
-  if (!is_control_flow(op) || !attrs.resource) return out;
-  const ControlFlowPayload& p = payload_of(attrs);
-  for (std::size_t i = 0; i < p.graphs.size(); ++i) out.push_back({p.graph_names[i], p.graphs[i]});
-  return out;
-}
-
-std::string node_base_name(OpId op, const OpAttrs& attrs) {
-  if (is_control_flow(op) && attrs.resource) return payload_of(attrs).name;
-  return op_def(op).name;
-}
-
 SubgraphTracer::SubgraphTracer(std::string label)
     : graph_(std::make_shared<GraphIR>(g_next_subgraph_id.fetch_sub(1))), label_(std::move(label)) {}
 
@@ -108,7 +90,6 @@ std::vector<Tensor> SubgraphTracer::record(OpId id, const std::vector<Tensor>& i
   node.name = graph_->unique_name(node_base_name(id, attrs));
   for (const Tensor& t : inputs) node.inputs.push_back(value_of(t, def.name));
   node.outputs = output_types;
-  for (auto& s : subgraphs_of(id, attrs)) node.subgraphs.push_back(s.graph);
   const bool stateful = def.traits & kStateful;
   if (stateful) node.control_input = last_stateful_;
   const int idx = graph_->add_node(std::move(node));

@@ -12,19 +12,17 @@
 
 namespace tg::detail {
 
-/// The payload of cond / while nodes, in OpAttrs::resource. Node inputs are
+/// The payload of cond / while nodes, in OpAttrs::resource (their sub-graphs are in
+/// OpAttrs::subgraphs: cond {then_branch, else_branch}, while {cond, body}). Node inputs are
 /// cond:  [pred, captures...]        sub-graph placeholders: [its captures...]
 /// while: [loop vars..., captures...] sub-graph placeholders: [loop vars..., its captures...]
 /// where `capture_inputs[g][k]` is the node input that feeds capture placeholder k of graph g.
 struct ControlFlowPayload {
-  std::vector<std::shared_ptr<const GraphIR>> graphs;  // cond: {then, else}; while: {cond, body}
-  std::vector<std::string> graph_names;                // "then_branch", "else_branch", ...
   std::vector<std::vector<int>> capture_inputs;
   std::vector<ValueType> output_types;                 // cond: merged branch types; while: invariants
   int num_loop_vars = 0;                               // while only
   std::vector<std::string> var_paths;                  // while: for messages
   int64_t maximum_iterations = -1;                     // while only
-  std::string name;                                    // the node's name, for messages
 };
 
 const ControlFlowPayload& payload_of(const OpAttrs& attrs);
@@ -73,6 +71,8 @@ void merge_captures(const std::vector<const SubgraphTracer*>& tracers, int first
 /// The value of an eager int32 / int64 tensor with one element.
 int64_t scalar_index(const Tensor& t);
 
+// The control-flow family's registration (called by src/register_ops.cpp).
+void register_control_flow_ops(OpDef* table);
 void register_tensor_array_ops(OpDef* table);
 void register_control_flow_gradients(OpDef* table);
 

@@ -2,7 +2,6 @@
 
 #include "core/check.h"
 #include "core/tensor_impl.h"
-#include "ops/op.h"
 
 namespace tg {
 
@@ -31,6 +30,8 @@ Tensor make_view(const Tensor& x, const TensorShape& shape, int64_t extra_offset
   return Tensor(std::move(impl));
 }
 
+thread_local bool t_trace_recording = false;
+
 namespace {
 const TensorImpl& checked(const Tensor& t, const char* what) {
   if (!t.impl())
@@ -42,7 +43,7 @@ const TensorImpl& checked(const Tensor& t, const char* what) {
 
 const TensorImpl& checked_eager(const Tensor& t, const char* what) {
   const TensorImpl& impl = checked(t, what);
-  if (impl.symbolic && !current_recorder())
+  if (impl.symbolic && !t_trace_recording)
     throw TypeError(str_cat("[", what, "] the symbolic tensor ", impl.symbolic->origin(),
                             " leaked out of its trace: it stands for a value of a graph and has no "
                             "value of its own. Return it from the function and use the returned "
@@ -128,12 +129,6 @@ Tensor::operator bool() const {
   throw TypeError(
       "[operator bool] a string tensor has no truth value; compare it (==, !=) to get a bool "
       "tensor");
-}
-
-Tensor Tensor::operator[](int64_t i) const {
-  detail::OpAttrs attrs;
-  attrs.axis = i;
-  return detail::apply_op1(detail::OpId::Index, {*this}, attrs);
 }
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.to_string(); }

@@ -7,6 +7,10 @@
 
 namespace tg::detail {
 
+/// Whether a trace records on this thread. Kept by the op layer's set_current_recorder; core
+/// code reads it to tell a leaked symbolic tensor from one used inside its trace.
+extern thread_local bool t_trace_recording;
+
 /// Opaque link from a symbolic tensor to the graph value it stands for (the tracing layer
 /// derives from it). Kept abstract here so that core/ and ops/ do not depend on graphs.
 struct SymbolicValue {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ops/op.h"
+#include "tracegraph/graph.h"
 #include "tracegraph/tensor.h"
 
 namespace tg::detail {
@@ -51,8 +52,6 @@ struct GraphNode {
   // Ordering edge for stateful ops: the previous stateful node (or -1). Keeps tg::print and
   // variable updates in program order through any later reordering pass.
   int control_input = -1;
-  // Sub-graphs of control-flow nodes (cond branches, while body/condition); empty otherwise.
-  std::vector<std::shared_ptr<const GraphIR>> subgraphs;
 
   std::string op_name() const;  // "Placeholder", "Const", "Identity" or the op's name
 };
@@ -81,17 +80,16 @@ class GraphIR {
   std::unordered_map<std::string, int> name_counts_;
 };
 
-/// Whether an op carries sub-graphs (cond, while and their stateful variants).
-bool is_control_flow(OpId op);
-/// A control-flow op's sub-graphs with their roles ("then_branch", "body", ...), read from its
-/// attributes; empty for other ops. Recorders fill GraphNode::subgraphs from it.
-struct NamedSubgraph {
-  std::string role;
-  std::shared_ptr<const GraphIR> graph;
-};
-std::vector<NamedSubgraph> subgraphs_of(OpId op, const OpAttrs& attrs);
-/// The name a recorded node starts from: the op's name, or a control-flow node's own ("cond",
-/// "while" or WhileOptions::name).
+/// The sub-graphs a node carries (cond branches, a while loop's condition and body); empty for
+/// every node without the kSubgraphs trait.
+inline const std::vector<NamedSubgraph>& subgraphs_of(const GraphNode& node) { return node.attrs.subgraphs; }
+/// The name a recorded node starts from: the op's name, or the one its attributes give (a
+/// while loop's WhileOptions::name).
 std::string node_base_name(OpId op, const OpAttrs& attrs);
+
+/// The IR behind a public tg::Graph view (the view itself exposes none of it).
+struct GraphAccess {
+  static const GraphIR& ir(const Graph& g) { return *g.ir_; }
+};
 
 }  // namespace tg::detail

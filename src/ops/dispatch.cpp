@@ -1,21 +1,29 @@
-#include "autodiff/tape.h"
+// The one entry point every op goes through: validate, infer, then run the kernel (eager inputs)
+// or hand the op to the active trace (symbolic inputs).
 #include "core/check.h"
 #include "core/tensor_impl.h"
 #include "ops/op.h"
 
 namespace tg::detail {
 
-namespace {
-thread_local TraceRecorder* tls_recorder = nullptr;
-}
+thread_local OpObserver* t_op_observer = nullptr;
 
-TraceRecorder* current_recorder() { return tls_recorder; }
+namespace {
+
+thread_local TraceRecorder* tls_recorder = nullptr;
 
 std::vector<Tensor> allocate_and_run(const OpDef& def, const std::vector<Tensor>& inputs,
-                                     const OpAttrs& attrs, const std::vector<ValueType>& out_types);
-void set_current_recorder(TraceRecorder* r) { tls_recorder = r; }
+                                     const OpAttrs& attrs, const std::vector<ValueType>& out_types) {
+  std::vector<Tensor> outputs(out_types.size());
+  if (!(def.traits & kView))
+    for (std::size_t i = 0; i < out_types.size(); ++i)
+      outputs[i] = allocate_tensor(out_types[i].dtype, out_types[i].shape);
+  def.kernel(inputs, attrs, outputs);
+  return outputs;
+}
 
-std::vector<Tensor> apply_op(OpId id, const std::vector<Tensor>& inputs, const OpAttrs& attrs) {
+std::vector<Tensor> dispatch(OpId id, const std::vector<Tensor>& inputs, const OpAttrs& attrs,
+                             bool record_eager_inputs) {
   const OpDef& def = op_def(id);
   TG_CHECK(def.infer && def.kernel, "op ", def.name, " has no infer/kernel registered");
   TG_CHECK(def.arity < 0 || static_cast<std::size_t>(def.arity) == inputs.size(), "op ",
@@ -38,7 +46,7 @@ std::vector<Tensor> apply_op(OpId id, const std::vector<Tensor>& inputs, const O
   TraceRecorder* rec = current_recorder();
   // Stateful ops (tg::print) are recorded while tracing even when their inputs are eager, so
   // that they run at every execution of the graph, not once at trace time.
-  if (symbolic || (rec && (def.traits & kStateful))) {
+  if (symbolic || (rec && (record_eager_inputs || (def.traits & kStateful)))) {
     if (!rec)
       op_error<OutOfScopeError>(
           def.name, "the symbolic tensor ", first_symbolic->origin(),
@@ -46,12 +54,28 @@ std::vector<Tensor> apply_op(OpId id, const std::vector<Tensor>& inputs, const O
           "tg::function is traced; return the value from the function and use the returned "
           "tensor instead of keeping the symbolic one (e.g. in a global or a captured variable)");
     std::vector<Tensor> out = rec->record(id, inputs, attrs, out_types);
-    if (tapes_recording()) record_op_on_tapes(id, inputs, attrs, out);
+    if (OpObserver* o = current_op_observer()) o->on_op(id, inputs, attrs, out);
     return out;
   }
   std::vector<Tensor> out = allocate_and_run(def, inputs, attrs, out_types);
-  if (tapes_recording()) record_op_on_tapes(id, inputs, attrs, out);
+  if (OpObserver* o = current_op_observer()) o->on_op(id, inputs, attrs, out);
   return out;
+}
+
+}  // namespace
+
+TraceRecorder* current_recorder() { return tls_recorder; }
+void set_current_recorder(TraceRecorder* r) {
+  tls_recorder = r;
+  t_trace_recording = r != nullptr;
+}
+
+std::vector<Tensor> apply_op(OpId id, const std::vector<Tensor>& inputs, const OpAttrs& attrs) {
+  return dispatch(id, inputs, attrs, false);
+}
+
+std::vector<Tensor> apply_op_in_trace(OpId id, const std::vector<Tensor>& inputs, const OpAttrs& attrs) {
+  return dispatch(id, inputs, attrs, true);
 }
 
 std::vector<Tensor> run_op_eager(const OpDef& def, const std::vector<Tensor>& inputs,
@@ -60,16 +84,6 @@ std::vector<Tensor> run_op_eager(const OpDef& def, const std::vector<Tensor>& in
   in_types.reserve(inputs.size());
   for (const Tensor& t : inputs) in_types.push_back(ValueType{t.impl()->dtype, t.impl()->shape});
   return allocate_and_run(def, inputs, attrs, def.infer(in_types, attrs));
-}
-
-std::vector<Tensor> allocate_and_run(const OpDef& def, const std::vector<Tensor>& inputs,
-                                     const OpAttrs& attrs, const std::vector<ValueType>& out_types) {
-  std::vector<Tensor> outputs(out_types.size());
-  if (!(def.traits & kView))
-    for (std::size_t i = 0; i < out_types.size(); ++i)
-      outputs[i] = allocate_tensor(out_types[i].dtype, out_types[i].shape);
-  def.kernel(inputs, attrs, outputs);
-  return outputs;
 }
 
 Tensor apply_op1(OpId id, const std::vector<Tensor>& inputs, const OpAttrs& attrs) {

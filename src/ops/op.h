@@ -25,6 +25,18 @@ enum OpTrait : uint32_t {
   kNotDifferentiable = 1u << 4,
   kView = 1u << 5,
   kStateful = 1u << 6,  // has effects beyond its outputs: recorded in order, never removed
+  kSubgraphs = 1u << 7,  // carries sub-graphs in OpAttrs::subgraphs (cond, while)
+};
+
+/// The graph IR (src/graph/graph_ir.h). Ops only hold sub-graphs and hand them on; reading
+/// them is the graph layer's business, so the op layer needs no more than the name.
+class GraphIR;
+
+/// A sub-graph of a control-flow op, with its role ("then_branch", "body", ...).
+struct NamedSubgraph {
+  std::string role;
+  std::shared_ptr<const GraphIR> graph;
+  bool operator==(const NamedSubgraph&) const = default;
 };
 
 /// The static (non-tensor) arguments of an op. One struct for all ops keeps nodes uniform
@@ -42,6 +54,10 @@ struct OpAttrs {
   double off_value = 0.0;      // one_hot
   std::vector<std::string> strings;  // print: the text of each part
   std::shared_ptr<void> resource;    // variable ops: the VariableState
+  /// The node's sub-graphs (ops with kSubgraphs only); the node owns them here and nowhere else.
+  std::vector<NamedSubgraph> subgraphs;
+  /// The name a recorded node starts from when it is not the op's ("while" -> WhileOptions::name).
+  std::string node_name;
   bool operator==(const OpAttrs&) const = default;
 };
 
@@ -105,10 +121,15 @@ const OpDef& op_def(OpId id);
 const std::vector<const OpDef*>& all_ops();
 /// Looks an op up by its name; nullptr when there is none.
 const OpDef* find_op(const std::string& name);
+/// Whether nodes of this op carry sub-graphs (the kSubgraphs trait).
+inline bool has_subgraphs(OpId id) { return (op_def(id).traits & kSubgraphs) != 0; }
 
 /// Validates, infers and either runs the kernel (eager inputs) or hands the op to the active
 /// trace (any symbolic input). Every public op function ends here.
 std::vector<Tensor> apply_op(OpId id, const std::vector<Tensor>& inputs, const OpAttrs& attrs = {});
+/// As apply_op, but inside a trace the op is recorded even when every input is eager (a loop
+/// over eager tensors must run at every call, not once at trace time). Outside a trace it runs.
+std::vector<Tensor> apply_op_in_trace(OpId id, const std::vector<Tensor>& inputs, const OpAttrs& attrs);
 Tensor apply_op1(OpId id, const std::vector<Tensor>& inputs, const OpAttrs& attrs = {});
 
 /// Runs an op on eager inputs: infers output types (for concrete shapes) and runs the kernel.
@@ -128,7 +149,25 @@ class TraceRecorder {
 TraceRecorder* current_recorder();
 void set_current_recorder(TraceRecorder* r);
 
-// Per-family registration (each defined next to its ops).
+/// Sees every op that ran or was recorded on this thread: how GradientTape (src/autodiff)
+/// records without the op layer knowing about tapes. The autodiff layer installs one while a
+/// tape records on the thread; with none installed the dispatcher pays one thread-local load.
+class OpObserver {
+ public:
+  virtual ~OpObserver() = default;
+  virtual void on_op(OpId id, const std::vector<Tensor>& inputs, const OpAttrs& attrs,
+                     const std::vector<Tensor>& outputs) = 0;
+};
+extern thread_local OpObserver* t_op_observer;
+inline OpObserver* current_op_observer() { return t_op_observer; }
+inline void set_op_observer(OpObserver* o) { t_op_observer = o; }
+
+/// Fills in every op family's rules, kernels and gradients. Defined in src/register_ops.cpp, the
+/// one file that knows every family (families above this layer, like control flow, included);
+/// the registry calls it once, on first use.
+void register_all_ops(OpDef* table);
+
+// Per-family registration (each defined next to its ops, called by register_all_ops).
 void register_elementwise_ops(OpDef* table);
 void register_reduce_ops(OpDef* table);
 void register_matmul_ops(OpDef* table);
@@ -136,7 +175,6 @@ void register_shape_ops(OpDef* table);
 void register_index_ops(OpDef* table);
 void register_state_ops(OpDef* table);
 void register_fused_ops(OpDef* table);
-void register_control_flow_ops(OpDef* table);
 
 /// Normalises a possibly negative axis against rank, or throws "[op] axis a is out of range".
 int64_t normalize_axis(const char* op, int64_t axis, int64_t rank);

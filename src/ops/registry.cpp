@@ -14,14 +14,7 @@ struct Registry {
   table[static_cast<std::size_t>(OpId::id_)] = OpDef{OpId::id_, name_, arity_, traits_, serial_};
 #include "ops/ops.def"
 #undef TG_OP
-    register_elementwise_ops(table.data());
-    register_reduce_ops(table.data());
-    register_matmul_ops(table.data());
-    register_shape_ops(table.data());
-    register_index_ops(table.data());
-    register_state_ops(table.data());
-    register_fused_ops(table.data());
-    register_control_flow_ops(table.data());
+    register_all_ops(table.data());
     for (const OpDef& d : table) all.push_back(&d);
   }
 };

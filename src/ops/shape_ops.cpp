@@ -670,4 +670,11 @@ std::vector<Tensor> split_like(const Tensor& g, const std::vector<Tensor>& likes
 
 }  // namespace detail
 
+// x[i]: the Index op (declared on Tensor, defined with the other shape ops).
+Tensor Tensor::operator[](int64_t i) const {
+  detail::OpAttrs attrs;
+  attrs.axis = i;
+  return detail::apply_op1(detail::OpId::Index, {*this}, attrs);
+}
+
 }  // namespace tg

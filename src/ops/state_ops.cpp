@@ -8,7 +8,7 @@
 #include "core/tensor_impl.h"
 #include "ops/op.h"
 #include "ops/variable_state.h"
-#include "trace/variable_policy.h"
+#include "ops/variable_creation.h"
 #include "tracegraph/ops.h"
 #include "tracegraph/variable.h"
 

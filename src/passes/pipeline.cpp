@@ -4,10 +4,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "control_flow/subgraph.h"
 #include "passes/passes.h"
 #include "passes/verify.h"
-#include "tracegraph/function.h"
+#include "tracegraph/graph.h"
 
 namespace tg::detail {
 
@@ -50,29 +49,24 @@ void dump(const std::shared_ptr<GraphIR>& g, const std::string& label, int step,
   std::ofstream(base + ".dot") << view.to_dot();
 }
 
-// Simplifies the sub-graphs of cond/while nodes, innermost first. Payloads are shared (a node's
-// copies, gradient functions), so each rewritten sub-graph goes into a fresh payload. Only
+// Simplifies the sub-graphs of cond/while nodes, innermost first. Sub-graphs are shared (a
+// node's copies, gradient functions), so each rewritten one is a fresh copy. Only
 // simplification (and the sweep after it): the control-flow gradients replay sub-graph ops
 // through the tape, and fused ops have no gradient.
 int simplify_subgraphs(GraphIR& g) {
   int changed = 0;
   for (GraphNode& node : g.nodes) {
-    if (node.kind != NodeKind::kOp || node.subgraphs.empty() || !node.attrs.resource) continue;
-    if (subgraphs_of(node.op, node.attrs).empty()) continue;
-    auto payload = std::make_shared<ControlFlowPayload>(payload_of(node.attrs));
-    int here = 0;
-    for (auto& sub : payload->graphs) {
-      auto copy = std::make_shared<GraphIR>(*sub);
-      here += simplify_subgraphs(*copy);
+    if (node.kind != NodeKind::kOp) continue;
+    for (NamedSubgraph& sub : node.attrs.subgraphs) {
+      auto copy = std::make_shared<GraphIR>(*sub.graph);
+      int here = simplify_subgraphs(*copy);
       const int simplified = simplify_algebra(*copy);
       if (simplified) eliminate_dead_code(*copy);
       here += simplified;
-      sub = std::move(copy);
+      if (!here) continue;
+      sub.graph = std::move(copy);
+      changed += here;
     }
-    if (!here) continue;
-    node.subgraphs.assign(payload->graphs.begin(), payload->graphs.end());
-    node.attrs.resource = std::move(payload);
-    changed += here;
   }
   return changed;
 }

@@ -44,10 +44,12 @@ void verify_graph(const GraphIR& g, const char* after_pass) {
         if (d.arity >= 0 && static_cast<std::size_t>(d.arity) != n.inputs.size())
           fail(i, str_cat("has ", n.inputs.size(), " inputs, op ", d.name, " takes ", d.arity));
         // Control-flow nodes: their sub-graphs must be well formed too.
-        if (is_control_flow(n.op)) {
-          const auto subs = subgraphs_of(n.op, n.attrs);
-          if (subs.empty() || subs.size() != n.subgraphs.size()) fail(i, "is a control-flow node without its sub-graphs");
-          for (const auto& s : subs) verify_graph(*s.graph, after_pass);
+        if (has_subgraphs(n.op) == subgraphs_of(n).empty())
+          fail(i, has_subgraphs(n.op) ? "is a control-flow node without its sub-graphs"
+                                      : "carries sub-graphs but its op takes none");
+        for (const auto& s : subgraphs_of(n)) {
+          if (!s.graph) fail(i, "has an empty sub-graph slot");
+          verify_graph(*s.graph, after_pass);
         }
         break;
       }

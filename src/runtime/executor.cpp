@@ -49,7 +49,7 @@ bool is_pure_view(const GraphNode& node) {
 // Variable keeps the assigned tensor), control flow, and ops carrying a resource other than a
 // fused program.
 bool is_generic(const OpDef& def, const GraphNode& node) {
-  return (def.traits & (kView | kStateful)) || !node.subgraphs.empty() || is_control_flow(node.op) ||
+  return (def.traits & (kView | kStateful | kSubgraphs)) ||
          (node.attrs.resource && node.op != OpId::FusedElementwise);
 }
 

@@ -24,6 +24,10 @@ struct FunctionTypeKey {
 };
 std::size_t hash_types(const std::vector<TraceTypePtr>& types);
 
+/// What differentiating a concrete function needs (src/autodiff/tape.cpp builds it on the
+/// function's first call under a GradientTape).
+struct FunctionGradient;
+
 class ConcreteImpl {
  public:
   std::weak_ptr<ConcreteImpl> self;
@@ -36,11 +40,25 @@ class ConcreteImpl {
   std::shared_ptr<const GraphIR> unoptimized_ir;
   // Built on the first call under a GradientTape (src/autodiff): the backward function.
   mutable std::mutex gradient_mu;
-  mutable std::shared_ptr<void> gradient;
+  mutable std::shared_ptr<FunctionGradient> gradient;
   std::unique_ptr<Graph> graph;      // the public view of ir
   std::any skeleton;                 // the traced result with symbolic tensors
   std::string output_description;    // "TensorSpec(shape=(), dtype=tg.int32, name=None)"
   std::atomic<uint64_t> last_used{0};  // call number of the latest use (LRU eviction)
 };
+
+/// Runs calls of concrete functions while a GradientTape records on this thread, so that the
+/// tape can differentiate through the call (src/autodiff installs it, with its OpObserver).
+class CallObserver {
+ public:
+  virtual ~CallObserver() = default;
+  virtual std::vector<Tensor> run_call(const ConcreteImpl& cf, const std::vector<Tensor>& inputs) = 0;
+};
+extern thread_local CallObserver* t_call_observer;
+inline void set_call_observer(CallObserver* o) { t_call_observer = o; }
+
+/// Runs a concrete function's graph on its flat inputs (through the call observer, when one is
+/// installed).
+std::vector<Tensor> run_concrete(const ConcreteImpl& cf, const std::vector<Tensor>& inputs);
 
 }  // namespace tg::detail

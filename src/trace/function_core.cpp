@@ -10,7 +10,6 @@
 #include <shared_mutex>
 #include <unordered_map>
 
-#include "autodiff/tape.h"
 #include "core/check.h"
 #include "core/tensor_impl.h"
 #include "graph/graph_ir.h"
@@ -18,7 +17,7 @@
 #include "runtime/executor.h"
 #include "trace/concrete.h"
 #include "trace/diagnostics.h"
-#include "trace/variable_policy.h"
+#include "ops/variable_creation.h"
 #include "tracegraph/function.h"
 
 namespace tg {
@@ -54,6 +53,13 @@ std::string describe_output(const Tensor& t) {
 }
 
 bool tracing_active() { return current_recorder() != nullptr; }
+
+thread_local CallObserver* t_call_observer = nullptr;
+
+std::vector<Tensor> run_concrete(const ConcreteImpl& cf, const std::vector<Tensor>& inputs) {
+  if (CallObserver* o = t_call_observer) return o->run_call(cf, inputs);
+  return execute(*cf.ir, inputs);
+}
 
 std::size_t tensor_type_hash(const Tensor& t) {
   // Must agree with tensor_type_equals, not with TraceType::hash (the tables are separate).
@@ -157,7 +163,6 @@ class TraceContext final : public TraceRecorder, public PlaceholderContext {
     node.name = graph_->unique_name(node_base_name(id, attrs));
     for (const Tensor& t : inputs) node.inputs.push_back(value_of(t, op_def(id).name));
     node.outputs = output_types;
-    for (auto& s : subgraphs_of(id, attrs)) node.subgraphs.push_back(std::move(s.graph));
     const bool stateful = op_def(id).traits & kStateful;
     if (stateful) node.control_input = last_stateful_;
     const int idx = graph_->add_node(std::move(node));

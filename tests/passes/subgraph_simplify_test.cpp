@@ -18,7 +18,7 @@ int count_muls(const GraphIR& g) {
   for (const auto& node : g.nodes) {
     if (node.kind != NodeKind::kOp) continue;
     n += node.op == OpId::Mul;
-    for (const auto& sub : detail::subgraphs_of(node.op, node.attrs)) n += count_muls(*sub.graph);
+    for (const auto& sub : detail::subgraphs_of(node)) n += count_muls(*sub.graph);
   }
   return n;
 }
@@ -26,7 +26,7 @@ int count_muls(const GraphIR& g) {
 int count_control_flow(const GraphIR& g) {
   int n = 0;
   for (const auto& node : g.nodes)
-    n += node.kind == NodeKind::kOp && !detail::subgraphs_of(node.op, node.attrs).empty();
+    n += node.kind == NodeKind::kOp && !detail::subgraphs_of(node).empty();
   return n;
 }
 

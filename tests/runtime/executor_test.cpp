@@ -45,7 +45,7 @@ TEST(PlannedExecutor, ChainRunsInOneArenaBufferInPlace) {
   auto f = function([](const Tensor& x) { return chain(x, 10); }, {.optimize = false});
   const Tensor x = constant(iota_values(1000), TensorShape({1000}));
   auto cf = f.get_concrete_function(x);
-  const detail::PlanStats& st = plan_for(cf.graph().ir()).stats();
+  const detail::PlanStats& st = plan_for(detail::GraphAccess::ir(cf.graph())).stats();
   EXPECT_EQ(st.steps, 30);
   EXPECT_EQ(st.arena_buffers, 1) << "every intermediate of a chain fits one reused buffer";
   EXPECT_EQ(st.arena_bytes, 1000 * 4);
@@ -114,7 +114,7 @@ TEST(PlannedExecutor, NoneDimsInferShapesPerCall) {
     expect_near(f(constant(v, TensorShape({n}))).template to_vector<float>(), want);
   }
   EXPECT_EQ(f.tracing_count(), 1);
-  EXPECT_TRUE(plan_for(f.concrete_functions()[0].graph().ir()).stats().dynamic);
+  EXPECT_TRUE(plan_for(detail::GraphAccess::ir(f.concrete_functions()[0].graph())).stats().dynamic);
 }
 
 TEST(PlannedExecutor, KernelErrorsLeaveThePlanUsable) {
@@ -174,9 +174,9 @@ TEST(PlannedExecutor, CachedRunAllocatesOnlyItsOutputs) {
   auto ops_198 = function([](const Tensor& x) { return unary_chain(x, 66); }, {.optimize = false});
   const Tensor a = constant(1.0f), b = constant(2.0f);
   const Tensor x = constant(iota_values(16), TensorShape({16}));
-  const long one_op = allocations_of_run(add.get_concrete_function(a, b).graph().ir(), {a, b});
-  const long n99 = allocations_of_run(ops_99.get_concrete_function(x).graph().ir(), {x});
-  const long n198 = allocations_of_run(ops_198.get_concrete_function(x).graph().ir(), {x});
+  const long one_op = allocations_of_run(detail::GraphAccess::ir(add.get_concrete_function(a, b).graph()), {a, b});
+  const long n99 = allocations_of_run(detail::GraphAccess::ir(ops_99.get_concrete_function(x).graph()), {x});
+  const long n198 = allocations_of_run(detail::GraphAccess::ir(ops_198.get_concrete_function(x).graph()), {x});
   // The result vector, the output's TensorImpl and its Buffer (the element storage comes from
   // aligned_alloc, not operator new).
   EXPECT_EQ(one_op, 3);
@@ -202,7 +202,7 @@ TEST(PlannedExecutor, NoneDimGraphsReuseTheirBuffersAcrossCalls) {
     const std::vector<float> got = y.to_vector<float>();
     EXPECT_EQ(got, std::vector<float>(want.begin(), want.begin() + input.shape().dims()[0]));
   }
-  EXPECT_GT(plan_for(f.concrete_functions()[0].graph().ir()).stats().reused_per_call, 0);
+  EXPECT_GT(plan_for(detail::GraphAccess::ir(f.concrete_functions()[0].graph())).stats().reused_per_call, 0);
 }
 
 TEST(PlannedExecutor, LargeElementwiseOpsGiveTheSameBitsOnAnyThreadCount) {

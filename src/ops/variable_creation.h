@@ -1,4 +1,5 @@
 // The singleton-Variable rule: whether the trace running on this thread may create Variables.
+// Declared here, where Variables are created (state_ops.cpp); the tracing layer installs it.
 #pragma once
 #include <string>
 

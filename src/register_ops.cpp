@@ -1,0 +1,23 @@
+// The composition root of the op registry: the one place that knows every op family. The
+// registry (src/ops/registry.cpp) calls register_all_ops once, on first use; each family fills
+// in its ops' shape rules, kernels and gradients next to the ops themselves. A new family adds
+// one line here.
+#include "control_flow/subgraph.h"
+#include "ops/op.h"
+
+namespace tg::detail {
+
+void register_all_ops(OpDef* table) {
+  register_elementwise_ops(table);
+  register_reduce_ops(table);
+  register_matmul_ops(table);
+  register_shape_ops(table);
+  register_index_ops(table);
+  register_state_ops(table);
+  register_fused_ops(table);
+  register_control_flow_ops(table);
+  register_tensor_array_ops(table);
+  register_control_flow_gradients(table);
+}
+
+}  // namespace tg::detail
