@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "tracegraph/config.h"
 #include "tracegraph/dtype.h"
 #include "tracegraph/errors.h"
 #include "tracegraph/shape.h"
@@ -225,11 +226,5 @@ Tensor random_uniform(const TensorShape& shape, float lo = 0.0f, float hi = 1.0f
 Tensor random_uniform(const TensorShape& shape, float lo, float hi, uint64_t seed);
 /// Resets the global generator that unseeded random ops draw from.
 void set_random_seed(uint64_t seed);
-
-namespace config {
-/// Frees the large tensor buffers tracegraph keeps for reuse (at most 512 MiB are kept; blocks
-/// of 1 MiB or more are cached when freed). Returns the bytes released.
-std::size_t release_cached_memory();
-}  // namespace config
 
 }  // namespace tg

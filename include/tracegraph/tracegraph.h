@@ -1,5 +1,7 @@
 // The one header users include.
 #pragma once
+#include "tracegraph/concrete_function.h"
+#include "tracegraph/config.h"
 #include "tracegraph/control_flow.h"
 #include "tracegraph/data.h"
 #include "tracegraph/dtype.h"
@@ -11,6 +13,7 @@
 #include "tracegraph/ops.h"
 #include "tracegraph/optim.h"
 #include "tracegraph/shape.h"
+#include "tracegraph/structure.h"
 #include "tracegraph/tensor.h"
 #include "tracegraph/trace_type.h"
 #include "tracegraph/variable.h"

@@ -87,10 +87,4 @@ void print(const Args&... args) {
   detail::print_parts(parts);
 }
 
-namespace config {
-/// Where tg::print writes (one call per printed line, newline included). nullptr restores
-/// stdout. Tests and applications use it to capture output.
-void set_print_sink(void (*sink)(const std::string& line, void* user), void* user = nullptr);
-}  // namespace config
-
 }  // namespace tg

@@ -18,7 +18,7 @@
 #include "trace/concrete.h"
 #include "trace/diagnostics.h"
 #include "ops/variable_creation.h"
-#include "tracegraph/function.h"
+#include "trace/function_core.h"
 
 namespace tg {
 
@@ -429,7 +429,7 @@ std::string FunctionCore::retracing_report() const {
   return state_->diag->report_json(tracing_count(), concrete_functions().size());
 }
 
-FunctionCore::ActiveScope::ActiveScope(const FunctionCore* core) {
+ActiveFunctionScope::ActiveFunctionScope(const FunctionCore* core) {
   if (std::find(t_active_functions.begin(), t_active_functions.end(), core) != t_active_functions.end())
     throw StagingError(str_cat(
         "function '", core->name(), "' called itself while it was being traced. Recursion of a "
@@ -437,7 +437,35 @@ FunctionCore::ActiveScope::ActiveScope(const FunctionCore* core) {
         "a data-dependent loop, or a plain C++ helper for a fixed recursion depth"));
   t_active_functions.push_back(core);
 }
-FunctionCore::ActiveScope::~ActiveScope() { t_active_functions.pop_back(); }
+ActiveFunctionScope::~ActiveFunctionScope() { t_active_functions.pop_back(); }
+
+// ---- the interface the PolymorphicFunction template reaches the core through -----------------
+
+std::shared_ptr<FunctionCore> make_function_core(FunctionOptions options, std::string callable_type) {
+  return std::make_shared<FunctionCore>(std::move(options), std::move(callable_type));
+}
+const FunctionOptions& options_of(const FunctionCore& core) { return core.options(); }
+std::shared_ptr<ConcreteImpl> fast_lookup(const FunctionCore& core, std::size_t fast_hash, FastMatch match) {
+  return core.fast_lookup(fast_hash, match);
+}
+std::shared_ptr<ConcreteImpl> dispatch_or_trace(FunctionCore& core, std::vector<TraceTypePtr> arg_types,
+                                                TraceBody body, const std::size_t* fast_hash) {
+  return core.dispatch_or_trace(std::move(arg_types), body, fast_hash);
+}
+std::vector<Tensor> run(const FunctionCore& core, const ConcreteImpl& cf, const std::vector<Tensor>& leaves) {
+  return core.run(cf, leaves);
+}
+std::vector<ConcreteFunction> concrete_functions(const FunctionCore& core) {
+  std::vector<ConcreteFunction> out;
+  for (auto& c : core.concrete_functions()) out.emplace_back(c);
+  return out;
+}
+int64_t tracing_count(const FunctionCore& core) { return core.tracing_count(); }
+std::vector<TraceRecord> trace_history(const FunctionCore& core) { return core.trace_history(); }
+std::optional<std::vector<TensorSpec>> suggested_input_signature(const FunctionCore& core) {
+  return core.suggested_input_signature();
+}
+std::string retracing_report(const FunctionCore& core) { return core.retracing_report(); }
 
 std::shared_ptr<ConcreteImpl> FunctionCore::fast_lookup(std::size_t fast_hash, FastMatch match) const {
   State& s = *state_;
@@ -516,7 +544,7 @@ std::shared_ptr<ConcreteImpl> FunctionCore::dispatch_or_trace_impl(const std::ve
     TraceContext ctx(graph, s.options.name, index);
     VariableCreationPolicy policy{first && pass == 0, 0, s.options.name};
     {
-      ActiveScope active(this);
+      ActiveFunctionScope active(this);
       RecorderScope recorder(&ctx);
       VariablePolicyScope variables(&policy);
       out = body(target, ctx);

@@ -6,7 +6,7 @@
 #include "autodiff/grad_check.h"
 #include "autodiff/tape.h"
 #include "support/test_util.h"
-#include "trace/concrete.h"
+#include "trace/function_core.h"
 
 namespace tg {
 namespace {
@@ -310,7 +310,7 @@ TEST(FunctionUnderTape, TensorArgumentsAndTheBackwardGraphIsCached) {
   EXPECT_EQ(traces, 1);
   EXPECT_EQ(f.tracing_count(), 1);
   auto cf = f.get_concrete_function(a, b);
-  EXPECT_EQ(detail::backward_tracing_count(*cf.impl()), 1) << "the backward graph was retraced";
+  EXPECT_EQ(detail::backward_tracing_count(*detail::FunctionAccess::impl(cf)), 1) << "the backward graph was retraced";
 }
 
 TEST(FunctionUnderTape, DenseLayerThroughATracedFunction) {

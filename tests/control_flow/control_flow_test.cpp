@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "graph/graph_ir.h"
+#include "trace/function_core.h"
 #include "passes/passes.h"
 #include "support/test_util.h"
 #include "trace/concrete.h"
@@ -76,7 +77,7 @@ TEST(Cond, BranchShapesMergeToTheMostGeneralShape) {
     return cond(p, [&] { return x; }, [&] { return concat({x, x}, 0); });
   });
   auto cf = f.get_concrete_function(TensorSpec({}, bool_), TensorSpec({3}, float32));
-  const auto& ir = *cf.impl()->ir;
+  const auto& ir = *detail::FunctionAccess::impl(cf)->ir;
   EXPECT_EQ(ir.nodes[static_cast<std::size_t>(ir.outputs[0])].outputs[0].shape.to_string(), "(None,)");
   EXPECT_EQ(f(constant(true), constant({1.0f, 2.0f, 3.0f})).shape().to_string(), "(3,)");
   EXPECT_EQ(f(constant(false), constant({1.0f, 2.0f, 3.0f})).shape().to_string(), "(6,)");
@@ -185,7 +186,7 @@ TEST(WhileLoop, ShapeInvariantsAllowDeclaredDimsToChange) {
   EXPECT_EQ(f(constant(3)).shape().to_string(), "(8,)");
   EXPECT_EQ(std::get<1>(grow(constant(2))).shape().to_string(), "(4,)");  // eagerly too
   auto cf = f.get_concrete_function(constant(1));
-  const auto& ir = *cf.impl()->ir;
+  const auto& ir = *detail::FunctionAccess::impl(cf)->ir;
   EXPECT_EQ(ir.nodes[static_cast<std::size_t>(ir.outputs[0])].outputs[0].shape.to_string(), "(None,)");
 }
 
@@ -339,7 +340,7 @@ TEST(ForRange, DynamicRnnWithATensorArray) {
   auto f = function(dynamic_rnn);
   EXPECT_TENSOR_NEAR(f(input, init), constant(ref, {2, 3, 4}), 1e-6);
   auto cf = f.get_concrete_function(input, init);
-  const auto& ir = *cf.impl()->ir;
+  const auto& ir = *detail::FunctionAccess::impl(cf)->ir;
   EXPECT_EQ(ir.nodes[static_cast<std::size_t>(ir.outputs[0])].outputs[0].shape.to_string(), "(2, 3, 4)");
 }
 

@@ -4,7 +4,7 @@
 #include "ops/fused.h"
 #include "ops/op.h"
 #include "passes/passes.h"
-#include "trace/concrete.h"
+#include "trace/function_core.h"
 #include "support/op_case.h"
 #include "support/test_util.h"
 
@@ -46,14 +46,14 @@ TEST(OpCases, EveryCaseGivesTheSameResultTracedAndTracedOptimised) {
       // node's program, or (optimised) removed by algebraic simplification as a no-op.
       auto cf = traced.get_concrete_function(c.inputs);
       bool found = false;
-      for (const auto& node : cf.impl()->ir->nodes) {
+      for (const auto& node : detail::FunctionAccess::impl(cf)->ir->nodes) {
         found |= node.op_name() == c.op;
         if (node.kind == detail::NodeKind::kOp && node.op == detail::OpId::FusedElementwise)
           for (detail::OpId id : detail::fused_ops(node.attrs)) found |= detail::op_def(id).name == c.op;
       }
       if (!found && optimize) {
         auto plain = function([&](const std::vector<Tensor>& in) { return c.fn(in); }, {.optimize = false});
-        detail::GraphIR g = *plain.get_concrete_function(c.inputs).impl()->ir;
+        detail::GraphIR g = *detail::FunctionAccess::impl(plain.get_concrete_function(c.inputs))->ir;
         auto count = [&] {
           int n = 0;
           for (const auto& node : g.nodes) n += node.op_name() == c.op;
@@ -87,7 +87,7 @@ TEST(OpCases, EveryCaseTracesWithUnknownDimsAndUnknownRank) {
         auto cf = traced.get_concrete_function(specs);
         Tensor out = cf(c.inputs);
         EXPECT_TRUE(testing::tensors_near(out, c.expected, c.tol));
-        const auto& ir = *cf.impl()->ir;
+        const auto& ir = *detail::FunctionAccess::impl(cf)->ir;
         const auto& declared = ir.nodes[static_cast<std::size_t>(ir.outputs[0])].outputs[0];
         EXPECT_EQ(declared.dtype, out.dtype());
         EXPECT_TRUE(out.shape().is_subtype_of(declared.shape))

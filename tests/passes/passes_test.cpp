@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "core/tensor_impl.h"
+#include "trace/function_core.h"
 #include "passes/passes.h"
 #include "passes/verify.h"
 #include "runtime/executor.h"
@@ -55,7 +56,7 @@ TEST(Passes, DceKeepsStatefulOpsInOrder) {
   f(constant(1));
   config::set_print_sink(nullptr);
   EXPECT_EQ(v.read_value().item<int32_t>(), 2);
-  const auto& g = *f.concrete_functions()[0].impl()->ir;
+  const auto& g = *detail::FunctionAccess::impl(f.concrete_functions()[0])->ir;
   EXPECT_EQ(count_op(g, "print"), 1);
   EXPECT_EQ(count_op(g, "assign_add_variable"), 1);
   EXPECT_EQ(count_op(g, "mul"), 0) << "dead work is gone";

@@ -1,6 +1,7 @@
 // optimize_graph simplifies the sub-graphs of cond / while nodes (recursively), leaving results
 // and gradients as they were.
 #include "control_flow/subgraph.h"
+#include "trace/function_core.h"
 #include "passes/passes.h"
 #include "support/test_util.h"
 #include "trace/concrete.h"
@@ -48,12 +49,12 @@ TEST(SubgraphSimplify, XTimesOneDisappearsFromNestedSubgraphs) {
   const Tensor x = constant(std::vector<double>{0.3, 0.7, -0.2}, {3}, float64), w = constant(std::vector<double>{0.5, -1.5, 2.0}, {3}, float64);
   auto plain = function(model, {.optimize = false});
   auto opt = function(model);
-  const auto& before = *plain.get_concrete_function(x, w).impl()->ir;
-  const auto& after = *opt.get_concrete_function(x, w).impl()->ir;
+  const auto& before = *detail::FunctionAccess::impl(plain.get_concrete_function(x, w))->ir;
+  const auto& after = *detail::FunctionAccess::impl(opt.get_concrete_function(x, w))->ir;
   ASSERT_EQ(count_control_flow(before), 1);
-  EXPECT_EQ(count_muls(before), 4) << "three x * 1 and exp(x) * w\n" << Graph(plain.get_concrete_function(x, w).impl()->ir).to_string();
+  EXPECT_EQ(count_muls(before), 4) << "three x * 1 and exp(x) * w\n" << Graph(detail::FunctionAccess::impl(plain.get_concrete_function(x, w))->ir).to_string();
   EXPECT_EQ(count_control_flow(after), 1);
-  EXPECT_EQ(count_muls(after), 1) << Graph(opt.get_concrete_function(x, w).impl()->ir).to_string();
+  EXPECT_EQ(count_muls(after), 1) << Graph(detail::FunctionAccess::impl(opt.get_concrete_function(x, w))->ir).to_string();
   for (const Tensor& xt : {x, -x}) {
     EXPECT_TENSOR_NEAR(opt(xt, w), model(xt, w), 1e-12);
     EXPECT_TENSOR_NEAR(opt(xt, w), plain(xt, w), 1e-12);

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "graph/graph_ir.h"
+#include "trace/function_core.h"
 #include "trace/concrete.h"
 #include "tracegraph/function.h"
 
@@ -15,7 +16,7 @@ template <class F>
 std::shared_ptr<detail::GraphIR> trace_graph(F fn, const std::vector<Tensor>& inputs) {
   auto f = function([&](const std::vector<Tensor>& in) { return fn(in); }, {.optimize = false});
   auto cf = f.get_concrete_function(inputs);
-  return std::make_shared<detail::GraphIR>(*cf.impl()->ir);
+  return std::make_shared<detail::GraphIR>(*detail::FunctionAccess::impl(cf)->ir);
 }
 
 /// Nodes whose printed op name is `op` ("mul", "Const", "Placeholder" ...).

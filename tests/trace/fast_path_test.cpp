@@ -3,6 +3,7 @@
 #include <new>
 
 #include "support/allocation_counter.h"
+#include "trace/function_core.h"
 #include "support/test_util.h"
 
 namespace tg {
@@ -17,7 +18,7 @@ std::shared_ptr<detail::ConcreteImpl> fast_dispatch(F& f, long* allocations, con
     std::size_t i = 0;
     return types.size() == sizeof...(Args) && (detail::ArgTraits<Args>::fast_equal(args, *types[i++]) && ...);
   };
-  auto cf = ok ? f.core().fast_lookup(h, detail::FastMatch(match)) : nullptr;
+  auto cf = ok ? detail::fast_lookup(detail::FunctionAccess::core(f), h, detail::FastMatch(match)) : nullptr;
   *allocations = counter.count();
   return cf;
 }

@@ -1,0 +1,71 @@
+// tg::ConcreteFunction: one trace of a tg::function, a graph specialised to one FunctionType.
+#pragma once
+#include <any>
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tracegraph/graph.h"
+#include "tracegraph/structure.h"
+#include "tracegraph/tensor.h"
+
+namespace tg {
+
+namespace detail {
+class ConcreteImpl;
+struct FunctionAccess;  // the library's way to the implementation (src/trace/function_core.h)
+const std::any& skeleton_of(const ConcreteImpl& cf);
+void bind_concrete(const ConcreteImpl& cf, const std::vector<TraceTypePtr>& arg_types);
+}  // namespace detail
+
+/// One trace of a function: a graph specialised to one FunctionType.
+class ConcreteFunction {
+ public:
+  explicit ConcreteFunction(std::shared_ptr<detail::ConcreteImpl> impl) : impl_(std::move(impl)) {}
+  /// "(a: TensorSpec(shape=(), dtype=tg.string, name=None)) -> TensorSpec(...)".
+  std::string function_type() const;
+  /// "Input Parameters:\n  a (POSITIONAL_OR_KEYWORD): ...\nOutput Type:\n  ...".
+  std::string pretty_printed_signature() const;
+  const Graph& graph() const;
+  /// Runs the graph on the flattened tensor arguments (in argument order), returning the
+  /// flattened outputs. Inputs are checked against the traced specs.
+  std::vector<Tensor> call_flat(const std::vector<Tensor>& inputs) const;
+
+ protected:
+  friend struct detail::FunctionAccess;
+  std::shared_ptr<detail::ConcreteImpl> impl_;
+};
+std::ostream& operator<<(std::ostream&, const ConcreteFunction&);
+
+/// A concrete function that knows the C++ result type of the function it was traced from:
+/// callable with the arguments it was traced for.
+template <class R>
+class TypedConcreteFunction : public ConcreteFunction {
+ public:
+  using ConcreteFunction::ConcreteFunction;
+  /// Calls the graph. Arguments must bind to the traced FunctionType: tensors of compatible
+  /// specs and literals equal to the traced values (else tg::TypeError "Can not cast ...").
+  template <class... Args>
+  R operator()(const Args&... args) const {
+    detail::ArgContext ctx;
+    std::vector<TraceTypePtr> types{detail::ArgTraits<std::decay_t<Args>>::trace_type(args, ctx)...};
+    bind(types);
+    std::vector<Tensor> out = call_flat(ctx.leaves);
+    if constexpr (std::is_void_v<R>) {
+      return;
+    } else {
+      std::size_t i = 0;
+      return detail::OutputTraits<R>::rebuild(std::any_cast<const R&>(detail::skeleton_of(*impl_)), out, i);
+    }
+  }
+
+ private:
+  void bind(const std::vector<TraceTypePtr>& arg_types) const;
+};
+template <class R>
+void TypedConcreteFunction<R>::bind(const std::vector<TraceTypePtr>& arg_types) const {
+  detail::bind_concrete(*impl_, arg_types);
+}
+
+}  // namespace tg

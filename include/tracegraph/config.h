@@ -1,0 +1,26 @@
+// tg::config: process-wide settings (debugging, diagnostics and output sinks, memory).
+#pragma once
+#include <cstddef>
+#include <string>
+
+namespace tg::config {
+
+/// Where diagnostics (TG_LOG=retrace lines, frequent-retracing warnings) are written, one call
+/// per message. nullptr restores the default, stderr.
+void set_log_sink(void (*sink)(const std::string& message, void* user), void* user = nullptr);
+/// Logs one line per retrace (function, trace number, reason). Defaults to on when the
+/// environment variable TG_LOG contains "retrace" (e.g. TG_LOG=retrace).
+void log_retraces(bool enabled);
+/// Globally disables tracing: tg::function bodies run eagerly at every call (for debugging).
+void run_functions_eagerly(bool enabled);
+bool functions_run_eagerly();
+
+/// Where tg::print writes (one call per printed line, newline included). nullptr restores
+/// stdout. Tests and applications use it to capture output.
+void set_print_sink(void (*sink)(const std::string& line, void* user), void* user = nullptr);
+
+/// Frees the large tensor buffers tracegraph keeps for reuse (at most 512 MiB are kept; blocks
+/// of 1 MiB or more are cached when freed). Returns the bytes released.
+std::size_t release_cached_memory();
+
+}  // namespace tg::config

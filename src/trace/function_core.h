@@ -1,0 +1,52 @@
+// The non-template core of tg::function (declared opaque in include/tracegraph/function.h).
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "trace/concrete.h"
+#include "tracegraph/function.h"
+
+namespace tg::detail {
+
+/// Everything about a tg::function that does not depend on its C++ types: the cache of
+/// concrete functions, dispatch, tracing, limits and diagnostics (function_core.cpp).
+class FunctionCore {
+ public:
+  explicit FunctionCore(FunctionOptions options, std::string callable_type);
+  ~FunctionCore();
+  const FunctionOptions& options() const;
+  const std::string& name() const;
+  /// The cached-call path: the concrete function an earlier call of exactly this type went to,
+  /// found by `fast_hash` and confirmed by `match`, without building trace types. nullptr if
+  /// there is none (then dispatch_or_trace decides).
+  std::shared_ptr<ConcreteImpl> fast_lookup(std::size_t fast_hash, FastMatch match) const;
+  /// Finds the concrete function for a call's argument types, or traces one with `body`. With
+  /// a fast hash, the result is remembered for fast_lookup.
+  std::shared_ptr<ConcreteImpl> dispatch_or_trace(std::vector<TraceTypePtr> arg_types,
+                                                  TraceBody body, const std::size_t* fast_hash);
+  std::vector<Tensor> run(const ConcreteImpl& cf, const std::vector<Tensor>& leaves) const;
+  int64_t tracing_count() const;
+  std::vector<std::shared_ptr<ConcreteImpl>> concrete_functions() const;
+  std::vector<TraceRecord> trace_history() const;
+  std::optional<std::vector<TensorSpec>> suggested_input_signature() const;
+  std::string retracing_report() const;
+
+ private:
+  std::shared_ptr<ConcreteImpl> dispatch_or_trace_impl(const std::vector<TraceTypePtr>& arg_types,
+                                                       TraceBody body);
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+
+/// The implementation behind the public handles, for the library and its tests (the public
+/// headers expose none of it).
+struct FunctionAccess {
+  static const std::shared_ptr<ConcreteImpl>& impl(const ConcreteFunction& f) { return f.impl_; }
+  template <class F>
+  static FunctionCore& core(const PolymorphicFunction<F>& f) { return *f.core_; }
+};
+
+}  // namespace tg::detail
