@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "tracegraph/hash.h"
 #include "tracegraph/tensor.h"
 #include "tracegraph/trace_type.h"
 #include "tracegraph/variable.h"
@@ -64,7 +65,6 @@ std::string keyed_path(const std::string& path, const LiteralValue& key);
 // ---- the cached-call fast path: hash and compare arguments against a known call type without
 // building TraceType objects (no allocation). Types without it (objects, maps, custom types,
 // Variables) take the general path.
-inline void hash_mix(std::size_t& h, std::size_t v) { h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); }
 std::size_t tensor_type_hash(const Tensor& t);
 bool tensor_type_equals(const Tensor& t, const TraceType& type);
 struct NoFastPath {

@@ -8,6 +8,7 @@
 #include "control_flow/subgraph.h"
 #include "core/check.h"
 #include "core/tensor_impl.h"
+#include "passes/passes.h"
 #include "runtime/executor.h"
 #include "tracegraph/ops.h"
 

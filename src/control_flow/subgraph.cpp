@@ -4,8 +4,6 @@
 
 #include "core/check.h"
 #include "core/tensor_impl.h"
-#include "passes/passes.h"
-#include "passes/verify.h"
 
 namespace tg::detail {
 
@@ -143,14 +141,6 @@ Tensor SubgraphTracer::symbolic_output(int node, int output) {
   impl->shape = type.shape;
   impl->symbolic = std::move(v);
   return Tensor(std::move(impl));
-}
-
-void optimize_subgraph(GraphIR& g) {
-  verify_graph(g, "sub-graph tracing");
-  fold_constants(g);
-  eliminate_common_subexpressions(g);
-  eliminate_dead_code(g);
-  verify_graph(g, "sub-graph optimisation");
 }
 
 void merge_captures(const std::vector<const SubgraphTracer*>& tracers, int first_input,

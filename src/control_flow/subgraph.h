@@ -60,9 +60,6 @@ class SubgraphTracer final : public TraceRecorder {
   std::unordered_map<const void*, int> constants_;      // eager impl -> Const node
 };
 
-/// Runs the optimisation passes on a finished sub-graph (once, when its node is built).
-void optimize_subgraph(GraphIR& g);
-
 /// Merges the capture lists of several sub-graphs into the node's extra inputs (starting at
 /// `first_input`): appends them to `inputs` and fills payload.capture_inputs.
 void merge_captures(const std::vector<const SubgraphTracer*>& tracers, int first_input,

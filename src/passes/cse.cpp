@@ -7,20 +7,19 @@
 #include "core/tensor_impl.h"
 #include "passes/passes.h"
 #include "passes/rewrite.h"
+#include "tracegraph/hash.h"
 
 namespace tg::detail {
 
 namespace {
 
-std::size_t mix(std::size_t h, std::size_t v) { return h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2)); }
-
 std::size_t attrs_hash(const OpAttrs& a) {
-  std::size_t h = mix(static_cast<std::size_t>(a.axis), static_cast<std::size_t>(a.depth));
-  for (int64_t v : a.axes) h = mix(h, static_cast<std::size_t>(v));
-  for (int64_t v : a.sizes) h = mix(h, static_cast<std::size_t>(v) + 1);
-  h = mix(h, (a.keepdims ? 1u : 0u) | (a.transpose_a ? 2u : 0u) | (a.transpose_b ? 4u : 0u));
-  h = mix(h, static_cast<std::size_t>(a.dtype));
-  return mix(h, std::hash<const void*>{}(a.resource.get()));
+  std::size_t h = hash_combine(static_cast<std::size_t>(a.axis), static_cast<std::size_t>(a.depth));
+  for (int64_t v : a.axes) h = hash_combine(h, static_cast<std::size_t>(v));
+  for (int64_t v : a.sizes) h = hash_combine(h, static_cast<std::size_t>(v) + 1);
+  h = hash_combine(h, (a.keepdims ? 1u : 0u) | (a.transpose_a ? 2u : 0u) | (a.transpose_b ? 4u : 0u));
+  h = hash_combine(h, static_cast<std::size_t>(a.dtype));
+  return hash_combine(h, std::hash<const void*>{}(a.resource.get()));
 }
 
 // Small constants with the same dtype, shape and bytes are one value.
@@ -48,19 +47,19 @@ int eliminate_common_subexpressions(GraphIR& g) {
     if (node.kind == NodeKind::kConst) {
       // Small constants hash by content, others by identity.
       const Tensor& v = node.value;
-      h = mix(0xc0, static_cast<std::size_t>(v.dtype()));
+      h = hash_combine(0xc0, static_cast<std::size_t>(v.dtype()));
       if (v.dtype() != DType::String && v.num_elements() <= kMaxComparedConstant) {
         const char* bytes = data_of<char>(v);
         const std::size_t len = static_cast<std::size_t>(v.num_elements()) * dtype_size(v.dtype());
-        h = mix(h, std::hash<std::string_view>{}(std::string_view(bytes, len)));
+        h = hash_combine(h, std::hash<std::string_view>{}(std::string_view(bytes, len)));
         const TensorShape shape = v.shape();  // shape() returns a copy: keep it alive
-        for (int64_t d : shape.dims()) h = mix(h, static_cast<std::size_t>(d));
+        for (int64_t d : shape.dims()) h = hash_combine(h, static_cast<std::size_t>(d));
       } else {
-        h = mix(h, std::hash<const void*>{}(v.impl().get()));
+        h = hash_combine(h, std::hash<const void*>{}(v.impl().get()));
       }
     } else if (node.kind == NodeKind::kOp && !(op_def(node.op).traits & kStateful)) {
-      h = mix(static_cast<std::size_t>(node.op), attrs_hash(node.attrs));
-      for (const ValueRef& in : node.inputs) h = mix(mix(h, static_cast<std::size_t>(in.node)), static_cast<std::size_t>(in.output));
+      h = hash_combine(static_cast<std::size_t>(node.op), attrs_hash(node.attrs));
+      for (const ValueRef& in : node.inputs) h = hash_combine(hash_combine(h, static_cast<std::size_t>(in.node)), static_cast<std::size_t>(in.output));
     } else {
       continue;
     }

@@ -35,6 +35,10 @@ inline constexpr int64_t kMaxFoldedElements = int64_t{1} << 16;
 /// each pass (text and DOT) as <dir>/<label>.<NN>.<pass>.{txt,dot}; the verifier runs after
 /// every pass when verification is on (debug builds, or TG_VERIFY_GRAPHS=1).
 void optimize_graph(const std::shared_ptr<GraphIR>& g, const std::string& label);
+/// Runs the sub-graph passes on a freshly traced cond branch or loop body, when its node is
+/// built (the verifier always runs before and after). The rest of their optimisation happens
+/// with their parent graph's, in optimize_graph.
+void optimize_subgraph(GraphIR& g);
 /// Turns the verifier on or off for optimize_graph (tests turn it on).
 void set_verify_graphs(bool enabled);
 

@@ -27,6 +27,15 @@ constexpr Pass kPipeline[] = {
     {"fuse_elementwise", &fuse_elementwise},
     {"dce", &eliminate_dead_code},
 };
+// A cond branch or loop body as its node is built: no simplification yet (it runs with the
+// parent graph's pipeline, simplify_subgraphs below, so that optimize=false keeps the sub-graph
+// as written), and no fusion ever: control-flow gradients replay sub-graph ops through the
+// tape, and fused ops have no gradient.
+constexpr Pass kSubgraphPipeline[] = {
+    {"constant_fold", &fold_constants},
+    {"cse", &eliminate_common_subexpressions},
+    {"dce", &eliminate_dead_code},
+};
 
 std::atomic<bool>& verify_flag() {
 #ifdef NDEBUG
@@ -74,6 +83,12 @@ int simplify_subgraphs(GraphIR& g) {
 }  // namespace
 
 void set_verify_graphs(bool enabled) { verify_flag().store(enabled); }
+
+void optimize_subgraph(GraphIR& g) {
+  verify_graph(g, "sub-graph tracing");
+  for (const Pass& p : kSubgraphPipeline) p.run(g);
+  verify_graph(g, "sub-graph optimisation");
+}
 
 void optimize_graph(const std::shared_ptr<GraphIR>& g, const std::string& label) {
   const bool verify = verify_flag().load();

@@ -95,7 +95,7 @@ bool FunctionTypeKey::is_subtype_of(const std::vector<TraceTypePtr>& other) cons
 
 std::size_t hash_types(const std::vector<TraceTypePtr>& types) {
   std::size_t h = types.size();
-  for (const auto& t : types) h ^= t->hash() + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  for (const auto& t : types) hash_mix(h, t->hash());
   return h;
 }
 

@@ -13,10 +13,6 @@ namespace tg::detail {
 
 namespace {
 
-std::size_t mix_hash(std::size_t h, std::size_t v) {
-  return h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2));
-}
-
 class TensorTraceType final : public TraceType {
  public:
   TensorTraceType(DType d, TensorShape s) : dtype_(d), shape_(std::move(s)) {}
@@ -38,9 +34,9 @@ class TensorTraceType final : public TraceType {
     return t && t->dtype_ == dtype_ && t->shape_ == shape_;
   }
   std::size_t hash() const override {
-    std::size_t h = mix_hash(0x7e45, static_cast<std::size_t>(dtype_));
-    h = mix_hash(h, static_cast<std::size_t>(shape_.rank()));
-    for (int64_t d : shape_.dims()) h = mix_hash(h, static_cast<std::size_t>(d));
+    std::size_t h = hash_combine(0x7e45, static_cast<std::size_t>(dtype_));
+    h = hash_combine(h, static_cast<std::size_t>(shape_.rank()));
+    for (int64_t d : shape_.dims()) h = hash_combine(h, static_cast<std::size_t>(d));
     return h;
   }
   std::string to_string() const override { return TensorSpec(shape_, dtype_).to_string(); }
@@ -62,11 +58,11 @@ class LiteralTraceType final : public TraceType {
     return t && t->v_ == v_;
   }
   std::size_t hash() const override {
-    std::size_t h = mix_hash(0x11e7, static_cast<std::size_t>(v_.kind));
-    h = mix_hash(h, static_cast<std::size_t>(v_.i));
-    h = mix_hash(h, std::hash<double>{}(v_.f));
-    h = mix_hash(h, std::hash<std::string>{}(v_.s));
-    return mix_hash(h, std::hash<std::string_view>{}(v_.cpp_type));
+    std::size_t h = hash_combine(0x11e7, static_cast<std::size_t>(v_.kind));
+    h = hash_combine(h, static_cast<std::size_t>(v_.i));
+    h = hash_combine(h, std::hash<double>{}(v_.f));
+    h = hash_combine(h, std::hash<std::string>{}(v_.s));
+    return hash_combine(h, std::hash<std::string_view>{}(v_.cpp_type));
   }
   std::string to_string() const override { return "Literal[" + v_.to_string() + "]"; }
   LiteralValue v_;
@@ -107,8 +103,8 @@ class SequenceTraceType final : public TraceType {
     return true;
   }
   std::size_t hash() const override {
-    std::size_t h = mix_hash(std::hash<std::string>{}(kind_), el_.size());
-    for (const auto& e : el_) h = mix_hash(h, e->hash());
+    std::size_t h = hash_combine(std::hash<std::string>{}(kind_), el_.size());
+    for (const auto& e : el_) h = hash_combine(h, e->hash());
     return h;
   }
   std::string to_string() const override {
@@ -162,8 +158,8 @@ class MappingTraceType final : public TraceType {
     return true;
   }
   std::size_t hash() const override {
-    std::size_t h = mix_hash(0x3a9, items_.size());
-    for (const auto& [k, v] : items_) h = mix_hash(mix_hash(h, std::hash<std::string>{}(k.to_string())), v->hash());
+    std::size_t h = hash_combine(0x3a9, items_.size());
+    for (const auto& [k, v] : items_) h = hash_combine(hash_combine(h, std::hash<std::string>{}(k.to_string())), v->hash());
     return h;
   }
   std::string to_string() const override {
@@ -201,7 +197,7 @@ class OptionalTraceType final : public TraceType {
     if (!t || !el_ != !t->el_) return false;
     return !el_ || el_->equals(*t->el_);
   }
-  std::size_t hash() const override { return mix_hash(0x0971, el_ ? el_->hash() : 0); }
+  std::size_t hash() const override { return hash_combine(0x0971, el_ ? el_->hash() : 0); }
   std::string to_string() const override { return el_ ? "Optional[" + el_->to_string() + "]" : "None"; }
   TraceTypePtr el_;
 };
@@ -219,7 +215,7 @@ class VariableTraceType final : public TraceType {
     auto* t = dynamic_cast<const VariableTraceType*>(&o);
     return t && t->id_ == id_;
   }
-  std::size_t hash() const override { return mix_hash(0x7a1, id_); }
+  std::size_t hash() const override { return hash_combine(0x7a1, id_); }
   std::string to_string() const override {
     return "VariableSpec(shape=" + shape_.to_string() + ", dtype=tg." + tg::to_string(dtype_) +
            ", id=" + std::to_string(id_) + ")";
