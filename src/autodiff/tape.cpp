@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "autodiff/replay.h"
 #include "core/check.h"
 #include "core/tensor_impl.h"
 #include "graph/graph_ir.h"
@@ -315,50 +316,11 @@ std::vector<Tensor> replay_and_differentiate(const GraphIR& fwd,
   // Plain watches: inside the replay the values are just inputs (the caller's tape checks what
   // gradient() is asked for, see FunctionGradient::inner_variables).
   for (const Tensor& t : var_values) tape.watch(t);
-  // The replay's current value of each variable: reads see earlier assigns of the same call.
-  std::unordered_map<const void*, Tensor> current;
-  for (std::size_t i = 0; i < variables.size(); ++i) current[variables[i].get()] = var_values[i];
-  std::vector<std::vector<Tensor>> values(fwd.nodes.size());
-  std::vector<Tensor> outputs;
-  std::vector<Tensor> args;
-  for (std::size_t n = 0; n < fwd.nodes.size(); ++n) {
-    const GraphNode& node = fwd.nodes[n];
-    args.clear();
-    for (const ValueRef& in : node.inputs)
-      args.push_back(values[static_cast<std::size_t>(in.node)][static_cast<std::size_t>(in.output)]);
-    switch (node.kind) {
-      case NodeKind::kPlaceholder:
-        values[n] = {inputs[static_cast<std::size_t>(node.attrs.axis)]};
-        break;
-      case NodeKind::kConst:
-        values[n] = {node.value};
-        break;
-      case NodeKind::kOutput:
-        outputs.push_back(args[0]);
-        break;
-      case NodeKind::kOp: {
-        auto var = current.find(node.attrs.resource.get());
-        const bool tracked_var = node.attrs.resource && var != current.end();
-        if (node.op == OpId::ReadVariable && tracked_var) {
-          values[n] = {var->second};
-        } else if (node.op == OpId::AssignVariable && tracked_var) {
-          var->second = args[0];
-          values[n] = {args[0]};
-        } else if (node.op == OpId::AssignAddVariable && tracked_var) {
-          var->second = add(var->second, args[0]);
-          values[n] = {var->second};
-        } else if (node.op == OpId::AssignSubVariable && tracked_var) {
-          var->second = sub(var->second, args[0]);
-          values[n] = {var->second};
-        } else if (node.op == OpId::Print) {
-          values[n] = {};  // side effects ran in the forward call
-        } else {
-          values[n] = apply_op(node.op, args, node.attrs);
-        }
-        break;
-      }
-    }
-  }
+  // The call's Variable values are replay inputs, so that the tape differentiates them.
+  ReplayVariables replay_vars;
+  for (std::size_t i = 0; i < variables.size(); ++i)
+    replay_vars.set_value(static_cast<const VariableState*>(variables[i].get()), var_values[i]);
+  const std::vector<Tensor> outputs = replay_graph(fwd, inputs, replay_vars);
   std::vector<Tensor> targets, target_grads;
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     if (!is_floating(outputs[i].dtype())) continue;

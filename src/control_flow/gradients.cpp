@@ -3,6 +3,7 @@
 // captured inputs, so the backward pass also runs only the branch that was taken. A while's
 // gradient is two loops: the forward loop again, stacking each iteration's variables, then the
 // body's vector-Jacobian product applied in reverse.
+#include "autodiff/replay.h"
 #include "control_flow/subgraph.h"
 #include "core/check.h"
 #include "tracegraph/control_flow.h"
@@ -13,37 +14,11 @@ namespace tg::detail {
 
 namespace {
 
-// Runs a sub-graph with the public ops, so that a tape records it. Side effects are not
-// repeated: prints are skipped and assigns only compute the value they would store.
+// Runs a sub-graph with the public ops, so that a tape records it (Variables as
+// ReplayVariables documents: the real ones are never changed, reads see the replay's assigns).
 std::vector<Tensor> replay_subgraph(const GraphIR& g, const std::vector<Tensor>& inputs) {
-  std::vector<std::vector<Tensor>> values(g.nodes.size());
-  std::vector<Tensor> outputs;
-  std::vector<Tensor> args;
-  for (std::size_t n = 0; n < g.nodes.size(); ++n) {
-    const GraphNode& node = g.nodes[n];
-    args.clear();
-    for (const ValueRef& in : node.inputs)
-      args.push_back(values[static_cast<std::size_t>(in.node)][static_cast<std::size_t>(in.output)]);
-    switch (node.kind) {
-      case NodeKind::kPlaceholder: values[n] = {inputs[static_cast<std::size_t>(node.attrs.axis)]}; break;
-      case NodeKind::kConst: values[n] = {node.value}; break;
-      case NodeKind::kOutput: outputs.push_back(args[0]); break;
-      case NodeKind::kOp:
-        switch (node.op) {
-          case OpId::Print: break;
-          case OpId::AssignVariable: values[n] = {args[0]}; break;
-          case OpId::AssignAddVariable:
-            values[n] = {add(apply_op1(OpId::ReadVariable, {}, node.attrs), args[0])};
-            break;
-          case OpId::AssignSubVariable:
-            values[n] = {sub(apply_op1(OpId::ReadVariable, {}, node.attrs), args[0])};
-            break;
-          default: values[n] = apply_op(node.op, args, node.attrs);
-        }
-        break;
-    }
-  }
-  return outputs;
+  ReplayVariables variables;
+  return replay_graph(g, inputs, variables);
 }
 
 // d(sum_i <outputs_i, out_grads_i>)/d(inputs) for one sub-graph; empty for non-float inputs.

@@ -313,6 +313,43 @@ TEST(FunctionUnderTape, TensorArgumentsAndTheBackwardGraphIsCached) {
   EXPECT_EQ(detail::backward_tracing_count(*detail::FunctionAccess::impl(cf)), 1) << "the backward graph was retraced";
 }
 
+// The backward pass replays the forward graph to differentiate it; it must not repeat the
+// forward call's side effects. An integer step counter (not differentiated, so not a replay
+// input) once got incremented again by every backward pass.
+TEST(FunctionUnderTape, TheBackwardPassDoesNotRepeatAssigns) {
+  Variable step(constant(int64_t{0}), "step");
+  Variable w(constant(3.0f), "w");
+  auto f = function([&](const Tensor& x) {
+    step.assign_add(int64_t{1});
+    return Tensor(w) * x;
+  }, {.name = "f"});
+  const Tensor x = constant(2.0f);
+  for (int call = 1; call <= 3; ++call) {
+    GradientTape tape;
+    const Tensor y = f(x);
+    EXPECT_TENSOR_EQ(tape.gradient(y, w), constant(2.0f));
+    EXPECT_EQ(step.read_value().item<int64_t>(), call) << "after call " << call;
+  }
+}
+
+// Inside one replay, a read after an assign sees the assigned value, as the forward call did:
+// here y = (2x) * x, so dy/dx = 4x (reading the Variable's stored value would give 2x).
+TEST(FunctionUnderTape, ReadsAfterAnAssignSeeTheAssignedValueInCondBranches) {
+  Variable v(constant(0.0f), "v");
+  auto f = function([&](const Tensor& x) {
+    return cond(x > 0.0f, [&] {
+      v.assign(x * 2.0f);
+      return Tensor(v) * x;
+    }, [&] { return x; });
+  }, {.name = "f"});
+  const Tensor x = constant(3.0f);
+  GradientTape tape;
+  tape.watch(x);
+  const Tensor y = f(x);
+  EXPECT_TENSOR_EQ(y, constant(18.0f));
+  EXPECT_TENSOR_EQ(tape.gradient(y, x), constant(12.0f));
+}
+
 TEST(FunctionUnderTape, DenseLayerThroughATracedFunction) {
   testing::Random r(41);
   const Tensor x = r.uniform({4, 3});

@@ -1,0 +1,72 @@
+#include "autodiff/replay.h"
+
+#include "core/check.h"
+#include "tracegraph/ops.h"
+
+namespace tg::detail {
+
+namespace {
+const VariableState* variable_of(const GraphNode& node) {
+  TG_CHECK(node.attrs.resource != nullptr, "variable op ", node.name, " without its Variable");
+  return static_cast<const VariableState*>(node.attrs.resource.get());
+}
+}  // namespace
+
+Tensor ReplayVariables::read(const VariableState* v, const OpAttrs& read_attrs) {
+  auto it = values_.find(v);
+  if (it != values_.end()) return it->second;
+  Tensor now = apply_op1(OpId::ReadVariable, {}, read_attrs);
+  values_.emplace(v, now);
+  return now;
+}
+
+std::vector<Tensor> replay_graph(const GraphIR& g, const std::vector<Tensor>& inputs,
+                                 ReplayVariables& variables) {
+  std::vector<std::vector<Tensor>> values(g.nodes.size());
+  std::vector<Tensor> outputs;
+  std::vector<Tensor> args;
+  for (std::size_t n = 0; n < g.nodes.size(); ++n) {
+    const GraphNode& node = g.nodes[n];
+    args.clear();
+    for (const ValueRef& in : node.inputs)
+      args.push_back(values[static_cast<std::size_t>(in.node)][static_cast<std::size_t>(in.output)]);
+    switch (node.kind) {
+      case NodeKind::kPlaceholder:
+        values[n] = {inputs.at(static_cast<std::size_t>(node.attrs.axis))};
+        break;
+      case NodeKind::kConst:
+        values[n] = {node.value};
+        break;
+      case NodeKind::kOutput:
+        outputs.push_back(args[0]);
+        break;
+      case NodeKind::kOp:
+        switch (node.op) {
+          case OpId::Print:
+            break;
+          case OpId::ReadVariable:
+            values[n] = {variables.read(variable_of(node), node.attrs)};
+            break;
+          case OpId::AssignVariable:
+            variables.write(variable_of(node), args[0]);
+            values[n] = {args[0]};
+            break;
+          case OpId::AssignAddVariable:
+          case OpId::AssignSubVariable: {
+            const VariableState* v = variable_of(node);
+            const Tensor old = variables.read(v, node.attrs);
+            Tensor updated = node.op == OpId::AssignAddVariable ? add(old, args[0]) : sub(old, args[0]);
+            variables.write(v, updated);
+            values[n] = {std::move(updated)};
+            break;
+          }
+          default:
+            values[n] = apply_op(node.op, args, node.attrs);
+        }
+        break;
+    }
+  }
+  return outputs;
+}
+
+}  // namespace tg::detail

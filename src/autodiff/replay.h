@@ -1,0 +1,36 @@
+// The one graph interpreter that differentiation uses: it runs a recorded graph node by node
+// through the public ops, so that a GradientTape records it. The executor (src/runtime) runs
+// graphs fast; this runs them visibly to tapes, for the backward of a traced function and for
+// the gradients of cond branches and while bodies.
+#pragma once
+#include <unordered_map>
+#include <vector>
+
+#include "graph/graph_ir.h"
+#include "ops/variable_state.h"
+
+namespace tg::detail {
+
+/// Variables as one replay sees them. The forward call already ran every side effect, so a
+/// replay never changes a real Variable and never prints:
+/// - a read returns the replay's own value of the Variable: the one the caller gave with
+///   set_value (a traced function's backward passes the values its call read, so that the tape
+///   differentiates them), else the value the replay assigned last, else the Variable's value
+///   now (read once, then kept);
+/// - assign / assign_add / assign_sub compute the new value and keep it for later reads of the
+///   same replay, exactly as the forward call saw it.
+class ReplayVariables {
+ public:
+  void set_value(const VariableState* v, Tensor value) { values_[v] = std::move(value); }
+  Tensor read(const VariableState* v, const OpAttrs& read_attrs);
+  void write(const VariableState* v, Tensor value) { values_[v] = std::move(value); }
+
+ private:
+  std::unordered_map<const VariableState*, Tensor> values_;
+};
+
+/// Runs `g` on `inputs` (one per placeholder) through the public ops and returns its outputs.
+std::vector<Tensor> replay_graph(const GraphIR& g, const std::vector<Tensor>& inputs,
+                                 ReplayVariables& variables);
+
+}  // namespace tg::detail
