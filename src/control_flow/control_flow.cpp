@@ -44,15 +44,6 @@ Tensor distinct_from_inputs(Tensor t, const std::vector<Tensor>& in) {
   return t;
 }
 
-std::string sanitize(const std::string& path) {
-  std::string out;
-  for (char c : path) {
-    if (std::isalnum(static_cast<unsigned char>(c)) || c == '_') out += c;
-    else if (c == '[' && !out.empty() && out.back() != '_') out += '_';
-  }
-  return out.empty() ? "loop_var" : out;
-}
-
 // ---- the cond and while ops -----------------------------------------------------------------
 
 std::vector<ValueType> infer_cond(const std::vector<ValueType>& in, const OpAttrs& attrs) {
@@ -139,7 +130,8 @@ std::vector<Tensor> cond_flat(const Tensor& pred, const std::function<std::vecto
   check_pred("cond", "pred", pred);
   if (!pred.is_symbolic()) return pred.item<bool>() ? true_fn() : false_fn();
 
-  SubgraphTracer then_tracer("cond/then_branch"), else_tracer("cond/else_branch");
+  GraphRecorder then_tracer(CapturePolicy::kCapture, "cond/then_branch");
+  GraphRecorder else_tracer(CapturePolicy::kCapture, "cond/else_branch");
   const std::vector<Tensor> t = then_tracer.trace(true_fn);
   const std::vector<Tensor> f = else_tracer.trace(false_fn);
   bool same = t.size() == f.size();
@@ -207,12 +199,13 @@ std::vector<Tensor> while_loop_flat(const FlatFn& cond, const FlatFn& body, cons
   }
 
   const std::string name = options.name.empty() ? "while" : options.name;
-  SubgraphTracer cond_tracer(name + "/cond"), body_tracer(name + "/body");
+  GraphRecorder cond_tracer(CapturePolicy::kCapture, name + "/cond");
+  GraphRecorder body_tracer(CapturePolicy::kCapture, name + "/body");
   std::vector<Tensor> cond_vars, body_vars;
   for (std::size_t k = 0; k < n; ++k) {
     const ValueType type{init[k].dtype(), invariants[k]};
-    cond_vars.push_back(cond_tracer.add_input(type, sanitize(leaves[k].path)));
-    body_vars.push_back(body_tracer.add_input(type, sanitize(leaves[k].path)));
+    cond_vars.push_back(cond_tracer.add_input(type, placeholder_name(leaves[k].path, "loop_var")));
+    body_vars.push_back(body_tracer.add_input(type, placeholder_name(leaves[k].path, "loop_var")));
   }
   const std::vector<Tensor> c = cond_tracer.trace([&] { return cond(cond_vars); });
   TG_CHECK(c.size() == 1);

@@ -1,5 +1,5 @@
-// Tracing a C++ callable into a sub-graph (a cond branch, a loop condition or body), and what
-// control-flow nodes carry.
+// What control-flow nodes carry, and how the sub-graphs' captures become node inputs. Sub-graphs
+// are traced by the one recorder (src/trace/recorder.h) with CapturePolicy::kCapture.
 #pragma once
 #include <functional>
 #include <memory>
@@ -9,6 +9,7 @@
 
 #include "graph/graph_ir.h"
 #include "ops/op.h"
+#include "trace/recorder.h"
 
 namespace tg::detail {
 
@@ -27,42 +28,9 @@ struct ControlFlowPayload {
 
 const ControlFlowPayload& payload_of(const OpAttrs& attrs);
 
-/// Records the ops a callable runs into a fresh GraphIR. Inputs are placeholders made with
-/// add_input; symbolic tensors of enclosing traces become capture placeholders (and are listed
-/// in captures(), to become inputs of the control-flow node); eager tensors become constants.
-class SubgraphTracer final : public TraceRecorder {
- public:
-  explicit SubgraphTracer(std::string label);
-
-  Tensor add_input(const ValueType& type, const std::string& name);
-  /// Runs fn with this tracer installed (tapes paused: the node is differentiated as a whole)
-  /// and adds fn's results as the graph's outputs.
-  std::vector<Tensor> trace(const std::function<std::vector<Tensor>()>& fn);
-
-  std::vector<Tensor> record(OpId id, const std::vector<Tensor>& inputs, const OpAttrs& attrs,
-                             const std::vector<ValueType>& output_types) override;
-
-  std::shared_ptr<GraphIR> graph() const { return graph_; }
-  /// The outer tensor of each capture placeholder, in placeholder order.
-  const std::vector<Tensor>& captures() const { return captures_; }
-  bool stateful() const { return stateful_; }
-
- private:
-  ValueRef value_of(const Tensor& t, const char* user);
-  Tensor symbolic_output(int node, int output);
-
-  std::shared_ptr<GraphIR> graph_;
-  std::string label_;
-  int last_stateful_ = -1;
-  bool stateful_ = false;
-  std::vector<Tensor> captures_;
-  std::unordered_map<const void*, int> capture_nodes_;  // outer symbolic value -> placeholder
-  std::unordered_map<const void*, int> constants_;      // eager impl -> Const node
-};
-
 /// Merges the capture lists of several sub-graphs into the node's extra inputs (starting at
 /// `first_input`): appends them to `inputs` and fills payload.capture_inputs.
-void merge_captures(const std::vector<const SubgraphTracer*>& tracers, int first_input,
+void merge_captures(const std::vector<const GraphRecorder*>& tracers, int first_input,
                     std::vector<Tensor>& inputs, ControlFlowPayload& payload);
 
 /// The value of an eager int32 / int64 tensor with one element.

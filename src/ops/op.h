@@ -148,6 +148,17 @@ class TraceRecorder {
 };
 TraceRecorder* current_recorder();
 void set_current_recorder(TraceRecorder* r);
+/// Installs a recorder on this thread for a scope, and restores the previous one on exit.
+class RecorderScope {
+ public:
+  explicit RecorderScope(TraceRecorder* r) : prev_(current_recorder()) { set_current_recorder(r); }
+  ~RecorderScope() { set_current_recorder(prev_); }
+  RecorderScope(const RecorderScope&) = delete;
+  RecorderScope& operator=(const RecorderScope&) = delete;
+
+ private:
+  TraceRecorder* prev_;
+};
 
 /// Sees every op that ran or was recorded on this thread: how GradientTape (src/autodiff)
 /// records without the op layer knowing about tapes. The autodiff layer installs one while a

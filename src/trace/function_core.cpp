@@ -19,6 +19,7 @@
 #include "trace/diagnostics.h"
 #include "ops/variable_creation.h"
 #include "trace/function_core.h"
+#include "trace/recorder.h"
 
 namespace tg {
 
@@ -101,141 +102,6 @@ std::size_t hash_types(const std::vector<TraceTypePtr>& types) {
 
 namespace {
 
-// A placeholder name from an argument path: "batch[1]" -> "batch_1", "cfg['lr']" -> "cfg_lr".
-std::string sanitize(const std::string& path) {
-  std::string out;
-  for (char c : path) {
-    if (std::isalnum(static_cast<unsigned char>(c)) || c == '_') out += c;
-    else if ((c == '[' || c == '.') && !out.empty() && out.back() != '_') out += '_';
-  }
-  while (!out.empty() && out.back() == '_') out.pop_back();
-  return out.empty() ? "arg" : out;
-}
-
-// A symbolic tensor's link to the graph value it stands for.
-struct GraphValue final : SymbolicValue {
-  uint64_t graph_id;
-  ValueRef ref;
-  std::string node_name;
-  std::string function_name;
-  int64_t trace_index;
-  std::string name() const override { return node_name + ":" + std::to_string(ref.output); }
-  std::string origin() const override {
-    return "'" + name() + "' of function '" + function_name + "' (trace " +
-           std::to_string(trace_index + 1) + ")";
-  }
-};
-
-Tensor make_symbolic(const ValueType& type, std::shared_ptr<GraphValue> v) {
-  auto impl = std::make_shared<TensorImpl>();
-  impl->dtype = type.dtype;
-  impl->shape = type.shape;
-  impl->symbolic = std::move(v);
-  return Tensor(std::move(impl));
-}
-
-// Records ops into one graph while a function body runs on this thread.
-class TraceContext final : public TraceRecorder, public PlaceholderContext {
- public:
-  TraceContext(std::shared_ptr<GraphIR> graph, std::string function_name, int64_t trace_index)
-      : graph_(std::move(graph)), function_name_(std::move(function_name)), trace_index_(trace_index) {}
-
-  Tensor placeholder(const TraceType& type, const std::string& path) override {
-    DType dtype;
-    TensorShape shape;
-    TG_CHECK(as_tensor_type(type, &dtype, &shape), "placeholder for a non-tensor type");
-    GraphNode node;
-    node.kind = NodeKind::kPlaceholder;
-    node.name = graph_->unique_name(sanitize(path));
-    node.attrs.axis = static_cast<int64_t>(graph_->placeholders.size());
-    node.outputs = {ValueType{dtype, shape}};
-    const int idx = graph_->add_node(std::move(node));
-    graph_->placeholders.push_back(idx);
-    return symbolic_output(idx, 0);
-  }
-
-  std::vector<Tensor> record(OpId id, const std::vector<Tensor>& inputs, const OpAttrs& attrs,
-                             const std::vector<ValueType>& output_types) override {
-    GraphNode node;
-    node.kind = NodeKind::kOp;
-    node.op = id;
-    node.attrs = attrs;
-    node.name = graph_->unique_name(node_base_name(id, attrs));
-    for (const Tensor& t : inputs) node.inputs.push_back(value_of(t, op_def(id).name));
-    node.outputs = output_types;
-    const bool stateful = op_def(id).traits & kStateful;
-    if (stateful) node.control_input = last_stateful_;
-    const int idx = graph_->add_node(std::move(node));
-    if (stateful) last_stateful_ = idx;
-    std::vector<Tensor> out;
-    for (std::size_t i = 0; i < output_types.size(); ++i) out.push_back(symbolic_output(idx, static_cast<int>(i)));
-    return out;
-  }
-
-  // The graph value for a tensor used by the trace: its own symbolic values, or a capture.
-  ValueRef value_of(const Tensor& t, const char* user) {
-    const auto& impl = t.impl();
-    if (!impl)
-      op_error<ValueError>(user, "an empty tg::Tensor (default-constructed or moved-from) was "
-                                 "passed; assign it a value first");
-    if (impl->symbolic) {
-      auto* gv = dynamic_cast<const GraphValue*>(impl->symbolic.get());
-      if (!gv || gv->graph_id != graph_->id())
-        op_error<OutOfScopeError>(
-            user, "the symbolic tensor ", impl->symbolic->origin(), " was used while tracing function '",
-            function_name_, "'. A symbolic tensor belongs to the trace that made it; pass the value "
-            "in as an argument, or return it from its function and use the returned tensor");
-      return gv->ref;
-    }
-    // Eager tensors the body captured become constants of the graph (once per tensor).
-    auto it = captures_.find(impl.get());
-    if (it != captures_.end()) return ValueRef{it->second, 0};
-    const int idx = graph_->add_const(t);
-    captures_.emplace(impl.get(), idx);
-    return ValueRef{idx, 0};
-  }
-
-  void add_outputs(const std::vector<Tensor>& outputs) {
-    for (const Tensor& t : outputs) {
-      GraphNode node;
-      node.kind = NodeKind::kOutput;
-      node.name = graph_->unique_name("Identity");
-      node.inputs = {value_of(t, "function output")};
-      node.outputs = {ValueType{t.dtype(), t.shape()}};
-      graph_->outputs.push_back(graph_->add_node(std::move(node)));
-    }
-  }
-
- private:
-  Tensor symbolic_output(int node, int output) {
-    auto v = std::make_shared<GraphValue>();
-    v->graph_id = graph_->id();
-    v->ref = ValueRef{node, output};
-    v->node_name = graph_->nodes[static_cast<std::size_t>(node)].name;
-    v->function_name = function_name_;
-    v->trace_index = trace_index_;
-    return make_symbolic(graph_->nodes[static_cast<std::size_t>(node)].outputs[static_cast<std::size_t>(output)], std::move(v));
-  }
-
-  std::shared_ptr<GraphIR> graph_;
-  std::string function_name_;
-  int64_t trace_index_;
-  int last_stateful_ = -1;
-  std::unordered_map<const TensorImpl*, int> captures_;
-};
-
-// Installs a recorder for the current thread and restores the previous one on exit.
-class RecorderScope {
- public:
-  explicit RecorderScope(TraceRecorder* r) : prev_(current_recorder()) { set_current_recorder(r); }
-  ~RecorderScope() { set_current_recorder(prev_); }
-  RecorderScope(const RecorderScope&) = delete;
-  RecorderScope& operator=(const RecorderScope&) = delete;
-
- private:
-  TraceRecorder* prev_;
-};
-
 class VariablePolicyScope {
  public:
   explicit VariablePolicyScope(VariableCreationPolicy* p) : prev_(current_variable_policy()) {
@@ -250,7 +116,6 @@ class VariablePolicyScope {
 };
 
 thread_local std::vector<const FunctionCore*> t_active_functions;
-std::atomic<uint64_t> g_next_graph_id{1};
 
 // The innermost mismatch between a call's argument type and a parameter type, as TF words it:
 // "Can not cast 3 to Literal[2]".
@@ -540,15 +405,15 @@ std::shared_ptr<ConcreteImpl> FunctionCore::dispatch_or_trace_impl(const std::ve
   TraceOutput out;
   const bool first = index == 0;
   for (int pass = 0; pass < 2; ++pass) {
-    graph = std::make_shared<GraphIR>(g_next_graph_id.fetch_add(1));
-    TraceContext ctx(graph, s.options.name, index);
+    GraphRecorder recorder(CapturePolicy::kReject, s.options.name, index);
+    graph = recorder.graph();
     VariableCreationPolicy policy{first && pass == 0, 0, s.options.name};
     {
       ActiveFunctionScope active(this);
-      RecorderScope recorder(&ctx);
+      RecorderScope recording(&recorder);
       VariablePolicyScope variables(&policy);
-      out = body(target, ctx);
-      ctx.add_outputs(out.outputs);
+      out = body(target, recorder);
+      recorder.add_outputs(out.outputs, "function output");
     }
     if (policy.created == 0) break;
   }

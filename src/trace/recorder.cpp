@@ -1,0 +1,157 @@
+#include "trace/recorder.h"
+
+#include <atomic>
+#include <cctype>
+
+#include "core/check.h"
+#include "core/tensor_impl.h"
+
+namespace tg::detail {
+
+namespace {
+
+std::atomic<uint64_t> g_next_graph_id{1};
+
+// A symbolic tensor's link to the graph value it stands for.
+struct RecordedValue final : SymbolicValue {
+  uint64_t graph_id = 0;
+  ValueRef ref;
+  std::string node_name;
+  std::shared_ptr<const std::string> origin_suffix;  // "function 'f' (trace 1)", ...
+  std::string name() const override { return str_cat(node_name, ":", ref.output); }
+  std::string origin() const override { return str_cat("'", name(), "' of ", *origin_suffix); }
+};
+
+}  // namespace
+
+std::string placeholder_name(const std::string& path, const char* fallback) {
+  std::string out;
+  for (char c : path) {
+    if (std::isalnum(static_cast<unsigned char>(c)) || c == '_') out += c;
+    else if ((c == '[' || c == '.') && !out.empty() && out.back() != '_') out += '_';
+  }
+  while (!out.empty() && out.back() == '_') out.pop_back();
+  return out.empty() ? fallback : out;
+}
+
+GraphRecorder::GraphRecorder(CapturePolicy policy, std::string label, int64_t trace_index)
+    : graph_(std::make_shared<GraphIR>(g_next_graph_id.fetch_add(1))),
+      policy_(policy),
+      label_(std::move(label)),
+      origin_suffix_(std::make_shared<const std::string>(
+          policy == CapturePolicy::kReject
+              ? str_cat("function '", label_, "' (trace ", trace_index + 1, ")")
+              : str_cat("the ", label_, " sub-graph (it only exists inside that branch or loop body)"))) {}
+
+Tensor GraphRecorder::placeholder(const TraceType& tensor_type, const std::string& path) {
+  ValueType type;
+  TG_CHECK(as_tensor_type(tensor_type, &type.dtype, &type.shape), "placeholder for a non-tensor type");
+  return add_input(type, placeholder_name(path, "arg"));
+}
+
+Tensor GraphRecorder::add_input(const ValueType& type, const std::string& name) {
+  GraphNode node;
+  node.kind = NodeKind::kPlaceholder;
+  node.name = graph_->unique_name(name);
+  node.attrs.axis = static_cast<int64_t>(graph_->placeholders.size());
+  node.outputs = {type};
+  const int idx = graph_->add_node(std::move(node));
+  graph_->placeholders.push_back(idx);
+  return symbolic_output(idx, 0);
+}
+
+std::vector<Tensor> GraphRecorder::record(OpId id, const std::vector<Tensor>& inputs,
+                                          const OpAttrs& attrs,
+                                          const std::vector<ValueType>& output_types) {
+  const OpDef& def = op_def(id);
+  GraphNode node;
+  node.kind = NodeKind::kOp;
+  node.op = id;
+  node.attrs = attrs;
+  node.name = graph_->unique_name(node_base_name(id, attrs));
+  node.inputs.reserve(inputs.size());
+  for (const Tensor& t : inputs) node.inputs.push_back(value_of(t, def.name));
+  node.outputs = output_types;
+  const bool stateful = def.traits & kStateful;
+  if (stateful) node.control_input = last_stateful_;
+  const int idx = graph_->add_node(std::move(node));
+  if (stateful) last_stateful_ = idx;
+  std::vector<Tensor> out;
+  out.reserve(output_types.size());
+  for (std::size_t i = 0; i < output_types.size(); ++i) out.push_back(symbolic_output(idx, static_cast<int>(i)));
+  return out;
+}
+
+void GraphRecorder::add_outputs(const std::vector<Tensor>& outputs, const char* user) {
+  for (const Tensor& t : outputs) {
+    GraphNode node;
+    node.kind = NodeKind::kOutput;
+    node.name = graph_->unique_name("Identity");
+    node.inputs = {value_of(t, user)};
+    node.outputs = {ValueType{t.dtype(), t.shape()}};
+    graph_->outputs.push_back(graph_->add_node(std::move(node)));
+  }
+}
+
+std::vector<Tensor> GraphRecorder::trace(const std::function<std::vector<Tensor>()>& fn) {
+  // Tapes of the enclosing trace ignore the ops recorded here (a tape records only its own
+  // context); they see the cond / while node instead.
+  RecorderScope scope(this);
+  std::vector<Tensor> results = fn();
+  add_outputs(results, label_.c_str());
+  return results;
+}
+
+ValueRef GraphRecorder::value_of(const Tensor& t, const char* user) {
+  const auto& impl = t.impl();
+  if (!impl) {
+    if (policy_ == CapturePolicy::kReject)
+      op_error<ValueError>(user, "an empty tg::Tensor (default-constructed or moved-from) was "
+                                 "passed; assign it a value first");
+    op_error<ValueError>(user, "an empty tg::Tensor (default-constructed or moved-from) was used in the ",
+                         label_, "; assign it a value first");
+  }
+  if (impl->symbolic) {
+    auto* rv = dynamic_cast<const RecordedValue*>(impl->symbolic.get());
+    if (rv && rv->graph_id == graph_->id()) return rv->ref;
+    if (policy_ == CapturePolicy::kReject)
+      op_error<OutOfScopeError>(
+          user, "the symbolic tensor ", impl->symbolic->origin(), " was used while tracing function '",
+          label_, "'. A symbolic tensor belongs to the trace that made it; pass the value in as an "
+          "argument, or return it from its function and use the returned tensor");
+    // A value of an enclosing trace enters as an extra input of the node. (A tensor that
+    // belongs to no enclosing trace is reported when the node itself is recorded.)
+    auto it = capture_nodes_.find(impl->symbolic.get());
+    if (it != capture_nodes_.end()) return ValueRef{it->second, 0};
+    std::string base = impl->symbolic->name();
+    base = base.substr(0, base.find(':'));
+    add_input(ValueType{impl->dtype, impl->shape}, base.empty() ? "capture" : base);
+    const int idx = graph_->placeholders.back();
+    capture_nodes_.emplace(impl->symbolic.get(), idx);
+    captures_.push_back(t);
+    return ValueRef{idx, 0};
+  }
+  // Eager tensors the body captured become constants of the graph (once per tensor).
+  auto it = constants_.find(impl.get());
+  if (it != constants_.end()) return ValueRef{it->second, 0};
+  const int idx = graph_->add_const(t);
+  constants_.emplace(impl.get(), idx);
+  return ValueRef{idx, 0};
+}
+
+Tensor GraphRecorder::symbolic_output(int node, int output) {
+  const GraphNode& n = graph_->nodes[static_cast<std::size_t>(node)];
+  auto v = std::make_shared<RecordedValue>();
+  v->graph_id = graph_->id();
+  v->ref = ValueRef{node, output};
+  v->node_name = n.name;
+  v->origin_suffix = origin_suffix_;
+  auto impl = std::make_shared<TensorImpl>();
+  const ValueType& type = n.outputs[static_cast<std::size_t>(output)];
+  impl->dtype = type.dtype;
+  impl->shape = type.shape;
+  impl->symbolic = std::move(v);
+  return Tensor(std::move(impl));
+}
+
+}  // namespace tg::detail

@@ -1,0 +1,65 @@
+// The one recorder: records the ops a C++ callable runs into a graph. Tracing a tg::function
+// and tracing a cond branch or loop body differ only in what they do with a symbolic tensor of
+// another trace (the capture policy) and in how messages name them.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "graph/graph_ir.h"
+#include "ops/op.h"
+#include "tracegraph/structure.h"
+
+namespace tg::detail {
+
+/// What a recorder does with a symbolic tensor that belongs to another trace.
+enum class CapturePolicy {
+  kReject,   // a function's trace: an OutOfScopeError (the tensor leaked from elsewhere)
+  kCapture,  // a sub-graph: an enclosing trace's value becomes an extra input (see captures())
+};
+
+class GraphRecorder final : public TraceRecorder, public PlaceholderContext {
+ public:
+  /// `label` names the trace in messages: the function's name (kReject; `trace_index` is its
+  /// trace number) or the sub-graph's path, "cond/then_branch" (kCapture).
+  GraphRecorder(CapturePolicy policy, std::string label, int64_t trace_index = 0);
+
+  /// A new graph input named after an argument path ("batch[1]" -> "batch_1").
+  Tensor placeholder(const TraceType& tensor_type, const std::string& path) override;
+  Tensor add_input(const ValueType& type, const std::string& path);
+
+  std::vector<Tensor> record(OpId id, const std::vector<Tensor>& inputs, const OpAttrs& attrs,
+                             const std::vector<ValueType>& output_types) override;
+
+  /// Adds "Identity" output nodes for the traced results.
+  void add_outputs(const std::vector<Tensor>& outputs, const char* user);
+  /// Runs fn with this recorder installed on the thread and adds fn's results as the outputs.
+  std::vector<Tensor> trace(const std::function<std::vector<Tensor>()>& fn);
+
+  const std::shared_ptr<GraphIR>& graph() const { return graph_; }
+  /// kCapture: the enclosing trace's tensor behind each capture input, in placeholder order.
+  const std::vector<Tensor>& captures() const { return captures_; }
+  /// Whether any stateful op was recorded (a cond / while with one is itself stateful).
+  bool stateful() const { return last_stateful_ >= 0; }
+
+ private:
+  ValueRef value_of(const Tensor& t, const char* user);
+  Tensor symbolic_output(int node, int output);
+
+  std::shared_ptr<GraphIR> graph_;
+  CapturePolicy policy_;
+  std::string label_;
+  std::shared_ptr<const std::string> origin_suffix_;  // shared by every value of this trace
+  int last_stateful_ = -1;
+  std::vector<Tensor> captures_;
+  std::unordered_map<const void*, int> capture_nodes_;  // outer symbolic value -> placeholder
+  std::unordered_map<const void*, int> constants_;      // captured eager tensor -> Const node
+};
+
+/// A graph input's name from an argument path: "batch[1]" -> "batch_1", "cfg['lr']" -> "cfg_lr";
+/// `fallback` when nothing is left.
+std::string placeholder_name(const std::string& path, const char* fallback);
+
+}  // namespace tg::detail
