@@ -1,0 +1,566 @@
+// Tracing footguns: behaviour of tg::function that surprises users, one test each (after
+// tinygrad's test/test_jit_footguns.py).
+//
+// Every test asserts what tracegraph does TODAY, so that a change of behaviour shows up here.
+// Its comment says what is surprising and what to do instead. Tests named `Today...` pin a known
+// bug or a gap to TensorFlow: the comment says what TF does, and the fix is expected to flip the
+// test (update it then, and its line in the "Tracing footguns" section of docs/user-guide.md).
+//
+// Most of these are inherent to tracing (the C++ body runs once per trace, not once per call)
+// and are also in the "Limitations" and "Known Issues" sections of TF's tf.function guide.
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "support/test_util.h"
+
+namespace tg {
+namespace {
+
+using testing::PrintCapture;
+
+// Redirects std::cout for its lifetime (restored even when an assertion fails).
+class CoutCapture {
+ public:
+  CoutCapture() : old_(std::cout.rdbuf(text_.rdbuf())) {}
+  ~CoutCapture() { std::cout.rdbuf(old_); }
+  CoutCapture(const CoutCapture&) = delete;
+  CoutCapture& operator=(const CoutCapture&) = delete;
+  std::string text() const { return text_.str(); }
+
+ private:
+  std::ostringstream text_;
+  std::streambuf* old_;
+};
+
+// run_functions_eagerly is process-global: a failing test must not leave it on for the others.
+class EagerMode {
+ public:
+  EagerMode() { config::run_functions_eagerly(true); }
+  ~EagerMode() { config::run_functions_eagerly(false); }
+  EagerMode(const EagerMode&) = delete;
+  EagerMode& operator=(const EagerMode&) = delete;
+};
+
+// Collects tracegraph's diagnostics (retrace warnings) instead of writing them to stderr.
+class LogCapture {
+ public:
+  LogCapture() {
+    config::set_log_sink([](const std::string& m, void* self) {
+      static_cast<LogCapture*>(self)->text_ += m + "\n";
+    }, this);
+  }
+  ~LogCapture() { config::set_log_sink(nullptr); }
+  LogCapture(const LogCapture&) = delete;
+  LogCapture& operator=(const LogCapture&) = delete;
+  const std::string& text() const { return text_; }
+
+ private:
+  std::string text_;
+};
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// ---- The body is C++ that runs while tracing ------------------------------------------------
+
+TEST(Footguns, CppSideEffectsRunOnlyWhileTracing) {
+  // Surprise: a counter, a push_back and std::cout in the body run once (at the trace), not at
+  // every call; std::cout even shows the symbolic placeholder instead of the value.
+  // Instead: tg::print and Variable updates are graph ops and run at every call.
+  PrintCapture printed;
+  CoutCapture cout;
+  int calls = 0;
+  std::vector<int> seen;
+  auto f = function([&](const Tensor& x) {
+    ++calls;
+    seen.push_back(calls);
+    std::cout << "cout: " << x << "\n";
+    print("print:", x);
+    return x + 1;
+  }, {.arg_names = {"x"}});
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(f(constant(i)).item<int32_t>(), i + 1);
+  EXPECT_EQ(calls, 1);  // would be 3 without tg::function
+  EXPECT_EQ(seen, std::vector<int>{1});
+  EXPECT_EQ(cout.text(), "cout: Tensor(\"x:0\", shape=(), dtype=int32)\n");
+  EXPECT_EQ(printed.take(), "print: 0\nprint: 1\nprint: 2\n");
+}
+
+TEST(Footguns, PrintRunsAfterAllCppCodeOfTheFirstCall) {
+  // Surprise: on the call that traces, every line of C++ output comes first (the whole body runs
+  // to build the graph), and tg::print only afterwards, when the graph runs; later calls show
+  // only tg::print. Eagerly the lines interleave in program order.
+  // Instead: do not mix the two for ordering; log with tg::print only.
+  std::vector<std::string> log;
+  config::set_print_sink([](const std::string& line, void* user) {
+    static_cast<std::vector<std::string>*>(user)->push_back("print " + line.substr(0, line.size() - 1));
+  }, &log);
+  auto f = function([&](const Tensor& x) {
+    log.push_back("cpp before");
+    print("graph", x);
+    log.push_back("cpp after");
+    return x;
+  });
+  f(constant(1));
+  f(constant(2));
+  {
+    EagerMode eager;
+    f(constant(3));
+  }
+  config::set_print_sink(nullptr);
+  EXPECT_EQ(log, (std::vector<std::string>{"cpp before", "cpp after", "print graph 1",  // trace
+                                           "print graph 2",                             // cached
+                                           "cpp before", "print graph 3", "cpp after"}));  // eager
+}
+
+TEST(Footguns, CppGuardAroundAnAssignIsRecordedUnconditionally) {
+  // TF's Model example. Surprise: the C++ counter meant to run the assign once only guards the
+  // *recording*; the recorded assign_add then runs at every call (1, 2, 3; expected 1, 1, 1).
+  // Instead: do one-time work outside the function, or guard it with tg::cond on a Variable.
+  Variable v(constant(0));
+  int counter = 0;
+  auto call = function([&] {
+    if (counter == 0) {
+      ++counter;
+      v.assign_add(1);
+    }
+    return v.read_value();
+  });
+  std::vector<int32_t> seen;
+  for (int n = 0; n < 3; ++n) seen.push_back(call().item<int32_t>());
+  EXPECT_EQ(seen, (std::vector<int32_t>{1, 2, 3}));
+}
+
+TEST(Footguns, CppIteratorAdvancesOnlyWhileTracing) {
+  // TF's buggy_consume_next. Surprise: the C++ position advances once, at the trace, so every
+  // call prints the first element (1 1 1, expected 1 2 3).
+  // Instead: keep the position in a Variable and index a tensor with it.
+  PrintCapture printed;
+  const std::vector<int> data{1, 2, 3};
+  std::size_t pos = 0;
+  auto buggy_consume_next = function([&] { print("Value:", data[pos++]); });
+  for (int i = 0; i < 3; ++i) buggy_consume_next();
+  EXPECT_EQ(printed.take(), "Value: 1\nValue: 1\nValue: 1\n");
+  EXPECT_EQ(pos, 1u);
+
+  const Tensor data_t = constant({1, 2, 3});
+  Variable next(constant(0));
+  auto good_consume_next = function([&] {
+    print("Value:", gather(data_t, next.read_value()));
+    next.assign_add(1);
+  });
+  for (int i = 0; i < 3; ++i) good_consume_next();
+  EXPECT_EQ(printed.take(), "Value: 1\nValue: 2\nValue: 3\n");
+}
+
+TEST(Footguns, CapturedCppValuesAreFrozenAtTraceTime) {
+  // tinygrad's python_constants_frozen / conditional_branches_frozen, TF's buggy_add. Surprise:
+  // a C++ int or bool the body reads by reference is read once, at the trace; changing it later
+  // changes nothing (and no retrace happens, the captured value is not part of the trace type).
+  // Instead: pass it as an argument (a literal: one trace per value) or hold it in a Variable.
+  int scale = 2;
+  bool use_square = false;
+  auto f = function([&](const Tensor& x) { return use_square ? x * x : x * scale; });
+  EXPECT_EQ(f(constant(3)).item<int32_t>(), 6);
+  scale = 10;
+  EXPECT_EQ(f(constant(3)).item<int32_t>(), 6);  // should be 30
+  use_square = true;
+  EXPECT_EQ(f(constant(3)).item<int32_t>(), 6);  // should be 9
+  EXPECT_EQ(f.tracing_count(), 1);
+
+  auto g = function([](const Tensor& x, bool square, int k) { return square ? x * x : x * k; });
+  EXPECT_EQ(g(constant(3), false, 10).item<int32_t>(), 30);
+  EXPECT_EQ(g(constant(3), true, 10).item<int32_t>(), 9);
+  EXPECT_EQ(g.tracing_count(), 2);
+}
+
+TEST(Footguns, CapturedEagerTensorIsAConstantButAVariableIsReadByReference) {
+  // Surprise: a tg::Tensor the body uses is baked into the graph as a Const at the trace;
+  // re-assigning the C++ handle afterwards is not seen. A Variable is read at every call.
+  // Instead: keep values that change in a Variable (assign), or pass them as arguments.
+  Tensor scale = constant(2.0f);
+  Variable vscale(constant(2.0f));
+  auto by_tensor = function([&](const Tensor& x) { return x * scale; });
+  auto by_variable = function([&](const Tensor& x) { return x * vscale; });
+  EXPECT_EQ(by_tensor(constant(1.0f)).item<float>(), 2.0f);
+  EXPECT_EQ(by_variable(constant(1.0f)).item<float>(), 2.0f);
+  scale = constant(10.0f);
+  vscale.assign(10.0f);
+  EXPECT_EQ(by_tensor(constant(1.0f)).item<float>(), 2.0f);  // should be 10
+  EXPECT_EQ(by_variable(constant(1.0f)).item<float>(), 10.0f);
+  EXPECT_EQ(by_tensor.tracing_count(), 1);
+  EXPECT_EQ(by_variable.tracing_count(), 1);
+}
+
+struct EqualityConfig {
+  int k;
+  bool operator==(const EqualityConfig&) const = default;
+};
+
+TEST(Footguns, SharedPtrArgumentsAreMatchedAgainstTheLiveTracedObject) {
+  // TF's SimpleModel. Surprise: a std::shared_ptr argument is typed by the object itself (held
+  // weakly), not by a snapshot of its fields. After `m->bias += 5` the same object still matches
+  // the old trace, which holds bias = 0 as a constant (20, expected 25); an equal copy without
+  // operator== retraces.
+  // Instead: make the fields Variables (TF's BetterModel), or treat objects passed to a function
+  // as immutable and pass a new object when a value changes.
+  struct PlainModel {
+    float weight = 2.0f;
+    float bias = 0.0f;
+  };
+  auto evaluate = function([](std::shared_ptr<PlainModel> m, const Tensor& x) { return x * m->weight + m->bias; });
+  auto model = std::make_shared<PlainModel>();
+  EXPECT_EQ(evaluate(model, constant(10.0f)).item<float>(), 20.0f);
+  model->bias += 5.0f;
+  EXPECT_EQ(evaluate(model, constant(10.0f)).item<float>(), 20.0f);  // should be 25
+  EXPECT_EQ(evaluate.tracing_count(), 1);
+  auto twin = std::make_shared<PlainModel>(*model);
+  EXPECT_EQ(evaluate(twin, constant(10.0f)).item<float>(), 25.0f);
+  EXPECT_EQ(evaluate.tracing_count(), 2);  // equal fields, no operator==: a new trace per object
+
+  // With operator==, another object is compared with the traced object *as it is now*: after the
+  // traced object is mutated to k = 5, a fresh {5} matches the trace made for k = 2 and gets its
+  // result (silently wrong: 2, expected 5), while a fresh {2} retraces. The trace key should be a
+  // snapshot of the value at trace time.
+  auto scale = function([](std::shared_ptr<EqualityConfig> c, const Tensor& x) { return x * c->k; });
+  auto traced = std::make_shared<EqualityConfig>(EqualityConfig{2});
+  EXPECT_EQ(scale(traced, constant(1)).item<int32_t>(), 2);
+  traced->k = 5;
+  EXPECT_EQ(scale(std::make_shared<EqualityConfig>(EqualityConfig{5}), constant(1)).item<int32_t>(), 2);  // should be 5
+  EXPECT_EQ(scale.tracing_count(), 1);
+  EXPECT_EQ(scale(std::make_shared<EqualityConfig>(EqualityConfig{2}), constant(1)).item<int32_t>(), 2);
+  EXPECT_EQ(scale.tracing_count(), 2);
+}
+
+TEST(Footguns, RandomUniformInsideAFunctionIsDrawnOnceAtTraceTime) {
+  // Surprise: tg::random_uniform builds an eager tensor, so inside a function it is drawn once,
+  // while tracing, and becomes a constant: every call adds the same "random" numbers (with or
+  // without a seed). TF's tf.random.uniform is a stateful graph op that draws anew at each call.
+  // Instead: draw outside and pass the numbers in as a tensor argument.
+  auto noisy = function([](const Tensor& x) { return x + random_uniform({4}); });
+  const auto first = noisy(zeros({4})).to_vector<float>();
+  const auto second = noisy(zeros({4})).to_vector<float>();
+  EXPECT_EQ(first, second);  // TF: different
+  EXPECT_NE(random_uniform({4}).to_vector<float>(), random_uniform({4}).to_vector<float>());  // eagerly: new draws
+
+  auto noisy_arg = function([](const Tensor& x, const Tensor& noise) { return x + noise; });
+  EXPECT_NE(noisy_arg(zeros({4}), random_uniform({4})).to_vector<float>(),
+            noisy_arg(zeros({4}), random_uniform({4})).to_vector<float>());
+  EXPECT_EQ(noisy_arg.tracing_count(), 1);
+}
+
+// ---- Control flow on tensors -----------------------------------------------------------------
+
+TEST(Footguns, CppIfOnATensorWorksEagerlyButThrowsWhileTracing) {
+  // Surprise: `if (x > 0)` is fine eagerly (and under run_functions_eagerly) but a symbolic
+  // tensor has no C++ truth value, so tracing throws. Instead: tg::cond (one trace, the branch is
+  // chosen in the graph at every call).
+  auto cpp_if = function([](const Tensor& x) {
+    if (x > 0) return x;
+    return -x;
+  }, {.name = "cpp_if"});
+  EXPECT_THROW_MSG(cpp_if(constant(-3)), TypeError, "[operator bool]", "symbolic tensor",
+                   "tg::cond(pred, true_fn, false_fn)", "tg::while_loop");
+  EXPECT_EQ(cpp_if.tracing_count(), 0);
+  {
+    EagerMode eager;
+    EXPECT_EQ(cpp_if(constant(-3)).item<int32_t>(), 3);
+  }
+  // Reading the value (item, to_vector) to branch on it is refused the same way.
+  auto cpp_item = function([](const Tensor& x) { return x.item<int32_t>() > 0 ? x : -x; });
+  EXPECT_THROW_MSG(cpp_item(constant(-3)), TypeError, "symbolic");
+
+  auto staged = function([](const Tensor& x) { return cond(x > 0, [&] { return x; }, [&] { return -x; }); });
+  EXPECT_EQ(staged(constant(-3)).item<int32_t>(), 3);
+  EXPECT_EQ(staged(constant(4)).item<int32_t>(), 4);
+  EXPECT_EQ(staged.tracing_count(), 1);
+}
+
+TEST(Footguns, CppLoopUnrollsIntoTheGraphButForRangeDoesNot) {
+  // Surprise: a C++ `for` over a count runs while tracing, so the graph gets one copy of the body
+  // per iteration (its size grows with the count) and, with the count a C++ argument, each count
+  // is another trace. Instead: tg::for_range over a tensor count: one loop node, one trace.
+  auto unrolled = function([](const Tensor& x, int n) {
+    Tensor acc = x;
+    for (int i = 0; i < n; ++i) acc = acc * 2 + 1;
+    return acc;
+  }, {.optimize = false});
+  auto staged = function([](const Tensor& x, const Tensor& n) {
+    return for_range(Range(n), x, [](const Tensor&, const Tensor& acc) { return acc * 2 + 1; });
+  }, {.optimize = false});
+  auto nodes = [](const ConcreteFunction& cf) { return cf.graph().nodes().size(); };
+  const auto unrolled_3 = nodes(unrolled.get_concrete_function(constant(1), 3));
+  const auto unrolled_30 = nodes(unrolled.get_concrete_function(constant(1), 30));
+  EXPECT_GE(unrolled_30, unrolled_3 + 27 * 4);  // mul, add and their two constants per iteration
+  EXPECT_EQ(unrolled.tracing_count(), 2);
+  const auto staged_3 = nodes(staged.get_concrete_function(constant(1), constant(3)));
+  const auto staged_30 = nodes(staged.get_concrete_function(constant(1), constant(30)));
+  EXPECT_EQ(staged_3, staged_30);
+  EXPECT_EQ(staged.tracing_count(), 1);
+  EXPECT_LT(staged_30, unrolled_30);
+  EXPECT_EQ(unrolled(constant(1), 3).item<int32_t>(), 15);
+  EXPECT_EQ(staged(constant(1), constant(3)).item<int32_t>(), 15);
+}
+
+// ---- Trace types: what makes a new trace ----------------------------------------------------
+
+TEST(Footguns, CppScalarArgumentsRetraceForEveryValue) {
+  // Surprise: int, double, bool and string arguments are literal trace types; a training loop
+  // that passes its step counter traces once per step (and stops at max_traces), and
+  // reduce_retracing does not help (literals never generalise).
+  // Instead: pass numbers that vary as tensors (tg::constant(step)).
+  auto step_fn = function([](const Tensor& x, int step) { return x + step; },
+                          {.name = "train_step", .reduce_retracing = true, .arg_names = {"x", "step"},
+                           .max_traces = 4});
+  for (int step = 0; step < 4; ++step) EXPECT_EQ(step_fn(constant(1), step).item<int32_t>(), 1 + step);
+  EXPECT_EQ(step_fn.tracing_count(), 4);
+  EXPECT_TRUE(contains(step_fn.trace_history()[1].reason, "step: literal value 0 -> 1"))
+      << step_fn.trace_history()[1].reason;
+  EXPECT_THROW_MSG(step_fn(constant(1), 4), RetracingLimitError, "'train_step' has been retraced 4 times",
+                   "pass step as a tg::Tensor");
+
+  auto scale = function([](const Tensor& x, double k) { return x * k; });
+  scale(constant(1.0f), 0.1);
+  scale(constant(1.0f), 0.2);
+  EXPECT_EQ(scale.tracing_count(), 2);
+
+  auto tensor_step = function([](const Tensor& x, const Tensor& step) { return x + step; });
+  for (int step = 0; step < 4; ++step) EXPECT_EQ(tensor_step(constant(1), constant(step)).item<int32_t>(), 1 + step);
+  EXPECT_EQ(tensor_step.tracing_count(), 1);
+}
+
+TEST(Footguns, StdVectorOfNumbersIsBakedIntoTheGraph) {
+  // Surprise: a std::vector<float> argument is a container of literals, not data: every new
+  // content is a new trace with the numbers as constants of the graph.
+  // Instead: pass the data as a tg::Tensor (tg::constant(values, shape)).
+  auto total = function([](const std::vector<float>& xs) {
+    return reduce_sum(constant(xs, TensorShape{static_cast<int64_t>(xs.size())}));
+  });
+  EXPECT_EQ(total(std::vector<float>{1, 2, 3}).item<float>(), 6.0f);
+  EXPECT_EQ(total(std::vector<float>{4, 5, 6}).item<float>(), 15.0f);
+  EXPECT_EQ(total(std::vector<float>{1, 2, 3}).item<float>(), 6.0f);
+  EXPECT_EQ(total.tracing_count(), 2);
+
+  auto total_t = function([](const Tensor& xs) { return reduce_sum(xs); });
+  total_t(constant({1.0f, 2.0f, 3.0f}));
+  total_t(constant({4.0f, 5.0f, 6.0f}));
+  EXPECT_EQ(total_t.tracing_count(), 1);
+}
+
+TEST(Footguns, NewShapeRetracesUnlessSignatureOrReduceRetracing) {
+  // Surprise: every new batch size is a new trace (shapes are part of the trace type).
+  // Instead: input_signature with None dims (one trace), or reduce_retracing (one extra trace,
+  // then a generalised (None,) trace serves all sizes).
+  auto per_shape = function([](const Tensor& x) { return x * 2; }, {.arg_names = {"x"}});
+  auto with_signature = function([](const Tensor& x) { return x * 2; },
+                                 {.input_signature = std::vector<TensorSpec>{TensorSpec({None}, float32)}});
+  auto reducing = function([](const Tensor& x) { return x * 2; }, {.reduce_retracing = true});
+  for (int64_t n = 2; n <= 5; ++n) {
+    per_shape(ones({n}));
+    with_signature(ones({n}));
+    reducing(ones({n}));
+  }
+  EXPECT_EQ(per_shape.tracing_count(), 4);
+  EXPECT_EQ(per_shape.trace_history()[1].reason, "x: shape (2,) -> (3,), dim 0: 2 -> 3 (closest trace: #0)");
+  EXPECT_EQ(with_signature.tracing_count(), 1);
+  EXPECT_EQ(reducing.tracing_count(), 2);
+}
+
+TEST(Footguns, TodayNoneDimReadsAsMinusOne) {
+  // KNOWN SILENT WRONG RESULT (tracked by the trust issue): while tracing with a None dim,
+  // x.shape().dim(0) and num_elements() return -1 (tg::None) as if it were a size. A mean
+  // written as sum / dim(0) then divides by -1 (-6 for [1, 2, 3] instead of 2) and x[dim(0) - 1]
+  // reads the wrong element, with no error.
+  // Will be: tg::ValueError naming the tensor, the dim and the fix (API.md, second milestone);
+  // TF hands out None, so Python code fails loudly. Instead: tg::shape(x)[i], a run-time value.
+  std::vector<int64_t> seen;
+  auto mean = function([&](const Tensor& x) {
+    seen.push_back(x.shape().dim(0));
+    seen.push_back(x.shape().num_elements());
+    return reduce_sum(x) / static_cast<float>(x.shape().dim(0));
+  }, {.input_signature = std::vector<TensorSpec>{TensorSpec({None}, float32)}});
+  EXPECT_EQ(mean(constant({1.0f, 2.0f, 3.0f})).item<float>(), -6.0f);  // should raise ValueError
+  EXPECT_EQ(seen, (std::vector<int64_t>{None, -1}));
+  // The last element as x[dim(0) - 1] is x[-2], which counts from the end: 2 instead of 3.
+  auto last = function([](const Tensor& x) { return x[x.shape().dim(0) - 1]; },
+                       {.input_signature = std::vector<TensorSpec>{TensorSpec({None}, float32)}});
+  EXPECT_EQ(last(constant({1.0f, 2.0f, 3.0f})).item<float>(), 2.0f);  // should raise ValueError
+
+  auto good_mean = function([](const Tensor& x) { return reduce_sum(x) / cast(shape(x)[0], float32); },
+                            {.input_signature = std::vector<TensorSpec>{TensorSpec({None}, float32)}});
+  EXPECT_EQ(good_mean(constant({1.0f, 2.0f, 3.0f})).item<float>(), 2.0f);
+}
+
+TEST(Footguns, TodayVariableArgumentsAreTypedByIdentity) {
+  // KNOWN GAP TO TF: a Variable argument's trace type includes its identity, so a different
+  // Variable of the same shape and dtype retraces (one trace per Variable: per layer, per model
+  // copy). TF types it as VariableSpec(shape, dtype) plus the aliasing pattern: one trace here.
+  // The fix will flip the count to 1. Until then: close over Variables instead of passing them.
+  Variable a(constant(1.0f)), b(constant(1.0f));
+  auto scale = function([](const Variable& w, const Tensor& x) { return x * w; });
+  EXPECT_EQ(scale(a, constant(3.0f)).item<float>(), 3.0f);
+  EXPECT_EQ(scale(b, constant(3.0f)).item<float>(), 3.0f);
+  EXPECT_EQ(scale.tracing_count(), 2);  // TF: 1
+}
+
+TEST(Footguns, FunctionCreatedInALoopRetracesEveryTime) {
+  // Surprise: each tg::function starts with an empty trace cache, so one created per call (in a
+  // loop, or in a helper called per step) traces at every call. tracegraph notes it in the trace
+  // reason and warns at the 5th instance. Instead: create the function once and reuse it.
+  LogCapture log;
+  auto body = [](const Tensor& x) { return x + 1; };
+  int traces = 0;
+  std::string last_reason;
+  for (int i = 0; i < 5; ++i) {
+    auto f = function(body, {.name = "step"});
+    f(constant(1));
+    traces += static_cast<int>(f.tracing_count());
+    last_reason = f.trace_history().back().reason;
+  }
+  EXPECT_EQ(traces, 5);
+  EXPECT_TRUE(contains(last_reason, "this is tg::function #5 created from the same C++ callable")) << last_reason;
+  EXPECT_TRUE(contains(log.text(), "5 tg::functions have been created from the same C++ callable")) << log.text();
+}
+
+// ---- Scope and state -------------------------------------------------------------------------
+
+TEST(Footguns, SymbolicTensorKeptAfterTheTraceIsOutOfScope) {
+  // TF's leaky_function. Surprise: a tensor stored into an outside variable during the trace is
+  // a symbolic graph value, not a result; it cannot be read or used after the call.
+  // Instead: return every value you need.
+  std::vector<Tensor> kept;
+  auto leaky = function([&](const Tensor& a) {
+    kept.push_back(a + 1);
+    return a + 2;
+  }, {.name = "leaky"});
+  EXPECT_EQ(leaky(constant(1)).item<int32_t>(), 3);
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_TRUE(kept[0].is_symbolic());
+  EXPECT_THROW_MSG(kept[0].item<int32_t>(), TypeError, "of function 'leaky'", "leaked out of its trace");
+  EXPECT_THROW_MSG(kept[0] + 1, OutOfScopeError, "of function 'leaky'");
+  auto captures_leaked = function([&](const Tensor& b) { return b + kept[0]; }, {.name = "captures_leaked"});
+  EXPECT_THROW_MSG(captures_leaked(constant(2)), OutOfScopeError, "of function 'leaky'",
+                   "while tracing function 'captures_leaked'");
+}
+
+TEST(Footguns, VariableCreatedInTheBodyAtEveryCallIsAnError) {
+  // Surprise: `Variable v(...)` in the body is fine eagerly but refused in a function (it would
+  // make a new Variable per trace). A lazily built model works for the first object but fails
+  // for a second one, whose Variables would be created in a later trace (TF's "different model
+  // instances" case). Instead: create Variables outside, or build each model before passing it.
+  auto f = function([](const Tensor& x) {
+    Variable v(constant(1.0f));
+    return v.read_value() + x;
+  }, {.name = "f"});
+  EXPECT_THROW_MSG(f(constant(1.0f)), ValueError,
+                   "tg::function only supports singleton tg::Variables created on the first call");
+
+  struct LazyLayer {
+    std::optional<Variable> w;
+  };
+  auto apply = function([](std::shared_ptr<LazyLayer> layer, const Tensor& x) {
+    if (!layer->w) layer->w.emplace(constant(2.0f));
+    return x * *layer->w;
+  }, {.name = "apply"});
+  auto first = std::make_shared<LazyLayer>(), second = std::make_shared<LazyLayer>();
+  EXPECT_EQ(apply(first, constant(3.0f)).item<float>(), 6.0f);
+  EXPECT_THROW_MSG(apply(second, constant(3.0f)), ValueError, "singleton", "'apply'");
+}
+
+TEST(Footguns, TodayRecursionOverLiteralsIsAStagingError) {
+  // KNOWN GAP TO TF: a tg::function that calls itself while tracing throws StagingError, even
+  // when the recursion ends on a C++ literal (n = 3, 2, 1, 0). TF traces each literal once
+  // (4 traces, "Warning - multiple tracings") and returns the result: 3 here. The fix will flip
+  // this test. Until then: recurse in a plain C++ helper called from the function.
+  std::function<Tensor(const Tensor&, int)> recurse;
+  auto count_down = function([&](const Tensor& x, int n) { return n == 0 ? x : recurse(x, n - 1) + 1; },
+                             {.name = "count_down"});
+  recurse = [&](const Tensor& x, int n) { return count_down(x, n); };
+  EXPECT_THROW_MSG(count_down(constant(0), 3), StagingError, "'count_down' called itself while it was being traced");
+  EXPECT_EQ(count_down.tracing_count(), 0);
+
+  std::function<Tensor(const Tensor&, int)> helper = [&](const Tensor& x, int n) {
+    return n == 0 ? x : helper(x, n - 1) + 1;
+  };
+  auto via_helper = function([&](const Tensor& x, int n) { return helper(x, n); });
+  EXPECT_EQ(via_helper(constant(0), 3).item<int32_t>(), 3);
+}
+
+TEST(Footguns, TodayInlinedFunctionIgnoresItsInputSignature) {
+  // KNOWN GAP TO TF: a tg::function called while another is traced is inlined, and its
+  // input_signature is not checked then: int32 (None,) is declared, a float32 scalar goes
+  // through and the float result comes back. Called directly, the same input is a TypeError; TF
+  // binds the nested call against the signature and raises TypeError in both cases. Inlining also
+  // means the inner function never traces itself (tracing_count 0) and its C++ code runs once
+  // per call site per outer trace.
+  int inner_runs = 0;
+  auto inner = function([&](const Tensor& x) {
+    ++inner_runs;
+    return x * 2;
+  }, {.name = "inner", .input_signature = std::vector<TensorSpec>{TensorSpec({None}, int32)}});
+  auto outer = function([&](const Tensor& x) { return inner(x) + inner(x); }, {.name = "outer"});
+  EXPECT_EQ(outer(constant(1.5f)).item<float>(), 6.0f);  // TF: TypeError
+  EXPECT_THROW_MSG(inner(constant(1.5f)), TypeError, "Binding inputs to function failed",
+                   "Can not cast TensorSpec(shape=(), dtype=tg.float32, name=None) to "
+                   "TensorSpec(shape=(None,), dtype=tg.int32, name=None)");
+  EXPECT_EQ(inner.tracing_count(), 0);
+  EXPECT_EQ(inner_runs, 2);
+}
+
+// ---- Gradients and debugging ------------------------------------------------------------------
+
+TEST(Footguns, TodayPersistentTapeHigherOrderGradientIsZero) {
+  // KNOWN BUG: API.md says a persistent tape records its own gradient() computations, so the
+  // gradient of a gradient taken from one persistent tape should be the second derivative
+  // (TF: 6x = [6, -12] for y = sum(x^3)). Today it comes out as zeros, silently. The fix will
+  // flip this test. Until then: nest two tapes (outer records inner.gradient), see autodiff.md.
+  const Tensor x = constant({1.0, -2.0}, float64);
+  GradientTape tape(/*persistent=*/true);
+  tape.watch(x);
+  const Tensor dy = tape.gradient(reduce_sum(x * x * x), x);  // 3x^2
+  EXPECT_EQ(dy.to_vector<double>(), (std::vector<double>{3.0, 12.0}));
+  const Tensor d2y = tape.gradient(reduce_sum(dy), x);
+  EXPECT_EQ(d2y.to_vector<double>(), (std::vector<double>{0.0, 0.0}));  // should be {6, -12}
+
+  GradientTape outer;
+  outer.watch(x);
+  GradientTape inner;
+  inner.watch(x);
+  const Tensor inner_dy = inner.gradient(reduce_sum(x * x * x), x);
+  EXPECT_EQ(outer.gradient(reduce_sum(inner_dy), x).to_vector<double>(), (std::vector<double>{6.0, -12.0}));
+}
+
+TEST(Footguns, RunFunctionsEagerlyIsGlobalAndChangesWhatCppCodeDoes) {
+  // Surprise: the debugging switch is process-wide (every tg::function, every thread), skips the
+  // trace cache (tracing_count stays put) and runs C++ side effects at every call, so a bug that
+  // comes from tracing (a frozen capture, a C++ counter) disappears while debugging.
+  // Instead: switch it on only around the code being debugged, and test with it off.
+  int calls = 0;
+  int scale = 2;
+  auto f = function([&](const Tensor& x) {
+    ++calls;
+    return x * scale;
+  });
+  EXPECT_EQ(f(constant(1)).item<int32_t>(), 2);
+  scale = 3;
+  {
+    EagerMode eager;
+    EXPECT_TRUE(config::functions_run_eagerly());
+    EXPECT_EQ(f(constant(1)).item<int32_t>(), 3);  // the frozen capture looks fine here ...
+    EXPECT_EQ(f(constant(1)).item<int32_t>(), 3);
+    auto other = function([](const Tensor& x) { return x; });
+    other(constant(1));
+    EXPECT_EQ(other.tracing_count(), 0);  // ... and every other function is eager too
+  }
+  EXPECT_EQ(f(constant(1)).item<int32_t>(), 2);  // ... but not once tracing is back
+  EXPECT_EQ(calls, 3);
+  EXPECT_EQ(f.tracing_count(), 1);
+}
+
+}  // namespace
+}  // namespace tg
