@@ -3,16 +3,9 @@
 //
 // - Slots: one per value (node output). Placeholders are filled from the call's inputs,
 //   constants once per frame; a slot is cleared after its last reader.
-// - Arena: outputs of pure ops with fully defined static shapes get a buffer chosen by liveness
-//   (ggml's allocator: in topological order, a buffer returns to the free list when its last
-//   reader has run, and a new value takes a free buffer of the same dtype and size). An op with
-//   the kInPlace trait may write into the buffer of an input that dies at that op. Values of
-//   the same kind whose shapes have None dims get a buffer per call instead, kept by the frame
-//   and reused by the next call when it is big enough.
-// - Never in the arena: graph outputs (fresh buffers every call, so results handed to the
-//   caller never alias memory a later call overwrites), values that reach a stateful or
-//   control-flow op (a Variable may keep the tensor), views of such values, and outputs whose
-//   shapes have None dims (those are allocated per call after per-call shape inference).
+// - Memory: where each value lives is decided by plan_memory (runtime/memory_plan.h): arena
+//   buffers reused by liveness and in place, fresh buffers per call for graph outputs and values
+//   that escape, buffers kept by the frame for None-dim values that die within the call.
 // - Frames: the per-call state (slot values, argument vectors, arena buffers) is built once and
 //   parked in the plan between calls, so a cached call allocates only its output tensors.
 //   Concurrent calls of one graph each take a frame of their own.
@@ -23,34 +16,21 @@
 #include <vector>
 
 #include "graph/graph_ir.h"
+#include "runtime/memory_plan.h"
 
 namespace tg::detail {
-
-enum class StepMode : uint8_t {
-  kArena,    // outputs are pre-built views of arena buffers
-  kFresh,    // outputs allocated per call (graph outputs, escaping values, None dims)
-  kGeneric,  // as run_op_eager: kView, stateful and control-flow ops
-};
 
 struct PlanStep {
   const OpDef* def = nullptr;
   const OpAttrs* attrs = nullptr;
   int node = -1;
-  StepMode mode = StepMode::kGeneric;
+  OutputMemory memory = OutputMemory::kByKernel;
   bool infer_per_call = false;  // some input or output type has None dims (or unknown rank)
   bool parallel = false;        // elementwise without broadcasting: split over the thread pool
-  // infer_per_call outputs that die within the call: the frame keeps their buffers and reuses
-  // them on the next call when they are big enough (None-dim graphs reuse memory too).
-  bool reuse_per_call = false;
   std::vector<int> in_slots;
   std::vector<int> out_slots;
   std::vector<int> out_buffers;  // kArena: arena buffer per output
   std::vector<int> release;      // slots whose last reader is this step
-};
-
-struct ArenaBufferSpec {
-  DType dtype;
-  int64_t count;
 };
 
 /// What a plan decided, for tests and benchmarks.
