@@ -404,7 +404,7 @@ std::shared_ptr<FunctionGradient> gradient_of(const ConcreteImpl& cf) {
 }  // namespace
 
 std::vector<Tensor> run_concrete(const ConcreteImpl& cf, const std::vector<Tensor>& inputs) {
-  if (!tapes_recording()) return execute(*cf.ir, inputs);
+  if (!tapes_recording()) return execute(*cf.plan, inputs);
   std::shared_ptr<FunctionGradient> fg = gradient_of(cf);
   // The variables' values as the call sees them, read through the op so that tapes track them.
   std::vector<Tensor> var_values;
@@ -413,7 +413,7 @@ std::vector<Tensor> run_concrete(const ConcreteImpl& cf, const std::vector<Tenso
     attrs.resource = v;
     var_values.push_back(apply_op1(OpId::ReadVariable, {}, attrs));
   }
-  std::vector<Tensor> outputs = execute(*cf.ir, inputs);
+  std::vector<Tensor> outputs = execute(*cf.plan, inputs);
   std::vector<Tensor> all_inputs = inputs;
   all_inputs.insert(all_inputs.end(), var_values.begin(), var_values.end());
   const std::size_t n_inputs = inputs.size();

@@ -47,6 +47,25 @@ bool splits_over_threads(const GraphNode& node, const MemoryPlan& mp) {
   return true;
 }
 
+// The sub-graph plans of the control-flow step this thread is running, where run_subgraph finds
+// the plan of the sub-graph its kernel runs. Kernels keep their (inputs, attrs, outputs)
+// signature, so the step hands its plans down this way; a nested step installs its own for the
+// duration of its kernel.
+thread_local const std::vector<SubgraphPlan>* t_subgraph_plans = nullptr;
+
+class SubgraphPlansScope {
+ public:
+  explicit SubgraphPlansScope(const std::vector<SubgraphPlan>& plans) : saved_(t_subgraph_plans) {
+    t_subgraph_plans = &plans;
+  }
+  ~SubgraphPlansScope() { t_subgraph_plans = saved_; }
+  SubgraphPlansScope(const SubgraphPlansScope&) = delete;
+  SubgraphPlansScope& operator=(const SubgraphPlansScope&) = delete;
+
+ private:
+  const std::vector<SubgraphPlan>* saved_;
+};
+
 // A flat view of `t`'s elements [begin, begin + n) (n == 1 and a 1-element tensor: a scalar).
 Tensor chunk_of(const Tensor& t, int64_t begin, int64_t n, int64_t total) {
   if (t.impl()->shape.num_elements() != total) return make_view(t, TensorShape{});  // broadcast scalar
@@ -55,7 +74,7 @@ Tensor chunk_of(const Tensor& t, int64_t begin, int64_t n, int64_t total) {
 
 }  // namespace
 
-Plan::Plan(const GraphIR& graph) : nodes_(graph.nodes.data()), num_nodes_(graph.nodes.size()) {
+Plan::Plan(const GraphIR& graph) : nodes_(graph.nodes.data()) {
   const MemoryPlan mp = plan_memory(graph);
   num_slots_ = mp.num_values;
   buffers_ = mp.buffers;
@@ -87,6 +106,11 @@ Plan::Plan(const GraphIR& graph) : nodes_(graph.nodes.data()), num_nodes_(graph.
         }
         step.parallel = (step.memory == OutputMemory::kArena || step.memory == OutputMemory::kFresh) &&
                         !step.infer_per_call && splits_over_threads(node, mp);
+        for (const NamedSubgraph& sub : subgraphs_of(node.op, node.attrs)) {
+          const auto same = [&](const SubgraphPlan& p) { return p.graph == sub.graph.get(); };
+          if (std::none_of(step.subgraph_plans.begin(), step.subgraph_plans.end(), same))
+            step.subgraph_plans.push_back({sub.graph.get(), std::make_unique<const Plan>(*sub.graph)});
+        }
         step_of[i] = static_cast<int>(steps_.size());
         steps_.push_back(std::move(step));
         break;
@@ -152,7 +176,7 @@ void Plan::run_step(const PlanStep& step, Frame& frame) const {
       TG_CHECK(types.size() == outs.size());
       for (std::size_t j = 0; j < outs.size(); ++j)
         outs[j] = step.memory == OutputMemory::kFreshKept ? reuse_or_allocate(frame.kept[s], j, types[j])
-                                      : allocate_tensor(types[j].dtype, types[j].shape);
+                                                          : allocate_tensor(types[j].dtype, types[j].shape);
     } else {
       for (std::size_t j = 0; j < outs.size(); ++j)
         outs[j] = allocate_tensor(node.outputs[j].dtype, node.outputs[j].shape);
@@ -166,6 +190,9 @@ void Plan::run_step(const PlanStep& step, Frame& frame) const {
       o[0] = make_view(outs[0], TensorShape({e - b}), b);
       step.def->kernel(a, *step.attrs, o);
     });
+  } else if (!step.subgraph_plans.empty()) {
+    SubgraphPlansScope scope(step.subgraph_plans);
+    step.def->kernel(args, *step.attrs, outs);
   } else {
     step.def->kernel(args, *step.attrs, outs);
   }
@@ -205,21 +232,19 @@ std::vector<Tensor> Plan::run(const std::vector<Tensor>& inputs) const {
   return results;
 }
 
-const Plan& plan_for(const GraphIR& graph) {
-  const PlanCache& cache = graph.plan_cache;
-  if (const auto* p = static_cast<const Plan*>(cache.plan.load(std::memory_order_acquire)); p && p->matches(graph))
-    return *p;
-  std::lock_guard lock(cache.mu);
-  if (const auto* p = static_cast<const Plan*>(cache.plan.load(std::memory_order_acquire)); p && p->matches(graph))
-    return *p;
-  auto plan = std::make_shared<const Plan>(graph);
-  cache.owned.push_back(plan);
-  cache.plan.store(plan.get(), std::memory_order_release);
-  return *plan;
-}
+std::shared_ptr<const Plan> make_plan(const GraphIR& graph) { return std::make_shared<const Plan>(graph); }
+
+std::vector<Tensor> execute(const Plan& plan, const std::vector<Tensor>& inputs) { return plan.run(inputs); }
 
 std::vector<Tensor> execute(const GraphIR& graph, const std::vector<Tensor>& inputs) {
-  return plan_for(graph).run(inputs);
+  return Plan(graph).run(inputs);
+}
+
+std::vector<Tensor> run_subgraph(const GraphIR& graph, const std::vector<Tensor>& inputs) {
+  if (const std::vector<SubgraphPlan>* plans = t_subgraph_plans)
+    for (const SubgraphPlan& p : *plans)
+      if (p.graph == &graph) return p.plan->run(inputs);
+  return Plan(graph).run(inputs);
 }
 
 }  // namespace tg::detail

@@ -1,5 +1,6 @@
-// The execution plan of a graph: built once (on the graph's first run), then every run walks a
-// flat list of kernel calls over numbered value slots, with intermediates in a reused arena.
+// The execution plan of a graph: built once by whoever runs the graph repeatedly (a concrete
+// function owns the plan of its graph), then every run walks a flat list of kernel calls over
+// numbered value slots, with intermediates in a reused arena.
 //
 // - Slots: one per value (node output). Placeholders are filled from the call's inputs,
 //   constants once per frame; a slot is cleared after its last reader.
@@ -9,6 +10,8 @@
 // - Frames: the per-call state (slot values, argument vectors, arena buffers) is built once and
 //   parked in the plan between calls, so a cached call allocates only its output tensors.
 //   Concurrent calls of one graph each take a frame of their own.
+// - Sub-graphs: a cond / while step holds the plans of its node's sub-graphs, which its kernel
+//   runs through run_subgraph (runtime/executor.h). No plan is kept in a GraphIR.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -19,6 +22,14 @@
 #include "runtime/memory_plan.h"
 
 namespace tg::detail {
+
+class Plan;
+
+/// The plan of one sub-graph of a control-flow node.
+struct SubgraphPlan {
+  const GraphIR* graph = nullptr;
+  std::unique_ptr<const Plan> plan;
+};
 
 struct PlanStep {
   const OpDef* def = nullptr;
@@ -31,6 +42,7 @@ struct PlanStep {
   std::vector<int> out_slots;
   std::vector<int> out_buffers;  // kArena: arena buffer per output
   std::vector<int> release;      // slots whose last reader is this step
+  std::vector<SubgraphPlan> subgraph_plans;  // control-flow steps: one per distinct sub-graph
 };
 
 /// What a plan decided, for tests and benchmarks.
@@ -48,6 +60,8 @@ struct Frame;
 
 class Plan {
  public:
+  /// Plans `graph` and, recursively, its control-flow nodes' sub-graphs. `graph` must outlive
+  /// the plan and not change (the plan points into its nodes).
   explicit Plan(const GraphIR& graph);
   ~Plan();
   Plan(const Plan&) = delete;
@@ -55,17 +69,12 @@ class Plan {
 
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
   const PlanStats& stats() const { return stats_; }
-  /// Whether this plan was built for `graph` as it is now (same node storage and count).
-  bool matches(const GraphIR& graph) const {
-    return graph.nodes.data() == nodes_ && graph.nodes.size() == num_nodes_;
-  }
 
  private:
   std::unique_ptr<Frame> make_frame() const;
   void run_step(const PlanStep& step, Frame& frame) const;
 
   const GraphNode* nodes_;
-  std::size_t num_nodes_;
   int num_slots_ = 0;
   std::vector<std::pair<int, int>> placeholder_slots_;  // (slot, input index)
   std::vector<std::pair<int, Tensor>> const_slots_;
@@ -76,9 +85,5 @@ class Plan {
   PlanStats stats_;
   mutable std::atomic<Frame*> spare_{nullptr};
 };
-
-/// The plan of `graph`, built on first use and kept in graph.plan_cache. A graph must not be
-/// changed after it has run (a change that reallocates its nodes is detected and replanned).
-const Plan& plan_for(const GraphIR& graph);
 
 }  // namespace tg::detail

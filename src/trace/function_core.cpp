@@ -533,6 +533,7 @@ std::shared_ptr<ConcreteImpl> FunctionCore::dispatch_or_trace_impl(const std::ve
   if (s.signature) cf->input_type.names = s.signature->names;
   cf->input_type.hash = hash_types(target);
   cf->ir = graph;
+  cf->plan = make_plan(*graph);
   cf->graph = std::make_unique<Graph>(graph);
   cf->skeleton = std::move(out.skeleton);
   cf->output_description = out.description;
