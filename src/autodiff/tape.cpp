@@ -389,7 +389,7 @@ std::vector<Tensor> run_call_under_tapes(const ConcreteImpl& cf, const std::vect
     attrs.resource = v;
     var_values.push_back(apply_op1(OpId::ReadVariable, {}, attrs));
   }
-  std::vector<Tensor> outputs = execute(*cf.ir, inputs);
+  std::vector<Tensor> outputs = execute(*cf.plan, inputs);
   std::vector<Tensor> all_inputs = inputs;
   all_inputs.insert(all_inputs.end(), var_values.begin(), var_values.end());
   const std::size_t n_inputs = inputs.size();

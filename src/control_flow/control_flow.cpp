@@ -59,7 +59,7 @@ void kernel_cond(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vecto
   const std::size_t b = runtime_pred("cond", in[0]) ? 0 : 1;
   std::vector<Tensor> args;
   for (int k : p.capture_inputs[b]) args.push_back(in[static_cast<std::size_t>(k)]);
-  std::vector<Tensor> res = execute(*attrs.subgraphs[b].graph, args);
+  std::vector<Tensor> res = run_subgraph(*attrs.subgraphs[b].graph, args);
   TG_CHECK(res.size() == out.size(), "cond branch returned ", res.size(), " values for ", out.size(), " outputs");
   for (std::size_t i = 0; i < res.size(); ++i) out[i] = distinct_from_inputs(std::move(res[i]), in);
 }
@@ -85,9 +85,9 @@ void kernel_while(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vect
   };
   for (int64_t iter = 0; p.maximum_iterations < 0 || iter < p.maximum_iterations; ++iter) {
     with_captures(0);
-    if (!runtime_pred("while_loop", execute(*attrs.subgraphs[0].graph, args).at(0))) break;
+    if (!runtime_pred("while_loop", run_subgraph(*attrs.subgraphs[0].graph, args).at(0))) break;
     with_captures(1);
-    vars = execute(*attrs.subgraphs[1].graph, args);
+    vars = run_subgraph(*attrs.subgraphs[1].graph, args);
     TG_CHECK(vars.size() == n, "while body returned ", vars.size(), " values for ", n, " loop variables");
   }
   for (std::size_t i = 0; i < n; ++i) out[i] = distinct_from_inputs(std::move(vars[i]), in);

@@ -1,9 +1,7 @@
 // The graph IR that traces record into and the executor runs.
 #pragma once
-#include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -29,17 +27,6 @@ enum class NodeKind : uint8_t {
 };
 
 class GraphIR;
-
-/// Where the executor keeps its plan for a graph (src/runtime/plan.h), built on the first run.
-/// Copying a graph copies no plan: the copy may be changed before it runs.
-struct PlanCache {
-  PlanCache() = default;
-  PlanCache(const PlanCache&) {}
-  PlanCache& operator=(const PlanCache&) { return *this; }
-  mutable std::atomic<const void*> plan{nullptr};  // fast path: the current plan
-  mutable std::mutex mu;                           // guards building and `owned`
-  mutable std::vector<std::shared_ptr<const void>> owned;  // every plan built (kept alive)
-};
 
 struct GraphNode {
   std::string name;               // unique within the graph
@@ -72,8 +59,6 @@ class GraphIR {
   int add_const(const Tensor& value);
   /// "add" for output 0, "add:1" for others (as graph inputs are written).
   std::string ref_name(const ValueRef& r) const;
-
-  PlanCache plan_cache;  // the executor's; see src/runtime/plan.h
 
  private:
   uint64_t id_;

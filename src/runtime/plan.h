@@ -1,21 +1,17 @@
-// The execution plan of a graph: built once (on the graph's first run), then every run walks a
-// flat list of kernel calls over numbered value slots, with intermediates in a reused arena.
+// The execution plan of a graph: built once by whoever runs the graph repeatedly (a concrete
+// function owns the plan of its graph), then every run walks a flat list of kernel calls over
+// numbered value slots, with intermediates in a reused arena.
 //
 // - Slots: one per value (node output). Placeholders are filled from the call's inputs,
 //   constants once per frame; a slot is cleared after its last reader.
-// - Arena: outputs of pure ops with fully defined static shapes get a buffer chosen by liveness
-//   (ggml's allocator: in topological order, a buffer returns to the free list when its last
-//   reader has run, and a new value takes a free buffer of the same dtype and size). An op with
-//   the kInPlace trait may write into the buffer of an input that dies at that op. Values of
-//   the same kind whose shapes have None dims get a buffer per call instead, kept by the frame
-//   and reused by the next call when it is big enough.
-// - Never in the arena: graph outputs (fresh buffers every call, so results handed to the
-//   caller never alias memory a later call overwrites), values that reach a stateful or
-//   control-flow op (a Variable may keep the tensor), views of such values, and outputs whose
-//   shapes have None dims (those are allocated per call after per-call shape inference).
+// - Memory: where each value lives is decided by plan_memory (runtime/memory_plan.h): arena
+//   buffers reused by liveness and in place, fresh buffers per call for graph outputs and values
+//   that escape, buffers kept by the frame for None-dim values that die within the call.
 // - Frames: the per-call state (slot values, argument vectors, arena buffers) is built once and
 //   parked in the plan between calls, so a cached call allocates only its output tensors.
 //   Concurrent calls of one graph each take a frame of their own.
+// - Sub-graphs: a cond / while step holds the plans of its node's sub-graphs, which its kernel
+//   runs through run_subgraph (runtime/executor.h). No plan is kept in a GraphIR.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -23,34 +19,30 @@
 #include <vector>
 
 #include "graph/graph_ir.h"
+#include "runtime/memory_plan.h"
 
 namespace tg::detail {
 
-enum class StepMode : uint8_t {
-  kArena,    // outputs are pre-built views of arena buffers
-  kFresh,    // outputs allocated per call (graph outputs, escaping values, None dims)
-  kGeneric,  // as run_op_eager: kView, stateful and control-flow ops
+class Plan;
+
+/// The plan of one sub-graph of a control-flow node.
+struct SubgraphPlan {
+  const GraphIR* graph = nullptr;
+  std::unique_ptr<const Plan> plan;
 };
 
 struct PlanStep {
   const OpDef* def = nullptr;
   const OpAttrs* attrs = nullptr;
   int node = -1;
-  StepMode mode = StepMode::kGeneric;
+  OutputMemory memory = OutputMemory::kByKernel;
   bool infer_per_call = false;  // some input or output type has None dims (or unknown rank)
   bool parallel = false;        // elementwise without broadcasting: split over the thread pool
-  // infer_per_call outputs that die within the call: the frame keeps their buffers and reuses
-  // them on the next call when they are big enough (None-dim graphs reuse memory too).
-  bool reuse_per_call = false;
   std::vector<int> in_slots;
   std::vector<int> out_slots;
   std::vector<int> out_buffers;  // kArena: arena buffer per output
   std::vector<int> release;      // slots whose last reader is this step
-};
-
-struct ArenaBufferSpec {
-  DType dtype;
-  int64_t count;
+  std::vector<SubgraphPlan> subgraph_plans;  // control-flow steps: one per distinct sub-graph
 };
 
 /// What a plan decided, for tests and benchmarks.
@@ -68,6 +60,8 @@ struct Frame;
 
 class Plan {
  public:
+  /// Plans `graph` and, recursively, its control-flow nodes' sub-graphs. `graph` must outlive
+  /// the plan and not change (the plan points into its nodes).
   explicit Plan(const GraphIR& graph);
   ~Plan();
   Plan(const Plan&) = delete;
@@ -75,17 +69,12 @@ class Plan {
 
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
   const PlanStats& stats() const { return stats_; }
-  /// Whether this plan was built for `graph` as it is now (same node storage and count).
-  bool matches(const GraphIR& graph) const {
-    return graph.nodes.data() == nodes_ && graph.nodes.size() == num_nodes_;
-  }
 
  private:
   std::unique_ptr<Frame> make_frame() const;
   void run_step(const PlanStep& step, Frame& frame) const;
 
   const GraphNode* nodes_;
-  std::size_t num_nodes_;
   int num_slots_ = 0;
   std::vector<std::pair<int, int>> placeholder_slots_;  // (slot, input index)
   std::vector<std::pair<int, Tensor>> const_slots_;
@@ -96,9 +85,5 @@ class Plan {
   PlanStats stats_;
   mutable std::atomic<Frame*> spare_{nullptr};
 };
-
-/// The plan of `graph`, built on first use and kept in graph.plan_cache. A graph must not be
-/// changed after it has run (a change that reallocates its nodes is detected and replanned).
-const Plan& plan_for(const GraphIR& graph);
 
 }  // namespace tg::detail

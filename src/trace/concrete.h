@@ -24,6 +24,7 @@ struct FunctionTypeKey {
 };
 std::size_t hash_types(const std::vector<TraceTypePtr>& types);
 
+class Plan;
 /// What differentiating a concrete function needs (src/autodiff/tape.cpp builds it on the
 /// function's first call under a GradientTape).
 struct FunctionGradient;
@@ -35,6 +36,9 @@ class ConcreteImpl {
   int64_t index = 0;                 // 0 for the first trace
   FunctionTypeKey input_type;
   std::shared_ptr<GraphIR> ir;
+  // The executor's plan of ir, made with the concrete function (ir does not change after), so
+  // that a call needs no lock or lookup to find it.
+  std::shared_ptr<const Plan> plan;
   // The graph as traced, before the optimiser (set only when it ran): gradients replay this
   // one, whose ops all have gradient rules (fused kernels do not).
   std::shared_ptr<const GraphIR> unoptimized_ir;

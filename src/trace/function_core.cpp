@@ -59,7 +59,7 @@ thread_local CallObserver* t_call_observer = nullptr;
 
 std::vector<Tensor> run_concrete(const ConcreteImpl& cf, const std::vector<Tensor>& inputs) {
   if (CallObserver* o = t_call_observer) return o->run_call(cf, inputs);
-  return execute(*cf.ir, inputs);
+  return execute(*cf.plan, inputs);
 }
 
 std::size_t tensor_type_hash(const Tensor& t) {
@@ -431,6 +431,7 @@ std::shared_ptr<ConcreteImpl> FunctionCore::dispatch_or_trace_impl(const std::ve
   if (s.signature) cf->input_type.names = s.signature->names;
   cf->input_type.hash = hash_types(target);
   cf->ir = graph;
+  cf->plan = make_plan(*graph);
   cf->graph = std::make_unique<Graph>(graph);
   cf->skeleton = std::move(out.skeleton);
   cf->output_description = out.description;

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <new>
 #include <thread>
+#include <tuple>
 
 #include "core/buffer.h"
 #include "core/tensor_impl.h"
@@ -11,12 +12,14 @@
 #include "runtime/thread_pool.h"
 #include "support/allocation_counter.h"
 #include "support/test_util.h"
-
+#include "trace/function_core.h"
+#include "tracegraph/control_flow.h"
 
 namespace tg {
 namespace {
 
-using detail::plan_for;
+// The plan a concrete function runs.
+const detail::Plan& plan_of(const ConcreteFunction& cf) { return *detail::FunctionAccess::impl(cf)->plan; }
 
 std::vector<float> iota_values(int64_t n) {
   std::vector<float> v(static_cast<std::size_t>(n));
@@ -45,7 +48,7 @@ TEST(PlannedExecutor, ChainRunsInOneArenaBufferInPlace) {
   auto f = function([](const Tensor& x) { return chain(x, 10); }, {.optimize = false});
   const Tensor x = constant(iota_values(1000), TensorShape({1000}));
   auto cf = f.get_concrete_function(x);
-  const detail::PlanStats& st = plan_for(detail::GraphAccess::ir(cf.graph())).stats();
+  const detail::PlanStats& st = plan_of(cf).stats();
   EXPECT_EQ(st.steps, 30);
   EXPECT_EQ(st.arena_buffers, 1) << "every intermediate of a chain fits one reused buffer";
   EXPECT_EQ(st.arena_bytes, 1000 * 4);
@@ -114,7 +117,7 @@ TEST(PlannedExecutor, NoneDimsInferShapesPerCall) {
     expect_near(f(constant(v, TensorShape({n}))).template to_vector<float>(), want);
   }
   EXPECT_EQ(f.tracing_count(), 1);
-  EXPECT_TRUE(plan_for(detail::GraphAccess::ir(f.concrete_functions()[0].graph())).stats().dynamic);
+  EXPECT_TRUE(plan_of(f.concrete_functions()[0]).stats().dynamic);
 }
 
 TEST(PlannedExecutor, KernelErrorsLeaveThePlanUsable) {
@@ -148,8 +151,8 @@ TEST(PlannedExecutor, ConcurrentCallsGetTheirOwnFrames) {
   EXPECT_EQ(bad, (std::vector<int>{0, 0, 0, 0}));
 }
 
-long allocations_of_run(const detail::GraphIR& ir, const std::vector<Tensor>& inputs) {
-  const detail::Plan& plan = plan_for(ir);
+long allocations_of_run(const ConcreteFunction& cf, const std::vector<Tensor>& inputs) {
+  const detail::Plan& plan = plan_of(cf);
   plan.run(inputs);  // the first run builds the frame
   long n = 0;
   {
@@ -174,14 +177,37 @@ TEST(PlannedExecutor, CachedRunAllocatesOnlyItsOutputs) {
   auto ops_198 = function([](const Tensor& x) { return unary_chain(x, 66); }, {.optimize = false});
   const Tensor a = constant(1.0f), b = constant(2.0f);
   const Tensor x = constant(iota_values(16), TensorShape({16}));
-  const long one_op = allocations_of_run(detail::GraphAccess::ir(add.get_concrete_function(a, b).graph()), {a, b});
-  const long n99 = allocations_of_run(detail::GraphAccess::ir(ops_99.get_concrete_function(x).graph()), {x});
-  const long n198 = allocations_of_run(detail::GraphAccess::ir(ops_198.get_concrete_function(x).graph()), {x});
+  const long one_op = allocations_of_run(add.get_concrete_function(a, b), {a, b});
+  const long n99 = allocations_of_run(ops_99.get_concrete_function(x), {x});
+  const long n198 = allocations_of_run(ops_198.get_concrete_function(x), {x});
   // The result vector, the output's TensorImpl and its Buffer (the element storage comes from
   // aligned_alloc, not operator new).
   EXPECT_EQ(one_op, 3);
   EXPECT_LE(n99, 4);
   EXPECT_EQ(n99, n198) << "intermediates must come from the arena, not the heap";
+}
+
+// A while node's condition and body run through plans its step made once: an iteration costs
+// the tensors it returns, never a new plan or frame.
+TEST(PlannedExecutor, LoopBodiesRunThroughPlansMadeOnce) {
+  auto f = function([](const Tensor& n, const Tensor& x) {
+    auto [i, y] = while_loop([&](const Tensor& i, const Tensor&) { return i < n; },
+                             [](const Tensor& i, const Tensor& y) {
+                               return std::tuple{i + 1, unary_chain(y, 5)};
+                             },
+                             std::tuple{constant(0), x});
+    return y;
+  }, {.optimize = false});
+  const Tensor x = constant(iota_values(64), TensorShape({64}));
+  auto allocations = [&](int iterations) {
+    const Tensor n = constant(iterations);
+    f(n, x);
+    testing::CountAllocations counter;
+    const Tensor y = f(n, x);
+    return counter.count();
+  };
+  const long per_iteration = (allocations(40) - allocations(20)) / 20;
+  EXPECT_LE(per_iteration, 20);
 }
 
 // A None-dim graph cannot have a static arena, but its frame keeps each step's buffer: a
@@ -202,7 +228,7 @@ TEST(PlannedExecutor, NoneDimGraphsReuseTheirBuffersAcrossCalls) {
     const std::vector<float> got = y.to_vector<float>();
     EXPECT_EQ(got, std::vector<float>(want.begin(), want.begin() + input.shape().dims()[0]));
   }
-  EXPECT_GT(plan_for(detail::GraphAccess::ir(f.concrete_functions()[0].graph())).stats().reused_per_call, 0);
+  EXPECT_GT(plan_of(f.concrete_functions()[0]).stats().reused_per_call, 0);
 }
 
 TEST(PlannedExecutor, LargeElementwiseOpsGiveTheSameBitsOnAnyThreadCount) {
