@@ -56,7 +56,7 @@ class TypedConcreteFunction : public ConcreteFunction {
       return;
     } else {
       std::size_t i = 0;
-      return detail::OutputTraits<R>::rebuild(std::any_cast<const R&>(detail::skeleton_of(*impl_)), out, i);
+      return detail::TensorStructure<R>::rebuild(std::any_cast<const R&>(detail::skeleton_of(*impl_)), out, i);
     }
   }
 

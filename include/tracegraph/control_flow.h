@@ -19,6 +19,7 @@
 
 #include "tracegraph/ops.h"
 #include "tracegraph/shape.h"
+#include "tracegraph/structure.h"
 #include "tracegraph/tensor.h"
 
 namespace tg {
@@ -82,111 +83,15 @@ struct WhileOptions {
 
 namespace detail {
 
-/// What the non-template core knows of one flattened loop variable.
-struct LoopLeaf {
-  std::string path;          // "loop_vars[1]", for messages
-  bool tensor_array = false;  // a TensorArray's flow: its shape may change freely
-};
-
-template <class T, class = void>
-struct Nest;  // flattening of loop variables / branch results (see the specialisations below)
-
+/// A TensorArray in a loop or cond structure is carried by its flow tensor.
 template <>
-struct Nest<Tensor> {
-  static void flatten(const Tensor& t, std::vector<Tensor>& out, std::vector<LoopLeaf>* leaves,
-                      const std::string& path) {
-    out.push_back(t);
-    if (leaves) leaves->push_back({path, false});
-  }
-  static Tensor rebuild(const Tensor&, const std::vector<Tensor>& flat, std::size_t& pos) {
-    return flat[pos++];
-  }
+struct TensorLeaf<TensorArray> {
+  static constexpr bool is_leaf = true;
+  static constexpr bool is_tensor_array = true;
+  static const Tensor& tensor(const TensorArray& t) { return t.flow(); }
+  static TensorArray with_tensor(const TensorArray& like, const Tensor& flow) { return like.with_flow(flow); }
+  static std::string describe(const TensorArray&) { return "TensorArray"; }
 };
-template <>
-struct Nest<TensorArray> {
-  static void flatten(const TensorArray& t, std::vector<Tensor>& out,
-                      std::vector<LoopLeaf>* leaves, const std::string& path) {
-    out.push_back(t.flow());
-    if (leaves) leaves->push_back({path, true});
-  }
-  static TensorArray rebuild(const TensorArray& like, const std::vector<Tensor>& flat,
-                             std::size_t& pos) {
-    return like.with_flow(flat[pos++]);
-  }
-};
-template <class T>
-struct Nest<std::vector<T>> {
-  static void flatten(const std::vector<T>& v, std::vector<Tensor>& out,
-                      std::vector<LoopLeaf>* leaves, const std::string& path) {
-    for (std::size_t i = 0; i < v.size(); ++i)
-      Nest<T>::flatten(v[i], out, leaves, path + "[" + std::to_string(i) + "]");
-  }
-  static std::vector<T> rebuild(const std::vector<T>& like, const std::vector<Tensor>& flat,
-                                std::size_t& pos) {
-    std::vector<T> out;
-    out.reserve(like.size());
-    for (const T& l : like) out.push_back(Nest<T>::rebuild(l, flat, pos));
-    return out;
-  }
-};
-template <class T, std::size_t N>
-struct Nest<std::array<T, N>> {
-  static void flatten(const std::array<T, N>& v, std::vector<Tensor>& out,
-                      std::vector<LoopLeaf>* leaves, const std::string& path) {
-    for (std::size_t i = 0; i < N; ++i)
-      Nest<T>::flatten(v[i], out, leaves, path + "[" + std::to_string(i) + "]");
-  }
-  static std::array<T, N> rebuild(const std::array<T, N>& like, const std::vector<Tensor>& flat,
-                                  std::size_t& pos) {
-    std::array<T, N> out = like;
-    for (std::size_t i = 0; i < N; ++i) out[i] = Nest<T>::rebuild(like[i], flat, pos);
-    return out;
-  }
-};
-template <class... Ts>
-struct Nest<std::tuple<Ts...>> {
-  static void flatten(const std::tuple<Ts...>& v, std::vector<Tensor>& out,
-                      std::vector<LoopLeaf>* leaves, const std::string& path) {
-    std::size_t i = 0;
-    std::apply([&](const auto&... e) {
-      (Nest<std::decay_t<decltype(e)>>::flatten(e, out, leaves, path + "[" + std::to_string(i++) + "]"), ...);
-    }, v);
-  }
-  static std::tuple<Ts...> rebuild(const std::tuple<Ts...>& like, const std::vector<Tensor>& flat,
-                                   std::size_t& pos) {
-    // Braced init evaluates left to right, so leaves are consumed in flatten order.
-    return std::apply([&](const auto&... e) {
-      return std::tuple<Ts...>{Nest<std::decay_t<decltype(e)>>::rebuild(e, flat, pos)...};
-    }, like);
-  }
-};
-template <class A, class B>
-struct Nest<std::pair<A, B>> {
-  static void flatten(const std::pair<A, B>& v, std::vector<Tensor>& out,
-                      std::vector<LoopLeaf>* leaves, const std::string& path) {
-    Nest<A>::flatten(v.first, out, leaves, path + "[0]");
-    Nest<B>::flatten(v.second, out, leaves, path + "[1]");
-  }
-  static std::pair<A, B> rebuild(const std::pair<A, B>& like, const std::vector<Tensor>& flat,
-                                 std::size_t& pos) {
-    A a = Nest<A>::rebuild(like.first, flat, pos);
-    B b = Nest<B>::rebuild(like.second, flat, pos);
-    return {std::move(a), std::move(b)};
-  }
-};
-
-template <class T>
-std::vector<Tensor> flatten_nest(const T& v, std::vector<LoopLeaf>* leaves = nullptr,
-                                 const std::string& path = "") {
-  std::vector<Tensor> out;
-  Nest<T>::flatten(v, out, leaves, path);
-  return out;
-}
-template <class T>
-T rebuild_nest(const T& like, const std::vector<Tensor>& flat) {
-  std::size_t pos = 0;
-  return Nest<T>::rebuild(like, flat, pos);
-}
 
 using FlatFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
 
@@ -197,7 +102,7 @@ std::vector<Tensor> cond_flat(const Tensor& pred, const std::function<std::vecto
 /// tg::while_loop on flattened loop variables. `cond` returns one boolean scalar.
 std::vector<Tensor> while_loop_flat(const FlatFn& cond, const FlatFn& body,
                                     const std::vector<Tensor>& init,
-                                    const std::vector<LoopLeaf>& leaves, const WhileOptions& options);
+                                    const std::vector<FlatLeaf>& leaves, const WhileOptions& options);
 
 /// Calls f with the loop variables: whole (f(vars)), or unpacked if vars is a tuple
 /// (f(a, b, ...)).
@@ -236,9 +141,9 @@ auto cond(const Tensor& pred, TrueFn true_fn, FalseFn false_fn) {
   } else {
     std::optional<R> t_out, f_out;
     std::vector<Tensor> flat = detail::cond_flat(
-        pred, [&] { t_out.emplace(true_fn()); return detail::flatten_nest(*t_out); },
-        [&] { f_out.emplace(false_fn()); return detail::flatten_nest(*f_out); });
-    return detail::rebuild_nest(t_out ? *t_out : *f_out, flat);
+        pred, [&] { t_out.emplace(true_fn()); return detail::flatten_tensors(*t_out); },
+        [&] { f_out.emplace(false_fn()); return detail::flatten_tensors(*f_out); });
+    return detail::rebuild_tensors(t_out ? *t_out : *f_out, flat);
   }
 }
 
@@ -261,20 +166,20 @@ auto cond(const Tensor& pred, TrueFn true_fn, FalseFn false_fn) {
 template <class CondFn, class BodyFn, class LoopVars>
 LoopVars while_loop(CondFn cond_fn, BodyFn body_fn, const LoopVars& loop_vars,
                     const WhileOptions& options = {}) {
-  std::vector<detail::LoopLeaf> leaves;
-  std::vector<Tensor> init = detail::flatten_nest(loop_vars, &leaves, "loop_vars");
+  std::vector<detail::FlatLeaf> leaves;
+  std::vector<Tensor> init = detail::flatten_tensors(loop_vars, &leaves, "loop_vars");
   std::optional<LoopVars> last;  // the body's last result: TensorArrays learn element shapes there
   auto cond_flat = [&](const std::vector<Tensor>& flat) -> std::vector<Tensor> {
-    const LoopVars vars = detail::rebuild_nest(loop_vars, flat);
+    const LoopVars vars = detail::rebuild_tensors(loop_vars, flat);
     return {Tensor(detail::call_with_vars(cond_fn, vars))};
   };
   auto body_flat = [&](const std::vector<Tensor>& flat) -> std::vector<Tensor> {
-    const LoopVars vars = detail::rebuild_nest(last ? *last : loop_vars, flat);
+    const LoopVars vars = detail::rebuild_tensors(last ? *last : loop_vars, flat);
     last.emplace(LoopVars(detail::call_with_vars(body_fn, vars)));
-    return detail::flatten_nest(*last);
+    return detail::flatten_tensors(*last);
   };
   std::vector<Tensor> out = detail::while_loop_flat(cond_flat, body_flat, init, leaves, options);
-  return detail::rebuild_nest(last ? *last : loop_vars, out);
+  return detail::rebuild_tensors(last ? *last : loop_vars, out);
 }
 
 /// An integer scalar for tg::Range: a tensor, or a C++ integer that takes the dtype of the

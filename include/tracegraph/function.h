@@ -153,7 +153,7 @@ class PolymorphicFunction {
       return;
     } else {
       std::size_t i = 0;
-      return detail::OutputTraits<R>::rebuild(std::any_cast<const R&>(detail::skeleton_of(*cf)), out, i);
+      return detail::TensorStructure<R>::rebuild(std::any_cast<const R&>(detail::skeleton_of(*cf)), out, i);
     }
   }
 
@@ -221,8 +221,8 @@ class PolymorphicFunction {
       out.description = "None";
     } else {
       R result = std::apply(*fn_, ph);
-      detail::OutputTraits<R>::flatten(result, out.outputs);
-      out.description = detail::OutputTraits<R>::describe(result);
+      detail::TensorStructure<R>::flatten(result, out.outputs);
+      out.description = detail::TensorStructure<R>::describe(result);
       out.skeleton = std::move(result);
     }
     return out;

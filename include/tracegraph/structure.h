@@ -1,6 +1,10 @@
-// How tg::function sees C++ values: the trace type of each argument, the tensors in it, the
-// value the body receives while tracing, and how results are flattened to tensors and rebuilt.
-// Templates (they must be: they follow the user's types); the library itself is in src/trace.
+// The one structure walker: how tg::function, tg::cond and tg::while_loop see nested C++ values
+// (JAX's pytrees). A value is a leaf (a Tensor, a literal, a Variable, ...) or a container
+// (vector, array, tuple, pair, map, optional) of values; each container kind says once how to
+// visit its children and how to rebuild itself from new ones, and every walk - an argument's
+// trace type, its tensors, the value the body sees while tracing, the allocation-free cached-call
+// check, flattening results and loop variables to tensors and rebuilding them - is written once
+// over that. Templates, because they follow the user's types; the rest is in src/trace.
 #pragma once
 #include <any>
 #include <array>
@@ -43,68 +47,6 @@ class PlaceholderContext {
   virtual Tensor placeholder(const TraceType& tensor_type, const std::string& path) = 0;
 };
 
-// ---- argument traits: trace type, tensor leaves, and the value the body sees while tracing --
-template <class T, class Enable = void>
-struct ArgTraits {
-  static_assert(dependent_false_v<T>,
-                "tg::function: unsupported argument type. Supported: tg::Tensor, tg::TensorSpec "
-                "(get_concrete_function), arithmetic types, enums, std::string, const char*, "
-                "std::vector/array/tuple/pair/map/unordered_map/optional of these, "
-                "std::shared_ptr<T>, and types with a `tg::TraceTypePtr tracing_type() const`.");
-};
-
-template <class T>
-using placeholder_t = decltype(ArgTraits<T>::placeholder(std::declval<const T&>(),
-                                                        std::declval<const TraceType&>(),
-                                                        std::declval<PlaceholderContext&>(),
-                                                        std::declval<const std::string&>()));
-
-std::string indexed_path(const std::string& path, std::size_t i);
-std::string keyed_path(const std::string& path, const LiteralValue& key);
-
-// ---- the cached-call fast path: hash and compare arguments against a known call type without
-// building TraceType objects (no allocation). Types without it (objects, maps, custom types,
-// Variables) take the general path.
-std::size_t tensor_type_hash(const Tensor& t);
-bool tensor_type_equals(const Tensor& t, const TraceType& type);
-struct NoFastPath {
-  template <class T>
-  static bool fast_hash(const T&, std::size_t&) { return false; }
-  template <class T>
-  static bool fast_equal(const T&, const TraceType&) { return false; }
-  template <class T>
-  static void leaves(const T&, std::vector<Tensor>&) {}
-};
-
-template <>
-struct ArgTraits<Tensor> {
-  static TraceTypePtr trace_type(const Tensor& t, ArgContext& ctx) {
-    ctx.leaves.push_back(t);
-    return tensor_trace_type(t.dtype(), t.shape());
-  }
-  static Tensor placeholder(const Tensor&, const TraceType& type, PlaceholderContext& pc,
-                            const std::string& path) {
-    return pc.placeholder(type, path);
-  }
-  static bool fast_hash(const Tensor& t, std::size_t& h) {
-    hash_mix(h, tensor_type_hash(t));
-    return true;
-  }
-  static bool fast_equal(const Tensor& t, const TraceType& type) { return tensor_type_equals(t, type); }
-  static void leaves(const Tensor& t, std::vector<Tensor>& out) { out.push_back(t); }
-};
-template <>
-struct ArgTraits<TensorSpec> : NoFastPath {
-  static TraceTypePtr trace_type(const TensorSpec& s, ArgContext& ctx) {
-    ctx.has_specs = true;
-    return tensor_trace_type(s.dtype, s.shape);
-  }
-  static Tensor placeholder(const TensorSpec&, const TraceType& type, PlaceholderContext& pc,
-                            const std::string& path) {
-    return pc.placeholder(type, path);
-  }
-};
-
 /// A static name per C++ literal type ("int32", "uint8", "double", "bool", "string", or the
 /// enum's mangled name), so that comparing types never allocates.
 template <class T>
@@ -143,8 +85,210 @@ LiteralValue to_literal(const T& v) {
   return lv;
 }
 
+// ---- containers: the children of a value, and the value rebuilt from new children ---------
+
+enum class ContainerKind { kList, kArray, kTuple, kDict, kOptional };
+/// The key of an optional's one child (its path is the optional's own).
+struct NoKey {};
+
+/// Specialised for each container kind: `kind`, `size(v)`, `for_each(v, f)` calling
+/// f(child, key) in a fixed order (map keys sorted, so that any map type flattens alike), and
+/// `transform(v, f)`, the same container of f(child, key) results, built in that order.
 template <class T>
-struct ArgTraits<T, std::enable_if_t<std::is_arithmetic_v<T> || std::is_enum_v<T>>> {
+struct Container {
+  static constexpr bool is_container = false;
+};
+template <class T>
+inline constexpr bool is_container_v = Container<T>::is_container;
+
+template <class E, class A>
+struct Container<std::vector<E, A>> {
+  static constexpr bool is_container = true;
+  static constexpr ContainerKind kind = ContainerKind::kList;
+  static std::size_t size(const std::vector<E, A>& v) { return v.size(); }
+  template <class F>
+  static void for_each(const std::vector<E, A>& v, F&& f) {
+    for (std::size_t i = 0; i < v.size(); ++i) f(v[i], i);
+  }
+  template <class F>
+  static auto transform(const std::vector<E, A>& v, F&& f) {
+    std::vector<std::decay_t<std::invoke_result_t<F&, const E&, std::size_t>>> out;
+    out.reserve(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) out.push_back(f(v[i], i));
+    return out;
+  }
+};
+template <class E, std::size_t N>
+struct Container<std::array<E, N>> {
+  static constexpr bool is_container = true;
+  static constexpr ContainerKind kind = ContainerKind::kArray;
+  static std::size_t size(const std::array<E, N>&) { return N; }
+  template <class F>
+  static void for_each(const std::array<E, N>& v, F&& f) {
+    for (std::size_t i = 0; i < N; ++i) f(v[i], i);
+  }
+  template <class F>
+  static auto transform(const std::array<E, N>& v, F&& f) {
+    using R = std::decay_t<std::invoke_result_t<F&, const E&, std::size_t>>;
+    // Braced initialisation runs left to right: children are produced in for_each order.
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return std::array<R, N>{f(v[I], I)...};
+    }(std::make_index_sequence<N>{});
+  }
+};
+template <class... Ts>
+struct Container<std::tuple<Ts...>> {
+  static constexpr bool is_container = true;
+  static constexpr ContainerKind kind = ContainerKind::kTuple;
+  static std::size_t size(const std::tuple<Ts...>&) { return sizeof...(Ts); }
+  template <class F>
+  static void for_each(const std::tuple<Ts...>& v, F&& f) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) { (f(std::get<I>(v), I), ...); }(std::index_sequence_for<Ts...>{});
+  }
+  template <class F>
+  static auto transform(const std::tuple<Ts...>& v, F&& f) {
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return std::tuple<std::decay_t<std::invoke_result_t<F&, const Ts&, std::size_t>>...>{f(std::get<I>(v), I)...};
+    }(std::index_sequence_for<Ts...>{});
+  }
+};
+template <class A, class B>
+struct Container<std::pair<A, B>> {
+  static constexpr bool is_container = true;
+  static constexpr ContainerKind kind = ContainerKind::kTuple;
+  static std::size_t size(const std::pair<A, B>&) { return 2; }
+  template <class F>
+  static void for_each(const std::pair<A, B>& v, F&& f) {
+    f(v.first, std::size_t{0});
+    f(v.second, std::size_t{1});
+  }
+  template <class F>
+  static auto transform(const std::pair<A, B>& v, F&& f) {
+    return std::pair<std::decay_t<std::invoke_result_t<F&, const A&, std::size_t>>,
+                     std::decay_t<std::invoke_result_t<F&, const B&, std::size_t>>>{f(v.first, std::size_t{0}),
+                                                                                     f(v.second, std::size_t{1})};
+  }
+};
+/// std::map and std::unordered_map, visited in sorted key order; keys are literals.
+template <class Map, template <class...> class Out>
+struct MapContainer {
+  using K = typename Map::key_type;
+  using V = typename Map::mapped_type;
+  static_assert(std::is_arithmetic_v<K> || std::is_enum_v<K> || std::is_same_v<K, std::string>,
+                "tg::function: map keys must be strings, integers or enums");
+  static constexpr bool is_container = true;
+  static constexpr ContainerKind kind = ContainerKind::kDict;
+  static std::size_t size(const Map& m) { return m.size(); }
+  static std::vector<const typename Map::value_type*> sorted(const Map& m) {
+    std::vector<const typename Map::value_type*> items;
+    items.reserve(m.size());
+    for (const auto& kv : m) items.push_back(&kv);
+    std::sort(items.begin(), items.end(), [](auto* a, auto* b) { return a->first < b->first; });
+    return items;
+  }
+  template <class F>
+  static void for_each(const Map& m, F&& f) {
+    for (const auto* kv : sorted(m)) f(kv->second, to_literal(kv->first));
+  }
+  template <class F>
+  static auto transform(const Map& m, F&& f) {
+    Out<K, std::decay_t<std::invoke_result_t<F&, const V&, const LiteralValue&>>> out;
+    for (const auto* kv : sorted(m)) out.emplace(kv->first, f(kv->second, to_literal(kv->first)));
+    return out;
+  }
+};
+template <class K, class V, class C, class A>
+struct Container<std::map<K, V, C, A>> : MapContainer<std::map<K, V, C, A>, std::map> {};
+template <class K, class V, class H, class E, class A>
+struct Container<std::unordered_map<K, V, H, E, A>> : MapContainer<std::unordered_map<K, V, H, E, A>, std::unordered_map> {};
+template <class E>
+struct Container<std::optional<E>> {
+  static constexpr bool is_container = true;
+  static constexpr ContainerKind kind = ContainerKind::kOptional;
+  static std::size_t size(const std::optional<E>& v) { return v.has_value(); }
+  template <class F>
+  static void for_each(const std::optional<E>& v, F&& f) {
+    if (v) f(*v, NoKey{});
+  }
+  template <class F>
+  static auto transform(const std::optional<E>& v, F&& f) {
+    std::optional<std::decay_t<std::invoke_result_t<F&, const E&, NoKey>>> out;
+    if (v) out.emplace(f(*v, NoKey{}));
+    return out;
+  }
+};
+
+std::string indexed_path(const std::string& path, std::size_t i);
+std::string keyed_path(const std::string& path, const LiteralValue& key);
+inline std::string child_path(const std::string& path, std::size_t i) { return indexed_path(path, i); }
+inline std::string child_path(const std::string& path, const LiteralValue& key) { return keyed_path(path, key); }
+inline const std::string& child_path(const std::string& path, NoKey) { return path; }
+
+/// The trace type of a container's child (nullptr when the type has no such child).
+inline const TraceType* child_type(const TraceType& t, std::size_t i) {
+  const auto* el = sequence_elements(t);
+  return el && i < el->size() ? (*el)[i].get() : nullptr;
+}
+inline const TraceType* child_type(const TraceType& t, const LiteralValue& key) { return mapping_value(t, key); }
+inline const TraceType* child_type(const TraceType& t, NoKey) { return optional_element(t); }
+
+// ---- argument leaves: what each kind of leaf contributes to a call's trace type ---------------
+
+/// The cached-call fast path hashes and compares arguments against a known call type without
+/// building TraceType objects (no allocation). Leaves without it (objects, custom types,
+/// Variables, specs) send the call down the general path.
+std::size_t tensor_type_hash(const Tensor& t);
+bool tensor_type_equals(const Tensor& t, const TraceType& type);
+struct NoFastPath {
+  static constexpr bool is_leaf = true;
+  template <class T>
+  static bool fast_hash(const T&, std::size_t&) { return false; }
+  template <class T>
+  static bool fast_equal(const T&, const TraceType&) { return false; }
+  template <class T>
+  static void leaves(const T&, std::vector<Tensor>&) {}
+};
+
+/// Specialised for each leaf kind: trace_type (collecting tensors into the context),
+/// placeholder (the value the body sees while tracing), fast_hash, fast_equal and leaves.
+template <class T, class Enable = void>
+struct ArgLeaf {
+  static constexpr bool is_leaf = false;
+};
+
+template <>
+struct ArgLeaf<Tensor> {
+  static constexpr bool is_leaf = true;
+  static TraceTypePtr trace_type(const Tensor& t, ArgContext& ctx) {
+    ctx.leaves.push_back(t);
+    return tensor_trace_type(t.dtype(), t.shape());
+  }
+  static Tensor placeholder(const Tensor&, const TraceType& type, PlaceholderContext& pc,
+                            const std::string& path) {
+    return pc.placeholder(type, path);
+  }
+  static bool fast_hash(const Tensor& t, std::size_t& h) {
+    hash_mix(h, tensor_type_hash(t));
+    return true;
+  }
+  static bool fast_equal(const Tensor& t, const TraceType& type) { return tensor_type_equals(t, type); }
+  static void leaves(const Tensor& t, std::vector<Tensor>& out) { out.push_back(t); }
+};
+template <>
+struct ArgLeaf<TensorSpec> : NoFastPath {
+  static TraceTypePtr trace_type(const TensorSpec& s, ArgContext& ctx) {
+    ctx.has_specs = true;
+    return tensor_trace_type(s.dtype, s.shape);
+  }
+  static Tensor placeholder(const TensorSpec&, const TraceType& type, PlaceholderContext& pc,
+                            const std::string& path) {
+    return pc.placeholder(type, path);
+  }
+};
+
+template <class T>
+struct ArgLeaf<T, std::enable_if_t<std::is_arithmetic_v<T> || std::is_enum_v<T>>> {
+  static constexpr bool is_leaf = true;
   static TraceTypePtr trace_type(const T& v, ArgContext&) { return literal_trace_type(to_literal(v)); }
   static T placeholder(const T& v, const TraceType&, PlaceholderContext&, const std::string&) { return v; }
   static bool fast_hash(const T& v, std::size_t& h) {
@@ -160,7 +304,11 @@ struct ArgTraits<T, std::enable_if_t<std::is_arithmetic_v<T> || std::is_enum_v<T
   }
   static void leaves(const T&, std::vector<Tensor>&) {}
 };
-struct StringArgTraits {
+template <class S>
+struct StringArgLeaf {
+  static constexpr bool is_leaf = true;
+  static TraceTypePtr trace_type(const S& v, ArgContext&) { return literal_trace_type(to_literal(v)); }
+  static S placeholder(const S& v, const TraceType&, PlaceholderContext&, const std::string&) { return v; }
   static bool fast_hash(std::string_view v, std::size_t& h) {
     hash_mix(h, std::hash<std::string_view>{}(v));
     return true;
@@ -169,218 +317,15 @@ struct StringArgTraits {
     const LiteralValue* lv = literal_of(type);
     return lv && lv->kind == LiteralValue::Kind::kString && lv->s == v;
   }
-  template <class T>
-  static void leaves(const T&, std::vector<Tensor>&) {}
+  static void leaves(const S&, std::vector<Tensor>&) {}
 };
 template <>
-struct ArgTraits<std::string> : StringArgTraits {
-  static TraceTypePtr trace_type(const std::string& v, ArgContext&) { return literal_trace_type(to_literal(v)); }
-  static std::string placeholder(const std::string& v, const TraceType&, PlaceholderContext&, const std::string&) { return v; }
-};
+struct ArgLeaf<std::string> : StringArgLeaf<std::string> {};
 template <>
-struct ArgTraits<const char*> : StringArgTraits {
-  static TraceTypePtr trace_type(const char* v, ArgContext&) { return literal_trace_type(to_literal(v)); }
-  static const char* placeholder(const char* v, const TraceType&, PlaceholderContext&, const std::string&) { return v; }
-};
-
-template <class T>
-struct ArgTraits<std::vector<T>> {
-  static TraceTypePtr trace_type(const std::vector<T>& v, ArgContext& ctx) {
-    std::vector<TraceTypePtr> el;
-    el.reserve(v.size());
-    for (const auto& x : v) el.push_back(ArgTraits<T>::trace_type(x, ctx));
-    return sequence_trace_type("List", std::move(el));
-  }
-  static auto placeholder(const std::vector<T>& v, const TraceType& type, PlaceholderContext& pc,
-                          const std::string& path) {
-    const auto& el = *sequence_elements(type);
-    std::vector<placeholder_t<T>> out;
-    out.reserve(v.size());
-    for (std::size_t i = 0; i < v.size(); ++i)
-      out.push_back(ArgTraits<T>::placeholder(v[i], *el[i], pc, indexed_path(path, i)));
-    return out;
-  }
-  static bool fast_hash(const std::vector<T>& v, std::size_t& h) {
-    hash_mix(h, v.size());
-    for (const auto& x : v)
-      if (!ArgTraits<T>::fast_hash(x, h)) return false;
-    return true;
-  }
-  static bool fast_equal(const std::vector<T>& v, const TraceType& type) {
-    const auto* el = sequence_elements(type);
-    if (!el || el->size() != v.size()) return false;
-    for (std::size_t i = 0; i < v.size(); ++i)
-      if (!ArgTraits<T>::fast_equal(v[i], *(*el)[i])) return false;
-    return true;
-  }
-  static void leaves(const std::vector<T>& v, std::vector<Tensor>& out) {
-    for (const auto& x : v) ArgTraits<T>::leaves(x, out);
-  }
-};
-template <class T, std::size_t N>
-struct ArgTraits<std::array<T, N>> {
-  static TraceTypePtr trace_type(const std::array<T, N>& v, ArgContext& ctx) {
-    std::vector<TraceTypePtr> el;
-    for (const auto& x : v) el.push_back(ArgTraits<T>::trace_type(x, ctx));
-    return sequence_trace_type("Array", std::move(el));
-  }
-  static auto placeholder(const std::array<T, N>& v, const TraceType& type, PlaceholderContext& pc,
-                          const std::string& path) {
-    const auto& el = *sequence_elements(type);
-    return [&]<std::size_t... I>(std::index_sequence<I...>) {
-      return std::array<placeholder_t<T>, N>{
-          ArgTraits<T>::placeholder(v[I], *el[I], pc, indexed_path(path, I))...};
-    }(std::make_index_sequence<N>{});
-  }
-  static bool fast_hash(const std::array<T, N>& v, std::size_t& h) {
-    for (const auto& x : v)
-      if (!ArgTraits<T>::fast_hash(x, h)) return false;
-    return true;
-  }
-  static bool fast_equal(const std::array<T, N>& v, const TraceType& type) {
-    const auto* el = sequence_elements(type);
-    if (!el || el->size() != N) return false;
-    for (std::size_t i = 0; i < N; ++i)
-      if (!ArgTraits<T>::fast_equal(v[i], *(*el)[i])) return false;
-    return true;
-  }
-  static void leaves(const std::array<T, N>& v, std::vector<Tensor>& out) {
-    for (const auto& x : v) ArgTraits<T>::leaves(x, out);
-  }
-};
-template <class... Ts>
-struct ArgTraits<std::tuple<Ts...>> {
-  static TraceTypePtr trace_type(const std::tuple<Ts...>& v, ArgContext& ctx) {
-    return std::apply(
-        [&](const Ts&... x) {
-          return sequence_trace_type("Tuple", std::vector<TraceTypePtr>{ArgTraits<Ts>::trace_type(x, ctx)...});
-        },
-        v);
-  }
-  static auto placeholder(const std::tuple<Ts...>& v, const TraceType& type, PlaceholderContext& pc,
-                          const std::string& path) {
-    const auto& el = *sequence_elements(type);
-    return [&]<std::size_t... I>(std::index_sequence<I...>) {
-      return std::tuple<placeholder_t<Ts>...>{ArgTraits<Ts>::placeholder(
-          std::get<I>(v), *el[I], pc, indexed_path(path, I))...};
-    }(std::index_sequence_for<Ts...>{});
-  }
-  static bool fast_hash(const std::tuple<Ts...>& v, std::size_t& h) {
-    return std::apply([&](const Ts&... x) { return (ArgTraits<Ts>::fast_hash(x, h) && ...); }, v);
-  }
-  static bool fast_equal(const std::tuple<Ts...>& v, const TraceType& type) {
-    const auto* el = sequence_elements(type);
-    if (!el || el->size() != sizeof...(Ts)) return false;
-    return [&]<std::size_t... I>(std::index_sequence<I...>) {
-      return (ArgTraits<Ts>::fast_equal(std::get<I>(v), *(*el)[I]) && ...);
-    }(std::index_sequence_for<Ts...>{});
-  }
-  static void leaves(const std::tuple<Ts...>& v, std::vector<Tensor>& out) {
-    std::apply([&](const Ts&... x) { (ArgTraits<Ts>::leaves(x, out), ...); }, v);
-  }
-};
-template <class A, class B>
-struct ArgTraits<std::pair<A, B>> {
-  static TraceTypePtr trace_type(const std::pair<A, B>& v, ArgContext& ctx) {
-    TraceTypePtr a = ArgTraits<A>::trace_type(v.first, ctx);
-    TraceTypePtr b = ArgTraits<B>::trace_type(v.second, ctx);
-    return sequence_trace_type("Tuple", {std::move(a), std::move(b)});
-  }
-  static auto placeholder(const std::pair<A, B>& v, const TraceType& type, PlaceholderContext& pc,
-                          const std::string& path) {
-    const auto& el = *sequence_elements(type);
-    auto a = ArgTraits<A>::placeholder(v.first, *el[0], pc, indexed_path(path, 0));
-    auto b = ArgTraits<B>::placeholder(v.second, *el[1], pc, indexed_path(path, 1));
-    return std::pair<placeholder_t<A>, placeholder_t<B>>{std::move(a), std::move(b)};
-  }
-  static bool fast_hash(const std::pair<A, B>& v, std::size_t& h) {
-    return ArgTraits<A>::fast_hash(v.first, h) && ArgTraits<B>::fast_hash(v.second, h);
-  }
-  static bool fast_equal(const std::pair<A, B>& v, const TraceType& type) {
-    const auto* el = sequence_elements(type);
-    return el && el->size() == 2 && ArgTraits<A>::fast_equal(v.first, *(*el)[0]) &&
-           ArgTraits<B>::fast_equal(v.second, *(*el)[1]);
-  }
-  static void leaves(const std::pair<A, B>& v, std::vector<Tensor>& out) {
-    ArgTraits<A>::leaves(v.first, out);
-    ArgTraits<B>::leaves(v.second, out);
-  }
-};
-template <class Map>
-struct MapArgTraits : NoFastPath {
-  using K = typename Map::key_type;
-  using V = typename Map::mapped_type;
-  static_assert(std::is_arithmetic_v<K> || std::is_enum_v<K> || std::is_same_v<K, std::string>,
-                "tg::function: map keys must be strings, integers or enums");
-  // Keys are visited in sorted order so that leaves line up for any map type.
-  static std::vector<const typename Map::value_type*> sorted(const Map& m) {
-    std::vector<const typename Map::value_type*> items;
-    for (const auto& kv : m) items.push_back(&kv);
-    std::sort(items.begin(), items.end(), [](auto* a, auto* b) { return a->first < b->first; });
-    return items;
-  }
-  static TraceTypePtr trace_type(const Map& m, ArgContext& ctx) {
-    std::vector<std::pair<LiteralValue, TraceTypePtr>> items;
-    for (const auto* kv : sorted(m))
-      items.emplace_back(to_literal(kv->first), ArgTraits<V>::trace_type(kv->second, ctx));
-    return mapping_trace_type(std::move(items));
-  }
-  template <class Out>
-  static Out placeholder_map(const Map& m, const TraceType& type, PlaceholderContext& pc,
-                             const std::string& path) {
-    Out out;
-    for (const auto* kv : sorted(m)) {
-      const LiteralValue key = to_literal(kv->first);
-      out.emplace(kv->first, ArgTraits<V>::placeholder(kv->second, *mapping_value(type, key), pc,
-                                                       keyed_path(path, key)));
-    }
-    return out;
-  }
-};
-template <class K, class V, class C, class A>
-struct ArgTraits<std::map<K, V, C, A>> : MapArgTraits<std::map<K, V, C, A>> {
-  static auto placeholder(const std::map<K, V, C, A>& m, const TraceType& type,
-                          PlaceholderContext& pc, const std::string& path) {
-    return MapArgTraits<std::map<K, V, C, A>>::template placeholder_map<
-        std::map<K, placeholder_t<V>>>(m, type, pc, path);
-  }
-};
-template <class K, class V, class H, class E, class A>
-struct ArgTraits<std::unordered_map<K, V, H, E, A>> : MapArgTraits<std::unordered_map<K, V, H, E, A>> {
-  static auto placeholder(const std::unordered_map<K, V, H, E, A>& m, const TraceType& type,
-                          PlaceholderContext& pc, const std::string& path) {
-    return MapArgTraits<std::unordered_map<K, V, H, E, A>>::template placeholder_map<
-        std::unordered_map<K, placeholder_t<V>>>(m, type, pc, path);
-  }
-};
-template <class T>
-struct ArgTraits<std::optional<T>> {
-  static TraceTypePtr trace_type(const std::optional<T>& v, ArgContext& ctx) {
-    return optional_trace_type(v ? ArgTraits<T>::trace_type(*v, ctx) : nullptr);
-  }
-  static auto placeholder(const std::optional<T>& v, const TraceType& type, PlaceholderContext& pc,
-                          const std::string& path) {
-    std::optional<placeholder_t<T>> out;
-    if (v) out = ArgTraits<T>::placeholder(*v, *optional_element(type), pc, path);
-    return out;
-  }
-  static bool fast_hash(const std::optional<T>& v, std::size_t& h) {
-    hash_mix(h, v.has_value());
-    return !v || ArgTraits<T>::fast_hash(*v, h);
-  }
-  static bool fast_equal(const std::optional<T>& v, const TraceType& type) {
-    // The type at this argument position is always an optional type, so no element means empty.
-    const TraceType* el = optional_element(type);
-    if (!v) return el == nullptr;
-    return el && ArgTraits<T>::fast_equal(*v, *el);
-  }
-  static void leaves(const std::optional<T>& v, std::vector<Tensor>& out) {
-    if (v) ArgTraits<T>::leaves(*v, out);
-  }
-};
+struct ArgLeaf<const char*> : StringArgLeaf<const char*> {};
 
 template <>
-struct ArgTraits<std::nullopt_t> : NoFastPath {
+struct ArgLeaf<std::nullopt_t> : NoFastPath {
   static TraceTypePtr trace_type(std::nullopt_t, ArgContext&) { return optional_trace_type(nullptr); }
   static std::nullopt_t placeholder(std::nullopt_t, const TraceType&, PlaceholderContext&, const std::string&) {
     return std::nullopt;
@@ -394,8 +339,10 @@ bool object_equal(const void* a, const void* b) {
   else
     return false;
 }
+/// Other objects, by std::shared_ptr: identity, then `==` when the type has it (kept as weak
+/// references).
 template <class T>
-struct ArgTraits<std::shared_ptr<T>> : NoFastPath {
+struct ArgLeaf<std::shared_ptr<T>> : NoFastPath {
   static TraceTypePtr trace_type(const std::shared_ptr<T>& p, ArgContext&) {
     using U = std::remove_const_t<T>;
     return object_trace_type(std::weak_ptr<const void>(p), p.get(), typeid(U).name(),
@@ -410,7 +357,7 @@ struct ArgTraits<std::shared_ptr<T>> : NoFastPath {
 /// A Variable argument of a tg::function: typed by dtype, shape and identity; the body sees the
 /// variable itself, so its reads and assigns are recorded against it.
 template <>
-struct ArgTraits<Variable> : NoFastPath {
+struct ArgLeaf<Variable> : NoFastPath {
   static TraceTypePtr trace_type(const Variable& v, ArgContext&) {
     return variable_trace_type(v.dtype(), v.shape(), v.id());
   }
@@ -420,12 +367,13 @@ struct ArgTraits<Variable> : NoFastPath {
   }
 };
 
+/// User types with a custom trace type (TF's __tf_tracing_type__).
 template <class T>
 concept HasTracingType = requires(const T& v) {
   { v.tracing_type() } -> std::convertible_to<TraceTypePtr>;
 };
 template <class T>
-struct ArgTraits<T, std::enable_if_t<HasTracingType<T>>> : NoFastPath {
+struct ArgLeaf<T, std::enable_if_t<HasTracingType<T>>> : NoFastPath {
   static TraceTypePtr trace_type(const T& v, ArgContext&) { return v.tracing_type(); }
   static T placeholder(const T& v, const TraceType& type, PlaceholderContext&, const std::string&) {
     std::any p = type.placeholder_value();
@@ -434,118 +382,206 @@ struct ArgTraits<T, std::enable_if_t<HasTracingType<T>>> : NoFastPath {
   }
 };
 
-// ---- output traits: flatten results to tensors and rebuild them ---------------------------
-template <class T, class Enable = void>
-struct OutputTraits {
-  static_assert(dependent_false_v<T>,
-                "tg::function: unsupported return type. Return tg::Tensor, or std::tuple / "
-                "std::pair / std::vector / std::array / std::map<std::string, .> / std::optional "
-                "of those, or void.");
+// ---- arguments: the walks, written once over containers and leaves ----------------------------
+
+template <class T>
+struct ArgTraits {
+  static_assert(is_container_v<T> || ArgLeaf<T>::is_leaf,
+                "tg::function: unsupported argument type. Supported: tg::Tensor, tg::TensorSpec "
+                "(get_concrete_function), tg::Variable, arithmetic types, enums, std::string, const "
+                "char*, std::vector/array/tuple/pair/map/unordered_map/optional of these, "
+                "std::shared_ptr<T>, and types with a `tg::TraceTypePtr tracing_type() const`.");
+
+  /// The argument's trace type; its tensors are appended to ctx.leaves.
+  static TraceTypePtr trace_type(const T& v, ArgContext& ctx) {
+    if constexpr (!is_container_v<T>) {
+      return ArgLeaf<T>::trace_type(v, ctx);
+    } else if constexpr (Container<T>::kind == ContainerKind::kDict) {
+      std::vector<std::pair<LiteralValue, TraceTypePtr>> items;
+      Container<T>::for_each(v, [&](const auto& x, const LiteralValue& key) {
+        items.emplace_back(key, ArgTraits<std::decay_t<decltype(x)>>::trace_type(x, ctx));
+      });
+      return mapping_trace_type(std::move(items));
+    } else if constexpr (Container<T>::kind == ContainerKind::kOptional) {
+      TraceTypePtr element;
+      Container<T>::for_each(v, [&](const auto& x, NoKey) {
+        element = ArgTraits<std::decay_t<decltype(x)>>::trace_type(x, ctx);
+      });
+      return optional_trace_type(std::move(element));
+    } else {
+      std::vector<TraceTypePtr> elements;
+      elements.reserve(Container<T>::size(v));
+      Container<T>::for_each(v, [&](const auto& x, std::size_t) {
+        elements.push_back(ArgTraits<std::decay_t<decltype(x)>>::trace_type(x, ctx));
+      });
+      constexpr ContainerKind kind = Container<T>::kind;
+      return sequence_trace_type(kind == ContainerKind::kList ? "List" : kind == ContainerKind::kArray ? "Array" : "Tuple",
+                                 std::move(elements));
+    }
+  }
+
+  /// The value the body sees while tracing `type`: tensors become placeholders named after
+  /// their path ("batch[1]"); everything else is passed through.
+  static auto placeholder(const T& v, const TraceType& type, PlaceholderContext& pc, const std::string& path) {
+    if constexpr (!is_container_v<T>) {
+      return ArgLeaf<T>::placeholder(v, type, pc, path);
+    } else {
+      return Container<T>::transform(v, [&](const auto& x, const auto& key) {
+        return ArgTraits<std::decay_t<decltype(x)>>::placeholder(x, *child_type(type, key), pc, child_path(path, key));
+      });
+    }
+  }
+
+  /// Mixes the argument's type into `h` without allocating; false when it has no fast path.
+  static bool fast_hash(const T& v, std::size_t& h) {
+    if constexpr (!is_container_v<T>) {
+      return ArgLeaf<T>::fast_hash(v, h);
+    } else if constexpr (Container<T>::kind == ContainerKind::kDict) {
+      return false;  // sorting the keys would allocate
+    } else {
+      constexpr ContainerKind kind = Container<T>::kind;
+      if constexpr (kind == ContainerKind::kList || kind == ContainerKind::kOptional) hash_mix(h, Container<T>::size(v));
+      bool ok = true;
+      Container<T>::for_each(v, [&](const auto& x, const auto&) {
+        ok = ok && ArgTraits<std::decay_t<decltype(x)>>::fast_hash(x, h);
+      });
+      return ok;
+    }
+  }
+
+  /// Whether the argument has exactly the trace type `type` (the fast path's confirmation).
+  static bool fast_equal(const T& v, const TraceType& type) {
+    if constexpr (!is_container_v<T>) {
+      return ArgLeaf<T>::fast_equal(v, type);
+    } else if constexpr (Container<T>::kind == ContainerKind::kDict) {
+      return false;
+    } else {
+      if constexpr (Container<T>::kind == ContainerKind::kOptional) {
+        // The type at this argument position is always an optional type: no element = empty.
+        if ((optional_element(type) != nullptr) != (Container<T>::size(v) != 0)) return false;
+      } else {
+        const auto* elements = sequence_elements(type);
+        if (!elements || elements->size() != Container<T>::size(v)) return false;
+      }
+      bool ok = true;
+      Container<T>::for_each(v, [&](const auto& x, const auto& key) {
+        const TraceType* t = ok ? child_type(type, key) : nullptr;
+        ok = t && ArgTraits<std::decay_t<decltype(x)>>::fast_equal(x, *t);
+      });
+      return ok;
+    }
+  }
+
+  /// Appends the argument's tensors, in trace_type's order.
+  static void leaves(const T& v, std::vector<Tensor>& out) {
+    if constexpr (!is_container_v<T>) {
+      ArgLeaf<T>::leaves(v, out);
+    } else {
+      Container<T>::for_each(v, [&](const auto& x, const auto&) { ArgTraits<std::decay_t<decltype(x)>>::leaves(x, out); });
+    }
+  }
+};
+
+template <class T>
+using placeholder_t = decltype(ArgTraits<T>::placeholder(std::declval<const T&>(),
+                                                        std::declval<const TraceType&>(),
+                                                        std::declval<PlaceholderContext&>(),
+                                                        std::declval<const std::string&>()));
+
+// ---- results and loop variables: structures of tensors, flattened and rebuilt ---------------
+
+/// A leaf of a tensor structure: a Tensor, or a type carried by one tensor (tg::TensorArray's
+/// flow, specialised in control_flow.h).
+template <class T>
+struct TensorLeaf {
+  static constexpr bool is_leaf = false;
 };
 std::string describe_output(const Tensor& t);
 template <>
-struct OutputTraits<Tensor> {
-  static void flatten(const Tensor& t, std::vector<Tensor>& out) { out.push_back(t); }
-  static Tensor rebuild(const Tensor&, const std::vector<Tensor>& flat, std::size_t& i) { return flat[i++]; }
+struct TensorLeaf<Tensor> {
+  static constexpr bool is_leaf = true;
+  static constexpr bool is_tensor_array = false;
+  static const Tensor& tensor(const Tensor& t) { return t; }
+  static Tensor with_tensor(const Tensor&, Tensor t) { return t; }
   static std::string describe(const Tensor& t) { return describe_output(t); }
 };
-template <class... Ts>
-struct OutputTraits<std::tuple<Ts...>> {
-  using T = std::tuple<Ts...>;
-  static void flatten(const T& v, std::vector<Tensor>& out) {
-    std::apply([&](const Ts&... x) { (OutputTraits<Ts>::flatten(x, out), ...); }, v);
+
+/// A flattened leaf's path ("loop_vars[1]", for messages) and whether it is a TensorArray's
+/// flow (whose shape may change across loop iterations).
+struct FlatLeaf {
+  std::string path;
+  bool tensor_array = false;
+};
+
+template <class T>
+struct TensorStructure {
+  static_assert(is_container_v<T> || TensorLeaf<T>::is_leaf,
+                "unsupported structure: use tg::Tensor (or tg::TensorArray in loops and conds), or "
+                "std::tuple / std::pair / std::vector / std::array / std::map / std::optional of those");
+
+  /// Appends the structure's tensors; with `paths`, each one's path below `path` too.
+  static void flatten(const T& v, std::vector<Tensor>& out, std::vector<FlatLeaf>* paths = nullptr,
+                      const std::string& path = "") {
+    if constexpr (!is_container_v<T>) {
+      out.push_back(TensorLeaf<T>::tensor(v));
+      if (paths) paths->push_back({path, TensorLeaf<T>::is_tensor_array});
+    } else {
+      Container<T>::for_each(v, [&](const auto& x, const auto& key) {
+        TensorStructure<std::decay_t<decltype(x)>>::flatten(x, out, paths, paths ? child_path(path, key) : path);
+      });
+    }
   }
-  static T rebuild(const T& sk, const std::vector<Tensor>& flat, std::size_t& i) {
-    return std::apply([&](const Ts&... x) { return T{OutputTraits<Ts>::rebuild(x, flat, i)...}; }, sk);
+
+  /// A structure like `like` whose tensors are flat[pos], flat[pos + 1], ... (pos advances).
+  static T rebuild(const T& like, const std::vector<Tensor>& flat, std::size_t& pos) {
+    if constexpr (!is_container_v<T>) {
+      return TensorLeaf<T>::with_tensor(like, flat.at(pos++));
+    } else {
+      return Container<T>::transform(like, [&](const auto& x, const auto&) {
+        return TensorStructure<std::decay_t<decltype(x)>>::rebuild(x, flat, pos);
+      });
+    }
   }
+
+  /// The structure's type as messages print it: "Tuple[TensorSpec(...), List[...]]". (Built
+  /// by appending: g++ 12 warns falsely (-Wrestrict) on some literal + std::string chains.)
   static std::string describe(const T& v) {
-    std::string s;
-    std::apply([&](const Ts&... x) { ((s += (s.empty() ? "" : ", ") + OutputTraits<Ts>::describe(x)), ...); }, v);
-    return "Tuple[" + s + "]";
+    if constexpr (!is_container_v<T>) {
+      return TensorLeaf<T>::describe(v);
+    } else {
+      constexpr ContainerKind kind = Container<T>::kind;
+      if constexpr (kind == ContainerKind::kOptional)
+        if (Container<T>::size(v) == 0) return "None";
+      std::string s = kind == ContainerKind::kList       ? "List["
+                      : kind == ContainerKind::kArray    ? "Array["
+                      : kind == ContainerKind::kDict     ? "Dict["
+                      : kind == ContainerKind::kOptional ? "Optional["
+                                                         : "Tuple[";
+      bool first = true;
+      Container<T>::for_each(v, [&](const auto& x, const auto& key) {
+        if (!first) s.append(", ");
+        first = false;
+        if constexpr (kind == ContainerKind::kDict) s.append("[").append(key.to_string()).append(", ");
+        s.append(TensorStructure<std::decay_t<decltype(x)>>::describe(x));
+        if constexpr (kind == ContainerKind::kDict) s.append("]");
+      });
+      return s.append("]");
+    }
   }
 };
-template <class A, class B>
-struct OutputTraits<std::pair<A, B>> {
-  using T = std::pair<A, B>;
-  static void flatten(const T& v, std::vector<Tensor>& out) {
-    OutputTraits<A>::flatten(v.first, out);
-    OutputTraits<B>::flatten(v.second, out);
-  }
-  static T rebuild(const T& sk, const std::vector<Tensor>& flat, std::size_t& i) {
-    A a = OutputTraits<A>::rebuild(sk.first, flat, i);
-    B b = OutputTraits<B>::rebuild(sk.second, flat, i);
-    return T{std::move(a), std::move(b)};
-  }
-  static std::string describe(const T& v) {
-    return "Tuple[" + OutputTraits<A>::describe(v.first) + ", " + OutputTraits<B>::describe(v.second) + "]";
-  }
-};
-template <class E>
-struct OutputTraits<std::vector<E>> {
-  using T = std::vector<E>;
-  static void flatten(const T& v, std::vector<Tensor>& out) {
-    for (const auto& x : v) OutputTraits<E>::flatten(x, out);
-  }
-  static T rebuild(const T& sk, const std::vector<Tensor>& flat, std::size_t& i) {
-    T r;
-    r.reserve(sk.size());
-    for (const auto& x : sk) r.push_back(OutputTraits<E>::rebuild(x, flat, i));
-    return r;
-  }
-  static std::string describe(const T& v) {
-    std::string s;
-    for (const auto& x : v) s += (s.empty() ? "" : ", ") + OutputTraits<E>::describe(x);
-    return "List[" + s + "]";
-  }
-};
-template <class E, std::size_t N>
-struct OutputTraits<std::array<E, N>> {
-  using T = std::array<E, N>;
-  static void flatten(const T& v, std::vector<Tensor>& out) {
-    for (const auto& x : v) OutputTraits<E>::flatten(x, out);
-  }
-  static T rebuild(const T& sk, const std::vector<Tensor>& flat, std::size_t& i) {
-    T r;
-    for (std::size_t k = 0; k < N; ++k) r[k] = OutputTraits<E>::rebuild(sk[k], flat, i);
-    return r;
-  }
-  static std::string describe(const T& v) {
-    std::string s;
-    for (const auto& x : v) s += (s.empty() ? "" : ", ") + OutputTraits<E>::describe(x);
-    return "Array[" + s + "]";
-  }
-};
-template <class E, class C, class A>
-struct OutputTraits<std::map<std::string, E, C, A>> {
-  using T = std::map<std::string, E, C, A>;
-  static void flatten(const T& v, std::vector<Tensor>& out) {
-    for (const auto& kv : v) OutputTraits<E>::flatten(kv.second, out);
-  }
-  static T rebuild(const T& sk, const std::vector<Tensor>& flat, std::size_t& i) {
-    T r;
-    for (const auto& kv : sk) r.emplace(kv.first, OutputTraits<E>::rebuild(kv.second, flat, i));
-    return r;
-  }
-  static std::string describe(const T& v) {
-    std::string s;
-    for (const auto& kv : v)
-      s += (s.empty() ? "" : ", ") + ("['" + kv.first + "', " + OutputTraits<E>::describe(kv.second) + "]");
-    return "Dict[" + s + "]";
-  }
-};
-template <class E>
-struct OutputTraits<std::optional<E>> {
-  using T = std::optional<E>;
-  static void flatten(const T& v, std::vector<Tensor>& out) {
-    if (v) OutputTraits<E>::flatten(*v, out);
-  }
-  static T rebuild(const T& sk, const std::vector<Tensor>& flat, std::size_t& i) {
-    if (!sk) return std::nullopt;
-    return OutputTraits<E>::rebuild(*sk, flat, i);
-  }
-  static std::string describe(const T& v) {
-    return v ? "Optional[" + OutputTraits<E>::describe(*v) + "]" : "None";
-  }
-};
+
+/// The tensors of a structure, in order.
+template <class T>
+std::vector<Tensor> flatten_tensors(const T& v, std::vector<FlatLeaf>* paths = nullptr, const std::string& path = "") {
+  std::vector<Tensor> out;
+  TensorStructure<T>::flatten(v, out, paths, path);
+  return out;
+}
+/// `like` with its tensors replaced by `flat`, in order.
+template <class T>
+T rebuild_tensors(const T& like, const std::vector<Tensor>& flat) {
+  std::size_t pos = 0;
+  return TensorStructure<T>::rebuild(like, flat, pos);
+}
 
 }  // namespace tg::detail

@@ -98,7 +98,7 @@ void kernel_while(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vect
 
 // Body results against the loop variables' dtypes and shape invariants.
 void check_body_results(const std::vector<Tensor>& got, const std::vector<Tensor>& entry,
-                        const std::vector<TensorShape>& invariants, const std::vector<LoopLeaf>& leaves,
+                        const std::vector<TensorShape>& invariants, const std::vector<FlatLeaf>& leaves,
                         bool explicit_invariants) {
   if (got.size() != entry.size())
     op_error<ValueError>("while_loop", "the body returned ", got.size(), " tensors ", describe_tensors(got),
@@ -156,7 +156,7 @@ std::vector<Tensor> cond_flat(const Tensor& pred, const std::function<std::vecto
 }
 
 std::vector<Tensor> while_loop_flat(const FlatFn& cond, const FlatFn& body, const std::vector<Tensor>& init,
-                                    const std::vector<LoopLeaf>& leaves, const WhileOptions& options) {
+                                    const std::vector<FlatLeaf>& leaves, const WhileOptions& options) {
   const std::size_t n = init.size();
   TG_CHECK(leaves.size() == n, "loop leaves do not match the loop variables");
   if (n == 0)

@@ -227,6 +227,31 @@ TEST(Function, ReturnStructuresAndVoid) {
             "(arg0: TensorSpec(shape=(), dtype=tg.int32, name=None)) -> None");
 }
 
+// Results of any nesting flatten and rebuild through the one structure walker, and print as
+// the FunctionType's output: maps by sorted key, optionals as Optional[...] or None.
+TEST(Function, NestedReturnStructuresRoundTripAndDescribeThemselves) {
+  using Out = std::tuple<std::map<std::string, Tensor>, std::optional<Tensor>, std::array<Tensor, 2>,
+                         std::pair<Tensor, std::vector<Tensor>>>;
+  auto f = function([](const Tensor& x) {
+    return Out{{{"b", x + 1}, {"a", x}}, std::nullopt, {x * 2, x * 3}, {-x, {x, x}}};
+  });
+  const Out out = f(constant(2));
+  EXPECT_EQ(std::get<0>(out).at("a").item<int32_t>(), 2);
+  EXPECT_EQ(std::get<0>(out).at("b").item<int32_t>(), 3);
+  EXPECT_FALSE(std::get<1>(out).has_value());
+  EXPECT_EQ(std::get<2>(out)[1].item<int32_t>(), 6);
+  EXPECT_EQ(std::get<3>(out).first.item<int32_t>(), -2);
+  ASSERT_EQ(std::get<3>(out).second.size(), 2u);
+  EXPECT_EQ(std::get<3>(out).second[1].item<int32_t>(), 2);
+  const std::string spec = "TensorSpec(shape=(), dtype=tg.int32, name=None)";
+  EXPECT_EQ(f.concrete_functions()[0].function_type(),
+            "(arg0: " + spec + ") -> Tuple[Dict[['a', " + spec + "], ['b', " + spec + "]], None, Array[" +
+                spec + ", " + spec + "], Tuple[" + spec + ", List[" + spec + ", " + spec + "]]]");
+  auto g = function([](const Tensor& x) { return std::optional<Tensor>(x); });
+  EXPECT_EQ(g(constant(5))->item<int32_t>(), 5);
+  EXPECT_EQ(g.concrete_functions()[0].function_type(), "(arg0: " + spec + ") -> Optional[" + spec + "]");
+}
+
 TEST(Function, CapturedEagerTensorsBecomeConstants) {
   Tensor w = constant({1.0f, 2.0f});
   auto f = function([&](const Tensor& x) { return x * w; }, {.arg_names = {"x"}});
