@@ -1,240 +1,18 @@
-// Elementwise ops: front functions, shape/dtype rules and kernels together.
-// Integer arithmetic wraps around on overflow (as TensorFlow's does) and is computed in unsigned
-// arithmetic so that it is defined behaviour in C++.
-#include <cmath>
-#include <limits>
+// Elementwise ops: front functions, shape/dtype rules, kernels and gradients together. What
+// each op computes on one element lives in ops/elementwise_functors.h, shared with the fused
+// kernel.
 #include <type_traits>
 
 #include "core/check.h"
 #include "core/tensor_impl.h"
 #include "ops/broadcast.h"
+#include "ops/elementwise_functors.h"
 #include "ops/grad_helpers.h"
-#include "ops/simd_math.h"
 #include "tracegraph/ops.h"
 
 namespace tg {
 namespace detail {
 namespace {
-
-// ---- dtype classes a functor accepts ----
-enum Accepts : unsigned { kFloat = 1, kInt = 2, kBoolT = 4, kStr = 8, kNum = kFloat | kInt };
-
-template <class T>
-constexpr unsigned class_of() {
-  if constexpr (std::is_same_v<T, bool>) return kBoolT;
-  else if constexpr (std::is_same_v<T, std::string>) return kStr;
-  else if constexpr (std::is_floating_point_v<T>) return kFloat;
-  else return kInt;
-}
-
-template <class T>
-using unsigned_of = std::make_unsigned_t<T>;
-
-template <class T>
-T wrap_add(T a, T b) { return static_cast<T>(static_cast<unsigned_of<T>>(a) + static_cast<unsigned_of<T>>(b)); }
-template <class T>
-T wrap_sub(T a, T b) { return static_cast<T>(static_cast<unsigned_of<T>>(a) - static_cast<unsigned_of<T>>(b)); }
-template <class T>
-T wrap_mul(T a, T b) { return static_cast<T>(static_cast<unsigned_of<T>>(a) * static_cast<unsigned_of<T>>(b)); }
-
-// ---- binary functors ----
-struct AddF {
-  static constexpr unsigned accepts = kNum | kStr;
-  template <class T>
-  T operator()(const T& a, const T& b) const {
-    if constexpr (class_of<T>() == kInt) return wrap_add(a, b);
-    else return a + b;
-  }
-};
-struct SubF {
-  static constexpr unsigned accepts = kNum;
-  template <class T>
-  T operator()(T a, T b) const {
-    if constexpr (class_of<T>() == kInt) return wrap_sub(a, b);
-    else return a - b;
-  }
-};
-struct MulF {
-  static constexpr unsigned accepts = kNum;
-  template <class T>
-  T operator()(T a, T b) const {
-    if constexpr (class_of<T>() == kInt) return wrap_mul(a, b);
-    else return a * b;
-  }
-};
-template <class T>
-T int_floordiv(const char* op, T a, T b) {
-  if (b == 0)
-    op_error<InvalidArgumentError>(op, "integer division by zero (", a, " / 0); check the divisor "
-                                   "or use a floating dtype, where x / 0 is inf");
-  if (a == std::numeric_limits<T>::min() && b == -1) return a;  // wraps, as two's complement does
-  T q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-  return q;
-}
-struct FloorDivF {
-  static constexpr unsigned accepts = kNum;
-  const char* op = "floordiv";
-  template <class T>
-  T operator()(T a, T b) const {
-    if constexpr (class_of<T>() == kInt) return int_floordiv(op, a, b);
-    else return std::floor(a / b);
-  }
-};
-struct DivF {
-  static constexpr unsigned accepts = kNum;
-  template <class T>
-  T operator()(T a, T b) const {
-    if constexpr (class_of<T>() == kInt) return int_floordiv("div", a, b);
-    else return a / b;
-  }
-};
-struct ModF {
-  static constexpr unsigned accepts = kNum;
-  template <class T>
-  T operator()(T a, T b) const {
-    if constexpr (class_of<T>() == kInt) {
-      if (b == 0)
-        op_error<InvalidArgumentError>("mod", "integer modulo by zero (", a, " % 0); check the "
-                                       "divisor or use a floating dtype");
-      if (b == -1) return 0;
-      T r = a % b;
-      if (r != 0 && ((r < 0) != (b < 0))) r += b;
-      return r;
-    } else {
-      T r = std::fmod(a, b);
-      if (r != 0 && ((r < 0) != (b < 0))) r += b;
-      return r;
-    }
-  }
-};
-struct PowF {
-  static constexpr unsigned accepts = kNum;
-  template <class T>
-  T operator()(T a, T b) const {
-    if constexpr (class_of<T>() == kInt) {
-      if (b < 0)
-        op_error<InvalidArgumentError>("pow", "integers to negative integer powers are not "
-                                       "allowed (got exponent ", b, "); cast to a float dtype");
-      using U = unsigned_of<T>;
-      U base = static_cast<U>(a), result = 1;
-      for (T e = b; e > 0; e >>= 1) {
-        if (e & 1) result *= base;
-        base *= base;
-      }
-      return static_cast<T>(result);
-    } else {
-      return std::pow(a, b);
-    }
-  }
-};
-struct MaximumF {
-  static constexpr unsigned accepts = kNum;
-  template <class T>
-  T operator()(T a, T b) const {
-    if constexpr (class_of<T>() == kFloat) {
-      if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<T>::quiet_NaN();
-    }
-    return a < b ? b : a;
-  }
-};
-struct MinimumF {
-  static constexpr unsigned accepts = kNum;
-  template <class T>
-  T operator()(T a, T b) const {
-    if constexpr (class_of<T>() == kFloat) {
-      if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<T>::quiet_NaN();
-    }
-    return b < a ? b : a;
-  }
-};
-#define TG_COMPARE(Name, expr, acc)                                  \
-  struct Name {                                                      \
-    static constexpr unsigned accepts = acc;                         \
-    template <class T>                                               \
-    bool operator()(const T& a, const T& b) const { return expr; }   \
-  };
-TG_COMPARE(EqualF, a == b, kNum | kBoolT | kStr)
-TG_COMPARE(NotEqualF, a != b, kNum | kBoolT | kStr)
-TG_COMPARE(LessF, a < b, kNum)
-TG_COMPARE(LessEqualF, a <= b, kNum)
-TG_COMPARE(GreaterF, a > b, kNum)
-TG_COMPARE(GreaterEqualF, a >= b, kNum)
-TG_COMPARE(LogicalAndF, a && b, kBoolT)
-TG_COMPARE(LogicalOrF, a || b, kBoolT)
-#undef TG_COMPARE
-
-// ---- unary functors ----
-struct NegF {
-  static constexpr unsigned accepts = kNum;
-  template <class T>
-  T operator()(T x) const {
-    if constexpr (class_of<T>() == kInt) return wrap_sub(T(0), x);
-    else return -x;
-  }
-};
-struct AbsF {
-  static constexpr unsigned accepts = kNum;
-  template <class T>
-  T operator()(T x) const {
-    if constexpr (class_of<T>() == kInt) return x < 0 ? wrap_sub(T(0), x) : x;
-    else return std::fabs(x);
-  }
-};
-struct SignF {
-  static constexpr unsigned accepts = kNum;
-  template <class T>
-  T operator()(T x) const {
-    if constexpr (class_of<T>() == kFloat)
-      if (std::isnan(x)) return x;
-    return static_cast<T>((T(0) < x) - (x < T(0)));
-  }
-};
-struct SquareF {
-  static constexpr unsigned accepts = kNum;
-  template <class T>
-  T operator()(T x) const {
-    if constexpr (class_of<T>() == kInt) return wrap_mul(x, x);
-    else return x * x;
-  }
-};
-struct ReluF {
-  static constexpr unsigned accepts = kNum;
-  template <class T>
-  T operator()(T x) const { return x < T(0) ? T(0) : x; }  // NaN passes through, as in TF
-};
-// has_vec says whether vec_f32 is a SIMD routine; a bool rather than a null test of the function
-// pointer, which is not a constant expression under -fsanitize (GCC).
-#define TG_FLOAT_UNARY(Name, expr, vec, has_vec)                              \
-  struct Name {                                                               \
-    static constexpr unsigned accepts = kFloat;                               \
-    static constexpr bool kHasVec = has_vec;                                  \
-    static void vec_f32(const float* x, float* y, int64_t n) { vec(x, y, n); } \
-    template <class T>                                                        \
-    T operator()(T x) const { return expr; }                                  \
-  };
-inline void no_vec(const float*, float*, int64_t) {}
-TG_FLOAT_UNARY(ExpF, std::exp(x), simd::exp_f32, true)
-TG_FLOAT_UNARY(LogF, std::log(x), simd::log_f32, true)
-TG_FLOAT_UNARY(TanhF, std::tanh(x), simd::tanh_f32, true)
-TG_FLOAT_UNARY(SigmoidF, T(1) / (T(1) + std::exp(-x)), simd::sigmoid_f32, true)
-TG_FLOAT_UNARY(SinF, std::sin(x), simd::sin_f32, true)
-TG_FLOAT_UNARY(CosF, std::cos(x), simd::cos_f32, true)
-TG_FLOAT_UNARY(SqrtF, std::sqrt(x), no_vec, false)
-TG_FLOAT_UNARY(RsqrtF, T(1) / std::sqrt(x), no_vec, false)
-#undef TG_FLOAT_UNARY
-struct LogicalNotF {
-  static constexpr unsigned accepts = kBoolT;
-  template <class T>
-  bool operator()(T x) const { return !x; }
-};
-
-template <class F>
-constexpr bool has_vec_f32() {
-  if constexpr (requires { F::kHasVec; }) return F::kHasVec;
-  else return false;
-}
-
 
 std::string accepted_list(unsigned acc) {
   std::string s;
@@ -254,9 +32,9 @@ void require_accepts(const char* op, unsigned acc, DType d) {
 }
 
 // ---- shape/dtype rules ----
-template <class F, int kOp>
+template <class F, OpId kId>
 std::vector<ValueType> infer_binary(const std::vector<ValueType>& in, const OpAttrs&) {
-  const char* op = op_def(static_cast<OpId>(kOp)).name;
+  const char* op = op_def(kId).name;
   require_same_dtype(op, in);
   require_accepts(op, F::accepts, in[0].dtype);
   using R = decltype(F{}(std::declval<float>(), std::declval<float>()));
@@ -264,9 +42,9 @@ std::vector<ValueType> infer_binary(const std::vector<ValueType>& in, const OpAt
   return {ValueType{out, broadcast_shapes(op, in[0].shape, in[1].shape)}};
 }
 
-template <class F, int kOp>
+template <class F, OpId kId>
 std::vector<ValueType> infer_unary(const std::vector<ValueType>& in, const OpAttrs&) {
-  require_accepts(op_def(static_cast<OpId>(kOp)).name, F::accepts, in[0].dtype);
+  require_accepts(op_def(kId).name, F::accepts, in[0].dtype);
   using R = decltype(F{}(std::declval<bool>()));
   const DType out = std::is_same_v<R, bool> && F::accepts == kBoolT ? DType::Bool : in[0].dtype;
   return {ValueType{out, in[0].shape}};
@@ -322,7 +100,7 @@ void kernel_unary(const std::vector<Tensor>& in, const OpAttrs&, std::vector<Ten
       const T* x = data_of<T>(in[0]);
       R* y = data_of<R>(out[0]);
       const int64_t n = in[0].impl()->shape.num_elements();
-      if constexpr (std::is_same_v<T, float> && has_vec_f32<F>()) {
+      if constexpr (std::is_same_v<T, float> && has_vec_f32<F>) {
         F::vec_f32(x, y, n);
       } else {
         const F f{};
@@ -333,24 +111,6 @@ void kernel_unary(const std::vector<Tensor>& in, const OpAttrs&, std::vector<Ten
 }
 
 // ---- cast ----
-template <class To, class From>
-To convert(From v) {
-  if constexpr (std::is_same_v<To, bool>) {
-    return v != From(0);
-  } else if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To>) {
-    // Defined saturation instead of C++'s undefined out-of-range conversion.
-    if (std::isnan(v)) return 0;
-    if (v <= static_cast<From>(std::numeric_limits<To>::min())) return std::numeric_limits<To>::min();
-    if (v >= static_cast<From>(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
-    return static_cast<To>(v);
-  } else if constexpr (std::is_integral_v<From> && std::is_integral_v<To> && !std::is_same_v<From, bool>) {
-    // Modulo 2^bits (narrowing keeps the low bits, widening sign-extends), without overflow.
-    return static_cast<To>(static_cast<std::make_unsigned_t<To>>(v));
-  } else {
-    return static_cast<To>(v);
-  }
-}
-
 std::vector<ValueType> infer_cast(const std::vector<ValueType>& in, const OpAttrs& attrs) {
   if ((in[0].dtype == DType::String) != (attrs.dtype == DType::String))
     op_error<InvalidArgumentError>("cast", "cannot cast ", to_string(in[0].dtype), " to ",
@@ -378,33 +138,15 @@ void kernel_cast(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vecto
   });
 }
 
-// ---- identity, zeros_like, ones_like ----
+// ---- identity, ones_like ----
 std::vector<ValueType> infer_same(const std::vector<ValueType>& in, const OpAttrs&) { return {in[0]}; }
 void kernel_identity(const std::vector<Tensor>& in, const OpAttrs&, std::vector<Tensor>& out) {
   out[0] = make_view(in[0], in[0].impl()->shape);
-}
-void kernel_zeros_like(const std::vector<Tensor>& in, const OpAttrs&, std::vector<Tensor>& out) {
-  visit_dtype(in[0].impl()->dtype, [&](auto tag) {
-    using T = decltype(tag);
-    T* y = data_of<T>(out[0]);
-    const int64_t n = in[0].impl()->shape.num_elements();
-    for (int64_t i = 0; i < n; ++i) y[i] = T{};
-  });
 }
 std::vector<ValueType> infer_ones_like(const std::vector<ValueType>& in, const OpAttrs&) {
   if (in[0].dtype == DType::String)
     op_error<InvalidArgumentError>("ones_like", "a string tensor has no 'one'; use tg::fill");
   return {in[0]};
-}
-void kernel_ones_like(const std::vector<Tensor>& in, const OpAttrs&, std::vector<Tensor>& out) {
-  visit_dtype(in[0].impl()->dtype, [&](auto tag) {
-    using T = decltype(tag);
-    if constexpr (!std::is_same_v<T, std::string>) {
-      T* y = data_of<T>(out[0]);
-      const int64_t n = in[0].impl()->shape.num_elements();
-      for (int64_t i = 0; i < n; ++i) y[i] = T(1);
-    }
-  });
 }
 
 // ---- where ----
@@ -417,6 +159,7 @@ std::vector<ValueType> infer_where(const std::vector<ValueType>& in, const OpAtt
   TensorShape s = broadcast_shapes("where", in[0].shape, in[1].shape);
   return {ValueType{in[1].dtype, broadcast_shapes("where", s, in[2].shape)}};
 }
+template <class F>
 void kernel_where(const std::vector<Tensor>& in, const OpAttrs&, std::vector<Tensor>& out) {
   visit_dtype(in[1].impl()->dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -424,13 +167,14 @@ void kernel_where(const std::vector<Tensor>& in, const OpAttrs&, std::vector<Ten
     const T* x = data_of<T>(in[1]);
     const T* y = data_of<T>(in[2]);
     T* z = data_of<T>(out[0]);
+    const F f{};
     int64_t pos = 0;
     for_each_broadcast_run<3>(
         out[0].impl()->shape.dims(),
         {&in[0].impl()->shape.dims(), &in[1].impl()->shape.dims(), &in[2].impl()->shape.dims()},
         [&](const std::array<int64_t, 3>& off, const std::array<int64_t, 3>& st, int64_t n) {
           for (int64_t i = 0; i < n; ++i)
-            z[pos + i] = c[off[0] + i * st[0]] ? x[off[1] + i * st[1]] : y[off[2] + i * st[2]];
+            z[pos + i] = f(c[off[0] + i * st[0]], x[off[1] + i * st[1]], y[off[2] + i * st[2]]);
           pos += n;
         });
   });
@@ -526,55 +270,26 @@ std::vector<Tensor> grad_where(const GradInputs& g) {
           sum_to_like(where(c, zero, dz), g.inputs[2])};
 }
 
+// The eager side of an op of TG_ELEMENTWISE_FUNCTOR_OPS: the generic rule and loop for its arity,
+// but for identity (a zero-copy view), ones_like (which refuses strings with its own advice) and
+// where (a bool condition and two operands of one dtype).
 template <class F, OpId kId>
-void set_binary(OpDef* t) {
-  set_op(t, kId, &infer_binary<F, static_cast<int>(kId)>, &kernel_binary<F>);
-}
-template <class F, OpId kId>
-void set_unary(OpDef* t) {
-  set_op(t, kId, &infer_unary<F, static_cast<int>(kId)>, &kernel_unary<F>);
+void set_functor_op(OpDef* t) {
+  if constexpr (kId == OpId::Identity) set_op(t, kId, &infer_same, &kernel_identity);
+  else if constexpr (kId == OpId::OnesLike) set_op(t, kId, &infer_ones_like, &kernel_unary<F>);
+  else if constexpr (kId == OpId::Where) set_op(t, kId, &infer_where, &kernel_where<F>);
+  else if constexpr (F::arity == 2) set_op(t, kId, &infer_binary<F, kId>, &kernel_binary<F>);
+  else set_op(t, kId, &infer_unary<F, kId>, &kernel_unary<F>);
 }
 
 }  // namespace
 
 void register_elementwise_ops(OpDef* t) {
-  set_binary<AddF, OpId::Add>(t);
-  set_binary<SubF, OpId::Sub>(t);
-  set_binary<MulF, OpId::Mul>(t);
-  set_binary<DivF, OpId::Div>(t);
-  set_binary<FloorDivF, OpId::FloorDiv>(t);
-  set_binary<ModF, OpId::Mod>(t);
-  set_binary<PowF, OpId::Pow>(t);
-  set_binary<MaximumF, OpId::Maximum>(t);
-  set_binary<MinimumF, OpId::Minimum>(t);
-  set_binary<EqualF, OpId::Equal>(t);
-  set_binary<NotEqualF, OpId::NotEqual>(t);
-  set_binary<LessF, OpId::Less>(t);
-  set_binary<LessEqualF, OpId::LessEqual>(t);
-  set_binary<GreaterF, OpId::Greater>(t);
-  set_binary<GreaterEqualF, OpId::GreaterEqual>(t);
-  set_binary<LogicalAndF, OpId::LogicalAnd>(t);
-  set_binary<LogicalOrF, OpId::LogicalOr>(t);
-  set_unary<NegF, OpId::Neg>(t);
-  set_unary<AbsF, OpId::Abs>(t);
-  set_unary<SignF, OpId::Sign>(t);
-  set_unary<SquareF, OpId::Square>(t);
-  set_unary<ReluF, OpId::Relu>(t);
-  set_unary<ExpF, OpId::Exp>(t);
-  set_unary<LogF, OpId::Log>(t);
-  set_unary<SqrtF, OpId::Sqrt>(t);
-  set_unary<RsqrtF, OpId::Rsqrt>(t);
-  set_unary<TanhF, OpId::Tanh>(t);
-  set_unary<SigmoidF, OpId::Sigmoid>(t);
-  set_unary<SinF, OpId::Sin>(t);
-  set_unary<CosF, OpId::Cos>(t);
-  set_unary<LogicalNotF, OpId::LogicalNot>(t);
+#define TG_SET_FUNCTOR_OP(Id, F) set_functor_op<F, OpId::Id>(t);
+  TG_ELEMENTWISE_FUNCTOR_OPS(TG_SET_FUNCTOR_OP)
+#undef TG_SET_FUNCTOR_OP
   set_op(t, OpId::Cast, &infer_cast, &kernel_cast);
-  set_op(t, OpId::Identity, &infer_same, &kernel_identity);
   set_op(t, OpId::StopGradient, &infer_same, &kernel_identity);  // identity the tapes ignore
-  set_op(t, OpId::ZerosLike, &infer_same, &kernel_zeros_like);
-  set_op(t, OpId::OnesLike, &infer_ones_like, &kernel_ones_like);
-  set_op(t, OpId::Where, &infer_where, &kernel_where);
   set_grad(t, OpId::Add, &grad_add);
   set_grad(t, OpId::Sub, &grad_sub);
   set_grad(t, OpId::Mul, &grad_mul);

@@ -1,12 +1,11 @@
 // fused_elementwise: runs a program of elementwise micro-ops over the data once, tile by tile.
 // Each micro-op runs over a whole tile (kTile elements, small enough for L1) before the next, so
 // its loop vectorises on its own; values with uses outside the node are written straight into
-// the node's outputs. Float32 transcendentals call the same SLEEF routines as the unfused ops;
-// everything else repeats the unfused kernels' arithmetic, so results are bit-identical.
+// the node's outputs. Each micro-op applies the functor the unfused kernel applies
+// (elementwise_functors.h), so results are bit-identical.
 #include "ops/fused.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -18,15 +17,6 @@
 #include "ops/broadcast.h"
 #include "ops/reduce_finish.h"
 #include "ops/fused_micro.h"
-#include "ops/simd_math.h"
-
-namespace tg::detail {
-
-namespace fused_baseline {
-void fill_libm_ops(MicroTable& t);
-}  // namespace fused_baseline
-
-}  // namespace tg::detail
 
 #define TG_FUSED_NS fused_baseline
 #define TG_FUSED_LIBM 1
@@ -35,76 +25,6 @@ void fill_libm_ops(MicroTable& t);
 #undef TG_FUSED_LIBM
 
 namespace tg::detail {
-
-namespace fused_baseline {
-namespace {
-
-// Float ops that call libm (repeating src/ops/elementwise.cpp's expressions).
-struct FloorDivF {
-  template <class T>
-  T operator()(T a, T b) const { return std::floor(a / b); }
-};
-struct ModF {
-  template <class T>
-  T operator()(T a, T b) const {
-    T r = std::fmod(a, b);
-    if (r != 0 && ((r < 0) != (b < 0))) r += b;
-    return r;
-  }
-};
-struct PowF {
-  template <class T>
-  T operator()(T a, T b) const { return std::pow(a, b); }
-};
-#define TG_FUSED_LIBM_UNARY(Name, expr) \
-  struct Name {                         \
-    template <class T>                  \
-    T operator()(T x) const { return expr; } \
-  };
-TG_FUSED_LIBM_UNARY(ExpF, std::exp(x))
-TG_FUSED_LIBM_UNARY(LogF, std::log(x))
-TG_FUSED_LIBM_UNARY(TanhF, std::tanh(x))
-TG_FUSED_LIBM_UNARY(SigmoidF, T(1) / (T(1) + std::exp(-x)))
-TG_FUSED_LIBM_UNARY(SinF, std::sin(x))
-TG_FUSED_LIBM_UNARY(CosF, std::cos(x))
-TG_FUSED_LIBM_UNARY(SqrtF, std::sqrt(x))
-TG_FUSED_LIBM_UNARY(RsqrtF, T(1) / std::sqrt(x))
-#undef TG_FUSED_LIBM_UNARY
-
-template <void (*Vec)(const float*, float*, int64_t)>
-void simd_f32(const void* const* a, void* out, int64_t n) {
-  Vec(static_cast<const float*>(a[0]), static_cast<float*>(out), n);
-}
-void set_simd(MicroTable& t, OpId op, MicroFn fn) {
-  MicroSet& s = t.ops[static_cast<std::size_t>(op)][static_cast<std::size_t>(DType::Float32)];
-  s.fn[0] = fn;
-  s.out = DType::Float32;
-}
-
-}  // namespace
-
-void fill_libm_ops(MicroTable& t) {
-  set_binary_for<FloorDivF, float, double>(t, OpId::FloorDiv);
-  set_binary_for<ModF, float, double>(t, OpId::Mod);
-  set_binary_for<PowF, float, double>(t, OpId::Pow);
-  // float32 takes the vectorised routines the unfused kernels use; float64 libm.
-  set_simd(t, OpId::Exp, &simd_f32<&simd::exp_f32>);
-  set_simd(t, OpId::Log, &simd_f32<&simd::log_f32>);
-  set_simd(t, OpId::Tanh, &simd_f32<&simd::tanh_f32>);
-  set_simd(t, OpId::Sigmoid, &simd_f32<&simd::sigmoid_f32>);
-  set_simd(t, OpId::Sin, &simd_f32<&simd::sin_f32>);
-  set_simd(t, OpId::Cos, &simd_f32<&simd::cos_f32>);
-  set_unary_for<ExpF, double>(t, OpId::Exp);
-  set_unary_for<LogF, double>(t, OpId::Log);
-  set_unary_for<TanhF, double>(t, OpId::Tanh);
-  set_unary_for<SigmoidF, double>(t, OpId::Sigmoid);
-  set_unary_for<SinF, double>(t, OpId::Sin);
-  set_unary_for<CosF, double>(t, OpId::Cos);
-  set_unary_for<SqrtF, float, double>(t, OpId::Sqrt);
-  set_unary_for<RsqrtF, float, double>(t, OpId::Rsqrt);
-}
-
-}  // namespace fused_baseline
 
 // ---- the plan ----
 

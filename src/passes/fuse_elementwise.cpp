@@ -42,10 +42,6 @@ bool is_immediate(const GraphNode& n) {
   return n.kind == NodeKind::kConst && n.value.dtype() != DType::String && n.value.num_elements() == 1;
 }
 
-bool is_foldable_reduction(OpId op) {
-  return op == OpId::ReduceSum || op == OpId::ReduceMean || op == OpId::ReduceMax || op == OpId::ReduceMin;
-}
-
 // Elements per result element when `r` reduces all of `shape` or its last dim; -1 otherwise.
 int64_t reduction_row(const GraphNode& r, const TensorShape& shape) {
   const int64_t rank = shape.rank();
@@ -125,14 +121,14 @@ int fuse_elementwise(GraphIR& g) {
   std::vector<int> reduce_of(groups.size(), -1);
   for (std::size_t i = 0; i < n; ++i) {
     const GraphNode& r = g.nodes[i];
-    if (r.kind != NodeKind::kOp || !is_foldable_reduction(r.op) || r.inputs.size() != 1 || r.control_input >= 0 ||
-        r.outputs.size() != 1 || !r.outputs[0].shape.is_fully_defined())
+    if (r.kind != NodeKind::kOp || r.inputs.size() != 1 || r.control_input >= 0 || r.outputs.size() != 1 ||
+        !r.outputs[0].shape.is_fully_defined() || !fusable_reduce(r.op, r.outputs[0].dtype))
       continue;
     const int m = r.inputs[0].node;
     const int gid = group_of[static_cast<std::size_t>(m)];
     if (gid < 0 || reduce_of[static_cast<std::size_t>(gid)] >= 0 || users[static_cast<std::size_t>(m)].size() != 1) continue;
     const Group& grp = groups[static_cast<std::size_t>(gid)];
-    if (grp.members.back() > static_cast<int>(i) || !fusable_reduce(r.op, r.outputs[0].dtype)) continue;
+    if (grp.members.back() > static_cast<int>(i)) continue;
     if (reduction_row(r, grp.shape) < 0) continue;
     reduce_of[static_cast<std::size_t>(gid)] = static_cast<int>(i);
     group_of[i] = gid;

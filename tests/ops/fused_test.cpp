@@ -37,5 +37,49 @@ TG_OP_CASES(fused) {
   };
 }
 
+// Which ops and dtypes the fused kernel runs, pinned: everything elementwise except strings,
+// the integer ops that can raise (div, floordiv, mod, pow) and stop_gradient. Written out so
+// that a change of the op table shows up here as a decision, not as a silent change of graphs.
+TEST(FusedOps, TheFusableOpsAndDtypesAreExactlyThese) {
+  using namespace detail;
+  const DType dtypes[] = {float32, float64, int32, int64, bool_, string_};
+  auto add_pair = [](std::string& s, DType in, DType out) {
+    s += ' ';
+    s += to_string(in);
+    if (out != in) s.append("->").append(to_string(out));
+  };
+  std::string got;
+  for (const OpDef* def : all_ops()) {
+    if (!(def->traits & kElementwise)) continue;
+    got.append(def->name).append(":");
+    for (DType in : dtypes)
+      for (DType out : dtypes)
+        if (fusable_op(def->id, in, out)) add_pair(got, in, out);
+    got += '\n';
+  }
+  const std::string num = " float32 float64 int32 int64";
+  const std::string num_bool = num + " bool";
+  const std::string floats = " float32 float64";
+  const std::string compare = " float32->bool float64->bool int32->bool int64->bool";
+  std::string casts;
+  for (DType in : dtypes)
+    for (DType out : dtypes)
+      if (in != string_ && out != string_) add_pair(casts, in, out);
+  const std::pair<const char*, std::string> table[] = {
+      {"add", num}, {"sub", num}, {"mul", num}, {"div", floats}, {"floordiv", floats},
+      {"mod", floats}, {"pow", floats}, {"maximum", num}, {"minimum", num},
+      {"equal", compare + " bool"}, {"not_equal", compare + " bool"}, {"less", compare},
+      {"less_equal", compare}, {"greater", compare}, {"greater_equal", compare},
+      {"logical_and", " bool"}, {"logical_or", " bool"}, {"neg", num}, {"abs", num}, {"sign", num},
+      {"square", num}, {"relu", num}, {"exp", floats}, {"log", floats}, {"sqrt", floats},
+      {"rsqrt", floats}, {"tanh", floats}, {"sigmoid", floats}, {"sin", floats}, {"cos", floats},
+      {"logical_not", " bool"}, {"cast", casts}, {"identity", num_bool}, {"zeros_like", num_bool},
+      {"ones_like", num_bool}, {"where", num_bool}, {"stop_gradient", ""},
+  };
+  std::string expected;
+  for (const auto& [op, pairs] : table) expected.append(op).append(":").append(pairs).append("\n");
+  EXPECT_EQ(got, expected);
+}
+
 }  // namespace
 }  // namespace tg
