@@ -7,8 +7,8 @@ namespace tg::detail {
 
 namespace {
 const VariableState* variable_of(const GraphNode& node) {
-  TG_CHECK(node.attrs.resource != nullptr, "variable op ", node.name, " without its Variable");
-  return static_cast<const VariableState*>(node.attrs.resource.get());
+  TG_CHECK(node.attrs.variable != nullptr, "variable op ", node.name, " without its Variable");
+  return node.attrs.variable.get();
 }
 }  // namespace
 
@@ -32,7 +32,7 @@ std::vector<Tensor> replay_graph(const GraphIR& g, const std::vector<Tensor>& in
       args.push_back(values[static_cast<std::size_t>(in.node)][static_cast<std::size_t>(in.output)]);
     switch (node.kind) {
       case NodeKind::kPlaceholder:
-        values[n] = {inputs.at(static_cast<std::size_t>(node.attrs.axis))};
+        values[n] = {inputs.at(static_cast<std::size_t>(node.input_index))};
         break;
       case NodeKind::kConst:
         values[n] = {node.value};

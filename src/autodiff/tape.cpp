@@ -102,7 +102,7 @@ const VariableState* variable_read_inside(const OpAttrs& attrs,
     for (const GraphNode& node : sg.graph->nodes) {
       if (node.kind != NodeKind::kOp) continue;
       if (node.op == OpId::ReadVariable) {
-        const auto* v = static_cast<const VariableState*>(node.attrs.resource.get());
+        const auto* v = node.attrs.variable.get();
         if (vars ? vars->count(v) != 0 : is_floating(v->dtype)) return v;
       } else if (has_subgraphs(node.op)) {
         if (const VariableState* v = variable_read_inside(node.attrs, vars)) return v;
@@ -248,7 +248,7 @@ void record_op_on_tapes(OpId id, const std::vector<Tensor>& inputs, const OpAttr
     if (id == OpId::ReadVariable) {  // trainable state is watched automatically
       if (is_floating(outputs[0].dtype())) {
         tape->track(outputs[0]);
-        tape->variable_reads.emplace_back(static_cast<const VariableState*>(attrs.resource.get()),
+        tape->variable_reads.emplace_back(attrs.variable.get(),
                                           outputs[0]);
       }
       continue;
@@ -291,7 +291,7 @@ using BackwardFn = std::function<std::vector<Tensor>(
 
 // What differentiating one concrete function needs, built on its first call under a tape.
 struct FunctionGradient {
-  std::vector<std::shared_ptr<void>> variables;  // floating-point Variables the graph reads
+  std::vector<std::shared_ptr<VariableState>> variables;  // floating-point Variables the graph reads
   // Those read inside cond / while sub-graphs: their gradient cannot be computed (see
   // check_no_variable_read_in_control_flow); a call is refused when it is asked for.
   std::vector<const VariableState*> inner_variables;
@@ -305,7 +305,7 @@ namespace {
 // tg::function, so this runs once per concrete function (and input types); the replay uses the
 // graph as traced, before the optimiser rewrote it into ops that have no gradient rules.
 std::vector<Tensor> replay_and_differentiate(const GraphIR& fwd,
-                                             const std::vector<std::shared_ptr<void>>& variables,
+                                             const std::vector<std::shared_ptr<VariableState>>& variables,
                                              const std::vector<Tensor>& inputs,
                                              const std::vector<Tensor>& var_values,
                                              const std::vector<Tensor>& out_grads) {
@@ -319,7 +319,7 @@ std::vector<Tensor> replay_and_differentiate(const GraphIR& fwd,
   // The call's Variable values are replay inputs, so that the tape differentiates them.
   ReplayVariables replay_vars;
   for (std::size_t i = 0; i < variables.size(); ++i)
-    replay_vars.set_value(static_cast<const VariableState*>(variables[i].get()), var_values[i]);
+    replay_vars.set_value(variables[i].get(), var_values[i]);
   const std::vector<Tensor> outputs = replay_graph(fwd, inputs, replay_vars);
   std::vector<Tensor> targets, target_grads;
   for (std::size_t i = 0; i < outputs.size(); ++i) {
@@ -349,7 +349,7 @@ std::shared_ptr<FunctionGradient> gradient_of(const ConcreteImpl& cf) {
       if (has_subgraphs(node.op))
         for (const NamedSubgraph& sg : subgraphs_of(node)) collect(*sg.graph, true);
       if (node.op != OpId::ReadVariable) continue;
-      const auto* state = static_cast<const VariableState*>(node.attrs.resource.get());
+      const auto* state = node.attrs.variable.get();
       if (!is_floating(state->dtype)) continue;
       if (inner) {
         if (std::find(fg->inner_variables.begin(), fg->inner_variables.end(), state) ==
@@ -359,7 +359,7 @@ std::shared_ptr<FunctionGradient> gradient_of(const ConcreteImpl& cf) {
       }
       const bool seen = std::any_of(fg->variables.begin(), fg->variables.end(),
                                     [&](const auto& v) { return v.get() == state; });
-      if (!seen) fg->variables.push_back(node.attrs.resource);
+      if (!seen) fg->variables.push_back(node.attrs.variable);
     }
   };
   collect(*fwd, false);
@@ -386,7 +386,7 @@ std::vector<Tensor> run_call_under_tapes(const ConcreteImpl& cf, const std::vect
   std::vector<Tensor> var_values;
   for (const auto& v : fg->variables) {
     OpAttrs attrs;
-    attrs.resource = v;
+    attrs.variable = v;
     var_values.push_back(apply_op1(OpId::ReadVariable, {}, attrs));
   }
   std::vector<Tensor> outputs = execute(*cf.plan, inputs);

@@ -148,7 +148,7 @@ std::vector<Tensor> cond_flat(const Tensor& pred, const std::function<std::vecto
   std::vector<Tensor> inputs{pred};
   merge_captures({&then_tracer, &else_tracer}, 1, inputs, *payload);
   OpAttrs attrs;
-  attrs.resource = payload;
+  attrs.control_flow = payload;
   attrs.subgraphs = {{"then_branch", then_tracer.graph()}, {"else_branch", else_tracer.graph()}};
   attrs.node_name = "cond";  // also for stateful_cond: users see one name
   const bool stateful = then_tracer.stateful() || else_tracer.stateful();
@@ -225,7 +225,7 @@ std::vector<Tensor> while_loop_flat(const FlatFn& cond, const FlatFn& body, cons
   std::vector<Tensor> inputs = init;
   merge_captures({&cond_tracer, &body_tracer}, static_cast<int>(n), inputs, *payload);
   OpAttrs attrs;
-  attrs.resource = payload;
+  attrs.control_flow = payload;
   attrs.subgraphs = {{"cond", cond_tracer.graph()}, {"body", body_tracer.graph()}};
   attrs.node_name = name;
   const bool stateful = cond_tracer.stateful() || body_tracer.stateful();

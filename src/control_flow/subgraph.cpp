@@ -6,8 +6,8 @@
 namespace tg::detail {
 
 const ControlFlowPayload& payload_of(const OpAttrs& attrs) {
-  TG_CHECK(attrs.resource != nullptr, "control-flow op without sub-graphs");
-  return *static_cast<const ControlFlowPayload*>(attrs.resource.get());
+  TG_CHECK(attrs.control_flow != nullptr, "control-flow op without its payload");
+  return *attrs.control_flow;
 }
 
 void merge_captures(const std::vector<const GraphRecorder*>& tracers, int first_input,

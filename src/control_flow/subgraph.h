@@ -13,7 +13,7 @@
 
 namespace tg::detail {
 
-/// The payload of cond / while nodes, in OpAttrs::resource (their sub-graphs are in
+/// The payload of cond / while nodes, in OpAttrs::control_flow (their sub-graphs are in
 /// OpAttrs::subgraphs: cond {then_branch, else_branch}, while {cond, body}). Node inputs are
 /// cond:  [pred, captures...]        sub-graph placeholders: [its captures...]
 /// while: [loop vars..., captures...] sub-graph placeholders: [loop vars..., its captures...]

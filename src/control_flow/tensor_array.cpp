@@ -21,18 +21,18 @@ int64_t scalar_index(const Tensor& t) {
 
 namespace {
 
-// Attributes of the TensorArray ops: axis = size, depth = dynamic, sizes = the element shape
-// given or learned so far (keepdims: whether it is known).
+// Attributes of the TensorArray ops: the array's size and growth, and the element shape given
+// or learned so far (in sizes).
 OpAttrs array_attrs(int64_t size, bool dynamic, const TensorShape& element_shape) {
   OpAttrs a;
-  a.axis = size;
-  a.depth = dynamic ? 1 : 0;
-  a.keepdims = element_shape.has_rank();
+  a.tensor_array = {size, dynamic, element_shape.has_rank()};
   if (element_shape.has_rank()) a.sizes = element_shape.dims();
   return a;
 }
 
-TensorShape hint_of(const OpAttrs& a) { return a.keepdims ? TensorShape(a.sizes) : TensorShape::unknown_rank(); }
+TensorShape hint_of(const OpAttrs& a) {
+  return a.tensor_array.element_shape_known ? TensorShape(a.sizes) : TensorShape::unknown_rank();
+}
 
 // What the flow's static shape says about the elements.
 TensorShape element_shape_of(const TensorShape& flow, const OpAttrs& a) {
@@ -43,7 +43,7 @@ TensorShape element_shape_of(const TensorShape& flow, const OpAttrs& a) {
 
 TensorShape with_count(const TensorShape& element, const OpAttrs& a) {
   if (!element.has_rank()) return TensorShape::unknown_rank();
-  std::vector<int64_t> dims{a.depth ? None : a.axis};
+  std::vector<int64_t> dims{a.tensor_array.dynamic ? None : a.tensor_array.size};
   dims.insert(dims.end(), element.dims().begin(), element.dims().end());
   return TensorShape(dims);
 }
@@ -94,18 +94,18 @@ void kernel_write(const std::vector<Tensor>& in, const OpAttrs& a, std::vector<T
   const Tensor& flow = in[0];
   const Tensor& value = in[2];
   const int64_t i = scalar_index(in[1]);
-  const bool dynamic = a.depth != 0;
+  const bool dynamic = a.tensor_array.dynamic;
   const TensorShape& fshape = flow.impl()->shape;
   const TensorShape& vshape = value.impl()->shape;
   const bool empty = fshape.rank() == 0;
   const int64_t old_count = empty ? 0 : fshape.dims()[0];
-  if (i < 0 || (!dynamic && i >= a.axis)) out_of_range(op, i, empty ? a.axis : old_count, dynamic);
+  if (i < 0 || (!dynamic && i >= a.tensor_array.size)) out_of_range(op, i, empty ? a.tensor_array.size : old_count, dynamic);
   const TensorShape element = empty ? hint_of(a) : element_shape_of(fshape, a);
   if (element.has_rank() && !(element == vshape) && !(element.is_compatible_with(vshape) && empty))
     op_error<InvalidArgumentError>(op, "the value has shape ", vshape.to_string(),
                                    " but the array's elements have shape ", element.to_string(),
                                    "; every element of a TensorArray has the same shape");
-  const int64_t count = dynamic ? std::max({a.axis, old_count, i + 1}) : a.axis;
+  const int64_t count = dynamic ? std::max({a.tensor_array.size, old_count, i + 1}) : a.tensor_array.size;
   std::vector<int64_t> dims{count};
   dims.insert(dims.end(), vshape.dims().begin(), vshape.dims().end());
   Tensor result = allocate_tensor(flow.impl()->dtype, TensorShape(dims));
@@ -131,7 +131,7 @@ void kernel_read(const std::vector<Tensor>& in, const OpAttrs& a, std::vector<Te
     op_error<InvalidArgumentError>(op, "element ", i, " was read but nothing has been written to this "
                                    "TensorArray yet; write before reading");
   const int64_t count = fshape.dims()[0];
-  if (i < 0 || i >= count) out_of_range(op, i, count, a.depth != 0);
+  if (i < 0 || i >= count) out_of_range(op, i, count, a.tensor_array.dynamic);
   const TensorShape element = element_shape_of(fshape, a);
   out[0] = make_view(flow, element, i * element.num_elements());
 }
@@ -151,7 +151,7 @@ void kernel_stack(const std::vector<Tensor>& in, const OpAttrs& a, std::vector<T
     op_error<InvalidArgumentError>("TensorArray.stack", "nothing was written to this TensorArray and its "
                                    "element shape ", element.to_string(), " is not fully known, so the stacked "
                                    "shape is unknown; pass element_shape to the TensorArray constructor");
-  std::vector<int64_t> dims{a.axis};
+  std::vector<int64_t> dims{a.tensor_array.size};
   dims.insert(dims.end(), element.dims().begin(), element.dims().end());
   out[0] = zeros(TensorShape(dims), flow.impl()->dtype);
 }

@@ -36,6 +36,7 @@ struct GraphNode {
   std::vector<ValueRef> inputs;
   std::vector<ValueType> outputs;  // static output types (dims may be None)
   Tensor value;                    // for kConst
+  int input_index = -1;            // for kPlaceholder: its position in GraphIR::placeholders
   // Ordering edge for stateful ops: the previous stateful node (or -1). Keeps tg::print and
   // variable updates in program order through any later reordering pass.
   int control_input = -1;

@@ -312,13 +312,13 @@ std::shared_ptr<const FusedProgram> make_fused_program(FusedProgram p) {
 }
 
 const FusedProgram& fused_program(const OpAttrs& attrs) {
-  TG_CHECK(attrs.resource, "fused_elementwise without a program");
-  return *static_cast<const FusedProgram*>(attrs.resource.get());
+  TG_CHECK(attrs.fused, "fused_elementwise without a program");
+  return *attrs.fused;
 }
 
 OpAttrs fused_attrs(std::shared_ptr<const FusedProgram> program) {
   OpAttrs a;
-  a.resource = std::const_pointer_cast<FusedProgram>(std::move(program));
+  a.fused = std::move(program);
   return a;
 }
 
@@ -640,7 +640,7 @@ void kernel_fused(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vect
 
 // Inputs may be less specific than the program's (tracing with None dims), never different.
 std::vector<ValueType> infer_fused(const std::vector<ValueType>& in, const OpAttrs& attrs) {
-  if (!attrs.resource)
+  if (!attrs.fused)
     op_error<InvalidArgumentError>("fused_elementwise", "has no program; fused_elementwise nodes are made by "
                                    "the graph optimiser only");
   const FusedProgram& p = fused_program(attrs);

@@ -39,12 +39,26 @@ struct NamedSubgraph {
   bool operator==(const NamedSubgraph&) const = default;
 };
 
+struct VariableState;       // ops/variable_state.h: the state behind a tg::Variable
+struct FusedProgram;        // ops/fused.h: what a fused_elementwise node computes
+struct ControlFlowPayload;  // control_flow/subgraph.h: a cond / while node's metadata
+
+/// What a TensorArray op knows of its array (tensor_array_read / write / stack).
+struct TensorArrayAttrs {
+  int64_t size = 0;                  // the fixed size (a dynamic array: its initial size)
+  bool dynamic = false;              // grows to the largest index written
+  bool element_shape_known = false;  // OpAttrs::sizes holds the element shape
+  bool operator==(const TensorArrayAttrs&) const = default;
+};
+
 /// The static (non-tensor) arguments of an op. One struct for all ops keeps nodes uniform
-/// (hashable for CSE, serialisable for export); each op documents which fields it reads.
+/// (hashable for CSE, serialisable for export); each op documents which fields it reads, and
+/// no field means two things. Objects an op refers to are typed, never void.
 struct OpAttrs {
   std::vector<int64_t> axes;   // reduce axes, transpose perm, squeeze axes, slice begin
-  std::vector<int64_t> sizes;  // reshape target shape, slice sizes
-  int64_t axis = 0;            // concat/stack/gather/expand_dims/arg*/softmax/one_hot/index
+  std::vector<int64_t> sizes;  // reshape target shape, slice sizes, TensorArray element shape
+  int64_t axis = 0;            // concat/stack/gather/expand_dims/arg*/softmax/one_hot/split_like
+  int64_t index = 0;           // index (x[i]): the position along the first dimension
   int64_t depth = 0;           // one_hot depth
   bool keepdims = false;       // reductions
   bool transpose_a = false;    // matmul
@@ -53,7 +67,10 @@ struct OpAttrs {
   double on_value = 1.0;       // one_hot
   double off_value = 0.0;      // one_hot
   std::vector<std::string> strings;  // print: the text of each part
-  std::shared_ptr<void> resource;    // variable ops: the VariableState
+  std::shared_ptr<VariableState> variable;                 // variable ops
+  std::shared_ptr<const FusedProgram> fused;               // fused_elementwise
+  std::shared_ptr<const ControlFlowPayload> control_flow;  // cond / while
+  TensorArrayAttrs tensor_array;                           // TensorArray ops
   /// The node's sub-graphs (ops with kSubgraphs only); the node owns them here and nowhere else.
   std::vector<NamedSubgraph> subgraphs;
   /// The name a recorded node starts from when it is not the op's ("while" -> WhileOptions::name).

@@ -437,11 +437,11 @@ TensorShape index_shape(const TensorShape& in, int64_t i, int64_t* pos) {
 }
 
 std::vector<ValueType> infer_index(const std::vector<ValueType>& in, const OpAttrs& attrs) {
-  return {ValueType{in[0].dtype, index_shape(in[0].shape, attrs.axis, nullptr)}};
+  return {ValueType{in[0].dtype, index_shape(in[0].shape, attrs.index, nullptr)}};
 }
 void kernel_index(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
   int64_t pos = 0;
-  const TensorShape s = index_shape(in[0].impl()->shape, attrs.axis, &pos);
+  const TensorShape s = index_shape(in[0].impl()->shape, attrs.index, &pos);
   out[0] = make_view(in[0], s, pos * s.num_elements());
 }
 
@@ -570,7 +570,7 @@ std::vector<Tensor> grad_stack(const GradInputs& g) {
   return pieces;
 }
 std::vector<Tensor> grad_index(const GradInputs& g) {
-  return {pad_like(expand_dims(g.grads[0], 0), g.inputs[0], {g.attrs.axis})};
+  return {pad_like(expand_dims(g.grads[0], 0), g.inputs[0], {g.attrs.index})};
 }
 std::vector<Tensor> grad_reshape_like(const GradInputs& g) {
   return {reshape_like(g.grads[0], g.inputs[0]), Tensor()};
@@ -673,7 +673,7 @@ std::vector<Tensor> split_like(const Tensor& g, const std::vector<Tensor>& likes
 // x[i]: the Index op (declared on Tensor, defined with the other shape ops).
 Tensor Tensor::operator[](int64_t i) const {
   detail::OpAttrs attrs;
-  attrs.axis = i;
+  attrs.index = i;
   return detail::apply_op1(detail::OpId::Index, {*this}, attrs);
 }
 

@@ -26,8 +26,8 @@ TextSink& print_sink() {
 }
 
 VariableState& state_of(const OpAttrs& attrs) {
-  TG_CHECK(attrs.resource != nullptr, "variable op without a variable");
-  return *static_cast<VariableState*>(attrs.resource.get());
+  TG_CHECK(attrs.variable != nullptr, "variable op without a variable");
+  return *attrs.variable;
 }
 
 std::vector<ValueType> infer_read(const std::vector<ValueType>&, const OpAttrs& attrs) {
@@ -173,24 +173,24 @@ Variable::Variable(Tensor initial_value, std::string name) {
 }
 
 namespace {
-detail::OpAttrs resource_attrs(const std::shared_ptr<detail::VariableState>& s) {
+detail::OpAttrs variable_attrs(const std::shared_ptr<detail::VariableState>& s) {
   detail::OpAttrs a;
-  a.resource = s;
+  a.variable = s;
   return a;
 }
 }  // namespace
 
 Tensor Variable::read_value() const {
-  return detail::apply_op1(detail::OpId::ReadVariable, {}, resource_attrs(state_));
+  return detail::apply_op1(detail::OpId::ReadVariable, {}, variable_attrs(state_));
 }
 Tensor Variable::assign(const Tensor& value) {
-  return detail::apply_op1(detail::OpId::AssignVariable, {value}, resource_attrs(state_));
+  return detail::apply_op1(detail::OpId::AssignVariable, {value}, variable_attrs(state_));
 }
 Tensor Variable::assign_add(const Tensor& delta) {
-  return detail::apply_op1(detail::OpId::AssignAddVariable, {delta}, resource_attrs(state_));
+  return detail::apply_op1(detail::OpId::AssignAddVariable, {delta}, variable_attrs(state_));
 }
 Tensor Variable::assign_sub(const Tensor& delta) {
-  return detail::apply_op1(detail::OpId::AssignSubVariable, {delta}, resource_attrs(state_));
+  return detail::apply_op1(detail::OpId::AssignSubVariable, {delta}, variable_attrs(state_));
 }
 DType Variable::dtype() const { return state_->dtype; }
 TensorShape Variable::shape() const { return state_->shape; }

@@ -15,11 +15,15 @@ namespace {
 
 std::size_t attrs_hash(const OpAttrs& a) {
   std::size_t h = hash_combine(static_cast<std::size_t>(a.axis), static_cast<std::size_t>(a.depth));
+  h = hash_combine(h, static_cast<std::size_t>(a.index));
   for (int64_t v : a.axes) h = hash_combine(h, static_cast<std::size_t>(v));
   for (int64_t v : a.sizes) h = hash_combine(h, static_cast<std::size_t>(v) + 1);
   h = hash_combine(h, (a.keepdims ? 1u : 0u) | (a.transpose_a ? 2u : 0u) | (a.transpose_b ? 4u : 0u));
   h = hash_combine(h, static_cast<std::size_t>(a.dtype));
-  return hash_combine(h, std::hash<const void*>{}(a.resource.get()));
+  h = hash_combine(h, std::hash<const void*>{}(a.variable.get()));
+  h = hash_combine(h, std::hash<const void*>{}(a.fused.get()));
+  h = hash_combine(h, std::hash<const void*>{}(a.control_flow.get()));
+  return hash_combine(h, static_cast<std::size_t>(a.tensor_array.size));
 }
 
 // Small constants with the same dtype, shape and bytes are one value.

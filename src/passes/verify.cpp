@@ -29,9 +29,9 @@ void verify_graph(const GraphIR& g, const char* after_pass) {
     switch (n.kind) {
       case NodeKind::kPlaceholder:
         if (!n.inputs.empty() || n.outputs.size() != 1) fail(i, "is a malformed placeholder");
-        if (n.attrs.axis < 0 || static_cast<std::size_t>(n.attrs.axis) >= g.placeholders.size() ||
-            g.placeholders[static_cast<std::size_t>(n.attrs.axis)] != static_cast<int>(i))
-          fail(i, "is not listed as placeholder #" + std::to_string(n.attrs.axis));
+        if (n.input_index < 0 || static_cast<std::size_t>(n.input_index) >= g.placeholders.size() ||
+            g.placeholders[static_cast<std::size_t>(n.input_index)] != static_cast<int>(i))
+          fail(i, "is not listed as placeholder #" + std::to_string(n.input_index));
         ++placeholder_count;
         break;
       case NodeKind::kConst:

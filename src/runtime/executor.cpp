@@ -84,7 +84,7 @@ Plan::Plan(const GraphIR& graph) : nodes_(graph.nodes.data()) {
     const int slot = mp.first_value[i];
     switch (node.kind) {
       case NodeKind::kPlaceholder:
-        placeholder_slots_.emplace_back(slot, static_cast<int>(node.attrs.axis));
+        placeholder_slots_.emplace_back(slot, node.input_index);
         break;
       case NodeKind::kConst:
         const_slots_.emplace_back(slot, node.value);

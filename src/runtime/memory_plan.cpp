@@ -9,11 +9,11 @@ namespace tg::detail {
 namespace {
 
 // Kernels that make their own outputs and whose inputs may outlive the call: views, stateful ops
-// (a Variable keeps the assigned tensor), control flow, and ops carrying a resource other than
+// (a Variable keeps the assigned tensor), control flow, and ops referring to an object other than
 // a fused program.
 bool runs_by_kernel(const GraphNode& node) {
   return (op_def(node.op).traits & (kView | kStateful | kSubgraphs)) ||
-         (node.attrs.resource && node.op != OpId::FusedElementwise);
+         node.attrs.variable || node.attrs.control_flow;
 }
 
 // The arena's buffers. Free ones are handed out first-fit in the order they were freed, so that

@@ -53,7 +53,7 @@ Tensor GraphRecorder::add_input(const ValueType& type, const std::string& name) 
   GraphNode node;
   node.kind = NodeKind::kPlaceholder;
   node.name = graph_->unique_name(name);
-  node.attrs.axis = static_cast<int64_t>(graph_->placeholders.size());
+  node.input_index = static_cast<int>(graph_->placeholders.size());
   node.outputs = {type};
   const int idx = graph_->add_node(std::move(node));
   graph_->placeholders.push_back(idx);

@@ -125,7 +125,7 @@ TEST(ShapeErrors, Index) {
   EXPECT_THROW_MSG(empty[0], InvalidArgumentError, "[index]", "index 0", "size 0");
   // With dim 0 unknown while tracing, the bound is checked by the kernel.
   OpAttrs attrs;
-  attrs.axis = 5;
+  attrs.index = 5;
   EXPECT_NO_THROW(infer(OpId::Index, {{int32, {None, 2}}}, attrs));
   std::vector<Tensor> out(1);
   EXPECT_THROW_MSG(detail::op_def(OpId::Index).kernel({x}, attrs, out), InvalidArgumentError,

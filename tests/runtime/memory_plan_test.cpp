@@ -27,7 +27,7 @@ struct Builder {
     GraphNode n;
     n.kind = NodeKind::kPlaceholder;
     n.name = g.unique_name("x");
-    n.attrs.axis = static_cast<int64_t>(g.placeholders.size());
+    n.input_index = static_cast<int>(g.placeholders.size());
     n.outputs = {type};
     const int id = g.add_node(std::move(n));
     g.placeholders.push_back(id);
