@@ -46,6 +46,15 @@ int GraphIR::add_node(GraphNode node) {
   return static_cast<int>(nodes.size()) - 1;
 }
 
+std::vector<std::vector<int>> GraphIR::users() const {
+  std::vector<std::vector<int>> out(nodes.size());
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    for (const ValueRef& in : nodes[i].inputs) out[static_cast<std::size_t>(in.node)].push_back(static_cast<int>(i));
+    if (nodes[i].control_input >= 0) out[static_cast<std::size_t>(nodes[i].control_input)].push_back(static_cast<int>(i));
+  }
+  return out;
+}
+
 std::string GraphIR::ref_name(const ValueRef& r) const {
   const std::string& n = nodes[static_cast<std::size_t>(r.node)].name;
   return r.output == 0 ? n : n + ":" + std::to_string(r.output);

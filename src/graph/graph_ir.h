@@ -61,6 +61,13 @@ class GraphIR {
   /// "add" for output 0, "add:1" for others (as graph inputs are written).
   std::string ref_name(const ValueRef& r) const;
 
+  /// The node that produces a value, and the value's static type.
+  const GraphNode& node_of(ValueRef r) const { return nodes[static_cast<std::size_t>(r.node)]; }
+  const ValueType& type_of(ValueRef r) const { return node_of(r).outputs[static_cast<std::size_t>(r.output)]; }
+  /// For each node, the nodes that read one of its outputs or follow it by a control edge, in
+  /// node order (a node reading twice is listed twice).
+  std::vector<std::vector<int>> users() const;
+
  private:
   uint64_t id_;
   std::unordered_map<std::string, int> name_counts_;

@@ -468,13 +468,7 @@ A reduce_chunk(A acc, const T* x, int64_t n) {
       for (int64_t i = 0; i < n; ++i) s = static_cast<U>(s + static_cast<U>(x[i]));
       return static_cast<A>(s);
     } else {
-      A lane[8] = {};
-      int64_t i = 0;
-      for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; ++j) lane[j] += static_cast<A>(x[i + j]);
-      A s = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
-      for (; i < n; ++i) s += static_cast<A>(x[i]);
-      return acc + s;
+      return acc + sum_in_lanes<A>(x, n);
     }
   } else {
     // Independent lanes and a separate NaN flag, as in reduce.cpp, so the loop vectorises.

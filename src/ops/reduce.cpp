@@ -92,15 +92,7 @@ inline A combine(A a, X x) {
 // Pairwise summation (NumPy's scheme): error grows with log(n) instead of n.
 template <class A, class X>
 A pairwise_sum(const X* x, int64_t n) {
-  if (n <= 128) {
-    A lane[8] = {};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-      for (int j = 0; j < 8; ++j) lane[j] += static_cast<A>(x[i + j]);
-    A s = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
-    for (; i < n; ++i) s += static_cast<A>(x[i]);
-    return s;
-  }
+  if (n <= 128) return sum_in_lanes<A>(x, n);
   const int64_t half = (n / 2) & ~int64_t{7};
   return pairwise_sum<A>(x, half) + pairwise_sum<A>(x + half, n - half);
 }

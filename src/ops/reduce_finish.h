@@ -1,12 +1,25 @@
-// How a reduction's accumulator becomes its output element: shared by the reduce kernels and the
-// reductions folded into fused kernels, so that both give the same mean of nothing and the same
-// integer rounding.
+// What the reduce kernels and the reductions folded into fused kernels share, so that both give
+// the same sums, the same mean of nothing and the same integer rounding. (Included by
+// baseline-ISA files only: see the ISA note at the top of fused_micro.inc.)
 #pragma once
 #include <cstdint>
 #include <limits>
 #include <type_traits>
 
 namespace tg::detail {
+
+/// The float sum of x[0..n) in 8 independent lanes, combined pairwise: the loop vectorises, and
+/// it is the leaf of reduce.cpp's pairwise summation and the fused kernel's per-tile sum.
+template <class A, class X>
+A sum_in_lanes(const X* x, int64_t n) {
+  A lane[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) lane[j] += static_cast<A>(x[i + j]);
+  A s = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+  for (; i < n; ++i) s += static_cast<A>(x[i]);
+  return s;
+}
 
 /// Sum/max/min/prod: the accumulator cast to T. Mean: divided by `count` (NaN for an empty
 /// float mean, 0 for an empty integer one; integer means truncate, like TF).

@@ -7,7 +7,6 @@ namespace tg::detail {
 
 int fold_constants(GraphIR& g) {
   const std::size_t n = g.nodes.size();
-  std::vector<GraphNode> added;  // new Const nodes, spliced in front of the op they replace
   std::vector<std::vector<Tensor>> folded(n);
   int count = 0;
   for (std::size_t i = 0; i < n; ++i) {
@@ -17,7 +16,7 @@ int fold_constants(GraphIR& g) {
     std::vector<Tensor> args;
     bool all_const = true;
     for (const ValueRef& in : node.inputs) {
-      const GraphNode& src = g.nodes[static_cast<std::size_t>(in.node)];
+      const GraphNode& src = g.node_of(in);
       if (src.kind == NodeKind::kConst) args.push_back(src.value);
       else if (!folded[static_cast<std::size_t>(in.node)].empty()) args.push_back(folded[static_cast<std::size_t>(in.node)][static_cast<std::size_t>(in.output)]);
       else all_const = false;
@@ -37,32 +36,22 @@ int fold_constants(GraphIR& g) {
   }
   if (!count) return 0;
   // Rebuild: each folded op becomes Const nodes (one per output) at its position.
-  std::vector<GraphNode> nodes;
-  std::vector<std::vector<ValueRef>> remap(n);
-  std::vector<int> new_index(n, -1);
+  GraphRebuilder rebuilt(g);
   for (std::size_t i = 0; i < n; ++i) {
-    GraphNode& node = g.nodes[i];
-    if (!folded[i].empty()) {
-      for (std::size_t k = 0; k < folded[i].size(); ++k) {
-        GraphNode c;
-        c.kind = NodeKind::kConst;
-        c.name = g.unique_name(node.name + "/folded");
-        c.value = folded[i][k];
-        c.outputs = {ValueType{c.value.dtype(), c.value.shape()}};
-        remap[i].push_back(ValueRef{static_cast<int>(nodes.size()), 0});
-        nodes.push_back(std::move(c));
-      }
+    if (folded[i].empty()) {
+      rebuilt.keep(static_cast<int>(i));
       continue;
     }
-    for (ValueRef& in : node.inputs) in = remap[static_cast<std::size_t>(in.node)][static_cast<std::size_t>(in.output)];
-    if (node.control_input >= 0) node.control_input = new_index[static_cast<std::size_t>(node.control_input)];
-    new_index[i] = static_cast<int>(nodes.size());
-    for (std::size_t k = 0; k < node.outputs.size(); ++k) remap[i].push_back(ValueRef{new_index[i], static_cast<int>(k)});
-    nodes.push_back(std::move(node));
+    for (std::size_t k = 0; k < folded[i].size(); ++k) {
+      GraphNode c;
+      c.kind = NodeKind::kConst;
+      c.name = g.unique_name(g.nodes[i].name + "/folded");
+      c.value = folded[i][k];
+      c.outputs = {ValueType{c.value.dtype(), c.value.shape()}};
+      rebuilt.replace(ValueRef{static_cast<int>(i), static_cast<int>(k)}, ValueRef{rebuilt.add(std::move(c)), 0});
+    }
   }
-  for (int& p : g.placeholders) p = new_index[static_cast<std::size_t>(p)];
-  for (int& o : g.outputs) o = new_index[static_cast<std::size_t>(o)];
-  g.nodes = std::move(nodes);
+  rebuilt.finish();
   return count;
 }
 

@@ -6,6 +6,7 @@
 #include "core/check.h"
 #include "ops/fused.h"
 #include "passes/passes.h"
+#include "passes/rewrite.h"
 
 namespace tg::detail {
 
@@ -18,12 +19,7 @@ struct Group {
 
 // The operand dtype an elementwise node computes on (where: its x and y).
 DType operand_dtype(const GraphIR& g, const GraphNode& node) {
-  const ValueRef& in = node.inputs[node.op == OpId::Where ? 1 : 0];
-  return g.nodes[static_cast<std::size_t>(in.node)].outputs[static_cast<std::size_t>(in.output)].dtype;
-}
-
-const ValueType& type_of(const GraphIR& g, const ValueRef& r) {
-  return g.nodes[static_cast<std::size_t>(r.node)].outputs[static_cast<std::size_t>(r.output)];
+  return g.type_of(node.inputs[node.op == OpId::Where ? 1 : 0]).dtype;
 }
 
 bool is_candidate(const GraphIR& g, const GraphNode& node) {
@@ -33,7 +29,7 @@ bool is_candidate(const GraphIR& g, const GraphNode& node) {
   // Static shapes only: the program's tiling and broadcasting are planned once.
   if (!node.outputs[0].shape.is_fully_defined() || node.outputs[0].shape.rank() > 16) return false;
   for (const ValueRef& in : node.inputs)
-    if (!type_of(g, in).shape.is_fully_defined()) return false;
+    if (!g.type_of(in).shape.is_fully_defined()) return false;
   return fusable_op(node.op, operand_dtype(g, node), node.outputs[0].dtype);
 }
 
@@ -60,11 +56,7 @@ int64_t reduction_row(const GraphNode& r, const TensorShape& shape) {
 
 int fuse_elementwise(GraphIR& g) {
   const std::size_t n = g.nodes.size();
-  std::vector<std::vector<int>> users(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    for (const ValueRef& in : g.nodes[i].inputs) users[static_cast<std::size_t>(in.node)].push_back(static_cast<int>(i));
-    if (g.nodes[i].control_input >= 0) users[static_cast<std::size_t>(g.nodes[i].control_input)].push_back(static_cast<int>(i));
-  }
+  const std::vector<std::vector<int>> users = g.users();
   std::vector<int> group_of(n, -1);
   std::vector<Group> groups;
   // Would adding a node whose operand comes from q (outside the group) close a cycle through
@@ -174,7 +166,7 @@ int fuse_elementwise(GraphIR& g) {
           auto it = std::find_if(input_slot.begin(), input_slot.end(), [&](const auto& e) { return e.first == in; });
           if (it == input_slot.end()) {
             input_slot.emplace_back(in, static_cast<int>(p.inputs.size()));
-            p.inputs.push_back(type_of(g, in));
+            p.inputs.push_back(g.type_of(in));
             f.inputs.push_back(in);
             it = input_slot.end() - 1;
           }
@@ -239,49 +231,35 @@ int fuse_elementwise(GraphIR& g) {
   std::priority_queue<Item, std::vector<Item>, std::greater<>> ready;
   for (std::size_t u = 0; u < num_units; ++u)
     if (key[u] >= 0 && indegree[u] == 0) ready.emplace(key[u], static_cast<int>(u));
-  std::vector<GraphNode> nodes;
-  std::vector<int> new_index(n, -1);
-  std::vector<std::vector<ValueRef>> remap(n);
-  auto map_ref = [&](const ValueRef& r) {
-    return remap[static_cast<std::size_t>(r.node)][static_cast<std::size_t>(r.output)];
-  };
+  GraphRebuilder rebuilt(g);
+  std::size_t emitted = 0;
   while (!ready.empty()) {
     const int u = ready.top().second;
     ready.pop();
-    const int at = static_cast<int>(nodes.size());
+    ++emitted;
     if (u < static_cast<int>(n)) {
-      GraphNode node = std::move(g.nodes[static_cast<std::size_t>(u)]);
-      for (ValueRef& in : node.inputs) in = map_ref(in);
-      if (node.control_input >= 0) node.control_input = new_index[static_cast<std::size_t>(node.control_input)];
-      new_index[static_cast<std::size_t>(u)] = at;
-      for (std::size_t k = 0; k < node.outputs.size(); ++k) remap[static_cast<std::size_t>(u)].push_back(ValueRef{at, static_cast<int>(k)});
-      nodes.push_back(std::move(node));
+      rebuilt.keep(u);
     } else {
       const Fused& f = fused[static_cast<std::size_t>(u) - n];
       GraphNode node;
       node.kind = NodeKind::kOp;
       node.op = OpId::FusedElementwise;
       node.name = g.unique_name("fused_elementwise");
-      for (const ValueRef& in : f.inputs) node.inputs.push_back(map_ref(in));
+      node.inputs = f.inputs;
       for (int s : f.program->outputs) node.outputs.push_back(ValueType{f.program->slot_dtype(s), f.program->shape});
       if (f.program->has_reduce())
         node.outputs.push_back(ValueType{f.program->slot_dtype(f.program->reduce.slot), f.program->reduce.shape});
       node.attrs = fused_attrs(f.program);
-      for (const auto& [member, k] : f.output_index) {
-        remap[static_cast<std::size_t>(member)].assign(1, ValueRef{at, k});
-        new_index[static_cast<std::size_t>(member)] = at;
-      }
-      nodes.push_back(std::move(node));
+      const int at = rebuilt.add(std::move(node));
+      for (const auto& [member, k] : f.output_index) rebuilt.replace(ValueRef{member, 0}, ValueRef{at, k});
     }
     for (int s : succ[static_cast<std::size_t>(u)])
       if (--indegree[static_cast<std::size_t>(s)] == 0) ready.emplace(key[static_cast<std::size_t>(s)], s);
   }
   std::size_t expected = 0;
   for (std::size_t u = 0; u < num_units; ++u) expected += key[u] >= 0;
-  TG_CHECK(nodes.size() == expected, "fusion made a cycle");
-  for (int& p : g.placeholders) p = new_index[static_cast<std::size_t>(p)];
-  for (int& o : g.outputs) o = new_index[static_cast<std::size_t>(o)];
-  g.nodes = std::move(nodes);
+  TG_CHECK(emitted == expected, "fusion made a cycle");
+  rebuilt.finish();
   return count;
 }
 

@@ -20,28 +20,57 @@ ValueRef Forwarding::resolve(ValueRef r) const {
   return map_[static_cast<std::size_t>(r.node)][static_cast<std::size_t>(r.output)];
 }
 
-void compact(GraphIR& g, const std::vector<bool>& keep, const Forwarding& fwd) {
-  const std::size_t n = g.nodes.size();
-  std::vector<int> new_index(n, -1);
-  std::vector<GraphNode> nodes;
-  nodes.reserve(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    if (!keep[i]) continue;
-    GraphNode node = std::move(g.nodes[i]);
-    for (ValueRef& in : node.inputs) {
-      const ValueRef r = fwd.resolve(in);
-      TG_CHECK(keep[static_cast<std::size_t>(r.node)], "a kept node uses removed node ", r.node);
-      in = ValueRef{new_index[static_cast<std::size_t>(r.node)], r.output};
-    }
-    int c = node.control_input;
-    while (c >= 0 && !keep[static_cast<std::size_t>(c)]) c = g.nodes[static_cast<std::size_t>(c)].control_input;
-    node.control_input = c >= 0 ? new_index[static_cast<std::size_t>(c)] : -1;
-    new_index[i] = static_cast<int>(nodes.size());
-    nodes.push_back(std::move(node));
+GraphRebuilder::GraphRebuilder(GraphIR& g)
+    : g_(g), new_index_(g.nodes.size(), -1), values_(g.nodes.size()) {
+  nodes_.reserve(g.nodes.size());
+}
+
+ValueRef GraphRebuilder::renumbered(ValueRef old) const {
+  const auto& replaced = values_[static_cast<std::size_t>(old.node)];
+  if (!replaced.empty()) {
+    TG_CHECK(static_cast<std::size_t>(old.output) < replaced.size(), "a replaced node has no output ", old.output);
+    return replaced[static_cast<std::size_t>(old.output)];
   }
-  for (int& p : g.placeholders) p = new_index[static_cast<std::size_t>(p)];
-  for (int& o : g.outputs) o = new_index[static_cast<std::size_t>(o)];
-  g.nodes = std::move(nodes);
+  const int at = new_index_[static_cast<std::size_t>(old.node)];
+  TG_CHECK(at >= 0, "a node uses node ", old.node, ", which the rebuilt graph does not have (yet)");
+  return ValueRef{at, old.output};
+}
+
+int GraphRebuilder::keep(int i, const Forwarding* fwd) {
+  GraphNode node = std::move(g_.nodes[static_cast<std::size_t>(i)]);
+  for (ValueRef& in : node.inputs) in = renumbered(fwd ? fwd->resolve(in) : in);
+  int c = node.control_input;
+  while (c >= 0 && new_index_[static_cast<std::size_t>(c)] < 0) c = g_.nodes[static_cast<std::size_t>(c)].control_input;
+  node.control_input = c >= 0 ? new_index_[static_cast<std::size_t>(c)] : -1;
+  const int at = static_cast<int>(nodes_.size());
+  new_index_[static_cast<std::size_t>(i)] = at;
+  nodes_.push_back(std::move(node));
+  return at;
+}
+
+int GraphRebuilder::add(GraphNode node) {
+  for (ValueRef& in : node.inputs) in = renumbered(in);
+  nodes_.push_back(std::move(node));
+  return static_cast<int>(nodes_.size()) - 1;
+}
+
+void GraphRebuilder::replace(ValueRef old, ValueRef now) {
+  auto& replaced = values_[static_cast<std::size_t>(old.node)];
+  if (replaced.size() <= static_cast<std::size_t>(old.output)) replaced.resize(static_cast<std::size_t>(old.output) + 1);
+  replaced[static_cast<std::size_t>(old.output)] = now;
+}
+
+void GraphRebuilder::finish() {
+  for (int& p : g_.placeholders) p = new_index_[static_cast<std::size_t>(p)];
+  for (int& o : g_.outputs) o = new_index_[static_cast<std::size_t>(o)];
+  g_.nodes = std::move(nodes_);
+}
+
+void compact(GraphIR& g, const std::vector<bool>& keep, const Forwarding& fwd) {
+  GraphRebuilder rebuilt(g);
+  for (std::size_t i = 0; i < keep.size(); ++i)
+    if (keep[i]) rebuilt.keep(static_cast<int>(i), &fwd);
+  rebuilt.finish();
 }
 
 }  // namespace tg::detail

@@ -1,5 +1,5 @@
-// Shared machinery for passes: forwarding a node's outputs to other values, and compacting a
-// graph after nodes were removed.
+// Shared machinery for passes: forwarding a node's outputs to other values, and the one way to
+// rebuild a graph after a pass removed, replaced or reordered nodes.
 #pragma once
 #include <vector>
 
@@ -19,8 +19,34 @@ class Forwarding {
   std::vector<std::vector<ValueRef>> map_;
 };
 
-/// Rebuilds g keeping the nodes with keep[i], rewriting inputs through `fwd`; a control edge to a
-/// removed node moves to that node's own control predecessor.
+/// Rebuilds a graph node by node, in the order the pass emits them. Every pass that changes
+/// the node list goes through it, so none renumbers inputs, control edges, placeholders or
+/// outputs by hand. Precondition: a node is emitted after the producers of its inputs.
+class GraphRebuilder {
+ public:
+  explicit GraphRebuilder(GraphIR& g);
+  /// Moves old node `i` into the new graph, its inputs resolved through `fwd` (if any) and
+  /// renumbered. A control edge to a node that was not kept moves to that node's own control
+  /// predecessor. Returns the node's new index.
+  int keep(int i, const Forwarding* fwd = nullptr);
+  /// Adds a new node whose inputs are values of the old graph (renumbered here). Returns its
+  /// new index.
+  int add(GraphNode node);
+  /// Uses of the old value `old` become uses of the new graph's value `now`.
+  void replace(ValueRef old, ValueRef now);
+  /// Swaps the new node list into the graph and renumbers its placeholders and outputs.
+  void finish();
+
+ private:
+  ValueRef renumbered(ValueRef old) const;
+
+  GraphIR& g_;
+  std::vector<GraphNode> nodes_;
+  std::vector<int> new_index_;                 // old node -> new node (-1: not kept)
+  std::vector<std::vector<ValueRef>> values_;  // old value -> new value (replacements)
+};
+
+/// Keeps the nodes with keep[i], in order, rewriting inputs through `fwd` (GraphRebuilder::keep).
 void compact(GraphIR& g, const std::vector<bool>& keep, const Forwarding& fwd);
 
 }  // namespace tg::detail
