@@ -15,7 +15,7 @@ thread_local TraceRecorder* tls_recorder = nullptr;
 std::vector<Tensor> allocate_and_run(const OpDef& def, const std::vector<Tensor>& inputs,
                                      const OpAttrs& attrs, const std::vector<ValueType>& out_types) {
   std::vector<Tensor> outputs(out_types.size());
-  if (!(def.traits & kView))
+  if (!makes_own_outputs(def.traits))
     for (std::size_t i = 0; i < out_types.size(); ++i)
       outputs[i] = allocate_tensor(out_types[i].dtype, out_types[i].shape);
   def.kernel(inputs, attrs, outputs);

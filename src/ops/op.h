@@ -23,10 +23,13 @@ enum OpTrait : uint32_t {
   kInPlace = 1u << 2,
   kDifferentiable = 1u << 3,
   kNotDifferentiable = 1u << 4,
-  kView = 1u << 5,
+  kView = 1u << 5,       // output 0 shares input 0's storage (implies kOwnOutputs)
   kStateful = 1u << 6,  // has effects beyond its outputs: recorded in order, never removed
   kSubgraphs = 1u << 7,  // carries sub-graphs in OpAttrs::subgraphs (cond, while)
+  kOwnOutputs = 1u << 8,  // the kernel makes its outputs itself; nothing is allocated for them
 };
+/// Whether an op's kernel makes its own outputs (views, Variable, control-flow, TensorArray ops).
+inline constexpr bool makes_own_outputs(uint32_t traits) { return (traits & (kView | kOwnOutputs)) != 0; }
 
 /// The graph IR (src/graph/graph_ir.h). Ops only hold sub-graphs and hand them on; reading
 /// them is the graph layer's business, so the op layer needs no more than the name.
@@ -90,7 +93,8 @@ struct ValueType {
 using InferFn = std::vector<ValueType> (*)(const std::vector<ValueType>& inputs,
                                            const OpAttrs& attrs);
 /// Computes outputs from eager inputs. `outputs` arrive allocated with the inferred types,
-/// except for kView ops, which receive empty handles and set them (to views of an input).
+/// except for ops that make their own outputs (makes_own_outputs), which receive empty handles
+/// and set them (views of an input, a Variable's value, a sub-graph's results).
 /// Value-dependent errors (index bounds, integer division by zero) are thrown here.
 using KernelFn = void (*)(const std::vector<Tensor>& inputs, const OpAttrs& attrs,
                           std::vector<Tensor>& outputs);

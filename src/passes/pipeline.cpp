@@ -5,7 +5,7 @@
 #include <fstream>
 
 #include "passes/passes.h"
-#include "passes/verify.h"
+#include "graph/verify.h"
 #include "tracegraph/graph.h"
 
 namespace tg::detail {

@@ -166,7 +166,7 @@ void Plan::run_step(const PlanStep& step, Frame& frame) const {
     args[k] = frame.values[static_cast<std::size_t>(step.in_slots[k])];
   const GraphNode& node = nodes_[static_cast<std::size_t>(step.node)];
   if (step.memory != OutputMemory::kArena) {
-    if (step.memory == OutputMemory::kByKernel && (step.def->traits & kView)) {
+    if (step.memory == OutputMemory::kByKernel && makes_own_outputs(step.def->traits)) {
       for (Tensor& o : outs) o = Tensor();
     } else if (step.infer_per_call) {
       std::vector<ValueType> in_types;

@@ -12,7 +12,7 @@ namespace {
 // (a Variable keeps the assigned tensor), control flow, and ops referring to an object other than
 // a fused program.
 bool runs_by_kernel(const GraphNode& node) {
-  return (op_def(node.op).traits & (kView | kStateful | kSubgraphs)) ||
+  return (op_def(node.op).traits & (kView | kOwnOutputs | kStateful | kSubgraphs)) ||
          node.attrs.variable || node.attrs.control_flow;
 }
 
@@ -44,13 +44,7 @@ class BufferPool {
 }  // namespace
 
 bool output_aliases_input(const GraphNode& node) {
-  switch (node.op) {
-    case OpId::Identity: case OpId::Reshape: case OpId::ExpandDims: case OpId::Squeeze:
-    case OpId::Index:
-      return node.kind == NodeKind::kOp && !node.inputs.empty();
-    default:
-      return false;
-  }
+  return node.kind == NodeKind::kOp && (op_def(node.op).traits & kView) && !node.inputs.empty();
 }
 
 MemoryPlan plan_memory(const GraphIR& graph) {

@@ -70,9 +70,9 @@ struct MemoryPlan {
 /// `graph.outputs` lists kOutput nodes with one input each. Nothing else needs to run first.
 MemoryPlan plan_memory(const GraphIR& graph);
 
-/// Whether `node`'s output shares its input 0's storage and nothing else. The single source of
-/// that decision: the kView trait in ops.def means "the kernel makes its own outputs", which
-/// also holds for TensorArray, Variable and control-flow ops that may keep their inputs.
+/// Whether `node`'s output shares its input 0's storage and nothing else: the kView trait of
+/// ops.def. (Ops whose kernels make their outputs otherwise - TensorArray, Variable and
+/// control-flow ops, which may keep their inputs - are kOwnOutputs, and their values escape.)
 bool output_aliases_input(const GraphNode& node);
 
 }  // namespace tg::detail

@@ -8,7 +8,7 @@
 #include "trace/function_core.h"
 #include "ops/fused.h"
 #include "passes/passes.h"
-#include "passes/verify.h"
+#include "graph/verify.h"
 #include "runtime/executor.h"
 #include "support/graph_util.h"
 #include "support/test_util.h"

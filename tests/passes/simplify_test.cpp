@@ -7,7 +7,7 @@
 #include "core/tensor_impl.h"
 #include "trace/function_core.h"
 #include "passes/passes.h"
-#include "passes/verify.h"
+#include "graph/verify.h"
 #include "runtime/executor.h"
 #include "support/graph_util.h"
 #include "support/test_util.h"

@@ -1,4 +1,4 @@
-#include "passes/verify.h"
+#include "graph/verify.h"
 
 #include <unordered_set>
 
