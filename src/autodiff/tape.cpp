@@ -98,7 +98,7 @@ Tensor accumulate(const Tensor& sum, const Tensor& g) { return sum.defined() ? a
 // (`vars` null: any floating-point Variable.)
 const VariableState* variable_read_inside(const OpAttrs& attrs,
                                           const std::unordered_set<const VariableState*>* vars) {
-  for (const NamedSubgraph& sg : attrs.subgraphs)
+  for (const NamedSubgraph& sg : subgraphs_of(attrs))
     for (const GraphNode& node : sg.graph->nodes) {
       if (node.kind != NodeKind::kOp) continue;
       if (node.op == OpId::ReadVariable) {

@@ -59,7 +59,7 @@ void kernel_cond(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vecto
   const std::size_t b = runtime_pred("cond", in[0]) ? 0 : 1;
   std::vector<Tensor> args;
   for (int k : p.capture_inputs[b]) args.push_back(in[static_cast<std::size_t>(k)]);
-  std::vector<Tensor> res = run_subgraph(*attrs.subgraphs[b].graph, args);
+  std::vector<Tensor> res = run_subgraph(*p.subgraphs[b].graph, args);
   TG_CHECK(res.size() == out.size(), "cond branch returned ", res.size(), " values for ", out.size(), " outputs");
   for (std::size_t i = 0; i < res.size(); ++i) out[i] = distinct_from_inputs(std::move(res[i]), in);
 }
@@ -85,9 +85,9 @@ void kernel_while(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vect
   };
   for (int64_t iter = 0; p.maximum_iterations < 0 || iter < p.maximum_iterations; ++iter) {
     with_captures(0);
-    if (!runtime_pred("while_loop", run_subgraph(*attrs.subgraphs[0].graph, args).at(0))) break;
+    if (!runtime_pred("while_loop", run_subgraph(*p.subgraphs[0].graph, args).at(0))) break;
     with_captures(1);
-    vars = run_subgraph(*attrs.subgraphs[1].graph, args);
+    vars = run_subgraph(*p.subgraphs[1].graph, args);
     TG_CHECK(vars.size() == n, "while body returned ", vars.size(), " values for ", n, " loop variables");
   }
   for (std::size_t i = 0; i < n; ++i) out[i] = distinct_from_inputs(std::move(vars[i]), in);
@@ -149,8 +149,8 @@ std::vector<Tensor> cond_flat(const Tensor& pred, const std::function<std::vecto
   merge_captures({&then_tracer, &else_tracer}, 1, inputs, *payload);
   OpAttrs attrs;
   attrs.control_flow = payload;
-  attrs.subgraphs = {{"then_branch", then_tracer.graph()}, {"else_branch", else_tracer.graph()}};
-  attrs.node_name = "cond";  // also for stateful_cond: users see one name
+  payload->subgraphs = {{"then_branch", then_tracer.graph()}, {"else_branch", else_tracer.graph()}};
+  payload->name = "cond";  // also for stateful_cond: users see one name
   const bool stateful = then_tracer.stateful() || else_tracer.stateful();
   return apply_op(stateful ? OpId::StatefulCond : OpId::Cond, inputs, attrs);
 }
@@ -226,8 +226,8 @@ std::vector<Tensor> while_loop_flat(const FlatFn& cond, const FlatFn& body, cons
   merge_captures({&cond_tracer, &body_tracer}, static_cast<int>(n), inputs, *payload);
   OpAttrs attrs;
   attrs.control_flow = payload;
-  attrs.subgraphs = {{"cond", cond_tracer.graph()}, {"body", body_tracer.graph()}};
-  attrs.node_name = name;
+  payload->subgraphs = {{"cond", cond_tracer.graph()}, {"body", body_tracer.graph()}};
+  payload->name = name;
   const bool stateful = cond_tracer.stateful() || body_tracer.stateful();
   const OpId op = stateful ? OpId::StatefulWhile : OpId::While;
   // Inside a trace the loop is recorded even when every input is eager: it must run at every

@@ -63,7 +63,7 @@ std::vector<Tensor> grad_cond(const GradInputs& g) {
   auto branch = [&](std::size_t b) {
     std::vector<Tensor> args;
     for (int k : p.capture_inputs[b]) args.push_back(g.inputs[static_cast<std::size_t>(k)]);
-    const std::vector<Tensor> ga = subgraph_vjp(*g.attrs.subgraphs[b].graph, args, g.grads);
+    const std::vector<Tensor> ga = subgraph_vjp(*p.subgraphs[b].graph, args, g.grads);
     std::vector<Tensor> out;
     for (std::size_t i : diff) {
       Tensor sum;
@@ -102,7 +102,7 @@ std::vector<Tensor> grad_while(const GradInputs& g) {
   }
   WhileOptions fo;
   fo.maximum_iterations = p.maximum_iterations;
-  fo.name = g.attrs.node_name + "_grad_forward";
+  fo.name = p.name + "_grad_forward";
   fo.shape_invariants.push_back(TensorShape{});
   for (std::size_t k = 0; k < n; ++k) fo.shape_invariants.push_back(p.output_types[k].shape);
   for (std::size_t k = 0; k < n; ++k) fo.shape_invariants.push_back(TensorShape::unknown_rank());
@@ -112,13 +112,13 @@ std::vector<Tensor> grad_while(const GradInputs& g) {
   };
   const Fwd fwd = while_loop(
       [&](const Fwd& s) {
-        return replay_subgraph(*g.attrs.subgraphs[0].graph, with_caps({s.first.begin() + 1, s.first.end()}, cond_caps))[0];
+        return replay_subgraph(*p.subgraphs[0].graph, with_caps({s.first.begin() + 1, s.first.end()}, cond_caps))[0];
       },
       [&](const Fwd& s) {
         const std::vector<Tensor> vars(s.first.begin() + 1, s.first.end());
         Fwd next;
         next.first.push_back(s.first[0] + 1);
-        for (const Tensor& v : replay_subgraph(*g.attrs.subgraphs[1].graph, with_caps(vars, body_caps))) next.first.push_back(v);
+        for (const Tensor& v : replay_subgraph(*p.subgraphs[1].graph, with_caps(vars, body_caps))) next.first.push_back(v);
         for (std::size_t k = 0; k < n; ++k) next.second.push_back(s.second[k].write(s.first[0], vars[k]));
         return next;
       },
@@ -134,7 +134,7 @@ std::vector<Tensor> grad_while(const GradInputs& g) {
   if (fv.empty() && fc.empty()) return result;
   std::vector<Tensor> rinit{fwd.first[0] - 1};
   WhileOptions ro;
-  ro.name = g.attrs.node_name + "_grad";
+  ro.name = p.name + "_grad";
   ro.shape_invariants.push_back(TensorShape{});
   for (std::size_t k : fv) {
     rinit.push_back(g.grads[k]);
@@ -152,7 +152,7 @@ std::vector<Tensor> grad_while(const GradInputs& g) {
         for (std::size_t k = 0; k < n; ++k) vars.push_back(stored[k].read(s[0]));
         out_grads = vars;  // placeholders for non-float outputs (ignored)
         for (std::size_t i = 0; i < fv.size(); ++i) out_grads[fv[i]] = s[1 + i];
-        const std::vector<Tensor> vjp = subgraph_vjp(*g.attrs.subgraphs[1].graph, with_caps(vars, body_caps), out_grads);
+        const std::vector<Tensor> vjp = subgraph_vjp(*p.subgraphs[1].graph, with_caps(vars, body_caps), out_grads);
         std::vector<Tensor> next{s[0] - 1};
         for (std::size_t k : fv) next.push_back(vjp[k].defined() ? vjp[k] : zeros_like(vars[k]));
         for (std::size_t i = 0; i < fc.size(); ++i) {

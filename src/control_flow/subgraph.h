@@ -8,23 +8,11 @@
 #include <vector>
 
 #include "graph/graph_ir.h"
+#include "ops/control_flow_attrs.h"
 #include "ops/op.h"
 #include "trace/recorder.h"
 
 namespace tg::detail {
-
-/// The payload of cond / while nodes, in OpAttrs::control_flow (their sub-graphs are in
-/// OpAttrs::subgraphs: cond {then_branch, else_branch}, while {cond, body}). Node inputs are
-/// cond:  [pred, captures...]        sub-graph placeholders: [its captures...]
-/// while: [loop vars..., captures...] sub-graph placeholders: [loop vars..., its captures...]
-/// where `capture_inputs[g][k]` is the node input that feeds capture placeholder k of graph g.
-struct ControlFlowPayload {
-  std::vector<std::vector<int>> capture_inputs;
-  std::vector<ValueType> output_types;                 // cond: merged branch types; while: invariants
-  int num_loop_vars = 0;                               // while only
-  std::vector<std::string> var_paths;                  // while: for messages
-  int64_t maximum_iterations = -1;                     // while only
-};
 
 const ControlFlowPayload& payload_of(const OpAttrs& attrs);
 

@@ -16,7 +16,7 @@ std::string GraphNode::op_name() const {
 }
 
 std::string node_base_name(OpId op, const OpAttrs& attrs) {
-  return attrs.node_name.empty() ? std::string(op_def(op).name) : attrs.node_name;
+  return attrs.control_flow ? attrs.control_flow->name : std::string(op_def(op).name);
 }
 
 std::string GraphIR::unique_name(const std::string& base) {

@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "ops/control_flow_attrs.h"
 #include "ops/op.h"
 #include "tracegraph/graph.h"
 #include "tracegraph/tensor.h"
@@ -75,7 +76,7 @@ class GraphIR {
 
 /// The sub-graphs a node carries (cond branches, a while loop's condition and body); empty for
 /// every node without the kSubgraphs trait.
-inline const std::vector<NamedSubgraph>& subgraphs_of(const GraphNode& node) { return node.attrs.subgraphs; }
+inline const std::vector<NamedSubgraph>& subgraphs_of(const GraphNode& node) { return subgraphs_of(node.attrs); }
 /// The name a recorded node starts from: the op's name, or the one its attributes give (a
 /// while loop's WhileOptions::name).
 std::string node_base_name(OpId op, const OpAttrs& attrs);

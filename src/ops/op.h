@@ -25,7 +25,7 @@ enum OpTrait : uint32_t {
   kNotDifferentiable = 1u << 4,
   kView = 1u << 5,       // output 0 shares input 0's storage (implies kOwnOutputs)
   kStateful = 1u << 6,  // has effects beyond its outputs: recorded in order, never removed
-  kSubgraphs = 1u << 7,  // carries sub-graphs in OpAttrs::subgraphs (cond, while)
+  kSubgraphs = 1u << 7,  // carries sub-graphs (OpAttrs::control_flow): cond, while
   kOwnOutputs = 1u << 8,  // the kernel makes its outputs itself; nothing is allocated for them
 };
 /// Whether an op's kernel makes its own outputs (views, Variable, control-flow, TensorArray ops).
@@ -44,7 +44,7 @@ struct NamedSubgraph {
 
 struct VariableState;       // ops/variable_state.h: the state behind a tg::Variable
 struct FusedProgram;        // ops/fused.h: what a fused_elementwise node computes
-struct ControlFlowPayload;  // control_flow/subgraph.h: a cond / while node's metadata
+struct ControlFlowPayload;  // ops/control_flow_attrs.h: a cond / while node's sub-graphs and metadata
 
 /// What a TensorArray op knows of its array (tensor_array_read / write / stack).
 struct TensorArrayAttrs {
@@ -72,12 +72,8 @@ struct OpAttrs {
   std::vector<std::string> strings;  // print: the text of each part
   std::shared_ptr<VariableState> variable;                 // variable ops
   std::shared_ptr<const FusedProgram> fused;               // fused_elementwise
-  std::shared_ptr<const ControlFlowPayload> control_flow;  // cond / while
+  std::shared_ptr<const ControlFlowPayload> control_flow;  // cond / while, their sub-graphs included
   TensorArrayAttrs tensor_array;                           // TensorArray ops
-  /// The node's sub-graphs (ops with kSubgraphs only); the node owns them here and nowhere else.
-  std::vector<NamedSubgraph> subgraphs;
-  /// The name a recorded node starts from when it is not the op's ("while" -> WhileOptions::name).
-  std::string node_name;
   bool operator==(const OpAttrs&) const = default;
 };
 

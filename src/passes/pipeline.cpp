@@ -58,24 +58,29 @@ void dump(const std::shared_ptr<GraphIR>& g, const std::string& label, int step,
   std::ofstream(base + ".dot") << view.to_dot();
 }
 
-// Simplifies the sub-graphs of cond/while nodes, innermost first. Sub-graphs are shared (a
-// node's copies, gradient functions), so each rewritten one is a fresh copy. Only
+// Simplifies the sub-graphs of cond/while nodes, innermost first. Payloads and sub-graphs are
+// shared (a node's copies, gradient functions), so each rewritten one is a fresh copy. Only
 // simplification (and the sweep after it): the control-flow gradients replay sub-graph ops
 // through the tape, and fused ops have no gradient.
 int simplify_subgraphs(GraphIR& g) {
   int changed = 0;
   for (GraphNode& node : g.nodes) {
-    if (node.kind != NodeKind::kOp) continue;
-    for (NamedSubgraph& sub : node.attrs.subgraphs) {
+    if (node.kind != NodeKind::kOp || !node.attrs.control_flow) continue;
+    auto payload = std::make_shared<ControlFlowPayload>(*node.attrs.control_flow);
+    int here = 0;
+    for (NamedSubgraph& sub : payload->subgraphs) {
       auto copy = std::make_shared<GraphIR>(*sub.graph);
-      int here = simplify_subgraphs(*copy);
+      int n = simplify_subgraphs(*copy);
       const int simplified = simplify_algebra(*copy);
       if (simplified) eliminate_dead_code(*copy);
-      here += simplified;
-      if (!here) continue;
+      n += simplified;
+      if (!n) continue;
       sub.graph = std::move(copy);
-      changed += here;
+      here += n;
     }
+    if (!here) continue;
+    node.attrs.control_flow = std::move(payload);
+    changed += here;
   }
   return changed;
 }
