@@ -15,26 +15,23 @@ namespace {
 struct Pass {
   const char* name;
   int (*run)(GraphIR&);
+  // Whether the pass also runs on a cond branch or loop body when its node is built. Not
+  // simplification (it runs with the parent graph's pipeline, simplify_subgraphs below, so that
+  // optimize = false keeps a sub-graph as written), and never fusion: control-flow gradients
+  // replay sub-graph ops through the tape, and fused ops have no gradient.
+  bool on_new_subgraphs;
 };
-// Simplification first removes no-op nodes; folding then creates dead inputs and duplicate
-// constants; CSE merges, DCE sweeps; fusion runs on the final set of ops, and a last DCE drops
-// the constants that fused programs took in as immediates.
+// The one pass list, for graphs and sub-graphs. Simplification first removes no-op nodes;
+// folding then creates dead inputs and duplicate constants; CSE merges, DCE sweeps; fusion runs
+// on the final set of ops, and a last DCE drops the constants that fused programs took in as
+// immediates.
 constexpr Pass kPipeline[] = {
-    {"simplify", &simplify_algebra},
-    {"constant_fold", &fold_constants},
-    {"cse", &eliminate_common_subexpressions},
-    {"dce", &eliminate_dead_code},
-    {"fuse_elementwise", &fuse_elementwise},
-    {"dce", &eliminate_dead_code},
-};
-// A cond branch or loop body as its node is built: no simplification yet (it runs with the
-// parent graph's pipeline, simplify_subgraphs below, so that optimize=false keeps the sub-graph
-// as written), and no fusion ever: control-flow gradients replay sub-graph ops through the
-// tape, and fused ops have no gradient.
-constexpr Pass kSubgraphPipeline[] = {
-    {"constant_fold", &fold_constants},
-    {"cse", &eliminate_common_subexpressions},
-    {"dce", &eliminate_dead_code},
+    {"simplify", &simplify_algebra, false},
+    {"constant_fold", &fold_constants, true},
+    {"cse", &eliminate_common_subexpressions, true},
+    {"dce", &eliminate_dead_code, true},
+    {"fuse_elementwise", &fuse_elementwise, false},
+    {"dce", &eliminate_dead_code, false},
 };
 
 std::atomic<bool>& verify_flag() {
@@ -91,7 +88,8 @@ void set_verify_graphs(bool enabled) { verify_flag().store(enabled); }
 
 void optimize_subgraph(GraphIR& g) {
   verify_graph(g, "sub-graph tracing");
-  for (const Pass& p : kSubgraphPipeline) p.run(g);
+  for (const Pass& p : kPipeline)
+    if (p.on_new_subgraphs) p.run(g);
   verify_graph(g, "sub-graph optimisation");
 }
 
