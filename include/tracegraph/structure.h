@@ -30,9 +30,6 @@
 
 namespace tg::detail {
 
-template <class>
-inline constexpr bool dependent_false_v = false;
-
 /// Collects the tensors of a call's arguments in flattening order.
 struct ArgContext {
   std::vector<Tensor> leaves;

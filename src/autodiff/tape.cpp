@@ -310,7 +310,6 @@ std::vector<Tensor> replay_and_differentiate(const GraphIR& fwd,
                                              const std::vector<Tensor>& var_values,
                                              const std::vector<Tensor>& out_grads) {
   GradientTape tape;
-  std::vector<Tensor> sources;
   for (const Tensor& t : inputs)
     if (is_floating(t.dtype())) tape.watch(t);
   // Plain watches: inside the replay the values are just inputs (the caller's tape checks what

@@ -12,7 +12,8 @@ namespace {
 // (a Variable keeps the assigned tensor), control flow, and ops referring to an object other than
 // a fused program.
 bool runs_by_kernel(const GraphNode& node) {
-  return (op_def(node.op).traits & (kView | kOwnOutputs | kStateful | kSubgraphs)) ||
+  const uint32_t traits = op_def(node.op).traits;
+  return makes_own_outputs(traits) || (traits & (kStateful | kSubgraphs)) ||
          node.attrs.variable || node.attrs.control_flow;
 }
 
