@@ -54,7 +54,9 @@ tg::Tensor rnn_step(const tg::Tensor& inp, const tg::Tensor& state) { return inp
 tg::Tensor dynamic_rnn(const tg::Tensor& input_data, const tg::Tensor& initial_state) {
   // [batch, time, features] -> [time, batch, features]
   const tg::Tensor data = tg::transpose(input_data, {1, 0, 2});
-  const int64_t max_seq_len = data.shape().dims()[0];
+  // A tensor, not a C++ integer: the time dim may be None (a function traced once for every
+  // sequence length).
+  const tg::Tensor max_seq_len = tg::shape(data)[0];
   const tg::TensorArray states(tg::float32, max_seq_len);
   auto [state, out] = tg::for_range(
       max_seq_len, std::pair{initial_state, states},
@@ -104,7 +106,12 @@ int main() {
 
   std::cout << "\n# Accumulating values in a loop: dynamic_rnn with a TensorArray\n";
   const int batch_size = 2, seq_len = 3, feature_size = 4;
-  auto rnn = tg::function(dynamic_rnn, {.name = "dynamic_rnn"});
+  // One trace serves every sequence length: the time dim is None in the signature.
+  auto rnn = tg::function(
+      dynamic_rnn, {.name = "dynamic_rnn",
+                    .input_signature = std::vector<tg::TensorSpec>{
+                        tg::TensorSpec({batch_size, tg::None, feature_size}, tg::float32),
+                        tg::TensorSpec({batch_size, feature_size}, tg::float32)}});
   std::cout << rnn(tg::random_uniform({batch_size, seq_len, feature_size}, 0.0f, 1.0f, 7),
                    tg::zeros({batch_size, feature_size}))
             << "\n";

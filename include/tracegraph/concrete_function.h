@@ -17,6 +17,11 @@ class ConcreteImpl;
 struct FunctionAccess;  // the library's way to the implementation (src/trace/function_core.h)
 const std::any& skeleton_of(const ConcreteImpl& cf);
 void bind_concrete(const ConcreteImpl& cf, const std::vector<TraceTypePtr>& arg_types);
+/// A C++ number passed for parameter `index` of a concrete function whose parameter there is a
+/// tensor: the scalar tensor of that parameter's dtype (as TF converts a Python number), or an
+/// empty Tensor when the parameter is not a tensor. TypeError when the value does not convert
+/// exactly (1.5 for an int32 parameter).
+Tensor scalar_for_tensor_param(const ConcreteImpl& cf, std::size_t index, double value, const int64_t* integer);
 }  // namespace detail
 
 /// One trace of a function: a graph specialised to one FunctionType.
@@ -27,7 +32,10 @@ class ConcreteFunction {
   std::string function_type() const;
   /// "Input Parameters:\n  a (POSITIONAL_OR_KEYWORD): ...\nOutput Type:\n  ...".
   std::string pretty_printed_signature() const;
+  /// The graph as the code traced it (TF's concrete_function.graph): one node per op recorded.
   const Graph& graph() const;
+  /// The graph that runs: graph() after the optimiser (folded, deduplicated, fused).
+  const Graph& optimized_graph() const;
   /// Runs the graph on the flattened tensor arguments (in argument order), returning the
   /// flattened outputs. Inputs are checked against the traced specs.
   std::vector<Tensor> call_flat(const std::vector<Tensor>& inputs) const;
@@ -49,7 +57,10 @@ class TypedConcreteFunction : public ConcreteFunction {
   template <class... Args>
   R operator()(const Args&... args) const {
     detail::ArgContext ctx;
-    std::vector<TraceTypePtr> types{detail::ArgTraits<std::decay_t<Args>>::trace_type(args, ctx)...};
+    std::vector<TraceTypePtr> types;
+    types.reserve(sizeof...(Args));
+    std::size_t index = 0;
+    (types.push_back(arg_type(args, ctx, index++)), ...);
     bind(types);
     std::vector<Tensor> out = call_flat(ctx.leaves);
     if constexpr (std::is_void_v<R>) {
@@ -62,6 +73,17 @@ class TypedConcreteFunction : public ConcreteFunction {
 
  private:
   void bind(const std::vector<TraceTypePtr>& arg_types) const;
+  // A C++ number stands for a scalar tensor where the traced parameter is a tensor.
+  template <class T>
+  TraceTypePtr arg_type(const T& arg, detail::ArgContext& ctx, std::size_t index) const {
+    if constexpr (std::is_arithmetic_v<T>) {
+      const int64_t integer = static_cast<int64_t>(arg);
+      const Tensor t = detail::scalar_for_tensor_param(*impl_, index, static_cast<double>(arg),
+                                                       std::is_integral_v<T> ? &integer : nullptr);
+      if (t.defined()) return detail::ArgTraits<Tensor>::trace_type(t, ctx);
+    }
+    return detail::ArgTraits<std::decay_t<T>>::trace_type(arg, ctx);
+  }
 };
 template <class R>
 void TypedConcreteFunction<R>::bind(const std::vector<TraceTypePtr>& arg_types) const {

@@ -38,6 +38,12 @@ class TensorArray {
  public:
   explicit TensorArray(DType dtype, int64_t size = 0, bool dynamic_size = false,
                        TensorShape element_shape = TensorShape::unknown_rank());
+  /// Sized by an int32/int64 scalar tensor, e.g. `tg::shape(x)[0]` for a None dim. An eager size
+  /// is read at once (as the int64_t form). A size known only at run time (a symbolic tensor):
+  /// stack() gives `size` elements (those never written are zeros), but an index >= size is
+  /// not an error on write - the array grows as a dynamic one, and stack() then fails.
+  TensorArray(DType dtype, const Tensor& size, bool dynamic_size = false,
+              TensorShape element_shape = TensorShape::unknown_rank());
 
   /// The array with element `index` (an integer scalar) set to `value`.
   TensorArray write(const Tensor& index, const Tensor& value) const;
@@ -49,8 +55,11 @@ class TensorArray {
   Tensor stack() const;
 
   DType dtype() const { return dtype_; }
-  /// The fixed size (for dynamic arrays: the initial size).
-  int64_t size() const { return size_; }
+  /// The fixed size (for dynamic arrays: the initial size). tg::ValueError when the size is a
+  /// tensor known only at run time: use size_tensor().
+  int64_t size() const;
+  /// The size as an int scalar tensor (symbolic when it is known only at run time).
+  Tensor size_tensor() const;
   bool dynamic_size() const { return dynamic_; }
   /// What is known of the element shape (unknown rank until the first write).
   const TensorShape& element_shape() const { return element_shape_; }
@@ -66,6 +75,7 @@ class TensorArray {
   bool dynamic_;
   TensorShape element_shape_;
   Tensor flow_;
+  Tensor run_time_size_;  // set when the size is a symbolic tensor (the op attrs say dynamic)
 };
 
 /// Options of tg::while_loop.

@@ -2,6 +2,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <iosfwd>
 #include <string>
 
 namespace tg {
@@ -18,6 +19,8 @@ inline constexpr DType string_ = DType::String;
 
 /// "float32", "float64", "int32", "int64", "bool", "string".
 std::string to_string(DType);
+/// Writes to_string(dtype): "float32".
+std::ostream& operator<<(std::ostream&, DType);
 
 /// Bytes per element (sizeof(std::string) for String).
 std::size_t dtype_size(DType);

@@ -1,5 +1,6 @@
 // The typed exceptions tracegraph throws. Every one carries a stable code().
 #pragma once
+#include <cstddef>
 #include <stdexcept>
 #include <string>
 
@@ -9,11 +10,21 @@ namespace tg {
 class Error : public std::runtime_error {
  public:
   Error(std::string code, const std::string& message)
-      : std::runtime_error(message), code_(std::move(code)) {}
+      : std::runtime_error(message), code_(std::move(code)), message_(message) {}
   const std::string& code() const noexcept { return code_; }
+  const char* what() const noexcept override { return message_.c_str(); }
+  /// Appends where the error happened to the message, after a space: tracegraph adds
+  /// "(while tracing function 'f', trace 2, for (...))" to an error that escapes a traced body.
+  /// Catch by reference, add, and rethrow with `throw;`: the type, code() and any other data of
+  /// the error stay as they were.
+  void add_context(const std::string& context) {
+    message_ += ' ';
+    message_ += context;
+  }
 
  private:
   std::string code_;
+  std::string message_;  // what(): the message with its context
 };
 
 /// A value of the wrong kind: wrong dtype for an op, a call that does not bind to a signature.
@@ -45,6 +56,18 @@ class StagingError : public Error {
 class RetracingLimitError : public Error {
  public:
   explicit RetracingLimitError(const std::string& m) : Error("ERTL", m) {}
+};
+/// Memory for a tensor could not be had (TF's ResourceExhaustedError): the request is larger
+/// than the machine's physical memory, its size overflows, or the allocator refused it.
+class ResourceExhaustedError : public Error {
+ public:
+  ResourceExhaustedError(const std::string& m, std::size_t bytes_requested)
+      : Error("ERESOURCE", m), bytes_requested_(bytes_requested) {}
+  /// The bytes asked for; SIZE_MAX when the size itself overflows.
+  std::size_t bytes_requested() const noexcept { return bytes_requested_; }
+
+ private:
+  std::size_t bytes_requested_;
 };
 /// A broken internal invariant: a tracegraph bug, never the user's fault.
 class InternalError : public Error {

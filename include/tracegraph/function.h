@@ -23,9 +23,13 @@ struct FunctionOptions {
   std::optional<std::vector<TensorSpec>> input_signature{};  // one FunctionType only
   bool reduce_retracing = false;  // generalise shapes (dims -> None) instead of retracing
   std::vector<std::string> arg_names{};  // names in graphs, signatures and messages
-  int64_t max_traces = 1000;           // hard limit -> tg::RetracingLimitError
+  /// Hard limit on traces made, evicted ones included -> tg::RetracingLimitError; 0 = no limit
+  /// (tf.function's behaviour: it only warns). Set 0 together with max_cached_traces for a
+  /// long-running service whose inputs keep varying.
+  int64_t max_traces = 1000;
   /// Bound on the concrete functions kept (least recently used are evicted); 0 = unbounded.
-  /// For long-running services whose inputs have unbounded shapes.
+  /// For long-running services whose inputs have unbounded shapes. The trace history and the
+  /// retracing report are bounded whatever this is (docs/retracing.md).
   int64_t max_cached_traces = 0;
   /// Run the graph optimiser on each trace: algebraic simplification, constant folding, CSE,
   /// dead-code elimination and elementwise fusion (src/passes/pipeline.cpp lists the order).
@@ -93,17 +97,12 @@ std::vector<TraceRecord> trace_history(const FunctionCore& core);
 std::optional<std::vector<TensorSpec>> suggested_input_signature(const FunctionCore& core);
 std::string retracing_report(const FunctionCore& core);
 
-/// Recursion guard for a body run eagerly or inlined into another trace: entering a function
-/// that is already being traced on this thread is a StagingError (it would unroll forever).
-class ActiveFunctionScope {
- public:
-  explicit ActiveFunctionScope(const FunctionCore* core);
-  ~ActiveFunctionScope();
-  ActiveFunctionScope(const ActiveFunctionScope&) = delete;
-  ActiveFunctionScope& operator=(const ActiveFunctionScope&) = delete;
-};
-
 bool tracing_active();  // a trace is being recorded on this thread
+/// Says in `e`'s message that it escaped `core`'s body run eagerly (config::run_functions_eagerly).
+void add_eager_context(const FunctionCore& core, Error& e);
+/// An OutOfScopeError when a call's tensors include a symbolic one while no trace records on
+/// this thread (a tensor kept after its trace): it has no value to run the function on.
+void reject_leaked_tensors(const FunctionCore& core, const std::vector<Tensor>& leaves);
 std::string demangle(const char* mangled);
 
 }  // namespace detail
@@ -120,16 +119,21 @@ class PolymorphicFunction {
   auto operator()(Args&&... args)
       -> std::invoke_result_t<F&, detail::placeholder_t<std::decay_t<Args>>&...> {
     using R = std::invoke_result_t<F&, detail::placeholder_t<std::decay_t<Args>>&...>;
-    if (config::functions_run_eagerly() || detail::tracing_active()) {
-      // Eager mode runs the body directly; inside another trace the body is inlined into the
-      // outer graph (its ops are recorded there).
-      detail::ActiveFunctionScope scope(core_.get());
-      if constexpr (std::is_invocable_v<F&, Args&&...>)
-        return (*fn_)(std::forward<Args>(args)...);
-      else
+    if (config::functions_run_eagerly()) {
+      // Eager mode runs the body directly. (Called while another function is traced, the call
+      // takes the path below: this function traces for its own types, with its own signature
+      // and cache, and its graph is inlined into the other trace.)
+      if constexpr (std::is_invocable_v<F&, Args&&...>) {
+        try {
+          return (*fn_)(std::forward<Args>(args)...);
+        } catch (Error& e) {
+          detail::add_eager_context(*core_, e);  // the innermost function first
+          throw;
+        }
+      } else
         throw TypeError("function '" + name() + "' was called with a TensorSpec while running "
-                        "eagerly or inside another trace; TensorSpecs only describe inputs for "
-                        "get_concrete_function. Call it with tensors");
+                        "eagerly; TensorSpecs only describe inputs for get_concrete_function. "
+                        "Call it with tensors");
     }
     // Cached calls: hash the arguments' types and confirm the match without allocating.
     std::size_t fast_hash = 0x7467;
@@ -176,7 +180,8 @@ class PolymorphicFunction {
   }
   const std::string& name() const { return detail::options_of(*core_).name; }
 
-  /// Why each trace happened, oldest first.
+  /// Why each trace happened, oldest first: the most recent 64 records (TraceRecord::index
+  /// keeps counting, so the first kept record's index says how many were dropped).
   std::vector<TraceRecord> trace_history() const { return detail::trace_history(*core_); }
   /// An input_signature that covers every call seen so far, when all arguments are tensors of
   /// one dtype each; std::nullopt otherwise (e.g. a varying C++ literal).
@@ -200,6 +205,7 @@ class PolymorphicFunction {
                                                      const Args&... args) {
     using R = std::invoke_result_t<F&, detail::placeholder_t<std::decay_t<Args>>&...>;
     std::vector<TraceTypePtr> types{detail::ArgTraits<std::decay_t<Args>>::trace_type(args, ctx)...};
+    detail::reject_leaked_tensors(*core_, ctx.leaves);
     auto body = [&](const std::vector<TraceTypePtr>& traced, detail::PlaceholderContext& pc) {
       return trace_body<R>(traced, pc, std::index_sequence_for<Args...>{}, args...);
     };

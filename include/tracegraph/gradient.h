@@ -1,7 +1,9 @@
 // tg::GradientTape (tf.GradientTape): reverse-mode automatic differentiation, eagerly and inside
 // traced functions.
 #pragma once
+#include <initializer_list>
 #include <memory>
+#include <variant>
 #include <vector>
 
 #include "tracegraph/tensor.h"
@@ -16,6 +18,20 @@ enum class UnconnectedGradients {
 };
 
 class GradientTape;
+
+/// One element of a brace list of gradient() sources: a Tensor or a Variable, so that
+/// `tape.gradient(loss, {w, b})`, `tape.gradient(y, {x})` and `tape.gradient(loss, {w, x})` all
+/// name their sources directly.
+class GradientSource {
+ public:
+  GradientSource(const Tensor& t) : source_(t) {}    // NOLINT: implicit, for brace lists
+  GradientSource(const Variable& v) : source_(v) {}  // NOLINT: implicit, for brace lists
+  const std::variant<Tensor, Variable>& get() const { return source_; }
+
+ private:
+  std::variant<Tensor, Variable> source_;
+};
+
 namespace detail {
 struct TapeState;
 std::vector<Tensor> tape_gradient(GradientTape& tape, const std::vector<Tensor>& targets,
@@ -52,6 +68,14 @@ class GradientTape {
   /// d(sum of target)/d(source) for each source, shaped like the source. A Variable source
   /// stands for all its reads recorded on this tape. Throws tg::ValueError for a second call on
   /// a non-persistent tape and tg::TypeError for non-floating targets or sources.
+  ///
+  /// A brace list always gives one gradient per source, whatever it holds:
+  ///   std::vector<Tensor> g1 = tape.gradient(y, {x});        // one Tensor
+  ///   std::vector<Tensor> g2 = tape.gradient(loss, {w, b});  // Variables
+  ///   std::vector<Tensor> g3 = tape.gradient(loss, {w, x});  // mixed
+  ///   Tensor g4 = tape.gradient(y, x);                        // a single source, no braces
+  std::vector<Tensor> gradient(const Tensor& target, std::initializer_list<GradientSource> sources,
+                               UnconnectedGradients unconnected = UnconnectedGradients::kZero);
   std::vector<Tensor> gradient(const Tensor& target, const std::vector<Tensor>& sources,
                                UnconnectedGradients unconnected = UnconnectedGradients::kZero);
   std::vector<Tensor> gradient(const Tensor& target, const std::vector<Variable>& sources,

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "tracegraph/shape.h"
+
 namespace tg {
 
 namespace detail {
@@ -18,12 +20,21 @@ class Graph {
     std::string name;                 // unique in the graph: "a", "add", "add_1", "Identity"
     std::string op;                   // "Placeholder", "Const", "Identity" or an op name
     std::vector<std::string> inputs;  // producer names; "add:1" for a second output
+    /// Each output's dtype and static shape (dims may be None), named as inputs name it.
+    std::vector<TensorSpec> outputs;
+    /// read_variable / assign*_variable: the name of the Variable; empty for other nodes.
+    std::string variable;
+    /// A sub-graph's input that captures a value of the enclosing graph (a cond branch or loop
+    /// body using an outer tensor): that value's name there. Empty for other nodes.
+    std::string captured;
   };
   explicit Graph(std::shared_ptr<const detail::GraphIR> ir) : ir_(std::move(ir)) {}
   std::vector<Node> nodes() const;
-  /// One line per node: "[a, b] -> add".
+  /// One line per node: "[a, b] -> add"; a sub-graph's capture of an enclosing value as
+  /// "[capture: mul] -> mul".
   std::string to_string() const;
-  /// Graphviz DOT text.
+  /// Graphviz DOT text: each node's name, op, attributes (a Variable's name) and output types;
+  /// captures are dashed and say what they capture.
   std::string to_dot() const;
 
  private:

@@ -1,6 +1,7 @@
 // Every tensor op. Each works eagerly and (from the tracing layer) on symbolic tensors, and
 // validates its inputs: a bad input throws a tg:: error whose message starts with "[op_name]".
 #pragma once
+#include <concepts>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -107,6 +108,34 @@ Tensor one_hot(const Tensor& indices, int64_t depth, double on_value = 1.0,
 Tensor shape(const Tensor& x);
 /// The number of elements of x as an int32 scalar.
 Tensor size(const Tensor& x);
+
+// --- Shapes known only at run time ------------------------------------------------------------
+// The shape is a 1-D int32/int64 tensor (e.g. built from tg::shape(x)), so these work on traced
+// tensors with None dims. While tracing, the result's shape is known when the shape tensor is a
+// constant, else it has None dims (one per element of the shape tensor). The shape parameter
+// binds to a tg::Tensor only, so that `tg::zeros({})` and `tg::zeros({2, 3})` stay static shapes.
+//
+//     tg::Tensor h = tg::zeros(tg::stack({tg::shape(x)[0], tg::constant(16)}));  // (batch, 16)
+namespace detail {
+Tensor fill_from_shape_tensor(const Tensor& shape, const Tensor& value);
+Tensor zeros_from_shape_tensor(const Tensor& shape, DType dtype);
+Tensor ones_from_shape_tensor(const Tensor& shape, DType dtype);
+}  // namespace detail
+/// A tensor of the shape `shape` holds, every element 0 / 1.
+template <std::same_as<Tensor> S>
+Tensor zeros(const S& shape, DType dtype = float32) { return detail::zeros_from_shape_tensor(shape, dtype); }
+template <std::same_as<Tensor> S>
+Tensor ones(const S& shape, DType dtype = float32) { return detail::ones_from_shape_tensor(shape, dtype); }
+/// Every element equal to a scalar (a tensor, whose dtype is the result's, or a C++ value).
+template <std::same_as<Tensor> S>
+Tensor fill(const S& shape, const Tensor& value) { return detail::fill_from_shape_tensor(shape, value); }
+template <std::same_as<Tensor> S, class T>
+  requires detail::is_scalar_like_v<T>
+Tensor fill(const S& shape, const T& value, DType dtype = detail::default_dtype<T>()) {
+  return detail::fill_from_shape_tensor(shape, constant(value, dtype));
+}
+/// x broadcast (NumPy rules) to the shape `shape` holds. Its gradient sums back to x's shape.
+Tensor broadcast_to(const Tensor& x, const Tensor& shape);
 
 // --- Operators: tensors with tensors, and tensors with C++ scalars ---------------------------
 #define TG_BINARY_OPERATOR(OP, FN)                                                     \

@@ -24,7 +24,8 @@ namespace tg::optim {
 ///   function's first trace create Variables);
 /// - the same optimizer used by a *second* function, or a second optimizer passed to an
 ///   already-traced function, creates Variables in a later trace, which throws tg::ValueError
-///   ("... only supports singleton tg::Variables created on the first call ..."). Use one
+///   ("... only supports singleton tg::Variables created on the first call ...", naming the
+///   Variable, e.g. 'Adam/iterations' or the slot 'w/m', and this optimizer). Use one
 ///   tg::function per optimizer, or run one step eagerly first (then no trace creates state).
 ///
 /// Every update is an assign / assign_add / assign_sub of a Variable, so inside a traced function

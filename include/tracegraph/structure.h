@@ -369,9 +369,13 @@ template <class T>
 concept HasTracingType = requires(const T& v) {
   { v.tracing_type() } -> std::convertible_to<TraceTypePtr>;
 };
+/// `type`, or a TypeError naming the C++ type (`mangled_name`) when tracing_type() gave null.
+TraceTypePtr checked_custom_trace_type(TraceTypePtr type, const char* mangled_name);
 template <class T>
 struct ArgLeaf<T, std::enable_if_t<HasTracingType<T>>> : NoFastPath {
-  static TraceTypePtr trace_type(const T& v, ArgContext&) { return v.tracing_type(); }
+  static TraceTypePtr trace_type(const T& v, ArgContext&) {
+    return checked_custom_trace_type(v.tracing_type(), typeid(T).name());
+  }
   static T placeholder(const T& v, const TraceType& type, PlaceholderContext&, const std::string&) {
     std::any p = type.placeholder_value();
     if (const T* value = std::any_cast<T>(&p)) return *value;

@@ -2,11 +2,13 @@
 #include "autodiff/tape.h"
 
 #include <algorithm>
+#include <deque>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
-#include "autodiff/replay.h"
+#include "runtime/replay.h"
 #include "core/check.h"
 #include "core/tensor_impl.h"
 #include "graph/graph_ir.h"
@@ -51,7 +53,9 @@ struct TapeState {
   bool persistent = false;
   bool recording = false;  // counted in t_recording_tapes while true
   bool spent = false;      // a non-persistent tape that already computed its gradients
-  std::vector<TapeEntry> entries;
+  // A deque: a persistent tape records its own gradient() computation while walking its
+  // entries, and appending must not move the entries the walk holds.
+  std::deque<TapeEntry> entries;
   // Tensors whose gradient the tape can compute, keyed by identity; the handle keeps the key
   // alive so that an address is never reused while the tape lives.
   std::unordered_map<const TensorImpl*, Tensor> tracked;
@@ -102,7 +106,7 @@ const VariableState* variable_read_inside(const OpAttrs& attrs,
     for (const GraphNode& node : sg.graph->nodes) {
       if (node.kind != NodeKind::kOp) continue;
       if (node.op == OpId::ReadVariable) {
-        const auto* v = node.attrs.variable.get();
+        const auto* v = node.attrs.get<VariableAttrs>().variable.get();
         if (vars ? vars->count(v) != 0 : is_floating(v->dtype)) return v;
       } else if (has_subgraphs(node.op)) {
         if (const VariableState* v = variable_read_inside(node.attrs, vars)) return v;
@@ -155,11 +159,13 @@ void check_no_variable_read_in_control_flow(const TapeState& tape, const std::ve
 std::vector<Tensor> walk_back(TapeState& tape, const std::vector<Tensor>& targets,
                               const std::vector<Tensor>& target_grads,
                               const std::vector<std::vector<const TensorImpl*>>& keys) {
-  // Forward sweep: only entries downstream of a source matter.
+  // Forward sweep: only entries downstream of a source matter. The walk covers the entries
+  // recorded so far; a recording persistent tape appends its own backward ops behind them.
+  const std::size_t recorded = tape.entries.size();
   std::unordered_set<const TensorImpl*> reach;
   for (const auto& k : keys) reach.insert(k.begin(), k.end());
-  std::vector<char> needed(tape.entries.size(), 0);
-  for (std::size_t e = 0; e < tape.entries.size(); ++e) {
+  std::vector<char> needed(recorded, 0);
+  for (std::size_t e = 0; e < recorded; ++e) {
     const TapeEntry& entry = tape.entries[e];
     if (!std::any_of(entry.inputs.begin(), entry.inputs.end(),
                      [&](const Tensor& t) { return reach.count(t.impl().get()) != 0; }))
@@ -172,7 +178,7 @@ std::vector<Tensor> walk_back(TapeState& tape, const std::vector<Tensor>& target
     const TensorImpl* k = targets[i].impl().get();
     if (reach.count(k)) grads[k] = accumulate(grads[k], target_grads[i]);
   }
-  for (std::size_t e = tape.entries.size(); e-- > 0;) {
+  for (std::size_t e = recorded; e-- > 0;) {
     if (!needed[e]) continue;
     const TapeEntry& entry = tape.entries[e];
     bool any = false;
@@ -222,8 +228,10 @@ std::vector<Tensor> walk_back(TapeState& tape, const std::vector<Tensor>& target
   return result;
 }
 
-// Pauses one tape while it computes (its own backward ops are not to be recorded on it; outer
-// tapes still record them, for higher-order gradients).
+// Pauses a non-persistent tape while it computes its gradient (it is spent afterwards, so its
+// own backward ops are of no use to it; outer tapes still record them, for higher-order
+// gradients). A persistent tape that is recording keeps recording them, as in TensorFlow, so
+// that tape.gradient(tape.gradient(y, x), x) is the second derivative.
 class PauseTape {
  public:
   explicit PauseTape(TapeState& t) : tape_(t), was_(t.recording) { tape_.set_recording(false); }
@@ -248,7 +256,7 @@ void record_op_on_tapes(OpId id, const std::vector<Tensor>& inputs, const OpAttr
     if (id == OpId::ReadVariable) {  // trainable state is watched automatically
       if (is_floating(outputs[0].dtype())) {
         tape->track(outputs[0]);
-        tape->variable_reads.emplace_back(attrs.variable.get(),
+        tape->variable_reads.emplace_back(attrs.get<VariableAttrs>().variable.get(),
                                           outputs[0]);
       }
       continue;
@@ -319,7 +327,7 @@ std::vector<Tensor> replay_and_differentiate(const GraphIR& fwd,
   ReplayVariables replay_vars;
   for (std::size_t i = 0; i < variables.size(); ++i)
     replay_vars.set_value(variables[i].get(), var_values[i]);
-  const std::vector<Tensor> outputs = replay_graph(fwd, inputs, replay_vars);
+  const std::vector<Tensor> outputs = replay_graph(fwd, inputs, &replay_vars);
   std::vector<Tensor> targets, target_grads;
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     if (!is_floating(outputs[i].dtype())) continue;
@@ -348,7 +356,8 @@ std::shared_ptr<FunctionGradient> gradient_of(const ConcreteImpl& cf) {
       if (has_subgraphs(node.op))
         for (const NamedSubgraph& sg : subgraphs_of(node)) collect(*sg.graph, true);
       if (node.op != OpId::ReadVariable) continue;
-      const auto* state = node.attrs.variable.get();
+      const auto& variable = node.attrs.get<VariableAttrs>().variable;
+      const VariableState* state = variable.get();
       if (!is_floating(state->dtype)) continue;
       if (inner) {
         if (std::find(fg->inner_variables.begin(), fg->inner_variables.end(), state) ==
@@ -358,7 +367,7 @@ std::shared_ptr<FunctionGradient> gradient_of(const ConcreteImpl& cf) {
       }
       const bool seen = std::any_of(fg->variables.begin(), fg->variables.end(),
                                     [&](const auto& v) { return v.get() == state; });
-      if (!seen) fg->variables.push_back(node.attrs.variable);
+      if (!seen) fg->variables.push_back(variable);
     }
   };
   collect(*fwd, false);
@@ -384,9 +393,7 @@ std::vector<Tensor> run_call_under_tapes(const ConcreteImpl& cf, const std::vect
   // The variables' values as the call sees them, read through the op so that tapes track them.
   std::vector<Tensor> var_values;
   for (const auto& v : fg->variables) {
-    OpAttrs attrs;
-    attrs.variable = v;
-    var_values.push_back(apply_op1(OpId::ReadVariable, {}, attrs));
+    var_values.push_back(apply_op1(OpId::ReadVariable, {}, VariableAttrs{v}));
   }
   std::vector<Tensor> outputs = execute(*cf.plan, inputs);
   std::vector<Tensor> all_inputs = inputs;
@@ -440,7 +447,8 @@ std::vector<Tensor> tape_gradient(GradientTape& tape, const std::vector<Tensor>&
                                   const std::vector<Tensor>& target_grads,
                                   const std::vector<Tensor>& sources) {
   TapeState& s = *tape.state_;
-  PauseTape pause(s);
+  std::optional<PauseTape> pause;
+  if (!s.persistent) pause.emplace(s);
   std::vector<std::vector<const TensorImpl*>> keys;
   for (const Tensor& src : sources) {
     std::vector<const TensorImpl*> group{src.impl().get()};
@@ -524,27 +532,43 @@ std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vect
   return grads;
 }
 
+namespace {
+// A read that stands for the variable: any read this tape recorded, else the current value.
+Tensor read_standing_for(detail::TapeState& state, const Variable& v) {
+  if (!is_floating(v.dtype()))
+    throw TypeError(detail::str_cat("[GradientTape.gradient] variable '", v.name(), "' is ",
+                                    to_string(v.dtype()), "; only floating-point variables have gradients"));
+  Tensor r;
+  for (const auto& [var, read] : state.variable_reads)
+    if (var == v.state().get()) r = read;
+  if (!r.defined()) {
+    const bool was = state.recording;
+    state.set_recording(true);
+    r = v.read_value();
+    state.set_recording(was);
+  }
+  return r;
+}
+}  // namespace
+
 std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vector<Variable>& sources,
                                            UnconnectedGradients unconnected) {
   std::vector<Tensor> reads;
   reads.reserve(sources.size());
-  for (const Variable& v : sources) {
-    if (!is_floating(v.dtype()))
-      throw TypeError(detail::str_cat("[GradientTape.gradient] variable '", v.name(), "' is ",
-                                      to_string(v.dtype()), "; only floating-point variables have gradients"));
-    // A read that stands for the variable: any read this tape recorded, else the current value.
-    Tensor r;
-    for (const auto& [var, read] : state_->variable_reads)
-      if (var == v.state().get()) r = read;
-    if (!r.defined()) {
-      const bool was = state_->recording;
-      state_->set_recording(true);
-      r = v.read_value();
-      state_->set_recording(was);
-    }
-    reads.push_back(r);
-  }
+  for (const Variable& v : sources) reads.push_back(read_standing_for(*state_, v));
   return gradient(target, reads, unconnected);
+}
+
+std::vector<Tensor> GradientTape::gradient(const Tensor& target,
+                                           std::initializer_list<GradientSource> sources,
+                                           UnconnectedGradients unconnected) {
+  std::vector<Tensor> tensors;
+  tensors.reserve(sources.size());
+  for (const GradientSource& s : sources) {
+    if (const Variable* v = std::get_if<Variable>(&s.get())) tensors.push_back(read_standing_for(*state_, *v));
+    else tensors.push_back(std::get<Tensor>(s.get()));
+  }
+  return gradient(target, tensors, unconnected);
 }
 
 Tensor GradientTape::gradient(const Tensor& target, const Tensor& source, UnconnectedGradients u) {

@@ -21,9 +21,9 @@ void check_pred(const char* api, const char* what, const Tensor& pred) {
   if (!pred.defined())
     op_error<ValueError>(api, what, " is an empty tg::Tensor; pass a scalar bool tensor");
   if (pred.dtype() != DType::Bool)
-    op_error<TypeError>(api, what, " must be a scalar bool tensor, got ", describe(ValueType{pred.dtype(), pred.shape()}),
+    op_error<TypeError>(api, what, " must be a scalar bool tensor, got ", describe(ValueType{pred.dtype(), detail::static_shape(pred)}),
                         "; compare it to get one (e.g. x > 0)");
-  const TensorShape s = pred.shape();
+  const TensorShape s = detail::static_shape(pred);
   if (s.has_rank() && s.rank() != 0)
     op_error<InvalidArgumentError>(api, what, " must be a scalar bool tensor, got shape ", s.to_string(),
                                    "; reduce it with tg::reduce_any or tg::reduce_all");
@@ -112,13 +112,13 @@ void check_body_results(const std::vector<Tensor>& got, const std::vector<Tensor
                           " on entry but the body returns ", to_string(got[k].dtype()),
                           "; tg::cast it in the body so that its dtype stays the same");
     if (leaves[k].tensor_array) continue;
-    if (!got[k].shape().is_subtype_of(invariants[k]))
+    if (!detail::static_shape(got[k]).is_subtype_of(invariants[k]))
       op_error<ValueError>(
           "while_loop", "loop variable ", leaves[k].path, " has shape ", invariants[k].to_string(),
-          explicit_invariants ? " (its shape invariant)" : " on entry", " but shape ", got[k].shape().to_string(),
+          explicit_invariants ? " (its shape invariant)" : " on entry", " but shape ", detail::static_shape(got[k]).to_string(),
           " after an iteration of the body. Declare the dims that change as tg::None in "
           "WhileOptions::shape_invariants (e.g. ",
-          TensorShape(std::vector<int64_t>(static_cast<std::size_t>(std::max<int64_t>(got[k].shape().rank(), 1)), None)).to_string(),
+          TensorShape(std::vector<int64_t>(static_cast<std::size_t>(std::max<int64_t>(detail::static_shape(got[k]).rank(), 1)), None)).to_string(),
           "), or keep the shape fixed");
   }
 }
@@ -142,13 +142,12 @@ std::vector<Tensor> cond_flat(const Tensor& pred, const std::function<std::vecto
                         "with the same dtypes (tg::cast one of them, or return the same number of values)");
   auto payload = std::make_shared<ControlFlowPayload>();
   for (std::size_t i = 0; i < t.size(); ++i)
-    payload->output_types.push_back(ValueType{t[i].dtype(), t[i].shape().most_specific_common_supertype(f[i].shape())});
+    payload->output_types.push_back(ValueType{t[i].dtype(), detail::static_shape(t[i]).most_specific_common_supertype(detail::static_shape(f[i]))});
   optimize_subgraph(*then_tracer.graph());
   optimize_subgraph(*else_tracer.graph());
   std::vector<Tensor> inputs{pred};
   merge_captures({&then_tracer, &else_tracer}, 1, inputs, *payload);
-  OpAttrs attrs;
-  attrs.control_flow = payload;
+  const OpAttrs attrs = ControlFlowAttrs{payload};
   payload->subgraphs = {{"then_branch", then_tracer.graph()}, {"else_branch", else_tracer.graph()}};
   payload->name = "cond";  // also for stateful_cond: users see one name
   const bool stateful = then_tracer.stateful() || else_tracer.stateful();
@@ -176,9 +175,9 @@ std::vector<Tensor> while_loop_flat(const FlatFn& cond, const FlatFn& body, cons
       invariants.push_back(TensorShape::unknown_rank());
       continue;
     }
-    invariants.push_back(explicit_invariants ? options.shape_invariants[k] : init[k].shape());
-    if (!init[k].shape().is_subtype_of(invariants[k]))
-      op_error<ValueError>("while_loop", "loop variable ", leaves[k].path, " has shape ", init[k].shape().to_string(),
+    invariants.push_back(explicit_invariants ? options.shape_invariants[k] : detail::static_shape(init[k]));
+    if (!detail::static_shape(init[k]).is_subtype_of(invariants[k]))
+      op_error<ValueError>("while_loop", "loop variable ", leaves[k].path, " has shape ", detail::static_shape(init[k]).to_string(),
                            " on entry, which does not fit its shape invariant ", invariants[k].to_string());
   }
 
@@ -224,8 +223,7 @@ std::vector<Tensor> while_loop_flat(const FlatFn& cond, const FlatFn& body, cons
   optimize_subgraph(*body_tracer.graph());
   std::vector<Tensor> inputs = init;
   merge_captures({&cond_tracer, &body_tracer}, static_cast<int>(n), inputs, *payload);
-  OpAttrs attrs;
-  attrs.control_flow = payload;
+  const OpAttrs attrs = ControlFlowAttrs{payload};
   payload->subgraphs = {{"cond", cond_tracer.graph()}, {"body", body_tracer.graph()}};
   payload->name = name;
   const bool stateful = cond_tracer.stateful() || body_tracer.stateful();
@@ -236,6 +234,27 @@ std::vector<Tensor> while_loop_flat(const FlatFn& cond, const FlatFn& body, cons
 }
 
 // ---- tg::for_range --------------------------------------------------------------------------
+
+namespace {
+
+constexpr const char* kZeroDelta = "[for_range] delta must not be zero (the loop would never end)";
+
+std::vector<ValueType> infer_check_range_delta(const std::vector<ValueType>& in, const OpAttrs&) {
+  // range_tensors has checked what is known statically; the kernel checks an unknown rank.
+  return {ValueType{in[0].dtype, TensorShape{}}};
+}
+
+void kernel_check_range_delta(const std::vector<Tensor>& in, const OpAttrs&, std::vector<Tensor>& out) {
+  const TensorShape& shape = in[0].impl()->shape;
+  if (shape.rank() != 0)  // traced with an unknown rank, its shape is first known here
+    op_error<InvalidArgumentError>("for_range", "delta must be a scalar, got shape ", shape.to_string());
+  const int64_t delta = scalar_index(in[0]);
+  if (delta == 0) throw ValueError(kZeroDelta);
+  if (in[0].impl()->dtype == DType::Int64) *data_of<int64_t>(out[0]) = delta;
+  else *data_of<int32_t>(out[0]) = static_cast<int32_t>(delta);
+}
+
+}  // namespace
 
 std::array<Tensor, 3> range_tensors(const Range& r) {
   const RangeBound* bounds[3] = {&r.start, &r.limit, &r.delta};
@@ -256,16 +275,18 @@ std::array<Tensor, 3> range_tensors(const Range& r) {
     const Tensor& t = b.tensor;
     if (t.dtype() != DType::Int32 && t.dtype() != DType::Int64)
       op_error<TypeError>("for_range", names[i], " must be an int32 or int64 scalar, got ",
-                          describe(ValueType{t.dtype(), t.shape()}), "; tg::cast it to an integer dtype");
+                          describe(ValueType{t.dtype(), detail::static_shape(t)}), "; tg::cast it to an integer dtype");
     if (t.dtype() != dtype)
       op_error<TypeError>("for_range", names[i], " is ", to_string(t.dtype()), " but another bound is ",
                           to_string(dtype), "; tg::cast the bounds to one integer dtype");
-    if (t.shape().has_rank() && t.shape().rank() != 0)
-      op_error<InvalidArgumentError>("for_range", names[i], " must be a scalar, got shape ", t.shape().to_string());
+    if (detail::static_shape(t).has_rank() && detail::static_shape(t).rank() != 0)
+      op_error<InvalidArgumentError>("for_range", names[i], " must be a scalar, got shape ", detail::static_shape(t).to_string());
     out[static_cast<std::size_t>(i)] = t;
   }
   if (!out[2].is_symbolic() && scalar_index(out[2]) == 0)
-    throw ValueError("[for_range] delta must not be zero (the loop would never end)");
+    throw ValueError(kZeroDelta);
+  // A delta known only at run time is checked there, by the node the loop reads it through.
+  if (out[2].is_symbolic()) out[2] = apply_op1(OpId::CheckRangeDelta, {out[2]});
   return out;
 }
 
@@ -285,6 +306,7 @@ void register_control_flow_ops(OpDef* t) {
   set_op(t, OpId::StatefulCond, &infer_cond, &kernel_cond);
   set_op(t, OpId::While, &infer_while, &kernel_while);
   set_op(t, OpId::StatefulWhile, &infer_while, &kernel_while);
+  set_op(t, OpId::CheckRangeDelta, &infer_check_range_delta, &kernel_check_range_delta);
 }
 
 }  // namespace detail

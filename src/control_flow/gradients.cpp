@@ -3,9 +3,10 @@
 // captured inputs, so the backward pass also runs only the branch that was taken. A while's
 // gradient is two loops: the forward loop again, stacking each iteration's variables, then the
 // body's vector-Jacobian product applied in reverse.
-#include "autodiff/replay.h"
+#include "runtime/replay.h"
 #include "control_flow/subgraph.h"
 #include "core/check.h"
+#include "core/tensor_impl.h"
 #include "tracegraph/control_flow.h"
 #include "tracegraph/gradient.h"
 #include "tracegraph/ops.h"
@@ -18,7 +19,7 @@ namespace {
 // ReplayVariables documents: the real ones are never changed, reads see the replay's assigns).
 std::vector<Tensor> replay_subgraph(const GraphIR& g, const std::vector<Tensor>& inputs) {
   ReplayVariables variables;
-  return replay_graph(g, inputs, variables);
+  return replay_graph(g, inputs, &variables);
 }
 
 // d(sum_i <outputs_i, out_grads_i>)/d(inputs) for one sub-graph; empty for non-float inputs.
@@ -142,7 +143,7 @@ std::vector<Tensor> grad_while(const GradInputs& g) {
   }
   for (std::size_t c : fc) {
     rinit.push_back(zeros_like(body_caps[c]));
-    ro.shape_invariants.push_back(body_caps[c].shape());
+    ro.shape_invariants.push_back(detail::static_shape(body_caps[c]));
   }
   const std::vector<TensorArray>& stored = fwd.second;
   const std::vector<Tensor> rev = while_loop(

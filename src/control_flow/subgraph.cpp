@@ -6,8 +6,9 @@
 namespace tg::detail {
 
 const ControlFlowPayload& payload_of(const OpAttrs& attrs) {
-  TG_CHECK(attrs.control_flow != nullptr, "control-flow op without its payload");
-  return *attrs.control_flow;
+  const ControlFlowAttrs& cf = attrs.get<ControlFlowAttrs>();
+  TG_CHECK(cf.payload != nullptr, "control-flow op without its payload");
+  return *cf.payload;
 }
 
 void merge_captures(const std::vector<const GraphRecorder*>& tracers, int first_input,
@@ -27,7 +28,7 @@ void merge_captures(const std::vector<const GraphRecorder*>& tracers, int first_
 std::string describe_tensors(const std::vector<Tensor>& ts) {
   std::string s = "(";
   for (std::size_t i = 0; i < ts.size(); ++i)
-    s += (i ? ", " : "") + describe(ValueType{ts[i].dtype(), ts[i].shape()});
+    s += (i ? ", " : "") + describe(ValueType{ts[i].dtype(), detail::static_shape(ts[i])});
   return s + (ts.size() == 1 ? ",)" : ")");
 }
 

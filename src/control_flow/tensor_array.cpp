@@ -3,6 +3,7 @@
 // e.g. when the array enters a loop). Its ops copy on write, like every tensor op.
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "control_flow/subgraph.h"
 #include "core/check.h"
@@ -22,28 +23,27 @@ int64_t scalar_index(const Tensor& t) {
 namespace {
 
 // Attributes of the TensorArray ops: the array's size and growth, and the element shape given
-// or learned so far (in sizes).
+// or learned so far.
 OpAttrs array_attrs(int64_t size, bool dynamic, const TensorShape& element_shape) {
-  OpAttrs a;
-  a.tensor_array = {size, dynamic, element_shape.has_rank()};
-  if (element_shape.has_rank()) a.sizes = element_shape.dims();
+  TensorArrayAttrs a{size, dynamic, element_shape.has_rank(), {}};
+  if (element_shape.has_rank()) a.element_shape = element_shape.dims();
   return a;
 }
 
-TensorShape hint_of(const OpAttrs& a) {
-  return a.tensor_array.element_shape_known ? TensorShape(a.sizes) : TensorShape::unknown_rank();
+TensorShape hint_of(const TensorArrayAttrs& a) {
+  return a.element_shape_known ? TensorShape(a.element_shape) : TensorShape::unknown_rank();
 }
 
 // What the flow's static shape says about the elements.
-TensorShape element_shape_of(const TensorShape& flow, const OpAttrs& a) {
+TensorShape element_shape_of(const TensorShape& flow, const TensorArrayAttrs& a) {
   if (flow.has_rank() && flow.rank() >= 1)
     return TensorShape(std::vector<int64_t>(flow.dims().begin() + 1, flow.dims().end()));
   return hint_of(a);
 }
 
-TensorShape with_count(const TensorShape& element, const OpAttrs& a) {
+TensorShape with_count(const TensorShape& element, const TensorArrayAttrs& a) {
   if (!element.has_rank()) return TensorShape::unknown_rank();
-  std::vector<int64_t> dims{a.tensor_array.dynamic ? None : a.tensor_array.size};
+  std::vector<int64_t> dims{a.dynamic ? None : a.size};
   dims.insert(dims.end(), element.dims().begin(), element.dims().end());
   return TensorShape(dims);
 }
@@ -75,7 +75,8 @@ char* bytes_of(const Tensor& t) {
                                          : "; create it with a larger size or dynamic_size=true");
 }
 
-std::vector<ValueType> infer_write(const std::vector<ValueType>& in, const OpAttrs& a) {
+std::vector<ValueType> infer_write(const std::vector<ValueType>& in, const OpAttrs& op_attrs) {
+  const TensorArrayAttrs& a = op_attrs.get<TensorArrayAttrs>();
   const char* op = "TensorArray.write";
   check_index_type(op, in[1]);
   if (in[2].dtype != in[0].dtype)
@@ -89,23 +90,29 @@ std::vector<ValueType> infer_write(const std::vector<ValueType>& in, const OpAtt
   return {ValueType{in[0].dtype, with_count(refine(element, in[2].shape), a)}};
 }
 
-void kernel_write(const std::vector<Tensor>& in, const OpAttrs& a, std::vector<Tensor>& out) {
+void kernel_write(const std::vector<Tensor>& in, const OpAttrs& op_attrs, std::vector<Tensor>& out) {
+  const TensorArrayAttrs& a = op_attrs.get<TensorArrayAttrs>();
   const char* op = "TensorArray.write";
   const Tensor& flow = in[0];
+  // Traced with an index of unknown rank, its shape is first known here.
+  check_index_type(op, ValueType{in[1].impl()->dtype, in[1].impl()->shape});
   const Tensor& value = in[2];
   const int64_t i = scalar_index(in[1]);
-  const bool dynamic = a.tensor_array.dynamic;
+  const bool dynamic = a.dynamic;
   const TensorShape& fshape = flow.impl()->shape;
   const TensorShape& vshape = value.impl()->shape;
   const bool empty = fshape.rank() == 0;
   const int64_t old_count = empty ? 0 : fshape.dims()[0];
-  if (i < 0 || (!dynamic && i >= a.tensor_array.size)) out_of_range(op, i, empty ? a.tensor_array.size : old_count, dynamic);
+  if (i < 0 || (!dynamic && i >= a.size)) out_of_range(op, i, empty ? a.size : old_count, dynamic);
+  if (i == std::numeric_limits<int64_t>::max())  // the array would grow to i + 1 elements
+    op_error<InvalidArgumentError>(op, "index ", i, " is too large: the array would grow to index + 1 "
+                                   "elements, more than int64 can count; write at a smaller index");
   const TensorShape element = empty ? hint_of(a) : element_shape_of(fshape, a);
   if (element.has_rank() && !(element == vshape) && !(element.is_compatible_with(vshape) && empty))
     op_error<InvalidArgumentError>(op, "the value has shape ", vshape.to_string(),
                                    " but the array's elements have shape ", element.to_string(),
                                    "; every element of a TensorArray has the same shape");
-  const int64_t count = dynamic ? std::max({a.tensor_array.size, old_count, i + 1}) : a.tensor_array.size;
+  const int64_t count = dynamic ? std::max({a.size, old_count, i + 1}) : a.size;
   std::vector<int64_t> dims{count};
   dims.insert(dims.end(), vshape.dims().begin(), vshape.dims().end());
   Tensor result = allocate_tensor(flow.impl()->dtype, TensorShape(dims));
@@ -117,30 +124,36 @@ void kernel_write(const std::vector<Tensor>& in, const OpAttrs& a, std::vector<T
   out[0] = std::move(result);
 }
 
-std::vector<ValueType> infer_read(const std::vector<ValueType>& in, const OpAttrs& a) {
+std::vector<ValueType> infer_read(const std::vector<ValueType>& in, const OpAttrs& op_attrs) {
+  const TensorArrayAttrs& a = op_attrs.get<TensorArrayAttrs>();
   check_index_type("TensorArray.read", in[1]);
   return {ValueType{in[0].dtype, element_shape_of(in[0].shape, a)}};
 }
 
-void kernel_read(const std::vector<Tensor>& in, const OpAttrs& a, std::vector<Tensor>& out) {
+void kernel_read(const std::vector<Tensor>& in, const OpAttrs& op_attrs, std::vector<Tensor>& out) {
+  const TensorArrayAttrs& a = op_attrs.get<TensorArrayAttrs>();
   const char* op = "TensorArray.read";
   const Tensor& flow = in[0];
+  // As in kernel_write.
+  check_index_type(op, ValueType{in[1].impl()->dtype, in[1].impl()->shape});
   const int64_t i = scalar_index(in[1]);
   const TensorShape& fshape = flow.impl()->shape;
   if (fshape.rank() == 0)
     op_error<InvalidArgumentError>(op, "element ", i, " was read but nothing has been written to this "
                                    "TensorArray yet; write before reading");
   const int64_t count = fshape.dims()[0];
-  if (i < 0 || i >= count) out_of_range(op, i, count, a.tensor_array.dynamic);
+  if (i < 0 || i >= count) out_of_range(op, i, count, a.dynamic);
   const TensorShape element = element_shape_of(fshape, a);
   out[0] = make_view(flow, element, i * element.num_elements());
 }
 
-std::vector<ValueType> infer_stack(const std::vector<ValueType>& in, const OpAttrs& a) {
+std::vector<ValueType> infer_stack(const std::vector<ValueType>& in, const OpAttrs& op_attrs) {
+  const TensorArrayAttrs& a = op_attrs.get<TensorArrayAttrs>();
   return {ValueType{in[0].dtype, with_count(element_shape_of(in[0].shape, a), a)}};
 }
 
-void kernel_stack(const std::vector<Tensor>& in, const OpAttrs& a, std::vector<Tensor>& out) {
+void kernel_stack(const std::vector<Tensor>& in, const OpAttrs& op_attrs, std::vector<Tensor>& out) {
+  const TensorArrayAttrs& a = op_attrs.get<TensorArrayAttrs>();
   const Tensor& flow = in[0];
   if (flow.impl()->shape.rank() >= 1) {
     out[0] = flow;
@@ -151,7 +164,7 @@ void kernel_stack(const std::vector<Tensor>& in, const OpAttrs& a, std::vector<T
     op_error<InvalidArgumentError>("TensorArray.stack", "nothing was written to this TensorArray and its "
                                    "element shape ", element.to_string(), " is not fully known, so the stacked "
                                    "shape is unknown; pass element_shape to the TensorArray constructor");
-  std::vector<int64_t> dims{a.tensor_array.size};
+  std::vector<int64_t> dims{a.size};
   dims.insert(dims.end(), element.dims().begin(), element.dims().end());
   out[0] = zeros(TensorShape(dims), flow.impl()->dtype);
 }
@@ -185,10 +198,43 @@ TensorArray::TensorArray(DType dtype, int64_t size, bool dynamic_size, TensorSha
   }
 }
 
+TensorArray::TensorArray(DType dtype, const Tensor& size, bool dynamic_size, TensorShape element_shape)
+    : TensorArray(dtype, 0, dynamic_size, element_shape) {
+  if (!size.defined()) throw ValueError("[TensorArray] the size is an empty tg::Tensor");
+  const TensorShape s = detail::static_shape(size);
+  if ((size.dtype() != DType::Int32 && size.dtype() != DType::Int64) || (s.has_rank() && s.rank() != 0))
+    throw TypeError(detail::str_cat("[TensorArray] the size must be an int32 or int64 scalar, got ",
+                                    to_string(size.dtype()), " ", s.to_string()));
+  if (!size.is_symbolic()) {
+    *this = TensorArray(dtype, detail::scalar_index(size), dynamic_size, std::move(element_shape));
+    return;
+  }
+  // Known only at run time: the ops see a dynamic array (their size attribute is static) and
+  // stack() pads it to the size.
+  run_time_size_ = cast(size, DType::Int32);
+  if (element_shape_.is_fully_defined()) {
+    std::vector<int64_t> dims(element_shape_.dims().begin(), element_shape_.dims().end());
+    const Tensor element = dims.empty() ? zeros(TensorShape{0}, DType::Int32)
+                                        : constant(std::vector<int64_t>(dims), TensorShape{static_cast<int64_t>(dims.size())}, DType::Int32);
+    flow_ = zeros(concat({reshape(run_time_size_, {1}), element}, 0), dtype);
+  }
+}
+
+int64_t TensorArray::size() const {
+  if (run_time_size_.defined())
+    throw ValueError("[TensorArray.size] the size is a tensor known only at run time; use size_tensor()");
+  return size_;
+}
+
+Tensor TensorArray::size_tensor() const {
+  if (run_time_size_.defined()) return run_time_size_;
+  return detail::index_tensor(size_);
+}
+
 TensorArray TensorArray::with_flow(const Tensor& flow) const {
   TensorArray out = *this;
   out.flow_ = flow;
-  const TensorShape s = flow.shape();
+  const TensorShape s = detail::static_shape(flow);
   if (s.has_rank() && s.rank() >= 1) {
     const TensorShape learned(std::vector<int64_t>(s.dims().begin() + 1, s.dims().end()));
     out.element_shape_ = element_shape_.has_rank() && element_shape_.rank() == learned.rank()
@@ -202,8 +248,8 @@ TensorArray TensorArray::write(const Tensor& index, const Tensor& value) const {
   if (!index.defined() || !value.defined())
     throw ValueError("[TensorArray.write] the index or the value is an empty tg::Tensor");
   TensorArray out = with_flow(detail::apply_op1(detail::OpId::TensorArrayWrite, {flow_, index, value},
-                                                detail::array_attrs(size_, dynamic_, element_shape_)));
-  if (!out.element_shape_.has_rank()) out.element_shape_ = value.shape();
+                                                detail::array_attrs(size_, dynamic_ || run_time_size_.defined(), element_shape_)));
+  if (!out.element_shape_.has_rank()) out.element_shape_ = detail::static_shape(value);
   return out;
 }
 TensorArray TensorArray::write(int64_t index, const Tensor& value) const {
@@ -213,13 +259,19 @@ TensorArray TensorArray::write(int64_t index, const Tensor& value) const {
 Tensor TensorArray::read(const Tensor& index) const {
   if (!index.defined()) throw ValueError("[TensorArray.read] the index is an empty tg::Tensor");
   return detail::apply_op1(detail::OpId::TensorArrayRead, {flow_, index},
-                           detail::array_attrs(size_, dynamic_, element_shape_));
+                           detail::array_attrs(size_, dynamic_ || run_time_size_.defined(), element_shape_));
 }
 Tensor TensorArray::read(int64_t index) const { return read(detail::index_tensor(index)); }
 
 Tensor TensorArray::stack() const {
-  return detail::apply_op1(detail::OpId::TensorArrayStack, {flow_},
-                           detail::array_attrs(size_, dynamic_, element_shape_));
+  const Tensor stacked = detail::apply_op1(detail::OpId::TensorArrayStack, {flow_},
+                                           detail::array_attrs(size_, dynamic_ || run_time_size_.defined(), element_shape_));
+  if (!run_time_size_.defined() || dynamic_) return stacked;
+  // A run-time size: the elements after the last one written are zeros.
+  const Tensor count = shape(stacked);
+  const Tensor missing = reshape(run_time_size_ - count[0], {1});
+  const Tensor rest = slice(count, {1}, {-1});
+  return concat({stacked, zeros(concat({missing, rest}, 0), dtype_)}, 0);
 }
 
 }  // namespace tg

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <new>
+#include <unistd.h>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -47,8 +48,28 @@ void count_acquired(std::size_t bytes) {
     g_peak_bytes.store(live, std::memory_order_relaxed);
 }
 
+// The most one buffer may ask for: the machine's physical memory (1 TiB if unknown). A larger
+// request can never be backed, yet Linux's overcommit (or ASan's allocator) may still hand out
+// the address space, and the failure would then be the OOM killer on first touch rather than an
+// error; refused here, it is a ResourceExhaustedError before anything is mapped.
+std::size_t max_buffer_bytes() {
+  static const std::size_t limit = [] {
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page <= 0) return std::size_t{1} << 40;
+    return static_cast<std::size_t>(pages) * static_cast<std::size_t>(page);
+  }();
+  return limit;
+}
+
+[[noreturn]] void exhausted(DType dtype, int64_t n, std::size_t bytes, const std::string& why) {
+  throw ResourceExhaustedError(
+      str_cat("[allocate] cannot allocate a tensor of ", n, " ", to_string(dtype), " elements (",
+              bytes == SIZE_MAX ? std::string("more than 2^64") : std::to_string(bytes), " bytes): ",
+              why, "; use a smaller shape or batch size, or a smaller dtype"),
+      bytes);
+}
+
 void* acquire(std::size_t bytes) {
-  count_acquired(bytes);
   if (bytes >= kCacheMinBytes) {
     BlockCache& c = cache();
     std::lock_guard lock(c.mu);
@@ -57,11 +78,13 @@ void* acquire(std::size_t bytes) {
       void* p = it->second.back();
       it->second.pop_back();
       c.bytes -= bytes;
+      count_acquired(bytes);
       return p;
     }
   }
   void* p = std::aligned_alloc(kBufferAlignment, bytes);
-  if (!p) throw std::bad_alloc();
+  if (!p && release_cached_blocks() > 0) p = std::aligned_alloc(kBufferAlignment, bytes);
+  if (p) count_acquired(bytes);
   return p;
 }
 
@@ -83,13 +106,16 @@ void release(void* p, std::size_t bytes) {
 
 std::shared_ptr<Buffer> Buffer::allocate(DType dtype, int64_t n) {
   TG_CHECK(n >= 0);
-  const std::size_t elem = dtype_size(dtype);
-  if (static_cast<uint64_t>(n) > (uint64_t{1} << 40) / elem)
-    throw InvalidArgumentError(str_cat("[allocate] a tensor of ", n, " ", to_string(dtype),
-                                       " elements is too large to allocate"));
-  std::size_t bytes = size_class(static_cast<std::size_t>(n) * elem);
+  std::size_t requested = 0;
+  if (__builtin_mul_overflow(static_cast<std::size_t>(n), dtype_size(dtype), &requested))
+    exhausted(dtype, n, SIZE_MAX, "the size overflows size_t");
+  if (requested > max_buffer_bytes())
+    exhausted(dtype, n, requested,
+              str_cat("that is more than this machine's ", max_buffer_bytes(), " bytes of memory"));
+  std::size_t bytes = size_class(requested);
   if (bytes == 0) bytes = kBufferAlignment;
   void* p = acquire(bytes);
+  if (!p) exhausted(dtype, n, requested, "the system allocator is out of memory");
   if (dtype == DType::String) {
     auto* s = static_cast<std::string*>(p);
     for (int64_t i = 0; i < n; ++i) new (s + i) std::string();

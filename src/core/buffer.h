@@ -10,6 +10,7 @@ namespace tg::detail {
 class Buffer {
  public:
   /// Storage for n elements of dtype; numeric memory is uninitialised, strings are empty.
+  /// ResourceExhaustedError when the bytes overflow, exceed physical memory, or malloc fails.
   static std::shared_ptr<Buffer> allocate(DType dtype, int64_t n);
   Buffer(DType dtype, int64_t n, void* data, std::size_t bytes)
       : dtype_(dtype), count_(n), data_(data), bytes_(bytes) {}

@@ -1,5 +1,7 @@
 #include "tracegraph/dtype.h"
 
+#include <ostream>
+
 #include "core/check.h"
 
 namespace tg {
@@ -32,4 +34,8 @@ bool is_floating(DType d) { return d == DType::Float32 || d == DType::Float64; }
 bool is_integer(DType d) { return d == DType::Int32 || d == DType::Int64; }
 bool is_numeric(DType d) { return is_floating(d) || is_integer(d); }
 
+}  // namespace tg
+
+namespace tg {
+std::ostream& operator<<(std::ostream& os, DType d) { return os << to_string(d); }
 }  // namespace tg

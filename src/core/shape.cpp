@@ -1,6 +1,9 @@
 #include "tracegraph/shape.h"
 
+#include <ostream>
+
 #include "core/check.h"
+#include "core/tensor_impl.h"
 
 namespace tg {
 
@@ -28,14 +31,70 @@ TensorShape TensorShape::unknown_rank() {
 }
 
 int64_t TensorShape::dim(int64_t i) const {
-  if (!has_rank_)
+  if (!has_rank_) {
+    if (traced_) check_known("dim()");
     throw InvalidArgumentError("[TensorShape] cannot index a shape of unknown rank");
+  }
   const int64_t r = rank();
   if (i < -r || i >= r)
     throw InvalidArgumentError(detail::str_cat("[TensorShape] dimension index ", i,
                                                " is out of range for rank ", r, " shape ",
                                                to_string()));
-  return dims_[static_cast<std::size_t>(i < 0 ? i + r : i)];
+  const int64_t k = i < 0 ? i + r : i;
+  if (traced_) check_known("dim()", k);
+  return dims_[static_cast<std::size_t>(k)];
+}
+
+int64_t TensorShape::unknown_rank_value() const {
+  if (traced_) check_known("rank()");
+  return -1;
+}
+
+// Raises when the answer of `what` would involve an unknown (dim < 0: any dim, else that one);
+// otherwise tells the symbolic value which dims the code read as integers.
+void TensorShape::check_known(const char* what, int64_t dim) const {
+  const std::string tensor = traced_->origin();
+  const std::string fixes =
+      "; that has no integer value while tracing, and using -1 in its place would make the traced "
+      "code wrong for every real size. Use tg::shape(tensor)";
+  if (!has_rank_)
+    throw ValueError(detail::str_cat(
+        "[TensorShape::", what, "] the rank of the symbolic tensor ", tensor, " is unknown", fixes,
+        " for the shape as a tensor at run time, or give the argument a shape of known rank "
+        "(input_signature); shape().has_rank() and none_aware() handle an unknown rank on purpose"));
+  for (std::size_t i = 0; i < dims_.size(); ++i) {
+    if (dims_[i] != None || (dim >= 0 && static_cast<int64_t>(i) != dim)) continue;
+    throw ValueError(detail::str_cat(
+        "[TensorShape::", what, "] dimension ", i, " of the symbolic tensor ", tensor, ", shape ",
+        to_string(), ", is unknown (None)", fixes, "[", i,
+        "] for its value as a tensor at run time (tg::for_range loops over it), or give that "
+        "dimension a fixed size (input_signature, or calls with one size); shape().none_aware() "
+        "reads None as tg::None on purpose"));
+  }
+  if (dim >= 0) {
+    traced_->on_static_dims_read(dim);
+  } else {
+    for (std::size_t i = 0; i < dims_.size(); ++i) traced_->on_static_dims_read(static_cast<int64_t>(i));
+  }
+}
+
+TensorShape detail::checked_shape(const TensorShape& shape, std::shared_ptr<const SymbolicValue> tensor) {
+  TensorShape s = shape;
+  s.traced_ = std::move(tensor);
+  return s;
+}
+
+TensorShape TensorShape::none_aware() const {
+  TensorShape s = *this;
+  s.traced_.reset();
+  return s;
+}
+
+std::vector<int64_t> TensorShape::as_list() const {
+  if (!has_rank_)
+    throw ValueError("[TensorShape::as_list] as_list() is not defined on a shape of unknown rank; "
+                     "check has_rank() first");
+  return dims_;
 }
 
 bool TensorShape::is_fully_defined() const {
@@ -46,6 +105,7 @@ bool TensorShape::is_fully_defined() const {
 }
 
 int64_t TensorShape::num_elements() const {
+  if (traced_) check_known("num_elements()");
   if (!is_fully_defined()) return -1;
   int64_t n = 1;
   for (int64_t d : dims_)
@@ -93,11 +153,16 @@ std::string TensorShape::to_string() const {
 }
 
 TensorSpec::TensorSpec(TensorShape s, DType d, std::string n)
-    : shape(std::move(s)), dtype(d), name(std::move(n)) {}
+    : shape(s.none_aware()), dtype(d), name(std::move(n)) {}  // a spec keeps None as a value
 
 std::string TensorSpec::to_string() const {
   return detail::str_cat("TensorSpec(shape=", shape.to_string(), ", dtype=tg.", tg::to_string(dtype),
                          ", name=", name.empty() ? "None" : "'" + name + "'", ")");
 }
 
+}  // namespace tg
+
+namespace tg {
+std::ostream& operator<<(std::ostream& os, const TensorShape& s) { return os << s.to_string(); }
+std::ostream& operator<<(std::ostream& os, const TensorSpec& s) { return os << s.to_string(); }
 }  // namespace tg

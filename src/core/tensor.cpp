@@ -70,9 +70,17 @@ void check_dtype(const TensorImpl& impl, const char* what) {
 using detail::checked;
 
 DType Tensor::dtype() const { return checked(*this, "dtype").dtype; }
-TensorShape Tensor::shape() const { return checked(*this, "shape").shape; }
-int64_t Tensor::rank() const { return checked(*this, "rank").shape.rank(); }
-int64_t Tensor::num_elements() const { return checked(*this, "num_elements").shape.num_elements(); }
+namespace {
+// A symbolic tensor's shape checks what C++ code reads of it (see TensorShape).
+TensorShape checked_shape(const Tensor& t, const char* what) {
+  const auto& impl = checked(t, what);
+  return impl.symbolic ? detail::checked_shape(impl.shape, impl.symbolic) : impl.shape;
+}
+}  // namespace
+
+TensorShape Tensor::shape() const { return checked_shape(*this, "shape"); }
+int64_t Tensor::rank() const { return checked_shape(*this, "rank").rank(); }
+int64_t Tensor::num_elements() const { return checked_shape(*this, "num_elements").num_elements(); }
 bool Tensor::is_symbolic() const { return checked(*this, "is_symbolic").symbolic != nullptr; }
 
 template <class T>

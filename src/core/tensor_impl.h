@@ -19,6 +19,9 @@ struct SymbolicValue {
   virtual std::string name() const = 0;
   /// Where it was made, for messages: "'add:0' of function 'f' (trace 2)".
   virtual std::string origin() const = 0;
+  /// The traced code read dimension `dim` of this value's shape as an integer: the trace is
+  /// specialised to that size.
+  virtual void on_static_dims_read(int64_t /*dim*/) const {}
 };
 
 struct TensorImpl {
@@ -33,6 +36,10 @@ struct TensorImpl {
     return static_cast<T*>(buffer->data()) + offset;
   }
 };
+
+/// A tensor's static shape as the library reads it: None dims as tg::None, an unknown rank as
+/// unknown, never raising. (Tensor::shape() of a symbolic tensor checks what user code reads.)
+inline const TensorShape& static_shape(const Tensor& t) { return t.impl()->shape; }
 
 /// A fresh eager tensor with uninitialised (numeric) storage of a fully defined shape.
 Tensor allocate_tensor(DType dtype, const TensorShape& shape);

@@ -296,7 +296,12 @@ LabeledImages load_mnist(const std::string& dir, const std::string& split) {
     op_error<ValueError>("load_mnist", "'", images_path, "' holds ", d[0], " images but '",
                          labels_path, "' holds ", out.labels.shape().dims()[0],
                          " labels; expected one label per image");
-  out.images = reshape(images, {d[0], d[1] * d[2]});
+  int64_t pixels = 0;  // a valid header may declare 0 images of any size
+  if (__builtin_mul_overflow(d[1], d[2], &pixels))
+    op_error<ValueError>("load_mnist", "'", images_path, "' declares images of ", d[1], " x ", d[2],
+                         " pixels, more than int64 can count; expected an MNIST-style file of small "
+                         "images (e.g. 28 x 28); is its header damaged?");
+  out.images = reshape(images, {d[0], pixels});
   return out;
 }
 

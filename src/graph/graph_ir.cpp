@@ -16,7 +16,8 @@ std::string GraphNode::op_name() const {
 }
 
 std::string node_base_name(OpId op, const OpAttrs& attrs) {
-  return attrs.control_flow ? attrs.control_flow->name : std::string(op_def(op).name);
+  const ControlFlowAttrs* cf = attrs.get_if<ControlFlowAttrs>();
+  return cf && cf->payload ? cf->payload->name : std::string(op_def(op).name);
 }
 
 std::string GraphIR::unique_name(const std::string& base) {
@@ -56,7 +57,7 @@ std::vector<std::vector<int>> GraphIR::users() const {
 }
 
 std::string GraphIR::ref_name(const ValueRef& r) const {
-  const std::string& n = nodes[static_cast<std::size_t>(r.node)].name;
+  const std::string& n = node(r.node).name;
   return r.output == 0 ? n : n + ":" + std::to_string(r.output);
 }
 

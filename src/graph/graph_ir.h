@@ -38,6 +38,9 @@ struct GraphNode {
   std::vector<ValueType> outputs;  // static output types (dims may be None)
   Tensor value;                    // for kConst
   int input_index = -1;            // for kPlaceholder: its position in GraphIR::placeholders
+  // For a kPlaceholder of a sub-graph that captures a value of the enclosing graph: that value's
+  // name there ("mul", "add:1"); empty for every other node.
+  std::string captured;
   // Ordering edge for stateful ops: the previous stateful node (or -1). Keeps tg::print and
   // variable updates in program order through any later reordering pass.
   int control_input = -1;
@@ -62,8 +65,10 @@ class GraphIR {
   /// "add" for output 0, "add:1" for others (as graph inputs are written).
   std::string ref_name(const ValueRef& r) const;
 
+  /// The node at an index (node indices are ints, as ValueRef and control_input hold them).
+  const GraphNode& node(int i) const { return nodes[static_cast<std::size_t>(i)]; }
   /// The node that produces a value, and the value's static type.
-  const GraphNode& node_of(ValueRef r) const { return nodes[static_cast<std::size_t>(r.node)]; }
+  const GraphNode& node_of(ValueRef r) const { return node(r.node); }
   const ValueType& type_of(ValueRef r) const { return node_of(r).outputs[static_cast<std::size_t>(r.output)]; }
   /// For each node, the nodes that read one of its outputs or follow it by a control edge, in
   /// node order (a node reading twice is listed twice).

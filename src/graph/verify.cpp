@@ -18,12 +18,12 @@ void verify_graph(const GraphIR& g, const char* after_pass) {
     if (!names.insert(n.name).second) fail(i, "has a duplicate name");
     for (const ValueRef& in : n.inputs) {
       if (in.node < 0 || static_cast<std::size_t>(in.node) >= i) fail(i, "uses a later or missing node");
-      if (in.output < 0 || static_cast<std::size_t>(in.output) >= g.nodes[static_cast<std::size_t>(in.node)].outputs.size())
+      if (in.output < 0 || static_cast<std::size_t>(in.output) >= g.node(in.node).outputs.size())
         fail(i, "uses a missing output");
     }
     if (n.control_input >= 0) {
       if (static_cast<std::size_t>(n.control_input) >= i) fail(i, "has a control edge to a later node");
-      const GraphNode& c = g.nodes[static_cast<std::size_t>(n.control_input)];
+      const GraphNode& c = g.node(n.control_input);
       if (c.kind != NodeKind::kOp || !(op_def(c.op).traits & kStateful)) fail(i, "has a control edge to a stateless node");
     }
     switch (n.kind) {
@@ -43,6 +43,9 @@ void verify_graph(const GraphIR& g, const char* after_pass) {
         const OpDef& d = op_def(n.op);
         if (d.arity >= 0 && static_cast<std::size_t>(d.arity) != n.inputs.size())
           fail(i, str_cat("has ", n.inputs.size(), " inputs, op ", d.name, " takes ", d.arity));
+        if (n.attrs.kind() != d.attrs_kind)
+          fail(i, str_cat("holds ", attrs_kind_name(n.attrs.kind()), ", op ", d.name, " takes ",
+                          attrs_kind_name(d.attrs_kind)));
         // Control-flow nodes: their sub-graphs must be well formed too.
         if (has_subgraphs(n.op) == subgraphs_of(n).empty())
           fail(i, has_subgraphs(n.op) ? "is a control-flow node without its sub-graphs"
@@ -60,7 +63,7 @@ void verify_graph(const GraphIR& g, const char* after_pass) {
   }
   if (placeholder_count != g.placeholders.size()) fail(0, "placeholder list does not match the nodes");
   for (int o : g.outputs)
-    if (o < 0 || static_cast<std::size_t>(o) >= g.nodes.size() || g.nodes[static_cast<std::size_t>(o)].kind != NodeKind::kOutput)
+    if (o < 0 || static_cast<std::size_t>(o) >= g.nodes.size() || g.node(o).kind != NodeKind::kOutput)
       fail(static_cast<std::size_t>(o < 0 ? 0 : o), "is listed as an output but is not an output node");
 }
 

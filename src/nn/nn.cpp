@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "core/tensor_impl.h"
 #include "tracegraph/nn.h"
 #include "tracegraph/ops.h"
 
@@ -58,7 +59,7 @@ Tensor Dense::operator()(const Tensor& x) const {
     op_error<InvalidArgumentError>("Dense", "layer '", name_, "' has dtype ",
                                    to_string(kernel_.dtype()), " but the input has dtype ",
                                    to_string(x.dtype()), "; tg::cast the input first");
-  const TensorShape s = x.shape();
+  const TensorShape s = detail::static_shape(x);
   if (s.has_rank() && (s.rank() != 2 || (s.dims()[1] != None && s.dims()[1] != in_)))
     op_error<InvalidArgumentError>("Dense", "layer '", name_, "' expects inputs of shape (batch, ",
                                    in_, "), got ", s.to_string(),
@@ -76,7 +77,7 @@ Tensor sparse_softmax_cross_entropy(const Tensor& logits, const Tensor& labels) 
   if (labels.dtype() != int32 && labels.dtype() != int64)
     op_error<TypeError>(op, "labels must be int32 or int64 class indices, got ",
                         to_string(labels.dtype()), "; tg::cast them");
-  const TensorShape ls = logits.shape(), ys = labels.shape();
+  const TensorShape ls = detail::static_shape(logits), ys = detail::static_shape(labels);
   if (!ls.has_rank() || ls.rank() != 2 || ls.dims()[1] == None)
     op_error<InvalidArgumentError>(op, "logits must have shape (batch, classes) with a known "
                                    "number of classes, got ", ls.to_string());
@@ -103,7 +104,7 @@ Tensor accuracy(const Tensor& logits, const Tensor& labels) {
   if (labels.dtype() != int32 && labels.dtype() != int64)
     op_error<TypeError>(op, "labels must be int32 or int64 class indices, got ",
                         to_string(labels.dtype()));
-  const TensorShape ls = logits.shape();
+  const TensorShape ls = detail::static_shape(logits);
   if (!ls.has_rank() || ls.rank() != 2)
     op_error<InvalidArgumentError>(op, "logits must have shape (batch, classes), got ",
                                    ls.to_string());

@@ -1,6 +1,7 @@
 #include "ops/broadcast.h"
 
 #include "core/check.h"
+#include "core/tensor_impl.h"
 
 namespace tg::detail {
 
@@ -79,6 +80,21 @@ std::vector<int64_t> row_major_strides(const std::vector<int64_t>& dims) {
     acc *= dims[i];
   }
   return s;
+}
+
+void broadcast_copy(const Tensor& src, const std::vector<int64_t>& src_dims, Tensor& out) {
+  visit_dtype(out.impl()->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = data_of<T>(src);
+    T* y = data_of<T>(out);
+    int64_t pos = 0;
+    for_each_broadcast_run<1>(out.impl()->shape.dims(), {&src_dims},
+                              [&](const std::array<int64_t, 1>& off,
+                                  const std::array<int64_t, 1>& st, int64_t n) {
+                                for (int64_t i = 0; i < n; ++i) y[pos + i] = x[off[0] + i * st[0]];
+                                pos += n;
+                              });
+  });
 }
 
 }  // namespace tg::detail

@@ -39,6 +39,10 @@ void visit_dtype(DType d, Fn&& fn) {
   }
 }
 
+/// out = src (whose row-major dims are src_dims, which broadcast to out's) broadcast to out's
+/// shape; out is allocated. Any dtype.
+void broadcast_copy(const Tensor& src, const std::vector<int64_t>& src_dims, Tensor& out);
+
 /// "[2, -1]": attribute lists in messages (-1 there means "infer", not None).
 std::string format_list(const std::vector<int64_t>& v);
 

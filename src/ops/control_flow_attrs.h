@@ -11,7 +11,7 @@
 
 namespace tg::detail {
 
-/// What a cond / while node carries, in OpAttrs::control_flow. Node inputs are
+/// What a cond / while node carries, in ControlFlowAttrs. Node inputs are
 /// cond:  [pred, captures...]        sub-graph placeholders: [its captures...]
 /// while: [loop vars..., captures...] sub-graph placeholders: [loop vars..., its captures...]
 /// where `capture_inputs[g][k]` is the node input that feeds capture placeholder k of graph g.
@@ -28,7 +28,8 @@ struct ControlFlowPayload {
 /// The sub-graphs an op's attributes carry (empty for ops without the kSubgraphs trait).
 inline const std::vector<NamedSubgraph>& subgraphs_of(const OpAttrs& attrs) {
   static const std::vector<NamedSubgraph> kNone;
-  return attrs.control_flow ? attrs.control_flow->subgraphs : kNone;
+  const ControlFlowAttrs* cf = attrs.get_if<ControlFlowAttrs>();
+  return cf && cf->payload ? cf->payload->subgraphs : kNone;
 }
 
 }  // namespace tg::detail

@@ -172,10 +172,10 @@ Tensor ones(const TensorShape& shape, DType dtype) {
 
 Tensor fill(const TensorShape& shape, const Tensor& scalar) {
   detail::check_fully_defined("fill", shape);
-  if (!scalar.defined() || scalar.shape().rank() != 0)
+  if (!scalar.defined() || detail::static_shape(scalar).rank() != 0)
     detail::op_error<InvalidArgumentError>(
         "fill", "expected a scalar (rank 0) value, got ",
-        scalar.defined() ? scalar.shape().to_string() : std::string("an empty tg::Tensor"));
+        scalar.defined() ? detail::static_shape(scalar).to_string() : std::string("an empty tg::Tensor"));
   // Broadcasting onto zeros keeps fill traceable with a symbolic value.
   Tensor base = zeros(shape, scalar.dtype());
   return scalar.dtype() == DType::Bool ? logical_or(base, scalar) : add(base, scalar);

@@ -28,6 +28,8 @@ std::vector<Tensor> dispatch(OpId id, const std::vector<Tensor>& inputs, const O
   TG_CHECK(def.infer && def.kernel, "op ", def.name, " has no infer/kernel registered");
   TG_CHECK(def.arity < 0 || static_cast<std::size_t>(def.arity) == inputs.size(), "op ",
            def.name, " got ", inputs.size(), " inputs");
+  TG_CHECK(attrs.kind() == def.attrs_kind, "op ", def.name, " takes ", attrs_kind_name(def.attrs_kind),
+           ", got ", attrs_kind_name(attrs.kind()));
   std::vector<ValueType> in_types;
   in_types.reserve(inputs.size());
   bool symbolic = false;

@@ -112,18 +112,19 @@ void kernel_unary(const std::vector<Tensor>& in, const OpAttrs&, std::vector<Ten
 
 // ---- cast ----
 std::vector<ValueType> infer_cast(const std::vector<ValueType>& in, const OpAttrs& attrs) {
-  if ((in[0].dtype == DType::String) != (attrs.dtype == DType::String))
+  const DType to = attrs.get<CastAttrs>().dtype;
+  if ((in[0].dtype == DType::String) != (to == DType::String))
     op_error<InvalidArgumentError>("cast", "cannot cast ", to_string(in[0].dtype), " to ",
-                                   to_string(attrs.dtype),
+                                   to_string(to),
                                    "; casts between strings and other dtypes are not supported");
-  return {ValueType{attrs.dtype, in[0].shape}};
+  return {ValueType{to, in[0].shape}};
 }
 
 void kernel_cast(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
   const int64_t n = in[0].impl()->shape.num_elements();
   visit_dtype(in[0].impl()->dtype, [&](auto from_tag) {
     using From = decltype(from_tag);
-    visit_dtype(attrs.dtype, [&](auto to_tag) {
+    visit_dtype(attrs.get<CastAttrs>().dtype, [&](auto to_tag) {
       using To = decltype(to_tag);
       constexpr bool from_str = std::is_same_v<From, std::string>;
       constexpr bool to_str = std::is_same_v<To, std::string>;
@@ -364,9 +365,7 @@ Tensor where(const Tensor& cond, const Tensor& x, const Tensor& y) {
 }
 
 Tensor cast(const Tensor& x, DType dtype) {
-  detail::OpAttrs attrs;
-  attrs.dtype = dtype;
-  return detail::apply_op1(detail::OpId::Cast, {x}, attrs);
+  return detail::apply_op1(detail::OpId::Cast, {x}, detail::CastAttrs{dtype});
 }
 
 }  // namespace tg

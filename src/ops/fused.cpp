@@ -312,14 +312,13 @@ std::shared_ptr<const FusedProgram> make_fused_program(FusedProgram p) {
 }
 
 const FusedProgram& fused_program(const OpAttrs& attrs) {
-  TG_CHECK(attrs.fused, "fused_elementwise without a program");
-  return *attrs.fused;
+  const auto& fused = attrs.get<FusedAttrs>();
+  TG_CHECK(fused.program, "fused_elementwise without a program");
+  return *fused.program;
 }
 
 OpAttrs fused_attrs(std::shared_ptr<const FusedProgram> program) {
-  OpAttrs a;
-  a.fused = std::move(program);
-  return a;
+  return FusedAttrs{std::move(program)};
 }
 
 std::vector<OpId> fused_ops(const OpAttrs& attrs) {
@@ -634,7 +633,7 @@ void kernel_fused(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vect
 
 // Inputs may be less specific than the program's (tracing with None dims), never different.
 std::vector<ValueType> infer_fused(const std::vector<ValueType>& in, const OpAttrs& attrs) {
-  if (!attrs.fused)
+  if (!attrs.get<FusedAttrs>().program)
     op_error<InvalidArgumentError>("fused_elementwise", "has no program; fused_elementwise nodes are made by "
                                    "the graph optimiser only");
   const FusedProgram& p = fused_program(attrs);

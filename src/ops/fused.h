@@ -1,5 +1,5 @@
 // The fused_elementwise op: a DAG of elementwise ops run as one kernel. Only the optimiser makes
-// these nodes (src/passes/fuse_elementwise.cpp); the program rides in OpAttrs::fused.
+// these nodes (src/passes/fuse_elementwise.cpp); the program rides in FusedAttrs.
 #pragma once
 #include <memory>
 #include <string>
@@ -56,7 +56,7 @@ std::shared_ptr<const FusedProgram> make_fused_program(FusedProgram p);
 bool fusable_op(OpId op, DType in_dtype, DType out_dtype);
 /// True when the fused kernel can fold reduction `op` of a value of dtype `dtype`.
 bool fusable_reduce(OpId op, DType dtype);
-/// The program of a fused_elementwise node (attrs.fused).
+/// The program of a fused_elementwise node (FusedAttrs).
 const FusedProgram& fused_program(const OpAttrs& attrs);
 /// The ops of a fused node's program, in program order.
 std::vector<OpId> fused_ops(const OpAttrs& attrs);

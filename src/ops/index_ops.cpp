@@ -49,24 +49,31 @@ TensorShape slice_shape(const TensorShape& in, const std::vector<int64_t>& begin
       out[i] = s == -1 ? None : s;
       continue;
     }
-    if (b > d || (s != -1 && s > d - b))
+    if (b > d || (s != -1 && s > d - b)) {
+      int64_t end = 0;  // begin and size come from the user: their sum may overflow
+      const bool overflows = __builtin_add_overflow(b, s, &end);
       op_error<InvalidArgumentError>(op, "dimension ", i, " has size ", d, " (shape ",
                                      in.to_string(), ") but the slice wants begin ", b,
                                      s == -1 ? std::string(" to the end")
-                                             : str_cat(" + size ", s, " = ", b + s),
+                                             : str_cat(" + size ", s, " = ",
+                                                       overflows ? std::string("more than int64 can hold")
+                                                                 : std::to_string(end)),
                                      "; expected 0 <= begin <= begin + size <= ", d);
+    }
     out[i] = s == -1 ? d - b : s;
   }
   return TensorShape(out);
 }
 
-std::vector<ValueType> infer_slice(const std::vector<ValueType>& in, const OpAttrs& attrs) {
-  return {ValueType{in[0].dtype, slice_shape(in[0].shape, attrs.axes, attrs.sizes)}};
+std::vector<ValueType> infer_slice(const std::vector<ValueType>& in, const OpAttrs& op_attrs) {
+  const SliceAttrs& attrs = op_attrs.get<SliceAttrs>();
+  return {ValueType{in[0].dtype, slice_shape(in[0].shape, attrs.begin, attrs.size)}};
 }
 
-void kernel_slice(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
+void kernel_slice(const std::vector<Tensor>& in, const OpAttrs& op_attrs, std::vector<Tensor>& out) {
+  const SliceAttrs& attrs = op_attrs.get<SliceAttrs>();
   const auto& id = dims_of(in[0]);
-  const std::vector<int64_t> od = slice_shape(in[0].impl()->shape, attrs.axes, attrs.sizes).dims();
+  const std::vector<int64_t> od = slice_shape(in[0].impl()->shape, attrs.begin, attrs.size).dims();
   const int64_t total = product(od, 0, od.size());
   if (total == 0) return;
   const std::vector<int64_t> st = row_major_strides(id);
@@ -79,7 +86,7 @@ void kernel_slice(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vect
     if (od[k] != id[k]) break;
   }
   int64_t base = 0;
-  for (std::size_t i = 0; i < od.size(); ++i) base += attrs.axes[i] * st[i];
+  for (std::size_t i = 0; i < od.size(); ++i) base += attrs.begin[i] * st[i];
   visit_dtype(in[0].impl()->dtype, [&](auto tag) {
     using T = decltype(tag);
     const T* src = data_of<T>(in[0]);
@@ -100,7 +107,8 @@ void kernel_slice(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vect
 
 // ---- gather ----
 
-std::vector<ValueType> infer_gather(const std::vector<ValueType>& in, const OpAttrs& attrs) {
+std::vector<ValueType> infer_gather(const std::vector<ValueType>& in, const OpAttrs& op_attrs) {
+  const AxisAttrs& attrs = op_attrs.get<AxisAttrs>();
   const char* op = "gather";
   require_dtype(op, in[1], {DType::Int32, DType::Int64}, "indices");
   const TensorShape& p = in[0].shape;
@@ -140,7 +148,8 @@ void check_indices(const Tensor& indices, int64_t bound, int64_t axis, const Ten
           ") has size ", bound, "; indices must be >= 0 and < that size");
 }
 
-void kernel_gather(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
+void kernel_gather(const std::vector<Tensor>& in, const OpAttrs& op_attrs, std::vector<Tensor>& out) {
+  const AxisAttrs& attrs = op_attrs.get<AxisAttrs>();
   const auto& pd = dims_of(in[0]);
   const auto axis = static_cast<std::size_t>(normalize_axis("gather", attrs.axis,
                                                             static_cast<int64_t>(pd.size())));
@@ -193,7 +202,8 @@ T onehot_value(double v, const char* which) {
   }
 }
 
-std::vector<ValueType> infer_one_hot(const std::vector<ValueType>& in, const OpAttrs& attrs) {
+std::vector<ValueType> infer_one_hot(const std::vector<ValueType>& in, const OpAttrs& op_attrs) {
+  const OneHotAttrs& attrs = op_attrs.get<OneHotAttrs>();
   const char* op = "one_hot";
   require_dtype(op, in[0], {DType::Int32, DType::Int64}, "indices");
   if (attrs.depth < 0)
@@ -237,7 +247,8 @@ void one_hot_fill(const I* idx, T* y, int64_t outer, int64_t depth, int64_t inne
     }
 }
 
-void kernel_one_hot(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
+void kernel_one_hot(const std::vector<Tensor>& in, const OpAttrs& op_attrs, std::vector<Tensor>& out) {
+  const OneHotAttrs& attrs = op_attrs.get<OneHotAttrs>();
   const auto& d = dims_of(in[0]);
   const std::size_t axis = attrs.axis == -1 ? d.size() : static_cast<std::size_t>(attrs.axis);
   const int64_t outer = product(d, 0, axis);
@@ -276,7 +287,7 @@ std::vector<int64_t> block_begin(const char* op, const std::vector<int64_t>& beg
     if (b < 0 && d != None) b += d;
     out[i] = b;
     if (d == None || n == None) continue;
-    if (b < 0 || b + n > d)
+    if (b < 0 || n > d - b)  // not b + n > d: b may be near INT64_MAX
       op_error<InvalidArgumentError>(op, "a block of shape ", small.to_string(), " at begin ",
                                      format_list(begin), " does not fit in shape ", big.to_string(),
                                      " along dimension ", i, "; expected 0 <= begin and begin + "
@@ -312,14 +323,16 @@ void for_each_block_row(const std::vector<int64_t>& big, const std::vector<int64
   }
 }
 
-std::vector<ValueType> infer_slice_like(const std::vector<ValueType>& in, const OpAttrs& attrs) {
+std::vector<ValueType> infer_slice_like(const std::vector<ValueType>& in, const OpAttrs& op_attrs) {
+  const BlockAttrs& attrs = op_attrs.get<BlockAttrs>();
   if (in[0].shape.has_rank() && in[1].shape.has_rank())
-    block_begin("slice_like", attrs.axes, in[0].shape, in[1].shape);
+    block_begin("slice_like", attrs.begin, in[0].shape, in[1].shape);
   return {ValueType{in[0].dtype, in[1].shape}};
 }
-void kernel_slice_like(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
+void kernel_slice_like(const std::vector<Tensor>& in, const OpAttrs& op_attrs, std::vector<Tensor>& out) {
+  const BlockAttrs& attrs = op_attrs.get<BlockAttrs>();
   const std::vector<int64_t> b =
-      block_begin("slice_like", attrs.axes, in[0].impl()->shape, in[1].impl()->shape);
+      block_begin("slice_like", attrs.begin, in[0].impl()->shape, in[1].impl()->shape);
   visit_dtype(in[0].impl()->dtype, [&](auto tag) {
     using T = decltype(tag);
     const T* x = data_of<T>(in[0]);
@@ -330,19 +343,21 @@ void kernel_slice_like(const std::vector<Tensor>& in, const OpAttrs& attrs, std:
   });
 }
 
-std::vector<ValueType> infer_pad_like(const std::vector<ValueType>& in, const OpAttrs& attrs) {
+std::vector<ValueType> infer_pad_like(const std::vector<ValueType>& in, const OpAttrs& op_attrs) {
+  const BlockAttrs& attrs = op_attrs.get<BlockAttrs>();
   if (in[0].dtype == DType::String)
     op_error<InvalidArgumentError>("pad_like", "cannot pad a string tensor with zeros");
   if (in[0].shape.has_rank() && in[1].shape.has_rank())
-    block_begin("pad_like", attrs.axes, in[1].shape, in[0].shape);
+    block_begin("pad_like", attrs.begin, in[1].shape, in[0].shape);
   return {ValueType{in[0].dtype, in[1].shape}};
 }
-void kernel_pad_like(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
+void kernel_pad_like(const std::vector<Tensor>& in, const OpAttrs& op_attrs, std::vector<Tensor>& out) {
+  const BlockAttrs& attrs = op_attrs.get<BlockAttrs>();
   infer_pad_like({ValueType{in[0].impl()->dtype, in[0].impl()->shape},
                   ValueType{in[1].impl()->dtype, in[1].impl()->shape}},
-                 attrs);
+                 op_attrs);
   const std::vector<int64_t> b =
-      block_begin("pad_like", attrs.axes, in[1].impl()->shape, in[0].impl()->shape);
+      block_begin("pad_like", attrs.begin, in[1].impl()->shape, in[0].impl()->shape);
   visit_dtype(in[0].impl()->dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (!std::is_same_v<T, std::string>) {
@@ -356,11 +371,12 @@ void kernel_pad_like(const std::vector<Tensor>& in, const OpAttrs& attrs, std::v
   });
 }
 
-std::vector<ValueType> infer_scatter_add_like(const std::vector<ValueType>& in, const OpAttrs& attrs) {
+std::vector<ValueType> infer_scatter_add_like(const std::vector<ValueType>& in, const OpAttrs& op_attrs) {
+  const AxisAttrs& attrs = op_attrs.get<AxisAttrs>();
   const char* op = "scatter_add_like";
   require_dtype(op, in[0], {DType::Float32, DType::Float64, DType::Int32, DType::Int64});
   require_dtype(op, in[1], {DType::Int32, DType::Int64}, "indices");
-  const TensorShape want = infer_gather({in[2], in[1]}, attrs)[0].shape;
+  const TensorShape want = infer_gather({in[2], in[1]}, op_attrs)[0].shape;
   if (in[0].shape.has_rank() && want.has_rank() && !in[0].shape.is_compatible_with(want))
     op_error<InvalidArgumentError>(op, "the gradient has shape ", in[0].shape.to_string(),
                                    " but gathering indices ", in[1].shape.to_string(), " from ",
@@ -368,10 +384,11 @@ std::vector<ValueType> infer_scatter_add_like(const std::vector<ValueType>& in, 
                                    want.to_string(), "; expected that shape");
   return {ValueType{in[0].dtype, in[2].shape}};
 }
-void kernel_scatter_add_like(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
+void kernel_scatter_add_like(const std::vector<Tensor>& in, const OpAttrs& op_attrs, std::vector<Tensor>& out) {
+  const AxisAttrs& attrs = op_attrs.get<AxisAttrs>();
   std::vector<ValueType> types;
   for (const Tensor& t : in) types.push_back(ValueType{t.impl()->dtype, t.impl()->shape});
-  infer_scatter_add_like(types, attrs);
+  infer_scatter_add_like(types, op_attrs);
   const auto& ld = dims_of(in[2]);
   const auto axis = static_cast<std::size_t>(
       normalize_axis("scatter_add_like", attrs.axis, static_cast<int64_t>(ld.size())));
@@ -409,19 +426,19 @@ void kernel_scatter_add_like(const std::vector<Tensor>& in, const OpAttrs& attrs
 // ---- gradient rules ----
 
 std::vector<Tensor> grad_slice(const GradInputs& g) {
-  return {pad_like(g.grads[0], g.inputs[0], g.attrs.axes)};
+  return {pad_like(g.grads[0], g.inputs[0], g.attrs.get<SliceAttrs>().begin)};
 }
 std::vector<Tensor> grad_gather(const GradInputs& g) {
-  return {scatter_add_like(g.grads[0], g.inputs[1], g.inputs[0], g.attrs.axis), Tensor()};
+  return {scatter_add_like(g.grads[0], g.inputs[1], g.inputs[0], g.attrs.get<AxisAttrs>().axis), Tensor()};
 }
 std::vector<Tensor> grad_slice_like(const GradInputs& g) {
-  return {pad_like(g.grads[0], g.inputs[0], g.attrs.axes), Tensor()};
+  return {pad_like(g.grads[0], g.inputs[0], g.attrs.get<BlockAttrs>().begin), Tensor()};
 }
 std::vector<Tensor> grad_pad_like(const GradInputs& g) {
-  return {slice_like(g.grads[0], g.inputs[0], g.attrs.axes), Tensor()};
+  return {slice_like(g.grads[0], g.inputs[0], g.attrs.get<BlockAttrs>().begin), Tensor()};
 }
 std::vector<Tensor> grad_scatter_add_like(const GradInputs& g) {
-  return {gather(g.grads[0], g.inputs[1], static_cast<int>(g.attrs.axis)), Tensor(), Tensor()};
+  return {gather(g.grads[0], g.inputs[1], static_cast<int>(g.attrs.get<AxisAttrs>().axis)), Tensor(), Tensor()};
 }
 
 }  // namespace
@@ -445,36 +462,24 @@ void register_index_ops(OpDef* t) {
 // ---- public front functions ----
 
 Tensor slice(const Tensor& x, std::vector<int64_t> begin, std::vector<int64_t> size) {
-  detail::OpAttrs attrs;
-  attrs.axes = std::move(begin);
-  attrs.sizes = std::move(size);
-  return detail::apply_op1(detail::OpId::Slice, {x}, attrs);
+  return detail::apply_op1(detail::OpId::Slice, {x}, detail::SliceAttrs{std::move(begin), std::move(size)});
 }
 
 Tensor gather(const Tensor& params, const Tensor& indices, int axis) {
-  detail::OpAttrs attrs;
-  attrs.axis = axis;
-  return detail::apply_op1(detail::OpId::Gather, {params, indices}, attrs);
+  return detail::apply_op1(detail::OpId::Gather, {params, indices}, detail::AxisAttrs{axis});
 }
 
 Tensor one_hot(const Tensor& indices, int64_t depth, double on_value, double off_value, int axis,
                DType dtype) {
-  detail::OpAttrs attrs;
-  attrs.depth = depth;
-  attrs.on_value = on_value;
-  attrs.off_value = off_value;
-  attrs.axis = axis;
-  attrs.dtype = dtype;
-  return detail::apply_op1(detail::OpId::OneHot, {indices}, attrs);
+  return detail::apply_op1(detail::OpId::OneHot, {indices},
+                           detail::OneHotAttrs{depth, axis, dtype, on_value, off_value});
 }
 
 namespace detail {
 
 namespace {
 OpAttrs begin_attrs(const std::vector<int64_t>& begin) {
-  OpAttrs attrs;
-  attrs.axes = begin;
-  return attrs;
+  return BlockAttrs{begin};
 }
 }  // namespace
 
@@ -487,9 +492,7 @@ Tensor pad_like(const Tensor& g, const Tensor& like, const std::vector<int64_t>&
 }
 
 Tensor scatter_add_like(const Tensor& g, const Tensor& indices, const Tensor& like, int64_t axis) {
-  OpAttrs attrs;
-  attrs.axis = axis;
-  return apply_op1(OpId::ScatterAddLike, {g, indices, like}, attrs);
+  return apply_op1(OpId::ScatterAddLike, {g, indices, like}, AxisAttrs{axis});
 }
 
 }  // namespace detail

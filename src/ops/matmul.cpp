@@ -54,7 +54,8 @@ std::vector<int64_t> broadcast_batch(const TensorShape& a, const TensorShape& b)
   return out;
 }
 
-std::vector<ValueType> infer_matmul(const std::vector<ValueType>& in, const OpAttrs& attrs) {
+std::vector<ValueType> infer_matmul(const std::vector<ValueType>& in, const OpAttrs& op_attrs) {
+  const MatMulAttrs& attrs = op_attrs.get<MatMulAttrs>();
   const ValueType& a = in[0];
   const ValueType& b = in[1];
   require_matrix(a, "a");
@@ -97,7 +98,8 @@ struct Gemm {
   bool ta, tb;
 };
 
-Gemm gemm_geometry(const Tensor& a, const Tensor& b, const OpAttrs& attrs) {
+Gemm gemm_geometry(const Tensor& a, const Tensor& b, const OpAttrs& op_attrs) {
+  const MatMulAttrs& attrs = op_attrs.get<MatMulAttrs>();
   const auto& da = a.impl()->shape.dims();
   const auto& db = b.impl()->shape.dims();
   const std::size_t ra = da.size(), rb = db.size();
@@ -245,7 +247,8 @@ std::vector<Tensor> grad_matmul(const GradInputs& g) {
   const Tensor& a = g.inputs[0];
   const Tensor& b = g.inputs[1];
   const Tensor& dc = g.grads[0];
-  const bool ta = g.attrs.transpose_a, tb = g.attrs.transpose_b;
+  const MatMulAttrs& attrs = g.attrs.get<MatMulAttrs>();
+  const bool ta = attrs.transpose_a, tb = attrs.transpose_b;
   Tensor da, db;
   if (!ta && !tb) {
     da = matmul(dc, b, false, true);
@@ -273,10 +276,7 @@ void register_matmul_ops(OpDef* t) {
 }  // namespace detail
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b) {
-  detail::OpAttrs attrs;
-  attrs.transpose_a = transpose_a;
-  attrs.transpose_b = transpose_b;
-  return detail::apply_op1(detail::OpId::MatMul, {a, b}, attrs);
+  return detail::apply_op1(detail::OpId::MatMul, {a, b}, detail::MatMulAttrs{transpose_a, transpose_b});
 }
 
 }  // namespace tg

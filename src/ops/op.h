@@ -5,12 +5,13 @@
 #include <string>
 #include <vector>
 
+#include "ops/op_attrs.h"
 #include "tracegraph/tensor.h"
 
 namespace tg::detail {
 
 enum class OpId : uint16_t {
-#define TG_OP(id, name, arity, traits, serial) id,
+#define TG_OP(id, name, arity, traits, serial, attrs) id,
 #include "ops/ops.def"
 #undef TG_OP
   kCount
@@ -25,7 +26,7 @@ enum OpTrait : uint32_t {
   kNotDifferentiable = 1u << 4,
   kView = 1u << 5,       // output 0 shares input 0's storage (implies kOwnOutputs)
   kStateful = 1u << 6,  // has effects beyond its outputs: recorded in order, never removed
-  kSubgraphs = 1u << 7,  // carries sub-graphs (OpAttrs::control_flow): cond, while
+  kSubgraphs = 1u << 7,  // carries sub-graphs (ControlFlowAttrs): cond, while
   kOwnOutputs = 1u << 8,  // the kernel makes its outputs itself; nothing is allocated for them
 };
 /// Whether an op's kernel makes its own outputs (views, Variable, control-flow, TensorArray ops).
@@ -40,41 +41,6 @@ struct NamedSubgraph {
   std::string role;
   std::shared_ptr<const GraphIR> graph;
   bool operator==(const NamedSubgraph&) const = default;
-};
-
-struct VariableState;       // ops/variable_state.h: the state behind a tg::Variable
-struct FusedProgram;        // ops/fused.h: what a fused_elementwise node computes
-struct ControlFlowPayload;  // ops/control_flow_attrs.h: a cond / while node's sub-graphs and metadata
-
-/// What a TensorArray op knows of its array (tensor_array_read / write / stack).
-struct TensorArrayAttrs {
-  int64_t size = 0;                  // the fixed size (a dynamic array: its initial size)
-  bool dynamic = false;              // grows to the largest index written
-  bool element_shape_known = false;  // OpAttrs::sizes holds the element shape
-  bool operator==(const TensorArrayAttrs&) const = default;
-};
-
-/// The static (non-tensor) arguments of an op. One struct for all ops keeps nodes uniform
-/// (hashable for CSE, serialisable for export); each op documents which fields it reads, and
-/// no field means two things. Objects an op refers to are typed, never void.
-struct OpAttrs {
-  std::vector<int64_t> axes;   // reduce axes, transpose perm, squeeze axes, slice begin
-  std::vector<int64_t> sizes;  // reshape target shape, slice sizes, TensorArray element shape
-  int64_t axis = 0;            // concat/stack/gather/expand_dims/arg*/softmax/one_hot/split_like
-  int64_t index = 0;           // index (x[i]): the position along the first dimension
-  int64_t depth = 0;           // one_hot depth
-  bool keepdims = false;       // reductions
-  bool transpose_a = false;    // matmul
-  bool transpose_b = false;    // matmul
-  DType dtype = DType::Float32;  // cast / one_hot / argmax output dtype
-  double on_value = 1.0;       // one_hot
-  double off_value = 0.0;      // one_hot
-  std::vector<std::string> strings;  // print: the text of each part
-  std::shared_ptr<VariableState> variable;                 // variable ops
-  std::shared_ptr<const FusedProgram> fused;               // fused_elementwise
-  std::shared_ptr<const ControlFlowPayload> control_flow;  // cond / while, their sub-graphs included
-  TensorArrayAttrs tensor_array;                           // TensorArray ops
-  bool operator==(const OpAttrs&) const = default;
 };
 
 /// Static type of an op input/output: what shape inference works on (dims may be None, the
@@ -116,6 +82,7 @@ struct OpDef {
   int arity;
   uint32_t traits;
   int serial;
+  std::size_t attrs_kind;  // the variant index of the op's attribute struct (ops.def)
   InferFn infer = nullptr;
   KernelFn kernel = nullptr;
   GradFn grad = nullptr;  // set for kDifferentiable ops

@@ -308,7 +308,8 @@ constexpr OpId op_of() {
 }
 
 template <Red R>
-std::vector<ValueType> infer_reduce(const std::vector<ValueType>& in, const OpAttrs& attrs) {
+std::vector<ValueType> infer_reduce(const std::vector<ValueType>& in, const OpAttrs& op_attrs) {
+  const ReduceAttrs& attrs = op_attrs.get<ReduceAttrs>();
   const char* op = op_def(op_of<R>()).name;
   if constexpr (R == Red::Any || R == Red::All)
     require_dtype(op, in[0], {DType::Bool});
@@ -335,7 +336,8 @@ std::vector<ValueType> infer_reduce(const std::vector<ValueType>& in, const OpAt
 }
 
 template <Red R>
-void kernel_reduce(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
+void kernel_reduce(const std::vector<Tensor>& in, const OpAttrs& op_attrs, std::vector<Tensor>& out) {
+  const ReduceAttrs& attrs = op_attrs.get<ReduceAttrs>();
   const std::vector<bool> mask =
       reduced_mask(op_def(op_of<R>()).name, attrs.axes, in[0].impl()->shape.rank());
   if constexpr (R == Red::Any || R == Red::All) {
@@ -380,14 +382,15 @@ inline bool beats(T x, T best) {
 }
 
 template <bool kMax>
-std::vector<ValueType> infer_arg(const std::vector<ValueType>& in, const OpAttrs& attrs) {
+std::vector<ValueType> infer_arg(const std::vector<ValueType>& in, const OpAttrs& op_attrs) {
+  const ArgReduceAttrs& attrs = op_attrs.get<ArgReduceAttrs>();
   const char* op = arg_name<kMax>();
   require_dtype(op, in[0], {DType::Float32, DType::Float64, DType::Int32, DType::Int64});
-  if (attrs.dtype != DType::Int32 && attrs.dtype != DType::Int64)
+  if (attrs.output_type != DType::Int32 && attrs.output_type != DType::Int64)
     op_error<InvalidArgumentError>(op, "output dtype must be int32 or int64, got ",
-                                   to_string(attrs.dtype));
+                                   to_string(attrs.output_type));
   const TensorShape& s = in[0].shape;
-  if (!s.has_rank()) return {ValueType{attrs.dtype, TensorShape::unknown_rank()}};
+  if (!s.has_rank()) return {ValueType{attrs.output_type, TensorShape::unknown_rank()}};
   if (s.rank() == 0)
     op_error<InvalidArgumentError>(op, "expected an input of rank >= 1, got a scalar (rank 0); "
                                    "there is no axis to take the ", op, " along");
@@ -396,12 +399,12 @@ std::vector<ValueType> infer_arg(const std::vector<ValueType>& in, const OpAttrs
   if (n == 0)
     op_error<InvalidArgumentError>(op, "cannot take ", op, " of an empty dimension: axis ",
                                    attrs.axis, " of shape ", s.to_string(), " has size 0");
-  if (attrs.dtype == DType::Int32 && n > std::numeric_limits<int32_t>::max())
+  if (attrs.output_type == DType::Int32 && n > std::numeric_limits<int32_t>::max())
     op_error<InvalidArgumentError>(op, "axis ", attrs.axis, " has ", n,
                                    " elements, too many for int32 indices; use int64");
   std::vector<int64_t> out = s.dims();
   out.erase(out.begin() + axis);
-  return {ValueType{attrs.dtype, TensorShape(std::move(out))}};
+  return {ValueType{attrs.output_type, TensorShape(std::move(out))}};
 }
 
 template <bool kMax, class T, class I>
@@ -435,7 +438,8 @@ void arg_typed(const T* x, Split s, I* y) {
 }
 
 template <bool kMax>
-void kernel_arg(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
+void kernel_arg(const std::vector<Tensor>& in, const OpAttrs& op_attrs, std::vector<Tensor>& out) {
+  const ArgReduceAttrs& attrs = op_attrs.get<ArgReduceAttrs>();
   const auto& dims = in[0].impl()->shape.dims();
   const int64_t axis = normalize_axis(arg_name<kMax>(), attrs.axis, static_cast<int64_t>(dims.size()));
   const Split s = split_at(dims, axis);
@@ -455,7 +459,8 @@ void kernel_arg(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector
 
 // ---- softmax / log_softmax ----
 template <bool kLog>
-std::vector<ValueType> infer_softmax(const std::vector<ValueType>& in, const OpAttrs& attrs) {
+std::vector<ValueType> infer_softmax(const std::vector<ValueType>& in, const OpAttrs& op_attrs) {
+  const AxisAttrs& attrs = op_attrs.get<AxisAttrs>();
   const char* op = kLog ? "log_softmax" : "softmax";
   require_dtype(op, in[0], {DType::Float32, DType::Float64});
   const TensorShape& s = in[0].shape;
@@ -570,7 +575,8 @@ void softmax_typed(const T* x, Split s, T* y) {
 }
 
 template <bool kLog>
-void kernel_softmax(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
+void kernel_softmax(const std::vector<Tensor>& in, const OpAttrs& op_attrs, std::vector<Tensor>& out) {
+  const AxisAttrs& attrs = op_attrs.get<AxisAttrs>();
   const auto& dims = in[0].impl()->shape.dims();
   const int64_t axis = normalize_axis(kLog ? "log_softmax" : "softmax", attrs.axis,
                                       static_cast<int64_t>(dims.size()));
@@ -608,22 +614,6 @@ std::vector<bool> broadcast_mask(const char* op, const TensorShape& small, const
   return mask;
 }
 
-// out = src (whose row-major dims are src_dims) broadcast to out's shape.
-void broadcast_copy(const Tensor& src, const std::vector<int64_t>& src_dims, Tensor& out) {
-  visit_dtype(out.impl()->dtype, [&](auto tag) {
-    using T = decltype(tag);
-    const T* x = data_of<T>(src);
-    T* y = data_of<T>(out);
-    int64_t pos = 0;
-    for_each_broadcast_run<1>(out.impl()->shape.dims(), {&src_dims},
-                              [&](const std::array<int64_t, 1>& off,
-                                  const std::array<int64_t, 1>& st, int64_t n) {
-                                for (int64_t i = 0; i < n; ++i) y[pos + i] = x[off[0] + i * st[0]];
-                                pos += n;
-                              });
-  });
-}
-
 std::vector<ValueType> infer_sum_to_like(const std::vector<ValueType>& in, const OpAttrs&) {
   require_dtype("sum_to_like", in[0], {DType::Float32, DType::Float64, DType::Int32, DType::Int64});
   if (in[0].shape.has_rank() && in[1].shape.has_rank())
@@ -648,13 +638,14 @@ void kernel_broadcast_like(const std::vector<Tensor>& in, const OpAttrs&, std::v
   broadcast_copy(in[0], in[0].impl()->shape.dims(), out[0]);
 }
 
-// The dims a reduction of `like` over attrs.axes produced (keepdims or not), and the same with
+// The dims a reduction of `like` over the axes produced (keepdims or not), and the same with
 // the reduced dims kept as 1.
 struct Reduced {
   std::vector<int64_t> dims;
   std::vector<int64_t> keep_dims;
 };
-Reduced reduced_dims(const char* op, const TensorShape& like, const OpAttrs& attrs) {
+Reduced reduced_dims(const char* op, const TensorShape& like, const OpAttrs& op_attrs) {
+  const ReduceAttrs& attrs = op_attrs.get<ReduceAttrs>();
   const std::vector<bool> mask = reduced_mask(op, attrs.axes, like.rank());
   Reduced r;
   for (std::size_t i = 0; i < mask.size(); ++i) {
@@ -690,20 +681,16 @@ void kernel_unreduce_like(const std::vector<Tensor>& in, const OpAttrs& attrs, s
 
 // ---- gradient rules ----
 
-OpAttrs reduce_attrs(std::vector<int64_t> axes, bool keepdims) {
-  OpAttrs a;
-  a.axes = std::move(axes);
-  a.keepdims = keepdims;
-  return a;
-}
+OpAttrs reduce_attrs(std::vector<int64_t> axes, bool keepdims) { return ReduceAttrs{std::move(axes), keepdims}; }
 
 std::vector<Tensor> grad_reduce_sum(const GradInputs& g) {
-  return {unreduce_like(g.grads[0], g.inputs[0], g.attrs.axes, g.attrs.keepdims)};
+  const ReduceAttrs& r = g.attrs.get<ReduceAttrs>();
+  return {unreduce_like(g.grads[0], g.inputs[0], r.axes, r.keepdims)};
 }
 
 // Elements folded into each output element of a reduction of x into y, as x's dtype.
 Tensor reduced_count(const Tensor& x, const Tensor& y) {
-  const TensorShape xs = x.shape(), ys = y.shape();
+  const TensorShape xs = detail::static_shape(x), ys = detail::static_shape(y);
   if (xs.is_fully_defined() && ys.is_fully_defined()) {
     const int64_t ny = ys.num_elements();
     return scalar_like(x, ny == 0 ? 1.0 : static_cast<double>(xs.num_elements()) / static_cast<double>(ny));
@@ -712,7 +699,8 @@ Tensor reduced_count(const Tensor& x, const Tensor& y) {
 }
 
 std::vector<Tensor> grad_reduce_mean(const GradInputs& g) {
-  return {div(unreduce_like(g.grads[0], g.inputs[0], g.attrs.axes, g.attrs.keepdims),
+  const ReduceAttrs& r = g.attrs.get<ReduceAttrs>();
+  return {div(unreduce_like(g.grads[0], g.inputs[0], r.axes, r.keepdims),
               reduced_count(g.inputs[0], g.outputs[0]))};
 }
 
@@ -720,8 +708,8 @@ std::vector<Tensor> grad_reduce_mean(const GradInputs& g) {
 // (as TensorFlow does).
 std::vector<Tensor> grad_reduce_extreme(const GradInputs& g) {
   const Tensor& x = g.inputs[0];
-  const std::vector<int64_t>& axes = g.attrs.axes;
-  const bool keep = g.attrs.keepdims;
+  const std::vector<int64_t>& axes = g.attrs.get<ReduceAttrs>().axes;
+  const bool keep = g.attrs.get<ReduceAttrs>().keepdims;
   const Tensor mask = cast(equal(x, unreduce_like(g.outputs[0], x, axes, keep)), x.dtype());
   const Tensor count =
       unreduce_like(apply_op1(OpId::ReduceSum, {mask}, reduce_attrs(axes, keep)), x, axes, keep);
@@ -732,19 +720,20 @@ std::vector<Tensor> grad_reduce_extreme(const GradInputs& g) {
 // in docs/autodiff.md).
 std::vector<Tensor> grad_reduce_prod(const GradInputs& g) {
   const Tensor& x = g.inputs[0];
-  return {div(unreduce_like(mul(g.grads[0], g.outputs[0]), x, g.attrs.axes, g.attrs.keepdims), x)};
+  const ReduceAttrs& r = g.attrs.get<ReduceAttrs>();
+  return {div(unreduce_like(mul(g.grads[0], g.outputs[0]), x, r.axes, r.keepdims), x)};
 }
 
 std::vector<Tensor> grad_softmax(const GradInputs& g) {
   const Tensor& y = g.outputs[0];
   const Tensor& dy = g.grads[0];
-  const Tensor dot = apply_op1(OpId::ReduceSum, {mul(dy, y)}, reduce_attrs({g.attrs.axis}, true));
+  const Tensor dot = apply_op1(OpId::ReduceSum, {mul(dy, y)}, reduce_attrs({g.attrs.get<AxisAttrs>().axis}, true));
   return {mul(y, sub(dy, dot))};
 }
 
 std::vector<Tensor> grad_log_softmax(const GradInputs& g) {
   const Tensor& dy = g.grads[0];
-  const Tensor total = apply_op1(OpId::ReduceSum, {dy}, reduce_attrs({g.attrs.axis}, true));
+  const Tensor total = apply_op1(OpId::ReduceSum, {dy}, reduce_attrs({g.attrs.get<AxisAttrs>().axis}, true));
   return {sub(dy, mul(exp(g.outputs[0]), total))};
 }
 
@@ -755,8 +744,7 @@ std::vector<Tensor> grad_broadcast_like(const GradInputs& g) {
   return {sum_to_like(g.grads[0], g.inputs[0]), Tensor()};
 }
 std::vector<Tensor> grad_unreduce_like(const GradInputs& g) {
-  return {apply_op1(OpId::ReduceSum, {g.grads[0]}, reduce_attrs(g.attrs.axes, g.attrs.keepdims)),
-          Tensor()};
+  return {apply_op1(OpId::ReduceSum, {g.grads[0]}, g.attrs), Tensor()};  // the same ReduceAttrs
 }
 
 template <Red R>
@@ -798,17 +786,9 @@ void register_reduce_ops(OpDef* t) {
 // ---- public front functions ----
 namespace {
 Tensor apply_reduce(detail::OpId id, const Tensor& x, const std::vector<int>& axes, bool keepdims) {
-  detail::OpAttrs attrs;
-  attrs.axes.assign(axes.begin(), axes.end());
-  attrs.keepdims = keepdims;
-  return detail::apply_op1(id, {x}, attrs);
+  return detail::apply_op1(id, {x}, detail::ReduceAttrs{{axes.begin(), axes.end()}, keepdims});
 }
-Tensor apply_along_axis(detail::OpId id, const Tensor& x, int axis, DType dtype) {
-  detail::OpAttrs attrs;
-  attrs.axis = axis;
-  attrs.dtype = dtype;
-  return detail::apply_op1(id, {x}, attrs);
-}
+
 }  // namespace
 
 #define TG_REDUCE(fn, Id) \
@@ -825,25 +805,24 @@ TG_REDUCE(reduce_all, ReduceAll)
 #undef TG_REDUCE
 
 Tensor argmax(const Tensor& x, int axis) {
-  return apply_along_axis(detail::OpId::ArgMax, x, axis, int64);
+  return detail::apply_op1(detail::OpId::ArgMax, {x}, detail::ArgReduceAttrs{axis, int64});
 }
 Tensor argmin(const Tensor& x, int axis) {
-  return apply_along_axis(detail::OpId::ArgMin, x, axis, int64);
+  return detail::apply_op1(detail::OpId::ArgMin, {x}, detail::ArgReduceAttrs{axis, int64});
 }
-// softmax keeps the input dtype and leaves attrs.dtype at its default.
 Tensor softmax(const Tensor& x, int axis) {
-  return apply_along_axis(detail::OpId::Softmax, x, axis, detail::OpAttrs{}.dtype);
+  return detail::apply_op1(detail::OpId::Softmax, {x}, detail::AxisAttrs{axis});
 }
 Tensor log_softmax(const Tensor& x, int axis) {
-  return apply_along_axis(detail::OpId::LogSoftmax, x, axis, detail::OpAttrs{}.dtype);
+  return detail::apply_op1(detail::OpId::LogSoftmax, {x}, detail::AxisAttrs{axis});
 }
 
 namespace detail {
 
 namespace {
 bool same_static_shape(const Tensor& a, const Tensor& b) {
-  const TensorShape sa = a.shape();
-  return sa.is_fully_defined() && sa == b.shape();
+  const TensorShape sa = detail::static_shape(a);
+  return sa.is_fully_defined() && sa == detail::static_shape(b);
 }
 }  // namespace
 

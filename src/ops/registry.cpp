@@ -10,8 +10,9 @@ struct Registry {
   std::array<OpDef, kNumOps> table{};
   std::vector<const OpDef*> all;
   Registry() {
-#define TG_OP(id_, name_, arity_, traits_, serial_) \
-  table[static_cast<std::size_t>(OpId::id_)] = OpDef{OpId::id_, name_, arity_, traits_, serial_};
+#define TG_OP(id_, name_, arity_, traits_, serial_, attrs_) \
+  table[static_cast<std::size_t>(OpId::id_)] =                 \
+      OpDef{OpId::id_, name_, arity_, traits_, serial_, attrs_kind_of<attrs_>};
 #include "ops/ops.def"
 #undef TG_OP
     register_all_ops(table.data());

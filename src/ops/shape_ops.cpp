@@ -1,4 +1,5 @@
-// Shape ops: reshape, transpose, expand_dims, squeeze, concat, stack, x[i], shape, size.
+// Shape ops: reshape, transpose, expand_dims, squeeze, concat, stack, x[i], shape, size, and
+// the ops whose shape is a tensor: fill (zeros / ones) and broadcast_to.
 // Eager tensors are always contiguous row-major, so reshape, expand_dims, squeeze and x[i] only
 // change the shape (and, for x[i], the offset): they return views that share the input's
 // storage. Kernels recompute their output shape from the concrete input shape instead of
@@ -97,11 +98,13 @@ TensorShape reshape_shape(const TensorShape& in, const std::vector<int64_t>& tar
   return TensorShape(out);
 }
 
-std::vector<ValueType> infer_reshape(const std::vector<ValueType>& in, const OpAttrs& attrs) {
-  return {ValueType{in[0].dtype, reshape_shape(in[0].shape, attrs.sizes)}};
+std::vector<ValueType> infer_reshape(const std::vector<ValueType>& in, const OpAttrs& op_attrs) {
+  const ReshapeAttrs& attrs = op_attrs.get<ReshapeAttrs>();
+  return {ValueType{in[0].dtype, reshape_shape(in[0].shape, attrs.shape)}};
 }
-void kernel_reshape(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
-  out[0] = make_view(in[0], reshape_shape(in[0].impl()->shape, attrs.sizes));
+void kernel_reshape(const std::vector<Tensor>& in, const OpAttrs& op_attrs, std::vector<Tensor>& out) {
+  const ReshapeAttrs& attrs = op_attrs.get<ReshapeAttrs>();
+  out[0] = make_view(in[0], reshape_shape(in[0].impl()->shape, attrs.shape));
 }
 
 // ---- transpose ----
@@ -131,10 +134,11 @@ std::vector<int64_t> resolve_perm(const std::vector<int64_t>& perm, const Tensor
   return perm;
 }
 
-std::vector<ValueType> infer_transpose(const std::vector<ValueType>& in, const OpAttrs& attrs) {
+std::vector<ValueType> infer_transpose(const std::vector<ValueType>& in, const OpAttrs& op_attrs) {
+  const TransposeAttrs& attrs = op_attrs.get<TransposeAttrs>();
   const TensorShape& s = in[0].shape;
-  if (!s.has_rank() && attrs.axes.empty()) return {ValueType{in[0].dtype, s}};
-  const std::vector<int64_t> perm = resolve_perm(attrs.axes, s);
+  if (!s.has_rank() && attrs.perm.empty()) return {ValueType{in[0].dtype, s}};
+  const std::vector<int64_t> perm = resolve_perm(attrs.perm, s);
   std::vector<int64_t> dims(perm.size(), None);
   if (s.has_rank())
     for (std::size_t i = 0; i < perm.size(); ++i)
@@ -220,9 +224,10 @@ void transpose_copy(const T* src, T* dst, const std::vector<int64_t>& in_dims,
   }
 }
 
-void kernel_transpose(const std::vector<Tensor>& in, const OpAttrs& attrs,
+void kernel_transpose(const std::vector<Tensor>& in, const OpAttrs& op_attrs,
                       std::vector<Tensor>& out) {
-  const std::vector<int64_t> perm = resolve_perm(attrs.axes, in[0].impl()->shape);
+  const TransposeAttrs& attrs = op_attrs.get<TransposeAttrs>();
+  const std::vector<int64_t> perm = resolve_perm(attrs.perm, in[0].impl()->shape);
   visit_dtype(in[0].impl()->dtype, [&](auto tag) {
     using T = decltype(tag);
     transpose_copy<T>(data_of<T>(in[0]), data_of<T>(out[0]), dims_of(in[0]), perm);
@@ -244,11 +249,13 @@ TensorShape expand_dims_shape(const TensorShape& in, int64_t axis) {
   return TensorShape(dims);
 }
 
-std::vector<ValueType> infer_expand_dims(const std::vector<ValueType>& in, const OpAttrs& attrs) {
+std::vector<ValueType> infer_expand_dims(const std::vector<ValueType>& in, const OpAttrs& op_attrs) {
+  const AxisAttrs& attrs = op_attrs.get<AxisAttrs>();
   return {ValueType{in[0].dtype, expand_dims_shape(in[0].shape, attrs.axis)}};
 }
-void kernel_expand_dims(const std::vector<Tensor>& in, const OpAttrs& attrs,
+void kernel_expand_dims(const std::vector<Tensor>& in, const OpAttrs& op_attrs,
                         std::vector<Tensor>& out) {
+  const AxisAttrs& attrs = op_attrs.get<AxisAttrs>();
   out[0] = make_view(in[0], expand_dims_shape(in[0].impl()->shape, attrs.axis));
 }
 
@@ -288,10 +295,12 @@ TensorShape squeeze_shape(const TensorShape& in, const std::vector<int64_t>& axe
   return TensorShape(dims);
 }
 
-std::vector<ValueType> infer_squeeze(const std::vector<ValueType>& in, const OpAttrs& attrs) {
+std::vector<ValueType> infer_squeeze(const std::vector<ValueType>& in, const OpAttrs& op_attrs) {
+  const SqueezeAttrs& attrs = op_attrs.get<SqueezeAttrs>();
   return {ValueType{in[0].dtype, squeeze_shape(in[0].shape, attrs.axes)}};
 }
-void kernel_squeeze(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
+void kernel_squeeze(const std::vector<Tensor>& in, const OpAttrs& op_attrs, std::vector<Tensor>& out) {
+  const SqueezeAttrs& attrs = op_attrs.get<SqueezeAttrs>();
   out[0] = make_view(in[0], squeeze_shape(in[0].impl()->shape, attrs.axes));
 }
 
@@ -337,7 +346,8 @@ std::vector<int64_t> merge_dims(const char* op, const std::vector<ValueType>& in
   return dims;
 }
 
-std::vector<ValueType> infer_concat(const std::vector<ValueType>& in, const OpAttrs& attrs) {
+std::vector<ValueType> infer_concat(const std::vector<ValueType>& in, const OpAttrs& op_attrs) {
+  const AxisAttrs& attrs = op_attrs.get<AxisAttrs>();
   const char* op = "concat";
   require_inputs(op, in);
   const int64_t ref = first_ranked(in);
@@ -362,7 +372,8 @@ std::vector<ValueType> infer_concat(const std::vector<ValueType>& in, const OpAt
   return {ValueType{in[0].dtype, TensorShape(dims)}};
 }
 
-std::vector<ValueType> infer_stack(const std::vector<ValueType>& in, const OpAttrs& attrs) {
+std::vector<ValueType> infer_stack(const std::vector<ValueType>& in, const OpAttrs& op_attrs) {
+  const AxisAttrs& attrs = op_attrs.get<AxisAttrs>();
   const char* op = "stack";
   require_inputs(op, in);
   const int64_t ref = first_ranked(in);
@@ -393,7 +404,8 @@ void interleave_copy(const std::vector<Tensor>& in, int64_t outer,
 }
 
 // The kernels re-check shapes: a traced concat may have seen None dims that disagree at run time.
-void kernel_concat(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
+void kernel_concat(const std::vector<Tensor>& in, const OpAttrs& op_attrs, std::vector<Tensor>& out) {
+  const AxisAttrs& attrs = op_attrs.get<AxisAttrs>();
   std::vector<ValueType> types;
   for (const Tensor& t : in) types.push_back(ValueType{t.impl()->dtype, t.impl()->shape});
   infer_concat(types, attrs);
@@ -405,7 +417,8 @@ void kernel_concat(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vec
   interleave_copy(in, product(od, 0, axis), chunks, out[0]);
 }
 
-void kernel_stack(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
+void kernel_stack(const std::vector<Tensor>& in, const OpAttrs& op_attrs, std::vector<Tensor>& out) {
+  const AxisAttrs& attrs = op_attrs.get<AxisAttrs>();
   std::vector<ValueType> types;
   for (const Tensor& t : in) types.push_back(ValueType{t.impl()->dtype, t.impl()->shape});
   infer_stack(types, attrs);
@@ -436,10 +449,12 @@ TensorShape index_shape(const TensorShape& in, int64_t i, int64_t* pos) {
   return TensorShape(std::vector<int64_t>(in.dims().begin() + 1, in.dims().end()));
 }
 
-std::vector<ValueType> infer_index(const std::vector<ValueType>& in, const OpAttrs& attrs) {
+std::vector<ValueType> infer_index(const std::vector<ValueType>& in, const OpAttrs& op_attrs) {
+  const IndexAttrs& attrs = op_attrs.get<IndexAttrs>();
   return {ValueType{in[0].dtype, index_shape(in[0].shape, attrs.index, nullptr)}};
 }
-void kernel_index(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
+void kernel_index(const std::vector<Tensor>& in, const OpAttrs& op_attrs, std::vector<Tensor>& out) {
+  const IndexAttrs& attrs = op_attrs.get<IndexAttrs>();
   int64_t pos = 0;
   const TensorShape s = index_shape(in[0].impl()->shape, attrs.index, &pos);
   out[0] = make_view(in[0], s, pos * s.num_elements());
@@ -490,7 +505,8 @@ void kernel_reshape_like(const std::vector<Tensor>& in, const OpAttrs& attrs, st
   out[0] = make_view(in[0], in[1].impl()->shape);
 }
 
-std::vector<ValueType> infer_split_like(const std::vector<ValueType>& in, const OpAttrs& attrs) {
+std::vector<ValueType> infer_split_like(const std::vector<ValueType>& in, const OpAttrs& op_attrs) {
+  const AxisAttrs& attrs = op_attrs.get<AxisAttrs>();
   const char* op = "split_like";
   if (in.size() < 2)
     op_error<InvalidArgumentError>(op, "expected a tensor and at least one tensor to take the "
@@ -525,7 +541,8 @@ std::vector<ValueType> infer_split_like(const std::vector<ValueType>& in, const 
                                    g.to_string(), "); expected sizes that add up");
   return out;
 }
-void kernel_split_like(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
+void kernel_split_like(const std::vector<Tensor>& in, const OpAttrs& op_attrs, std::vector<Tensor>& out) {
+  const AxisAttrs& attrs = op_attrs.get<AxisAttrs>();
   std::vector<ValueType> types;
   for (const Tensor& t : in) types.push_back(ValueType{t.impl()->dtype, t.impl()->shape});
   infer_split_like(types, attrs);
@@ -546,38 +563,142 @@ void kernel_split_like(const std::vector<Tensor>& in, const OpAttrs& attrs, std:
   });
 }
 
+// ---- fill and broadcast_to: the shape is a 1-D int tensor ----
+
+// The static shape a shape tensor of type `t` describes, from what the op knew of its value.
+TensorShape described_shape(const char* op, const ValueType& t, const OpAttrs& op_attrs) {
+  if (t.dtype != DType::Int32 && t.dtype != DType::Int64)
+    op_error<TypeError>(op, "the shape must be an int32 or int64 tensor, got ", describe(t),
+                        "; pass e.g. tg::shape(x) or tg::constant({2, 3})");
+  if (t.shape.has_rank() && t.shape.rank() != 1)
+    op_error<InvalidArgumentError>(op, "the shape must be a 1-D tensor (one size per dimension), got ",
+                                   describe(t), "; tg::stack scalar sizes into a vector");
+  const ShapeValueAttrs& a = op_attrs.get<ShapeValueAttrs>();
+  const int64_t length = t.shape.has_rank() ? t.shape.dims()[0] : None;
+  if (a.known) {
+    if (length != None && length != static_cast<int64_t>(a.dims.size()))
+      op_error<InvalidArgumentError>(op, "the shape tensor has ", length, " elements but its value was known as ",
+                                     format_list(a.dims));
+    return TensorShape(a.dims);
+  }
+  if (length == None) return TensorShape::unknown_rank();
+  return TensorShape(std::vector<int64_t>(static_cast<std::size_t>(length), None));
+}
+
+// The sizes an eager shape tensor holds, checked (sizes >= 0, what the op knew of them).
+std::vector<int64_t> shape_values(const char* op, const Tensor& shape, const OpAttrs& op_attrs) {
+  const TensorImpl& impl = *shape.impl();
+  described_shape(op, ValueType{impl.dtype, impl.shape}, op_attrs);  // traced with an unknown rank
+  const int64_t n = impl.shape.dims()[0];
+  std::vector<int64_t> dims(static_cast<std::size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    dims[static_cast<std::size_t>(i)] = impl.dtype == DType::Int64 ? impl.data<int64_t>()[i]
+                                                                   : int64_t{impl.data<int32_t>()[i]};
+  int64_t elements = 1;
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] < 0)
+      op_error<InvalidArgumentError>(op, "dimension ", i, " of the shape ", format_list(dims),
+                                     " is negative; sizes must be >= 0");
+    elements = checked_mul(op, elements, dims[i], "the shape " + format_list(dims));
+  }
+  const ShapeValueAttrs& a = op_attrs.get<ShapeValueAttrs>();
+  for (std::size_t i = 0; a.known && i < dims.size(); ++i)
+    if (a.dims[i] != None && a.dims[i] != dims[i])
+      op_error<InvalidArgumentError>(op, "the shape is ", format_list(dims), " at run time but was known as ",
+                                     TensorShape(a.dims).to_string(), " when the graph was built");
+  return dims;
+}
+
+std::vector<ValueType> infer_fill(const std::vector<ValueType>& in, const OpAttrs& attrs) {
+  const TensorShape out = described_shape("fill", in[0], attrs);
+  if (in[1].shape.has_rank() && in[1].shape.rank() != 0)
+    op_error<InvalidArgumentError>("fill", "expected a scalar (rank 0) value, got ", describe(in[1]));
+  return {ValueType{in[1].dtype, out}};
+}
+void kernel_fill(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
+  const std::vector<int64_t> dims = shape_values("fill", in[0], attrs);
+  const TensorImpl& value = *in[1].impl();
+  if (value.shape.rank() != 0)
+    op_error<InvalidArgumentError>("fill", "expected a scalar (rank 0) value, got shape ", value.shape.to_string());
+  Tensor result = allocate_tensor(value.dtype, TensorShape(dims));
+  visit_dtype(value.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* y = data_of<T>(result);
+    std::fill(y, y + result.impl()->shape.num_elements(), *value.data<T>());
+  });
+  out[0] = std::move(result);
+}
+
+// broadcast_to(x, shape): the target with x's known dims where the target's are unknown (x
+// broadcasts only where its dim is 1 or equal to the target's).
+TensorShape broadcast_to_shape(const TensorShape& x, const TensorShape& target) {
+  if (!x.has_rank() || !target.has_rank()) return target;
+  const auto& xd = x.dims();
+  std::vector<int64_t> out = target.dims();
+  const auto fail = [&] {
+    op_error<InvalidArgumentError>("broadcast_to", "cannot broadcast shape ", x.to_string(), " to ",
+                                   target.to_string(), "; each dim of x (aligned from the right) must be 1 "
+                                   "or the target's, and x may not have more dims than the target");
+  };
+  if (xd.size() > out.size()) fail();
+  for (std::size_t i = 0; i < xd.size(); ++i) {
+    int64_t& o = out[out.size() - xd.size() + i];
+    const int64_t d = xd[i];
+    if (d == None || d == 1) continue;
+    if (o == None) o = d;
+    else if (o != d) fail();
+  }
+  return TensorShape(out);
+}
+
+std::vector<ValueType> infer_broadcast_to(const std::vector<ValueType>& in, const OpAttrs& attrs) {
+  return {ValueType{in[0].dtype, broadcast_to_shape(in[0].shape, described_shape("broadcast_to", in[1], attrs))}};
+}
+void kernel_broadcast_to(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
+  const TensorShape target(shape_values("broadcast_to", in[1], attrs));
+  const TensorShape& x = in[0].impl()->shape;
+  const TensorShape checked = broadcast_to_shape(x, target);
+  TG_CHECK(checked == target);
+  out[0] = allocate_tensor(in[0].impl()->dtype, target);
+  broadcast_copy(in[0], x.dims(), out[0]);
+}
+
 // ---- gradient rules ----
 
 std::vector<Tensor> grad_reshape_like_input(const GradInputs& g) {
   return {reshape_like(g.grads[0], g.inputs[0])};
 }
 std::vector<Tensor> grad_transpose(const GradInputs& g) {
-  const std::vector<int64_t>& perm = g.attrs.axes;
+  const std::vector<int64_t>& perm = g.attrs.get<TransposeAttrs>().perm;
   if (perm.empty()) return {transpose(g.grads[0])};  // reversing is its own inverse
   std::vector<int> inverse(perm.size());
   for (std::size_t i = 0; i < perm.size(); ++i) inverse[static_cast<std::size_t>(perm[i])] = static_cast<int>(i);
   return {transpose(g.grads[0], inverse)};
 }
 std::vector<Tensor> grad_concat(const GradInputs& g) {
-  return split_like(g.grads[0], g.inputs, g.attrs.axis);
+  return split_like(g.grads[0], g.inputs, g.attrs.get<AxisAttrs>().axis);
 }
 // stack(xs, axis) == concat(expand_dims(x, axis) for each x, axis)
 std::vector<Tensor> grad_stack(const GradInputs& g) {
+  const int64_t axis = g.attrs.get<AxisAttrs>().axis;
   std::vector<Tensor> likes;
-  for (const Tensor& x : g.inputs) likes.push_back(expand_dims(x, static_cast<int>(g.attrs.axis)));
-  std::vector<Tensor> pieces = split_like(g.grads[0], likes, g.attrs.axis);
+  for (const Tensor& x : g.inputs) likes.push_back(expand_dims(x, static_cast<int>(axis)));
+  std::vector<Tensor> pieces = split_like(g.grads[0], likes, axis);
   for (std::size_t k = 0; k < pieces.size(); ++k) pieces[k] = reshape_like(pieces[k], g.inputs[k]);
   return pieces;
 }
 std::vector<Tensor> grad_index(const GradInputs& g) {
-  return {pad_like(expand_dims(g.grads[0], 0), g.inputs[0], {g.attrs.index})};
+  return {pad_like(expand_dims(g.grads[0], 0), g.inputs[0], {g.attrs.get<IndexAttrs>().index})};
 }
 std::vector<Tensor> grad_reshape_like(const GradInputs& g) {
   return {reshape_like(g.grads[0], g.inputs[0]), Tensor()};
 }
+// fill's value is every element: its gradient is the sum of the incoming one
+std::vector<Tensor> grad_fill(const GradInputs& g) { return {Tensor(), reduce_sum(g.grads[0])}; }
+std::vector<Tensor> grad_broadcast_to(const GradInputs& g) { return {sum_to_like(g.grads[0], g.inputs[0]), Tensor()}; }
 std::vector<Tensor> grad_split_like(const GradInputs& g) {
   std::vector<Tensor> result(g.inputs.size());
-  result[0] = concat(g.grads, static_cast<int>(g.attrs.axis));
+  result[0] = concat(g.grads, static_cast<int>(g.attrs.get<AxisAttrs>().axis));
   return result;
 }
 
@@ -595,6 +716,8 @@ void register_shape_ops(OpDef* t) {
   set_op(t, OpId::Size, &infer_size, &kernel_size);
   set_op(t, OpId::ReshapeLike, &infer_reshape_like, &kernel_reshape_like);
   set_op(t, OpId::SplitLike, &infer_split_like, &kernel_split_like);
+  set_op(t, OpId::Fill, &infer_fill, &kernel_fill);
+  set_op(t, OpId::BroadcastTo, &infer_broadcast_to, &kernel_broadcast_to);
   set_grad(t, OpId::Reshape, &grad_reshape_like_input);
   set_grad(t, OpId::Transpose, &grad_transpose);
   set_grad(t, OpId::ExpandDims, &grad_reshape_like_input);
@@ -604,6 +727,8 @@ void register_shape_ops(OpDef* t) {
   set_grad(t, OpId::Index, &grad_index);
   set_grad(t, OpId::ReshapeLike, &grad_reshape_like);
   set_grad(t, OpId::SplitLike, &grad_split_like);
+  set_grad(t, OpId::Fill, &grad_fill);
+  set_grad(t, OpId::BroadcastTo, &grad_broadcast_to);
 }
 
 }  // namespace detail
@@ -614,39 +739,65 @@ std::vector<int64_t> widen(const std::vector<int>& v) { return {v.begin(), v.end
 }  // namespace
 
 Tensor reshape(const Tensor& x, std::vector<int64_t> shape) {
-  detail::OpAttrs attrs;
-  attrs.sizes = std::move(shape);
-  return detail::apply_op1(detail::OpId::Reshape, {x}, attrs);
+  return detail::apply_op1(detail::OpId::Reshape, {x}, detail::ReshapeAttrs{std::move(shape)});
 }
 
 Tensor transpose(const Tensor& x, std::vector<int> perm) {
-  detail::OpAttrs attrs;
-  attrs.axes = widen(perm);
-  return detail::apply_op1(detail::OpId::Transpose, {x}, attrs);
+  return detail::apply_op1(detail::OpId::Transpose, {x}, detail::TransposeAttrs{widen(perm)});
 }
 
 Tensor expand_dims(const Tensor& x, int axis) {
-  detail::OpAttrs attrs;
-  attrs.axis = axis;
-  return detail::apply_op1(detail::OpId::ExpandDims, {x}, attrs);
+  return detail::apply_op1(detail::OpId::ExpandDims, {x}, detail::AxisAttrs{axis});
 }
 
 Tensor squeeze(const Tensor& x, std::vector<int> axes) {
-  detail::OpAttrs attrs;
-  attrs.axes = widen(axes);
-  return detail::apply_op1(detail::OpId::Squeeze, {x}, attrs);
+  return detail::apply_op1(detail::OpId::Squeeze, {x}, detail::SqueezeAttrs{widen(axes)});
 }
 
 Tensor concat(const std::vector<Tensor>& values, int axis) {
-  detail::OpAttrs attrs;
-  attrs.axis = axis;
-  return detail::apply_op1(detail::OpId::Concat, values, attrs);
+  return detail::apply_op1(detail::OpId::Concat, values, detail::AxisAttrs{axis});
 }
 
 Tensor stack(const std::vector<Tensor>& values, int axis) {
-  detail::OpAttrs attrs;
-  attrs.axis = axis;
-  return detail::apply_op1(detail::OpId::Stack, values, attrs);
+  return detail::apply_op1(detail::OpId::Stack, values, detail::AxisAttrs{axis});
+}
+
+namespace detail {
+namespace {
+// What is known of a shape tensor's value when an op is built: all of it when it is eager.
+ShapeValueAttrs shape_value_of(const char* op, const Tensor& shape) {
+  if (!shape.defined())
+    op_error<ValueError>(op, "the shape is an empty tg::Tensor; pass e.g. tg::shape(x)");
+  ShapeValueAttrs a;
+  const TensorImpl& impl = *shape.impl();
+  if (impl.symbolic || impl.shape.rank() != 1 || (impl.dtype != DType::Int32 && impl.dtype != DType::Int64))
+    return a;  // the shape rule explains a wrong dtype or rank
+  a.known = true;
+  for (int64_t i = 0; i < impl.shape.dims()[0]; ++i)
+    a.dims.push_back(impl.dtype == DType::Int64 ? impl.data<int64_t>()[i] : int64_t{impl.data<int32_t>()[i]});
+  for (int64_t d : a.dims)
+    if (d < 0)
+      op_error<InvalidArgumentError>(op, "the shape ", format_list(a.dims), " has a negative size; sizes must be >= 0");
+  return a;
+}
+}  // namespace
+
+Tensor fill_from_shape_tensor(const Tensor& shape, const Tensor& value) {
+  if (!value.defined()) op_error<ValueError>("fill", "the value is an empty tg::Tensor");
+  return apply_op1(OpId::Fill, {shape, value}, shape_value_of("fill", shape));
+}
+Tensor zeros_from_shape_tensor(const Tensor& shape, DType dtype) {
+  return fill_from_shape_tensor(shape, tg::zeros(TensorShape{}, dtype));
+}
+Tensor ones_from_shape_tensor(const Tensor& shape, DType dtype) {
+  if (dtype == DType::String)
+    op_error<TypeError>("ones", "a string tensor has no 'one'; use tg::fill(shape, \"text\")");
+  return fill_from_shape_tensor(shape, tg::ones(TensorShape{}, dtype));
+}
+}  // namespace detail
+
+Tensor broadcast_to(const Tensor& x, const Tensor& shape) {
+  return detail::apply_op1(detail::OpId::BroadcastTo, {x, shape}, detail::shape_value_of("broadcast_to", shape));
 }
 
 Tensor shape(const Tensor& x) { return detail::apply_op1(detail::OpId::Shape, {x}); }
@@ -655,26 +806,22 @@ Tensor size(const Tensor& x) { return detail::apply_op1(detail::OpId::Size, {x})
 namespace detail {
 
 Tensor reshape_like(const Tensor& x, const Tensor& like) {
-  const TensorShape sx = x.shape();
-  if (sx.is_fully_defined() && sx == like.shape()) return x;
+  const TensorShape sx = detail::static_shape(x);
+  if (sx.is_fully_defined() && sx == detail::static_shape(like)) return x;
   return apply_op1(OpId::ReshapeLike, {x, like});
 }
 
 std::vector<Tensor> split_like(const Tensor& g, const std::vector<Tensor>& likes, int64_t axis) {
   std::vector<Tensor> inputs{g};
   inputs.insert(inputs.end(), likes.begin(), likes.end());
-  OpAttrs attrs;
-  attrs.axis = axis;
-  return apply_op(OpId::SplitLike, inputs, attrs);
+  return apply_op(OpId::SplitLike, inputs, AxisAttrs{axis});
 }
 
 }  // namespace detail
 
 // x[i]: the Index op (declared on Tensor, defined with the other shape ops).
 Tensor Tensor::operator[](int64_t i) const {
-  detail::OpAttrs attrs;
-  attrs.index = i;
-  return detail::apply_op1(detail::OpId::Index, {*this}, attrs);
+  return detail::apply_op1(detail::OpId::Index, {*this}, detail::IndexAttrs{i});
 }
 
 }  // namespace tg

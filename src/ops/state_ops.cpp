@@ -18,6 +18,7 @@ namespace detail {
 namespace {
 
 thread_local VariableCreationPolicy* t_policy = nullptr;
+thread_local const VariableCreator* t_creator = nullptr;
 std::atomic<uint64_t> g_next_variable_id{1};
 
 TextSink& print_sink() {
@@ -26,8 +27,9 @@ TextSink& print_sink() {
 }
 
 VariableState& state_of(const OpAttrs& attrs) {
-  TG_CHECK(attrs.variable != nullptr, "variable op without a variable");
-  return *attrs.variable;
+  const VariableAttrs& a = attrs.get<VariableAttrs>();
+  TG_CHECK(a.variable != nullptr, "variable op without a variable");
+  return *a.variable;
 }
 
 std::vector<ValueType> infer_read(const std::vector<ValueType>&, const OpAttrs& attrs) {
@@ -74,22 +76,24 @@ void kernel_assign(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vec
   out[0] = v.value;
 }
 
-std::vector<ValueType> infer_print(const std::vector<ValueType>& in, const OpAttrs& attrs) {
-  if (attrs.axes.size() != in.size())
-    op_error<InvalidArgumentError>("print", "internal part layout mismatch: ", attrs.axes.size(),
+std::vector<ValueType> infer_print(const std::vector<ValueType>& in, const OpAttrs& op_attrs) {
+  const PrintAttrs& attrs = op_attrs.get<PrintAttrs>();
+  if (attrs.tensor_parts.size() != in.size())
+    op_error<InvalidArgumentError>("print", "internal part layout mismatch: ", attrs.tensor_parts.size(),
                                    " tensor parts for ", in.size(), " tensors");
   return {};
 }
 
-void kernel_print(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>&) {
+void kernel_print(const std::vector<Tensor>& in, const OpAttrs& op_attrs, std::vector<Tensor>&) {
+  const PrintAttrs& attrs = op_attrs.get<PrintAttrs>();
   std::string line;
   std::size_t next_tensor = 0;
-  for (std::size_t part = 0; part < attrs.strings.size(); ++part) {
+  for (std::size_t part = 0; part < attrs.texts.size(); ++part) {
     if (part) line += ' ';
-    const bool is_tensor = next_tensor < attrs.axes.size() &&
-                           attrs.axes[next_tensor] == static_cast<int64_t>(part);
+    const bool is_tensor = next_tensor < attrs.tensor_parts.size() &&
+                           attrs.tensor_parts[next_tensor] == static_cast<int64_t>(part);
     if (!is_tensor) {
-      line += attrs.strings[part];
+      line += attrs.texts[part];
       continue;
     }
     const Tensor& t = in[next_tensor++];
@@ -106,6 +110,11 @@ void kernel_print(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vect
 
 VariableCreationPolicy* current_variable_policy() { return t_policy; }
 void set_current_variable_policy(VariableCreationPolicy* p) { t_policy = p; }
+
+VariableCreatorScope::VariableCreatorScope(const VariableCreator* creator) : prev_(t_creator) {
+  t_creator = creator;
+}
+VariableCreatorScope::~VariableCreatorScope() { t_creator = prev_; }
 
 namespace {
 // A read has no tensor inputs: the tape itself maps a read back to its Variable.
@@ -125,16 +134,16 @@ void register_state_ops(OpDef* t) {
 }
 
 void print_parts(const std::vector<PrintPart>& parts) {
-  OpAttrs attrs;
+  PrintAttrs attrs;
   std::vector<Tensor> tensors;
   for (std::size_t i = 0; i < parts.size(); ++i) {
-    attrs.strings.push_back(parts[i].text);
+    attrs.texts.push_back(parts[i].text);
     if (parts[i].tensor.defined()) {
-      attrs.axes.push_back(static_cast<int64_t>(i));
+      attrs.tensor_parts.push_back(static_cast<int64_t>(i));
       tensors.push_back(parts[i].tensor);
     }
   }
-  apply_op(OpId::Print, tensors, attrs);
+  apply_op(OpId::Print, tensors, std::move(attrs));
 }
 
 }  // namespace detail
@@ -154,29 +163,36 @@ Variable::Variable(Tensor initial_value, std::string name) {
         " depends on the inputs of the function being traced; a Variable's initial value must be "
         "computable when it is created. Create the Variable outside the tg::function, or from "
         "constants"));
+  if (name.empty()) name = "Variable";
   if (auto* policy = detail::current_variable_policy()) {
-    if (!policy->allowed)
+    if (!policy->allowed) {
+      // Name the Variable and its maker: "created once" alone does not say which one.
+      const detail::VariableCreator* by = detail::t_creator;
       throw ValueError(detail::str_cat(
-          "tg::function only supports singleton tg::Variables created on the first call. Make "
-          "sure the tg::Variable is only created once or created outside tg::function (function '",
-          policy->function_name, "'). See docs/user-guide.md#variables"));
+          "tg::function only supports singleton tg::Variables created on the first call: function '",
+          policy->function_name, "' tried to create tg::Variable '", name, "' (",
+          to_string(initial_value.dtype()), ", shape ", detail::static_shape(initial_value).to_string(),
+          ")", by ? " made by " + by->what : std::string(), " in a later trace. ",
+          by && !by->fix.empty() ? by->fix
+                                 : std::string("Make sure the tg::Variable is only created once or "
+                                               "created outside tg::function"),
+          ". See docs/user-guide.md#variables"));
+    }
     ++policy->created;
   }
   state_ = std::make_shared<detail::VariableState>();
   // A handle of its own (same storage), so that a tape tells this variable's reads apart from the
   // initial tensor and from other variables made from it.
-  state_->value = detail::make_view(initial_value, initial_value.shape());
+  state_->value = detail::make_view(initial_value, detail::static_shape(initial_value));
   state_->dtype = state_->value.dtype();
-  state_->shape = state_->value.shape();
+  state_->shape = detail::static_shape(state_->value);
   state_->id = detail::g_next_variable_id.fetch_add(1);
-  state_->name = name.empty() ? "Variable" : std::move(name);
+  state_->name = std::move(name);
 }
 
 namespace {
 detail::OpAttrs variable_attrs(const std::shared_ptr<detail::VariableState>& s) {
-  detail::OpAttrs a;
-  a.variable = s;
-  return a;
+  return detail::VariableAttrs{s};
 }
 }  // namespace
 

@@ -15,4 +15,21 @@ struct VariableCreationPolicy {
 VariableCreationPolicy* current_variable_policy();
 void set_current_variable_policy(VariableCreationPolicy* policy);
 
+/// Who creates Variables on this thread while it lives, for the singleton-Variable error: code
+/// that makes Variables for the user (an optimizer's slots) names itself and the fix that fits.
+struct VariableCreator {
+  std::string what;  // "optimizer 'Adam' (its slot 'm' for Variable 'w')"
+  std::string fix;   // replaces the generic "create it once or outside the function"
+};
+class VariableCreatorScope {
+ public:
+  explicit VariableCreatorScope(const VariableCreator* creator);
+  ~VariableCreatorScope();
+  VariableCreatorScope(const VariableCreatorScope&) = delete;
+  VariableCreatorScope& operator=(const VariableCreatorScope&) = delete;
+
+ private:
+  const VariableCreator* prev_;
+};
+
 }  // namespace tg::detail

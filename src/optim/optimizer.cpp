@@ -3,6 +3,8 @@
 #include <unordered_set>
 
 #include "core/check.h"
+#include "core/tensor_impl.h"
+#include "ops/variable_creation.h"
 #include "tracegraph/ops.h"
 #include "tracegraph/optim.h"
 
@@ -70,13 +72,31 @@ std::vector<Variable> Optimizer::variables() const {
 
 void Optimizer::ensure_slots(const std::vector<const Variable*>& vars) {
   // Each creation below is a Variable construction, so inside a later trace it throws the
-  // singleton-rule ValueError before anything is half-built for that variable.
-  if (!iterations_) iterations_.emplace(constant(int64_t{0}), name_ + "/iterations");
+  // singleton-rule ValueError before anything is half-built for that variable. The creator
+  // scope lets that error say which optimizer made which Variable, and the fix that fits.
+  bool creates = !iterations_;
+  for (const Variable* v : vars) creates = creates || !slots_.count(v->id());
+  if (!creates) return;  // the common case: every step after the first
+  detail::VariableCreator creator;
+  creator.fix = detail::str_cat(
+      "An optimizer creates its step counter and its slots on the first apply_gradients that "
+      "updates a variable; here that was a later trace (a second optimizer, or a new variable, "
+      "given to an already traced function). Use one tg::function per optimizer, or let '",
+      name_, "' take one step (eagerly or in its own function) before this function traces");
+  const detail::VariableCreatorScope creating(&creator);
+  if (!iterations_) {
+    creator.what = detail::str_cat("optimizer '", name_, "' (its step counter)");
+    iterations_.emplace(constant(int64_t{0}), name_ + "/iterations");
+  }
   const auto names = slot_names();
   for (const Variable* v : vars) {
     if (slots_.count(v->id())) continue;
     std::vector<Variable> slots;
-    for (const auto& n : names) slots.emplace_back(zeros(v->shape(), v->dtype()), v->name() + "/" + n);
+    for (const auto& n : names) {
+      creator.what = detail::str_cat("optimizer '", name_, "' (its slot '", n, "' for tg::Variable '",
+                                     v->name(), "')");
+      slots.emplace_back(zeros(v->shape(), v->dtype()), v->name() + "/" + n);
+    }
     slots_.emplace(v->id(), std::move(slots));
     slot_order_.push_back(v->id());
   }
@@ -109,9 +129,9 @@ void Optimizer::apply_gradients(const std::vector<Tensor>& grads,
                                              to_string(g.dtype()), " but variable '", v.name(),
                                              "' has dtype ", to_string(v.dtype()),
                                              "; tg::cast the gradient first");
-    if (!g.shape().is_compatible_with(v.shape()))
+    if (!detail::static_shape(g).is_compatible_with(v.shape()))
       detail::op_error<InvalidArgumentError>(op.c_str(), "gradient ", i, " has shape ",
-                                             g.shape().to_string(), " but variable '", v.name(),
+                                             detail::static_shape(g).to_string(), " but variable '", v.name(),
                                              "' has shape ", v.shape().to_string(),
                                              "; gradients must have their variable's shape");
     updated.push_back(&v);

@@ -13,19 +13,6 @@ namespace tg::detail {
 
 namespace {
 
-std::size_t attrs_hash(const OpAttrs& a) {
-  std::size_t h = hash_combine(static_cast<std::size_t>(a.axis), static_cast<std::size_t>(a.depth));
-  h = hash_combine(h, static_cast<std::size_t>(a.index));
-  for (int64_t v : a.axes) h = hash_combine(h, static_cast<std::size_t>(v));
-  for (int64_t v : a.sizes) h = hash_combine(h, static_cast<std::size_t>(v) + 1);
-  h = hash_combine(h, (a.keepdims ? 1u : 0u) | (a.transpose_a ? 2u : 0u) | (a.transpose_b ? 4u : 0u));
-  h = hash_combine(h, static_cast<std::size_t>(a.dtype));
-  h = hash_combine(h, std::hash<const void*>{}(a.variable.get()));
-  h = hash_combine(h, std::hash<const void*>{}(a.fused.get()));
-  h = hash_combine(h, std::hash<const void*>{}(a.control_flow.get()));
-  return hash_combine(h, static_cast<std::size_t>(a.tensor_array.size));
-}
-
 // Small constants with the same dtype, shape and bytes are one value.
 constexpr int64_t kMaxComparedConstant = 64;
 bool same_constant(const Tensor& a, const Tensor& b) {
@@ -62,7 +49,7 @@ int eliminate_common_subexpressions(GraphIR& g) {
         h = hash_combine(h, std::hash<const void*>{}(v.impl().get()));
       }
     } else if (node.kind == NodeKind::kOp && !(op_def(node.op).traits & kStateful)) {
-      h = hash_combine(static_cast<std::size_t>(node.op), attrs_hash(node.attrs));
+      h = hash_combine(static_cast<std::size_t>(node.op), hash_attrs(node.attrs));
       for (const ValueRef& in : node.inputs) h = hash_combine(hash_combine(h, static_cast<std::size_t>(in.node)), static_cast<std::size_t>(in.output));
     } else {
       continue;
@@ -70,7 +57,7 @@ int eliminate_common_subexpressions(GraphIR& g) {
     int match = -1;
     auto range = seen.equal_range(h);
     for (auto it = range.first; it != range.second && match < 0; ++it) {
-      const GraphNode& other = g.nodes[static_cast<std::size_t>(it->second)];
+      const GraphNode& other = g.node(it->second);
       if (node.kind == NodeKind::kConst) {
         if (other.kind == NodeKind::kConst && same_constant(node.value, other.value)) match = it->second;
       } else if (other.kind == NodeKind::kOp && other.op == node.op && other.inputs == node.inputs &&

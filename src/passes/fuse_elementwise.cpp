@@ -41,14 +41,15 @@ bool is_immediate(const GraphNode& n) {
 // Elements per result element when `r` reduces all of `shape` or its last dim; -1 otherwise.
 int64_t reduction_row(const GraphNode& r, const TensorShape& shape) {
   const int64_t rank = shape.rank();
-  std::vector<bool> mask(static_cast<std::size_t>(rank), r.attrs.axes.empty());
-  for (int64_t a : r.attrs.axes) {
+  const std::vector<int64_t>& axes = r.attrs.get<ReduceAttrs>().axes;
+  std::vector<bool> mask(static_cast<std::size_t>(rank), axes.empty());
+  for (int64_t a : axes) {
     const int64_t d = a < 0 ? a + rank : a;
     if (d < 0 || d >= rank || mask[static_cast<std::size_t>(d)]) return -1;
     mask[static_cast<std::size_t>(d)] = true;
   }
   if (std::all_of(mask.begin(), mask.end(), [](bool b) { return b; })) return shape.num_elements();
-  if (r.attrs.axes.size() == 1 && mask.back()) return shape.dims().back();
+  if (axes.size() == 1 && mask.back()) return shape.dims().back();
   return -1;
 }
 
@@ -61,25 +62,35 @@ int fuse_elementwise(GraphIR& g) {
   std::vector<Group> groups;
   // Would adding a node whose operand comes from q (outside the group) close a cycle through
   // the group? Only if q depends on a member: search q's ancestors down to the first member.
-  std::vector<int> stamp(n, 0);
+  // A node in another group stands for its whole group once fused, so that group's later
+  // members are searched too. (The floor cut is not exact at group level - an early ancestor
+  // may belong to a group with later members - so the emission below breaks any cycle left.)
+  std::vector<int> stamp(n, 0), group_stamp;
   int current_stamp = 0;
   std::vector<int> stack;
   auto depends_on_group = [&](int q, int gid) {
     const int floor = groups[static_cast<std::size_t>(gid)].members.front();
-    if (q < floor) return false;
     ++current_stamp;
-    stack.assign(1, q);
+    group_stamp.resize(groups.size(), 0);
+    stack.clear();
+    auto visit = [&](int p) {
+      if (stamp[static_cast<std::size_t>(p)] == current_stamp) return;
+      stamp[static_cast<std::size_t>(p)] = current_stamp;
+      stack.push_back(p);
+    };
+    visit(q);
     while (!stack.empty()) {
       const int v = stack.back();
       stack.pop_back();
-      if (group_of[static_cast<std::size_t>(v)] == gid) return true;
-      const GraphNode& node = g.nodes[static_cast<std::size_t>(v)];
-      auto visit = [&](int p) {
-        if (p >= floor && stamp[static_cast<std::size_t>(p)] != current_stamp) {
-          stamp[static_cast<std::size_t>(p)] = current_stamp;
-          stack.push_back(p);
-        }
-      };
+      const int h = group_of[static_cast<std::size_t>(v)];
+      if (h == gid) return true;
+      if (h >= 0 && group_stamp[static_cast<std::size_t>(h)] != current_stamp) {
+        group_stamp[static_cast<std::size_t>(h)] = current_stamp;
+        for (int m : groups[static_cast<std::size_t>(h)].members)
+          if (m >= floor) visit(m);
+      }
+      if (v < floor) continue;
+      const GraphNode& node = g.node(v);
       for (const ValueRef& in : node.inputs) visit(in.node);
       if (node.control_input >= 0) visit(node.control_input);
     }
@@ -146,7 +157,7 @@ int fuse_elementwise(GraphIR& g) {
     std::vector<std::pair<int, int>> pending;          // (step, arg) holding an immediate index
     Fused& f = fused[gi];
     for (int m : grp.members) {
-      const GraphNode& node = g.nodes[static_cast<std::size_t>(m)];
+      const GraphNode& node = g.node(m);
       FusedStep st;
       st.op = node.op;
       st.in_dtype = operand_dtype(g, node);
@@ -154,7 +165,7 @@ int fuse_elementwise(GraphIR& g) {
       st.num_args = static_cast<int>(node.inputs.size());
       for (std::size_t a = 0; a < node.inputs.size(); ++a) {
         const ValueRef& in = node.inputs[a];
-        const GraphNode& src = g.nodes[static_cast<std::size_t>(in.node)];
+        const GraphNode& src = g.node_of(in);
         if (group_of[static_cast<std::size_t>(in.node)] == static_cast<int>(gi)) {
           st.args[a] = -2 - member_step.at(in.node);  // resolved below, once slots are numbered
         } else if (is_immediate(src)) {
@@ -193,7 +204,7 @@ int fuse_elementwise(GraphIR& g) {
       p.outputs.push_back(first_step + member_step.at(m));
     }
     if (red >= 0) {
-      const GraphNode& r = g.nodes[static_cast<std::size_t>(red)];
+      const GraphNode& r = g.node(red);
       p.reduce.op = r.op;
       p.reduce.slot = first_step + member_step.at(r.inputs[0].node);
       p.reduce.row = reduction_row(r, grp.shape);
@@ -207,36 +218,55 @@ int fuse_elementwise(GraphIR& g) {
   if (!count) return 0;
 
   // Re-emit in a topological order of units (a node, or a whole fused group), preferring the
-  // original order: a group stands where its last member stood.
+  // original order: a group stands where its last member stood. Groups that ended up on a
+  // cycle of units are left unfused (their members are emitted one by one) until none is.
   auto unit_of = [&](int i) {
     const int gid = group_of[static_cast<std::size_t>(i)];
     return gid >= 0 && fused[static_cast<std::size_t>(gid)].program ? static_cast<int>(n) + gid : i;
   };
   const std::size_t num_units = n + groups.size();
-  std::vector<int> key(num_units, -1), indegree(num_units, 0);
-  std::vector<std::vector<int>> succ(num_units);
-  for (std::size_t i = 0; i < n; ++i) {
-    const int u = unit_of(static_cast<int>(i));
-    key[static_cast<std::size_t>(u)] = std::max(key[static_cast<std::size_t>(u)], static_cast<int>(i));
-    auto edge = [&](int p) {
-      const int pu = unit_of(p);
-      if (pu == u) return;
-      succ[static_cast<std::size_t>(pu)].push_back(u);
-      ++indegree[static_cast<std::size_t>(u)];
-    };
-    for (const ValueRef& in : g.nodes[i].inputs) edge(in.node);
-    if (g.nodes[i].control_input >= 0) edge(g.nodes[i].control_input);
+  std::vector<int> order;
+  for (;;) {
+    std::vector<int> key(num_units, -1), indegree(num_units, 0);
+    std::vector<std::vector<int>> succ(num_units);
+    for (std::size_t i = 0; i < n; ++i) {
+      const int u = unit_of(static_cast<int>(i));
+      key[static_cast<std::size_t>(u)] = std::max(key[static_cast<std::size_t>(u)], static_cast<int>(i));
+      auto edge = [&](int p) {
+        const int pu = unit_of(p);
+        if (pu == u) return;
+        succ[static_cast<std::size_t>(pu)].push_back(u);
+        ++indegree[static_cast<std::size_t>(u)];
+      };
+      for (const ValueRef& in : g.nodes[i].inputs) edge(in.node);
+      if (g.nodes[i].control_input >= 0) edge(g.nodes[i].control_input);
+    }
+    using Item = std::pair<int, int>;  // (key, unit)
+    std::priority_queue<Item, std::vector<Item>, std::greater<>> ready;
+    for (std::size_t u = 0; u < num_units; ++u)
+      if (key[u] >= 0 && indegree[u] == 0) ready.emplace(key[u], static_cast<int>(u));
+    order.clear();
+    while (!ready.empty()) {
+      const int u = ready.top().second;
+      ready.pop();
+      order.push_back(u);
+      for (int s : succ[static_cast<std::size_t>(u)])
+        if (--indegree[static_cast<std::size_t>(s)] == 0) ready.emplace(key[static_cast<std::size_t>(s)], s);
+    }
+    std::size_t expected = 0;
+    int stuck = -1;  // the fused group left on a cycle that stood last
+    for (std::size_t u = 0; u < num_units; ++u) {
+      expected += key[u] >= 0;
+      if (u >= n && key[u] >= 0 && indegree[u] > 0 && (stuck < 0 || key[u] > key[static_cast<std::size_t>(stuck)]))
+        stuck = static_cast<int>(u);
+    }
+    if (order.size() == expected) break;
+    TG_CHECK(stuck >= 0, "fusion made a cycle without a fused group on it");
+    fused[static_cast<std::size_t>(stuck) - n].program.reset();
+    if (--count == 0) return 0;
   }
-  using Item = std::pair<int, int>;  // (key, unit)
-  std::priority_queue<Item, std::vector<Item>, std::greater<>> ready;
-  for (std::size_t u = 0; u < num_units; ++u)
-    if (key[u] >= 0 && indegree[u] == 0) ready.emplace(key[u], static_cast<int>(u));
   GraphRebuilder rebuilt(g);
-  std::size_t emitted = 0;
-  while (!ready.empty()) {
-    const int u = ready.top().second;
-    ready.pop();
-    ++emitted;
+  for (const int u : order) {
     if (u < static_cast<int>(n)) {
       rebuilt.keep(u);
     } else {
@@ -253,12 +283,7 @@ int fuse_elementwise(GraphIR& g) {
       const int at = rebuilt.add(std::move(node));
       for (const auto& [member, k] : f.output_index) rebuilt.replace(ValueRef{member, 0}, ValueRef{at, k});
     }
-    for (int s : succ[static_cast<std::size_t>(u)])
-      if (--indegree[static_cast<std::size_t>(s)] == 0) ready.emplace(key[static_cast<std::size_t>(s)], s);
   }
-  std::size_t expected = 0;
-  for (std::size_t u = 0; u < num_units; ++u) expected += key[u] >= 0;
-  TG_CHECK(emitted == expected, "fusion made a cycle");
   rebuilt.finish();
   return count;
 }

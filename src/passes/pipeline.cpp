@@ -62,8 +62,8 @@ void dump(const std::shared_ptr<GraphIR>& g, const std::string& label, int step,
 int simplify_subgraphs(GraphIR& g) {
   int changed = 0;
   for (GraphNode& node : g.nodes) {
-    if (node.kind != NodeKind::kOp || !node.attrs.control_flow) continue;
-    auto payload = std::make_shared<ControlFlowPayload>(*node.attrs.control_flow);
+    if (node.kind != NodeKind::kOp || !has_subgraphs(node.op)) continue;
+    auto payload = std::make_shared<ControlFlowPayload>(*node.attrs.get<ControlFlowAttrs>().payload);
     int here = 0;
     for (NamedSubgraph& sub : payload->subgraphs) {
       auto copy = std::make_shared<GraphIR>(*sub.graph);
@@ -76,7 +76,7 @@ int simplify_subgraphs(GraphIR& g) {
       here += n;
     }
     if (!here) continue;
-    node.attrs.control_flow = std::move(payload);
+    node.attrs = ControlFlowAttrs{std::move(payload)};
     changed += here;
   }
   return changed;

@@ -22,9 +22,9 @@ namespace {
 struct Match {
   GraphIR& g;
   GraphNode& node;
-  const GraphNode& input(std::size_t k) const { return g.nodes[static_cast<std::size_t>(node.inputs[k].node)]; }
+  const GraphNode& input(std::size_t k) const { return g.node_of(node.inputs[k]); }
   const ValueType& input_type(std::size_t k) const {
-    return input(k).outputs[static_cast<std::size_t>(node.inputs[k].output)];
+    return g.type_of(node.inputs[k]);
   }
 };
 
@@ -101,12 +101,13 @@ Result idempotent(Match& m, ValueRef& to) {
 }
 Result identity(Match& m, ValueRef& to) { return forward_if(true, m, 0, to); }
 Result cast_same(Match& m, ValueRef& to) {
-  return forward_if(m.input_type(0).dtype == m.node.attrs.dtype, m, 0, to);
+  return forward_if(m.input_type(0).dtype == m.node.attrs.get<CastAttrs>().dtype, m, 0, to);
 }
 
 // The permutation transpose applies, or empty when the rank is unknown.
 std::vector<int64_t> perm_of(const GraphNode& t, const TensorShape& in) {
-  if (!t.attrs.axes.empty()) return t.attrs.axes;
+  const std::vector<int64_t>& perm = t.attrs.get<TransposeAttrs>().perm;
+  if (!perm.empty()) return perm;
   if (!in.has_rank()) return {};
   std::vector<int64_t> p(static_cast<std::size_t>(in.rank()));
   for (std::size_t i = 0; i < p.size(); ++i) p[i] = static_cast<int64_t>(p.size() - 1 - i);
@@ -124,7 +125,7 @@ Result transpose_pair(Match& m, ValueRef& to) {
   if (is_identity_perm(outer)) return forward_if(true, m, 0, to);
   const GraphNode& in = m.input(0);
   if (in.kind != NodeKind::kOp || in.op != OpId::Transpose) return Result::kNone;
-  const ValueType& x = m.g.nodes[static_cast<std::size_t>(in.inputs[0].node)].outputs[static_cast<std::size_t>(in.inputs[0].output)];
+  const ValueType& x = m.g.type_of(in.inputs[0]);
   const std::vector<int64_t> inner = perm_of(in, x.shape);
   if (inner.size() != outer.size()) return Result::kNone;
   std::vector<int64_t> q(outer.size());
@@ -134,7 +135,7 @@ Result transpose_pair(Match& m, ValueRef& to) {
     return Result::kForward;
   }
   m.node.inputs[0] = in.inputs[0];
-  m.node.attrs.axes = q;
+  m.node.attrs = TransposeAttrs{std::move(q)};
   return Result::kRewritten;
 }
 // reshape(reshape(x)) -> reshape(x); a reshape to x's own (static) shape -> x.
@@ -144,7 +145,7 @@ Result reshape_chain(Match& m, ValueRef& to) {
   const GraphNode& in = m.input(0);
   if (in.kind != NodeKind::kOp || in.op != OpId::Reshape) return Result::kNone;
   m.node.inputs[0] = in.inputs[0];
-  const TensorShape& x = m.g.nodes[static_cast<std::size_t>(in.inputs[0].node)].outputs[static_cast<std::size_t>(in.inputs[0].output)].shape;
+  const TensorShape& x = m.g.type_of(in.inputs[0]).shape;
   if (x.is_fully_defined() && m.node.outputs[0].shape == x) {
     to = in.inputs[0];
     return Result::kForward;
@@ -188,7 +189,7 @@ int simplify_algebra(GraphIR& g) {
       ++changed;
       if (res == Result::kForward) {
         // Only a value of the same static type may stand in (outputs keep their declared type).
-        const ValueType& t = g.nodes[static_cast<std::size_t>(to.node)].outputs[static_cast<std::size_t>(to.output)];
+        const ValueType& t = g.type_of(to);
         if (t.dtype != node.outputs[0].dtype || !(t.shape == node.outputs[0].shape)) {
           --changed;
           continue;

@@ -118,7 +118,7 @@ Plan::Plan(const GraphIR& graph) : nodes_(graph.nodes.data()) {
     }
   }
   for (int out_node : graph.outputs)
-    output_slots_.push_back(mp.value_of(graph.nodes[static_cast<std::size_t>(out_node)].inputs[0]));
+    output_slots_.push_back(mp.value_of(graph.node(out_node).inputs[0]));
   for (int v = 0; v < num_slots_; ++v) {
     const int after = mp.drop_after[static_cast<std::size_t>(v)];
     if (after == MemoryPlan::kAtEnd) end_release_.push_back(v);

@@ -9,12 +9,10 @@ namespace tg::detail {
 namespace {
 
 // Kernels that make their own outputs and whose inputs may outlive the call: views, stateful ops
-// (a Variable keeps the assigned tensor), control flow, and ops referring to an object other than
-// a fused program.
+// (a Variable keeps the assigned tensor; every Variable op is stateful) and control flow.
 bool runs_by_kernel(const GraphNode& node) {
   const uint32_t traits = op_def(node.op).traits;
-  return makes_own_outputs(traits) || (traits & (kStateful | kSubgraphs)) ||
-         node.attrs.variable || node.attrs.control_flow;
+  return makes_own_outputs(traits) || (traits & (kStateful | kSubgraphs));
 }
 
 // The arena's buffers. Free ones are handed out first-fit in the order they were freed, so that
@@ -93,7 +91,7 @@ MemoryPlan plan_memory(const GraphIR& graph) {
   }
   std::vector<char> is_output(nv, 0);
   for (int out_node : graph.outputs) {
-    const GraphNode& node = graph.nodes[static_cast<std::size_t>(out_node)];
+    const GraphNode& node = graph.node(out_node);
     TG_CHECK(node.kind == NodeKind::kOutput && node.inputs.size() == 1);
     const int v = mp.value_of(node.inputs[0]);
     at(is_output, v) = 1;
@@ -127,7 +125,7 @@ MemoryPlan plan_memory(const GraphIR& graph) {
     }
   }
   for (int v = 0; v < mp.num_values; ++v) {
-    const NodeKind kind = graph.nodes[static_cast<std::size_t>(at(producer, v))].kind;
+    const NodeKind kind = graph.node(at(producer, v)).kind;
     if (kind == NodeKind::kConst) at(mp.drop_after, v) = MemoryPlan::kNever;
     else if (at(is_output, v)) at(mp.drop_after, v) = MemoryPlan::kAtEnd;
     else if (at(mp.drop_after, v) < 0)  // unread: right after its op, or at the end for an input

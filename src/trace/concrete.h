@@ -45,7 +45,8 @@ class ConcreteImpl {
   // Built on the first call under a GradientTape (src/autodiff): the backward function.
   mutable std::mutex gradient_mu;
   mutable std::shared_ptr<FunctionGradient> gradient;
-  std::unique_ptr<Graph> graph;      // the public view of ir
+  std::unique_ptr<Graph> graph;            // the public view of the graph as traced
+  std::unique_ptr<Graph> optimized_graph;  // the public view of ir
   std::any skeleton;                 // the traced result with symbolic tensors
   std::string output_description;    // "TensorSpec(shape=(), dtype=tg.int32, name=None)"
   std::atomic<uint64_t> last_used{0};  // call number of the latest use (LRU eviction)

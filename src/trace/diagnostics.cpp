@@ -1,6 +1,8 @@
 #include "trace/diagnostics.h"
 
+#include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <mutex>
 #include <sstream>
@@ -32,19 +34,33 @@ std::string join(const std::vector<std::string>& v, const std::string& sep) {
   return s;
 }
 
-template <class Set>
-std::string list_values(const Set& values) {
+template <class T>
+std::string list_values(const Sample<T>& sample) {
   std::vector<std::string> out;
   std::size_t i = 0;
-  for (const auto& v : values) {
-    if (i++ == kShownValues) {
-      out.push_back("...");
-      break;
-    }
-    if constexpr (std::is_same_v<typename Set::value_type, std::string>) out.push_back(v);
+  for (const auto& v : sample.values) {
+    if (i++ == kShownValues) break;
+    if constexpr (std::is_same_v<T, std::string>) out.push_back(v);
     else out.push_back(std::to_string(v));
   }
+  if (sample.values.size() > kShownValues || sample.more) out.push_back("...");
   return join(out, ", ");
+}
+
+// A value's text as kept in a Sample: a long literal (a string argument) is cut, so that one
+// argument cannot make the statistics large; its length and hash keep cut values distinct.
+constexpr std::size_t kMaxValueChars = 64;
+std::string kept_text(const std::string& text) {
+  if (text.size() <= kMaxValueChars) return text;
+  char hash[24];
+  std::snprintf(hash, sizeof hash, "%016zx", std::hash<std::string>{}(text));
+  std::string s = text.substr(0, kMaxValueChars);
+  s += "... (";
+  s += std::to_string(text.size());
+  s += " chars, hash ";
+  s += hash;
+  s += ")";
+  return s;
 }
 
 std::string json_escape(const std::string& s) {
@@ -76,7 +92,33 @@ std::string signature_text(const std::vector<TensorSpec>& sig) {
     for (int64_t x : s.shape.dims()) d.push_back(x == None ? "tg::None" : std::to_string(x));
     return "{" + join(d, ", ") + "}";
   }() + ", tg::" + (s.dtype == DType::Bool ? std::string("bool_") : s.dtype == DType::String ? std::string("string_") : to_string(s.dtype)) + ")");
-  return "input_signature = {" + join(specs, ", ") + "}";
+  // Printed as the code to write: it compiles as written, with `f` the wrapped callable (a bare
+  // `input_signature = {...}` does not compile in the designated-initialiser style of the docs).
+  std::string text = "tg::function(f, {.input_signature = std::vector<tg::TensorSpec>{";
+  text.append(join(specs, ", ")).append("}})");
+  return text;
+}
+
+// A record as history keeps it: a call with a huge type (a list of hundreds of tensors, a long
+// string literal) must not make 64 records large.
+constexpr std::size_t kMaxRecordChars = 1024;
+constexpr std::size_t kMaxChangedArguments = 32;
+void cut_text(std::string& text) {
+  if (text.size() <= kMaxRecordChars) return;
+  const std::size_t n = text.size();
+  text.resize(kMaxRecordChars);
+  text += "... (";
+  text += std::to_string(n);
+  text += " chars)";
+}
+TraceRecord kept_record(TraceRecord r) {
+  cut_text(r.function_type);
+  cut_text(r.reason);
+  if (r.changed_arguments.size() > kMaxChangedArguments) {
+    r.changed_arguments.resize(kMaxChangedArguments);
+    r.changed_arguments.push_back("...");
+  }
+  return r;
 }
 
 }  // namespace
@@ -102,8 +144,13 @@ int register_callable(const std::string& callable_type) {
   return ++counts[callable_type];
 }
 
-Diagnostics::Diagnostics(std::string function_name, std::string callable_type, int instance)
-    : name_(std::move(function_name)), callable_type_(std::move(callable_type)), instance_(instance) {
+Diagnostics::Diagnostics(std::string function_name, std::string callable_type, int instance,
+                         int64_t max_traces, int64_t max_cached_traces)
+    : name_(std::move(function_name)),
+      callable_type_(std::move(callable_type)),
+      instance_(instance),
+      max_traces_(max_traces),
+      max_cached_traces_(max_cached_traces) {
   if (instance_ == kLoopInstances)
     log_message("tracegraph warning: " + std::to_string(instance_) +
                 " tg::functions have been created from the same C++ callable (" + callable_type_ +
@@ -118,7 +165,15 @@ void Diagnostics::observe(const FunctionTypeKey& call) {
   if (top_level_names_.empty()) top_level_names_ = call.names;
   for (std::size_t i = 0; i < call.params.size(); ++i) {
     for_each_leaf(*call.params[i], call.names[i], [&](const std::string& path, const LeafInfo& leaf) {
-      LeafStats& st = leaves_[path];
+      auto it = leaves_.find(path);
+      if (it == leaves_.end()) {
+        if (leaves_.size() >= kMaxLeafPaths) {  // e.g. lists of ever new lengths
+          ++leaf_paths_omitted_;
+          return;
+        }
+        it = leaves_.emplace(path, LeafStats{}).first;
+      }
+      LeafStats& st = it->second;
       if (leaf.kind == LeafKind::kTensor) {
         st.tensor = true;
         st.kind = "tensor";
@@ -126,13 +181,14 @@ void Diagnostics::observe(const FunctionTypeKey& call) {
         st.shapes.insert(leaf.shape.to_string());
         if (leaf.shape.has_rank()) {
           st.ranks.insert(leaf.shape.rank());
-          for (std::size_t d = 0; d < leaf.shape.dims().size(); ++d) st.dims[d].insert(leaf.shape.dims()[d]);
+          const std::size_t n = std::min(leaf.shape.dims().size(), kMaxTrackedDims);
+          for (std::size_t d = 0; d < n; ++d) st.dims[d].insert(leaf.shape.dims()[d]);
         }
       } else {
         st.kind = leaf.kind == LeafKind::kLiteral ? "literal"
                   : leaf.kind == LeafKind::kObject ? "object"
                   : leaf.kind == LeafKind::kVariable ? "variable" : "custom";
-        st.values.insert(leaf.text);
+        st.values.insert(kept_text(leaf.text));
       }
     });
   }
@@ -143,7 +199,7 @@ TraceRecord Diagnostics::explain(const FunctionTypeKey& call,
                                  bool reduce_retracing, int64_t max_cached_traces) const {
   TraceRecord rec;
   std::lock_guard lock(mu_);
-  rec.index = static_cast<int64_t>(history_.size());
+  rec.index = traces_recorded_;
   // The closest trace: fewest changed leaves; ties go to the latest.
   const FunctionTypeKey* best = nullptr;
   int64_t best_index = -1;
@@ -227,7 +283,9 @@ void Diagnostics::on_traced(TraceRecord record, const FunctionTypeKey& traced, b
     if (recent_trace_calls_.size() > kWarningTraces) recent_trace_calls_.erase(recent_trace_calls_.begin());
     if (record.index > 0 && retrace_logging_enabled())
       log_line = "tracegraph: retrace '" + name_ + "' #" + std::to_string(record.index) + ": " + record.reason;
-    history_.push_back(record);
+    history_.push_back(kept_record(std::move(record)));
+    ++traces_recorded_;
+    if (history_.size() > kHistoryRecords) history_.pop_front();
     if (recent_trace_calls_.size() == kWarningTraces && warnings_ < kMaxWarnings &&
         call - recent_trace_calls_.front() < kWarningWindow) {
       ++warnings_;
@@ -252,12 +310,47 @@ void Diagnostics::on_evicted(const FunctionTypeKey& type, int64_t index) {
 
 std::vector<TraceRecord> Diagnostics::history() const {
   std::lock_guard lock(mu_);
-  return history_;
+  return {history_.begin(), history_.end()};
+}
+
+Diagnostics::Footprint Diagnostics::footprint() const {
+  std::lock_guard lock(mu_);
+  Footprint f;
+  f.history_records = history_.size();
+  f.leaf_paths = leaves_.size();
+  f.evicted_types = evicted_.size();
+  f.recent_trace_calls = recent_trace_calls_.size();
+  for (const auto& [path, st] : leaves_) {
+    for (std::size_t n : {st.dtypes.values.size(), st.ranks.values.size(), st.shapes.values.size(),
+                          st.values.values.size()})
+      f.largest_sample = std::max(f.largest_sample, n);
+    for (const auto& [d, sizes] : st.dims) f.largest_sample = std::max(f.largest_sample, sizes.values.size());
+  }
+  return f;
+}
+
+void Diagnostics::note_static_dims(const StaticDimReads& dims) {
+  std::lock_guard lock(mu_);
+  static_dims_ = dims;
+}
+
+// Called with mu_ held.
+std::vector<std::string> Diagnostics::varying_static_dims() const {
+  std::vector<std::string> out;
+  for (const auto& [path, d] : static_dims_) {
+    const auto leaf = leaves_.find(path);
+    if (leaf == leaves_.end()) continue;
+    const auto dim = leaf->second.dims.find(static_cast<std::size_t>(d));
+    if ((dim != leaf->second.dims.end() && dim->second.varies()) || leaf->second.ranks.varies())
+      out.push_back("dim " + std::to_string(d) + " of '" + path + "'");
+  }
+  return out;
 }
 
 std::optional<std::vector<TensorSpec>> Diagnostics::suggested_input_signature() const {
   std::lock_guard lock(mu_);
-  if (!signature_possible_ || signature_.empty()) return std::nullopt;
+  // A None where the code reads an integer would raise: no one signature serves those calls.
+  if (!signature_possible_ || signature_.empty() || !varying_static_dims().empty()) return std::nullopt;
   std::vector<TensorSpec> sig;
   for (const auto& t : signature_) {
     DType d;
@@ -273,11 +366,11 @@ std::string Diagnostics::varying_summary() const {
   std::vector<std::string> parts;
   for (const auto& [path, st] : leaves_) {
     if (st.tensor) {
-      if (st.dtypes.size() > 1) parts.push_back(path + " dtype (" + list_values(st.dtypes) + ")");
-      if (st.ranks.size() > 1) parts.push_back(path + " rank (" + list_values(st.ranks) + ")");
+      if (st.dtypes.varies()) parts.push_back(path + " dtype (" + list_values(st.dtypes) + ")");
+      if (st.ranks.varies()) parts.push_back(path + " rank (" + list_values(st.ranks) + ")");
       for (const auto& [d, values] : st.dims)
-        if (values.size() > 1) parts.push_back(path + " dim " + std::to_string(d) + " (" + list_values(values) + ")");
-    } else if (st.values.size() > 1) {
+        if (values.varies()) parts.push_back(path + " dim " + std::to_string(d) + " (" + list_values(values) + ")");
+    } else if (st.values.varies()) {
       parts.push_back(path + " " + st.kind + " (" + list_values(st.values) + ")");
     }
   }
@@ -294,21 +387,21 @@ Diagnostics::Advice Diagnostics::advise() const {
   std::vector<std::string> literal_paths, shape_paths, dtype_paths, object_paths, causes;
   for (const auto& [path, st] : leaves_) {
     if (st.tensor) {
-      if (st.dtypes.size() > 1) {
+      if (st.dtypes.varies()) {
         dtype_paths.push_back(path);
-        causes.push_back("'" + path + "' came with " + std::to_string(st.dtypes.size()) + " dtypes (" + list_values(st.dtypes) + ")");
+        causes.push_back("'" + path + "' came with " + st.dtypes.count_text() + " dtypes (" + list_values(st.dtypes) + ")");
       }
-      if (st.shapes.size() > 1) {
+      if (st.shapes.varies()) {
         shape_paths.push_back(path);
         std::vector<std::string> dims;
         for (const auto& [d, values] : st.dims)
-          if (values.size() > 1) dims.push_back("dim " + std::to_string(d) + " took " + std::to_string(values.size()) + " values: " + list_values(values));
-        if (st.ranks.size() > 1) dims.push_back("rank took " + list_values(st.ranks));
-        causes.push_back("'" + path + "' came in " + std::to_string(st.shapes.size()) + " distinct shapes (" + join(dims, "; ") + ")");
+          if (values.varies()) dims.push_back("dim " + std::to_string(d) + " took " + values.count_text() + " values: " + list_values(values));
+        if (st.ranks.varies()) dims.push_back("rank took " + list_values(st.ranks));
+        causes.push_back("'" + path + "' came in " + st.shapes.count_text() + " distinct shapes (" + join(dims, "; ") + ")");
       }
-    } else if (st.values.size() > 1) {
+    } else if (st.values.varies()) {
       (st.kind == "literal" ? literal_paths : object_paths).push_back(path);
-      causes.push_back("'" + path + "' took " + std::to_string(st.values.size()) + " distinct " + st.kind +
+      causes.push_back("'" + path + "' took " + st.values.count_text() + " distinct " + st.kind +
                        " values (" + list_values(st.values) + ")");
     }
   }
@@ -317,7 +410,15 @@ Diagnostics::Advice Diagnostics::advise() const {
                      " times from the same C++ callable, and each new tg::function traces anew");
   a.root_cause = causes.empty() ? "no varying argument was recorded" : join(causes, "; ");
 
-  const bool sig = signature_possible_ && !signature_.empty() && !shape_paths.empty();
+  const std::vector<std::string> read_dims = varying_static_dims();
+  if (!read_dims.empty())
+    a.workarounds.emplace_back(
+        "in the function, read " + join(read_dims, ", ") + " as a tensor (tg::shape(x)[i]) instead of a C++ "
+        "integer (x.shape().dim(i))",
+        "the C++ code reads that size as an integer, so every size needs its own trace and neither a None "
+        "dimension nor reduce_retracing can serve them (a None there raises ValueError); as a tensor it may "
+        "vary at run time");
+  const bool sig = signature_possible_ && !signature_.empty() && !shape_paths.empty() && read_dims.empty();
   std::vector<TensorSpec> specs;
   if (sig) {
     for (const auto& t : signature_) {
@@ -339,7 +440,7 @@ Diagnostics::Advice Diagnostics::advise() const {
     a.workarounds.emplace_back("pad or bucket " + join(shape_paths, ", ") + " to a few fixed sizes",
                                "a handful of shapes means a handful of traces, each fully specialised and fast");
   if (!shape_paths.empty())
-    a.workarounds.emplace_back("FunctionOptions::reduce_retracing = true",
+    a.workarounds.emplace_back("tg::function(f, {.reduce_retracing = true})",
                                "differing dimensions are generalised to None after the first retrace (literals never generalise)");
   if (!dtype_paths.empty())
     a.workarounds.emplace_back("tg::cast " + join(dtype_paths, ", ") + " to one dtype before the call",
@@ -347,8 +448,23 @@ Diagnostics::Advice Diagnostics::advise() const {
   if (instance_ > 1)
     a.workarounds.emplace_back("create the tg::function once, outside the loop, and reuse it",
                                "a new tg::function has an empty trace cache");
-  a.dead_ends.emplace_back("raising FunctionOptions::max_traces",
-                           "only delays the error: the inputs keep producing new trace types");
+  // A service that bounds its cache on purpose: the limit, not the memory, is what stops it.
+  const bool bounded_cache = max_cached_traces_ > 0 && max_traces_ > 0;
+  if (bounded_cache)
+    a.workarounds.emplace_back(
+        str_cat("tg::FunctionOptions{.max_traces = 0, .max_cached_traces = ", max_cached_traces_,
+                "} (0 = no limit), if new inputs are expected for as long as the program runs"),
+        str_cat("the cache is already bounded (", evictions_, " trace", evictions_ == 1 ? "" : "s",
+                " evicted so far) and so are the trace history and this report, but max_traces counts "
+                "every trace ever made; each new input still pays for a trace"));
+  if (bounded_cache)
+    a.dead_ends.emplace_back("raising FunctionOptions::max_traces to a larger number",
+                             "only delays the error while the inputs keep producing new trace types; "
+                             "max_traces = 0 is the setting for inputs that never stop varying");
+  else if (max_traces_ > 0)
+    a.dead_ends.emplace_back("raising FunctionOptions::max_traces",
+                             "only delays the error: the inputs keep producing new trace types (max_traces "
+                             "= 0 lifts the limit, but without max_cached_traces every trace stays in memory)");
   a.dead_ends.emplace_back("tg::config::run_functions_eagerly(true)",
                            "avoids tracing but gives up the graph's speed, which is why the function exists");
   if (!literal_paths.empty())
@@ -365,7 +481,12 @@ std::string Diagnostics::limit_message(int64_t traces, const FunctionTypeKey& ca
   std::ostringstream os;
   os << "The function '" << name_ << "' has been retraced " << traces
      << " times. The tracing limit has been reached. This call would need trace " << traces + 1
-     << " for " << call.to_string() << ".\nRoot cause: " << a.root_cause << ".\nWorkarounds, most effective first:";
+     << " for " << call.to_string() << ".";
+  if (max_cached_traces_ > 0)
+    os << "\nThe cache is bounded (max_cached_traces = " << max_cached_traces_ << "; " << evictions_
+       << " traces were evicted), but max_traces counts every trace made, evicted ones included: a "
+          "long-running service whose inputs keep varying sets max_traces = 0 (no limit).";
+  os << "\nRoot cause: " << a.root_cause << ".\nWorkarounds, most effective first:";
   int i = 1;
   for (const auto& [action, why] : a.workarounds) os << "\n  " << i++ << ". " << action << " - " << why << ".";
   os << "\nDead ends:";
@@ -384,6 +505,9 @@ std::string Diagnostics::report_json(int64_t trace_count, std::size_t cached) co
   os << "  \"instances_of_callable\": " << instance_ << ",\n";
   os << "  \"calls\": " << calls_.load() << ",\n  \"trace_count\": " << trace_count << ",\n";
   os << "  \"cached_traces\": " << cached << ",\n  \"evictions\": " << evictions_ << ",\n";
+  os << "  \"max_traces\": " << max_traces_ << ",\n  \"max_cached_traces\": " << max_cached_traces_ << ",\n";
+  os << "  \"traces_omitted\": " << traces_recorded_ - static_cast<int64_t>(history_.size()) << ",\n";
+  os << "  \"arguments_truncated\": " << (leaf_paths_omitted_ > 0 ? "true" : "false") << ",\n";
   os << "  \"arguments\": [";
   bool first = true;
   for (const auto& [path, st] : leaves_) {
@@ -392,27 +516,30 @@ std::string Diagnostics::report_json(int64_t trace_count, std::size_t cached) co
     if (st.tensor) {
       os << ", \"dtypes\": [";
       bool f2 = true;
-      for (const auto& d : st.dtypes) os << (f2 ? "" : ", ") << json_escape(d), f2 = false;
+      for (const auto& d : st.dtypes.values) os << (f2 ? "" : ", ") << json_escape(d), f2 = false;
       os << "], \"ranks\": [";
       f2 = true;
-      for (int64_t r : st.ranks) os << (f2 ? "" : ", ") << r, f2 = false;
-      os << "], \"distinct_shapes\": " << st.shapes.size() << ", \"varying_dims\": [";
+      for (int64_t r : st.ranks.values) os << (f2 ? "" : ", ") << r, f2 = false;
+      os << "], \"distinct_shapes\": " << st.shapes.values.size() << ", \"varying_dims\": [";
       f2 = true;
       for (const auto& [d, values] : st.dims) {
-        if (values.size() < 2) continue;
+        if (!values.varies()) continue;
         os << (f2 ? "" : ", ") << "{\"dim\": " << d << ", \"values\": [";
         bool f3 = true;
-        for (int64_t v : values) os << (f3 ? "" : ", ") << (v == None ? std::string("null") : std::to_string(v)), f3 = false;
+        for (int64_t v : values.values) os << (f3 ? "" : ", ") << (v == None ? std::string("null") : std::to_string(v)), f3 = false;
         os << "]}";
         f2 = false;
       }
       os << "]";
     } else {
-      os << ", \"distinct_values\": " << st.values.size() << ", \"values\": [";
+      os << ", \"distinct_values\": " << st.values.values.size() << ", \"values\": [";
       bool f2 = true;
-      for (const auto& v : st.values) os << (f2 ? "" : ", ") << json_escape(v), f2 = false;
+      for (const auto& v : st.values.values) os << (f2 ? "" : ", ") << json_escape(v), f2 = false;
       os << "]";
     }
+    bool truncated = st.dtypes.more || st.ranks.more || st.shapes.more || st.values.more;
+    for (const auto& [d, values] : st.dims) truncated = truncated || values.more;
+    if (truncated) os << ", \"truncated\": true";
     os << "}";
   }
   os << (first ? "" : "\n  ") << "],\n  \"traces\": [";

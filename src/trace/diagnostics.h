@@ -4,6 +4,7 @@
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <set>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "trace/concrete.h"
+#include "trace/recorder.h"
 #include "tracegraph/function.h"
 
 namespace tg::detail {
@@ -25,9 +27,39 @@ bool retrace_logging_enabled();
 /// is the "function created in a loop" cause.
 int register_callable(const std::string& callable_type);
 
+/// Up to kMax distinct values of one argument property, and whether more were seen: what a
+/// function records about its calls stays bounded however long it lives (a service).
+template <class T>
+struct Sample {
+  static constexpr std::size_t kMax = 32;
+  std::set<T> values;  // the first kMax distinct values seen, in value order
+  bool more = false;   // a value outside `values` came after it was full
+  void insert(const T& v) {
+    if (values.size() < kMax) values.insert(v);
+    else if (!more && !values.count(v)) more = true;
+  }
+  bool varies() const { return values.size() + (more ? 1 : 0) > 1; }
+  /// "3", or "more than 32" once the sample is full and another value came.
+  std::string count_text() const {
+    std::string s = more ? "more than " : "";
+    s += std::to_string(values.size());
+    return s;
+  }
+};
+
 class Diagnostics {
  public:
-  Diagnostics(std::string function_name, std::string callable_type, int instance);
+  /// Records kept in history() (the most recent); older ones are counted, not kept.
+  static constexpr std::size_t kHistoryRecords = 64;
+  /// Argument paths with per-argument statistics; paths first seen after that are counted.
+  static constexpr std::size_t kMaxLeafPaths = 256;
+  /// Dimensions per tensor argument whose sizes are recorded.
+  static constexpr std::size_t kMaxTrackedDims = 16;
+
+  /// `max_traces` and `max_cached_traces` as the function's options give them (0 = none), for
+  /// the advice of a bounded-cache service.
+  Diagnostics(std::string function_name, std::string callable_type, int instance, int64_t max_traces,
+              int64_t max_cached_traces);
 
   /// The cached-call path: one relaxed increment.
   void on_call() { calls_.fetch_add(1, std::memory_order_relaxed); }
@@ -41,6 +73,9 @@ class Diagnostics {
   /// Bookkeeping after a successful trace: history, signature, logging and the warning.
   void on_traced(TraceRecord record, const FunctionTypeKey& traced, bool generalised);
   void on_evicted(const FunctionTypeKey& type, int64_t index);
+  /// The argument dims the traced code reads as integers (see StaticDimReads): the suggested
+  /// signature and the advice never relax them.
+  void note_static_dims(const StaticDimReads& dims);
 
   std::vector<TraceRecord> history() const;
   std::optional<std::vector<TensorSpec>> suggested_input_signature() const;
@@ -49,14 +84,24 @@ class Diagnostics {
   std::string report_json(int64_t trace_count, std::size_t cached) const;
   int64_t evictions() const { return evictions_; }
 
+  /// The sizes of everything kept, for tests that check it stays bounded.
+  struct Footprint {
+    std::size_t history_records = 0;
+    std::size_t leaf_paths = 0;
+    std::size_t largest_sample = 0;  // values kept for one property of one argument
+    std::size_t evicted_types = 0;
+    std::size_t recent_trace_calls = 0;
+  };
+  Footprint footprint() const;
+
  private:
   struct LeafStats {
     bool tensor = false;
-    std::set<std::string> dtypes;
-    std::set<int64_t> ranks;
-    std::map<std::size_t, std::set<int64_t>> dims;  // dim index -> values seen
-    std::set<std::string> shapes;
-    std::set<std::string> values;  // literals, objects, custom types
+    Sample<std::string> dtypes;
+    Sample<int64_t> ranks;
+    std::map<std::size_t, Sample<int64_t>> dims;  // dim index -> sizes seen
+    Sample<std::string> shapes;
+    Sample<std::string> values;  // literals, objects, custom types
     std::string kind;
   };
   struct Advice {
@@ -66,18 +111,25 @@ class Diagnostics {
     std::string quick_fix;  // the single fix the warning shows
   };
   Advice advise() const;
+  /// "dim 0 of 'x'" for each dim the code reads as an integer whose size varied across calls.
+  std::vector<std::string> varying_static_dims() const;
   std::string varying_summary() const;
 
   std::string name_;
   std::string callable_type_;
   int instance_;
+  int64_t max_traces_;
+  int64_t max_cached_traces_;
   std::atomic<uint64_t> calls_{0};
   // Guarded by the function's trace lock (only touched while tracing) and mu_ for readers.
   mutable std::mutex mu_;
-  std::vector<TraceRecord> history_;
+  std::deque<TraceRecord> history_;  // the last kHistoryRecords
+  int64_t traces_recorded_ = 0;      // every trace, kept in history_ or not
   std::map<std::string, LeafStats> leaves_;  // by argument path, in path order
+  int64_t leaf_paths_omitted_ = 0;           // new paths seen after kMaxLeafPaths
   std::vector<std::string> top_level_names_;
   std::vector<TraceTypePtr> signature_;       // running supertype of every traced type
+  StaticDimReads static_dims_;
   bool signature_possible_ = true;
   std::vector<uint64_t> recent_trace_calls_;  // call numbers of the last traces
   int warnings_ = 0;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <ostream>
 #include <shared_mutex>
@@ -15,11 +16,14 @@
 #include "graph/graph_ir.h"
 #include "passes/passes.h"
 #include "runtime/executor.h"
+#include "runtime/replay.h"
+#include "tracegraph/ops.h"
 #include "trace/concrete.h"
 #include "trace/diagnostics.h"
 #include "ops/variable_creation.h"
 #include "trace/function_core.h"
 #include "trace/recorder.h"
+#include "trace/trace_diff.h"
 
 namespace tg {
 
@@ -50,14 +54,46 @@ std::string keyed_path(const std::string& path, const LiteralValue& key) {
 
 std::string describe_output(const Tensor& t) {
   if (!t.defined()) return "None";
-  return TensorSpec(t.shape(), t.dtype()).to_string();
+  return TensorSpec(detail::static_shape(t), t.dtype()).to_string();
 }
 
 bool tracing_active() { return current_recorder() != nullptr; }
 
+void add_eager_context(const FunctionCore& core, Error& e) {
+  std::string s = "(in function '";
+  s += core.name();
+  s += "', run eagerly: tg::config::run_functions_eagerly is on)";
+  e.add_context(s);
+}
+
+void reject_leaked_tensors(const FunctionCore& core, const std::vector<Tensor>& leaves) {
+  if (tracing_active()) return;  // get_concrete_function in a trace may be given its tensors
+  for (const Tensor& t : leaves)
+    if (t.impl() && t.impl()->symbolic)
+      throw OutOfScopeError(str_cat(
+          "function '", core.name(), "' was called with the symbolic tensor ",
+          t.impl()->symbolic->origin(), " as an argument, outside the trace that created it. "
+          "Symbolic tensors only exist while their function is traced; return the value from "
+          "that function and pass the returned tensor instead of keeping the symbolic one (e.g. "
+          "in a global or a captured variable)"));
+}
+
+TraceTypePtr checked_custom_trace_type(TraceTypePtr type, const char* mangled_name) {
+  if (!type)
+    throw TypeError(str_cat(
+        "[tg::function] an argument of type '", demangle(mangled_name), "' returned a null "
+        "tg::TraceTypePtr from tracing_type(); expected a tg::TraceType that describes the value "
+        "(e.g. std::make_shared<MyTraceType>(...)). See \"Your own types\" in docs/user-guide.md"));
+  return type;
+}
+
 thread_local CallObserver* t_call_observer = nullptr;
 
 std::vector<Tensor> run_concrete(const ConcreteImpl& cf, const std::vector<Tensor>& inputs) {
+  // Called while another function is traced: the callee's graph as traced is inlined into that
+  // trace (its ops, side effects included, are recorded there), as TF's call of a function
+  // inside a tf.function runs at every call of the outer one.
+  if (tracing_active()) return replay_graph(cf.unoptimized_ir ? *cf.unoptimized_ir : *cf.ir, inputs, nullptr);
   if (CallObserver* o = t_call_observer) return o->run_call(cf, inputs);
   return execute(*cf.plan, inputs);
 }
@@ -115,7 +151,8 @@ class VariablePolicyScope {
   VariableCreationPolicy* prev_;
 };
 
-thread_local std::vector<const FunctionCore*> t_active_functions;
+// The traces being recorded on this thread, innermost last: (function, its argument types).
+thread_local std::vector<std::pair<const FunctionCore*, const std::vector<TraceTypePtr>*>> t_traces_in_progress;
 
 // The innermost mismatch between a call's argument type and a parameter type, as TF words it:
 // "Can not cast 3 to Literal[2]".
@@ -155,6 +192,19 @@ std::string args_text(const std::vector<TraceTypePtr>& args) {
   throw InternalError("binding_error called for a call that binds");
 }
 
+// Where an error escaping a traced body came from: C++ has no user frames to print (TF's
+// tracebacks), so the message carries them. `index` counts from 0 like trace_history().
+std::string trace_context(const std::string& function, int64_t index, const FunctionTypeKey& type) {
+  std::string s = "(while tracing function '";
+  s += function;
+  s += "', trace ";
+  s += std::to_string(index + 1);
+  s += ", for ";
+  s += type.to_string();
+  s += ")";
+  return s;
+}
+
 }  // namespace
 
 void bind_concrete(const ConcreteImpl& cf, const std::vector<TraceTypePtr>& arg_types) {
@@ -163,12 +213,19 @@ void bind_concrete(const ConcreteImpl& cf, const std::vector<TraceTypePtr>& arg_
     binding_error(cf.input_type, arg_types, " -> " + cf.output_description);
 }
 
+namespace {
+// Dim d of a trace type's shape; None when it is unknown or the rank is unknown or smaller.
+int64_t dim_or_none(const TensorShape& s, std::size_t d) { return s.has_rank() && d < s.dims().size() ? s.dims()[d] : None; }
+}  // namespace
+
 struct FunctionCore::State {
   FunctionOptions options;
   std::string callable_type;
   std::optional<FunctionTypeKey> signature;
   mutable std::shared_mutex mu;  // guards concretes / exact
-  std::mutex trace_mu;           // serialises tracing of this function
+  // Serialises tracing of this function across threads; recursive, because a body may call its
+  // own function with other argument types (recursion over literals), which traces too.
+  std::recursive_mutex trace_mu;
   std::vector<std::shared_ptr<ConcreteImpl>> concretes;
   std::unordered_multimap<std::size_t, ConcreteImpl*> exact;
   std::atomic<int64_t> tracing_count{0};
@@ -181,6 +238,8 @@ struct FunctionCore::State {
   };
   std::unordered_multimap<std::size_t, FastEntry> fast;
   static constexpr std::size_t kMaxFastEntries = 256;
+  // Argument dims some trace's C++ code read as integers (guarded by trace_mu): never relaxed.
+  StaticDimReads static_dims;
 
   // Drops the least recently used concrete function (max_cached_traces). Caller holds mu.
   void evict_one() {
@@ -225,40 +284,103 @@ struct FunctionCore::State {
     return best;
   }
 
-  // reduce_retracing: the most specific common supertype of the call with an existing trace.
-  std::vector<TraceTypePtr> generalise(const std::vector<TraceTypePtr>& types) const {
+  // reduce_retracing: the most specific common supertype of the call with an existing trace,
+  // except for dims the body reads as integers (static_dims), which keep the call's size.
+  // `kept` receives those, as "dim 0 of 'x' (5)". Caller holds trace_mu.
+  std::vector<TraceTypePtr> generalise(const std::vector<TraceTypePtr>& types, std::vector<std::string>& kept) const {
+    const std::vector<std::string> names = names_for(types.size());
     std::shared_lock lock(mu);
     std::vector<TraceTypePtr> best;
+    std::vector<std::string> best_kept, refused;
     for (const auto& c : concretes) {
       const auto& params = c->input_type.params;
       if (params.size() != types.size()) continue;
       std::vector<TraceTypePtr> sup;
+      std::vector<std::string> pinned;
       for (std::size_t i = 0; i < types.size(); ++i) {
         TraceTypePtr s = types[i]->most_specific_common_supertype({params[i].get()});
+        if (s) s = keep_static_dims(std::move(s), *types[i], names[i], pinned);
         if (!s) break;
         sup.push_back(std::move(s));
       }
-      if (sup.size() != types.size()) continue;
+      if (sup.size() != types.size()) {
+        for (auto& p : pinned)
+          if (std::find(refused.begin(), refused.end(), p) == refused.end()) refused.push_back(std::move(p));
+        continue;
+      }
       FunctionTypeKey cand{sup, {}, 0};
-      if (best.empty() || cand.is_subtype_of(best)) best = std::move(sup);
+      if (best.empty() || cand.is_subtype_of(best)) {
+        best = std::move(sup);
+        best_kept = std::move(pinned);
+      }
     }
-    return best.empty() ? types : best;
+    if (best.empty()) {
+      kept = std::move(refused);
+      return types;
+    }
+    kept = std::move(best_kept);
+    return best;
+  }
+
+  // `sup` (a supertype of `call`, argument `path`) with the dims the body reads as integers
+  // set back to the call's sizes. A tensor argument is rebuilt; for a tensor nested in a
+  // container that would need relaxing there, nullptr (no generalisation with this trace).
+  TraceTypePtr keep_static_dims(TraceTypePtr sup, const TraceType& call, const std::string& path,
+                                std::vector<std::string>& pinned) const {
+    DType dtype;
+    TensorShape sup_shape, call_shape;
+    if (as_tensor_type(*sup, &dtype, &sup_shape) && as_tensor_type(call, &dtype, &call_shape)) {
+      // A relaxed rank keeps nothing of the call: the read dims need the call's whole shape.
+      std::vector<int64_t> dims = sup_shape.has_rank() ? sup_shape.dims() : std::vector<int64_t>{};
+      const bool rank_relaxed = call_shape.has_rank() && dims.size() != call_shape.dims().size();
+      bool changed = false;
+      for (auto it = static_dims.lower_bound({path, 0}); it != static_dims.end() && it->first == path; ++it) {
+        const auto d = static_cast<std::size_t>(it->second);
+        const int64_t size = dim_or_none(call_shape, d);
+        if (size == None || (!rank_relaxed && dims[d] != None)) continue;
+        if (rank_relaxed && !changed) dims = call_shape.dims();
+        dims[d] = size;
+        changed = true;
+        pinned.push_back(str_cat("dim ", d, " of '", path, "' (", size, ")"));
+      }
+      return changed ? tensor_trace_type(dtype, TensorShape(dims)) : sup;
+    }
+    // Nested tensors: refuse to relax a read dim rather than rebuild the container type.
+    std::map<std::string, TensorShape> relaxed;
+    for_each_leaf(*sup, path, [&](const std::string& p, const LeafInfo& leaf) {
+      if (leaf.kind == LeafKind::kTensor) relaxed[p] = leaf.shape;
+    });
+    const std::size_t before = pinned.size();
+    for_each_leaf(call, path, [&](const std::string& p, const LeafInfo& leaf) {
+      if (leaf.kind != LeafKind::kTensor) return;
+      const auto it = relaxed.find(p);
+      if (it == relaxed.end()) return;
+      for (auto r = static_dims.lower_bound({p, 0}); r != static_dims.end() && r->first == p; ++r) {
+        const auto d = static_cast<std::size_t>(r->second);
+        const int64_t size = dim_or_none(leaf.shape, d);
+        if (size != None && dim_or_none(it->second, d) == None)
+          pinned.push_back(str_cat("dim ", d, " of '", p, "' (", size, ")"));
+      }
+    });
+    return pinned.size() > before ? nullptr : sup;
   }
 };
 
 FunctionCore::FunctionCore(FunctionOptions options, std::string callable_type)
     : state_(std::make_unique<State>()) {
   if (options.name.empty()) options.name = "function";
-  if (options.max_traces < 1)
-    throw ValueError(str_cat("FunctionOptions::max_traces must be >= 1, got ", options.max_traces,
-                             " for function '", options.name, "'"));
+  if (options.max_traces < 0)
+    throw ValueError(str_cat("FunctionOptions::max_traces must be >= 0 (0 = no limit), got ",
+                             options.max_traces, " for function '", options.name, "'"));
   if (options.max_cached_traces < 0)
     throw ValueError(str_cat("FunctionOptions::max_cached_traces must be >= 0 (0 = unbounded), got ",
                              options.max_cached_traces, " for function '", options.name, "'"));
   state_->options = std::move(options);
   state_->callable_type = std::move(callable_type);
   state_->diag = std::make_unique<Diagnostics>(state_->options.name, state_->callable_type,
-                                               register_callable(state_->callable_type));
+                                               register_callable(state_->callable_type),
+                                               state_->options.max_traces,
+                                               state_->options.max_cached_traces);
   if (state_->options.input_signature) {
     FunctionTypeKey sig;
     const auto& specs = *state_->options.input_signature;
@@ -284,6 +406,7 @@ std::vector<std::shared_ptr<ConcreteImpl>> FunctionCore::concrete_functions() co
 }
 
 std::vector<TraceRecord> FunctionCore::trace_history() const { return state_->diag->history(); }
+const Diagnostics& FunctionCore::diagnostics() const { return *state_->diag; }
 
 std::optional<std::vector<TensorSpec>> FunctionCore::suggested_input_signature() const {
   if (state_->options.input_signature) return state_->options.input_signature;
@@ -294,15 +417,39 @@ std::string FunctionCore::retracing_report() const {
   return state_->diag->report_json(tracing_count(), concrete_functions().size());
 }
 
-ActiveFunctionScope::ActiveFunctionScope(const FunctionCore* core) {
-  if (std::find(t_active_functions.begin(), t_active_functions.end(), core) != t_active_functions.end())
-    throw StagingError(str_cat(
-        "function '", core->name(), "' called itself while it was being traced. Recursion of a "
-        "tg::function cannot be traced (the graph would unroll forever); use tg::while_loop for "
-        "a data-dependent loop, or a plain C++ helper for a fixed recursion depth"));
-  t_active_functions.push_back(core);
+namespace {
+bool same_types(const std::vector<TraceTypePtr>& a, const std::vector<TraceTypePtr>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (!a[i]->equals(*b[i])) return false;
+  return true;
 }
-ActiveFunctionScope::~ActiveFunctionScope() { t_active_functions.pop_back(); }
+
+// A trace of `core` for these types already in progress on this thread: the body called its
+// own function with the arguments it is being traced for, which would trace forever. Other
+// types are fine (recursion over a literal traces once per level, as in TF).
+void check_not_in_progress(const FunctionCore* core, const std::vector<TraceTypePtr>& types,
+                           const std::vector<std::string>& names) {
+  for (const auto& [active, active_types] : t_traces_in_progress)
+    if (active == core && same_types(*active_types, types))
+      throw StagingError(str_cat(
+          "function '", core->name(), "' called itself while it was being traced, with the argument "
+          "types of the trace in progress ", FunctionTypeKey{types, names, 0}.to_string(),
+          ", so the trace would never end. A recursion that ends on a C++ literal argument (n - 1) "
+          "traces once per level; one that ends on a tensor's value needs tg::while_loop"));
+}
+
+// Marks a trace of `core` for `types` as in progress on this thread.
+class TraceInProgress {
+ public:
+  TraceInProgress(const FunctionCore* core, const std::vector<TraceTypePtr>* types) {
+    t_traces_in_progress.emplace_back(core, types);
+  }
+  ~TraceInProgress() { t_traces_in_progress.pop_back(); }
+  TraceInProgress(const TraceInProgress&) = delete;
+  TraceInProgress& operator=(const TraceInProgress&) = delete;
+};
+}  // namespace
 
 // ---- the interface the PolymorphicFunction template reaches the core through -----------------
 
@@ -382,6 +529,7 @@ std::shared_ptr<ConcreteImpl> FunctionCore::dispatch_or_trace_impl(const std::ve
     return cf;
   }
 
+  check_not_in_progress(this, target, s.signature ? s.signature->names : s.names_for(target.size()));
   std::lock_guard trace_lock(s.trace_mu);
   if (auto cf = s.lookup(target, h)) return cf;  // traced by another thread meanwhile
   // Everything below runs only when a call traces: the cached path above stays lean.
@@ -391,30 +539,44 @@ std::shared_ptr<ConcreteImpl> FunctionCore::dispatch_or_trace_impl(const std::ve
                                        s.options.max_cached_traces);
   bool generalised = false;
   if (s.options.reduce_retracing && !s.signature) {
-    target = s.generalise(target);
+    std::vector<std::string> kept;
+    target = s.generalise(target, kept);
     generalised = !FunctionTypeKey{target, {}, 0}.is_subtype_of(call.params);
+    if (generalised) check_not_in_progress(this, target, call.names);
+    if (!kept.empty()) {
+      record.reason += "; reduce_retracing kept ";
+      for (std::size_t k = 0; k < kept.size(); ++k) record.reason += (k ? ", " : "") + kept[k];
+      record.reason += " as traced: the function's C++ code reads those dims as integers "
+                       "(x.shape().dim(i)); read them with tg::shape(x)[i] to let them vary";
+    }
   }
 
   const int64_t index = s.tracing_count.load();
-  if (index >= s.options.max_traces) throw RetracingLimitError(s.diag->limit_message(index, call));
+  if (s.options.max_traces > 0 && index >= s.options.max_traces)  // 0: no limit (services)
+    throw RetracingLimitError(s.diag->limit_message(index, call));
 
   // The singleton-Variable rule (as in TensorFlow): only the first trace may create Variables,
   // and a first trace that did is traced once more, now without creating any, so that a body
   // creating a Variable on *every* call fails at once instead of leaking one per call.
   std::shared_ptr<GraphIR> graph;
   TraceOutput out;
+  StaticDimReads static_reads;
   const bool first = index == 0;
   for (int pass = 0; pass < 2; ++pass) {
     GraphRecorder recorder(CapturePolicy::kReject, s.options.name, index);
     graph = recorder.graph();
     VariableCreationPolicy policy{first && pass == 0, 0, s.options.name};
-    {
-      ActiveFunctionScope active(this);
+    try {
+      TraceInProgress in_progress(this, &target);
       RecorderScope recording(&recorder);
       VariablePolicyScope variables(&policy);
       out = body(target, recorder);
       recorder.add_outputs(out.outputs, "function output");
+    } catch (Error& e) {
+      e.add_context(trace_context(s.options.name, index, FunctionTypeKey{target, call.names, 0}));
+      throw;
     }
+    static_reads = recorder.static_dim_reads();
     if (policy.created == 0) break;
   }
   std::shared_ptr<const GraphIR> unoptimized;
@@ -432,7 +594,8 @@ std::shared_ptr<ConcreteImpl> FunctionCore::dispatch_or_trace_impl(const std::ve
   cf->input_type.hash = hash_types(target);
   cf->ir = graph;
   cf->plan = make_plan(*graph);
-  cf->graph = std::make_unique<Graph>(graph);
+  cf->graph = std::make_unique<Graph>(cf->unoptimized_ir ? cf->unoptimized_ir : graph);
+  cf->optimized_graph = std::make_unique<Graph>(graph);
   cf->skeleton = std::move(out.skeleton);
   cf->output_description = out.description;
   cf->last_used.store(s.diag->calls(), std::memory_order_relaxed);
@@ -446,6 +609,8 @@ std::shared_ptr<ConcreteImpl> FunctionCore::dispatch_or_trace_impl(const std::ve
     s.exact.emplace(cf->input_type.hash, cf.get());
     s.tracing_count.fetch_add(1);
   }
+  s.static_dims.insert(static_reads.begin(), static_reads.end());
+  s.diag->note_static_dims(s.static_dims);
   s.diag->on_traced(std::move(record), cf->input_type, generalised);
   return cf;
 }
@@ -476,6 +641,31 @@ std::string ConcreteFunction::pretty_printed_signature() const {
 }
 
 const Graph& ConcreteFunction::graph() const { return *impl_->graph; }
+const Graph& ConcreteFunction::optimized_graph() const { return *impl_->optimized_graph; }
+
+namespace detail {
+Tensor scalar_for_tensor_param(const ConcreteImpl& cf, std::size_t index, double value, const int64_t* integer) {
+  const auto& params = cf.input_type.params;
+  DType dtype;
+  TensorShape shape;
+  if (index >= params.size() || !as_tensor_type(*params[index], &dtype, &shape)) return Tensor();
+  bool exact = false;
+  switch (dtype) {
+    case DType::Float32:
+    case DType::Float64: exact = true; break;
+    case DType::Bool: exact = value == 0 || value == 1; break;
+    case DType::Int32: exact = integer && *integer >= INT32_MIN && *integer <= INT32_MAX; break;
+    case DType::Int64: exact = integer != nullptr; break;
+    case DType::String: break;
+  }
+  if (!exact)
+    throw TypeError(str_cat("Binding inputs to function failed due to `Can not cast ", value, " to ",
+                            TensorSpec(shape, dtype).to_string(), "`: the C++ number does not convert to the "
+                            "parameter's dtype exactly; pass a tg::Tensor of that dtype"));
+  if (integer) return tg::cast(tg::constant(*integer), dtype);
+  return tg::cast(tg::constant(value, float64), dtype);
+}
+}  // namespace detail
 
 std::vector<Tensor> ConcreteFunction::call_flat(const std::vector<Tensor>& inputs) const {
   const auto& ir = *impl_->ir;
@@ -483,13 +673,22 @@ std::vector<Tensor> ConcreteFunction::call_flat(const std::vector<Tensor>& input
     throw TypeError(detail::str_cat("concrete function of '", impl_->function_name, "' takes ",
                                     ir.placeholders.size(), " tensors, got ", inputs.size()));
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    const auto& node = ir.nodes[static_cast<std::size_t>(ir.placeholders[i])];
+    const auto& node = ir.node(ir.placeholders[i]);
     const detail::ValueType& want = node.outputs[0];
-    if (!inputs[i].defined() || inputs[i].is_symbolic() || inputs[i].dtype() != want.dtype ||
-        !inputs[i].shape().is_subtype_of(want.shape))
+    // Inside a trace a symbolic input only has to be compatible (its None dims are checked when
+    // the inlined ops run); outside one it has no value (reject_leaked_tensors says why).
+    const bool symbolic = inputs[i].defined() && inputs[i].is_symbolic();
+    if (symbolic && !detail::tracing_active())
+      throw OutOfScopeError(detail::str_cat(
+          "the concrete function of '", impl_->function_name, "' was called with the symbolic tensor ",
+          inputs[i].impl()->symbolic->origin(), " outside the trace that created it. Symbolic tensors "
+          "only exist while their function is traced; pass the tensor that function returned"));
+    if (!inputs[i].defined() || inputs[i].dtype() != want.dtype ||
+        !(symbolic ? detail::static_shape(inputs[i]).is_compatible_with(want.shape)
+                   : detail::static_shape(inputs[i]).is_subtype_of(want.shape)))
       throw TypeError(detail::str_cat(
           "Binding inputs to function failed due to `Can not cast ",
-          inputs[i].defined() ? TensorSpec(inputs[i].shape(), inputs[i].dtype()).to_string()
+          inputs[i].defined() ? TensorSpec(detail::static_shape(inputs[i]), inputs[i].dtype()).to_string()
                               : std::string("an empty tensor"),
           " to ", TensorSpec(want.shape, want.dtype).to_string(), "` for input '", node.name,
           "' of ", function_type()));

@@ -10,6 +10,8 @@
 
 namespace tg::detail {
 
+class Diagnostics;
+
 /// Everything about a tg::function that does not depend on its C++ types: the cache of
 /// concrete functions, dispatch, tracing, limits and diagnostics (function_core.cpp).
 class FunctionCore {
@@ -32,6 +34,7 @@ class FunctionCore {
   std::vector<TraceRecord> trace_history() const;
   std::optional<std::vector<TensorSpec>> suggested_input_signature() const;
   std::string retracing_report() const;
+  const Diagnostics& diagnostics() const;
 
  private:
   std::shared_ptr<ConcreteImpl> dispatch_or_trace_impl(const std::vector<TraceTypePtr>& arg_types,

@@ -13,13 +13,25 @@ namespace {
 std::atomic<uint64_t> g_next_graph_id{1};
 
 // A symbolic tensor's link to the graph value it stands for.
-struct RecordedValue final : SymbolicValue {
+struct RecordedValue : SymbolicValue {
   uint64_t graph_id = 0;
   ValueRef ref;
   std::string node_name;
   std::shared_ptr<const std::string> origin_suffix;  // "function 'f' (trace 1)", ...
   std::string name() const override { return str_cat(node_name, ":", ref.output); }
   std::string origin() const override { return str_cat("'", name(), "' of ", *origin_suffix); }
+};
+
+// A tensor argument of a function's trace: remembers which of its dims the body read as
+// integers, so that reduce_retracing and the suggested signature never relax them.
+struct ArgumentValue final : RecordedValue {
+  std::string path;                        // the argument path: "x", "batch[1]"
+  const TraceRecorder* recorder = nullptr;  // the trace it belongs to
+  std::shared_ptr<StaticDimReads> reads;
+  void on_static_dims_read(int64_t dim) const override {
+    // Only while its own trace runs (on the tracing thread); a leaked tensor records nothing.
+    if (current_recorder() == recorder) reads->emplace(path, dim);
+  }
 };
 
 }  // namespace
@@ -38,6 +50,7 @@ GraphRecorder::GraphRecorder(CapturePolicy policy, std::string label, int64_t tr
     : graph_(std::make_shared<GraphIR>(g_next_graph_id.fetch_add(1))),
       policy_(policy),
       label_(std::move(label)),
+      static_reads_(std::make_shared<StaticDimReads>()),
       origin_suffix_(std::make_shared<const std::string>(
           policy == CapturePolicy::kReject
               ? str_cat("function '", label_, "' (trace ", trace_index + 1, ")")
@@ -46,7 +59,16 @@ GraphRecorder::GraphRecorder(CapturePolicy policy, std::string label, int64_t tr
 Tensor GraphRecorder::placeholder(const TraceType& tensor_type, const std::string& path) {
   ValueType type;
   TG_CHECK(as_tensor_type(tensor_type, &type.dtype, &type.shape), "placeholder for a non-tensor type");
-  return add_input(type, placeholder_name(path, "arg"));
+  Tensor t = add_input(type, placeholder_name(path, "arg"));
+  if (policy_ == CapturePolicy::kReject) {
+    auto arg = std::make_shared<ArgumentValue>();
+    static_cast<RecordedValue&>(*arg) = static_cast<const RecordedValue&>(*t.impl()->symbolic);
+    arg->path = path;
+    arg->recorder = this;
+    arg->reads = static_reads_;
+    t.impl()->symbolic = std::move(arg);
+  }
+  return t;
 }
 
 Tensor GraphRecorder::add_input(const ValueType& type, const std::string& name) {
@@ -88,7 +110,7 @@ void GraphRecorder::add_outputs(const std::vector<Tensor>& outputs, const char* 
     node.kind = NodeKind::kOutput;
     node.name = graph_->unique_name("Identity");
     node.inputs = {value_of(t, user)};
-    node.outputs = {ValueType{t.dtype(), t.shape()}};
+    node.outputs = {ValueType{t.dtype(), detail::static_shape(t)}};
     graph_->outputs.push_back(graph_->add_node(std::move(node)));
   }
 }
@@ -97,7 +119,14 @@ std::vector<Tensor> GraphRecorder::trace(const std::function<std::vector<Tensor>
   // Tapes of the enclosing trace ignore the ops recorded here (a tape records only its own
   // context); they see the cond / while node instead.
   RecorderScope scope(this);
-  std::vector<Tensor> results = fn();
+  std::vector<Tensor> results;
+  try {
+    results = fn();
+  } catch (Error& e) {
+    // Which branch or loop part failed; the enclosing function's trace adds its own context.
+    e.add_context(str_cat("(while tracing the sub-graph '", label_, "')"));
+    throw;
+  }
   add_outputs(results, label_.c_str());
   return results;
 }
@@ -127,6 +156,9 @@ ValueRef GraphRecorder::value_of(const Tensor& t, const char* user) {
     base = base.substr(0, base.find(':'));
     add_input(ValueType{impl->dtype, impl->shape}, base.empty() ? "capture" : base);
     const int idx = graph_->placeholders.back();
+    std::string outer = impl->symbolic->name();  // "mul:0" -> "mul", as graph inputs are written
+    if (outer.size() > 2 && outer.compare(outer.size() - 2, 2, ":0") == 0) outer.resize(outer.size() - 2);
+    graph_->nodes[static_cast<std::size_t>(idx)].captured = outer.empty() ? "capture" : outer;
     capture_nodes_.emplace(impl->symbolic.get(), idx);
     captures_.push_back(t);
     return ValueRef{idx, 0};
@@ -140,7 +172,7 @@ ValueRef GraphRecorder::value_of(const Tensor& t, const char* user) {
 }
 
 Tensor GraphRecorder::symbolic_output(int node, int output) {
-  const GraphNode& n = graph_->nodes[static_cast<std::size_t>(node)];
+  const GraphNode& n = graph_->node(node);
   auto v = std::make_shared<RecordedValue>();
   v->graph_id = graph_->id();
   v->ref = ValueRef{node, output};

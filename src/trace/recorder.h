@@ -4,6 +4,7 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -13,6 +14,10 @@
 #include "tracegraph/structure.h"
 
 namespace tg::detail {
+
+/// Dims of a function's tensor arguments that the traced C++ code read as integers
+/// (x.shape().dim(i), dims(), num_elements()): (argument path, dim index).
+using StaticDimReads = std::set<std::pair<std::string, int64_t>>;
 
 /// What a recorder does with a symbolic tensor that belongs to another trace.
 enum class CapturePolicy {
@@ -41,6 +46,8 @@ class GraphRecorder final : public TraceRecorder, public PlaceholderContext {
   const std::shared_ptr<GraphIR>& graph() const { return graph_; }
   /// kCapture: the enclosing trace's tensor behind each capture input, in placeholder order.
   const std::vector<Tensor>& captures() const { return captures_; }
+  /// kReject: which dims of the arguments the traced code read as integers so far.
+  const StaticDimReads& static_dim_reads() const { return *static_reads_; }
   /// Whether any stateful op was recorded (a cond / while with one is itself stateful).
   bool stateful() const { return last_stateful_ >= 0; }
 
@@ -51,6 +58,7 @@ class GraphRecorder final : public TraceRecorder, public PlaceholderContext {
   std::shared_ptr<GraphIR> graph_;
   CapturePolicy policy_;
   std::string label_;
+  std::shared_ptr<StaticDimReads> static_reads_;  // shared with the argument values
   std::shared_ptr<const std::string> origin_suffix_;  // shared by every value of this trace
   int last_stateful_ = -1;
   std::vector<Tensor> captures_;

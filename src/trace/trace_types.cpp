@@ -15,7 +15,7 @@ namespace {
 
 class TensorTraceType final : public TraceType {
  public:
-  TensorTraceType(DType d, TensorShape s) : dtype_(d), shape_(std::move(s)) {}
+  TensorTraceType(DType d, const TensorShape& s) : dtype_(d), shape_(s.none_aware()) {}  // None is a value here
   bool is_subtype_of(const TraceType& o) const override {
     auto* t = dynamic_cast<const TensorTraceType*>(&o);
     return t && t->dtype_ == dtype_ && shape_.is_subtype_of(t->shape_);

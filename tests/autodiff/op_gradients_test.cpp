@@ -146,6 +146,15 @@ std::vector<GradCase> make_cases() {
                      });
        },
        {u({2, 3}), pos({3})}},
+      // shapes at run time: the shape tensor is an int input (no gradient)
+      {"fill", "value to a (2,3) shape from tg::shape",
+       [](const std::vector<Tensor>& in) { return fill(shape(in[1]), in[0]) * in[1]; }, {u({}), u({2, 3})}},
+      {"broadcast_to", "(2,1) to (2,3)",
+       [](const std::vector<Tensor>& in) { return broadcast_to(in[0], constant({2, 3})) * in[1]; },
+       {u({2, 1}), u({2, 3})}},
+      {"broadcast_to", "(3,) to tg::shape of a (2,3)",
+       [](const std::vector<Tensor>& in) { return broadcast_to(in[0], shape(in[1])) * in[1]; },
+       {u({3}), u({2, 3})}},
       // the gradient helpers (their second input only lends its shape: zero gradient)
       {"sum_to_like", "(2,3) to (3,)",
        [](const std::vector<Tensor>& in) { return detail::sum_to_like(in[0], in[1]); }, {u({2, 3}), u({3})}},

@@ -221,6 +221,77 @@ TEST(Tape, Float32GradientsKeepTheDtype) {
   EXPECT_TENSOR_NEAR(g[1], constant({3.f, 2.f}), 1e-6);
 }
 
+// ---- the spellings of gradient() a user writes (API.md; each must compile and pick a vector) ----
+
+TEST(GradientSpellings, BraceListOfOneTensorGivesAVector) {
+  const Tensor x = constant({1.0, 2.0}, float64);
+  GradientTape tape;
+  tape.watch(x);
+  const Tensor y = reduce_sum(x * x);
+  std::vector<Tensor> g1 = tape.gradient(y, {x});
+  ASSERT_EQ(g1.size(), 1u);
+  EXPECT_TENSOR_NEAR(g1[0], constant({2.0, 4.0}, float64), 1e-12);
+}
+
+TEST(GradientSpellings, BraceListOfVariablesGivesAVector) {
+  Variable w(constant({2.0, 3.0}, float64), "w");
+  Variable b(constant(1.0, float64), "b");
+  GradientTape tape;
+  const Tensor loss = reduce_sum(w * w) + b * 4.0;
+  std::vector<Tensor> g2 = tape.gradient(loss, {w, b});
+  ASSERT_EQ(g2.size(), 2u);
+  EXPECT_TENSOR_NEAR(g2[0], constant({4.0, 6.0}, float64), 1e-12);
+  EXPECT_TENSOR_NEAR(g2[1], constant(4.0, float64), 1e-12);
+}
+
+TEST(GradientSpellings, MixedBraceListGivesAVector) {
+  Variable w(constant({2.0, 3.0}, float64), "w");
+  const Tensor x = constant({5.0, 7.0}, float64);
+  GradientTape tape;
+  tape.watch(x);
+  const Tensor loss = reduce_sum(w * x);
+  std::vector<Tensor> g3 = tape.gradient(loss, {w, x});
+  ASSERT_EQ(g3.size(), 2u);
+  EXPECT_TENSOR_NEAR(g3[0], constant({5.0, 7.0}, float64), 1e-12);
+  EXPECT_TENSOR_NEAR(g3[1], constant({2.0, 3.0}, float64), 1e-12);
+  // a mixed list keeps the unconnected policy
+  const Tensor u = constant(1.0, float64);
+  GradientTape tape2;
+  tape2.watch(u);
+  const Tensor loss2 = reduce_sum(w * 2.0);
+  std::vector<Tensor> g = tape2.gradient(loss2, {w, u}, UnconnectedGradients::kNone);
+  EXPECT_TENSOR_NEAR(g[0], constant({2.0, 2.0}, float64), 1e-12);
+  EXPECT_FALSE(g[1].defined());
+}
+
+TEST(GradientSpellings, SingleSourceWithoutBracesGivesATensor) {
+  const Tensor x = constant(3.0, float64);
+  Variable v(constant(2.0, float64), "v");
+  GradientTape tape(/*persistent=*/true);
+  tape.watch(x);
+  const Tensor y = x * x * v;
+  Tensor g4 = tape.gradient(y, x);
+  EXPECT_TENSOR_NEAR(g4, constant(12.0, float64), 1e-12);
+  Tensor gv = tape.gradient(y, v);
+  EXPECT_TENSOR_NEAR(gv, constant(9.0, float64), 1e-12);
+  // named vectors keep working
+  EXPECT_EQ(tape.gradient(y, std::vector<Variable>{v}).size(), 1u);
+  EXPECT_EQ(tape.gradient(y, std::vector<Tensor>{x, x}).size(), 2u);
+}
+
+TEST(GradientSpellings, BraceListsWorkWhileTracing) {
+  Variable w(constant({2.0, 3.0}, float64), "w");
+  auto f = function([&](const Tensor& x) {
+    GradientTape tape;
+    tape.watch(x);
+    const Tensor loss = reduce_sum(w * x * x);
+    std::vector<Tensor> g = tape.gradient(loss, {w, x});
+    return g[0] + g[1];
+  });
+  // d/dw = x^2, d/dx = 2 w x
+  EXPECT_TENSOR_NEAR(f(constant({1.0, 2.0}, float64)), constant({1.0 + 4.0, 4.0 + 12.0}, float64), 1e-12);
+}
+
 // ---- Variables ----
 
 TEST(VariableGradients, VariablesAreWatchedAutomatically) {
@@ -386,6 +457,49 @@ TEST(FunctionUnderTape, SecondOrderThroughATracedFunction) {
   const Tensor dy = inner.gradient(reduce_sum(cube(x)), x);
   EXPECT_TENSOR_NEAR(dy, constant({3.0, 12.0}, float64), 1e-12);
   EXPECT_TENSOR_NEAR(outer.gradient(reduce_sum(dy), x), constant({6.0, -12.0}, float64), 1e-12);
+}
+
+// TensorFlow: a persistent tape records its own gradient() computation while it records, so a
+// second gradient() of the first one is the second derivative (this used to come back 0).
+TEST(HigherOrder, APersistentTapeRecordsItsOwnGradientComputation) {
+  auto f = function([](const Tensor& x) { return cos(x); }, {.name = "f"});
+  for (const bool traced : {false, true}) {
+    SCOPED_TRACE(traced ? "through a tg::function" : "eagerly");
+    const Tensor x = constant(1.0, float64);
+    GradientTape tape(/*persistent=*/true);
+    tape.watch(x);
+    const Tensor y = traced ? f(x) : cos(x);
+    const Tensor dy = tape.gradient(y, x);
+    const Tensor d2 = tape.gradient(dy, x);
+    const Tensor d3 = tape.gradient(d2, x);
+    EXPECT_NEAR(dy.item<double>(), -std::sin(1.0), 1e-12);
+    EXPECT_NEAR(d2.item<double>(), -std::cos(1.0), 1e-12);
+    EXPECT_NEAR(d3.item<double>(), std::sin(1.0), 1e-12);
+  }
+  // A tape that stopped recording does not record its gradient computation (TF: outside the
+  // tape's context): its second gradient is unconnected.
+  const Tensor x = constant(1.0, float64);
+  GradientTape tape(true);
+  tape.watch(x);
+  const Tensor y = cos(x);
+  tape.stop_recording();
+  const Tensor dy = tape.gradient(y, x);
+  EXPECT_EQ(tape.gradient(dy, x).item<double>(), 0.0);
+}
+
+TEST(HigherOrder, ThirdDerivativeThroughNestedTapesAroundATracedFunction) {
+  auto f = function([](const Tensor& x) { return cos(x); }, {.name = "f"});
+  const Tensor x = constant(1.0, float64);
+  GradientTape t3, t2, t1;
+  t3.watch(x);
+  t2.watch(x);
+  t1.watch(x);
+  const Tensor d1 = t1.gradient(f(x), x);
+  const Tensor d2 = t2.gradient(d1, x);
+  const Tensor d3 = t3.gradient(d2, x);
+  EXPECT_NEAR(d1.item<double>(), -std::sin(1.0), 1e-12);
+  EXPECT_NEAR(d2.item<double>(), -std::cos(1.0), 1e-12);
+  EXPECT_NEAR(d3.item<double>(), std::sin(1.0), 1e-12);
 }
 
 }  // namespace

@@ -248,7 +248,7 @@ TEST(Passes, DeadStatelessCondIsRemovedAStatefulOneIsKept) {
   });
   EXPECT_EQ(f(constant(1)).item<int32_t>(), 2);
   EXPECT_EQ(out.take(), "p\n");
-  const Graph& g = f.get_concrete_function(constant(1)).graph();
+  const Graph& g = f.get_concrete_function(constant(1)).optimized_graph();  // what the passes left
   EXPECT_EQ(count_op(g, "cond"), 0) << g.to_string();
   EXPECT_EQ(count_op(g, "stateful_cond"), 1) << g.to_string();
 }
@@ -342,6 +342,67 @@ TEST(ForRange, DynamicRnnWithATensorArray) {
   auto cf = f.get_concrete_function(input, init);
   const auto& ir = *detail::FunctionAccess::impl(cf)->ir;
   EXPECT_EQ(ir.nodes[static_cast<std::size_t>(ir.outputs[0])].outputs[0].shape.to_string(), "(2, 3, 4)");
+}
+
+// The docs' dynamic_rnn (control-flow.md, examples/guide/autograph.cpp) as written there: the
+// time dim read as a tensor, so that it may be None.
+tg::Tensor docs_dynamic_rnn(const tg::Tensor& input_data, const tg::Tensor& initial_state) {
+  const tg::Tensor data = tg::transpose(input_data, {1, 0, 2});  // [time, batch, features]
+  const tg::Tensor max_seq_len = tg::shape(data)[0];
+  auto [state, states] = tg::for_range(
+      max_seq_len, std::pair{initial_state, tg::TensorArray(tg::float32, max_seq_len)},
+      [&](const tg::Tensor& i, const std::pair<tg::Tensor, tg::TensorArray>& s) {
+        tg::Tensor next = tg::gather(data, i) + s.first;
+        return std::pair{next, s.second.write(i, next)};
+      });
+  return tg::transpose(states.stack(), {1, 0, 2});
+}
+
+TEST(ForRange, DocsDynamicRnnRunsWithANoneTimeDim) {
+  auto f = function(docs_dynamic_rnn,
+                    {.input_signature = std::vector<TensorSpec>{TensorSpec({2, None, 4}, float32),
+                                                                TensorSpec({2, 4}, float32)}});
+  for (int64_t t : {1, 3, 6}) {
+    const Tensor input = random_uniform({2, t, 4}, 0.0f, 1.0f, 11);
+    const Tensor init = random_uniform({2, 4}, 0.0f, 1.0f, 12);
+    EXPECT_TENSOR_NEAR(f(input, init), dynamic_rnn(input, init), 1e-6) << "time " << t;
+    EXPECT_TENSOR_NEAR(docs_dynamic_rnn(input, init), dynamic_rnn(input, init), 1e-6) << "eager, time " << t;
+  }
+  EXPECT_EQ(f.tracing_count(), 1);
+  auto cf = f.get_concrete_function(TensorSpec({2, None, 4}, float32), TensorSpec({2, 4}, float32));
+  const auto& ir = *detail::FunctionAccess::impl(cf)->ir;
+  EXPECT_EQ(ir.nodes[static_cast<std::size_t>(ir.outputs[0])].outputs[0].shape.to_string(), "(2, None, 4)");
+}
+
+TEST(TensorArraySizedByATensor, RunTimeSizePadsUnwrittenElementsWithZeros) {
+  auto f = function([](const Tensor& n) {
+    TensorArray ta(int32, n);
+    EXPECT_THROW(ta.size(), ValueError);
+    ta = ta.write(0, constant({7, 8}));  // one of n elements written
+    return std::pair{ta.stack(), ta.size_tensor()};
+  }, {.input_signature = std::vector<TensorSpec>{TensorSpec({}, int64)}});
+  const auto [stacked, size] = f(constant(int64_t{3}));
+  EXPECT_TENSOR_EQ(stacked, constant({{7, 8}, {0, 0}, {0, 0}}));
+  EXPECT_TENSOR_EQ(size, constant(3));
+  EXPECT_TENSOR_EQ(f(constant(int64_t{1})).first, constant({{7, 8}}));
+}
+
+TEST(TensorArraySizedByATensor, KnownElementShapeAndEagerSizes) {
+  auto f = function([](const Tensor& x) {
+    TensorArray ta(float32, shape(x)[0], false, TensorShape{2});
+    return for_range(shape(x)[0], ta, [&](const Tensor& i, const TensorArray& a) {
+      return a.write(i, gather(x, i) * 2.0f);
+    }).stack();
+  }, {.input_signature = std::vector<TensorSpec>{TensorSpec({None, 2}, float32)}});
+  EXPECT_TENSOR_EQ(f(constant({{1.f, 2.f}, {3.f, 4.f}, {5.f, 6.f}})),
+                   constant({{2.f, 4.f}, {6.f, 8.f}, {10.f, 12.f}}));
+  // an eager size is read at once, as the int64_t form
+  TensorArray eager(float32, constant(2));
+  EXPECT_EQ(eager.size(), 2);
+  EXPECT_FALSE(eager.dynamic_size());
+  EXPECT_THROW(eager.write(2, constant(1.f)), InvalidArgumentError);
+  EXPECT_THROW_MSG(TensorArray(float32, constant(2.f)), TypeError, "[TensorArray]", "int32 or int64 scalar");
+  EXPECT_THROW_MSG(TensorArray(float32, constant({2})), TypeError, "[TensorArray]", "int32 or int64 scalar");
 }
 
 // The guide's measure_graph_size: an unrolled C++ loop grows the graph with the trip count, a

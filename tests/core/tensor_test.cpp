@@ -90,8 +90,11 @@ TEST(Tensor, SymbolicTensorsKnowOnlyTheirType) {
   EXPECT_EQ(s.dtype(), float32);
   EXPECT_EQ(s.shape(), TensorShape({None, 3}));
   EXPECT_EQ(s.rank(), 2);
-  EXPECT_EQ(s.num_elements(), -1);
-  EXPECT_EQ(symbolic(int32, TensorShape::unknown_rank()).rank(), -1);
+  EXPECT_EQ(s.shape().dim(1), 3);
+  // An unknown is never read as a plain integer (-1) while tracing.
+  EXPECT_THROW_MSG(s.num_elements(), ValueError, "dimension 0", "'y:0'", "is unknown (None)");
+  EXPECT_THROW_MSG(symbolic(int32, TensorShape::unknown_rank()).rank(), ValueError, "rank", "is unknown");
+  EXPECT_EQ(s.shape().none_aware().num_elements(), -1);
   EXPECT_EQ(symbolic(int32, TensorShape({2, 2})).num_elements(), 4);
 }
 

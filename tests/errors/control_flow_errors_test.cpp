@@ -1,5 +1,7 @@
 // Expected failures of tg::cond, tg::while_loop, tg::for_range and tg::TensorArray: each is a
 // typed tg:: error whose message names the API, what was received and what to do.
+#include <limits>
+
 #include "support/test_util.h"
 
 namespace tg {
@@ -97,6 +99,60 @@ TEST(ControlFlowErrors, ForRangeBounds) {
   EXPECT_THROW_MSG(for_range({constant(0), constant(int64_t{3})}, [](const Tensor&) {}), TypeError,
                    "[for_range] limit is int64 but another bound is int32");
   EXPECT_THROW_MSG(for_range({0, 3, 0}, [](const Tensor&) {}), ValueError, "delta must not be zero");
+}
+
+TEST(ControlFlowErrors, ForRangeRunTimeDeltaOfZeroIsAValueErrorAsEagerly) {
+  // Traced, a delta known only at run time made a loop that ran zero times.
+  auto add = [](const Tensor& i, const Tensor& s) { return s + i; };
+  auto sum = function([&](const Tensor& delta) { return for_range({constant(0), constant(6), delta}, constant(0), add); });
+  EXPECT_TENSOR_EQ(sum(constant(2)), constant(6));
+  EXPECT_TENSOR_EQ(sum(constant(-1)), constant(0));
+  EXPECT_THROW_MSG(sum(constant(0)), ValueError, "[for_range] delta must not be zero");
+  EXPECT_THROW_MSG(for_range({constant(0), constant(6), constant(0)}, [](const Tensor&) {}), ValueError,
+                   "[for_range] delta must not be zero");
+  auto effects = function([](const Tensor& delta) {
+    for_range({constant(int64_t{0}), constant(int64_t{3}), delta}, [](const Tensor& i) { print(i); });
+  });
+  EXPECT_THROW_MSG(effects(constant(int64_t{0})), ValueError, "[for_range] delta must not be zero");
+  // An unknown-rank delta is checked for being a scalar when it arrives.
+  auto unranked = function([&](const Tensor& delta) { return for_range({0, 3, delta}, constant(0), add); },
+                           {.input_signature = std::vector<TensorSpec>{TensorSpec(TensorShape::unknown_rank(), int32)}});
+  EXPECT_TENSOR_EQ(unranked(constant(1)), constant(3));
+  EXPECT_THROW_MSG(unranked(constant({1, 2})), InvalidArgumentError, "[for_range] delta must be a scalar", "(2,)");
+}
+
+TEST(ControlFlowErrors, TensorArrayIndexNearInt64Max) {
+  // index + 1 (the grown size) overflowed int64: UB, caught by UBSan builds.
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  TensorArray grows(float32, 0, true);
+  EXPECT_THROW_MSG(grows.write(kMax, constant(1.0f)), InvalidArgumentError, "[TensorArray.write] index "
+                   "9223372036854775807 is too large", "smaller index");
+  EXPECT_THROW_MSG(grows.write(kMax - 1, constant(1.0f)), ResourceExhaustedError, "[allocate]");
+  auto f = function([](const Tensor& i) { return TensorArray(float32, 0, true).write(i, constant(1.0f)).stack(); });
+  EXPECT_TENSOR_EQ(f(constant(int64_t{1})), constant({0.0f, 1.0f}));
+  EXPECT_THROW_MSG(f(constant(kMax)), InvalidArgumentError, "is too large");
+  EXPECT_THROW_MSG(TensorArray(float32, 2).write(kMax, constant(1.0f)), InvalidArgumentError,
+                   "index 9223372036854775807 is out of range");
+}
+
+TEST(ControlFlowErrors, TracedTensorArrayIndexOfTheWrongShapeIsTheEagerError) {
+  // Eagerly the index is checked when the op is built; traced with an unknown rank, when it runs
+  // (it was a TG_CHECK there, an InternalError).
+  TensorArray ta = TensorArray(float32, 2).write(0, constant(1.0f));
+  EXPECT_THROW_MSG(ta.read(constant({0, 1})), TypeError, "[TensorArray.read] the index must be an int32 or int64 scalar",
+                   "(2,)");
+  const auto spec = std::vector<TensorSpec>{TensorSpec(TensorShape::unknown_rank(), int32)};
+  auto write = function([](const Tensor& i) { return TensorArray(float32, 2).write(i, constant(1.0f)).stack(); },
+                        {.input_signature = spec});
+  auto read = function([](const Tensor& i) { return TensorArray(float32, 2).write(0, constant(5.0f)).read(i); },
+                       {.input_signature = spec});
+  EXPECT_TENSOR_EQ(write(constant(1)), constant({0.0f, 1.0f}));
+  EXPECT_TENSOR_EQ(read(constant(0)), constant(5.0f));
+  EXPECT_THROW_MSG(write(constant({0, 1})), TypeError,
+                   "[TensorArray.write] the index must be an int32 or int64 scalar, got int32 (2,)");
+  EXPECT_THROW_MSG(read(constant({0, 1})), TypeError,
+                   "[TensorArray.read] the index must be an int32 or int64 scalar, got int32 (2,)");
+  EXPECT_THROW_MSG(read(constant(std::vector<int32_t>{}, {0})), TypeError, "[TensorArray.read] the index must be");
 }
 
 }  // namespace

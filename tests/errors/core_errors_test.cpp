@@ -1,5 +1,7 @@
 // Expected failures of tensor construction, element access and shapes: each names what was
 // expected and what was received.
+#include <unistd.h>
+
 #include <limits>
 
 #include "support/test_util.h"
@@ -142,6 +144,41 @@ TEST(ShapeErrors, BadDims) {
   const int64_t big = int64_t{1} << 40;
   EXPECT_THROW_MSG(TensorShape({big, big}).num_elements(), InvalidArgumentError,
                    "[TensorShape]", "int64");
+}
+
+// A request above the machine's physical memory is refused before anything is mapped, so these
+// are fast and touch no memory, with or without overcommit and under ASan (whose allocator would
+// abort on a failed huge malloc). 2^50 float32 elements (4 PiB) exceed the memory and the
+// address space of any machine this runs on.
+TEST(AllocationErrors, TooLargeIsResourceExhaustedWithTheBytesRequested) {
+  const int64_t huge = int64_t{1} << 50;
+  EXPECT_THROW_MSG(zeros({huge}), ResourceExhaustedError, "[allocate]", "1125899906842624 float32",
+                   "4503599627370496 bytes", "smaller shape");
+  try {
+    ones({huge, 2}, int64);
+    ADD_FAILURE() << "did not throw";
+  } catch (const ResourceExhaustedError& e) {
+    EXPECT_EQ(e.bytes_requested(), std::size_t{1} << 54);
+    EXPECT_EQ(e.code(), "ERESOURCE");
+  }
+  EXPECT_THROW_MSG(fill({huge}, 1.0), ResourceExhaustedError, "[allocate]");
+  EXPECT_THROW_MSG(ones({huge}, float64), ResourceExhaustedError, "[allocate]", "float64");
+  // The example: 2^36 float32 (256 GiB), where the machine has less than that.
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0 && static_cast<double>(pages) * static_cast<double>(page) < 0x1p38) {
+    EXPECT_THROW_MSG(zeros({int64_t{1} << 36}), ResourceExhaustedError, "[allocate]");
+  }
+}
+
+TEST(AllocationErrors, ByteCountOverflowIsATypedError) {
+  // 2^62 float32 elements need 2^64 bytes: the element count fits int64, the bytes do not.
+  try {
+    zeros({int64_t{1} << 62});
+    ADD_FAILURE() << "did not throw";
+  } catch (const ResourceExhaustedError& e) {
+    EXPECT_EQ(e.bytes_requested(), std::numeric_limits<std::size_t>::max());
+    EXPECT_NE(std::string(e.what()).find("more than 2^64 bytes"), std::string::npos) << e.what();
+  }
 }
 
 TEST(DTypeErrors, InvalidEnumValue) {

@@ -62,7 +62,7 @@ TEST(MatMulErrors, BatchDimsMustBroadcast) {
 std::vector<detail::ValueType> infer(const TensorShape& a, const TensorShape& b,
                                      DType da = float32, DType db = float32) {
   return detail::op_def(detail::OpId::MatMul)
-      .infer({detail::ValueType{da, a}, detail::ValueType{db, b}}, detail::OpAttrs{});
+      .infer({detail::ValueType{da, a}, detail::ValueType{db, b}}, detail::MatMulAttrs{});
 }
 
 TEST(MatMulErrors, PartiallyKnownShapes) {

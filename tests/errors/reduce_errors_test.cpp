@@ -43,8 +43,7 @@ TEST(ReduceErrors, RepeatedAxes) {
   EXPECT_THROW_MSG(reduce_mean(ones({2, 3}), {1, -1}), InvalidArgumentError, "[reduce_mean]",
                    "axis -1 appears more than once", "[1, -1]", "dimension 1", "rank-2");
   // Without a rank only literal repeats can be seen.
-  detail::OpAttrs a;
-  a.axes = {0, 0};
+  const detail::ReduceAttrs a{{0, 0}, false};
   EXPECT_THROW_MSG(detail::op_def(detail::OpId::ReduceProd)
                        .infer({detail::ValueType{float32, TensorShape::unknown_rank()}}, a),
                    InvalidArgumentError, "[reduce_prod]", "axis 0 appears more than once",
@@ -57,9 +56,7 @@ TEST(ArgMaxErrors, EmptyDimension) {
   EXPECT_THROW_MSG(argmin(zeros({0}, int32)), InvalidArgumentError, "[argmin]",
                    "cannot take argmin of an empty dimension", "(0,)");
   // A None dim passes shape inference; the kernel then sees the 0.
-  detail::OpAttrs a;
-  a.axis = 0;
-  a.dtype = int64;
+  const detail::ArgReduceAttrs a{0, int64};
   std::vector<Tensor> out(1);
   EXPECT_THROW_MSG(detail::op_def(detail::OpId::ArgMax).kernel({zeros({0, 3})}, a, out),
                    InvalidArgumentError, "[argmax]", "cannot take argmax of an empty dimension",
@@ -75,8 +72,7 @@ TEST(ArgMaxErrors, ScalarsBadAxesAndDtypes) {
                    "axis -3 is out of range", "rank 2");
   EXPECT_THROW_MSG(argmax(constant({true, false})), InvalidArgumentError, "[argmax]",
                    "float32, float64, int32, int64", "got bool");
-  detail::OpAttrs a;
-  a.dtype = float32;  // the index dtype
+  const detail::ArgReduceAttrs a{0, float32};  // a float index dtype
   EXPECT_THROW_MSG(
       detail::op_def(detail::OpId::ArgMin).infer({detail::ValueType{float32, {3}}}, a),
       InvalidArgumentError, "[argmin]", "output dtype must be int32 or int64", "got float32");

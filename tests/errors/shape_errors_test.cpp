@@ -1,5 +1,8 @@
 // Every validation of the shape and index ops: the error type, the "[op]" prefix, and the facts
 // a user needs (what was expected, what was received).
+#include <limits>
+
+#include "ops/grad_helpers.h"
 #include "ops/op.h"
 #include "support/test_util.h"
 
@@ -34,11 +37,10 @@ TEST(ShapeErrors, Reshape) {
   EXPECT_THROW_MSG(reshape(x, {int64_t{1} << 40, int64_t{1} << 40}), InvalidArgumentError,
                    "[reshape]", "overflows int64");
   // With None dims, what is knowable is still checked.
-  OpAttrs a;
-  a.sizes = {4};
+  detail::ReshapeAttrs a{{4}};
   EXPECT_THROW_MSG(infer(OpId::Reshape, {{float32, {None, 3}}}, a), InvalidArgumentError,
                    "[reshape]", "a multiple of 3 elements", "(None, 3)", "[4]");
-  a.sizes = {-1, 0};
+  a.shape = {-1, 0};
   EXPECT_THROW_MSG(infer(OpId::Reshape, {{float32, {None, 0}}}, a), InvalidArgumentError,
                    "[reshape]", "cannot infer the -1");
 }
@@ -53,8 +55,7 @@ TEST(ShapeErrors, Transpose) {
                    "entry -1 is out of range");
   EXPECT_THROW_MSG(transpose(x, {0, 0}), InvalidArgumentError, "[transpose]", "[0, 0]",
                    "entry 0 is repeated");
-  OpAttrs a;
-  a.axes = {1, 1};
+  const detail::TransposeAttrs a{{1, 1}};
   EXPECT_THROW_MSG(infer(OpId::Transpose, {{float32, TensorShape::unknown_rank()}}, a),
                    InvalidArgumentError, "[transpose]", "entry 1 is repeated");
 }
@@ -95,7 +96,7 @@ TEST(ShapeErrors, Concat) {
   EXPECT_THROW_MSG(concat({a, a}, -3), InvalidArgumentError, "[concat]", "axis -3");
   // A traced concat that saw None dims re-checks the concrete shapes in its kernel.
   std::vector<Tensor> out(1);
-  OpAttrs attrs;
+  const OpAttrs attrs = detail::AxisAttrs{0};
   EXPECT_THROW_MSG(detail::op_def(OpId::Concat).kernel({a, constant({{1, 2, 3}})}, attrs, out),
                    InvalidArgumentError, "[concat]", "dimension 1 differs");
 }
@@ -124,8 +125,7 @@ TEST(ShapeErrors, Index) {
   Tensor empty = constant(std::vector<int32_t>{}, {0, 2});
   EXPECT_THROW_MSG(empty[0], InvalidArgumentError, "[index]", "index 0", "size 0");
   // With dim 0 unknown while tracing, the bound is checked by the kernel.
-  OpAttrs attrs;
-  attrs.index = 5;
+  const OpAttrs attrs = detail::IndexAttrs{5};
   EXPECT_NO_THROW(infer(OpId::Index, {{int32, {None, 2}}}, attrs));
   std::vector<Tensor> out(1);
   EXPECT_THROW_MSG(detail::op_def(OpId::Index).kernel({x}, attrs, out), InvalidArgumentError,
@@ -156,11 +156,26 @@ TEST(IndexErrors, Slice) {
                    "dimension 0 has size 3", "begin 4 to the end");
   EXPECT_THROW_MSG(slice(x, {0, 1}, {1, int64_t{1} << 62}), InvalidArgumentError, "[slice]",
                    "dimension 1 has size 4");
-  OpAttrs a;
-  a.axes = {-1};
-  a.sizes = {1};
+  const detail::SliceAttrs a{{-1}, {1}};
   EXPECT_THROW_MSG(infer(OpId::Slice, {{float32, {None}}}, a), InvalidArgumentError, "[slice]",
                    "begin[0] = -1");
+}
+
+TEST(IndexErrors, SliceBoundsNearInt64MaxDoNotOverflow) {
+  // begin + size past INT64_MAX was signed overflow (UB) in the message; UBSan builds catch it.
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  Tensor x = reshape(range(12), {3, 4});
+  EXPECT_THROW_MSG(slice(x, {kMax, 0}, {1, 1}), InvalidArgumentError, "[slice]",
+                   "dimension 0 has size 3", "begin 9223372036854775807 + size 1 = more than int64");
+  EXPECT_THROW_MSG(slice(x, {1, 0}, {kMax, 1}), InvalidArgumentError, "[slice]",
+                   "begin 1 + size 9223372036854775807");
+  EXPECT_THROW_MSG(slice(x, {kMax, 0}, {-1, 1}), InvalidArgumentError, "[slice]", "to the end");
+  // With a None dim the bound is checked when the graph runs.
+  auto f = function([](const Tensor& v) { return slice(v, {kMax}, {2}); },
+                    {.input_signature = std::vector<TensorSpec>{TensorSpec({None}, int32)}});
+  EXPECT_THROW_MSG(f(constant({1, 2, 3})), InvalidArgumentError, "[slice]", "more than int64");
+  EXPECT_THROW_MSG(detail::slice_like(zeros({3}), zeros({2}), {kMax}), InvalidArgumentError,
+                   "[slice_like]", "does not fit");
 }
 
 TEST(IndexErrors, Gather) {
@@ -201,6 +216,31 @@ TEST(IndexErrors, OneHot) {
                    "off_value 3e+09", "int32");
   EXPECT_THROW_MSG(one_hot(i, int64_t{1} << 62, 1, 0, -1, float32), InvalidArgumentError,
                    "[one_hot]", "more elements than int64");
+}
+
+TEST(ShapeErrors, ShapesAtRunTime) {
+  EXPECT_THROW_MSG(zeros(constant({2.f, 3.f})), TypeError, "[fill]", "int32 or int64", "float32");
+  EXPECT_THROW_MSG(zeros(constant({{2, 3}})), InvalidArgumentError, "[fill]", "1-D tensor", "(1, 2)");
+  EXPECT_THROW_MSG(zeros(constant({2, -3})), InvalidArgumentError, "[fill]", "[2, -3]", "negative");
+  EXPECT_THROW_MSG(fill(constant({2}), constant({1, 2})), InvalidArgumentError, "[fill]", "scalar");
+  EXPECT_THROW_MSG(zeros(Tensor()), ValueError, "[fill]", "empty tg::Tensor");
+  EXPECT_THROW_MSG(ones(constant({2}), string_), TypeError, "[ones]", "no 'one'");
+  EXPECT_THROW_MSG(broadcast_to(constant({1, 2, 3}), constant({2, 2})), InvalidArgumentError,
+                   "[broadcast_to]", "cannot broadcast shape (3,) to (2, 2)");
+  EXPECT_THROW_MSG(broadcast_to(constant({{1, 2}}), constant({2})), InvalidArgumentError,
+                   "[broadcast_to]", "more dims than the target");
+  EXPECT_THROW_MSG(broadcast_to(constant(1), constant({1, 1}, float64)), TypeError, "[broadcast_to]",
+                   "int32 or int64");
+  // known only at run time: the kernel checks what the shape rule could not
+  auto f = function([](const Tensor& x, const Tensor& s) { return broadcast_to(x, s); },
+                    {.input_signature = std::vector<TensorSpec>{TensorSpec({None}, int32), TensorSpec({None}, int32)}});
+  EXPECT_THROW_MSG(f(constant({1, 2, 3}), constant({2, 2})), InvalidArgumentError, "[broadcast_to]",
+                   "cannot broadcast shape (3,) to (2, 2)");
+  EXPECT_THROW_MSG(f(constant({1}), constant({2, -1})), InvalidArgumentError, "[broadcast_to]", "negative");
+  auto g = function([](const Tensor& s) { return zeros(s); },
+                    {.input_signature = std::vector<TensorSpec>{TensorSpec(TensorShape::unknown_rank(), int32)}});
+  EXPECT_THROW_MSG(g(constant({{1}})), InvalidArgumentError, "[fill]", "1-D tensor");
+  EXPECT_TENSOR_EQ(g(constant({1})), constant({0.f}));
 }
 
 }  // namespace

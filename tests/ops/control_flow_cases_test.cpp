@@ -1,5 +1,5 @@
-// Op cases for the control-flow ops (cond, while and their stateful variants) and the
-// TensorArray ops. Eagerly tg::cond / tg::while_loop are C++ control flow; traced, the cases put
+// Op cases for the control-flow ops (cond, while and their stateful variants, for_range's
+// delta check) and the TensorArray ops. Eagerly tg::cond / tg::while_loop are C++ control flow; traced, the cases put
 // the nodes into the graph, so every path is compared against the same expected values.
 #include "support/op_case.h"
 
@@ -46,6 +46,12 @@ TG_OP_CASES(control_flow) {
          return TensorArray(float32, 0, true).write(0, in[0]).write(1, in[0] + 1.0f).stack();
        },
        {constant(2.5f)}, constant({2.5f, 3.5f})},
+      {"check_range_delta", "a for_range step known at run time",
+       [](const std::vector<Tensor>& in) {
+         return for_range({constant(0), constant(7), in[0]}, constant(0),
+                          [](const Tensor& i, const Tensor& s) { return s + i; });
+       },
+       {constant(3)}, constant(9)},
   };
 }
 

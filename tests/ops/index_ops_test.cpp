@@ -148,17 +148,14 @@ std::vector<detail::ValueType> infer(detail::OpId id, std::vector<detail::ValueT
 const TensorShape unknown = TensorShape::unknown_rank();
 
 TEST(IndexOpsInfer, Slice) {
-  detail::OpAttrs a;
-  a.axes = {1, 0};
-  a.sizes = {-1, 2};
+  const detail::SliceAttrs a{{1, 0}, {-1, 2}};
   EXPECT_EQ(infer(detail::OpId::Slice, {vt({None, 5})}, a)[0].shape, (TensorShape{None, 2}));
   EXPECT_EQ(infer(detail::OpId::Slice, {vt({4, None})}, a)[0].shape, (TensorShape{3, 2}));
   EXPECT_EQ(infer(detail::OpId::Slice, {vt(unknown, string_)}, a)[0].shape, (TensorShape{None, 2}));
 }
 
 TEST(IndexOpsInfer, Gather) {
-  detail::OpAttrs a;
-  a.axis = 1;
+  const detail::AxisAttrs a{1};
   auto out = infer(detail::OpId::Gather, {vt({None, 5, 2}, string_), vt({None, 3}, int64)}, a);
   EXPECT_EQ(out[0].shape, (TensorShape{None, None, 3, 2}));
   EXPECT_EQ(out[0].dtype, string_);
@@ -167,7 +164,7 @@ TEST(IndexOpsInfer, Gather) {
 }
 
 TEST(IndexOpsInfer, OneHot) {
-  detail::OpAttrs a;
+  detail::OneHotAttrs a;
   a.depth = 4;
   a.axis = -1;
   a.dtype = int64;

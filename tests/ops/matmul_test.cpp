@@ -286,9 +286,7 @@ TEST(MatMul, BroadcastOperandIsNotModified) {
 
 TensorShape infer(const TensorShape& a, const TensorShape& b, bool ta = false, bool tb = false,
                   DType dtype = float32) {
-  detail::OpAttrs attrs;
-  attrs.transpose_a = ta;
-  attrs.transpose_b = tb;
+  const detail::MatMulAttrs attrs{ta, tb};
   const auto out = detail::op_def(detail::OpId::MatMul)
                        .infer({detail::ValueType{dtype, a}, detail::ValueType{dtype, b}}, attrs);
   EXPECT_EQ(out.size(), 1u);

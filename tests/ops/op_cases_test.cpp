@@ -123,5 +123,39 @@ TEST(Registry, EveryOpHasARuleAKernelAGradientMarkAndACase) {
   for (const auto& name : covered) EXPECT_NE(detail::find_op(name), nullptr) << name;
 }
 
+TEST(Registry, AttributesAreOneTypedStructPerOpFamily) {
+  using detail::OpAttrs;
+  // Dispatch refuses attributes of another family instead of reading a meaningless field.
+  EXPECT_THROW_MSG(detail::apply_op(detail::OpId::ReduceSum, {constant({1, 2})}, detail::AxisAttrs{0}),
+                   InternalError, "reduce_sum", "takes ReduceAttrs", "got AxisAttrs");
+  const OpAttrs reduce = detail::ReduceAttrs{{1, -1}, true};
+  EXPECT_THROW_MSG(reduce.get<detail::SliceAttrs>(), InternalError, "hold ReduceAttrs", "SliceAttrs was read");
+  EXPECT_EQ(reduce.get<detail::ReduceAttrs>().axes, (std::vector<int64_t>{1, -1}));
+  // Printing, comparing and hashing read the fields alone.
+  EXPECT_EQ(detail::format_attrs(reduce), "axes=[1, -1], keepdims=true");
+  EXPECT_EQ(detail::format_attrs(detail::OneHotAttrs{3, -1, int64, 1.0, 0.5}),
+            "depth=3, axis=-1, dtype=int64, on_value=1, off_value=0.5");
+  EXPECT_EQ(detail::format_attrs(OpAttrs{}), "");
+  const OpAttrs same = detail::ReduceAttrs{{1, -1}, true};
+  const OpAttrs kept_off = detail::ReduceAttrs{{1, -1}, false};
+  const OpAttrs other_family = detail::SqueezeAttrs{{1, -1}};
+  EXPECT_EQ(reduce, same);
+  EXPECT_EQ(detail::hash_attrs(reduce), detail::hash_attrs(same));
+  EXPECT_FALSE(reduce == kept_off);
+  EXPECT_NE(detail::hash_attrs(reduce), detail::hash_attrs(kept_off));
+  EXPECT_FALSE(reduce == other_family);
+  EXPECT_NE(detail::hash_attrs(reduce), detail::hash_attrs(other_family));
+  // Every op names a struct the variant holds.
+  for (const detail::OpDef* d : detail::all_ops())
+    EXPECT_LT(d->attrs_kind, std::variant_size_v<detail::AttrsVariant>) << d->name;
+}
+
+TEST(Registry, GraphDotShowsEachOpsAttributes) {
+  auto f = function([](const Tensor& x) { return reduce_sum(transpose(x, {1, 0}), {0}, true); });
+  const std::string dot = f.get_concrete_function(TensorSpec({2, 3}, float32)).graph().to_dot();
+  EXPECT_NE(dot.find("transpose(perm=[1, 0])"), std::string::npos) << dot;
+  EXPECT_NE(dot.find("reduce_sum(axes=[0], keepdims=true)"), std::string::npos) << dot;
+}
+
 }  // namespace
 }  // namespace tg

@@ -357,10 +357,7 @@ TEST(Reduce, ShapeInferenceWithUnknownDimsAndRank) {
   using detail::ValueType;
   auto infer = [](OpId id, TensorShape s, std::vector<int64_t> axes, bool keepdims,
                   DType d = float32) {
-    OpAttrs a;
-    a.axes = std::move(axes);
-    a.keepdims = keepdims;
-    return detail::op_def(id).infer({ValueType{d, std::move(s)}}, a)[0];
+    return detail::op_def(id).infer({ValueType{d, std::move(s)}}, detail::ReduceAttrs{std::move(axes), keepdims})[0];
   };
   EXPECT_EQ(infer(OpId::ReduceSum, {None, 3, None}, {1}, false).shape, TensorShape({None, None}));
   EXPECT_EQ(infer(OpId::ReduceSum, {None, 3, None}, {-1, 0}, true).shape, TensorShape({1, 3, 1}));
@@ -373,9 +370,7 @@ TEST(Reduce, ShapeInferenceWithUnknownDimsAndRank) {
   EXPECT_EQ(infer(OpId::ReduceAll, {None}, {0}, false, bool_).dtype, bool_);
   EXPECT_EQ(infer(OpId::ReduceSum, {2}, {}, false, int64).dtype, int64);
 
-  OpAttrs a;
-  a.axis = -1;
-  a.dtype = int64;
+  detail::ArgReduceAttrs a{-1, int64};
   auto ty = detail::op_def(OpId::ArgMax).infer({ValueType{float32, {None, None, 4}}}, a)[0];
   EXPECT_EQ(ty.shape, TensorShape({None, None}));
   EXPECT_EQ(ty.dtype, int64);
@@ -385,22 +380,20 @@ TEST(Reduce, ShapeInferenceWithUnknownDimsAndRank) {
   // None along the axis cannot be checked statically.
   EXPECT_EQ(detail::op_def(OpId::ArgMin).infer({ValueType{int32, {3, None}}}, a)[0].shape,
             TensorShape({3}));
-  a.dtype = int32;
+  a.output_type = int32;
   EXPECT_EQ(detail::op_def(OpId::ArgMax).infer({ValueType{float64, {2, 5}}}, a)[0].dtype, int32);
 
-  a.axis = 5;  // cannot be checked against an unknown rank
-  auto sm = detail::op_def(OpId::Softmax).infer({ValueType{float32, TensorShape::unknown_rank()}}, a)[0];
+  detail::AxisAttrs along{5};  // cannot be checked against an unknown rank
+  auto sm = detail::op_def(OpId::Softmax).infer({ValueType{float32, TensorShape::unknown_rank()}}, along)[0];
   EXPECT_FALSE(sm.shape.has_rank());
-  a.axis = 0;
-  EXPECT_EQ(detail::op_def(OpId::LogSoftmax).infer({ValueType{float64, {None, 3}}}, a)[0].shape,
+  along.axis = 0;
+  EXPECT_EQ(detail::op_def(OpId::LogSoftmax).infer({ValueType{float64, {None, 3}}}, along)[0].shape,
             TensorShape({None, 3}));
 }
 
 TEST(Reduce, AttrsStoreAxesAsGiven) {
   // Normalising is the rules' job; the stored attrs keep what the user wrote.
-  detail::OpAttrs a;
-  a.axes = {-1, 0};
-  a.keepdims = true;
+  const detail::ReduceAttrs a{{-1, 0}, true};
   EXPECT_EQ(detail::op_def(detail::OpId::ReduceSum)
                 .infer({detail::ValueType{float32, {2, 3}}}, a)[0]
                 .shape,

@@ -1,4 +1,5 @@
-// Shape ops: reshape, transpose, expand_dims, squeeze, concat, stack, x[i], shape, size.
+// Shape ops: reshape, transpose, expand_dims, squeeze, concat, stack, x[i], shape, size, and the
+// ops whose shape is a tensor: fill (zeros / ones) and broadcast_to.
 #include <numeric>
 
 #include "core/tensor_impl.h"
@@ -36,6 +37,53 @@ Fn index_at(int64_t i) {
 }
 const Fn shape_fn = [](const std::vector<Tensor>& in) { return shape(in[0]); };
 const Fn size_fn = [](const std::vector<Tensor>& in) { return size(in[0]); };
+
+// Shapes at run time: the shape tensor is an input (symbolic, None-dims and unknown-rank in the
+// traced modes) or a constant the function captures (its value known while tracing).
+const Fn fill_fn = [](const std::vector<Tensor>& in) { return fill(in[0], in[1]); };
+const Fn zeros_fn = [](const std::vector<Tensor>& in) { return zeros(in[0], int64); };
+const Fn ones_fn = [](const std::vector<Tensor>& in) { return ones(in[0]); };
+const Fn broadcast_to_fn = [](const std::vector<Tensor>& in) { return broadcast_to(in[0], in[1]); };
+
+TG_OP_CASES(shape_tensor_ops) {
+  return {
+      {"fill", "float32 (2,3) from an int32 shape", fill_fn, {constant({2, 3}), constant(1.5f)},
+       constant({{1.5f, 1.5f, 1.5f}, {1.5f, 1.5f, 1.5f}})},
+      {"fill", "int32 from an int64 shape", fill_fn, {constant({3}, int64), constant(7)}, constant({7, 7, 7})},
+      {"fill", "bool", fill_fn, {constant({2, 1}), constant(true)}, constant({{true}, {true}})},
+      {"fill", "string", fill_fn, {constant({2}), constant("ab")}, constant({"ab", "ab"})},
+      {"fill", "a scalar from an empty shape", fill_fn, {empty<int32_t>({0}, int32), constant(2.5, float64)},
+       constant(2.5, float64)},
+      {"fill", "empty (0,2)", fill_fn, {constant({0, 2}), constant(1.f)}, empty<float>({0, 2}, float32)},
+      {"fill", "a constant shape known while tracing",
+       [](const std::vector<Tensor>& in) { return fill(constant({2, 2}), in[0]); }, {constant(-1.f)},
+       constant({{-1.f, -1.f}, {-1.f, -1.f}})},
+      {"fill", "the C++ scalar overload",
+       [](const std::vector<Tensor>& in) { return fill(in[0], 3); }, {constant({1, 2})}, constant({{3, 3}})},
+      {"fill", "zeros int64", zeros_fn, {constant({2, 2})}, constant({{0, 0}, {0, 0}}, int64)},
+      {"fill", "ones float32 from tg::shape(x)",
+       [](const std::vector<Tensor>& in) { return ones(shape(in[0])); }, {constant({{1, 2, 3}})},
+       constant({{1.f, 1.f, 1.f}})},
+      {"fill", "ones", ones_fn, {constant({2})}, constant({1.f, 1.f})},
+
+      {"broadcast_to", "(3,) to (2,3)", broadcast_to_fn, {constant({1.f, 2.f, 3.f}), constant({2, 3})},
+       constant({{1.f, 2.f, 3.f}, {1.f, 2.f, 3.f}})},
+      {"broadcast_to", "int32 (2,1) to (2,3), int64 shape", broadcast_to_fn,
+       {constant({{1}, {2}}), constant({2, 3}, int64)}, constant({{1, 1, 1}, {2, 2, 2}})},
+      {"broadcast_to", "a scalar to (2,2)", broadcast_to_fn, {constant(4.0, float64), constant({2, 2})},
+       constant({{4.0, 4.0}, {4.0, 4.0}}, float64)},
+      {"broadcast_to", "bool (1,2) to (2,1,2)", broadcast_to_fn, {constant({{true, false}}), constant({2, 1, 2})},
+       constant({{{true, false}}, {{true, false}}})},
+      {"broadcast_to", "string (2,) to (2,2)", broadcast_to_fn, {constant({"a", "b"}), constant({2, 2})},
+       constant({{"a", "b"}, {"a", "b"}})},
+      {"broadcast_to", "(1,3) to (0,3)", broadcast_to_fn, {constant({{1.f, 2.f, 3.f}}), constant({0, 3})},
+       empty<float>({0, 3}, float32)},
+      {"broadcast_to", "same shape", broadcast_to_fn, {constant({5, 6}), constant({2})}, constant({5, 6})},
+      {"broadcast_to", "a constant shape known while tracing",
+       [](const std::vector<Tensor>& in) { return broadcast_to(in[0], constant({2, 2})); }, {constant({1.f, 2.f})},
+       constant({{1.f, 2.f}, {1.f, 2.f}})},
+  };
+}
 
 TG_OP_CASES(shape_ops) {
   const Tensor f23 = constant({{1.f, 2.f, 3.f}, {4.f, 5.f, 6.f}});
@@ -354,13 +402,12 @@ const TensorShape unknown = TensorShape::unknown_rank();
 
 TEST(ShapeOpsInfer, Reshape) {
   using detail::OpId;
-  detail::OpAttrs a;
-  a.sizes = {-1, 3};
+  detail::ReshapeAttrs a{{-1, 3}};
   EXPECT_EQ(out_shape(OpId::Reshape, {vt({None, 3})}, a), (TensorShape{None, 3}));
   EXPECT_EQ(out_shape(OpId::Reshape, {vt(unknown)}, a), (TensorShape{None, 3}));
   EXPECT_EQ(out_shape(OpId::Reshape, {vt({4, 3})}, a), (TensorShape{4, 3}));
   EXPECT_EQ(out_shape(OpId::Reshape, {vt({None, 0})}, a), (TensorShape{0, 3}));
-  a.sizes = {6, 2};  // a fully specified target is kept
+  a.shape = {6, 2};  // a fully specified target is kept
   EXPECT_EQ(out_shape(OpId::Reshape, {vt({None, 3})}, a), (TensorShape{6, 2}));
   EXPECT_EQ(out_shape(OpId::Reshape, {vt(unknown)}, a), (TensorShape{6, 2}));
   EXPECT_EQ(out_shape(OpId::Reshape, {vt({None, 3}, string_)}, a).rank(), 2);
@@ -369,19 +416,18 @@ TEST(ShapeOpsInfer, Reshape) {
 
 TEST(ShapeOpsInfer, TransposeExpandSqueeze) {
   using detail::OpId;
-  detail::OpAttrs a;
+  detail::TransposeAttrs a;
   EXPECT_EQ(out_shape(OpId::Transpose, {vt({None, 3, 4})}, a), (TensorShape{4, 3, None}));
   EXPECT_FALSE(out_shape(OpId::Transpose, {vt(unknown)}, a).has_rank());
-  a.axes = {1, 0, 2};
+  a.perm = {1, 0, 2};
   EXPECT_EQ(out_shape(OpId::Transpose, {vt(unknown)}, a), (TensorShape{None, None, None}));
   EXPECT_EQ(out_shape(OpId::Transpose, {vt({None, 3, 4})}, a), (TensorShape{3, None, 4}));
 
-  detail::OpAttrs e;
-  e.axis = -1;
+  const detail::AxisAttrs e{-1};
   EXPECT_EQ(out_shape(OpId::ExpandDims, {vt({None, 2})}, e), (TensorShape{None, 2, 1}));
   EXPECT_FALSE(out_shape(OpId::ExpandDims, {vt(unknown)}, e).has_rank());
 
-  detail::OpAttrs s;
+  detail::SqueezeAttrs s;
   // Squeezing every size-1 dim: a None dim may be 1 at run time, so the rank is unknown (TF).
   EXPECT_FALSE(out_shape(OpId::Squeeze, {vt({None, 1, 3})}, s).has_rank());
   EXPECT_EQ(out_shape(OpId::Squeeze, {vt({2, 1, 3})}, s), (TensorShape{2, 3}));
@@ -394,8 +440,7 @@ TEST(ShapeOpsInfer, TransposeExpandSqueeze) {
 
 TEST(ShapeOpsInfer, ConcatStack) {
   using detail::OpId;
-  detail::OpAttrs a;
-  a.axis = 1;
+  const detail::AxisAttrs a{1};
   EXPECT_EQ(out_shape(OpId::Concat, {vt({None, 2}), vt({3, 4})}, a), (TensorShape{3, 6}));
   EXPECT_EQ(out_shape(OpId::Concat, {vt({2, None}), vt({2, 4})}, a), (TensorShape{2, None}));
   EXPECT_EQ(out_shape(OpId::Concat, {vt(unknown), vt({2, 4})}, a), (TensorShape{2, None}));
@@ -407,8 +452,7 @@ TEST(ShapeOpsInfer, ConcatStack) {
 
 TEST(ShapeOpsInfer, IndexShapeSize) {
   using detail::OpId;
-  detail::OpAttrs a;
-  a.axis = 7;  // dim 0 unknown: the bound is checked by the kernel
+  const detail::IndexAttrs a{7};  // dim 0 unknown: the bound is checked by the kernel
   EXPECT_EQ(out_shape(OpId::Index, {vt({None, 3})}, a), (TensorShape{3}));
   EXPECT_FALSE(out_shape(OpId::Index, {vt(unknown)}, a).has_rank());
   EXPECT_EQ(out_shape(OpId::Shape, {vt({None, 3})}), (TensorShape{2}));
@@ -416,6 +460,43 @@ TEST(ShapeOpsInfer, IndexShapeSize) {
   EXPECT_EQ(infer(OpId::Shape, {vt({None}, string_)})[0].dtype, int32);
   EXPECT_EQ(out_shape(OpId::Size, {vt(unknown)}), (TensorShape{}));
   EXPECT_EQ(infer(OpId::Size, {vt({None}, bool_)})[0].dtype, int32);
+}
+
+// ---- shapes at run time: the static shapes fill / broadcast_to infer while tracing ----
+
+TEST(ShapeTensorOps, ConstantShapesAreStaticAndRunTimeShapesAreNoneOfTheRightRank) {
+  std::vector<TensorShape> seen;
+  auto f = traced_on([&](const Tensor& x) {
+    const Tensor batch = shape(x)[0];
+    const Tensor h = zeros(stack({batch, constant(4)}));  // zeros({b, H}) with a None batch
+    seen.push_back(detail::static_shape(h));
+    seen.push_back(detail::static_shape(ones(constant({2, 4}))));
+    seen.push_back(detail::static_shape(fill(shape(x), 1.f)));
+    const Tensor row = broadcast_to(constant({1.f, 2.f, 3.f, 4.f}), stack({batch, constant(4)}));
+    seen.push_back(detail::static_shape(row));  // x's known dim fills the unknown one
+    seen.push_back(detail::static_shape(broadcast_to(cast(x, float32), constant({3, 2}))));
+    return h + row;
+  }, {None, 2});
+  const Tensor out = f(constant({{1, 2}, {3, 4}}));
+  ASSERT_EQ(seen.size(), 5u);
+  EXPECT_EQ(seen[0], TensorShape({None, None}));
+  EXPECT_EQ(seen[1], TensorShape({2, 4}));
+  EXPECT_EQ(seen[2], TensorShape({None, None}));
+  EXPECT_EQ(seen[3], TensorShape({None, 4}));
+  EXPECT_EQ(seen[4], TensorShape({3, 2}));
+  EXPECT_TENSOR_EQ(out, constant({{1.f, 2.f, 3.f, 4.f}, {1.f, 2.f, 3.f, 4.f}}));
+  // the same function serves every batch size
+  EXPECT_EQ(f(constant({{1, 2}, {3, 4}, {5, 6}})).shape(), TensorShape({3, 4}));
+  EXPECT_EQ(f.tracing_count(), 1);
+}
+
+TEST(ShapeTensorOps, StaticShapeOverloadsStillTakeBraces) {
+  // the shape-tensor overloads bind to a tg::Tensor only: braces stay static shapes
+  EXPECT_TENSOR_EQ(zeros({}), constant(0.f));
+  EXPECT_TENSOR_EQ(ones({2}, int32), constant({1, 1}));
+  EXPECT_TENSOR_EQ(fill({}, 4), constant(4));
+  EXPECT_TENSOR_EQ(zeros(constant({1, 2}), int32), constant({{0, 0}}));
+  EXPECT_TENSOR_EQ(fill(constant({2}), 2.5, float64), constant({2.5, 2.5}, float64));
 }
 
 }  // namespace

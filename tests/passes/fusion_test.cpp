@@ -207,6 +207,47 @@ TEST(Fusion, AGroupNeverSwallowsAPathThroughAnUnfusedOp) {
   EXPECT_TRUE(bitwise_equal(detail::execute(*g, inputs)[0], before[0]));
 }
 
+// Two groups that each read the other (through members added at different times) would be one
+// cycle once each is one node. This is the graph of a third derivative of cos(x) through a traced
+// function, which used to stop with "fusion made a cycle".
+TEST(Fusion, GroupsThatWouldReadEachOtherAreNotBothFused) {
+  detail::set_verify_graphs(true);
+  auto g = trace_graph([](const std::vector<Tensor>& in) {
+    const Tensor &a0 = in[0], &a1 = in[1], &a2 = in[2], &b0 = in[3], &b1 = in[4];
+    Tensor c = cos(a0), s = sin(a0), neg1 = -a2, mul2 = neg1 * a1, mul4 = b0 * c, mul5 = b0 * mul2;
+    Tensor neg2 = -(mul5 * s), mul7 = mul4 * a1, mul8 = mul4 * neg1, mul9 = b1 * s, mul10 = b1 * neg1;
+    Tensor neg3 = -(mul7 + mul9), add1 = neg2 + mul10 * c;
+    return std::vector<Tensor>{add1, mul8, neg3};
+  }, std::vector<Tensor>(5, constant(1.0, float64)));
+  const std::vector<Tensor> inputs{constant(0.3, float64), constant(-1.5, float64), constant(2.0, float64),
+                                   constant(0.7, float64), constant(1.1, float64)};
+  const std::vector<Tensor> unfused = detail::execute(*g, inputs);
+  detail::optimize_graph(g, "two_groups");
+  EXPECT_GE(count_fused(*g), 1);
+  const std::vector<Tensor> fused = detail::execute(*g, inputs);
+  for (std::size_t k = 0; k < fused.size(); ++k) EXPECT_TRUE(bitwise_equal(fused[k], unfused[k])) << k;
+}
+
+// A cycle the grouping's search cuts short: K = {u, k} depends on G through k, and G's second
+// member reads a matmul of u. The emission then leaves one group unfused instead of failing.
+TEST(Fusion, ACycleThroughAnUnfusedOpLeavesOneGroupUnfused) {
+  detail::set_verify_graphs(true);
+  auto g = trace_graph([](const std::vector<Tensor>& in) {
+    const Tensor u = exp(in[0]);
+    const Tensor p = matmul(u, u);
+    const Tensor g1 = -in[1];
+    const Tensor k = u * g1;
+    const Tensor i = g1 + p;
+    return std::vector<Tensor>{k, i};
+  }, {random_uniform({2, 2}, -1, 1, 1), random_uniform({2, 2}, -1, 1, 2)});
+  const std::vector<Tensor> inputs{random_uniform({2, 2}, -1, 1, 5), random_uniform({2, 2}, -1, 1, 6)};
+  const std::vector<Tensor> unfused = detail::execute(*g, inputs);
+  detail::optimize_graph(g, "cycle_through_matmul");
+  EXPECT_EQ(count_fused(*g), 1) << Graph(g).to_string();
+  const std::vector<Tensor> fused = detail::execute(*g, inputs);
+  for (std::size_t k = 0; k < fused.size(); ++k) EXPECT_TRUE(bitwise_equal(fused[k], unfused[k])) << k;
+}
+
 TEST(Fusion, StatefulOpsAndUnknownShapesStayOutOfGroups) {
   Variable v(constant({1.0f, 2.0f}));
   auto f = function([&](const Tensor& x) {

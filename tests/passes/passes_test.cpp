@@ -129,6 +129,27 @@ TEST(Passes, VerifierRejectsBrokenGraphs) {
   EXPECT_THROW_MSG(detail::verify_graph(dup, "test"), InternalError, "duplicate name");
 }
 
+TEST(Passes, VerifierRejectsAttributesOfAnotherOpFamily) {
+  auto g = trace_graph([](const std::vector<Tensor>& in) { return reduce_sum(in[0], {0}); }, {constant({1, 2})});
+  detail::verify_graph(*g, "test");
+  auto bad = *g;
+  for (auto& n : bad.nodes)
+    if (n.kind == NodeKind::kOp) n.attrs = detail::AxisAttrs{0};
+  EXPECT_THROW_MSG(detail::verify_graph(bad, "test"), InternalError, "holds AxisAttrs", "reduce_sum",
+                   "takes ReduceAttrs");
+}
+
+TEST(Passes, CseMergesOpsOnlyWhenEveryAttributeMatches) {
+  auto g = trace_graph([](const std::vector<Tensor>& in) {
+    const Tensor x = in[0];
+    return reduce_sum(x, {0}) + reduce_sum(x, {0}) + reduce_sum(x, {0}, true)[0] + reduce_sum(x, {1})[0];
+  }, {constant({{1, 2}, {3, 4}})});
+  EXPECT_EQ(count_op(*g, "reduce_sum"), 4);
+  detail::eliminate_common_subexpressions(*g);
+  detail::verify_graph(*g, "cse");
+  EXPECT_EQ(count_op(*g, "reduce_sum"), 3) << "only the two identical reductions merge";
+}
+
 TEST(Passes, DumpGraphsWritesEveryStage) {
   const auto dir = std::filesystem::temp_directory_path() / "tg_dump_test";
   std::filesystem::remove_all(dir);

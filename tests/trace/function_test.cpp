@@ -2,6 +2,7 @@
 #include <atomic>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <thread>
 
 #include "support/test_util.h"
@@ -61,6 +62,53 @@ TEST(Function, GraphOfAddReadsLikeTheGuide) {
   auto unnamed = function([](const Tensor& a, const Tensor& b) { return a * b; });
   EXPECT_EQ(unnamed.get_concrete_function(constant(1), constant(2)).graph().to_string(),
             "[] -> arg0\n[] -> arg1\n[arg0, arg1] -> mul\n[mul] -> Identity\n");
+}
+
+// Inspection (issue 11): each value's dtype and shape, the Variable a node reads or assigns, and
+// a sub-graph's captures of enclosing values shown as captures rather than as ops.
+TEST(Function, GraphNodesShowTypesVariablesAndCaptures) {
+  Variable w(constant({1.f, 2.f}), "weights");
+  auto f = function([&](const Tensor& x, const Tensor& p) {
+    const Tensor y = x * 2.0f;
+    const Tensor r = cond(p, [&] { return y + Tensor(w); }, [&] { return y - 1.0f; });
+    w.assign_add(r);
+    return r;
+  }, {.name = "f", .arg_names = {"x", "p"}, .optimize = false});
+  const Graph g = f.get_concrete_function(TensorSpec({None}, float32), TensorSpec({}, bool_)).graph();
+  const auto nodes = g.nodes();
+  const auto find = [&](const std::string& op) {
+    for (const auto& n : nodes)
+      if (n.op == op) return n;
+    ADD_FAILURE() << "no " << op << " node in\n" << g.to_string();
+    return Graph::Node{};
+  };
+  const Graph::Node x = find("Placeholder");
+  ASSERT_EQ(x.outputs.size(), 1u);
+  EXPECT_EQ(x.outputs[0], TensorSpec({None}, float32, "x"));
+  EXPECT_EQ(find("mul").outputs[0].to_string(), "TensorSpec(shape=(None,), dtype=tg.float32, name='mul')");
+  EXPECT_EQ(find("assign_add_variable").variable, "weights");
+  EXPECT_EQ(find("mul").variable, "");
+  for (const auto& n : nodes) EXPECT_EQ(n.captured, "") << n.name;  // the function's own graph captures nothing
+  // Text: the branches' use of the outer `mul` is a capture, not a mul op.
+  const std::string text = g.to_string();
+  EXPECT_NE(text.find("    cond/then_branch:\n      [] -> read_variable\n      [capture: mul] -> mul\n"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("    cond/else_branch:\n      [capture: mul] -> mul\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("[x, Const] -> mul\n"), std::string::npos) << "top-level lines unchanged:\n" << text;
+  // DOT: Variable names, types, captures dashed.
+  const std::string dot = g.to_dot();
+  EXPECT_NE(dot.find("read_variable(variable='weights')\\nfloat32 (2,)"), std::string::npos) << dot;
+  EXPECT_NE(dot.find("assign_add_variable(variable='weights')"), std::string::npos) << dot;
+  EXPECT_NE(dot.find("[label=\"mul\\ncapture of mul\\nfloat32 (None,)\", style=\"rounded,dashed\"]"),
+            std::string::npos) << dot;
+  EXPECT_NE(dot.find("[label=\"mul\\nmul\\nfloat32 (None,)\"]"), std::string::npos) << dot;
+}
+
+TEST(Function, ShapesDtypesAndSpecsPrintWithOperatorShiftLeft) {
+  std::ostringstream os;
+  os << TensorShape({None, 3}) << " " << TensorShape{} << " " << TensorShape::unknown_rank() << " " << float32
+     << " " << DType::String << " " << TensorSpec({2}, int64);
+  EXPECT_EQ(os.str(), "(None, 3) () <unknown> float32 string TensorSpec(shape=(2,), dtype=tg.int64, name=None)");
 }
 
 TEST(Function, ConcreteFunctionFromTensorSpecAndItsSignature) {
@@ -155,7 +203,7 @@ TEST(Function, ReduceRetracingGeneralisesLikeTheGuide) {
 
 TEST(Function, DispatchPrefersTheMostSpecificTrace) {
   // Each trace adds a different constant, so the result shows which graph ran.
-  auto f = function([](const Tensor& x) { return x + (x.shape().dims()[0] == None ? 100.0f : 1.0f); });
+  auto f = function([](const Tensor& x) { return x + (x.shape().none_aware().dims()[0] == None ? 100.0f : 1.0f); });
   f.get_concrete_function(TensorSpec({1, None}, float32));
   f.get_concrete_function(TensorSpec({None, None}, float32));
   ASSERT_EQ(f.tracing_count(), 2);
@@ -328,7 +376,7 @@ TEST(Function, CustomTraceTypes) {
   EXPECT_EQ(traces, 2);
 }
 
-TEST(Function, NestedFunctionsAreInlinedAndRecursionIsAStagingError) {
+TEST(Function, NestedFunctionsTraceThemselvesAreInlinedAndEndlessRecursionIsAStagingError) {
   auto inner = function([](const Tensor& x) { return x * 2; }, {.name = "inner"});
   // Unoptimised, so that the graph shows what was recorded (the optimiser would fuse it).
   auto outer = function([&](const Tensor& x) { return inner(x) + 1; },
@@ -338,7 +386,7 @@ TEST(Function, NestedFunctionsAreInlinedAndRecursionIsAStagingError) {
   EXPECT_EQ(outer.get_concrete_function(constant(3)).graph().to_string(),
             "[] -> x\n[] -> Const\n[x, Const] -> mul\n[] -> Const_1\n[mul, Const_1] -> add\n"
             "[add] -> Identity\n");
-  EXPECT_EQ(inner.tracing_count(), 0);  // inlined: no separate trace
+  EXPECT_EQ(inner.tracing_count(), 1);  // traced as its own function (TF), its graph inlined
 
   std::function<Tensor(const Tensor&)> self_call;
   auto rec = function([&](const Tensor& x) { return self_call(x); }, {.name = "rec"});
@@ -420,6 +468,107 @@ TEST(Function, ManyThreadsCallOneFunction) {
   EXPECT_EQ(wrong.load(), 0);
   EXPECT_EQ(traces.load(), 4);
   EXPECT_EQ(f.tracing_count(), 4);
+}
+
+}  // namespace
+}  // namespace tg
+
+namespace tg {
+namespace {
+
+TEST(ConcreteGraphs, GraphIsAsTracedAndOptimizedGraphIsWhatRuns) {
+  auto f = function([](const Tensor& x) { return tanh(x * 2.0f + 1.0f) + x * 2.0f; });
+  const ConcreteFunction cf = f.get_concrete_function(TensorSpec({4}, float32));
+  // As traced (TF's concrete_function.graph): both multiplications, no fused node.
+  auto count = [](const Graph& g, const std::string& op) {
+    int n = 0;
+    for (const auto& node : g.nodes()) n += node.op == op;
+    return n;
+  };
+  EXPECT_EQ(count(cf.graph(), "mul"), 2) << cf.graph().to_string();
+  EXPECT_EQ(count(cf.graph(), "fused_elementwise"), 0);
+  // What runs: deduplicated and fused into one node.
+  EXPECT_EQ(count(cf.optimized_graph(), "mul"), 0) << cf.optimized_graph().to_string();
+  EXPECT_EQ(count(cf.optimized_graph(), "fused_elementwise"), 1);
+  // Without the optimiser both are the same graph.
+  auto plain = function([](const Tensor& x) { return x * 2.0f; }, {.optimize = false});
+  const ConcreteFunction pc = plain.get_concrete_function(TensorSpec({4}, float32));
+  EXPECT_EQ(pc.graph().to_string(), pc.optimized_graph().to_string());
+}
+
+}  // namespace
+}  // namespace tg
+
+namespace tg {
+namespace {
+
+// TF's polymorphic_function tests: recursive functions over Python ints, with gradients, and two
+// functions calling each other.
+TEST(Recursion, FactorialOverALiteralWithGradients) {
+  std::function<Tensor(const Tensor&, int)> call;
+  auto factorial = function([&](const Tensor& x, int n) { return n <= 1 ? x : x * call(x, n - 1); },
+                            {.name = "factorial"});
+  call = [&](const Tensor& x, int n) { return factorial(x, n); };
+  const Tensor x = constant(2.0, float64);
+  GradientTape tape;
+  tape.watch(x);
+  const Tensor y = factorial(x, 4);  // x^4
+  EXPECT_EQ(y.item<double>(), 16.0);
+  EXPECT_EQ(tape.gradient(y, x).item<double>(), 32.0);  // 4 x^3
+  EXPECT_EQ(factorial.tracing_count(), 4);
+}
+
+TEST(Recursion, TwoFunctionsCallingEachOther) {
+  std::function<Tensor(const Tensor&, int)> call_odd;
+  auto is_even = function([&](const Tensor& x, int n) { return n == 0 ? x : call_odd(x, n - 1); });
+  auto is_odd = function([&](const Tensor& x, int n) { return n == 0 ? -x : is_even(x, n - 1); });
+  call_odd = [&](const Tensor& x, int n) { return is_odd(x, n); };
+  EXPECT_EQ(is_even(constant(1), 4).item<int32_t>(), 1);
+  EXPECT_EQ(is_even(constant(1), 5).item<int32_t>(), -1);
+}
+
+TEST(Nesting, AConcreteFunctionCanBeCalledInsideATrace) {
+  auto square = function([](const Tensor& x) { return x * x; }, {.name = "square"});
+  auto cf = square.get_concrete_function(TensorSpec({None}, float32));
+  auto outer = function([&](const Tensor& x) { return cf(x) + 1.0f; }, {.name = "outer"});
+  EXPECT_EQ(outer(constant({1.0f, 3.0f})).to_vector<float>(), (std::vector<float>{2.0f, 10.0f}));
+  // Called with eager tensors inside the trace it is still part of the graph: a Variable it
+  // reads is read at every call of the outer function.
+  Variable v(constant(1.0f));
+  auto read = function([&](const Tensor& x) { return x + v.read_value(); });
+  auto read_cf = read.get_concrete_function(TensorSpec({}, float32));
+  auto uses = function([&]() { return read_cf(constant(1.0f)); });
+  EXPECT_EQ(uses().item<float>(), 2.0f);
+  v.assign(constant(5.0f));
+  EXPECT_EQ(uses().item<float>(), 6.0f);
+  // A leaked symbolic tensor is still out of scope for a concrete function.
+  Tensor leaked;
+  auto leak = function([&](const Tensor& x) {
+    leaked = x;
+    return x;
+  });
+  leak(constant({1.0f}));
+  EXPECT_THROW_MSG(cf(leaked), OutOfScopeError, "outside the trace that created it");
+}
+
+}  // namespace
+}  // namespace tg
+
+namespace tg {
+namespace {
+
+TEST(ConcreteCalls, ACppNumberConvertsForATensorParameter) {
+  auto f = function([](const Tensor& x, const Tensor& n) { return x * cast(n, float32); });
+  auto cf = f.get_concrete_function(TensorSpec({}, float32), TensorSpec({}, int32));
+  EXPECT_EQ(cf(2.5f, 3).item<float>(), 7.5f);   // as TF converts Python numbers
+  EXPECT_EQ(cf(2, 3).item<float>(), 6.0f);      // an int for a float parameter
+  EXPECT_THROW_MSG(cf(2.0f, 1.5), TypeError, "Can not cast 1.5", "dtype=tg.int32");
+  EXPECT_THROW_MSG(cf(2.0f, int64_t{1} << 40), TypeError, "Can not cast");
+  // A literal parameter stays a literal.
+  auto scale = function([](const Tensor& x, int k) { return x * k; });
+  auto by3 = scale.get_concrete_function(TensorSpec({}, int32), 3);
+  EXPECT_EQ(by3(2, 3).item<int32_t>(), 6);
+  EXPECT_THROW_MSG(by3(2, 4), TypeError, "Can not cast");
 }
 
 }  // namespace

@@ -33,6 +33,86 @@ class LogCapture {
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
+// ---- the fixes tracegraph prints compile as written ----
+
+// Compiles its argument (with `f` the callable) and gives its text as the preprocessor spells it:
+// the same characters the fix must print, so a printed fix that drifts from code that compiles
+// fails the comparison.
+#define TG_COMPILED_FIX(...) std::pair{[&] { return __VA_ARGS__; }, std::string(#__VA_ARGS__)}
+
+// The printed fixes of `step` after it traced for `inputs`: warning, ERTL message and report.
+struct PrintedFixes {
+  std::string warning, limit_message, report;
+};
+template <class F, class... Args>
+PrintedFixes printed_fixes(F body, const std::vector<std::tuple<Args...>>& inputs) {
+  LogCapture log;
+  auto step = function(body, {.name = "step", .max_traces = static_cast<int64_t>(inputs.size()) - 1});
+  PrintedFixes p;
+  for (const auto& in : inputs) {
+    try {
+      std::apply(step, in);
+    } catch (const RetracingLimitError& e) {
+      p.limit_message = e.what();
+    }
+  }
+  if (!log.warnings().empty()) p.warning = log.warnings()[0];
+  p.report = step.retracing_report();
+  return p;
+}
+
+TEST(PrintedFixes, TheSuggestedSignatureCompilesAsPrinted) {
+  const auto body = [](const Tensor& x) { return reduce_sum(x, {1}); };
+  std::vector<std::tuple<Tensor>> inputs;
+  for (int64_t b : {1, 2, 3, 4, 5, 6, 7}) inputs.emplace_back(ones({b, 4}));
+  const PrintedFixes p = printed_fixes(body, inputs);
+
+  const auto f = body;
+  auto [make, text] = TG_COMPILED_FIX(tg::function(f, {.input_signature = std::vector<tg::TensorSpec>{tg::TensorSpec({tg::None, 4}, tg::float32)}}));
+  EXPECT_TRUE(contains(p.warning, "Fix: " + text + " (")) << p.warning << "\nexpected: " << text;
+  EXPECT_TRUE(contains(p.limit_message, "1. " + text + " - ")) << p.limit_message;
+  EXPECT_TRUE(contains(p.report, "\"action\": \"" + text + "\"")) << p.report;
+  // and the compiled fix does what it says: one trace for every batch size
+  auto fixed = make();
+  for (int64_t b : {1, 5, 9}) fixed(ones({b, 4}));
+  EXPECT_EQ(fixed.tracing_count(), 1);
+}
+
+TEST(PrintedFixes, SignaturesOfSeveralArgumentsScalarsAndUnknownRanksCompileAsPrinted) {
+  const auto body = [](const Tensor& x, const Tensor& s, const Tensor& m) {
+    return reduce_sum(x) + s + cast(reduce_sum(cast(m, int32)), float64);
+  };
+  std::vector<std::tuple<Tensor, Tensor, Tensor>> inputs;
+  const std::vector<TensorShape> shapes = {{2}, {2, 3}, {1, 1, 1}, {4}, {5, 2}, {3, 3, 3}};
+  for (const auto& shape : shapes)
+    inputs.emplace_back(ones(shape, float64), constant(1.0, float64), ones({shape.dim(0)}, bool_));
+  const PrintedFixes p = printed_fixes(body, inputs);
+
+  const auto f = body;
+  auto [make, text] = TG_COMPILED_FIX(tg::function(f, {.input_signature = std::vector<tg::TensorSpec>{tg::TensorSpec(tg::TensorShape::unknown_rank(), tg::float64), tg::TensorSpec({}, tg::float64), tg::TensorSpec({tg::None}, tg::bool_)}}));
+  EXPECT_TRUE(contains(p.warning, "Fix: " + text + " (")) << p.warning << "\nexpected: " << text;
+  EXPECT_TRUE(contains(p.limit_message, "1. " + text + " - ")) << p.limit_message;
+  EXPECT_TRUE(contains(p.report, "\"action\": \"" + text + "\"")) << p.report;
+  auto fixed = make();
+  for (const auto& shape : shapes) fixed(ones(shape, float64), constant(2.0, float64), ones({shape.dim(0)}, bool_));
+  EXPECT_EQ(fixed.tracing_count(), 1);
+}
+
+TEST(PrintedFixes, ReduceRetracingCompilesAsPrinted) {
+  const auto body = [](const Tensor& x) { return x * 2.0f; };
+  std::vector<std::tuple<Tensor>> inputs;
+  for (int64_t n : {1, 2, 3, 4, 5, 6}) inputs.emplace_back(ones({n}));
+  const PrintedFixes p = printed_fixes(body, inputs);
+
+  const auto f = body;
+  auto [make, text] = TG_COMPILED_FIX(tg::function(f, {.reduce_retracing = true}));
+  EXPECT_TRUE(contains(p.limit_message, ". " + text + " - ")) << p.limit_message;
+  EXPECT_TRUE(contains(p.report, "\"action\": \"" + text + "\"")) << p.report;
+  auto fixed = make();
+  for (int64_t n : {1, 2, 3, 4}) fixed(ones({n}));
+  EXPECT_EQ(fixed.tracing_count(), 2);  // the second trace generalises dim 0 to None
+}
+
 TEST(Retracing, BatchSizeVaryingNamesTheDimAndSuggestsASignature) {
   LogCapture log;
   auto step = function([](const Tensor& x) { return reduce_sum(x, {1}); }, {.name = "step", .arg_names = {"x"}});
@@ -43,7 +123,7 @@ TEST(Retracing, BatchSizeVaryingNamesTheDimAndSuggestsASignature) {
   const std::string w = log.warnings()[0];
   EXPECT_TRUE(contains(w, "5 out of the last 5 calls to 'step' triggered retracing")) << w;
   EXPECT_TRUE(contains(w, "x dim 0 (3, 5, 7, 9, 11)")) << w;
-  EXPECT_TRUE(contains(w, "input_signature = {tg::TensorSpec({tg::None, 4}, tg::float32)}")) << w;
+  EXPECT_TRUE(contains(w, "tg::function(f, {.input_signature = std::vector<tg::TensorSpec>{tg::TensorSpec({tg::None, 4}, tg::float32)}})")) << w;
 
   auto history = step.trace_history();
   ASSERT_EQ(history.size(), 5u);
@@ -228,7 +308,7 @@ TEST(Retracing, LimitErrorExplainsRootCauseWorkaroundsAndDeadEnds) {
     EXPECT_TRUE(contains(m, "'x' came in 4 distinct shapes (dim 0 took 4 values: 1, 2, 3, 9)")) << m;
     EXPECT_TRUE(contains(m, "1. pass k as a tg::Tensor")) << m;
     EXPECT_TRUE(contains(m, "pad or bucket x to a few fixed sizes")) << m;
-    EXPECT_TRUE(contains(m, "reduce_retracing = true")) << m;
+    EXPECT_TRUE(contains(m, "tg::function(f, {.reduce_retracing = true})")) << m;
     EXPECT_TRUE(contains(m, "Dead ends:")) << m;
     EXPECT_TRUE(contains(m, "raising FunctionOptions::max_traces: only delays the error")) << m;
     EXPECT_TRUE(contains(m, "run_functions_eagerly(true): avoids tracing but gives up the graph's speed")) << m;

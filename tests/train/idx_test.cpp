@@ -158,5 +158,15 @@ TEST(LoadMnist, FindsGzippedOrPlainFilesAndChecksCounts) {
   EXPECT_THROW_MSG(data::load_mnist(dir.path(""), "t10k"), ValueError, "3 images", "2 labels");
 }
 
+TEST(LoadMnist, ImageSizesPastInt64AreAValueError) {
+  // Zero images of 2^32-1 x 2^32-1 pixels is a valid (empty) file, but rows * cols overflowed
+  // int64 when the images were flattened (UB, caught by UBSan builds).
+  TempDir dir;
+  dir.write("train-images-idx3-ubyte", idx_bytes(0x08, {0, 0xFFFFFFFF, 0xFFFFFFFF}, {}));
+  dir.write("train-labels-idx1-ubyte", idx_bytes(0x08, {0}, {}));
+  EXPECT_THROW_MSG(data::load_mnist(dir.path(""), "train"), ValueError, "[load_mnist]",
+                   "4294967295 x 4294967295", "more than int64", "train-images-idx3-ubyte");
+}
+
 }  // namespace
 }  // namespace tg

@@ -1,4 +1,4 @@
-#include "autodiff/replay.h"
+#include "runtime/replay.h"
 
 #include "core/check.h"
 #include "tracegraph/ops.h"
@@ -7,8 +7,9 @@ namespace tg::detail {
 
 namespace {
 const VariableState* variable_of(const GraphNode& node) {
-  TG_CHECK(node.attrs.variable != nullptr, "variable op ", node.name, " without its Variable");
-  return node.attrs.variable.get();
+  const VariableState* v = node.attrs.get<VariableAttrs>().variable.get();
+  TG_CHECK(v != nullptr, "variable op ", node.name, " without its Variable");
+  return v;
 }
 }  // namespace
 
@@ -21,7 +22,7 @@ Tensor ReplayVariables::read(const VariableState* v, const OpAttrs& read_attrs) 
 }
 
 std::vector<Tensor> replay_graph(const GraphIR& g, const std::vector<Tensor>& inputs,
-                                 ReplayVariables& variables) {
+                                 ReplayVariables* variables_or_null) {
   std::vector<std::vector<Tensor>> values(g.nodes.size());
   std::vector<Tensor> outputs;
   std::vector<Tensor> args;
@@ -41,7 +42,11 @@ std::vector<Tensor> replay_graph(const GraphIR& g, const std::vector<Tensor>& in
         outputs.push_back(args[0]);
         break;
       case NodeKind::kOp:
-        switch (node.op) {
+        if (!variables_or_null) {
+          values[n] = apply_op(node.op, args, node.attrs);
+          break;
+        }
+        switch (ReplayVariables& variables = *variables_or_null; node.op) {
           case OpId::Print:
             break;
           case OpId::ReadVariable:

@@ -1,7 +1,8 @@
-// The one graph interpreter that differentiation uses: it runs a recorded graph node by node
-// through the public ops, so that a GradientTape records it. The executor (src/runtime) runs
-// graphs fast; this runs them visibly to tapes, for the backward of a traced function and for
-// the gradients of cond branches and while bodies.
+// The one graph interpreter that runs a recorded graph node by node through the public ops, so
+// that whatever is listening sees each op: a GradientTape (the backward of a traced function,
+// the gradients of cond branches and while bodies) or an enclosing trace (a tg::function or
+// ConcreteFunction called while another function is traced is inlined this way). The executor
+// runs graphs fast; this runs them visibly.
 #pragma once
 #include <unordered_map>
 #include <vector>
@@ -30,7 +31,9 @@ class ReplayVariables {
 };
 
 /// Runs `g` on `inputs` (one per placeholder) through the public ops and returns its outputs.
+/// With `variables`, side effects are replayed as ReplayVariables says (never real); without,
+/// every op runs as itself - prints print, assigns assign (or are recorded by a trace).
 std::vector<Tensor> replay_graph(const GraphIR& g, const std::vector<Tensor>& inputs,
-                                 ReplayVariables& variables);
+                                 ReplayVariables* variables);
 
 }  // namespace tg::detail

@@ -1,0 +1,236 @@
+// The static (non-tensor) arguments of ops: one struct per op family, and OpAttrs, the variant
+// a node holds. Each op names its struct in ops.def (checked at dispatch and by the graph
+// verifier), so a field means one thing, and anything that reads graphs - CSE, the printers,
+// export - works from the fields alone through for_each_field.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <variant>
+#include <vector>
+
+#include "core/check.h"
+#include "tracegraph/dtype.h"
+
+namespace tg::detail {
+
+struct VariableState;       // ops/variable_state.h: the state behind a tg::Variable
+struct FusedProgram;        // ops/fused.h: what a fused_elementwise node computes
+struct ControlFlowPayload;  // ops/control_flow_attrs.h: a cond / while node's sub-graphs and metadata
+
+// Every struct lists its fields once, in for_each_field(f): f(name, value) for each. Field
+// types are limited to int64_t, bool, double, DType, std::vector<int64_t>,
+// std::vector<std::string> and shared_ptrs to the typed objects above, so that a generic
+// reader handles them all.
+
+/// Ops without attributes (elementwise arithmetic, shape, the *_like helpers without an axis).
+struct NoAttrs {
+  template <class F> void for_each_field(F&&) const {}
+  bool operator==(const NoAttrs&) const = default;
+};
+
+/// reduce_* and unreduce_like: the axes reduced (empty: all) and whether they are kept as 1.
+struct ReduceAttrs {
+  std::vector<int64_t> axes;
+  bool keepdims = false;
+  template <class F> void for_each_field(F&& f) const { f("axes", axes); f("keepdims", keepdims); }
+  bool operator==(const ReduceAttrs&) const = default;
+};
+
+/// Ops along one axis: softmax, log_softmax, expand_dims, concat, stack, gather, split_like,
+/// scatter_add_like.
+struct AxisAttrs {
+  int64_t axis = 0;
+  template <class F> void for_each_field(F&& f) const { f("axis", axis); }
+  bool operator==(const AxisAttrs&) const = default;
+};
+
+/// argmax / argmin: the axis and the index dtype of the result.
+struct ArgReduceAttrs {
+  int64_t axis = 0;
+  DType output_type = DType::Int64;
+  template <class F> void for_each_field(F&& f) const { f("axis", axis); f("output_type", output_type); }
+  bool operator==(const ArgReduceAttrs&) const = default;
+};
+
+/// cast: the target dtype.
+struct CastAttrs {
+  DType dtype = DType::Float32;
+  template <class F> void for_each_field(F&& f) const { f("dtype", dtype); }
+  bool operator==(const CastAttrs&) const = default;
+};
+
+/// matmul: whether each operand's last two dims are swapped.
+struct MatMulAttrs {
+  bool transpose_a = false;
+  bool transpose_b = false;
+  template <class F> void for_each_field(F&& f) const { f("transpose_a", transpose_a); f("transpose_b", transpose_b); }
+  bool operator==(const MatMulAttrs&) const = default;
+};
+
+/// reshape: the target shape (one -1 is inferred).
+struct ReshapeAttrs {
+  std::vector<int64_t> shape;
+  template <class F> void for_each_field(F&& f) const { f("shape", shape); }
+  bool operator==(const ReshapeAttrs&) const = default;
+};
+
+/// transpose: the permutation (empty: reverse the dims).
+struct TransposeAttrs {
+  std::vector<int64_t> perm;
+  template <class F> void for_each_field(F&& f) const { f("perm", perm); }
+  bool operator==(const TransposeAttrs&) const = default;
+};
+
+/// squeeze: the size-1 axes removed (empty: all of them).
+struct SqueezeAttrs {
+  std::vector<int64_t> axes;
+  template <class F> void for_each_field(F&& f) const { f("axes", axes); }
+  bool operator==(const SqueezeAttrs&) const = default;
+};
+
+/// slice: where the block starts and its size per dim (-1: to the end).
+struct SliceAttrs {
+  std::vector<int64_t> begin;
+  std::vector<int64_t> size;
+  template <class F> void for_each_field(F&& f) const { f("begin", begin); f("size", size); }
+  bool operator==(const SliceAttrs&) const = default;
+};
+
+/// slice_like / pad_like: where the block sits in the larger tensor.
+struct BlockAttrs {
+  std::vector<int64_t> begin;
+  template <class F> void for_each_field(F&& f) const { f("begin", begin); }
+  bool operator==(const BlockAttrs&) const = default;
+};
+
+/// one_hot.
+struct OneHotAttrs {
+  int64_t depth = 0;
+  int64_t axis = -1;
+  DType dtype = DType::Float32;
+  double on_value = 1.0;
+  double off_value = 0.0;
+  template <class F> void for_each_field(F&& f) const {
+    f("depth", depth); f("axis", axis); f("dtype", dtype); f("on_value", on_value); f("off_value", off_value);
+  }
+  bool operator==(const OneHotAttrs&) const = default;
+};
+
+/// index (x[i]): the position along the first dimension.
+struct IndexAttrs {
+  int64_t index = 0;
+  template <class F> void for_each_field(F&& f) const { f("index", index); }
+  bool operator==(const IndexAttrs&) const = default;
+};
+
+/// print: the text of each part, and which parts are the op's tensor inputs (in order).
+struct PrintAttrs {
+  std::vector<std::string> texts;
+  std::vector<int64_t> tensor_parts;
+  template <class F> void for_each_field(F&& f) const { f("texts", texts); f("tensor_parts", tensor_parts); }
+  bool operator==(const PrintAttrs&) const = default;
+};
+
+/// read_variable and assign*_variable: the Variable (by reference: its state outlives the graph).
+struct VariableAttrs {
+  std::shared_ptr<VariableState> variable;
+  template <class F> void for_each_field(F&& f) const { f("variable", variable); }
+  bool operator==(const VariableAttrs&) const = default;
+};
+
+/// fused_elementwise: the program of micro-ops it runs.
+struct FusedAttrs {
+  std::shared_ptr<const FusedProgram> program;
+  template <class F> void for_each_field(F&& f) const { f("program", program); }
+  bool operator==(const FusedAttrs&) const = default;
+};
+
+/// cond / while (and their stateful variants): the sub-graphs and how inputs feed them.
+struct ControlFlowAttrs {
+  std::shared_ptr<const ControlFlowPayload> payload;
+  template <class F> void for_each_field(F&& f) const { f("payload", payload); }
+  bool operator==(const ControlFlowAttrs&) const = default;
+};
+
+/// tensor_array_read / write / stack: what the op knows of its array.
+struct TensorArrayAttrs {
+  int64_t size = 0;                    // the fixed size (a dynamic array: its initial size)
+  bool dynamic = false;                // grows to the largest index written
+  bool element_shape_known = false;    // element_shape is meaningful
+  std::vector<int64_t> element_shape;  // dims may be None
+  template <class F> void for_each_field(F&& f) const {
+    f("size", size); f("dynamic", dynamic); f("element_shape_known", element_shape_known);
+    f("element_shape", element_shape);
+  }
+  bool operator==(const TensorArrayAttrs&) const = default;
+};
+
+/// fill / broadcast_to: what was known of the shape tensor's value when the op was built (its
+/// elements when it was a constant). The shape rule reads it; the kernel checks the value
+/// against it. `known` false: only the shape tensor's length (the result's rank) is known.
+struct ShapeValueAttrs {
+  bool known = false;
+  std::vector<int64_t> dims;
+  template <class F> void for_each_field(F&& f) const { f("known", known); f("dims", dims); }
+  bool operator==(const ShapeValueAttrs&) const = default;
+};
+
+// The order of this list is the variant index; ops.def names structs, never indices.
+using AttrsVariant = std::variant<NoAttrs, ReduceAttrs, AxisAttrs, ArgReduceAttrs, CastAttrs, MatMulAttrs,
+                                  ReshapeAttrs, TransposeAttrs, SqueezeAttrs, SliceAttrs, BlockAttrs,
+                                  OneHotAttrs, IndexAttrs, PrintAttrs, VariableAttrs, FusedAttrs,
+                                  ControlFlowAttrs, TensorArrayAttrs, ShapeValueAttrs>;
+
+template <class T, class V> struct VariantIndex;
+template <class T, class... Ts> struct VariantIndex<T, std::variant<Ts...>> {
+  static constexpr std::size_t value = [] {
+    constexpr bool same[] = {std::is_same_v<T, Ts>...};
+    for (std::size_t i = 0; i < sizeof...(Ts); ++i)
+      if (same[i]) return i;
+    return sizeof...(Ts);
+  }();
+};
+/// The variant index of an attribute struct: what OpDef::attrs_kind holds.
+template <class T> inline constexpr std::size_t attrs_kind_of = VariantIndex<T, AttrsVariant>::value;
+
+/// The name of the attribute struct at a variant index (for messages).
+const char* attrs_kind_name(std::size_t kind);
+
+class OpAttrs;
+/// A hash of the attributes consistent with ==: referenced objects by identity (for CSE).
+std::size_t hash_attrs(const OpAttrs& attrs);
+/// The attributes as "name=value, ..." (referenced objects left out): for printers and messages.
+std::string format_attrs(const OpAttrs& attrs);
+
+/// The attributes of one op: exactly one family's struct. Reading the wrong family is a bug in
+/// tracegraph (the op and its attributes were paired wrongly), reported as InternalError.
+class OpAttrs {
+ public:
+  OpAttrs() = default;
+  template <class T, class = std::enable_if_t<(attrs_kind_of<T> < std::variant_size_v<AttrsVariant>)>>
+  OpAttrs(T attrs) : value_(std::move(attrs)) {}  // NOLINT: every family struct converts
+
+  template <class T> const T& get() const {
+    const T* p = std::get_if<T>(&value_);
+    if (!p) wrong_kind(attrs_kind_of<T>);
+    return *p;
+  }
+  template <class T> T& get() {
+    T* p = std::get_if<T>(&value_);
+    if (!p) wrong_kind(attrs_kind_of<T>);
+    return *p;
+  }
+  template <class T> const T* get_if() const { return std::get_if<T>(&value_); }
+  std::size_t kind() const { return value_.index(); }
+  /// Calls f(const Family&) with the struct held.
+  template <class F> decltype(auto) visit(F&& f) const { return std::visit(std::forward<F>(f), value_); }
+  bool operator==(const OpAttrs&) const = default;
+
+ private:
+  [[noreturn]] void wrong_kind(std::size_t wanted) const;
+  AttrsVariant value_;
+};
+
+}  // namespace tg::detail
