@@ -22,6 +22,10 @@ void bind_concrete(const ConcreteImpl& cf, const std::vector<TraceTypePtr>& arg_
 /// empty Tensor when the parameter is not a tensor. TypeError when the value does not convert
 /// exactly (1.5 for an int32 parameter).
 Tensor scalar_for_tensor_param(const ConcreteImpl& cf, std::size_t index, double value, const int64_t* integer);
+/// call_flat with the call's distinct Variables, bound to the concrete function's Variable
+/// parameters.
+std::vector<Tensor> call_bound(const ConcreteImpl& cf, const std::vector<Tensor>& inputs,
+                               const std::vector<Variable>& variables);
 }  // namespace detail
 
 /// One trace of a function: a graph specialised to one FunctionType.
@@ -37,7 +41,8 @@ class ConcreteFunction {
   /// The graph that runs: graph() after the optimiser (folded, deduplicated, fused).
   const Graph& optimized_graph() const;
   /// Runs the graph on the flattened tensor arguments (in argument order), returning the
-  /// flattened outputs. Inputs are checked against the traced specs.
+  /// flattened outputs. Inputs are checked against the traced specs. (A trace with Variable
+  /// arguments needs them: call it with its arguments instead.)
   std::vector<Tensor> call_flat(const std::vector<Tensor>& inputs) const;
 
  protected:
@@ -62,7 +67,7 @@ class TypedConcreteFunction : public ConcreteFunction {
     std::size_t index = 0;
     (types.push_back(arg_type(args, ctx, index++)), ...);
     bind(types);
-    std::vector<Tensor> out = call_flat(ctx.leaves);
+    std::vector<Tensor> out = detail::call_bound(*impl_, ctx.leaves, ctx.variables);
     if constexpr (std::is_void_v<R>) {
       return;
     } else {

@@ -89,8 +89,10 @@ std::shared_ptr<ConcreteImpl> fast_lookup(const FunctionCore& core, std::size_t 
 /// a fast hash, the result is remembered for fast_lookup.
 std::shared_ptr<ConcreteImpl> dispatch_or_trace(FunctionCore& core, std::vector<TraceTypePtr> arg_types,
                                                 TraceBody body, const std::size_t* fast_hash);
-/// Runs a concrete function of `core` on the call's flat tensors.
-std::vector<Tensor> run(const FunctionCore& core, const ConcreteImpl& cf, const std::vector<Tensor>& leaves);
+/// Runs a concrete function of `core` on the call's flat tensors, its Variable parameters bound
+/// to the call's distinct Variables (ArgContext::variables).
+std::vector<Tensor> run(const FunctionCore& core, const ConcreteImpl& cf, const std::vector<Tensor>& leaves,
+                        const std::vector<Variable>& variables = {});
 std::vector<ConcreteFunction> concrete_functions(const FunctionCore& core);
 int64_t tracing_count(const FunctionCore& core);
 std::vector<TraceRecord> trace_history(const FunctionCore& core);
@@ -140,6 +142,7 @@ class PolymorphicFunction {
     const bool fast = (detail::ArgTraits<std::decay_t<Args>>::fast_hash(args, fast_hash) && ...);
     std::shared_ptr<detail::ConcreteImpl> cf;
     std::vector<Tensor> leaves;
+    std::vector<Variable> variables;  // only the general path sees Variables (no fast path)
     if (fast) {
       auto match = [&](const std::vector<TraceTypePtr>& types) {
         return fast_equal_all(types, std::index_sequence_for<Args...>{}, args...);
@@ -151,8 +154,9 @@ class PolymorphicFunction {
       detail::ArgContext ctx;
       cf = concrete_for(ctx, fast ? &fast_hash : nullptr, args...);
       leaves = std::move(ctx.leaves);
+      variables = std::move(ctx.variables);
     }
-    std::vector<Tensor> out = detail::run(*core_, *cf, leaves);
+    std::vector<Tensor> out = detail::run(*core_, *cf, leaves, variables);
     if constexpr (std::is_void_v<R>) {
       return;
     } else {

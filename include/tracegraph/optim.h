@@ -93,6 +93,9 @@ class Optimizer {
   std::optional<Variable> iterations_;
   std::unordered_map<uint64_t, std::vector<Variable>> slots_;
   std::vector<uint64_t> slot_order_;  // variable ids in slot creation order
+  // Variable parameters of a traced function that slots were made for (a Variable passed to
+  // the function as an argument): slot() finds them by the Variable first bound to them.
+  std::vector<std::shared_ptr<detail::VariableState>> parameter_keys_;
 };
 
 struct SGDOptions {

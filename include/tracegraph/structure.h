@@ -33,6 +33,9 @@ namespace tg::detail {
 /// Collects the tensors of a call's arguments in flattening order.
 struct ArgContext {
   std::vector<Tensor> leaves;
+  // The distinct Variables among the arguments, in order of first appearance: a Variable's
+  // position here is its alias id (TF's VariableSpec.alias_id).
+  std::vector<Variable> variables;
   bool has_specs = false;  // a TensorSpec stood for a tensor (get_concrete_function only)
 };
 
@@ -42,6 +45,9 @@ class PlaceholderContext {
   virtual ~PlaceholderContext() = default;
   /// A new graph input of the given tensor trace type, named after `path`.
   virtual Tensor placeholder(const TraceType& tensor_type, const std::string& path) = 0;
+  /// The Variable parameter the body sees for a Variable argument of type `variable_type`
+  /// (arguments with the same alias id get the same one); `traced_with` is the caller's.
+  virtual Variable variable_placeholder(const TraceType& variable_type, const Variable& traced_with) = 0;
 };
 
 /// A static name per C++ literal type ("int32", "uint8", "double", "bool", "string", or the
@@ -351,16 +357,21 @@ struct ArgLeaf<std::shared_ptr<T>> : NoFastPath {
   }
 };
 
-/// A Variable argument of a tg::function: typed by dtype, shape and identity; the body sees the
-/// variable itself, so its reads and assigns are recorded against it.
+/// A Variable argument of a tg::function (TF's VariableSpec): typed by dtype, shape and which
+/// arguments are the same Variable, so one trace serves every Variable of that spec. The body
+/// sees a Variable parameter that each call binds to the caller's Variable; reads and assigns
+/// reach the caller's. (A Variable the body closes over is read by reference instead.)
 template <>
 struct ArgLeaf<Variable> : NoFastPath {
-  static TraceTypePtr trace_type(const Variable& v, ArgContext&) {
-    return variable_trace_type(v.dtype(), v.shape(), v.id());
+  static TraceTypePtr trace_type(const Variable& v, ArgContext& ctx) {
+    std::size_t alias = 0;
+    while (alias < ctx.variables.size() && ctx.variables[alias].state() != v.state()) ++alias;
+    if (alias == ctx.variables.size()) ctx.variables.push_back(v);
+    return variable_trace_type(v.dtype(), v.shape(), static_cast<int64_t>(alias));
   }
-  static Variable placeholder(const Variable& v, const TraceType&, PlaceholderContext&,
+  static Variable placeholder(const Variable& v, const TraceType& type, PlaceholderContext& pc,
                               const std::string&) {
-    return v;
+    return pc.variable_placeholder(type, v);
   }
 };
 

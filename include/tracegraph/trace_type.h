@@ -63,9 +63,12 @@ TraceTypePtr object_trace_type(std::weak_ptr<const void> object, const void* add
                                std::string cpp_type,
                                bool (*equal)(const void* a, const void* b));
 
-/// A Variable argument: like a tensor type, plus the variable's resource id (another variable
-/// is another type).
-TraceTypePtr variable_trace_type(DType dtype, const TensorShape& shape, uint64_t id);
+/// A Variable argument (TF's VariableSpec): dtype, shape, and its alias id - the position of
+/// its Variable among the distinct Variables of the call - so that (x, y, z) and (z, y, x)
+/// share a type while (x, x, z) does not.
+TraceTypePtr variable_trace_type(DType dtype, const TensorShape& shape, int64_t alias_id);
+/// The alias id of a Variable type; -1 for other types.
+int64_t variable_alias_id(const TraceType& t);
 
 /// Dtype and shape of a tensor trace type (nullptr-safe: false for other types).
 bool as_tensor_type(const TraceType& t, DType* dtype, TensorShape* shape);

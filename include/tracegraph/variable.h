@@ -26,6 +26,9 @@ class Variable {
   /// Creates a variable holding `initial_value` (an eager tensor, or one computable at trace
   /// time). Its dtype and shape are fixed from then on.
   explicit Variable(Tensor initial_value, std::string name = "");
+  /// Another handle to existing state (the library's: e.g. the Variable parameter a traced body
+  /// receives for a Variable argument).
+  explicit Variable(std::shared_ptr<detail::VariableState> state) : state_(std::move(state)) {}
 
   Tensor read_value() const;
   operator Tensor() const { return read_value(); }  // NOLINT: reads convert implicitly, as in TF

@@ -106,7 +106,7 @@ const VariableState* variable_read_inside(const OpAttrs& attrs,
     for (const GraphNode& node : sg.graph->nodes) {
       if (node.kind != NodeKind::kOp) continue;
       if (node.op == OpId::ReadVariable) {
-        const auto* v = node.attrs.get<VariableAttrs>().variable.get();
+        const auto* v = bound_variable_or_self(node.attrs.get<VariableAttrs>().variable.get());
         if (vars ? vars->count(v) != 0 : is_floating(v->dtype)) return v;
       } else if (has_subgraphs(node.op)) {
         if (const VariableState* v = variable_read_inside(node.attrs, vars)) return v;
@@ -256,7 +256,8 @@ void record_op_on_tapes(OpId id, const std::vector<Tensor>& inputs, const OpAttr
     if (id == OpId::ReadVariable) {  // trainable state is watched automatically
       if (is_floating(outputs[0].dtype())) {
         tape->track(outputs[0]);
-        tape->variable_reads.emplace_back(attrs.get<VariableAttrs>().variable.get(),
+        // A Variable parameter read while its function runs is a read of the caller's Variable.
+        tape->variable_reads.emplace_back(bound_variable_or_self(attrs.get<VariableAttrs>().variable.get()),
                                           outputs[0]);
       }
       continue;
@@ -399,16 +400,22 @@ std::vector<Tensor> run_call_under_tapes(const ConcreteImpl& cf, const std::vect
   std::vector<Tensor> all_inputs = inputs;
   all_inputs.insert(all_inputs.end(), var_values.begin(), var_values.end());
   const std::size_t n_inputs = inputs.size();
+  // The backward runs after this call returned: it needs the call's Variable bindings again
+  // (the forward graph's Variable parameters stand for the Variables of *this* call).
+  std::vector<VariableBinding> bindings = current_variable_bindings();
+  std::vector<const VariableState*> inner_variables;
+  for (const VariableState* v : fg->inner_variables) inner_variables.push_back(bound_variable_or_self(v));
   record_custom_on_tapes(all_inputs, outputs,
-                         [fg, all_inputs, n_inputs](const std::vector<Tensor>& out_grads) {
+                         [fg, all_inputs, n_inputs, bindings](const std::vector<Tensor>& out_grads) {
                            std::vector<Tensor> ins(all_inputs.begin(), all_inputs.begin() + static_cast<std::ptrdiff_t>(n_inputs));
                            std::vector<Tensor> vars(all_inputs.begin() + static_cast<std::ptrdiff_t>(n_inputs), all_inputs.end());
+                           VariableBindingScope bound(bindings);
                            std::vector<Tensor> grads = fg->backward(ins, vars, out_grads);
                            for (std::size_t i = 0; i < grads.size(); ++i)
                              if (!is_floating(all_inputs[i].dtype())) grads[i] = Tensor();
                            return grads;
                          },
-                         fg->inner_variables);
+                         inner_variables);
   return outputs;
 }
 

@@ -1,5 +1,7 @@
 #include "graph/graph_ir.h"
 
+#include <optional>
+
 #include "core/check.h"
 
 namespace tg {
@@ -13,6 +15,34 @@ std::string GraphNode::op_name() const {
     case NodeKind::kOp: break;
   }
   return op_def(op).name;
+}
+
+std::shared_ptr<const GraphIR> with_variables_bound(const std::shared_ptr<const GraphIR>& g,
+                                                    const std::vector<VariableBinding>& bindings) {
+  std::shared_ptr<GraphIR> copy;  // made at the first change
+  for (std::size_t i = 0; i < g->nodes.size(); ++i) {
+    const GraphNode& node = g->nodes[i];
+    if (node.kind != NodeKind::kOp) continue;
+    std::optional<OpAttrs> bound;
+    if (const auto* v = node.attrs.get_if<VariableAttrs>()) {
+      for (const VariableBinding& b : bindings)
+        if (b.parameter == v->variable.get()) bound = VariableAttrs{b.variable};
+    } else if (const auto* c = node.attrs.get_if<ControlFlowAttrs>(); c && c->payload) {
+      auto payload = std::make_shared<ControlFlowPayload>(*c->payload);
+      bool changed = false;
+      for (NamedSubgraph& sub : payload->subgraphs) {
+        std::shared_ptr<const GraphIR> sub_bound = with_variables_bound(sub.graph, bindings);
+        changed = changed || sub_bound != sub.graph;
+        sub.graph = std::move(sub_bound);
+      }
+      if (changed) bound = ControlFlowAttrs{std::move(payload)};
+    }
+    if (!bound) continue;
+    if (!copy) copy = std::make_shared<GraphIR>(*g);
+    copy->nodes[i].attrs = std::move(*bound);
+  }
+  if (!copy) return g;
+  return copy;
 }
 
 std::string node_base_name(OpId op, const OpAttrs& attrs) {

@@ -8,6 +8,7 @@
 
 #include "ops/control_flow_attrs.h"
 #include "ops/op.h"
+#include "ops/variable_state.h"
 #include "tracegraph/graph.h"
 #include "tracegraph/tensor.h"
 
@@ -85,6 +86,12 @@ inline const std::vector<NamedSubgraph>& subgraphs_of(const GraphNode& node) { r
 /// The name a recorded node starts from: the op's name, or the one its attributes give (a
 /// while loop's WhileOptions::name).
 std::string node_base_name(OpId op, const OpAttrs& attrs);
+
+/// `g` with every Variable op (in its sub-graphs too) that names a parameter of `bindings`
+/// naming the bound Variable instead: how a traced function with Variable arguments is inlined
+/// into another trace. `g` itself when nothing is bound; otherwise copies, sharing the rest.
+std::shared_ptr<const GraphIR> with_variables_bound(const std::shared_ptr<const GraphIR>& g,
+                                                    const std::vector<VariableBinding>& bindings);
 
 /// The IR behind a public tg::Graph view (the view itself exposes none of it).
 struct GraphAccess {

@@ -26,14 +26,20 @@ TextSink& print_sink() {
   return s;
 }
 
-VariableState& state_of(const OpAttrs& attrs) {
+// The Variable an op names: for shape rules (a parameter has its Variables' dtype and shape).
+const VariableState& declared_state(const OpAttrs& attrs) {
   const VariableAttrs& a = attrs.get<VariableAttrs>();
   TG_CHECK(a.variable != nullptr, "variable op without a variable");
   return *a.variable;
 }
+// The Variable a kernel reads or writes: a parameter's is the one the running call bound.
+VariableState& state_of(const OpAttrs& attrs) {
+  declared_state(attrs);
+  return *resolve_variable(attrs.get<VariableAttrs>().variable);
+}
 
 std::vector<ValueType> infer_read(const std::vector<ValueType>&, const OpAttrs& attrs) {
-  const VariableState& v = state_of(attrs);
+  const VariableState& v = declared_state(attrs);
   return {ValueType{v.dtype, v.shape}};
 }
 
@@ -46,7 +52,7 @@ void kernel_read(const std::vector<Tensor>&, const OpAttrs& attrs, std::vector<T
 template <int kOp>
 std::vector<ValueType> infer_assign(const std::vector<ValueType>& in, const OpAttrs& attrs) {
   const char* op = op_def(static_cast<OpId>(kOp)).name;
-  const VariableState& v = state_of(attrs);
+  const VariableState& v = declared_state(attrs);
   if (in[0].dtype != v.dtype)
     op_error<InvalidArgumentError>(op, "variable '", v.name, "' has dtype ", to_string(v.dtype),
                                    " but the value has dtype ", to_string(in[0].dtype),
@@ -106,7 +112,79 @@ void kernel_print(const std::vector<Tensor>& in, const OpAttrs& op_attrs, std::v
   print_sink().write(line);
 }
 
+thread_local const VariableBindingScope* t_bindings = nullptr;
+
+// The binding of `parameter` in force on this thread, innermost scope first; nullptr if none.
+const VariableBinding* find_binding(const VariableState* parameter) {
+  for (const VariableBindingScope* s = t_bindings; s; s = s->prev_scope())
+    for (const VariableBinding& b : s->bindings())
+      if (b.parameter == parameter) return &b;
+  return nullptr;
+}
+
 }  // namespace
+
+std::shared_ptr<VariableState> make_variable_parameter(const VariableState& traced, const std::string& function) {
+  auto p = std::make_shared<VariableState>();
+  p->dtype = traced.dtype;
+  p->shape = traced.shape;
+  p->name = traced.name;
+  p->id = g_next_variable_id.fetch_add(1);
+  p->parameter = true;
+  p->parameter_of = function;
+  return p;
+}
+
+VariableBindingScope::VariableBindingScope(std::vector<VariableBinding> bindings)
+    : bindings_(std::move(bindings)), prev_(t_bindings) {
+  for (const VariableBinding& b : bindings_) {
+    VariableState* p = b.parameter;
+    const uint64_t id = b.variable->id;
+    std::lock_guard lock(p->mu);
+    if (p->first_binding_id == 0) p->first_binding_id = id;
+    if (p->owns_state_of_first_binding && p->first_binding_id != id)
+      throw ValueError(str_cat(
+          "function '", p->parameter_of, "' was traced with a Variable argument ('", p->name,
+          "') for which state of its own was created in the trace (an optimizer's slots, made for "
+          "the first Variable passed there), and is now called with another Variable ('",
+          b.variable->name, "', id ", id, "). One trace serves Variables of the same dtype and shape, "
+          "but those slots belong to the first one. Pass the same Variables on every call, or give "
+          "each set of Variables its own tg::function (and optimizer)"));
+  }
+  t_bindings = this;
+}
+VariableBindingScope::~VariableBindingScope() { t_bindings = prev_; }
+
+std::vector<VariableBinding> current_variable_bindings() {
+  std::vector<VariableBinding> out;
+  for (const VariableBindingScope* s = t_bindings; s; s = s->prev_scope())
+    out.insert(out.end(), s->bindings().begin(), s->bindings().end());
+  return out;
+}
+
+const std::shared_ptr<VariableState>& resolve_variable(const std::shared_ptr<VariableState>& v) {
+  const std::shared_ptr<VariableState>* at = &v;
+  while ((*at)->parameter) {
+    const VariableBinding* b = find_binding(at->get());
+    if (!b)
+      throw OutOfScopeError(str_cat(
+          "tg::Variable '", (*at)->name, "' is the parameter that function '", (*at)->parameter_of,
+          "' traced its Variable argument with: it stands for the caller's Variable only while a "
+          "call of that function runs. Use the Variable you passed to the function instead of "
+          "keeping the one the body received"));
+    at = &b->variable;
+  }
+  return *at;
+}
+
+const VariableState* bound_variable_or_self(const VariableState* v) {
+  while (v->parameter) {
+    const VariableBinding* b = find_binding(v);
+    if (!b) return v;
+    v = b->variable.get();
+  }
+  return v;
+}
 
 VariableCreationPolicy* current_variable_policy() { return t_policy; }
 void set_current_variable_policy(VariableCreationPolicy* p) { t_policy = p; }

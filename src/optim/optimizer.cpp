@@ -5,6 +5,7 @@
 #include "core/check.h"
 #include "core/tensor_impl.h"
 #include "ops/variable_creation.h"
+#include "ops/variable_state.h"
 #include "tracegraph/ops.h"
 #include "tracegraph/optim.h"
 
@@ -55,6 +56,10 @@ Variable Optimizer::slot(const Variable& var, const std::string& slot_name) cons
                                      "'; its slots are: ", known.empty() ? "none" : known));
   }
   auto it = slots_.find(var.id());
+  for (const auto& p : parameter_keys_) {
+    std::lock_guard lock(p->mu);
+    if (it == slots_.end() && p->first_binding_id == var.id()) it = slots_.find(p->id);
+  }
   if (it == slots_.end())
     throw ValueError(detail::str_cat("[", name_, ".slot] no slots for variable '", var.name(),
                                      "' yet; they are created by the first apply_gradients that "
@@ -99,6 +104,14 @@ void Optimizer::ensure_slots(const std::vector<const Variable*>& vars) {
     }
     slots_.emplace(v->id(), std::move(slots));
     slot_order_.push_back(v->id());
+    if (detail::VariableState& state = *v->state(); state.parameter && !names.empty()) {
+      // A Variable argument of a traced function: these slots belong to the first Variable the
+      // parameter is bound to, and a call that binds another one is refused (not silently
+      // given the first one's moments).
+      std::lock_guard lock(state.mu);
+      state.owns_state_of_first_binding = true;
+      parameter_keys_.push_back(v->state());
+    }
   }
 }
 

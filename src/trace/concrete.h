@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "graph/graph_ir.h"
+#include "ops/variable_state.h"
 #include "tracegraph/function.h"
 
 namespace tg::detail {
@@ -47,6 +48,9 @@ class ConcreteImpl {
   mutable std::shared_ptr<FunctionGradient> gradient;
   std::unique_ptr<Graph> graph;            // the public view of the graph as traced
   std::unique_ptr<Graph> optimized_graph;  // the public view of ir
+  // The Variable parameters the body saw for its Variable arguments, by alias id: a call binds
+  // them to its distinct Variables, in order (run_concrete).
+  std::vector<std::shared_ptr<VariableState>> variable_parameters;
   std::any skeleton;                 // the traced result with symbolic tensors
   std::string output_description;    // "TensorSpec(shape=(), dtype=tg.int32, name=None)"
   std::atomic<uint64_t> last_used{0};  // call number of the latest use (LRU eviction)
@@ -62,8 +66,10 @@ class CallObserver {
 extern thread_local CallObserver* t_call_observer;
 inline void set_call_observer(CallObserver* o) { t_call_observer = o; }
 
-/// Runs a concrete function's graph on its flat inputs (through the call observer, when one is
-/// installed).
-std::vector<Tensor> run_concrete(const ConcreteImpl& cf, const std::vector<Tensor>& inputs);
+/// Runs a concrete function's graph on its flat inputs, with its Variable parameters bound to
+/// `variables` (the call's distinct Variables; through the call observer, when one is
+/// installed; inlined into the trace being recorded, when there is one).
+std::vector<Tensor> run_concrete(const ConcreteImpl& cf, const std::vector<Tensor>& inputs,
+                                 const std::vector<Variable>& variables);
 
 }  // namespace tg::detail

@@ -89,11 +89,23 @@ TraceTypePtr checked_custom_trace_type(TraceTypePtr type, const char* mangled_na
 
 thread_local CallObserver* t_call_observer = nullptr;
 
-std::vector<Tensor> run_concrete(const ConcreteImpl& cf, const std::vector<Tensor>& inputs) {
+std::vector<Tensor> run_concrete(const ConcreteImpl& cf, const std::vector<Tensor>& inputs,
+                                 const std::vector<Variable>& variables) {
+  TG_CHECK(variables.size() == cf.variable_parameters.size(), "concrete function '", cf.function_name,
+           "' has ", cf.variable_parameters.size(), " Variable parameters but the call bound ",
+           variables.size());
+  std::vector<VariableBinding> bindings;
+  for (std::size_t i = 0; i < variables.size(); ++i)
+    bindings.push_back({cf.variable_parameters[i].get(), variables[i].state()});
   // Called while another function is traced: the callee's graph as traced is inlined into that
   // trace (its ops, side effects included, are recorded there), as TF's call of a function
-  // inside a tf.function runs at every call of the outer one.
-  if (tracing_active()) return replay_graph(cf.unoptimized_ir ? *cf.unoptimized_ir : *cf.ir, inputs, nullptr);
+  // inside a tf.function runs at every call of the outer one. Its Variable parameters become
+  // the Variables the outer body passed (themselves parameters of the outer trace, or not).
+  if (tracing_active()) {
+    const auto& traced = cf.unoptimized_ir ? cf.unoptimized_ir : cf.ir;
+    return replay_graph(*with_variables_bound(traced, bindings), inputs, nullptr);
+  }
+  VariableBindingScope bound(std::move(bindings));
   if (CallObserver* o = t_call_observer) return o->run_call(cf, inputs);
   return execute(*cf.plan, inputs);
 }
@@ -240,6 +252,7 @@ struct FunctionCore::State {
   static constexpr std::size_t kMaxFastEntries = 256;
   // Argument dims some trace's C++ code read as integers (guarded by trace_mu): never relaxed.
   StaticDimReads static_dims;
+  std::unique_ptr<VariableParameters> variable_parameters;  // made with the options (the name)
 
   // Drops the least recently used concrete function (max_cached_traces). Caller holds mu.
   void evict_one() {
@@ -377,6 +390,7 @@ FunctionCore::FunctionCore(FunctionOptions options, std::string callable_type)
                              options.max_cached_traces, " for function '", options.name, "'"));
   state_->options = std::move(options);
   state_->callable_type = std::move(callable_type);
+  state_->variable_parameters = std::make_unique<VariableParameters>(state_->options.name);
   state_->diag = std::make_unique<Diagnostics>(state_->options.name, state_->callable_type,
                                                register_callable(state_->callable_type),
                                                state_->options.max_traces,
@@ -464,8 +478,9 @@ std::shared_ptr<ConcreteImpl> dispatch_or_trace(FunctionCore& core, std::vector<
                                                 TraceBody body, const std::size_t* fast_hash) {
   return core.dispatch_or_trace(std::move(arg_types), body, fast_hash);
 }
-std::vector<Tensor> run(const FunctionCore& core, const ConcreteImpl& cf, const std::vector<Tensor>& leaves) {
-  return core.run(cf, leaves);
+std::vector<Tensor> run(const FunctionCore& core, const ConcreteImpl& cf, const std::vector<Tensor>& leaves,
+                        const std::vector<Variable>& variables) {
+  return core.run(cf, leaves, variables);
 }
 std::vector<ConcreteFunction> concrete_functions(const FunctionCore& core) {
   std::vector<ConcreteFunction> out;
@@ -561,9 +576,10 @@ std::shared_ptr<ConcreteImpl> FunctionCore::dispatch_or_trace_impl(const std::ve
   std::shared_ptr<GraphIR> graph;
   TraceOutput out;
   StaticDimReads static_reads;
+  std::vector<std::shared_ptr<VariableState>> variable_parameters;
   const bool first = index == 0;
   for (int pass = 0; pass < 2; ++pass) {
-    GraphRecorder recorder(CapturePolicy::kReject, s.options.name, index);
+    GraphRecorder recorder(CapturePolicy::kReject, s.options.name, index, s.variable_parameters.get());
     graph = recorder.graph();
     VariableCreationPolicy policy{first && pass == 0, 0, s.options.name};
     try {
@@ -577,6 +593,7 @@ std::shared_ptr<ConcreteImpl> FunctionCore::dispatch_or_trace_impl(const std::ve
       throw;
     }
     static_reads = recorder.static_dim_reads();
+    variable_parameters = recorder.variable_parameters();
     if (policy.created == 0) break;
   }
   std::shared_ptr<const GraphIR> unoptimized;
@@ -596,6 +613,7 @@ std::shared_ptr<ConcreteImpl> FunctionCore::dispatch_or_trace_impl(const std::ve
   cf->plan = make_plan(*graph);
   cf->graph = std::make_unique<Graph>(cf->unoptimized_ir ? cf->unoptimized_ir : graph);
   cf->optimized_graph = std::make_unique<Graph>(graph);
+  cf->variable_parameters = std::move(variable_parameters);
   cf->skeleton = std::move(out.skeleton);
   cf->output_description = out.description;
   cf->last_used.store(s.diag->calls(), std::memory_order_relaxed);
@@ -615,14 +633,15 @@ std::shared_ptr<ConcreteImpl> FunctionCore::dispatch_or_trace_impl(const std::ve
   return cf;
 }
 
-std::vector<Tensor> FunctionCore::run(const ConcreteImpl& cf, const std::vector<Tensor>& leaves) const {
+std::vector<Tensor> FunctionCore::run(const ConcreteImpl& cf, const std::vector<Tensor>& leaves,
+                                      const std::vector<Variable>& variables) const {
   if (leaves.size() != cf.ir->placeholders.size())
     throw TypeError(str_cat(
         "function '", cf.function_name, "' was called with ", leaves.size(), " tensor",
         leaves.size() == 1 ? "" : "s", " but its trace takes ", cf.ir->placeholders.size(),
         ". TensorSpec arguments only describe inputs for get_concrete_function; call the "
         "function with tensors"));
-  return run_concrete(cf, leaves);
+  return run_concrete(cf, leaves, variables);
 }
 
 // ---- ConcreteFunction ----------------------------------------------------------------------
@@ -667,33 +686,45 @@ Tensor scalar_for_tensor_param(const ConcreteImpl& cf, std::size_t index, double
 }
 }  // namespace detail
 
-std::vector<Tensor> ConcreteFunction::call_flat(const std::vector<Tensor>& inputs) const {
-  const auto& ir = *impl_->ir;
+namespace detail {
+std::vector<Tensor> call_bound(const ConcreteImpl& cf, const std::vector<Tensor>& inputs,
+                               const std::vector<Variable>& variables) {
+  const auto& ir = *cf.ir;
   if (inputs.size() != ir.placeholders.size())
-    throw TypeError(detail::str_cat("concrete function of '", impl_->function_name, "' takes ",
-                                    ir.placeholders.size(), " tensors, got ", inputs.size()));
+    throw TypeError(str_cat("concrete function of '", cf.function_name, "' takes ", ir.placeholders.size(),
+                            " tensors, got ", inputs.size()));
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const auto& node = ir.node(ir.placeholders[i]);
-    const detail::ValueType& want = node.outputs[0];
+    const ValueType& want = node.outputs[0];
     // Inside a trace a symbolic input only has to be compatible (its None dims are checked when
     // the inlined ops run); outside one it has no value (reject_leaked_tensors says why).
     const bool symbolic = inputs[i].defined() && inputs[i].is_symbolic();
-    if (symbolic && !detail::tracing_active())
-      throw OutOfScopeError(detail::str_cat(
-          "the concrete function of '", impl_->function_name, "' was called with the symbolic tensor ",
+    if (symbolic && !tracing_active())
+      throw OutOfScopeError(str_cat(
+          "the concrete function of '", cf.function_name, "' was called with the symbolic tensor ",
           inputs[i].impl()->symbolic->origin(), " outside the trace that created it. Symbolic tensors "
           "only exist while their function is traced; pass the tensor that function returned"));
     if (!inputs[i].defined() || inputs[i].dtype() != want.dtype ||
-        !(symbolic ? detail::static_shape(inputs[i]).is_compatible_with(want.shape)
-                   : detail::static_shape(inputs[i]).is_subtype_of(want.shape)))
-      throw TypeError(detail::str_cat(
+        !(symbolic ? static_shape(inputs[i]).is_compatible_with(want.shape)
+                   : static_shape(inputs[i]).is_subtype_of(want.shape)))
+      throw TypeError(str_cat(
           "Binding inputs to function failed due to `Can not cast ",
-          inputs[i].defined() ? TensorSpec(detail::static_shape(inputs[i]), inputs[i].dtype()).to_string()
+          inputs[i].defined() ? TensorSpec(static_shape(inputs[i]), inputs[i].dtype()).to_string()
                               : std::string("an empty tensor"),
           " to ", TensorSpec(want.shape, want.dtype).to_string(), "` for input '", node.name,
-          "' of ", function_type()));
+          "' of ", cf.input_type.to_string(), " -> ", cf.output_description));
   }
-  return detail::run_concrete(*impl_, inputs);
+  return run_concrete(cf, inputs, variables);
+}
+}  // namespace detail
+
+std::vector<Tensor> ConcreteFunction::call_flat(const std::vector<Tensor>& inputs) const {
+  if (!impl_->variable_parameters.empty())
+    throw TypeError(detail::str_cat(
+        "the concrete function of '", impl_->function_name, "' takes Variable arguments ",
+        function_type(), ", which call_flat cannot pass; call the concrete function with its "
+        "arguments instead"));
+  return detail::call_bound(*impl_, inputs, {});
 }
 
 std::ostream& operator<<(std::ostream& os, const ConcreteFunction& cf) {

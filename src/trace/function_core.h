@@ -28,7 +28,8 @@ class FunctionCore {
   /// a fast hash, the result is remembered for fast_lookup.
   std::shared_ptr<ConcreteImpl> dispatch_or_trace(std::vector<TraceTypePtr> arg_types,
                                                   TraceBody body, const std::size_t* fast_hash);
-  std::vector<Tensor> run(const ConcreteImpl& cf, const std::vector<Tensor>& leaves) const;
+  std::vector<Tensor> run(const ConcreteImpl& cf, const std::vector<Tensor>& leaves,
+                          const std::vector<Variable>& variables) const;
   int64_t tracing_count() const;
   std::vector<std::shared_ptr<ConcreteImpl>> concrete_functions() const;
   std::vector<TraceRecord> trace_history() const;

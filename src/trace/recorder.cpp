@@ -46,7 +46,8 @@ std::string placeholder_name(const std::string& path, const char* fallback) {
   return out.empty() ? fallback : out;
 }
 
-GraphRecorder::GraphRecorder(CapturePolicy policy, std::string label, int64_t trace_index)
+GraphRecorder::GraphRecorder(CapturePolicy policy, std::string label, int64_t trace_index,
+                             VariableParameters* parameters)
     : graph_(std::make_shared<GraphIR>(g_next_graph_id.fetch_add(1))),
       policy_(policy),
       label_(std::move(label)),
@@ -54,7 +55,27 @@ GraphRecorder::GraphRecorder(CapturePolicy policy, std::string label, int64_t tr
       origin_suffix_(std::make_shared<const std::string>(
           policy == CapturePolicy::kReject
               ? str_cat("function '", label_, "' (trace ", trace_index + 1, ")")
-              : str_cat("the ", label_, " sub-graph (it only exists inside that branch or loop body)"))) {}
+              : str_cat("the ", label_, " sub-graph (it only exists inside that branch or loop body)"))),
+      parameter_source_(parameters) {}
+
+std::shared_ptr<VariableState> VariableParameters::get(int64_t alias_id, const VariableState& traced_with) {
+  std::lock_guard lock(mu_);
+  for (const auto& [alias, p] : made_)
+    if (alias == alias_id && p->dtype == traced_with.dtype && p->shape == traced_with.shape) return p;
+  made_.emplace_back(alias_id, make_variable_parameter(traced_with, function_));
+  return made_.back().second;
+}
+
+Variable GraphRecorder::variable_placeholder(const TraceType& variable_type, const Variable& traced_with) {
+  const int64_t alias = variable_alias_id(variable_type);
+  TG_CHECK(alias >= 0 && parameter_source_ != nullptr, "a Variable placeholder outside a function's trace");
+  const auto a = static_cast<std::size_t>(alias);
+  if (a < variable_params_.size()) return Variable(variable_params_[a]);
+  // Alias ids count the call's distinct Variables in order, so they arrive in order.
+  TG_CHECK(a == variable_params_.size(), "Variable alias id ", alias, " out of order");
+  variable_params_.push_back(parameter_source_->get(alias, *traced_with.state()));
+  return Variable(variable_params_.back());
+}
 
 Tensor GraphRecorder::placeholder(const TraceType& tensor_type, const std::string& path) {
   ValueType type;

@@ -4,6 +4,7 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -11,6 +12,7 @@
 
 #include "graph/graph_ir.h"
 #include "ops/op.h"
+#include "ops/variable_state.h"
 #include "tracegraph/structure.h"
 
 namespace tg::detail {
@@ -18,6 +20,20 @@ namespace tg::detail {
 /// Dims of a function's tensor arguments that the traced C++ code read as integers
 /// (x.shape().dim(i), dims(), num_elements()): (argument path, dim index).
 using StaticDimReads = std::set<std::pair<std::string, int64_t>>;
+
+/// The Variable parameters of one tg::function, one per (alias id, dtype, shape), kept across
+/// its traces: state a trace made for one (an optimizer's slots, keyed by the Variable) is found
+/// again by the next trace instead of being made twice.
+class VariableParameters {
+ public:
+  explicit VariableParameters(std::string function) : function_(std::move(function)) {}
+  std::shared_ptr<VariableState> get(int64_t alias_id, const VariableState& traced_with);
+
+ private:
+  std::mutex mu_;
+  std::string function_;
+  std::vector<std::pair<int64_t, std::shared_ptr<VariableState>>> made_;
+};
 
 /// What a recorder does with a symbolic tensor that belongs to another trace.
 enum class CapturePolicy {
@@ -29,11 +45,16 @@ class GraphRecorder final : public TraceRecorder, public PlaceholderContext {
  public:
   /// `label` names the trace in messages: the function's name (kReject; `trace_index` is its
   /// trace number) or the sub-graph's path, "cond/then_branch" (kCapture).
-  GraphRecorder(CapturePolicy policy, std::string label, int64_t trace_index = 0);
+  /// `parameters`: where a function's trace takes its Variable parameters from (kReject only).
+  GraphRecorder(CapturePolicy policy, std::string label, int64_t trace_index = 0,
+                VariableParameters* parameters = nullptr);
 
   /// A new graph input named after an argument path ("batch[1]" -> "batch_1").
   Tensor placeholder(const TraceType& tensor_type, const std::string& path) override;
   Tensor add_input(const ValueType& type, const std::string& path);
+  Variable variable_placeholder(const TraceType& variable_type, const Variable& traced_with) override;
+  /// The Variable parameters handed out, by alias id.
+  const std::vector<std::shared_ptr<VariableState>>& variable_parameters() const { return variable_params_; }
 
   std::vector<Tensor> record(OpId id, const std::vector<Tensor>& inputs, const OpAttrs& attrs,
                              const std::vector<ValueType>& output_types) override;
@@ -62,6 +83,8 @@ class GraphRecorder final : public TraceRecorder, public PlaceholderContext {
   std::shared_ptr<const std::string> origin_suffix_;  // shared by every value of this trace
   int last_stateful_ = -1;
   std::vector<Tensor> captures_;
+  VariableParameters* parameter_source_;
+  std::vector<std::shared_ptr<VariableState>> variable_params_;
   std::unordered_map<const void*, int> capture_nodes_;  // outer symbolic value -> placeholder
   std::unordered_map<const void*, int> constants_;      // captured eager tensor -> Const node
 };

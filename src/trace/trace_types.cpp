@@ -204,25 +204,30 @@ class OptionalTraceType final : public TraceType {
 
 class VariableTraceType final : public TraceType {
  public:
-  VariableTraceType(DType d, TensorShape s, uint64_t id) : dtype_(d), shape_(std::move(s)), id_(id) {}
+  VariableTraceType(DType d, TensorShape s, int64_t alias_id) : dtype_(d), shape_(std::move(s)), alias_id_(alias_id) {}
   bool is_subtype_of(const TraceType& o) const override { return equals(o); }
   TraceTypePtr most_specific_common_supertype(const std::vector<const TraceType*>& others) const override {
     for (const TraceType* o : others)
       if (!equals(*o)) return nullptr;
-    return std::make_shared<VariableTraceType>(dtype_, shape_, id_);
+    return std::make_shared<VariableTraceType>(dtype_, shape_, alias_id_);
   }
   bool equals(const TraceType& o) const override {
     auto* t = dynamic_cast<const VariableTraceType*>(&o);
-    return t && t->id_ == id_;
+    return t && t->dtype_ == dtype_ && t->alias_id_ == alias_id_ && t->shape_ == shape_;
   }
-  std::size_t hash() const override { return hash_combine(0x7a1, id_); }
+  std::size_t hash() const override {
+    std::size_t h = hash_combine(0x7a1, static_cast<std::size_t>(dtype_));
+    hash_mix(h, static_cast<std::size_t>(alias_id_));
+    for (int64_t d : shape_.dims()) hash_mix(h, static_cast<std::size_t>(d));
+    return h;
+  }
   std::string to_string() const override {
     return "VariableSpec(shape=" + shape_.to_string() + ", dtype=tg." + tg::to_string(dtype_) +
-           ", id=" + std::to_string(id_) + ")";
+           ", alias_id=" + std::to_string(alias_id_) + ")";
   }
   DType dtype_;
   TensorShape shape_;
-  uint64_t id_;
+  int64_t alias_id_;
 };
 
 class ObjectTraceType final : public TraceType {
@@ -325,8 +330,12 @@ TraceTypePtr object_trace_type(std::weak_ptr<const void> object, const void* add
   return std::make_shared<ObjectTraceType>(std::move(object), address, std::move(cpp_type), equal);
 }
 
-TraceTypePtr variable_trace_type(DType dtype, const TensorShape& shape, uint64_t id) {
-  return std::make_shared<VariableTraceType>(dtype, shape, id);
+TraceTypePtr variable_trace_type(DType dtype, const TensorShape& shape, int64_t alias_id) {
+  return std::make_shared<VariableTraceType>(dtype, shape, alias_id);
+}
+int64_t variable_alias_id(const TraceType& t) {
+  auto* v = dynamic_cast<const VariableTraceType*>(&t);
+  return v ? v->alias_id_ : -1;
 }
 
 bool as_tensor_type(const TraceType& t, DType* dtype, TensorShape* shape) {
@@ -438,8 +447,14 @@ std::vector<TypeChange> diff_types(const TraceType& traced, const TraceType& cal
                  (a->eq_ ? " nor == to it)" : "; the type has no operator== to compare them)"));
     }
   } else if (auto* a = dynamic_cast<const VariableTraceType*>(&traced)) {
-    if (auto* b = dynamic_cast<const VariableTraceType*>(&call))
-      return one("a different Variable (id " + std::to_string(a->id_) + " -> " + std::to_string(b->id_) + ")");
+    if (auto* b = dynamic_cast<const VariableTraceType*>(&call)) {
+      if (a->dtype_ != b->dtype_)
+        return one("Variable dtype " + tg::to_string(a->dtype_) + " -> " + tg::to_string(b->dtype_));
+      if (!(a->shape_ == b->shape_))
+        return one("Variable shape " + a->shape_.to_string() + " -> " + b->shape_.to_string());
+      return one("Variable aliasing: alias_id " + std::to_string(a->alias_id_) + " -> " +
+                 std::to_string(b->alias_id_) + " (which arguments are the same Variable changed)");
+    }
   } else if (typeid(traced) == typeid(call)) {
     return one("custom trace type " + traced.to_string() + " -> " + call.to_string());
   }

@@ -386,16 +386,22 @@ TEST(Footguns, ANoneDimIsNotAnInteger) {
   EXPECT_EQ(good_mean(constant({1.0f, 2.0f, 3.0f})).item<float>(), 2.0f);
 }
 
-TEST(Footguns, TodayVariableArgumentsAreTypedByIdentity) {
-  // KNOWN GAP TO TF: a Variable argument's trace type includes its identity, so a different
-  // Variable of the same shape and dtype retraces (one trace per Variable: per layer, per model
-  // copy). TF types it as VariableSpec(shape, dtype) plus the aliasing pattern: one trace here.
-  // The fix will flip the count to 1. Until then: close over Variables instead of passing them.
-  Variable a(constant(1.0f)), b(constant(1.0f));
-  auto scale = function([](const Variable& w, const Tensor& x) { return x * w; });
+TEST(Footguns, AVariableArgumentIsAParameterOfTheTrace) {
+  // A Variable passed as an argument is typed like TF's VariableSpec (dtype, shape, aliasing),
+  // so every Variable of that spec shares one trace - and the Variable the body receives is a
+  // parameter standing for whichever Variable the call passes. Surprise: keeping that one (in a
+  // global, a captured reference) and reading it after the call is an OutOfScopeError, not a
+  // read of the first Variable. Instead: keep the Variable you passed.
+  Variable a(constant(1.0f)), b(constant(2.0f));
+  std::optional<Variable> kept;
+  auto scale = function([&](const Variable& w, const Tensor& x) {
+    kept = w;
+    return x * w;
+  });
   EXPECT_EQ(scale(a, constant(3.0f)).item<float>(), 3.0f);
-  EXPECT_EQ(scale(b, constant(3.0f)).item<float>(), 3.0f);
-  EXPECT_EQ(scale.tracing_count(), 2);  // TF: 1
+  EXPECT_EQ(scale(b, constant(3.0f)).item<float>(), 6.0f);
+  EXPECT_EQ(scale.tracing_count(), 1);
+  EXPECT_THROW_MSG(kept->read_value(), OutOfScopeError, "is the parameter that function", "Use the Variable you passed");
 }
 
 TEST(Footguns, FunctionCreatedInALoopRetracesEveryTime) {
