@@ -281,7 +281,7 @@ template <>
 struct ArgLeaf<TensorSpec> : NoFastPath {
   static TraceTypePtr trace_type(const TensorSpec& s, ArgContext& ctx) {
     ctx.has_specs = true;
-    return tensor_trace_type(s.dtype, s.shape);
+    return tensor_trace_type(s.dtype, s.shape, s.name);
   }
   static Tensor placeholder(const TensorSpec&, const TraceType& type, PlaceholderContext& pc,
                             const std::string& path) {

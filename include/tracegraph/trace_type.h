@@ -49,7 +49,9 @@ struct LiteralValue {
   std::string to_string() const;
 };
 
-TraceTypePtr tensor_trace_type(DType dtype, const TensorShape& shape);
+TraceTypePtr tensor_trace_type(DType dtype, const TensorShape& shape, std::string name = "");
+/// The name of a tensor type (a named TensorSpec's); empty for other types and unnamed ones.
+const std::string& tensor_type_name(const TraceType& t);
 TraceTypePtr literal_trace_type(LiteralValue value);
 /// Ordered containers: kind is "List" (std::vector), "Array", "Tuple" (tuple, pair).
 TraceTypePtr sequence_trace_type(std::string kind, std::vector<TraceTypePtr> elements);

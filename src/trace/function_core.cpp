@@ -220,9 +220,20 @@ std::string trace_context(const std::string& function, int64_t index, const Func
 }  // namespace
 
 void bind_concrete(const ConcreteImpl& cf, const std::vector<TraceTypePtr>& arg_types) {
-  FunctionTypeKey call{arg_types, cf.input_type.names, 0};
-  if (!call.is_subtype_of(cf.input_type.params))
-    binding_error(cf.input_type, arg_types, " -> " + cf.output_description);
+  // A concrete function is called with values: a tensor binds to a tensor parameter of a
+  // compatible spec whatever the spec's name (the name named the graph input when it traced).
+  const auto& params = cf.input_type.params;
+  bool binds = arg_types.size() == params.size();
+  for (std::size_t i = 0; binds && i < params.size(); ++i) {
+    DType a_dtype, p_dtype;
+    TensorShape a_shape, p_shape;
+    if (!tensor_type_name(*params[i]).empty() && as_tensor_type(*arg_types[i], &a_dtype, &a_shape) &&
+        as_tensor_type(*params[i], &p_dtype, &p_shape))
+      binds = a_dtype == p_dtype && a_shape.is_subtype_of(p_shape);
+    else
+      binds = arg_types[i]->is_subtype_of(*params[i]);
+  }
+  if (!binds) binding_error(cf.input_type, arg_types, " -> " + cf.output_description);
 }
 
 namespace {
@@ -356,7 +367,7 @@ struct FunctionCore::State {
         changed = true;
         pinned.push_back(str_cat("dim ", d, " of '", path, "' (", size, ")"));
       }
-      return changed ? tensor_trace_type(dtype, TensorShape(dims)) : sup;
+      return changed ? tensor_trace_type(dtype, TensorShape(dims), tensor_type_name(*sup)) : sup;
     }
     // Nested tensors: refuse to relax a read dim rather than rebuild the container type.
     std::map<std::string, TensorShape> relaxed;

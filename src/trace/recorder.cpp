@@ -80,7 +80,9 @@ Variable GraphRecorder::variable_placeholder(const TraceType& variable_type, con
 Tensor GraphRecorder::placeholder(const TraceType& tensor_type, const std::string& path) {
   ValueType type;
   TG_CHECK(as_tensor_type(tensor_type, &type.dtype, &type.shape), "placeholder for a non-tensor type");
-  Tensor t = add_input(type, placeholder_name(path, "arg"));
+  // A named spec (get_concrete_function) names its graph input, as TF's placeholders are.
+  const std::string& spec_name = tensor_type_name(tensor_type);
+  Tensor t = add_input(type, spec_name.empty() ? placeholder_name(path, "arg") : spec_name);
   if (policy_ == CapturePolicy::kReject) {
     auto arg = std::make_shared<ArgumentValue>();
     static_cast<RecordedValue&>(*arg) = static_cast<const RecordedValue&>(*t.impl()->symbolic);

@@ -15,33 +15,38 @@ namespace {
 
 class TensorTraceType final : public TraceType {
  public:
-  TensorTraceType(DType d, const TensorShape& s) : dtype_(d), shape_(s.none_aware()) {}  // None is a value here
+  // None is a value here. A name (a TensorSpec's, given to get_concrete_function) is part of the
+  // type, as in TF: a named type only matches the same name.
+  TensorTraceType(DType d, const TensorShape& s, std::string name = "")
+      : dtype_(d), shape_(s.none_aware()), name_(std::move(name)) {}
   bool is_subtype_of(const TraceType& o) const override {
     auto* t = dynamic_cast<const TensorTraceType*>(&o);
-    return t && t->dtype_ == dtype_ && shape_.is_subtype_of(t->shape_);
+    return t && t->dtype_ == dtype_ && t->name_ == name_ && shape_.is_subtype_of(t->shape_);
   }
   TraceTypePtr most_specific_common_supertype(const std::vector<const TraceType*>& others) const override {
     TensorShape shape = shape_;
     for (const TraceType* o : others) {
       auto* t = dynamic_cast<const TensorTraceType*>(o);
-      if (!t || t->dtype_ != dtype_) return nullptr;
+      if (!t || t->dtype_ != dtype_ || t->name_ != name_) return nullptr;
       shape = shape.most_specific_common_supertype(t->shape_);
     }
-    return std::make_shared<TensorTraceType>(dtype_, shape);
+    return std::make_shared<TensorTraceType>(dtype_, shape, name_);
   }
   bool equals(const TraceType& o) const override {
     auto* t = dynamic_cast<const TensorTraceType*>(&o);
-    return t && t->dtype_ == dtype_ && t->shape_ == shape_;
+    return t && t->dtype_ == dtype_ && t->shape_ == shape_ && t->name_ == name_;
   }
   std::size_t hash() const override {
     std::size_t h = hash_combine(0x7e45, static_cast<std::size_t>(dtype_));
     h = hash_combine(h, static_cast<std::size_t>(shape_.rank()));
     for (int64_t d : shape_.dims()) h = hash_combine(h, static_cast<std::size_t>(d));
+    if (!name_.empty()) hash_mix(h, std::hash<std::string>{}(name_));
     return h;
   }
-  std::string to_string() const override { return TensorSpec(shape_, dtype_).to_string(); }
+  std::string to_string() const override { return TensorSpec(shape_, dtype_, name_).to_string(); }
   DType dtype_;
   TensorShape shape_;
+  std::string name_;
 };
 
 class LiteralTraceType final : public TraceType {
@@ -274,7 +279,7 @@ bool LiteralValue::operator==(const LiteralValue& o) const {
 
 bool tensor_type_is(const TraceType& t, DType dtype, const TensorShape& shape) {
   auto* x = dynamic_cast<const TensorTraceType*>(&t);
-  return x && x->dtype_ == dtype && x->shape_ == shape;
+  return x && x->dtype_ == dtype && x->shape_ == shape && x->name_.empty();
 }
 
 const LiteralValue* literal_of(const TraceType& t) {
@@ -307,8 +312,13 @@ std::string LiteralValue::to_string() const {
   return "?";
 }
 
-TraceTypePtr tensor_trace_type(DType dtype, const TensorShape& shape) {
-  return std::make_shared<TensorTraceType>(dtype, shape);
+TraceTypePtr tensor_trace_type(DType dtype, const TensorShape& shape, std::string name) {
+  return std::make_shared<TensorTraceType>(dtype, shape, std::move(name));
+}
+const std::string& tensor_type_name(const TraceType& t) {
+  static const std::string kNone;
+  auto* x = dynamic_cast<const TensorTraceType*>(&t);
+  return x ? x->name_ : kNone;
 }
 TraceTypePtr literal_trace_type(LiteralValue value) {
   if (value.kind == LiteralValue::Kind::kEnum) value.s = value.cpp_type;  // printed demangled

@@ -573,3 +573,27 @@ TEST(ConcreteCalls, ACppNumberConvertsForATensorParameter) {
 
 }  // namespace
 }  // namespace tg
+
+namespace tg {
+namespace {
+
+TEST(SpecNames, ANamedSpecNamesTheGraphInputAndIsPartOfTheTraceType) {
+  auto f = function([](const Tensor& a) { return a * 2; });
+  auto named = f.get_concrete_function(TensorSpec({None}, int32, "x"));
+  EXPECT_EQ(named.graph().nodes()[0].name, "x");
+  EXPECT_EQ(named.function_type(),
+            "(arg0: TensorSpec(shape=(None,), dtype=tg.int32, name='x')) -> TensorSpec(shape=(None,), dtype=tg.int32, name=None)");
+  // Another name, or none, is another trace type.
+  auto other = f.get_concrete_function(TensorSpec({None}, int32, "y"));
+  EXPECT_EQ(other.graph().nodes()[0].name, "y");
+  f.get_concrete_function(TensorSpec({None}, int32));
+  EXPECT_EQ(f.tracing_count(), 3);
+  f.get_concrete_function(TensorSpec({None}, int32, "x"));
+  EXPECT_EQ(f.tracing_count(), 3);
+  // The concrete function is called with values: the name does not get in the way.
+  EXPECT_EQ(named(constant({1, 2})).to_vector<int32_t>(), (std::vector<int32_t>{2, 4}));
+  EXPECT_THROW_MSG(named(constant({1.0f})), TypeError, "Can not cast");
+}
+
+}  // namespace
+}  // namespace tg
