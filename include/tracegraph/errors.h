@@ -69,6 +69,13 @@ class ResourceExhaustedError : public Error {
  private:
   std::size_t bytes_requested_;
 };
+/// An operation ran on state that is not ready for it (TF's FailedPreconditionError): a
+/// Variable read before its initial value - which depends on a traced function's inputs - was
+/// computed by that function's first call.
+class FailedPreconditionError : public Error {
+ public:
+  explicit FailedPreconditionError(const std::string& m) : Error("EPRECONDITION", m) {}
+};
 /// A broken internal invariant: a tracegraph bug, never the user's fault.
 class InternalError : public Error {
  public:

@@ -392,11 +392,18 @@ std::shared_ptr<FunctionGradient> gradient_of(const ConcreteImpl& cf) {
 std::vector<Tensor> run_call_under_tapes(const ConcreteImpl& cf, const std::vector<Tensor>& inputs) {
   std::shared_ptr<FunctionGradient> fg = gradient_of(cf);
   // The variables' values as the call sees them, read through the op so that tapes track them.
-  std::vector<Tensor> var_values;
-  for (const auto& v : fg->variables) {
-    var_values.push_back(apply_op1(OpId::ReadVariable, {}, VariableAttrs{v}));
+  // A Variable this very call initializes (its value comes from the inputs) is read after it.
+  std::vector<Tensor> var_values(fg->variables.size());
+  std::vector<std::size_t> read_after;
+  for (std::size_t i = 0; i < fg->variables.size(); ++i) {
+    if (!variable_has_value(*resolve_variable(fg->variables[i]))) {
+      read_after.push_back(i);
+      continue;
+    }
+    var_values[i] = apply_op1(OpId::ReadVariable, {}, VariableAttrs{fg->variables[i]});
   }
   std::vector<Tensor> outputs = execute(*cf.plan, inputs);
+  for (std::size_t i : read_after) var_values[i] = apply_op1(OpId::ReadVariable, {}, VariableAttrs{fg->variables[i]});
   std::vector<Tensor> all_inputs = inputs;
   all_inputs.insert(all_inputs.end(), var_values.begin(), var_values.end());
   const std::size_t n_inputs = inputs.size();

@@ -43,10 +43,37 @@ std::vector<ValueType> infer_read(const std::vector<ValueType>&, const OpAttrs& 
   return {ValueType{v.dtype, v.shape}};
 }
 
+[[noreturn]] void uninitialized(const VariableState& v) {
+  throw FailedPreconditionError(str_cat(
+      "tg::Variable '", v.name, "' is read before it has a value: its initial value depends on the "
+      "inputs of the function that created it while tracing, and is computed when that trace first "
+      "runs. Call the function (the concrete function of the trace that created the Variable) once "
+      "before using the Variable elsewhere, or create it from constants"));
+}
+
 void kernel_read(const std::vector<Tensor>&, const OpAttrs& attrs, std::vector<Tensor>& out) {
   VariableState& v = state_of(attrs);
   std::lock_guard lock(v.mu);
+  if (!v.value.defined()) uninitialized(v);
   out[0] = v.value;  // tensors are immutable: sharing the handle is a consistent snapshot
+}
+
+std::vector<ValueType> infer_initialize(const std::vector<ValueType>& in, const OpAttrs& attrs) {
+  const VariableState& v = declared_state(attrs);
+  TG_CHECK(in[0].dtype == v.dtype && in[0].shape.is_compatible_with(v.shape),
+           "initialize_variable: the initial value does not fit variable '", v.name, "'");
+  return {};
+}
+
+// Sets the initial value once: the first run of the trace that created the Variable.
+void kernel_initialize(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>&) {
+  VariableState& v = state_of(attrs);
+  if (!(in[0].impl()->shape == v.shape))
+    op_error<InvalidArgumentError>("initialize_variable", "variable '", v.name, "' has shape ",
+                                   v.shape.to_string(), " but its initial value has shape ",
+                                   in[0].impl()->shape.to_string());
+  std::lock_guard lock(v.mu);
+  if (!v.value.defined()) v.value = make_view(in[0], v.shape);
 }
 
 template <int kOp>
@@ -72,6 +99,9 @@ void kernel_assign(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vec
                                    v.shape.to_string(), " but the value has shape ",
                                    in[0].impl()->shape.to_string());
   std::lock_guard lock(v.mu);
+  if constexpr (kCombine != OpId::Identity) {
+    if (!v.value.defined()) uninitialized(v);
+  }
   if constexpr (kCombine == OpId::Identity) {
     // A handle of its own (same storage): a tape must not mistake later reads of the variable
     // for the assigned tensor, through which no gradient flows.
@@ -123,6 +153,11 @@ const VariableBinding* find_binding(const VariableState* parameter) {
 }
 
 }  // namespace
+
+bool variable_has_value(VariableState& v) {
+  std::lock_guard lock(v.mu);
+  return v.value.defined();
+}
 
 std::shared_ptr<VariableState> make_variable_parameter(const VariableState& traced, const std::string& function) {
   auto p = std::make_shared<VariableState>();
@@ -209,6 +244,7 @@ void register_state_ops(OpDef* t) {
       &kernel_assign<OpId::Add>);
   set_op(t, OpId::AssignSubVariable, &infer_assign<static_cast<int>(OpId::AssignSubVariable)>,
       &kernel_assign<OpId::Sub>);
+  set_op(t, OpId::InitializeVariable, &infer_initialize, &kernel_initialize);
 }
 
 void print_parts(const std::vector<PrintPart>& parts) {
@@ -235,14 +271,21 @@ void set_print_sink(void (*sink)(const std::string&, void*), void* user) {
 Variable::Variable(Tensor initial_value, std::string name) {
   if (!initial_value.defined())
     throw ValueError("[Variable] the initial value is an empty tg::Tensor; pass a value");
-  if (initial_value.is_symbolic())
+  if (name.empty()) name = "Variable";
+  auto* policy = detail::current_variable_policy();
+  const bool from_inputs = initial_value.is_symbolic();
+  if (from_inputs && !policy)
     throw ValueError(detail::str_cat(
         "[Variable] the initial value ", initial_value.to_string(),
-        " depends on the inputs of the function being traced; a Variable's initial value must be "
-        "computable when it is created. Create the Variable outside the tg::function, or from "
-        "constants"));
-  if (name.empty()) name = "Variable";
-  if (auto* policy = detail::current_variable_policy()) {
+        " is a symbolic tensor, but no function is being traced on this thread: it was kept after "
+        "its trace. Create the Variable from an eager value"));
+  if (from_inputs && !detail::static_shape(initial_value).is_fully_defined())
+    throw ValueError(detail::str_cat(
+        "[Variable] the initial value ", initial_value.to_string(), " of tg::Variable '", name,
+        "' depends on the function's inputs and its shape is not fully known while tracing; a "
+        "Variable's shape is fixed when it is created. Give the input a fixed shape (an "
+        "input_signature without None there), or create the Variable from constants"));
+  if (policy) {
     if (!policy->allowed) {
       // Name the Variable and its maker: "created once" alone does not say which one.
       const detail::VariableCreator* by = detail::t_creator;
@@ -259,13 +302,22 @@ Variable::Variable(Tensor initial_value, std::string name) {
     ++policy->created;
   }
   state_ = std::make_shared<detail::VariableState>();
+  state_->id = detail::g_next_variable_id.fetch_add(1);
+  state_->name = std::move(name);
+  if (from_inputs) {
+    // TF's variable_initializer_not_constant: the value comes from the trace's inputs, so the
+    // trace sets it at its first run (the function keeps this trace's graph for that).
+    state_->dtype = initial_value.dtype();
+    state_->shape = detail::static_shape(initial_value);
+    ++policy->initialized_from_inputs;
+    detail::apply_op(detail::OpId::InitializeVariable, {initial_value}, detail::VariableAttrs{state_});
+    return;
+  }
   // A handle of its own (same storage), so that a tape tells this variable's reads apart from the
   // initial tensor and from other variables made from it.
   state_->value = detail::make_view(initial_value, detail::static_shape(initial_value));
   state_->dtype = state_->value.dtype();
   state_->shape = detail::static_shape(state_->value);
-  state_->id = detail::g_next_variable_id.fetch_add(1);
-  state_->name = std::move(name);
 }
 
 namespace {

@@ -9,6 +9,7 @@ struct VariableCreationPolicy {
   bool allowed = true;        // only on a function's first trace
   int created = 0;            // how many Variables this trace created
   std::string function_name;  // for the error message
+  int initialized_from_inputs = 0;  // of those created, how many take their value from the inputs
 };
 
 /// The policy of the trace running on this thread, or nullptr outside tracing.

@@ -30,6 +30,10 @@ struct VariableState {
   uint64_t first_binding_id = 0;  // the id of the first Variable bound (0: never bound)
 };
 
+/// Whether the Variable has a value (a Variable created from a trace's inputs has none until
+/// that trace first runs).
+bool variable_has_value(VariableState& v);
+
 /// A Variable parameter, like `traced` (dtype, shape, name), for function `function`.
 std::shared_ptr<VariableState> make_variable_parameter(const VariableState& traced, const std::string& function);
 

@@ -48,6 +48,7 @@ std::vector<Tensor> replay_graph(const GraphIR& g, const std::vector<Tensor>& in
         }
         switch (ReplayVariables& variables = *variables_or_null; node.op) {
           case OpId::Print:
+          case OpId::InitializeVariable:  // the forward call gave the Variable its value
             break;
           case OpId::ReadVariable:
             values[n] = {variables.read(variable_of(node), node.attrs)};

@@ -19,7 +19,8 @@ namespace tg::detail {
 ///   differentiates them), else the value the replay assigned last, else the Variable's value
 ///   now (read once, then kept);
 /// - assign / assign_add / assign_sub compute the new value and keep it for later reads of the
-///   same replay, exactly as the forward call saw it.
+///   same replay, exactly as the forward call saw it;
+/// - initialize_variable does nothing: the forward call set the value it reads.
 class ReplayVariables {
  public:
   void set_value(const VariableState* v, Tensor value) { values_[v] = std::move(value); }

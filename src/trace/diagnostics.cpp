@@ -249,7 +249,7 @@ TraceRecord Diagnostics::explain(const FunctionTypeKey& call,
   return rec;
 }
 
-void Diagnostics::on_traced(TraceRecord record, const FunctionTypeKey& traced, bool generalised) {
+void Diagnostics::on_traced(TraceRecord record, const FunctionTypeKey& traced, bool generalised, uint64_t call) {
   std::string log_line, warning;
   {
     std::lock_guard lock(mu_);
@@ -278,8 +278,8 @@ void Diagnostics::on_traced(TraceRecord record, const FunctionTypeKey& traced, b
         }
       }
     }
-    const uint64_t call = calls_.load(std::memory_order_relaxed);
-    recent_trace_calls_.push_back(call);
+    // Kept in call order: under recursion an outer call's trace ends after its inner calls'.
+    recent_trace_calls_.insert(std::upper_bound(recent_trace_calls_.begin(), recent_trace_calls_.end(), call), call);
     if (recent_trace_calls_.size() > kWarningTraces) recent_trace_calls_.erase(recent_trace_calls_.begin());
     if (record.index > 0 && retrace_logging_enabled())
       log_line = "tracegraph: retrace '" + name_ + "' #" + std::to_string(record.index) + ": " + record.reason;
@@ -287,9 +287,9 @@ void Diagnostics::on_traced(TraceRecord record, const FunctionTypeKey& traced, b
     ++traces_recorded_;
     if (history_.size() > kHistoryRecords) history_.pop_front();
     if (recent_trace_calls_.size() == kWarningTraces && warnings_ < kMaxWarnings &&
-        call - recent_trace_calls_.front() < kWarningWindow) {
+        recent_trace_calls_.back() - recent_trace_calls_.front() < kWarningWindow) {
       ++warnings_;
-      const uint64_t window = call - recent_trace_calls_.front() + 1;
+      const uint64_t window = recent_trace_calls_.back() - recent_trace_calls_.front() + 1;
       warning = "tracegraph warning: " + std::to_string(kWarningTraces) + " out of the last " +
                 std::to_string(window) + " calls to '" + name_ +
                 "' triggered retracing. Tracing is expensive and the cached graphs are not being "

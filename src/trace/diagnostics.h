@@ -62,7 +62,8 @@ class Diagnostics {
               int64_t max_cached_traces);
 
   /// The cached-call path: one relaxed increment.
-  void on_call() { calls_.fetch_add(1, std::memory_order_relaxed); }
+  /// Counts a call; returns its number (from 1).
+  uint64_t on_call() { return calls_.fetch_add(1, std::memory_order_relaxed) + 1; }
   uint64_t calls() const { return calls_.load(std::memory_order_relaxed); }
 
   /// Records what a call that misses the cache looked like (before tracing or failing).
@@ -71,7 +72,9 @@ class Diagnostics {
   TraceRecord explain(const FunctionTypeKey& call, const std::vector<std::shared_ptr<ConcreteImpl>>& existing,
                       bool reduce_retracing, int64_t max_cached_traces) const;
   /// Bookkeeping after a successful trace: history, signature, logging and the warning.
-  void on_traced(TraceRecord record, const FunctionTypeKey& traced, bool generalised);
+  /// `call`: the number on_call gave the call that traced (not the count now: a recursive body
+  /// makes more calls before its own trace ends).
+  void on_traced(TraceRecord record, const FunctionTypeKey& traced, bool generalised, uint64_t call);
   void on_evicted(const FunctionTypeKey& type, int64_t index);
   /// The argument dims the traced code reads as integers (see StaticDimReads): the suggested
   /// signature and the advice never relax them.

@@ -548,7 +548,7 @@ std::shared_ptr<ConcreteImpl> FunctionCore::dispatch_or_trace_impl(const std::ve
       binding_error(*s.signature, target, "");
     target = s.signature->params;
   }
-  s.diag->on_call();
+  const uint64_t call_number = s.diag->on_call();
   const std::size_t h = hash_types(target);
   if (auto cf = s.lookup(target, h)) {
     cf->last_used.store(s.diag->calls(), std::memory_order_relaxed);
@@ -583,7 +583,17 @@ std::shared_ptr<ConcreteImpl> FunctionCore::dispatch_or_trace_impl(const std::ve
 
   // The singleton-Variable rule (as in TensorFlow): only the first trace may create Variables,
   // and a first trace that did is traced once more, now without creating any, so that a body
-  // creating a Variable on *every* call fails at once instead of leaking one per call.
+  // creating a Variable on *every* call fails at once instead of leaking one per call. The
+  // second pass's graph is the one kept - unless the first pass created a Variable from the
+  // inputs: only its graph sets that Variable's value (at its first run), so it is kept, and
+  // the second pass was the check alone.
+  struct Pass {
+    std::shared_ptr<GraphIR> graph;
+    TraceOutput out;
+    StaticDimReads static_reads;
+    std::vector<std::shared_ptr<VariableState>> variable_parameters;
+  };
+  std::optional<Pass> initializing;
   std::shared_ptr<GraphIR> graph;
   TraceOutput out;
   StaticDimReads static_reads;
@@ -606,6 +616,13 @@ std::shared_ptr<ConcreteImpl> FunctionCore::dispatch_or_trace_impl(const std::ve
     static_reads = recorder.static_dim_reads();
     variable_parameters = recorder.variable_parameters();
     if (policy.created == 0) break;
+    if (policy.initialized_from_inputs > 0) initializing = Pass{graph, out, static_reads, variable_parameters};
+  }
+  if (initializing) {
+    graph = std::move(initializing->graph);
+    out = std::move(initializing->out);
+    static_reads = std::move(initializing->static_reads);
+    variable_parameters = std::move(initializing->variable_parameters);
   }
   std::shared_ptr<const GraphIR> unoptimized;
   if (s.options.optimize) {
@@ -640,7 +657,7 @@ std::shared_ptr<ConcreteImpl> FunctionCore::dispatch_or_trace_impl(const std::ve
   }
   s.static_dims.insert(static_reads.begin(), static_reads.end());
   s.diag->note_static_dims(s.static_dims);
-  s.diag->on_traced(std::move(record), cf->input_type, generalised);
+  s.diag->on_traced(std::move(record), cf->input_type, generalised, call_number);
   return cf;
 }
 

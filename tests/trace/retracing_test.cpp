@@ -1,4 +1,5 @@
 // Retracing that explains itself: one test per cause, the warning rule, the limit, the report.
+#include <functional>
 #include <map>
 
 #include "support/json_check.h"
@@ -111,6 +112,20 @@ TEST(PrintedFixes, ReduceRetracingCompilesAsPrinted) {
   auto fixed = make();
   for (int64_t n : {1, 2, 3, 4}) fixed(ones({n}));
   EXPECT_EQ(fixed.tracing_count(), 2);  // the second trace generalises dim 0 to None
+}
+
+TEST(Retracing, TheWarningCountsCallsInOrderUnderRecursion) {
+  // A recursive body calls its function again before its own trace ends, so traces end in the
+  // reverse order of the calls that made them; the window is still counted between calls.
+  LogCapture log;
+  std::function<Tensor(const Tensor&, int)> recurse;
+  auto count_down = function([&](const Tensor& x, int n) { return n == 0 ? x : recurse(x, n - 1) + 1; },
+                             {.name = "count_down"});
+  recurse = [&](const Tensor& x, int n) { return count_down(x, n); };
+  EXPECT_EQ(count_down(constant(0), 4).item<int32_t>(), 4);
+  ASSERT_EQ(log.warnings().size(), 1u);
+  EXPECT_TRUE(contains(log.warnings()[0], "5 out of the last 5 calls to 'count_down' triggered retracing"))
+      << log.warnings()[0];
 }
 
 TEST(Retracing, BatchSizeVaryingNamesTheDimAndSuggestsASignature) {
