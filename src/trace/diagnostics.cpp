@@ -384,7 +384,7 @@ std::string Diagnostics::varying_summary() const {
 // Called with mu_ held.
 Diagnostics::Advice Diagnostics::advise() const {
   Advice a;
-  std::vector<std::string> literal_paths, shape_paths, dtype_paths, object_paths, causes;
+  std::vector<std::string> literal_paths, shape_paths, dtype_paths, object_paths, variable_paths, causes;
   for (const auto& [path, st] : leaves_) {
     if (st.tensor) {
       if (st.dtypes.varies()) {
@@ -400,7 +400,7 @@ Diagnostics::Advice Diagnostics::advise() const {
         causes.push_back("'" + path + "' came in " + st.shapes.count_text() + " distinct shapes (" + join(dims, "; ") + ")");
       }
     } else if (st.values.varies()) {
-      (st.kind == "literal" ? literal_paths : object_paths).push_back(path);
+      (st.kind == "literal" ? literal_paths : st.kind == "variable" ? variable_paths : object_paths).push_back(path);
       causes.push_back("'" + path + "' took " + st.values.count_text() + " distinct " + st.kind +
                        " values (" + list_values(st.values) + ")");
     }
@@ -436,6 +436,11 @@ Diagnostics::Advice Diagnostics::advise() const {
   if (!object_paths.empty())
     a.workarounds.emplace_back("pass the same object for " + join(object_paths, ", ") + ", or give its type operator== or a custom tracing_type()",
                                "objects are matched by identity, then ==; a new unequal object is a new trace type");
+  if (!variable_paths.empty())
+    a.workarounds.emplace_back("pass Variables of one dtype and shape for " + join(variable_paths, ", ") +
+                                   ", and the same aliasing (no Variable passed twice where others were not)",
+                               "a Variable argument's trace type is its dtype, shape and which arguments are the "
+                               "same Variable; any Variables that agree on those share one trace");
   if (!shape_paths.empty())
     a.workarounds.emplace_back("pad or bucket " + join(shape_paths, ", ") + " to a few fixed sizes",
                                "a handful of shapes means a handful of traces, each fully specialised and fast");

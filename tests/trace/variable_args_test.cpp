@@ -50,6 +50,16 @@ TEST(VariableArguments, ADifferentDtypeOrShapeIsADifferentTrace) {
   EXPECT_TRUE(contains(history[2].reason, "Variable dtype float32 -> float64")) << history[2].reason;
 }
 
+TEST(VariableArguments, TheReportAdvisesOnVaryingVariableSpecs) {
+  auto twice = function([](const Variable& w) { return w.read_value() * 2; }, {.arg_names = {"w"}});
+  Variable s(constant(1.0f)), v(constant({1.0f, 2.0f}));
+  twice(s);
+  twice(v);
+  const std::string report = twice.retracing_report();
+  EXPECT_TRUE(contains(report, "pass Variables of one dtype and shape for w")) << report;
+  EXPECT_FALSE(contains(report, "operator==")) << report;  // not the advice for objects
+}
+
 TEST(VariableArguments, AConcreteFunctionTracedForOneVariableRunsWithAnother) {
   Variable v(constant(2.0f)), w(constant(5.0f)), other_shape(constant({1.0f}));
   auto f = function([](Variable var, const Tensor& x) { return var.assign_add(x); });
