@@ -10,6 +10,7 @@
 #include "tracegraph/graph.h"
 #include "tracegraph/gradient.h"
 #include "tracegraph/nn.h"
+#include "tracegraph/npy.h"
 #include "tracegraph/ops.h"
 #include "tracegraph/optim.h"
 #include "tracegraph/shape.h"

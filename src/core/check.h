@@ -27,6 +27,6 @@ template <class E, class... Args>
   do {                                                                                       \
     if (!(cond))                                                                             \
       throw ::tg::InternalError(::tg::detail::str_cat("internal check failed: " #cond " at ", \
-                                                      __FILE__, ":", __LINE__, " ",          \
-                                                      ##__VA_ARGS__));                       \
+                                                      __FILE__, ":", __LINE__,               \
+                                                      " " __VA_OPT__(, ) __VA_ARGS__));      \
   } while (0)

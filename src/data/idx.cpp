@@ -10,6 +10,8 @@
 
 #include "core/check.h"
 #include "core/tensor_impl.h"
+#include "data/file_bytes.h"
+#include "data/idx.h"
 #include "tracegraph/data.h"
 #include "tracegraph/ops.h"
 
@@ -52,29 +54,6 @@ int type_size(uint8_t code) {
 }
 
 std::string dims_text(const std::vector<int64_t>& dims) { return TensorShape(dims).to_string(); }
-
-Bytes read_file(const char* op, const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    op_error<InvalidArgumentError>(op, "'", path, "' is a directory; expected an IDX file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    op_error<InvalidArgumentError>(op, "cannot open '", path, "': ", std::strerror(errno),
-                                   "; check the path (Fashion-MNIST: install the Debian package "
-                                   "dataset-fashion-mnist)");
-  Bytes bytes;
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  in.seekg(0, std::ios::beg);
-  if (size > 0) {
-    bytes.resize(static_cast<std::size_t>(size));
-    in.read(reinterpret_cast<char*>(bytes.data()), size);
-    if (in.gcount() != size)
-      op_error<InvalidArgumentError>(op, "reading '", path, "' failed after ", in.gcount(), " of ",
-                                     size, " bytes");
-  }
-  return bytes;
-}
 
 // Inflates every gzip member of `gz` (zlib's automatic header detection, 15 + 32) straight into
 // the output buffer, which starts at the size the gzip trailer announces.
@@ -135,9 +114,9 @@ struct IdxFile {
   int64_t count = 0;
 };
 
-IdxFile load(const char* op, const std::string& path) {
+// Parses an IDX image (plain or gzipped) read from `path` (which names it in errors).
+IdxFile parse(const char* op, const std::string& path, Bytes raw) {
   IdxFile f;
-  Bytes raw = read_file(op, path);
   const bool gz = raw.size() >= 2 && raw[0] == 0x1F && raw[1] == 0x8B;
   f.bytes = gz ? gunzip(op, path, raw) : std::move(raw);
   const Bytes& b = f.bytes;
@@ -195,6 +174,12 @@ IdxFile load(const char* op, const std::string& path) {
   return f;
 }
 
+IdxFile load(const char* op, const std::string& path) {
+  return parse(op, path, detail::read_file_bytes(op, path, "an IDX file",
+                                                 "; check the path (Fashion-MNIST: install the Debian "
+                                                 "package dataset-fashion-mnist)"));
+}
+
 void expect_magic(const char* op, const std::string& path, const IdxFile& f, uint32_t expected,
                   const char* meaning) {
   if (f.header.magic() == expected) return;
@@ -225,8 +210,8 @@ void convert(const uint8_t* p, Dst* out, int64_t n) {
 
 IdxHeader read_idx_header(const std::string& path) { return load("read_idx_header", path).header; }
 
-Tensor read_idx(const std::string& path) {
-  const IdxFile f = load("read_idx", path);
+namespace {
+Tensor idx_tensor(const IdxFile& f) {
   const uint8_t* p = f.bytes.data() + f.data_offset;
   const TensorShape shape(f.header.dims);
   switch (f.header.type_code) {
@@ -251,6 +236,10 @@ Tensor read_idx(const std::string& path) {
     }
   }
 }
+}  // namespace
+
+Tensor read_idx(const std::string& path) { return idx_tensor(load("read_idx", path)); }
+
 
 Tensor read_idx_images(const std::string& path) {
   const IdxFile f = load("read_idx_images", path);
@@ -306,3 +295,9 @@ LabeledImages load_mnist(const std::string& dir, const std::string& split) {
 }
 
 }  // namespace tg::data
+
+namespace tg::detail {
+Tensor parse_idx(const uint8_t* data, std::size_t size, const std::string& source) {
+  return data::idx_tensor(data::parse("read_idx", source, std::vector<uint8_t>(data, data + size)));
+}
+}  // namespace tg::detail

@@ -91,6 +91,14 @@ void kernel_binary(const std::vector<Tensor>& in, const OpAttrs&, std::vector<Te
   });
 }
 
+// F's vectorised float loop. A template of its own, so that F::vec_f32 is named only for
+// functors that have it (clang checks a generic lambda's discarded branch for names that do not
+// depend on the lambda's own parameter).
+template <class F>
+void unary_vec_f32(const float* x, float* y, int64_t n) {
+  if constexpr (has_vec_f32<F>) F::vec_f32(x, y, n);
+}
+
 template <class F>
 void kernel_unary(const std::vector<Tensor>& in, const OpAttrs&, std::vector<Tensor>& out) {
   visit_dtype(in[0].impl()->dtype, [&](auto tag) {
@@ -101,7 +109,7 @@ void kernel_unary(const std::vector<Tensor>& in, const OpAttrs&, std::vector<Ten
       R* y = data_of<R>(out[0]);
       const int64_t n = in[0].impl()->shape.num_elements();
       if constexpr (std::is_same_v<T, float> && has_vec_f32<F>) {
-        F::vec_f32(x, y, n);
+        unary_vec_f32<F>(x, y, n);
       } else {
         const F f{};
         for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);

@@ -1,0 +1,43 @@
+#include "data/file_bytes.h"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "core/check.h"
+
+namespace tg::detail {
+
+
+
+std::vector<uint8_t> read_file_bytes(const char* op, const std::string& path, const std::string& what,
+                                     const std::string& hint) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    op_error<InvalidArgumentError>(op, "'", path, "' is a directory; expected ", what);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) op_error<InvalidArgumentError>(op, "cannot open '", path, "': ", std::strerror(errno), hint);
+  std::vector<uint8_t> bytes;
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  in.seekg(0, std::ios::beg);
+  if (size > 0) {
+    bytes.resize(static_cast<std::size_t>(size));
+    in.read(reinterpret_cast<char*>(bytes.data()), size);
+    if (in.gcount() != size)
+      op_error<InvalidArgumentError>(op, "reading '", path, "' failed after ", in.gcount(), " of ", size,
+                                     " bytes");
+  }
+  return bytes;
+}
+
+void write_file_bytes(const char* op, const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) op_error<InvalidArgumentError>(op, "cannot create '", path, "': ", std::strerror(errno));
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  out.close();
+  if (!out) op_error<InvalidArgumentError>(op, "writing '", path, "' failed: ", std::strerror(errno));
+}
+
+}  // namespace tg::detail
