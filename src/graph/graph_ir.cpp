@@ -19,6 +19,7 @@ std::string GraphNode::op_name() const {
 
 std::shared_ptr<const GraphIR> with_variables_bound(const std::shared_ptr<const GraphIR>& g,
                                                     const std::vector<VariableBinding>& bindings) {
+  if (bindings.empty()) return g;
   std::shared_ptr<GraphIR> copy;  // made at the first change
   for (std::size_t i = 0; i < g->nodes.size(); ++i) {
     const GraphNode& node = g->nodes[i];

@@ -89,25 +89,36 @@ TraceTypePtr checked_custom_trace_type(TraceTypePtr type, const char* mangled_na
 
 thread_local CallObserver* t_call_observer = nullptr;
 
+namespace {
+// Runs a concrete function whose Variable parameters (if any) are bound already: inlined into
+// the trace being recorded on this thread - its graph as traced, its ops and side effects
+// recorded there, as TF's call of a function inside a tf.function runs at every call of the
+// outer one -, else through the call observer (a tape), else by the executor.
+std::vector<Tensor> run_graph(const ConcreteImpl& cf, const GraphIR& traced, const std::vector<Tensor>& inputs) {
+  if (tracing_active()) return replay_graph(traced, inputs, nullptr);
+  if (CallObserver* o = t_call_observer) return o->run_call(cf, inputs);
+  return execute(*cf.plan, inputs);
+}
+}  // namespace
+
 std::vector<Tensor> run_concrete(const ConcreteImpl& cf, const std::vector<Tensor>& inputs,
                                  const std::vector<Variable>& variables) {
   TG_CHECK(variables.size() == cf.variable_parameters.size(), "concrete function '", cf.function_name,
            "' has ", cf.variable_parameters.size(), " Variable parameters but the call bound ",
            variables.size());
+  const GraphIR& traced = cf.unoptimized_ir ? *cf.unoptimized_ir : *cf.ir;
+  if (variables.empty()) return run_graph(cf, traced, inputs);  // most functions take no Variable
   std::vector<VariableBinding> bindings;
   for (std::size_t i = 0; i < variables.size(); ++i)
     bindings.push_back({cf.variable_parameters[i].get(), variables[i].state()});
-  // Called while another function is traced: the callee's graph as traced is inlined into that
-  // trace (its ops, side effects included, are recorded there), as TF's call of a function
-  // inside a tf.function runs at every call of the outer one. Its Variable parameters become
-  // the Variables the outer body passed (themselves parameters of the outer trace, or not).
+  // Inlined into another trace, the parameters become the Variables the outer body passed
+  // (themselves parameters of the outer trace, or not); run, they are bound for the call.
   if (tracing_active()) {
-    const auto& traced = cf.unoptimized_ir ? cf.unoptimized_ir : cf.ir;
-    return replay_graph(*with_variables_bound(traced, bindings), inputs, nullptr);
+    const auto& traced_ir = cf.unoptimized_ir ? cf.unoptimized_ir : cf.ir;
+    return replay_graph(*with_variables_bound(traced_ir, bindings), inputs, nullptr);
   }
   VariableBindingScope bound(std::move(bindings));
-  if (CallObserver* o = t_call_observer) return o->run_call(cf, inputs);
-  return execute(*cf.plan, inputs);
+  return run_graph(cf, traced, inputs);
 }
 
 std::size_t tensor_type_hash(const Tensor& t) {
