@@ -15,23 +15,26 @@ bool broadcast_dim(int64_t x, int64_t y, int64_t& out) {
   return true;
 }
 
-TensorShape broadcast_shapes(const char* op, const TensorShape& a, const TensorShape& b) {
-  if (!a.has_rank() || !b.has_rank()) return TensorShape::unknown_rank();
-  const auto& da = a.dims();
-  const auto& db = b.dims();
+std::optional<BroadcastMismatch> broadcast_dims(const std::vector<int64_t>& da, const std::vector<int64_t>& db,
+                                                std::vector<int64_t>& out) {
   const std::size_t r = std::max(da.size(), db.size());
-  std::vector<int64_t> out(r);
+  out.assign(r, 0);
   for (std::size_t i = 0; i < r; ++i) {
     const int64_t x = i < da.size() ? da[da.size() - 1 - i] : 1;
     const int64_t y = i < db.size() ? db[db.size() - 1 - i] : 1;
-    int64_t d;
-    if (!broadcast_dim(x, y, d))
-      op_error<InvalidArgumentError>(op, "shapes ", a.to_string(), " and ", b.to_string(),
-                                     " cannot be broadcast together: dimension ", r - 1 - i,
-                                     " of the result would need ", x, " == ", y,
-                                     " (or one of them 1); reshape or expand_dims one operand");
-    out[r - 1 - i] = d;
+    if (!broadcast_dim(x, y, out[r - 1 - i])) return BroadcastMismatch{static_cast<int64_t>(r - 1 - i), x, y};
   }
+  return std::nullopt;
+}
+
+TensorShape broadcast_shapes(const char* op, const TensorShape& a, const TensorShape& b) {
+  if (!a.has_rank() || !b.has_rank()) return TensorShape::unknown_rank();
+  std::vector<int64_t> out;
+  if (const auto bad = broadcast_dims(a.dims(), b.dims(), out))
+    op_error<InvalidArgumentError>(op, "shapes ", a.to_string(), " and ", b.to_string(),
+                                   " cannot be broadcast together: dimension ", bad->dim,
+                                   " of the result would need ", bad->x, " == ", bad->y,
+                                   " (or one of them 1); reshape or expand_dims one operand");
   return TensorShape(std::move(out));
 }
 

@@ -3,6 +3,7 @@
 #include <array>
 #include <string>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "ops/op.h"
@@ -12,6 +13,17 @@ namespace tg::detail {
 /// One dimension of NumPy broadcasting, None-aware: equal dims, or a 1 against anything, or
 /// None against a known dim. False if x and y cannot broadcast.
 bool broadcast_dim(int64_t x, int64_t y, int64_t& out);
+
+/// Where two dim lists fail to broadcast: the result dim (from the front) and the two sizes.
+struct BroadcastMismatch {
+  int64_t dim;
+  int64_t x;
+  int64_t y;
+};
+/// NumPy broadcasting of two dim lists, right-aligned, None-aware (broadcast_dim per dim): the
+/// result in `out`, or the first mismatch from the right (each caller words its own error).
+std::optional<BroadcastMismatch> broadcast_dims(const std::vector<int64_t>& a, const std::vector<int64_t>& b,
+                                                std::vector<int64_t>& out);
 
 /// NumPy broadcasting of two shapes, aware of None dims and unknown rank:
 /// (None vs 1) -> None, (None vs k>1) -> k, (None vs None) -> None.

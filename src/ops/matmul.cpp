@@ -36,21 +36,14 @@ void require_matrix(const ValueType& t, const char* name) {
 std::vector<int64_t> broadcast_batch(const TensorShape& a, const TensorShape& b) {
   const std::vector<int64_t> da(a.dims().begin(), a.dims().end() - 2);
   const std::vector<int64_t> db(b.dims().begin(), b.dims().end() - 2);
-  const std::size_t r = std::max(da.size(), db.size());
-  std::vector<int64_t> out(r);
-  for (std::size_t i = 0; i < r; ++i) {
-    const int64_t x = i < da.size() ? da[da.size() - 1 - i] : 1;
-    const int64_t y = i < db.size() ? db[db.size() - 1 - i] : 1;
-    int64_t d;
-    if (!broadcast_dim(x, y, d))
-      op_error<InvalidArgumentError>(
-          kOp, "batch dims of a ", a.to_string(), " and b ", b.to_string(),
-          " cannot be broadcast together: batch dim ", static_cast<int64_t>(r - 1 - i),
-          " of the result would need ", x, " == ", y,
-          " (or one of them 1); the batch dims are all but the last two, and broadcast like "
-          "NumPy's; reshape or expand_dims one operand");
-    out[r - 1 - i] = d;
-  }
+  std::vector<int64_t> out;
+  if (const auto bad = broadcast_dims(da, db, out))
+    op_error<InvalidArgumentError>(
+        kOp, "batch dims of a ", a.to_string(), " and b ", b.to_string(),
+        " cannot be broadcast together: batch dim ", bad->dim, " of the result would need ", bad->x,
+        " == ", bad->y,
+        " (or one of them 1); the batch dims are all but the last two, and broadcast like "
+        "NumPy's; reshape or expand_dims one operand");
   return out;
 }
 

@@ -34,7 +34,7 @@ const VariableState& declared_state(const OpAttrs& attrs) {
 }
 // The Variable a kernel reads or writes: a parameter's is the one the running call bound.
 VariableState& state_of(const OpAttrs& attrs) {
-  declared_state(attrs);
+  declared_state(attrs);  // (checks that the op names a Variable)
   return *resolve_variable(attrs.get<VariableAttrs>().variable);
 }
 
