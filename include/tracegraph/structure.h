@@ -342,14 +342,24 @@ bool object_equal(const void* a, const void* b) {
   else
     return false;
 }
+template <class T>
+std::shared_ptr<const void> object_copy(const void* p) {
+  if constexpr (std::is_copy_constructible_v<T>)
+    return std::make_shared<const T>(*static_cast<const T*>(p));
+  else
+    return nullptr;
+}
 /// Other objects, by std::shared_ptr: identity, then `==` when the type has it (kept as weak
-/// references).
+/// references). A trace keeps a copy of a copyable object with `==` as it was when traced, and
+/// matches later calls against that copy (so mutating the object retraces).
 template <class T>
 struct ArgLeaf<std::shared_ptr<T>> : NoFastPath {
   static TraceTypePtr trace_type(const std::shared_ptr<T>& p, ArgContext&) {
     using U = std::remove_const_t<T>;
-    return object_trace_type(std::weak_ptr<const void>(p), p.get(), typeid(U).name(),
-                             &object_equal<U>);
+    constexpr bool kHasEq = requires(const U& x, const U& y) { { x == y } -> std::convertible_to<bool>; };
+    constexpr bool kSnapshot = kHasEq && std::is_copy_constructible_v<U>;
+    return object_trace_type(std::weak_ptr<const void>(p), p.get(), typeid(U).name(), &object_equal<U>,
+                             kSnapshot ? &object_copy<U> : nullptr);
   }
   static std::shared_ptr<T> placeholder(const std::shared_ptr<T>& p, const TraceType&,
                                         PlaceholderContext&, const std::string&) {

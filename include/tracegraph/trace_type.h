@@ -63,7 +63,8 @@ TraceTypePtr optional_trace_type(TraceTypePtr element);
 /// type has operator==). Holds the object weakly; a dead object never matches again.
 TraceTypePtr object_trace_type(std::weak_ptr<const void> object, const void* address,
                                std::string cpp_type,
-                               bool (*equal)(const void* a, const void* b));
+                               bool (*equal)(const void* a, const void* b),
+                               std::shared_ptr<const void> (*copy)(const void*) = nullptr);
 
 /// A Variable argument (TF's VariableSpec): dtype, shape, and its alias id - the position of
 /// its Variable among the distinct Variables of the call - so that (x, y, z) and (z, y, x)

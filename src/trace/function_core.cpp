@@ -645,6 +645,7 @@ std::shared_ptr<ConcreteImpl> FunctionCore::dispatch_or_trace_impl(const std::ve
   cf->self = cf;
   cf->function_name = s.options.name;
   cf->index = index;
+  for (TraceTypePtr& t : target) t = with_object_snapshots(t);  // the values the graph baked in
   cf->input_type = FunctionTypeKey{target, s.names_for(target.size()), h};
   if (s.signature) cf->input_type.names = s.signature->names;
   cf->input_type.hash = hash_types(target);

@@ -30,6 +30,10 @@ struct LeafInfo {
   std::string text;              // literal value / object / custom type, as printed
 };
 
+/// `t` as a trace keeps it: objects of copyable types with == (inside containers too) hold a copy
+/// of their value now, which later calls are compared with.
+TraceTypePtr with_object_snapshots(const TraceTypePtr& t);
+
 /// Calls fn(path, leaf) for every leaf of t (containers are walked, not reported).
 void for_each_leaf(const TraceType& t, const std::string& path,
                    const std::function<void(const std::string&, const LeafInfo&)>& fn);

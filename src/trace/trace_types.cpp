@@ -237,16 +237,39 @@ class VariableTraceType final : public TraceType {
 
 class ObjectTraceType final : public TraceType {
  public:
+  using CopyFn = std::shared_ptr<const void> (*)(const void*);
   ObjectTraceType(std::weak_ptr<const void> obj, const void* addr, std::string type,
-                  bool (*eq)(const void*, const void*))
-      : obj_(std::move(obj)), addr_(addr), type_(std::move(type)), eq_(eq) {}
-  // Identity first, then ==; both objects must be alive.
+                  bool (*eq)(const void*, const void*), CopyFn copy, std::shared_ptr<const void> snapshot = nullptr)
+      : obj_(std::move(obj)), addr_(addr), type_(std::move(type)), eq_(eq), copy_(copy), snapshot_(std::move(snapshot)) {}
+  // A traced type of a copyable type with == holds a snapshot: its value when it was traced,
+  // which is what the graph baked in. It is compared by ==, never by identity, so that the same
+  // object mutated since, or another object equal to the mutated one, does not reuse a trace
+  // made for other values. Without a snapshot: identity first, then == (both objects alive).
   bool matches(const ObjectTraceType& t) const {
     if (t.type_ != type_) return false;
+    if (snapshot_ || t.snapshot_) {
+      std::shared_ptr<const void> keep_a, keep_b;
+      const void* a = value(keep_a);
+      const void* b = t.value(keep_b);
+      return a && b && eq_(a, b);
+    }
     auto a = obj_.lock();
     auto b = t.obj_.lock();
     if (!a || !b) return false;
     return a.get() == b.get() || (eq_ && eq_(a.get(), b.get()));
+  }
+  // The value compared: the snapshot, else the live object (kept alive by `keep`), else null.
+  const void* value(std::shared_ptr<const void>& keep) const {
+    if (snapshot_) return snapshot_.get();
+    keep = obj_.lock();
+    return keep.get();
+  }
+  // This type with a snapshot of the live object's value (nullptr when there is nothing to copy).
+  TraceTypePtr with_snapshot() const {
+    if (!copy_ || snapshot_) return nullptr;
+    auto live = obj_.lock();
+    if (!live) return nullptr;
+    return std::make_shared<ObjectTraceType>(obj_, addr_, type_, eq_, copy_, copy_(live.get()));
   }
   bool is_subtype_of(const TraceType& o) const override {
     auto* t = dynamic_cast<const ObjectTraceType*>(&o);
@@ -255,7 +278,7 @@ class ObjectTraceType final : public TraceType {
   TraceTypePtr most_specific_common_supertype(const std::vector<const TraceType*>& others) const override {
     for (const TraceType* o : others)
       if (!is_subtype_of(*o)) return nullptr;
-    return std::make_shared<ObjectTraceType>(obj_, addr_, type_, eq_);
+    return std::make_shared<ObjectTraceType>(obj_, addr_, type_, eq_, copy_, snapshot_);
   }
   bool equals(const TraceType& o) const override { return is_subtype_of(o); }
   std::size_t hash() const override { return std::hash<std::string>{}(type_); }
@@ -268,6 +291,8 @@ class ObjectTraceType final : public TraceType {
   const void* addr_;
   std::string type_;
   bool (*eq_)(const void*, const void*);
+  CopyFn copy_;  // set for copyable types with ==
+  std::shared_ptr<const void> snapshot_;
 };
 
 }  // namespace
@@ -335,9 +360,41 @@ TraceTypePtr mapping_trace_type(std::vector<std::pair<LiteralValue, TraceTypePtr
 TraceTypePtr optional_trace_type(TraceTypePtr element) {
   return std::make_shared<OptionalTraceType>(std::move(element));
 }
-TraceTypePtr object_trace_type(std::weak_ptr<const void> object, const void* address,
-                               std::string cpp_type, bool (*equal)(const void*, const void*)) {
-  return std::make_shared<ObjectTraceType>(std::move(object), address, std::move(cpp_type), equal);
+TraceTypePtr object_trace_type(std::weak_ptr<const void> object, const void* address, std::string cpp_type,
+                               bool (*equal)(const void*, const void*),
+                               std::shared_ptr<const void> (*copy)(const void*)) {
+  return std::make_shared<ObjectTraceType>(std::move(object), address, std::move(cpp_type), equal,
+                                           equal ? copy : nullptr);
+}
+
+TraceTypePtr with_object_snapshots(const TraceTypePtr& t) {
+  if (auto* o = dynamic_cast<const ObjectTraceType*>(t.get())) {
+    TraceTypePtr s = o->with_snapshot();
+    return s ? s : t;
+  }
+  if (auto* q = dynamic_cast<const SequenceTraceType*>(t.get())) {
+    std::vector<TraceTypePtr> el;
+    bool changed = false;
+    for (const auto& e : q->el_) {
+      el.push_back(with_object_snapshots(e));
+      changed = changed || el.back() != e;
+    }
+    return changed ? std::make_shared<SequenceTraceType>(q->kind_, std::move(el)) : t;
+  }
+  if (auto* m = dynamic_cast<const MappingTraceType*>(t.get())) {
+    MappingTraceType::Items items;
+    bool changed = false;
+    for (const auto& [k, v] : m->items_) {
+      items.emplace_back(k, with_object_snapshots(v));
+      changed = changed || items.back().second != v;
+    }
+    return changed ? std::make_shared<MappingTraceType>(std::move(items)) : t;
+  }
+  if (auto* op = dynamic_cast<const OptionalTraceType*>(t.get()); op && op->el_) {
+    TraceTypePtr e = with_object_snapshots(op->el_);
+    return e != op->el_ ? std::make_shared<OptionalTraceType>(std::move(e)) : t;
+  }
+  return t;
 }
 
 TraceTypePtr variable_trace_type(DType dtype, const TensorShape& shape, int64_t alias_id) {
@@ -450,6 +507,14 @@ std::vector<TypeChange> diff_types(const TraceType& traced, const TraceType& cal
     }
   } else if (auto* a = dynamic_cast<const ObjectTraceType*>(&traced)) {
     if (auto* b = dynamic_cast<const ObjectTraceType*>(&call)) {
+      if (a->snapshot_) {
+        std::shared_ptr<const void> keep;
+        if (b->value(keep) == a->obj_.lock().get())
+          return one("the traced object " + a->to_string() + " changed since it was traced: it is no "
+                     "longer == to the copy of its value taken then (which the trace's graph holds)");
+        return one("a different object (" + b->to_string() + ") that is not == to the value the trace "
+                   "was made for (" + a->to_string() + " as it was then)");
+      }
       if (a->obj_.expired())
         return one("a different object (" + b->to_string() + "); the traced object " + a->to_string() +
                    " was deleted, and a deleted object's trace never matches again");

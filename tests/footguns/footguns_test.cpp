@@ -202,13 +202,14 @@ struct EqualityConfig {
   bool operator==(const EqualityConfig&) const = default;
 };
 
-TEST(Footguns, SharedPtrArgumentsAreMatchedAgainstTheLiveTracedObject) {
-  // TF's SimpleModel. Surprise: a std::shared_ptr argument is typed by the object itself (held
-  // weakly), not by a snapshot of its fields. After `m->bias += 5` the same object still matches
-  // the old trace, which holds bias = 0 as a constant (20, expected 25); an equal copy without
-  // operator== retraces.
-  // Instead: make the fields Variables (TF's BetterModel), or treat objects passed to a function
-  // as immutable and pass a new object when a value changes.
+TEST(Footguns, ASharedPtrArgumentWithoutEqualityIsMatchedByIdentity) {
+  // TF's SimpleModel. Surprise: a std::shared_ptr argument whose type has no operator== is typed
+  // by the object itself (held weakly), not by its fields. After `m->bias += 5` the same object
+  // still matches the old trace, which holds bias = 0 as a constant (20, expected 25); an equal
+  // copy retraces.
+  // Instead: make the fields Variables (TF's BetterModel), give the type operator== (a trace then
+  // keeps a copy of the value and compares calls with it), or pass a new object when a value
+  // changes.
   struct PlainModel {
     float weight = 2.0f;
     float bias = 0.0f;
@@ -223,16 +224,17 @@ TEST(Footguns, SharedPtrArgumentsAreMatchedAgainstTheLiveTracedObject) {
   EXPECT_EQ(evaluate(twin, constant(10.0f)).item<float>(), 25.0f);
   EXPECT_EQ(evaluate.tracing_count(), 2);  // equal fields, no operator==: a new trace per object
 
-  // With operator==, another object is compared with the traced object *as it is now*: after the
-  // traced object is mutated to k = 5, a fresh {5} matches the trace made for k = 2 and gets its
-  // result (silently wrong: 2, expected 5), while a fresh {2} retraces. The trace key should be a
-  // snapshot of the value at trace time.
+  // With operator==, a trace keeps a copy of the value it was made for and compares calls with
+  // that copy, so the traced object mutated to k = 5 retraces (5, not the 2 the first graph
+  // holds), and fresh objects go to the trace of their value.
   auto scale = function([](std::shared_ptr<EqualityConfig> c, const Tensor& x) { return x * c->k; });
   auto traced = std::make_shared<EqualityConfig>(EqualityConfig{2});
   EXPECT_EQ(scale(traced, constant(1)).item<int32_t>(), 2);
   traced->k = 5;
-  EXPECT_EQ(scale(std::make_shared<EqualityConfig>(EqualityConfig{5}), constant(1)).item<int32_t>(), 2);  // should be 5
-  EXPECT_EQ(scale.tracing_count(), 1);
+  EXPECT_EQ(scale(traced, constant(1)).item<int32_t>(), 5);
+  EXPECT_EQ(scale.tracing_count(), 2);
+  EXPECT_TRUE(contains(scale.trace_history()[1].reason, "changed since it was traced")) << scale.trace_history()[1].reason;
+  EXPECT_EQ(scale(std::make_shared<EqualityConfig>(EqualityConfig{5}), constant(1)).item<int32_t>(), 5);
   EXPECT_EQ(scale(std::make_shared<EqualityConfig>(EqualityConfig{2}), constant(1)).item<int32_t>(), 2);
   EXPECT_EQ(scale.tracing_count(), 2);
 }

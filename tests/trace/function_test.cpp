@@ -313,7 +313,7 @@ struct Config {
   bool operator==(const Config&) const = default;
 };
 
-TEST(Function, SharedPtrObjectsMatchByIdentityThenEqualityAndAreHeldWeakly) {
+TEST(Function, SharedPtrObjectsWithEqualityMatchByValueAndAreHeldWeakly) {
   int traces = 0;
   auto f = function([&](const Tensor& x, std::shared_ptr<Config> c) {
     ++traces;
@@ -330,8 +330,12 @@ TEST(Function, SharedPtrObjectsMatchByIdentityThenEqualityAndAreHeldWeakly) {
   c1.reset();
   c2.reset();
   EXPECT_TRUE(watch.expired()) << "the trace cache must not keep argument objects alive";
+  // The trace keeps a copy of the value it was made for, so an equal object still matches it
+  // after the traced one is gone, and another value traces.
   EXPECT_EQ(f(constant(4), std::make_shared<Config>(Config{2})).item<int32_t>(), 8);
-  EXPECT_EQ(traces, 2);  // the traced object is gone: its trace can never match again
+  EXPECT_EQ(traces, 1);
+  EXPECT_EQ(f(constant(4), std::make_shared<Config>(Config{3})).item<int32_t>(), 12);
+  EXPECT_EQ(traces, 2);
 }
 
 // The guide's Fruit example: a custom trace type makes every Apple share one trace.
