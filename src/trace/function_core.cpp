@@ -604,37 +604,30 @@ std::shared_ptr<ConcreteImpl> FunctionCore::dispatch_or_trace_impl(const std::ve
     StaticDimReads static_reads;
     std::vector<std::shared_ptr<VariableState>> variable_parameters;
   };
-  std::optional<Pass> initializing;
-  std::shared_ptr<GraphIR> graph;
-  TraceOutput out;
-  StaticDimReads static_reads;
-  std::vector<std::shared_ptr<VariableState>> variable_parameters;
+  Pass kept;                         // what the concrete function is made of
+  std::optional<Pass> initializing;  // a first pass that created Variables from the inputs
   const bool first = index == 0;
   for (int pass = 0; pass < 2; ++pass) {
     GraphRecorder recorder(CapturePolicy::kReject, s.options.name, index, s.variable_parameters.get());
-    graph = recorder.graph();
+    kept.graph = recorder.graph();
     VariableCreationPolicy policy{first && pass == 0, 0, s.options.name};
     try {
       TraceInProgress in_progress(this, &target);
       RecorderScope recording(&recorder);
       VariablePolicyScope variables(&policy);
-      out = body(target, recorder);
-      recorder.add_outputs(out.outputs, "function output");
+      kept.out = body(target, recorder);
+      recorder.add_outputs(kept.out.outputs, "function output");
     } catch (Error& e) {
       e.add_context(trace_context(s.options.name, index, FunctionTypeKey{target, call.names, 0}));
       throw;
     }
-    static_reads = recorder.static_dim_reads();
-    variable_parameters = recorder.variable_parameters();
+    kept.static_reads = recorder.static_dim_reads();
+    kept.variable_parameters = recorder.variable_parameters();
     if (policy.created == 0) break;
-    if (policy.initialized_from_inputs > 0) initializing = Pass{graph, out, static_reads, variable_parameters};
+    if (policy.initialized_from_inputs > 0) initializing = kept;
   }
-  if (initializing) {
-    graph = std::move(initializing->graph);
-    out = std::move(initializing->out);
-    static_reads = std::move(initializing->static_reads);
-    variable_parameters = std::move(initializing->variable_parameters);
-  }
+  if (initializing) kept = std::move(*initializing);
+  std::shared_ptr<GraphIR>& graph = kept.graph;
   std::shared_ptr<const GraphIR> unoptimized;
   if (s.options.optimize) {
     unoptimized = std::make_shared<const GraphIR>(*graph);
@@ -653,9 +646,9 @@ std::shared_ptr<ConcreteImpl> FunctionCore::dispatch_or_trace_impl(const std::ve
   cf->plan = make_plan(*graph);
   cf->graph = std::make_unique<Graph>(cf->unoptimized_ir ? cf->unoptimized_ir : graph);
   cf->optimized_graph = std::make_unique<Graph>(graph);
-  cf->variable_parameters = std::move(variable_parameters);
-  cf->skeleton = std::move(out.skeleton);
-  cf->output_description = out.description;
+  cf->variable_parameters = std::move(kept.variable_parameters);
+  cf->skeleton = std::move(kept.out.skeleton);
+  cf->output_description = kept.out.description;
   cf->last_used.store(s.diag->calls(), std::memory_order_relaxed);
   {
     std::unique_lock lock(s.mu);
@@ -667,7 +660,7 @@ std::shared_ptr<ConcreteImpl> FunctionCore::dispatch_or_trace_impl(const std::ve
     s.exact.emplace(cf->input_type.hash, cf.get());
     s.tracing_count.fetch_add(1);
   }
-  s.static_dims.insert(static_reads.begin(), static_reads.end());
+  s.static_dims.insert(kept.static_reads.begin(), kept.static_reads.end());
   s.diag->note_static_dims(s.static_dims);
   s.diag->on_traced(std::move(record), cf->input_type, generalised, call_number);
   return cf;
