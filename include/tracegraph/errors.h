@@ -1,6 +1,7 @@
 // The typed exceptions tracegraph throws. Every one carries a stable code().
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -75,6 +76,20 @@ class ResourceExhaustedError : public Error {
 class FailedPreconditionError : public Error {
  public:
   explicit FailedPreconditionError(const std::string& m) : Error("EPRECONDITION", m) {}
+};
+/// A file tracegraph reads (an exported .tgx model or checkpoint) is malformed, corrupt, or made
+/// by a newer format version: `section()` names the part of the file ("header", "manifest",
+/// "graphs", ...) and `offset()` the byte offset in the file where reading failed.
+class FormatError : public Error {
+ public:
+  FormatError(const std::string& m, std::string section, uint64_t offset)
+      : Error("EFORMAT", m), section_(std::move(section)), offset_(offset) {}
+  const std::string& section() const noexcept { return section_; }
+  uint64_t offset() const noexcept { return offset_; }
+
+ private:
+  std::string section_;
+  uint64_t offset_;
 };
 /// A broken internal invariant: a tracegraph bug, never the user's fault.
 class InternalError : public Error {

@@ -109,6 +109,14 @@ std::string demangle(const char* mangled);
 
 }  // namespace detail
 
+template <class F>
+class PolymorphicFunction;
+namespace detail {
+/// The core of a tg::function (for export, which saves its concrete functions).
+template <class F>
+const FunctionCore& core_of(const PolymorphicFunction<F>& f);
+}  // namespace detail
+
 /// A tg::function: callable like `fn`, tracing it once per new input trace type.
 template <class F>
 class PolymorphicFunction {
@@ -239,9 +247,16 @@ class PolymorphicFunction {
   }
 
   friend struct detail::FunctionAccess;
+  template <class G>
+  friend const detail::FunctionCore& detail::core_of(const PolymorphicFunction<G>& f);
   std::shared_ptr<F> fn_;
   std::shared_ptr<detail::FunctionCore> core_;
 };
+
+template <class F>
+const detail::FunctionCore& detail::core_of(const PolymorphicFunction<F>& f) {
+  return *f.core_;
+}
 
 /// Wraps a callable into a PolymorphicFunction (tf.function).
 template <class F>

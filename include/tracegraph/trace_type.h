@@ -85,6 +85,26 @@ const TraceType* optional_element(const TraceType& t);
 bool tensor_type_is(const TraceType& t, DType dtype, const TensorShape& shape);
 /// The value of a literal type, or nullptr (no allocation: used by the cached-call path).
 const LiteralValue* literal_of(const TraceType& t);
+
+/// A built-in trace type as plain data: what export writes and reads back. Object types and
+/// user-defined types have none (they name live C++ objects and code).
+struct TraceTypeTree {
+  enum class Kind : uint8_t { kTensor, kLiteral, kSequence, kMapping, kOptional, kVariable } kind = Kind::kTensor;
+  DType dtype = DType::Float32;    // tensor, variable
+  TensorShape shape;               // tensor, variable
+  std::string name;                // tensor: the TensorSpec's name; sequence: "List", "Tuple", "Array"
+  int64_t alias_id = 0;            // variable
+  LiteralValue literal{};          // literal
+  std::vector<LiteralValue> keys;  // mapping: one per element
+  std::vector<TraceTypeTree> elements;  // sequence, mapping values; optional: none (empty) or one
+};
+/// The tree of a built-in type; false (with `unsupported` set to the offending type's text) when
+/// `t` or a type inside it is an object or user-defined type.
+bool trace_type_tree(const TraceType& t, TraceTypeTree& out, std::string& unsupported);
+/// The trace type a tree describes (the inverse of trace_type_tree).
+TraceTypePtr trace_type_from_tree(const TraceTypeTree& tree);
+/// A static copy of a C++ type name read from a file (LiteralValue::cpp_type points at it).
+const char* intern_cpp_type_name(const std::string& name);
 }  // namespace detail
 
 }  // namespace tg

@@ -6,6 +6,7 @@
 #include "tracegraph/data.h"
 #include "tracegraph/dtype.h"
 #include "tracegraph/errors.h"
+#include "tracegraph/export.h"
 #include "tracegraph/function.h"
 #include "tracegraph/graph.h"
 #include "tracegraph/gradient.h"

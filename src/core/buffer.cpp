@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <bit>
+#include <cstdint>
 #include <cstdlib>
 #include <mutex>
 #include <new>
@@ -123,7 +124,16 @@ std::shared_ptr<Buffer> Buffer::allocate(DType dtype, int64_t n) {
   return std::make_shared<Buffer>(dtype, n, p, bytes);
 }
 
+std::shared_ptr<Buffer> Buffer::wrap(DType dtype, int64_t n, void* data, std::shared_ptr<const void> owner) {
+  TG_CHECK(n >= 0 && dtype != DType::String && owner, "Buffer::wrap of ", n, " ", to_string(dtype), " elements");
+  TG_CHECK(reinterpret_cast<uintptr_t>(data) % kBufferAlignment == 0, "Buffer::wrap of unaligned memory");
+  auto b = std::make_shared<Buffer>(dtype, n, data, 0);
+  b->owner_ = std::move(owner);
+  return b;
+}
+
 Buffer::~Buffer() {
+  if (owner_) return;  // wrapped memory: its owner frees it
   if (dtype_ == DType::String) {
     auto* s = static_cast<std::string*>(data_);
     for (int64_t i = 0; i < count_; ++i) s[i].~basic_string();

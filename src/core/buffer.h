@@ -14,6 +14,9 @@ class Buffer {
   static std::shared_ptr<Buffer> allocate(DType dtype, int64_t n);
   Buffer(DType dtype, int64_t n, void* data, std::size_t bytes)
       : dtype_(dtype), count_(n), data_(data), bytes_(bytes) {}
+  /// Storage that lives elsewhere - a tensor of a memory-mapped model file - kept alive by
+  /// `owner` and never freed here. Numeric dtypes only; `data` must be 64-byte aligned.
+  static std::shared_ptr<Buffer> wrap(DType dtype, int64_t n, void* data, std::shared_ptr<const void> owner);
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -27,6 +30,7 @@ class Buffer {
   int64_t count_;
   void* data_;
   std::size_t bytes_;  // allocated size (its size class), for the block cache
+  std::shared_ptr<const void> owner_;  // set for wrapped memory
 };
 
 /// Large blocks (>= 1 MiB) are parked in a size-class cache when freed and handed out again,

@@ -1,5 +1,7 @@
 #include "graph/graph_ir.h"
 
+#include <atomic>
+
 #include <optional>
 
 #include "core/check.h"
@@ -44,6 +46,11 @@ std::shared_ptr<const GraphIR> with_variables_bound(const std::shared_ptr<const 
   }
   if (!copy) return g;
   return copy;
+}
+
+uint64_t new_graph_id() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1);
 }
 
 std::string node_base_name(OpId op, const OpAttrs& attrs) {

@@ -49,6 +49,9 @@ struct GraphNode {
   std::string op_name() const;  // "Placeholder", "Const", "Identity" or the op's name
 };
 
+/// A process-unique graph id (what tells a recorder's own values from another graph's).
+uint64_t new_graph_id();
+
 class GraphIR {
  public:
   explicit GraphIR(uint64_t id) : id_(id) {}

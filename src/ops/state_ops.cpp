@@ -159,6 +159,16 @@ bool variable_has_value(VariableState& v) {
   return v.value.defined();
 }
 
+std::shared_ptr<VariableState> make_variable_state(std::string name, DType dtype, TensorShape shape, Tensor value) {
+  auto v = std::make_shared<VariableState>();
+  v->id = g_next_variable_id.fetch_add(1);
+  v->name = std::move(name);
+  v->dtype = dtype;
+  v->shape = std::move(shape);
+  v->value = std::move(value);
+  return v;
+}
+
 std::shared_ptr<VariableState> make_variable_parameter(const VariableState& traced, const std::string& function) {
   auto p = std::make_shared<VariableState>();
   p->dtype = traced.dtype;

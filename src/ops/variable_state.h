@@ -34,6 +34,10 @@ struct VariableState {
 /// that trace first runs).
 bool variable_has_value(VariableState& v);
 
+/// A new Variable's state (what tg::Variable's constructor makes), e.g. for a Variable read from
+/// a file: `value` (eager, of `dtype` and `shape`) or none yet.
+std::shared_ptr<VariableState> make_variable_state(std::string name, DType dtype, TensorShape shape, Tensor value);
+
 /// A Variable parameter, like `traced` (dtype, shape, name), for function `function`.
 std::shared_ptr<VariableState> make_variable_parameter(const VariableState& traced, const std::string& function);
 

@@ -12,7 +12,14 @@ int fold_constants(GraphIR& g) {
   for (std::size_t i = 0; i < n; ++i) {
     GraphNode& node = g.nodes[i];
     if (node.kind != NodeKind::kOp || (op_def(node.op).traits & kStateful) || node.inputs.empty()) continue;
-    if (node.op == OpId::While) continue;  // running a loop at trace time could take unbounded time
+    // Control flow is never folded: a loop (in a while node, or inside a branch) could take
+    // unbounded time. Nor is an op whose result is not known small before it runs: folding must
+    // cost little even for a graph read from a file.
+    if (has_subgraphs(node.op)) continue;
+    bool known_small = true;
+    for (const ValueType& t : node.outputs)
+      known_small &= t.shape.is_fully_defined() && t.shape.num_elements() <= kMaxFoldedElements;
+    if (!known_small) continue;
     std::vector<Tensor> args;
     bool all_const = true;
     for (const ValueRef& in : node.inputs) {

@@ -56,6 +56,23 @@ class ConcreteImpl {
   std::atomic<uint64_t> last_used{0};  // call number of the latest use (LRU eviction)
 };
 
+/// What a concrete function is made from: a graph as traced (or as read from a file) and what
+/// is known of its signature.
+struct ConcreteParts {
+  std::string function_name;
+  int64_t index = 0;
+  FunctionTypeKey input_type;
+  std::shared_ptr<GraphIR> graph;  // as traced; optimised (a copy) when `optimize`
+  bool optimize = true;
+  std::vector<std::shared_ptr<VariableState>> variable_parameters;
+  std::any skeleton;
+  std::string output_description;
+};
+/// The concrete function of `parts`: the graph optimised (when asked) and planned, with its
+/// public views. Tracing and loading an exported function both build theirs here, so a loaded
+/// function runs the same plan as the original.
+std::shared_ptr<ConcreteImpl> make_concrete(ConcreteParts parts);
+
 /// Runs calls of concrete functions while a GradientTape records on this thread, so that the
 /// tape can differentiate through the call (src/autodiff installs it, with its OpObserver).
 class CallObserver {

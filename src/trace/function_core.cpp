@@ -414,7 +414,8 @@ FunctionCore::FunctionCore(FunctionOptions options, std::string callable_type)
   state_->callable_type = std::move(callable_type);
   state_->variable_parameters = std::make_unique<VariableParameters>(state_->options.name);
   state_->diag = std::make_unique<Diagnostics>(state_->options.name, state_->callable_type,
-                                               register_callable(state_->callable_type),
+                                               // A loaded function has no C++ callable (empty type): never counted.
+                                               state_->callable_type.empty() ? 0 : register_callable(state_->callable_type),
                                                state_->options.max_traces,
                                                state_->options.max_cached_traces);
   if (state_->options.input_signature) {
@@ -627,28 +628,18 @@ std::shared_ptr<ConcreteImpl> FunctionCore::dispatch_or_trace_impl(const std::ve
     if (policy.initialized_from_inputs > 0) initializing = kept;
   }
   if (initializing) kept = std::move(*initializing);
-  std::shared_ptr<GraphIR>& graph = kept.graph;
-  std::shared_ptr<const GraphIR> unoptimized;
-  if (s.options.optimize) {
-    unoptimized = std::make_shared<const GraphIR>(*graph);
-    optimize_graph(graph, s.options.name + ".trace" + std::to_string(index));
-  }
-  auto cf = std::make_shared<ConcreteImpl>();
-  cf->unoptimized_ir = std::move(unoptimized);
-  cf->self = cf;
-  cf->function_name = s.options.name;
-  cf->index = index;
   for (TraceTypePtr& t : target) t = with_object_snapshots(t);  // the values the graph baked in
-  cf->input_type = FunctionTypeKey{target, s.names_for(target.size()), h};
-  if (s.signature) cf->input_type.names = s.signature->names;
-  cf->input_type.hash = hash_types(target);
-  cf->ir = graph;
-  cf->plan = make_plan(*graph);
-  cf->graph = std::make_unique<Graph>(cf->unoptimized_ir ? cf->unoptimized_ir : graph);
-  cf->optimized_graph = std::make_unique<Graph>(graph);
-  cf->variable_parameters = std::move(kept.variable_parameters);
-  cf->skeleton = std::move(kept.out.skeleton);
-  cf->output_description = kept.out.description;
+  ConcreteParts parts;
+  parts.function_name = s.options.name;
+  parts.index = index;
+  parts.input_type = FunctionTypeKey{target, s.signature ? s.signature->names : s.names_for(target.size()),
+                                     hash_types(target)};
+  parts.graph = std::move(kept.graph);
+  parts.optimize = s.options.optimize;
+  parts.variable_parameters = std::move(kept.variable_parameters);
+  parts.skeleton = std::move(kept.out.skeleton);
+  parts.output_description = kept.out.description;
+  std::shared_ptr<ConcreteImpl> cf = make_concrete(std::move(parts));
   cf->last_used.store(s.diag->calls(), std::memory_order_relaxed);
   {
     std::unique_lock lock(s.mu);
@@ -663,6 +654,42 @@ std::shared_ptr<ConcreteImpl> FunctionCore::dispatch_or_trace_impl(const std::ve
   s.static_dims.insert(kept.static_reads.begin(), kept.static_reads.end());
   s.diag->note_static_dims(s.static_dims);
   s.diag->on_traced(std::move(record), cf->input_type, generalised, call_number);
+  return cf;
+}
+
+void FunctionCore::adopt(std::shared_ptr<ConcreteImpl> cf) {
+  State& s = *state_;
+  std::unique_lock lock(s.mu);
+  s.concretes.push_back(cf);
+  s.fast.clear();
+  s.exact.emplace(cf->input_type.hash, cf.get());
+  s.tracing_count.fetch_add(1);
+}
+
+std::shared_ptr<ConcreteImpl> FunctionCore::find(const std::vector<TraceTypePtr>& arg_types) const {
+  return state_->lookup(arg_types, hash_types(arg_types));
+}
+
+std::shared_ptr<ConcreteImpl> make_concrete(ConcreteParts parts) {
+  std::shared_ptr<GraphIR>& graph = parts.graph;
+  std::shared_ptr<const GraphIR> unoptimized;
+  if (parts.optimize) {
+    unoptimized = std::make_shared<const GraphIR>(*graph);
+    optimize_graph(graph, parts.function_name + ".trace" + std::to_string(parts.index));
+  }
+  auto cf = std::make_shared<ConcreteImpl>();
+  cf->unoptimized_ir = std::move(unoptimized);
+  cf->self = cf;
+  cf->function_name = std::move(parts.function_name);
+  cf->index = parts.index;
+  cf->input_type = std::move(parts.input_type);
+  cf->ir = graph;
+  cf->plan = make_plan(*graph);
+  cf->graph = std::make_unique<Graph>(cf->unoptimized_ir ? cf->unoptimized_ir : graph);
+  cf->optimized_graph = std::make_unique<Graph>(graph);
+  cf->variable_parameters = std::move(parts.variable_parameters);
+  cf->skeleton = std::move(parts.skeleton);
+  cf->output_description = std::move(parts.output_description);
   return cf;
 }
 

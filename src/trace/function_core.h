@@ -28,6 +28,12 @@ class FunctionCore {
   /// a fast hash, the result is remembered for fast_lookup.
   std::shared_ptr<ConcreteImpl> dispatch_or_trace(std::vector<TraceTypePtr> arg_types,
                                                   TraceBody body, const std::size_t* fast_hash);
+  /// Adds a concrete function made elsewhere (read from an exported file): dispatch finds it as
+  /// it finds a traced one.
+  void adopt(std::shared_ptr<ConcreteImpl> cf);
+  /// The concrete function a call of these argument types dispatches to - the exact one, else
+  /// the most specific one the call is a subtype of - without ever tracing: nullptr if none.
+  std::shared_ptr<ConcreteImpl> find(const std::vector<TraceTypePtr>& arg_types) const;
   std::vector<Tensor> run(const ConcreteImpl& cf, const std::vector<Tensor>& leaves,
                           const std::vector<Variable>& variables) const;
   int64_t tracing_count() const;

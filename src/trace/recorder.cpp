@@ -10,8 +10,6 @@ namespace tg::detail {
 
 namespace {
 
-std::atomic<uint64_t> g_next_graph_id{1};
-
 // A symbolic tensor's link to the graph value it stands for.
 struct RecordedValue : SymbolicValue {
   uint64_t graph_id = 0;
@@ -48,7 +46,7 @@ std::string placeholder_name(const std::string& path, const char* fallback) {
 
 GraphRecorder::GraphRecorder(CapturePolicy policy, std::string label, int64_t trace_index,
                              VariableParameters* parameters)
-    : graph_(std::make_shared<GraphIR>(g_next_graph_id.fetch_add(1))),
+    : graph_(std::make_shared<GraphIR>(new_graph_id())),
       policy_(policy),
       label_(std::move(label)),
       static_reads_(std::make_shared<StaticDimReads>()),

@@ -28,6 +28,7 @@ struct LeafInfo {
   DType dtype = DType::Float32;  // tensors, variables
   TensorShape shape;             // tensors, variables
   std::string text;              // literal value / object / custom type, as printed
+  int64_t alias_id = -1;         // variables
 };
 
 /// `t` as a trace keeps it: objects of copyable types with == (inside containers too) hold a copy

@@ -4,6 +4,8 @@
 #include <string_view>
 #include <cstdio>
 #include <functional>
+#include <mutex>
+#include <set>
 
 #include "core/check.h"
 #include "trace/trace_diff.h"
@@ -563,11 +565,98 @@ void for_each_leaf(const TraceType& t, const std::string& path,
     leaf.kind = LeafKind::kVariable;
     leaf.dtype = x->dtype_;
     leaf.shape = x->shape_;
+    leaf.alias_id = x->alias_id_;
     leaf.text = t.to_string();
   } else {
     leaf.text = t.to_string();
   }
   fn(path, leaf);
+}
+
+bool trace_type_tree(const TraceType& t, TraceTypeTree& out, std::string& unsupported) {
+  using Kind = TraceTypeTree::Kind;
+  out = TraceTypeTree{};
+  auto child = [&](const TraceType& c) {
+    out.elements.emplace_back();
+    return trace_type_tree(c, out.elements.back(), unsupported);
+  };
+  if (auto* x = dynamic_cast<const TensorTraceType*>(&t)) {
+    out.kind = Kind::kTensor;
+    out.dtype = x->dtype_;
+    out.shape = x->shape_;
+    out.name = x->name_;
+    return true;
+  }
+  if (auto* x = dynamic_cast<const LiteralTraceType*>(&t)) {
+    out.kind = Kind::kLiteral;
+    out.literal = x->v_;
+    return true;
+  }
+  if (auto* x = dynamic_cast<const SequenceTraceType*>(&t)) {
+    out.kind = Kind::kSequence;
+    out.name = x->kind_;
+    for (const auto& e : x->el_)
+      if (!child(*e)) return false;
+    return true;
+  }
+  if (auto* x = dynamic_cast<const MappingTraceType*>(&t)) {
+    out.kind = Kind::kMapping;
+    for (const auto& [k, v] : x->items_) {
+      out.keys.push_back(k);
+      if (!child(*v)) return false;
+    }
+    return true;
+  }
+  if (auto* x = dynamic_cast<const OptionalTraceType*>(&t)) {
+    out.kind = Kind::kOptional;
+    return !x->el_ || child(*x->el_);
+  }
+  if (auto* x = dynamic_cast<const VariableTraceType*>(&t)) {
+    out.kind = Kind::kVariable;
+    out.dtype = x->dtype_;
+    out.shape = x->shape_;
+    out.alias_id = x->alias_id_;
+    return true;
+  }
+  unsupported = t.to_string();
+  return false;
+}
+
+TraceTypePtr trace_type_from_tree(const TraceTypeTree& tree) {
+  using Kind = TraceTypeTree::Kind;
+  std::vector<TraceTypePtr> el;
+  for (const auto& e : tree.elements) el.push_back(trace_type_from_tree(e));
+  switch (tree.kind) {
+    case Kind::kTensor: return tensor_trace_type(tree.dtype, tree.shape, tree.name);
+    case Kind::kLiteral: {
+      LiteralValue v = tree.literal;
+      v.cpp_type = intern_cpp_type_name(v.cpp_type);
+      return std::make_shared<LiteralTraceType>(std::move(v));
+    }
+    case Kind::kSequence: return sequence_trace_type(tree.name, std::move(el));
+    case Kind::kMapping: {
+      TG_CHECK(tree.keys.size() == el.size(), "mapping tree with ", tree.keys.size(), " keys for ", el.size(), " values");
+      std::vector<std::pair<LiteralValue, TraceTypePtr>> items;
+      for (std::size_t i = 0; i < el.size(); ++i) {
+        LiteralValue k = tree.keys[i];
+        k.cpp_type = intern_cpp_type_name(k.cpp_type);
+        items.emplace_back(std::move(k), std::move(el[i]));
+      }
+      return std::make_shared<MappingTraceType>(std::move(items));
+    }
+    case Kind::kOptional: return optional_trace_type(el.empty() ? nullptr : std::move(el[0]));
+    case Kind::kVariable: return variable_trace_type(tree.dtype, tree.shape, tree.alias_id);
+  }
+  throw InternalError("trace_type_from_tree: unknown kind");
+}
+
+const char* intern_cpp_type_name(const std::string& name) {
+  // Names live as long as the process: a literal type keeps a plain pointer to its C++ type's
+  // name (comparisons and hashes read the characters), and files name few distinct types.
+  static std::mutex mu;
+  static std::set<std::string> names;
+  std::lock_guard lock(mu);
+  return names.insert(name).first->c_str();
 }
 
 }  // namespace tg::detail

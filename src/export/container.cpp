@@ -1,0 +1,303 @@
+#include "export/container.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/tensor_impl.h"
+
+namespace tg::detail::tgx {
+
+static_assert(std::endian::native == std::endian::little,
+              "the .tgx writer and reader copy little-endian values as they are in memory");
+
+namespace {
+
+uint32_t crc_of(const uint8_t* p, std::size_t n) {
+  return static_cast<uint32_t>(crc32_z(crc32_z(0, Z_NULL, 0), p, n));
+}
+
+std::size_t aligned(std::size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+}  // namespace
+
+std::string producer() { return std::string("tracegraph ") + TG_VERSION_STRING; }
+
+// ---- writing ---------------------------------------------------------------------------------
+
+std::string write_container(const std::vector<Section>& sections) {
+  const std::size_t table_offset = kHeaderBytes;
+  std::size_t at = aligned(table_offset + sections.size() * kSectionEntryBytes);
+  Writer table;
+  std::vector<std::size_t> offsets;
+  for (const Section& s : sections) {
+    offsets.push_back(at);
+    table.u32(s.tag);
+    table.u32(kRequired);
+    table.u64(at);
+    table.u64(s.bytes.size());
+    table.u32(crc_of(reinterpret_cast<const uint8_t*>(s.bytes.data()), s.bytes.size()));
+    table.u32(0);
+    at = aligned(at + s.bytes.size());
+  }
+  Writer header;
+  header.raw(kMagic, sizeof kMagic);
+  header.u16(kMajor);
+  header.u16(kMinor);
+  header.count(sections.size());
+  header.u64(table_offset);
+  header.u64(at);  // the file's size
+  header.u32(crc_of(reinterpret_cast<const uint8_t*>(table.bytes.data()), table.bytes.size()));
+  header.u32(crc_of(reinterpret_cast<const uint8_t*>(header.bytes.data()), header.bytes.size()));
+  header.pad_to(kHeaderBytes);
+  std::string file = std::move(header.bytes);
+  file += table.bytes;
+  for (std::size_t i = 0; i < sections.size(); ++i) {
+    file.resize(offsets[i], '\0');
+    file += sections[i].bytes;
+  }
+  file.resize(at, '\0');
+  return file;
+}
+
+uint32_t TensorStore::add(const Tensor& t) {
+  TG_CHECK(t.defined() && !t.is_symbolic(), "only eager tensors are stored");
+  const void* key = t.impl().get();
+  if (auto it = index_.find(key); it != index_.end()) return it->second;
+  const auto index = static_cast<uint32_t>(tensors_.size());
+  data_.resize(aligned(data_.size()), '\0');
+  offsets_.push_back(data_.size());
+  const int64_t n = static_shape(t).num_elements();
+  if (t.dtype() == DType::String) {
+    Writer w;
+    const std::string* s = data_of<std::string>(t);
+    for (int64_t i = 0; i < n; ++i) {
+      w.u64(s[i].size());
+      w.raw(s[i].data(), s[i].size());
+    }
+    data_ += w.bytes;
+  } else {
+    data_.append(data_of<char>(t), static_cast<std::size_t>(n) * dtype_size(t.dtype()));
+  }
+  sizes_.push_back(data_.size() - offsets_.back());
+  tensors_.push_back(t);
+  index_.emplace(key, index);
+  return index;
+}
+
+Section TensorStore::table() const {
+  Writer w;
+  w.count(tensors_.size());
+  for (std::size_t i = 0; i < tensors_.size(); ++i) {
+    w.dtype(tensors_[i].dtype());
+    w.shape(static_shape(tensors_[i]));
+    w.u64(offsets_[i]);
+    w.u64(sizes_[i]);
+  }
+  return {kTensors, std::move(w.bytes)};
+}
+
+void write_variable(Writer& w, TensorStore& tensors, VariableState& v) {
+  Tensor value;
+  {
+    std::lock_guard lock(v.mu);
+    value = v.value;
+  }
+  w.str(v.name);
+  w.dtype(v.dtype);
+  w.shape(v.shape);
+  w.u8(value.defined() ? 1 : 0);
+  if (value.defined()) w.u32(tensors.add(value));
+}
+
+// ---- reading ---------------------------------------------------------------------------------
+
+Container::Container(const uint8_t* data, std::size_t size, std::shared_ptr<const void> owner, const LoadOptions& options)
+    : data_(data), size_(size), owner_(std::move(owner)), options_(options) {
+  Reader h(data_, 0, size_, "header");
+  if (size_ > options_.max_file_bytes)
+    h.fail_at(0, str_cat("the file has ", size_, " bytes, more than LoadOptions::max_file_bytes (", options_.max_file_bytes, ")"));
+  if (size_ < kHeaderBytes || std::memcmp(data_, kMagic, sizeof kMagic) != 0)
+    h.fail_at(0, "this is not a .tgx file (its first bytes are not the .tgx magic 89 'TGX' 0D 0A 1A 0A)");
+  for (std::size_t i = 0; i < sizeof kMagic; ++i) h.u8();
+  const uint16_t major = h.u16(), minor = h.u16();
+  if (major != kMajor)
+    h.fail_at(8, str_cat("format version ", major, ".", minor, " is not readable by this tracegraph (", producer(),
+                         " reads version ", kMajor, ".x); ", major > kMajor ? "load it with a newer tracegraph" :
+                         "re-export the model with this version"));
+  const std::size_t count = h.u32();
+  const uint64_t table_offset = h.u64(), file_size = h.u64();
+  const uint32_t table_crc = h.u32(), header_crc = h.u32();
+  if (options_.verify_checksums && crc_of(data_, 36) != header_crc) h.fail_at(36, "the header's CRC32 does not match: the file is corrupt");
+  if (file_size != size_)
+    h.fail_at(24, str_cat("the header says the file has ", file_size, " bytes but it has ", size_,
+                          file_size > size_ ? " (truncated)" : " (bytes appended)"));
+  if (table_offset < kHeaderBytes || table_offset > size_ || count > (size_ - table_offset) / kSectionEntryBytes)
+    h.fail_at(12, str_cat("the section table (", count, " entries at byte ", table_offset, ") does not fit the file"));
+  const std::size_t table_end = table_offset + count * kSectionEntryBytes;
+  if (options_.verify_checksums && crc_of(data_ + table_offset, count * kSectionEntryBytes) != table_crc)
+    h.fail_at(32, "the section table's CRC32 does not match: the file is corrupt");
+  Reader t(data_, table_offset, table_end, "section table");
+  std::vector<std::pair<uint64_t, uint64_t>> spans;
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::size_t at = t.offset();
+    const uint32_t tag = t.u32(), flags = t.u32();
+    const uint64_t offset = t.u64(), bytes = t.u64();
+    const uint32_t crc = t.u32();
+    t.u32();
+    const bool known = tag == kManifest || tag == kGraphs || tag == kTensors || tag == kData;
+    if (!known && (flags & kRequired))
+      t.fail_at(at, str_cat("section '", tag_name(tag), "' is required to read the file but unknown to ", producer(),
+                            "; load it with the tracegraph that wrote it (or newer)"));
+    if (offset < table_end || offset > size_ || bytes > size_ - offset)
+      t.fail_at(at, str_cat("section '", tag_name(tag), "' (", bytes, " bytes at byte ", offset, ") lies outside the file"));
+    if (offset % kAlign != 0) t.fail_at(at, str_cat("section '", tag_name(tag), "' starts at byte ", offset, ", not a multiple of 64"));
+    if (sections_.count(tag)) t.fail_at(at, str_cat("section '", tag_name(tag), "' appears twice"));
+    if (options_.verify_checksums && crc_of(data_ + offset, bytes) != crc)
+      t.fail_at(at, str_cat("section '", tag_name(tag), "' has a wrong CRC32: the file is corrupt"));
+    for (const auto& [o, n] : spans)
+      if (offset < o + n && o < offset + bytes) t.fail_at(at, str_cat("section '", tag_name(tag), "' overlaps another section"));
+    spans.emplace_back(offset, bytes);
+    if (known) sections_[tag] = {offset, bytes};
+  }
+  Reader m = section(kManifest, "the manifest");
+  const uint8_t kind = m.u8();
+  if (kind != static_cast<uint8_t>(FileKind::kFunction) && kind != static_cast<uint8_t>(FileKind::kCheckpoint))
+    m.fail_at(m.offset() - 1, str_cat("the file kind is ", int(kind), "; expected 1 (a function) or 2 (a checkpoint)"));
+  kind_ = static_cast<FileKind>(kind);
+  producer_ = m.str("the producer");
+  manifest_body_ = m.offset();
+  read_tensor_table();
+}
+
+Reader Container::section(uint32_t tag, const char* what) const {
+  auto it = sections_.find(tag);
+  if (it == sections_.end())
+    Reader(data_, 0, size_, "section table").fail_at(kHeaderBytes, str_cat("the file has no '", tag_name(tag), "' section (", what, ")"));
+  return Reader(data_, it->second.offset, it->second.offset + it->second.size,
+                tag == kManifest ? "manifest" : tag == kGraphs ? "graphs" : tag == kTensors ? "tensor table" : "tensor data");
+}
+
+Reader Container::manifest() const {
+  Reader m = section(kManifest, "the manifest");
+  while (m.offset() < manifest_body_) m.u8();
+  return m;
+}
+
+void Container::read_tensor_table() {
+  Reader r = section(kTensors, "the tensor table");
+  const Span data = sections_.count(kData) ? sections_.at(kData) : Span{size_, 0};
+  const std::size_t n = r.count("the tensors", 1 + 1 + 16);
+  entries_.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t at = r.offset();
+    Entry e{r.dtype("a tensor"), r.shape("a tensor"), 0, 0, 0};
+    const uint64_t offset = r.u64(), bytes = r.u64();
+    if (!e.shape.is_fully_defined()) r.fail_at(at, str_cat("tensor ", i, " has shape ", e.shape.to_string(), "; stored tensors have known shapes"));
+    uint64_t elements = 1;
+    for (int64_t d : e.shape.dims())
+      if (__builtin_mul_overflow(elements, static_cast<uint64_t>(d), &elements) || elements > INT64_MAX)
+        r.fail_at(at, str_cat("tensor ", i, " of shape ", e.shape.to_string(), " has more elements than fit 64 bits"));
+    e.elements = static_cast<int64_t>(elements);
+    uint64_t want = 0;
+    if (e.dtype == DType::String) {
+      if (elements > bytes / 8) r.fail_at(at, str_cat("string tensor ", i, " has ", elements, " elements in ", bytes, " bytes (each takes at least 8)"));
+    } else if (__builtin_mul_overflow(elements, static_cast<uint64_t>(dtype_size(e.dtype)), &want) || want != bytes) {
+      r.fail_at(at, str_cat("tensor ", i, " (", to_string(e.dtype), ", shape ", e.shape.to_string(), ") takes ", bytes,
+                            " bytes; its shape needs ", want));
+    }
+    if (bytes > options_.max_tensor_bytes)
+      r.fail_at(at, str_cat("tensor ", i, " has ", bytes, " bytes, more than LoadOptions::max_tensor_bytes (", options_.max_tensor_bytes, ")"));
+    if (offset % kAlign != 0) r.fail_at(at, str_cat("tensor ", i, " starts at byte ", offset, " of the data, not a multiple of 64"));
+    if (offset > data.size || bytes > data.size - offset)
+      r.fail_at(at, str_cat("tensor ", i, " (", bytes, " bytes at byte ", offset, " of the data) lies outside the data section"));
+    e.offset = data.offset + offset;
+    e.size = bytes;
+    entries_.push_back(std::move(e));
+  }
+  r.expect_end();
+}
+
+Tensor Container::tensor(uint64_t index, const Reader& r, std::size_t at) const {
+  if (index >= entries_.size()) r.fail_at(at, str_cat("tensor index ", index, " is out of range (the file has ", entries_.size(), ")"));
+  const Entry& e = entries_[index];
+  const uint8_t* p = data_ + e.offset;
+  if (e.dtype != DType::String) {
+    if (reinterpret_cast<uintptr_t>(p) % kBufferAlignment == 0 && e.elements > 0) {
+      // Zero-copy: the tensor is the file's memory (a private mapping: writes stay in the process).
+      auto impl = std::make_shared<TensorImpl>();
+      impl->dtype = e.dtype;
+      impl->shape = e.shape;
+      impl->buffer = Buffer::wrap(e.dtype, e.elements, const_cast<uint8_t*>(p), owner_);
+      return Tensor(std::move(impl));
+    }
+    Tensor t = allocate_tensor(e.dtype, e.shape);
+    if (e.size) std::memcpy(data_of<uint8_t>(t), p, e.size);
+    return t;
+  }
+  Tensor t = allocate_tensor(e.dtype, e.shape);
+  Reader s(data_, e.offset, e.offset + e.size, "tensor data");
+  std::string* out = data_of<std::string>(t);
+  for (int64_t i = 0; i < e.elements; ++i) {
+    const uint64_t n = s.u64();
+    if (n > s.left()) s.fail(str_cat("string ", i, " of tensor ", index, " has ", n, " bytes but ", s.left(), " are left"));
+    out[i].assign(reinterpret_cast<const char*>(p + (s.offset() - e.offset)), n);
+    for (uint64_t k = 0; k < n; ++k) s.u8();
+  }
+  s.expect_end();
+  return t;
+}
+
+std::shared_ptr<VariableState> Container::read_variable(Reader& r) const {
+  std::string name = r.str("a Variable's name");
+  const DType dtype = r.dtype("a Variable");
+  const std::size_t shape_at = r.offset();
+  TensorShape shape = r.shape("a Variable");
+  if (!shape.is_fully_defined()) r.fail_at(shape_at, str_cat("Variable '", name, "' has shape ", shape.to_string(), "; a Variable's shape is known"));
+  Tensor value;
+  if (r.boolean("a Variable's has-value flag")) {
+    const std::size_t at = r.offset();
+    value = tensor(r.u32(), r, at);
+    if (value.dtype() != dtype || !(static_shape(value) == shape))
+      r.fail_at(at, str_cat("Variable '", name, "' is ", to_string(dtype), " ", shape.to_string(), " but its value is ",
+                            to_string(value.dtype()), " ", static_shape(value).to_string()));
+  }
+  return make_variable_state(std::move(name), dtype, std::move(shape), std::move(value));
+}
+
+MappedFile map_file(const char* op, const std::string& path, const LoadOptions& options) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) op_error<InvalidArgumentError>(op, "cannot open '", path, "': ", std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    op_error<InvalidArgumentError>(op, "'", path, "' is not a regular file; expected a .tgx file");
+  }
+  const auto size = static_cast<std::size_t>(st.st_size);
+  if (size > options.max_file_bytes) {
+    ::close(fd);
+    throw FormatError(str_cat("[", op, "] '", path, "' has ", size, " bytes, more than LoadOptions::max_file_bytes (",
+                              options.max_file_bytes, ")"), "header", 0);
+  }
+  if (size == 0) {
+    ::close(fd);
+    throw FormatError(str_cat("[", op, "] '", path, "' is empty; expected a .tgx file"), "header", 0);
+  }
+  // Private and writable: Variables and constants use the pages in place; a write (an assign)
+  // copies its page and never reaches the file.
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (p == MAP_FAILED) op_error<InvalidArgumentError>(op, "cannot map '", path, "': ", std::strerror(errno));
+  std::shared_ptr<const void> owner(p, [size](const void* q) { ::munmap(const_cast<void*>(q), size); });
+  return {static_cast<const uint8_t*>(p), size, std::move(owner)};
+}
+
+}  // namespace tg::detail::tgx
