@@ -15,9 +15,32 @@ namespace detail {
 namespace tgx {
 namespace {
 
+// Every Variable (not parameter) the graph's Variable ops name, sub-graphs included, once each.
+void collect_variables(const GraphIR& g, std::vector<std::shared_ptr<VariableState>>& found) {
+  for (const GraphNode& n : g.nodes) {
+    if (n.kind != NodeKind::kOp) continue;
+    if (const VariableAttrs* v = n.attrs.get_if<VariableAttrs>())
+      if (v->variable && !v->variable->parameter && std::find(found.begin(), found.end(), v->variable) == found.end())
+        found.push_back(v->variable);
+    for (const NamedSubgraph& s : subgraphs_of(n)) collect_variables(*s.graph, found);
+  }
+}
+
 class FunctionWriter {
  public:
   explicit FunctionWriter(const std::string& function) : function_(function) {}
+
+  /// Numbers the Variables the graphs use in the order they were created (what a reader of
+  /// LoadedFunction::variables() expects), before any graph is written.
+  void number_variables(const std::vector<std::shared_ptr<ConcreteImpl>>& concretes) {
+    std::vector<std::shared_ptr<VariableState>> found;
+    for (const auto& cf : concretes) collect_variables(cf->unoptimized_ir ? *cf->unoptimized_ir : *cf->ir, found);
+    std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a->id < b->id; });
+    for (auto& v : found) {
+      variable_index_.emplace(v.get(), static_cast<uint32_t>(variables_.size()));
+      variables_.push_back(std::move(v));
+    }
+  }
 
   /// The manifest entry of one concrete function (its graph goes to the GRPH section).
   void add(const ConcreteImpl& cf) {
@@ -219,8 +242,8 @@ class FunctionWriter {
       throw InternalError(str_cat("[tg::save] a graph of function '", function_, "' uses Variable parameter '", v->name,
                                   "' of function '", v->parameter_of, "', which is not one of its own"));
     }
-    auto [it, inserted] = variable_index_.emplace(v.get(), static_cast<uint32_t>(variables_.size()));
-    if (inserted) variables_.push_back(v);
+    auto it = variable_index_.find(v.get());
+    TG_CHECK(it != variable_index_.end(), "Variable '", v->name, "' was not numbered before its graph was written");
     w.u8(static_cast<uint8_t>(VariableRef::kVariable));
     w.u32(it->second);
   }
@@ -265,6 +288,7 @@ std::string encode_function(const FunctionCore& core, const std::vector<std::sha
                              "traced. Call it (or get_concrete_function with TensorSpecs) for each input type it must "
                              "serve, then save it"));
   FunctionWriter writer(core.name());
+  writer.number_variables(concretes);
   for (const auto& cf : concretes) writer.add(*cf);
   return write_container(writer.sections(core));
 }
