@@ -29,7 +29,7 @@ std::size_t aligned(std::size_t n) { return (n + kAlign - 1) / kAlign * kAlign; 
 
 }  // namespace
 
-std::string producer() { return std::string("tracegraph ") + TG_VERSION_STRING; }
+std::string this_producer() { return std::string("tracegraph ") + TG_VERSION_STRING; }
 
 // ---- writing ---------------------------------------------------------------------------------
 
@@ -130,7 +130,7 @@ Container::Container(const uint8_t* data, std::size_t size, std::shared_ptr<cons
   for (std::size_t i = 0; i < sizeof kMagic; ++i) h.u8();
   const uint16_t major = h.u16(), minor = h.u16();
   if (major != kMajor)
-    h.fail_at(8, str_cat("format version ", major, ".", minor, " is not readable by this tracegraph (", producer(),
+    h.fail_at(8, str_cat("format version ", major, ".", minor, " is not readable by this tracegraph (", this_producer(),
                          " reads version ", kMajor, ".x); ", major > kMajor ? "load it with a newer tracegraph" :
                          "re-export the model with this version"));
   const std::size_t count = h.u32();
@@ -155,7 +155,7 @@ Container::Container(const uint8_t* data, std::size_t size, std::shared_ptr<cons
     t.u32();
     const bool known = tag == kManifest || tag == kGraphs || tag == kTensors || tag == kData;
     if (!known && (flags & kRequired))
-      t.fail_at(at, str_cat("section '", tag_name(tag), "' is required to read the file but unknown to ", producer(),
+      t.fail_at(at, str_cat("section '", tag_name(tag), "' is required to read the file but unknown to ", this_producer(),
                             "; load it with the tracegraph that wrote it (or newer)"));
     if (offset < table_end || offset > size_ || bytes > size_ - offset)
       t.fail_at(at, str_cat("section '", tag_name(tag), "' (", bytes, " bytes at byte ", offset, ") lies outside the file"));

@@ -93,7 +93,7 @@ struct MappedFile {
 };
 MappedFile map_file(const char* op, const std::string& path, const LoadOptions& options);
 
-/// The producer string written into files: "tracegraph <version>".
-std::string producer();
+/// This library as files name their producer: "tracegraph <version>".
+std::string this_producer();
 
 }  // namespace tg::detail::tgx

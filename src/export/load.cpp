@@ -316,7 +316,7 @@ class FunctionReader {
         const uint16_t serial = r.u16();
         const OpDef* def = op_by_serial(serial);
         if (!def)
-          r.fail_at(op_at, str_cat("node '", node.name, "' has op serial ", serial, ", which no op of ", producer(),
+          r.fail_at(op_at, str_cat("node '", node.name, "' has op serial ", serial, ", which no op of ", this_producer(),
                                    " has; the file needs a newer tracegraph"));
         if (def->id == OpId::FusedElementwise)
           r.fail_at(op_at, str_cat("node '", node.name, "' is a fused node; files hold graphs as traced, which fusion never touched"));

@@ -80,7 +80,7 @@ class FunctionWriter {
   std::vector<Section> sections(const FunctionCore& core) {
     Writer m;
     m.u8(static_cast<uint8_t>(FileKind::kFunction));
-    m.str(producer());
+    m.str(this_producer());
     m.str(function_);
     m.u8(core.options().optimize ? 1 : 0);
     m.count(variables_.size());
@@ -333,7 +333,7 @@ void save_variables(const std::string& path, const std::vector<Variable>& variab
   }
   detail::tgx::Writer m;
   m.u8(static_cast<uint8_t>(detail::tgx::FileKind::kCheckpoint));
-  m.str(detail::tgx::producer());
+  m.str(detail::tgx::this_producer());
   m.count(variables.size());
   detail::tgx::TensorStore tensors;
   for (const Variable& v : variables) detail::tgx::write_variable(m, tensors, *v.state());

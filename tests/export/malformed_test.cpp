@@ -1,0 +1,394 @@
+// The loader against hand-made malformed files: one test per rule of docs/export.md. Each file
+// is built from a valid one (the first test shows it loads and runs) with one thing wrong, and
+// must fail with a tg::FormatError that names the section, the byte offset and the fault.
+#include <zlib.h>
+
+#include <cstring>
+#include <functional>
+
+#include "export/container.h"
+#include "ops/op.h"
+#include "support/test_util.h"
+
+namespace tg {
+namespace {
+
+namespace tgx = detail::tgx;
+using tgx::Writer;
+
+// Pieces of a function file, written as the format says (docs/export.md).
+void tensor_type(Writer& w, DType d, const TensorShape& s) {
+  w.u8(static_cast<uint8_t>(tgx::TypeCode::kTensor));
+  w.dtype(d);
+  w.shape(s);
+  w.str("");
+}
+
+struct NodeSpec {
+  std::string name;
+  tgx::NodeCode kind;
+  std::vector<std::pair<uint32_t, uint32_t>> inputs;
+  std::vector<std::pair<DType, TensorShape>> outputs;
+  int64_t control = -1;
+  uint32_t index = 0;       // placeholder: input index; const: tensor index
+  uint16_t serial = 0;      // op
+  std::function<void(Writer&)> attrs = [](Writer& w) { w.u32(0); };
+};
+
+void node(Writer& w, const NodeSpec& n) {
+  w.str(n.name);
+  w.u8(static_cast<uint8_t>(n.kind));
+  w.u32(static_cast<uint32_t>(n.inputs.size()));
+  for (auto [from, out] : n.inputs) {
+    w.u32(from);
+    w.u32(out);
+  }
+  w.u32(static_cast<uint32_t>(n.outputs.size()));
+  for (const auto& [d, s] : n.outputs) {
+    w.dtype(d);
+    w.shape(s);
+  }
+  w.i64(n.control);
+  switch (n.kind) {
+    case tgx::NodeCode::kPlaceholder:
+      w.u32(n.index);
+      w.str("");
+      break;
+    case tgx::NodeCode::kConst: w.u32(n.index); break;
+    case tgx::NodeCode::kOp:
+      w.u16(n.serial);
+      n.attrs(w);
+      break;
+    case tgx::NodeCode::kOutput: break;
+  }
+}
+
+void graph(Writer& w, const std::vector<NodeSpec>& nodes, std::vector<uint32_t> placeholders, std::vector<uint32_t> outputs) {
+  w.u32(static_cast<uint32_t>(nodes.size()));
+  for (const auto& n : nodes) node(w, n);
+  w.u32(static_cast<uint32_t>(placeholders.size()));
+  for (uint32_t p : placeholders) w.u32(p);
+  w.u32(static_cast<uint32_t>(outputs.size()));
+  for (uint32_t o : outputs) w.u32(o);
+}
+
+const TensorShape kVec2{2};
+// The valid graph: y = reduce_sum(x + c, axes {0}) for x: float32 (2,), c a constant.
+std::vector<NodeSpec> valid_nodes() {
+  return {
+      {"x", tgx::NodeCode::kPlaceholder, {}, {{float32, kVec2}}},
+      {"Const", tgx::NodeCode::kConst, {}, {{float32, kVec2}}, -1, 0},
+      {"add", tgx::NodeCode::kOp, {{0, 0}, {1, 0}}, {{float32, kVec2}}, -1, 0, 1},
+      {"reduce_sum", tgx::NodeCode::kOp, {{2, 0}}, {{float32, TensorShape{}}}, -1, 0, 70,
+       [](Writer& w) {
+         w.u32(2);
+         w.str("axes");
+         w.u8(static_cast<uint8_t>(tgx::FieldCode::kInts));
+         w.u32(1);
+         w.i64(0);
+         w.str("keepdims");
+         w.u8(static_cast<uint8_t>(tgx::FieldCode::kBool));
+         w.u8(0);
+       }},
+      {"Identity", tgx::NodeCode::kOutput, {{3, 0}}, {{float32, TensorShape{}}}},
+  };
+}
+
+// What the tests vary: each part of the file as bytes.
+struct Parts {
+  std::vector<NodeSpec> nodes = valid_nodes();
+  std::function<void(Writer&)> signature = [](Writer& w) {  // the concrete function's parameters
+    w.u32(1);
+    w.str("x");
+    tensor_type(w, float32, kVec2);
+  };
+  uint32_t concretes = 1;
+  std::vector<tgx::Section> extra;
+};
+
+std::string file_of(const Parts& p) {
+  Writer m;
+  m.u8(static_cast<uint8_t>(tgx::FileKind::kFunction));
+  m.str("tracegraph test");
+  m.str("handmade");
+  m.u8(1);  // optimize
+  m.u32(0);  // Variables
+  m.u32(p.concretes);
+  Writer g;
+  g.u32(p.concretes);
+  for (uint32_t i = 0; i < p.concretes; ++i) {
+    p.signature(m);
+    m.u32(0);  // Variable parameters
+    m.u8(static_cast<uint8_t>(tgx::OutputKind::kTensor));
+    m.str("TensorSpec(shape=(), dtype=tg.float32, name=None)");
+    graph(g, p.nodes, {0}, {4});
+  }
+  tgx::TensorStore tensors;
+  tensors.add(constant({10.0f, 20.0f}));
+  std::vector<tgx::Section> sections{{tgx::kManifest, m.bytes}, {tgx::kGraphs, g.bytes}, tensors.table(), tensors.data()};
+  for (const auto& s : p.extra) sections.push_back(s);
+  return tgx::write_container(sections);
+}
+
+// Loads `bytes`, expecting a FormatError in `section` whose message has every fragment.
+::testing::AssertionResult refused(const std::string& bytes, const std::string& section,
+                                   const std::vector<std::string>& fragments, const LoadOptions& options = {}) {
+  try {
+    load_from_memory(bytes.data(), bytes.size(), options);
+  } catch (const FormatError& e) {
+    const std::string msg = e.what();
+    if (e.section() != section) return ::testing::AssertionFailure() << "section '" << e.section() << "': " << msg;
+    if (e.code() != "EFORMAT") return ::testing::AssertionFailure() << "code " << e.code();
+    if (msg.find("at byte " + std::to_string(e.offset())) == std::string::npos)
+      return ::testing::AssertionFailure() << "the message does not give the offset " << e.offset() << ": " << msg;
+    for (const auto& f : fragments)
+      if (msg.find(f) == std::string::npos) return ::testing::AssertionFailure() << "message lacks \"" << f << "\": " << msg;
+    return ::testing::AssertionSuccess();
+  } catch (const std::exception& e) {
+    return ::testing::AssertionFailure() << "threw another exception: " << e.what();
+  }
+  return ::testing::AssertionFailure() << "loaded";
+}
+
+// Re-computes the CRC32s after a test edits bytes, so that the edit itself is what is refused.
+void fix_checksums(std::string& f) {
+  auto u32_at = [&](std::size_t at) { uint32_t v; std::memcpy(&v, f.data() + at, 4); return v; };
+  auto u64_at = [&](std::size_t at) { uint64_t v; std::memcpy(&v, f.data() + at, 8); return v; };
+  auto put32 = [&](std::size_t at, uint32_t v) { std::memcpy(f.data() + at, &v, 4); };
+  auto crc = [&](std::size_t at, std::size_t n) {
+    return static_cast<uint32_t>(crc32_z(0, reinterpret_cast<const Bytef*>(f.data() + at), n));
+  };
+  const std::size_t count = u32_at(12), table = u64_at(16);
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::size_t e = table + i * 32;
+    put32(e + 24, crc(u64_at(e + 8), u64_at(e + 16)));
+  }
+  put32(32, crc(table, count * 32));
+  put32(36, crc(0, 36));
+}
+
+// The byte offset of the GRPH section in a file.
+std::size_t graphs_offset(const std::string& f) {
+  for (std::size_t i = 0; i < 4; ++i) {
+    uint32_t tag;
+    uint64_t at;
+    std::memcpy(&tag, f.data() + 64 + i * 32, 4);
+    std::memcpy(&at, f.data() + 64 + i * 32 + 8, 8);
+    if (tag == tgx::kGraphs) return at;
+  }
+  return 0;
+}
+
+TEST(MalformedFiles, TheHandMadeFileIsValid) {
+  const std::string f = file_of({});
+  LoadedFunction loaded = load_from_memory(f.data(), f.size());
+  EXPECT_EQ(Tensor(loaded(constant({1.0f, 2.0f}))).item<float>(), 33.0f);
+}
+
+TEST(MalformedFiles, HeaderFaults) {
+  const std::string good = file_of({});
+  std::string f = good;
+  f[1] = 'X';
+  EXPECT_TRUE(refused(f, "header", {"not a .tgx file"}));
+  EXPECT_TRUE(refused(good.substr(0, 10), "header", {"not a .tgx file"}));
+  f = good;
+  f[8] = 2;  // major version 2
+  fix_checksums(f);
+  EXPECT_TRUE(refused(f, "header", {"format version 2.0", "load it with a newer tracegraph"}));
+  EXPECT_TRUE(refused(good.substr(0, good.size() - 64), "header", {"truncated"}));
+  EXPECT_TRUE(refused(good + std::string(64, '\0'), "header", {"bytes appended"}));
+  LoadOptions small;
+  small.max_file_bytes = 100;
+  EXPECT_TRUE(refused(good, "header", {"LoadOptions::max_file_bytes"}, small));
+}
+
+TEST(MalformedFiles, ChecksumsCatchCorruption) {
+  std::string f = file_of({});
+  f[graphs_offset(f) + 12] ^= 0x40;  // a bit flipped in the first node's name
+  EXPECT_TRUE(refused(f, "section table", {"'GRPH' has a wrong CRC32", "corrupt"}));
+  std::string h = file_of({});
+  h[20] ^= 1;  // the table offset
+  EXPECT_TRUE(refused(h, "header", {"header's CRC32"}));
+  LoadOptions unchecked;
+  unchecked.verify_checksums = false;
+  // Unchecked, the flipped name still loads: the name is not one the graph depends on.
+  EXPECT_NO_THROW(load_from_memory(f.data(), f.size(), unchecked));
+}
+
+TEST(MalformedFiles, SectionTableFaults) {
+  Parts p;
+  p.extra.push_back({tgx::tag("ZZZZ"), "future"});
+  EXPECT_TRUE(refused(file_of(p), "section table", {"section 'ZZZZ' is required", "unknown to tracegraph"}));
+  Parts twice;
+  twice.extra.push_back({tgx::kData, ""});
+  EXPECT_TRUE(refused(file_of(twice), "section table", {"'DATA' appears twice"}));
+  std::string f = file_of({});
+  const uint64_t huge = uint64_t{1} << 40;
+  std::memcpy(f.data() + 64 + 16, &huge, 8);  // the manifest's size
+  LoadOptions unchecked;  // the section's CRC32 cannot be computed over bytes that are not there
+  unchecked.verify_checksums = false;
+  EXPECT_TRUE(refused(f, "section table", {"lies outside the file"}, unchecked));
+}
+
+TEST(MalformedFiles, CountsAreCheckedBeforeAnythingIsAllocated) {
+  Parts p;
+  p.signature = [](Writer& w) { w.u32(0xFFFFFFF0u); };  // four billion parameters
+  EXPECT_TRUE(refused(file_of(p), "manifest", {"the parameters count is 4294967280", "bytes are left"}));
+  Parts nodes;
+  nodes.concretes = 1;
+  std::string f = file_of(nodes);
+  const uint32_t many = 0x7FFFFFFFu;
+  std::memcpy(f.data() + graphs_offset(f) + 4, &many, 4);  // the first graph's node count
+  fix_checksums(f);
+  EXPECT_TRUE(refused(f, "graphs", {"the nodes count is 2147483647"}));
+}
+
+TEST(MalformedFiles, UnknownOpsAndAttributesAreRejectedByName) {
+  Parts op;
+  op.nodes[2].serial = 999;
+  EXPECT_TRUE(refused(file_of(op), "graphs", {"node 'add' has op serial 999", "needs a newer tracegraph"}));
+  Parts attr;
+  attr.nodes[3].attrs = [](Writer& w) {
+    w.u32(1);
+    w.str("axis_typo");
+    w.u8(static_cast<uint8_t>(tgx::FieldCode::kInts));
+    w.u32(0);
+  };
+  EXPECT_TRUE(refused(file_of(attr), "graphs", {"attribute 'axis_typo'", "ReduceAttrs does not have"}));
+  Parts dup;
+  dup.nodes[3].attrs = [](Writer& w) {
+    w.u32(2);
+    for (int i = 0; i < 2; ++i) {
+      w.str("keepdims");
+      w.u8(static_cast<uint8_t>(tgx::FieldCode::kBool));
+      w.u8(1);
+    }
+  };
+  EXPECT_TRUE(refused(file_of(dup), "graphs", {"attribute 'keepdims' of node 'reduce_sum' appears twice"}));
+  Parts type;
+  type.nodes[3].attrs = [](Writer& w) {
+    w.u32(1);
+    w.str("keepdims");
+    w.u8(static_cast<uint8_t>(tgx::FieldCode::kInt));
+    w.i64(1);
+  };
+  EXPECT_TRUE(refused(file_of(type), "graphs", {"attribute 'keepdims'", "field type 1; expected 2"}));
+  Parts fused;
+  fused.nodes[2].serial = static_cast<uint16_t>(detail::op_def(detail::OpId::FusedElementwise).serial);
+  EXPECT_TRUE(refused(file_of(fused), "graphs", {"is a fused node"}));
+}
+
+TEST(MalformedFiles, GraphsAreAcyclicAndWellFormed) {
+  Parts later;
+  later.nodes[2].inputs = {{0, 0}, {3, 0}};
+  EXPECT_TRUE(refused(file_of(later), "graphs", {"node 'add' (node 2) reads node 3", "only earlier nodes"}));
+  Parts self;
+  self.nodes[2].inputs = {{0, 0}, {2, 0}};
+  EXPECT_TRUE(refused(file_of(self), "graphs", {"reads node 2"}));
+  Parts output;
+  output.nodes[2].inputs = {{0, 0}, {1, 5}};
+  EXPECT_TRUE(refused(file_of(output), "graphs", {"reads output 5 of node 'Const'"}));
+  Parts arity;
+  arity.nodes[2].inputs = {{0, 0}};
+  EXPECT_TRUE(refused(file_of(arity), "graphs", {"malformed", "has 1 inputs, op add takes 2"}));
+  Parts names;
+  names.nodes[1].name = "x";
+  EXPECT_TRUE(refused(file_of(names), "graphs", {"node name 'x' appears twice"}));
+  Parts control;
+  control.nodes[2].control = 1;  // a control edge to a constant
+  EXPECT_TRUE(refused(file_of(control), "graphs", {"control edge to a stateless node"}));
+}
+
+TEST(MalformedFiles, TypesAreTheOpsOwnRules) {
+  // The dtype of an op's output edited to disagree with its inputs (TF's CVE-2022-23583), and
+  // an edge whose two ends disagree (CVE-2020-26271).
+  Parts dtype;
+  dtype.nodes[2].outputs = {{int32, kVec2}};
+  dtype.nodes[3].outputs = {{int32, TensorShape{}}};
+  dtype.nodes[4].outputs = {{int32, TensorShape{}}};
+  EXPECT_TRUE(refused(file_of(dtype), "graphs", {"node 'add' (op add) declares outputs (int32 (2,))", "give (float32 (2,))"}));
+  Parts shape;
+  shape.nodes[3].outputs = {{float32, TensorShape{2}}};
+  shape.nodes[4].outputs = {{float32, TensorShape{2}}};
+  EXPECT_TRUE(refused(file_of(shape), "graphs", {"node 'reduce_sum'", "declares outputs (float32 (2,))"}));
+  Parts invalid;
+  invalid.nodes[3].attrs = [](Writer& w) {
+    w.u32(1);
+    w.str("axes");
+    w.u8(static_cast<uint8_t>(tgx::FieldCode::kInts));
+    w.u32(1);
+    w.i64(7);
+  };
+  EXPECT_TRUE(refused(file_of(invalid), "graphs", {"node 'reduce_sum' (op reduce_sum) is invalid", "[reduce_sum]"}));
+  Parts constant;
+  constant.nodes[1].outputs = {{float64, kVec2}};
+  EXPECT_TRUE(refused(file_of(constant), "graphs", {"malformed constant"}));
+}
+
+TEST(MalformedFiles, TheSignatureMustFitTheGraph) {
+  Parts dtype;
+  dtype.signature = [](Writer& w) {
+    w.u32(1);
+    w.str("x");
+    tensor_type(w, int32, kVec2);
+  };
+  EXPECT_TRUE(refused(file_of(dtype), "manifest", {"parameter x is TensorSpec(shape=(2,), dtype=tg.int32", "float32 (2,)"}));
+  Parts more;
+  more.signature = [](Writer& w) {
+    w.u32(2);
+    w.str("x");
+    tensor_type(w, float32, kVec2);
+    w.str("y");
+    tensor_type(w, float32, kVec2);
+  };
+  EXPECT_TRUE(refused(file_of(more), "manifest", {"more tensors than the graph's 1 inputs"}));
+  Parts twice;
+  twice.concretes = 2;
+  EXPECT_TRUE(refused(file_of(twice), "manifest", {"has the FunctionType", "saved once"}));
+}
+
+TEST(MalformedFiles, LimitsAndNestingAreEnforced) {
+  LoadOptions few;
+  few.max_nodes = 3;
+  EXPECT_TRUE(refused(file_of({}), "graphs", {"LoadOptions::max_nodes (3)"}, few));
+  LoadOptions tiny;
+  tiny.max_tensor_bytes = 4;
+  EXPECT_TRUE(refused(file_of({}), "tensor table", {"LoadOptions::max_tensor_bytes (4)"}, tiny));
+  Parts big;
+  big.nodes[0].outputs = {{float32, TensorShape{1 << 20, 1 << 20}}};
+  EXPECT_TRUE(refused(file_of(big), "graphs", {"node 'x'", "more than LoadOptions::max_tensor_bytes"}));
+  Parts deep;
+  deep.signature = [](Writer& w) {
+    w.u32(1);
+    w.str("x");
+    for (int i = 0; i < 100; ++i) {
+      w.u8(static_cast<uint8_t>(tgx::TypeCode::kSequence));
+      w.str("List");
+      w.u32(1);
+    }
+    tensor_type(w, float32, kVec2);
+  };
+  EXPECT_TRUE(refused(file_of(deep), "manifest", {"types nest deeper than LoadOptions::max_nesting (64)"}));
+}
+
+TEST(MalformedFiles, BadCodesAreNamed) {
+  Parts kind;
+  kind.nodes[2].kind = static_cast<tgx::NodeCode>(9);
+  EXPECT_TRUE(refused(file_of(kind), "graphs", {"node 'add' has kind 9"}));
+  Parts dtype;
+  dtype.signature = [](Writer& w) {
+    w.u32(1);
+    w.str("x");
+    w.u8(static_cast<uint8_t>(tgx::TypeCode::kTensor));
+    w.u8(42);
+  };
+  EXPECT_TRUE(refused(file_of(dtype), "manifest", {"dtype code 42"}));
+  Parts dims;
+  dims.nodes[0].outputs = {{float32, TensorShape::unknown_rank()}};
+  // An input of unknown rank takes the (2,) signature, but then add's rule no longer gives
+  // the (2,) the file declares.
+  EXPECT_TRUE(refused(file_of(dims), "graphs", {"node 'add' (op add) declares outputs (float32 (2,))", "float32 <unknown>"}));
+}
+
+}  // namespace
+}  // namespace tg
