@@ -77,7 +77,7 @@ class LoadedFunction {
   /// assignable; a loaded train_step keeps training them).
   std::vector<Variable> variables() const;
   std::vector<ConcreteFunction> concrete_functions() const;
-  /// The tracegraph version that wrote the file ("tracegraph 0.3.0").
+  /// The tracegraph version that wrote the file ("tracegraph 0.1.0").
   const std::string& producer() const;
 
  private:
@@ -108,9 +108,10 @@ LoadedFunction load(const std::string& path, const LoadOptions& options = {});
 /// The same from memory (a file already read, a network buffer); the bytes are copied.
 LoadedFunction load_from_memory(const void* data, std::size_t size, const LoadOptions& options = {});
 
-/// Checkpoints: writes each Variable's value under its name (names must be unique and not
-/// empty), and restores them by name - every Variable given must be in the file with the same
-/// dtype and shape. Files in the .tgx container (docs/export.md).
+/// Checkpoints: writes each Variable's value under its name (names must be unique: an unnamed
+/// Variable is called "Variable"), and restores them by name - every Variable given must be in
+/// the file, once, with the same dtype and shape; nothing is assigned unless all are. The file
+/// may also be a saved function's (its Variables). Files in the .tgx container (docs/export.md).
 void save_variables(const std::string& path, const std::vector<Variable>& variables);
 void restore_variables(const std::string& path, const std::vector<Variable>& variables,
                        const LoadOptions& options = {});

@@ -1,6 +1,9 @@
 #include "data/file_bytes.h"
 
+#include <unistd.h>
+
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -33,11 +36,25 @@ std::vector<uint8_t> read_file_bytes(const char* op, const std::string& path, co
 }
 
 void write_file_bytes(const char* op, const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) op_error<InvalidArgumentError>(op, "cannot create '", path, "': ", std::strerror(errno));
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  out.close();
-  if (!out) op_error<InvalidArgumentError>(op, "writing '", path, "' failed: ", std::strerror(errno));
+  // Written beside the target and renamed over it: a reader never sees half a file, and a file
+  // that is memory-mapped (a loaded model saved again to its own path) keeps its old pages.
+  const std::string temp = path + ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+    if (!out) op_error<InvalidArgumentError>(op, "cannot create '", path, "': ", std::strerror(errno));
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    out.close();
+    if (!out) {
+      const int err = errno;
+      std::remove(temp.c_str());
+      op_error<InvalidArgumentError>(op, "writing '", path, "' failed: ", std::strerror(err));
+    }
+  }
+  if (std::rename(temp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    std::remove(temp.c_str());
+    op_error<InvalidArgumentError>(op, "cannot replace '", path, "': ", std::strerror(err));
+  }
 }
 
 }  // namespace tg::detail

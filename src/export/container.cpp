@@ -120,9 +120,10 @@ void write_variable(Writer& w, TensorStore& tensors, VariableState& v) {
 
 // ---- reading ---------------------------------------------------------------------------------
 
-Container::Container(const uint8_t* data, std::size_t size, std::shared_ptr<const void> owner, const LoadOptions& options)
-    : data_(data), size_(size), owner_(std::move(owner)), options_(options) {
-  Reader h(data_, 0, size_, "header");
+Container::Container(const uint8_t* data, std::size_t size, std::shared_ptr<const void> owner, const LoadOptions& options,
+                     const char* op)
+    : data_(data), size_(size), owner_(std::move(owner)), options_(options), op_(op) {
+  Reader h(data_, 0, size_, "header", op_);
   if (size_ > options_.max_file_bytes)
     h.fail_at(0, str_cat("the file has ", size_, " bytes, more than LoadOptions::max_file_bytes (", options_.max_file_bytes, ")"));
   if (size_ < kHeaderBytes || std::memcmp(data_, kMagic, sizeof kMagic) != 0)
@@ -131,12 +132,14 @@ Container::Container(const uint8_t* data, std::size_t size, std::shared_ptr<cons
   const uint16_t major = h.u16(), minor = h.u16();
   if (major != kMajor)
     h.fail_at(8, str_cat("format version ", major, ".", minor, " is not readable by this tracegraph (", this_producer(),
-                         " reads version ", kMajor, ".x); ", major > kMajor ? "load it with a newer tracegraph" :
-                         "re-export the model with this version"));
+                         " reads version ", kMajor, ".x); ", major > kMajor ? "load it with a newer tracegraph"
+                                                                           : "no tracegraph release wrote that version"));
   const std::size_t count = h.u32();
   const uint64_t table_offset = h.u64(), file_size = h.u64();
   const uint32_t table_crc = h.u32(), header_crc = h.u32();
   if (options_.verify_checksums && crc_of(data_, 36) != header_crc) h.fail_at(36, "the header's CRC32 does not match: the file is corrupt");
+  for (std::size_t at = 40; at < kHeaderBytes; ++at)
+    if (data_[at] != 0) h.fail_at(at, "the header's reserved bytes 40-63 are not zero");
   if (file_size != size_)
     h.fail_at(24, str_cat("the header says the file has ", file_size, " bytes but it has ", size_,
                           file_size > size_ ? " (truncated)" : " (bytes appended)"));
@@ -145,14 +148,14 @@ Container::Container(const uint8_t* data, std::size_t size, std::shared_ptr<cons
   const std::size_t table_end = table_offset + count * kSectionEntryBytes;
   if (options_.verify_checksums && crc_of(data_ + table_offset, count * kSectionEntryBytes) != table_crc)
     h.fail_at(32, "the section table's CRC32 does not match: the file is corrupt");
-  Reader t(data_, table_offset, table_end, "section table");
-  std::vector<std::pair<uint64_t, uint64_t>> spans;
+  Reader t(data_, table_offset, table_end, "section table", op_);
+  std::vector<std::pair<uint64_t, uint64_t>> spans;  // (offset, size) of every section
   for (std::size_t i = 0; i < count; ++i) {
     const std::size_t at = t.offset();
     const uint32_t tag = t.u32(), flags = t.u32();
     const uint64_t offset = t.u64(), bytes = t.u64();
     const uint32_t crc = t.u32();
-    t.u32();
+    if (t.u32() != 0 || (flags & ~kRequired) != 0) t.fail_at(at, str_cat("section '", tag_name(tag), "' has reserved bits set"));
     const bool known = tag == kManifest || tag == kGraphs || tag == kTensors || tag == kData;
     if (!known && (flags & kRequired))
       t.fail_at(at, str_cat("section '", tag_name(tag), "' is required to read the file but unknown to ", this_producer(),
@@ -160,14 +163,17 @@ Container::Container(const uint8_t* data, std::size_t size, std::shared_ptr<cons
     if (offset < table_end || offset > size_ || bytes > size_ - offset)
       t.fail_at(at, str_cat("section '", tag_name(tag), "' (", bytes, " bytes at byte ", offset, ") lies outside the file"));
     if (offset % kAlign != 0) t.fail_at(at, str_cat("section '", tag_name(tag), "' starts at byte ", offset, ", not a multiple of 64"));
-    if (sections_.count(tag)) t.fail_at(at, str_cat("section '", tag_name(tag), "' appears twice"));
+    if (known && sections_.count(tag)) t.fail_at(at, str_cat("section '", tag_name(tag), "' appears twice"));
     if (options_.verify_checksums && crc_of(data_ + offset, bytes) != crc)
       t.fail_at(at, str_cat("section '", tag_name(tag), "' has a wrong CRC32: the file is corrupt"));
-    for (const auto& [o, n] : spans)
-      if (offset < o + n && o < offset + bytes) t.fail_at(at, str_cat("section '", tag_name(tag), "' overlaps another section"));
     spans.emplace_back(offset, bytes);
     if (known) sections_[tag] = {offset, bytes};
   }
+  // No two sections share a byte (sorted, each must end before the next begins).
+  std::sort(spans.begin(), spans.end());
+  for (std::size_t i = 1; i < spans.size(); ++i)
+    if (spans[i].first < spans[i - 1].first + spans[i - 1].second)
+      t.fail_at(table_offset, str_cat("the section at byte ", spans[i].first, " overlaps the one at byte ", spans[i - 1].first));
   Reader m = section(kManifest, "the manifest");
   const uint8_t kind = m.u8();
   if (kind != static_cast<uint8_t>(FileKind::kFunction) && kind != static_cast<uint8_t>(FileKind::kCheckpoint))
@@ -181,9 +187,9 @@ Container::Container(const uint8_t* data, std::size_t size, std::shared_ptr<cons
 Reader Container::section(uint32_t tag, const char* what) const {
   auto it = sections_.find(tag);
   if (it == sections_.end())
-    Reader(data_, 0, size_, "section table").fail_at(kHeaderBytes, str_cat("the file has no '", tag_name(tag), "' section (", what, ")"));
+    Reader(data_, 0, size_, "section table", op_).fail_at(kHeaderBytes, str_cat("the file has no '", tag_name(tag), "' section (", what, ")"));
   return Reader(data_, it->second.offset, it->second.offset + it->second.size,
-                tag == kManifest ? "manifest" : tag == kGraphs ? "graphs" : tag == kTensors ? "tensor table" : "tensor data");
+                tag == kManifest ? "manifest" : tag == kGraphs ? "graphs" : tag == kTensors ? "tensor table" : "tensor data", op_);
 }
 
 Reader Container::manifest() const {
@@ -224,12 +230,26 @@ void Container::read_tensor_table() {
     entries_.push_back(std::move(e));
   }
   r.expect_end();
+  made_.resize(entries_.size());
 }
 
 Tensor Container::tensor(uint64_t index, const Reader& r, std::size_t at) const {
   if (index >= entries_.size()) r.fail_at(at, str_cat("tensor index ", index, " is out of range (the file has ", entries_.size(), ")"));
+  if (made_[index].defined()) return made_[index];
+  made_[index] = make_tensor(index);
+  return made_[index];
+}
+
+Tensor Container::make_tensor(uint64_t index) const {
   const Entry& e = entries_[index];
   const uint8_t* p = data_ + e.offset;
+  if (e.dtype == DType::Bool) {
+    // A bool is one byte that must be 0 or 1: any other value read as a C++ bool is undefined.
+    for (uint64_t i = 0; i < e.size; ++i)
+      if (p[i] > 1)
+        Reader(data_, e.offset, e.offset + e.size, "tensor data", op_)
+            .fail_at(e.offset + i, str_cat("element ", i, " of bool tensor ", index, " is ", int(p[i]), "; expected 0 or 1"));
+  }
   if (e.dtype != DType::String) {
     if (reinterpret_cast<uintptr_t>(p) % kBufferAlignment == 0 && e.elements > 0) {
       // Zero-copy: the tensor is the file's memory (a private mapping: writes stay in the process).
@@ -244,13 +264,13 @@ Tensor Container::tensor(uint64_t index, const Reader& r, std::size_t at) const 
     return t;
   }
   Tensor t = allocate_tensor(e.dtype, e.shape);
-  Reader s(data_, e.offset, e.offset + e.size, "tensor data");
+  Reader s(data_, e.offset, e.offset + e.size, "tensor data", op_);
   std::string* out = data_of<std::string>(t);
   for (int64_t i = 0; i < e.elements; ++i) {
     const uint64_t n = s.u64();
     if (n > s.left()) s.fail(str_cat("string ", i, " of tensor ", index, " has ", n, " bytes but ", s.left(), " are left"));
     out[i].assign(reinterpret_cast<const char*>(p + (s.offset() - e.offset)), n);
-    for (uint64_t k = 0; k < n; ++k) s.u8();
+    s.skip(n);
   }
   s.expect_end();
   return t;
@@ -262,6 +282,7 @@ std::shared_ptr<VariableState> Container::read_variable(Reader& r) const {
   const std::size_t shape_at = r.offset();
   TensorShape shape = r.shape("a Variable");
   if (!shape.is_fully_defined()) r.fail_at(shape_at, str_cat("Variable '", name, "' has shape ", shape.to_string(), "; a Variable's shape is known"));
+  check_bytes(r, shape_at, "Variable '" + name + "'", dtype, shape);
   Tensor value;
   if (r.boolean("a Variable's has-value flag")) {
     const std::size_t at = r.offset();
@@ -271,6 +292,16 @@ std::shared_ptr<VariableState> Container::read_variable(Reader& r) const {
                             to_string(value.dtype()), " ", static_shape(value).to_string()));
   }
   return make_variable_state(std::move(name), dtype, std::move(shape), std::move(value));
+}
+
+void Container::check_bytes(const Reader& r, std::size_t at, const std::string& what, DType dtype, const TensorShape& shape) const {
+  if (!shape.is_fully_defined()) return;
+  uint64_t bytes = dtype == DType::String ? 8 : dtype_size(dtype);
+  for (int64_t d : shape.dims())
+    if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes)) bytes = UINT64_MAX;
+  if (bytes > options_.max_tensor_bytes)
+    r.fail_at(at, str_cat(what, " is ", to_string(dtype), " ", shape.to_string(), " (", bytes == UINT64_MAX ? std::string("more than 2^64") : std::to_string(bytes),
+                          " bytes), more than LoadOptions::max_tensor_bytes (", options_.max_tensor_bytes, ")"));
 }
 
 MappedFile map_file(const char* op, const std::string& path, const LoadOptions& options) {
@@ -284,12 +315,12 @@ MappedFile map_file(const char* op, const std::string& path, const LoadOptions& 
   const auto size = static_cast<std::size_t>(st.st_size);
   if (size > options.max_file_bytes) {
     ::close(fd);
-    throw FormatError(str_cat("[", op, "] '", path, "' has ", size, " bytes, more than LoadOptions::max_file_bytes (",
+    throw FormatError(str_cat("[", op, "] header at byte 0: '", path, "' has ", size, " bytes, more than LoadOptions::max_file_bytes (",
                               options.max_file_bytes, ")"), "header", 0);
   }
   if (size == 0) {
     ::close(fd);
-    throw FormatError(str_cat("[", op, "] '", path, "' is empty; expected a .tgx file"), "header", 0);
+    throw FormatError(str_cat("[", op, "] header at byte 0: '", path, "' is empty; expected a .tgx file"), "header", 0);
   }
   // Private and writable: Variables and constants use the pages in place; a write (an assign)
   // copies its page and never reaches the file.

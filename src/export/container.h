@@ -47,7 +47,9 @@ void write_variable(Writer& w, TensorStore& tensors, VariableState& v);
 /// demand (numeric tensors share the file's memory when it is aligned; `owner` keeps it alive).
 class Container {
  public:
-  Container(const uint8_t* data, std::size_t size, std::shared_ptr<const void> owner, const LoadOptions& options);
+  /// `op` names the API in messages.
+  Container(const uint8_t* data, std::size_t size, std::shared_ptr<const void> owner, const LoadOptions& options,
+            const char* op = "tg::load");
   /// The section's reader; a FormatError when the file has no section `tag` (`what` says which).
   Reader section(uint32_t tag, const char* what) const;
   bool has(uint32_t tag) const { return sections_.count(tag) != 0; }
@@ -61,6 +63,9 @@ class Container {
   Reader manifest() const;
   /// A variable entry of the manifest (write_variable's), as a new Variable state.
   std::shared_ptr<VariableState> read_variable(Reader& r) const;
+  /// A FormatError at `at` when a value of this type (when fully known) would take more than
+  /// LoadOptions::max_tensor_bytes.
+  void check_bytes(const Reader& r, std::size_t at, const std::string& what, DType dtype, const TensorShape& shape) const;
 
  private:
   struct Span {
@@ -73,12 +78,15 @@ class Container {
     uint64_t offset, size;  // in the file
   };
   void read_tensor_table();
+  Tensor make_tensor(uint64_t index) const;
   const uint8_t* data_;
   std::size_t size_;
   std::shared_ptr<const void> owner_;
   LoadOptions options_;
   std::unordered_map<uint32_t, Span> sections_;
   std::vector<Entry> entries_;
+  mutable std::vector<Tensor> made_;  // tensors made so far, by index: two constants of one tensor share it
+  const char* op_;
   FileKind kind_ = FileKind::kFunction;
   std::string producer_;
   std::size_t manifest_body_ = 0;  // where the manifest continues after kind and producer

@@ -4,6 +4,9 @@
 // type against the op's own shape rule and every graph against the verifier; failures are
 // tg::FormatErrors naming the section and byte offset (docs/export.md lists the checks).
 #include <algorithm>
+#include <mutex>
+#include <tuple>
+#include <unordered_map>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -39,7 +42,29 @@ OpAttrs default_attrs(std::size_t kind, std::index_sequence<I...>) {
   return out;
 }
 
+// A literal's kind is written as the enum's value: these are the file's codes (docs/export.md).
+static_assert(static_cast<int>(LiteralValue::Kind::kInt) == 0 && static_cast<int>(LiteralValue::Kind::kFloat) == 1 &&
+                  static_cast<int>(LiteralValue::Kind::kBool) == 2 && static_cast<int>(LiteralValue::Kind::kString) == 3 &&
+                  static_cast<int>(LiteralValue::Kind::kEnum) == 4,
+              "LiteralValue::Kind's values are the .tgx literal codes; never reorder them");
+
 bool same_type(const ValueType& a, const ValueType& b) { return a.dtype == b.dtype && a.shape == b.shape; }
+
+// C++ type names of literals are kept for the process's lifetime (a literal type points at its
+// name): files may add only a bounded number of them, each of bounded length.
+constexpr std::size_t kMaxTypeName = 256;
+constexpr std::size_t kMaxTypeNames = 4096;
+const char* interned_type_name(const Reader& r, std::size_t at, const std::string& name) {
+  static std::mutex mu;
+  static std::set<std::string> from_files;
+  {
+    std::lock_guard lock(mu);
+    if (!from_files.count(name) && from_files.size() >= kMaxTypeNames)
+      r.fail_at(at, str_cat("files loaded by this process have named more than ", kMaxTypeNames, " C++ literal types"));
+    from_files.insert(name);
+  }
+  return intern_cpp_type_name(name);
+}
 
 class FunctionReader {
  public:
@@ -67,13 +92,16 @@ class FunctionReader {
     options.optimize = optimize;
     options.max_traces = 0;
     std::vector<std::shared_ptr<ConcreteImpl>> concretes;
+    std::unordered_multimap<std::size_t, std::size_t> by_hash;  // FunctionType hash -> concrete index
     for (std::size_t index = 0; index < concrete_count; ++index) {
       ConcreteParts parts = read_concrete(m, g, name, static_cast<int64_t>(index), optimize);
       if (index == 0) options.arg_names = parts.input_type.names;
-      for (const auto& other : concretes)
-        if (same_types(other->input_type.params, parts.input_type.params))
+      auto range = by_hash.equal_range(parts.input_type.hash);
+      for (auto it = range.first; it != range.second; ++it)
+        if (same_types(concretes[it->second]->input_type.params, parts.input_type.params))
           m.fail(str_cat("concrete function ", index, " has the FunctionType ", parts.input_type.to_string(),
-                         " of concrete function ", other->index, "; each FunctionType is saved once"));
+                         " of concrete function ", it->second, "; each FunctionType is saved once"));
+      by_hash.emplace(parts.input_type.hash, index);
       concretes.push_back(make_concrete(std::move(parts)));
     }
     m.expect_end();
@@ -111,6 +139,7 @@ class FunctionReader {
       const std::size_t shape_at = m.offset();
       traced.shape = m.shape("a Variable parameter");
       if (!traced.shape.is_fully_defined()) m.fail_at(shape_at, "a Variable parameter's shape is not fully defined");
+      c_.check_bytes(m, shape_at, "Variable parameter '" + traced.name + "'", traced.dtype, traced.shape);
       auto p = make_variable_parameter(traced, name);
       p->owns_state_of_first_binding = m.boolean("a Variable parameter's state flag");
       parts.variable_parameters.push_back(std::move(p));
@@ -138,6 +167,7 @@ class FunctionReader {
     const GraphIR& graph = *parts.graph;
     std::size_t tensor = 0;
     std::vector<bool> alias_seen(parts.variable_parameters.size(), false);
+    int64_t next_alias = 0;
     const auto& type = parts.input_type;
     for (std::size_t i = 0; i < type.params.size(); ++i) {
       for_each_leaf(*type.params[i], type.names[i], [&](const std::string& path, const LeafInfo& leaf) {
@@ -153,6 +183,9 @@ class FunctionReader {
           if (alias < 0 || static_cast<std::size_t>(alias) >= alias_seen.size())
             m.fail_at(at, str_cat("Variable parameter ", path, " has alias id ", alias, " but the function has ",
                                   alias_seen.size(), " Variable parameters"));
+          // Alias ids number distinct Variables in order of first appearance (as calls make them).
+          if (!alias_seen[static_cast<std::size_t>(alias)] && alias != next_alias++)
+            m.fail_at(at, str_cat("Variable parameter ", path, " has alias id ", alias, " where the next new one is ", next_alias - 1));
           const VariableState& vp = *parts.variable_parameters[static_cast<std::size_t>(alias)];
           if (vp.dtype != leaf.dtype || !(vp.shape == leaf.shape))
             m.fail_at(at, str_cat("Variable parameter ", path, " is ", to_string(leaf.dtype), " ", leaf.shape.to_string(),
@@ -176,7 +209,19 @@ class FunctionReader {
     v.i = r.i64();
     v.f = r.f64();
     v.s = r.str("a literal's text");
-    v.cpp_type = intern_cpp_type_name(r.str("a literal's C++ type"));
+    const std::size_t type_at = r.offset();
+    const std::string cpp_type = r.str("a literal's C++ type");
+    // Only the fields of the literal's kind may be set (so that equal values are equal bytes).
+    using K = LiteralValue::Kind;
+    const bool ok = v.kind == K::kInt    ? v.f == 0 && v.s.empty()
+                    : v.kind == K::kFloat ? v.i == 0 && v.s.empty()
+                    : v.kind == K::kBool  ? (v.i == 0 || v.i == 1) && v.f == 0 && v.s.empty()
+                    : v.kind == K::kString ? v.i == 0 && v.f == 0
+                                           : v.f == 0 && v.s == cpp_type;  // an enum: its value in i, its type in s
+    if (!ok) r.fail_at(at, str_cat("a literal of kind ", int(kind), " sets fields its kind does not have"));
+    if (cpp_type.empty() || cpp_type.size() > kMaxTypeName)
+      r.fail_at(type_at, str_cat("a literal's C++ type name has ", cpp_type.size(), " characters; expected 1 to ", kMaxTypeName));
+    v.cpp_type = interned_type_name(r, type_at, cpp_type);
     return v;
   }
 
@@ -210,10 +255,15 @@ class FunctionReader {
       case TypeCode::kMapping: {
         t.kind = Kind::kMapping;
         const std::size_t n = r.count("a mapping's items", 2);
+        std::set<std::tuple<int, int64_t, uint64_t, std::string, std::string>> seen;
         for (std::size_t i = 0; i < n; ++i) {
+          const std::size_t key_at = r.offset();
           t.keys.push_back(read_literal(r));
-          for (std::size_t k = 0; k + 1 < t.keys.size(); ++k)
-            if (t.keys[k] == t.keys.back()) r.fail(str_cat("mapping key ", t.keys.back().to_string(), " appears twice"));
+          const LiteralValue& k = t.keys.back();
+          uint64_t bits;
+          std::memcpy(&bits, &k.f, sizeof bits);
+          if (!seen.emplace(static_cast<int>(k.kind), k.i, bits, k.s, k.cpp_type).second)
+            r.fail_at(key_at, "a mapping has the same key twice");
           t.elements.push_back(read_type(r, depth + 1));
         }
         return t;
@@ -242,7 +292,6 @@ class FunctionReader {
     nodes_ += n;
     if (nodes_ > static_cast<std::size_t>(std::max<int64_t>(c_.options().max_nodes, 0)))
       r.fail_at(graph_at, str_cat("the file has more than LoadOptions::max_nodes (", c_.options().max_nodes, ") nodes"));
-    g->nodes.reserve(n);
     std::vector<std::size_t> node_at(n);
     for (std::size_t i = 0; i < n; ++i) {
       node_at[i] = r.offset();
@@ -289,7 +338,7 @@ class FunctionReader {
     for (std::size_t k = 0; k < no; ++k) {
       const std::size_t type_at = r.offset();
       ValueType t{r.dtype("an output"), r.shape("an output")};
-      check_size(r, type_at, node.name, t);
+      c_.check_bytes(r, type_at, "an output of node '" + node.name + "'", t.dtype, t.shape);
       node.outputs.push_back(std::move(t));
     }
     const std::size_t control_at = r.offset();
@@ -327,17 +376,6 @@ class FunctionReader {
       case NodeKind::kOutput: break;
     }
     return node;
-  }
-
-  // A value a file declares must fit LoadOptions::max_tensor_bytes when its shape is known.
-  void check_size(const Reader& r, std::size_t at, const std::string& node, const ValueType& t) {
-    if (!t.shape.is_fully_defined()) return;
-    uint64_t bytes = t.dtype == DType::String ? 8 : dtype_size(t.dtype);
-    for (int64_t d : t.shape.dims())
-      if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes)) bytes = UINT64_MAX;
-    if (bytes > c_.options().max_tensor_bytes)
-      r.fail_at(at, str_cat("node '", node, "' has an output of ", t.shape.to_string(), " ", to_string(t.dtype), " (", bytes,
-                            " bytes), more than LoadOptions::max_tensor_bytes (", c_.options().max_tensor_bytes, ")"));
   }
 
   OpAttrs read_attrs(Reader& r, const OpDef& def, const std::string& node, int depth) {
@@ -580,6 +618,9 @@ LoadedFunction load(const std::string& path, const LoadOptions& options) {
 }
 
 LoadedFunction load_from_memory(const void* data, std::size_t size, const LoadOptions& options) {
+  if (size > options.max_file_bytes || size > SIZE_MAX - 128)
+    throw FormatError(detail::str_cat("[tg::load] header at byte 0: the image has ", size, " bytes, more than LoadOptions::max_file_bytes (",
+                                      options.max_file_bytes, ")"), "header", 0);
   // A copy at a 64-byte boundary, so that tensors can use it in place as they do a mapped file.
   std::shared_ptr<uint8_t> copy(static_cast<uint8_t*>(std::aligned_alloc(64, std::max<std::size_t>(64, (size + 63) / 64 * 64))),
                                 [](uint8_t* p) { std::free(p); });
@@ -590,29 +631,37 @@ LoadedFunction load_from_memory(const void* data, std::size_t size, const LoadOp
 
 void restore_variables(const std::string& path, const std::vector<Variable>& variables, const LoadOptions& options) {
   detail::tgx::MappedFile f = detail::tgx::map_file("tg::restore_variables", path, options);
-  detail::tgx::Container c(f.data, f.size, f.owner, options);
-  detail::tgx::Reader m = c.manifest();
-  if (c.kind() == detail::tgx::FileKind::kFunction) {
-    // A model file: its Variables by name (what a saved train_step's model holds).
-    m.str("the function's name");
-    m.boolean("the optimize flag");
-  }
-  const std::size_t n = m.count("the Variables", 4 + 1 + 1 + 1);
-  std::map<std::string, std::shared_ptr<detail::VariableState>> by_name;
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::size_t at = m.offset();
-    auto v = c.read_variable(m);
-    const std::string name = v->name;
-    if (!by_name.emplace(name, std::move(v)).second)
-      m.fail_at(at, detail::str_cat("Variable '", name, "' appears twice; a checkpoint holds each name once"));
+  std::multimap<std::string, std::shared_ptr<detail::VariableState>> by_name;
+  try {
+    detail::tgx::Container c(f.data, f.size, f.owner, options, "tg::restore_variables");
+    detail::tgx::Reader m = c.manifest();
+    const bool model = c.kind() == detail::tgx::FileKind::kFunction;
+    if (model) {
+      // A model file: its Variables by name (what a saved train_step's model holds).
+      m.str("the function's name");
+      m.boolean("the optimize flag");
+    }
+    const std::size_t n = m.count("the Variables", 4 + 1 + 1 + 1);
+    for (std::size_t i = 0; i < n; ++i) {
+      auto v = c.read_variable(m);
+      by_name.emplace(v->name, std::move(v));
+    }
+    if (!model) m.expect_end();
+  } catch (FormatError& e) {
+    e.add_context("(in '" + path + "')");
+    throw;
   }
   // Check everything before assigning anything: a failed restore changes no Variable.
   std::vector<std::pair<const Variable*, Tensor>> values;
   for (const Variable& v : variables) {
     auto it = by_name.find(v.name());
+    if (by_name.count(v.name()) > 1)
+      throw ValueError(detail::str_cat("[tg::restore_variables] '", path, "' holds ", by_name.count(v.name()),
+                                       " Variables named '", v.name(), "'; restoring by name needs unique names "
+                                       "(name the Variables when you create them: tg::Variable(value, \"name\"))"));
     if (it == by_name.end()) {
       std::string names;
-      for (const auto& [k, _] : by_name) names += (names.empty() ? "'" : ", '") + k + "'";
+      for (const auto& [k, _] : by_name) names += (names.empty() ? "'" : ", '") + k + "'";  // sorted, repeats kept
       throw ValueError(detail::str_cat("[tg::restore_variables] '", path, "' has no Variable named '", v.name(),
                                        "'; it has ", names.empty() ? std::string("none") : names));
     }

@@ -45,7 +45,7 @@ void Writer::shape(const TensorShape& s) {
 }
 
 void Reader::fail_at(std::size_t offset, const std::string& what) const {
-  throw FormatError(str_cat("[tg::load] ", section_, " at byte ", offset, ": ", what), section_, offset);
+  throw FormatError(str_cat("[", op_, "] ", section_, " at byte ", offset, ": ", what), section_, offset);
 }
 
 bool Reader::boolean(const char* what) {

@@ -14,8 +14,10 @@
 namespace tg::detail::tgx {
 
 inline constexpr uint8_t kMagic[8] = {0x89, 'T', 'G', 'X', '\r', '\n', 0x1a, '\n'};
-// Major: a reader loads only its own. Minor: a newer minor may add sections and attribute
-// fields a reader ignores or defaults; it never changes what an existing encoding means.
+// Major: a reader loads its own major version's files. Minor: a newer minor may add ops (new
+// serials) and sections not marked required; older readers skip those sections and refuse a
+// file that uses an op they do not have, by its serial. Anything else - a new attribute field,
+// a changed encoding - is a new major version (docs/export.md, "Compatibility").
 inline constexpr uint16_t kMajor = 1;
 inline constexpr uint16_t kMinor = 0;
 inline constexpr std::size_t kHeaderBytes = 64;
@@ -72,8 +74,9 @@ class Writer {
 /// a tg::FormatError naming the section and the byte offset in the file.
 class Reader {
  public:
-  Reader(const uint8_t* file, std::size_t begin, std::size_t end, std::string section)
-      : file_(file), pos_(begin), end_(end), section_(std::move(section)) {}
+  /// `op` names the API in messages ("tg::load", "tg::restore_variables").
+  Reader(const uint8_t* file, std::size_t begin, std::size_t end, std::string section, const char* op = "tg::load")
+      : file_(file), pos_(begin), end_(end), section_(std::move(section)), op_(op) {}
   [[noreturn]] void fail(const std::string& what) const { fail_at(pos_, what); }
   [[noreturn]] void fail_at(std::size_t offset, const std::string& what) const;
   std::size_t offset() const { return pos_; }
@@ -94,6 +97,11 @@ class Reader {
   DType dtype(const char* what);
   TensorShape shape(const char* what);
   void expect_end();
+  /// Moves past `n` bytes (a FormatError if fewer are left).
+  void skip(std::size_t n) {
+    if (n > left()) fail(str_cat("ends ", n - left(), " bytes early"));
+    pos_ += n;
+  }
 
  private:
   template <class T>
@@ -107,6 +115,7 @@ class Reader {
   const uint8_t* file_;
   std::size_t pos_, end_;
   std::string section_;
+  const char* op_;
 };
 
 /// The largest rank a file may give a shape (TensorFlow's own limit on ranks is 254).

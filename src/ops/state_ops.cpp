@@ -60,8 +60,9 @@ void kernel_read(const std::vector<Tensor>&, const OpAttrs& attrs, std::vector<T
 
 std::vector<ValueType> infer_initialize(const std::vector<ValueType>& in, const OpAttrs& attrs) {
   const VariableState& v = declared_state(attrs);
-  TG_CHECK(in[0].dtype == v.dtype && in[0].shape.is_compatible_with(v.shape),
-           "initialize_variable: the initial value does not fit variable '", v.name, "'");
+  if (in[0].dtype != v.dtype || !in[0].shape.is_compatible_with(v.shape))
+    op_error<InvalidArgumentError>("initialize_variable", "variable '", v.name, "' is ", to_string(v.dtype), " ",
+                                   v.shape.to_string(), " but its initial value is ", describe(in[0]));
   return {};
 }
 

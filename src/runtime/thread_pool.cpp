@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "core/check.h"
+#include "tracegraph/config.h"
+#include "tracegraph/errors.h"
 
 namespace tg::detail {
 namespace {
@@ -31,7 +33,7 @@ class Pool {
   explicit Pool(int threads) { start(threads); }
   ~Pool() { stop(); }
 
-  int threads() const { return threads_; }
+  int threads() const { return threads_.load(std::memory_order_relaxed); }
 
   void resize(int threads) {
     std::lock_guard submit(submit_mu_);
@@ -41,7 +43,7 @@ class Pool {
 
   void run(int64_t n, int64_t grain, void (*fn)(void*, int64_t, int64_t), void* ctx) {
     const int64_t max_chunks = std::max<int64_t>(1, (n + grain - 1) / std::max<int64_t>(grain, 1));
-    const int chunks = static_cast<int>(std::min<int64_t>(threads_, max_chunks));
+    const int chunks = static_cast<int>(std::min<int64_t>(threads(), max_chunks));
     // Serial when there is nothing to split, from inside a job, or while another thread's job
     // holds the pool (two jobs at once would only oversubscribe the cores).
     std::unique_lock submit(submit_mu_, std::defer_lock);
@@ -116,9 +118,10 @@ class Pool {
   }
 
   void start(int threads) {
-    threads_ = std::max(1, threads);
+    threads = std::max(1, threads);
+    threads_.store(threads, std::memory_order_relaxed);
     stopping_ = false;
-    for (int i = 1; i < threads_; ++i) workers_.emplace_back([this] { worker(); });
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker(); });
   }
 
   void stop() {
@@ -131,7 +134,9 @@ class Pool {
     workers_.clear();
   }
 
-  int threads_ = 1;
+  // Atomic: run() reads it before taking submit_mu_, while resize() may change it under that
+  // lock; a job sized for the old count still completes (the caller takes the chunks left).
+  std::atomic<int> threads_{1};
   std::vector<std::thread> workers_;
   std::mutex submit_mu_;  // one job at a time
   std::mutex mu_;
@@ -171,3 +176,20 @@ void parallel_for(int64_t n, int64_t grain, void (*fn)(void* ctx, int64_t begin,
 }
 
 }  // namespace tg::detail
+
+namespace tg::config {
+
+int num_threads() { return detail::num_threads(); }
+
+void set_num_threads(int n) {
+  if (n < 1)
+    throw ValueError(detail::str_cat("[tg::config::set_num_threads] needs at least 1 thread, got ", n,
+                                     "; pass 1 to run every kernel on the calling thread"));
+  // resize() waits for the running job, which would be this thread's own: a deadlock.
+  if (detail::t_in_pool_job)
+    throw ValueError("[tg::config::set_num_threads] was called from inside a parallel kernel (or a pool "
+                     "thread); call it from the thread that calls tracegraph functions");
+  detail::set_num_threads(n);
+}
+
+}  // namespace tg::config

@@ -1,8 +1,8 @@
 // Golden files: .tgx files written by format version 1.0 and committed in tests/export/golden/.
 // Every later tracegraph must keep loading them and computing the same results (docs/export.md,
 // "Compatibility"); the expected values below are computed here, eagerly, never read from the
-// files. TG_WRITE_GOLDEN=1 rewrites the files - only when the format's major version changes,
-// and then the old ones stay, renamed, as long as their major version is supported.
+// files. TG_WRITE_GOLDEN=1 writes them; it is for adding files of a new format version under
+// new names - files of an old version are never rewritten.
 #include <cstdlib>
 #include <map>
 

@@ -3,6 +3,9 @@
 // must fail with a tg::FormatError that names the section, the byte offset and the fault.
 #include <zlib.h>
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstring>
 #include <functional>
 
@@ -388,6 +391,63 @@ TEST(MalformedFiles, BadCodesAreNamed) {
   // An input of unknown rank takes the (2,) signature, but then add's rule no longer gives
   // the (2,) the file declares.
   EXPECT_TRUE(refused(file_of(dims), "graphs", {"node 'add' (op add) declares outputs (float32 (2,))", "float32 <unknown>"}));
+}
+
+TEST(MalformedFiles, ReservedBytesAndUnusedFieldsMustBeZero) {
+  std::string f = file_of({});
+  f[50] = 1;
+  fix_checksums(f);
+  EXPECT_TRUE(refused(f, "header", {"reserved bytes 40-63"}));
+  Parts literal;
+  literal.signature = [](Writer& w) {
+    w.u32(2);
+    w.str("x");
+    tensor_type(w, float32, kVec2);
+    w.str("n");
+    w.u8(static_cast<uint8_t>(tgx::TypeCode::kLiteral));
+    w.u8(0);  // an int
+    w.i64(3);
+    w.f64(0.5);  // a float field set on an int
+    w.str("");
+    w.str("int");
+  };
+  EXPECT_TRUE(refused(file_of(literal), "manifest", {"a literal of kind 0 sets fields its kind does not have"}));
+}
+
+TEST(MalformedFiles, BoolTensorsHoldOnlyZeroAndOne) {
+  const std::string path = ::testing::TempDir() + "bool_ckpt_" + std::to_string(::getpid()) + ".tgx";
+  Variable flags(constant({true, false, true}), "flags");
+  save_variables(path, {flags});
+  std::string f;
+  {
+    std::FILE* in = std::fopen(path.c_str(), "rb");
+    ASSERT_NE(in, nullptr);
+    char buf[4096];
+    std::size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, in)) > 0) f.append(buf, n);
+    std::fclose(in);
+  }
+  const std::size_t data = f.rfind(std::string("\x01\x00\x01", 3));
+  ASSERT_NE(data, std::string::npos);
+  f[data + 1] = 7;
+  fix_checksums(f);
+  {
+    std::FILE* out = std::fopen(path.c_str(), "wb");
+    std::fwrite(f.data(), 1, f.size(), out);
+    std::fclose(out);
+  }
+  Variable target(constant({false, false, false}), "flags");
+  try {
+    restore_variables(path, {target});
+    ADD_FAILURE() << "restored";
+  } catch (const FormatError& e) {
+    EXPECT_EQ(e.section(), "tensor data");
+    EXPECT_EQ(e.offset(), data + 1);
+    EXPECT_NE(std::string(e.what()).find("[tg::restore_variables]"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("is 7; expected 0 or 1"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+  }
+  std::remove(path.c_str());
 }
 
 }  // namespace
