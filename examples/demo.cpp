@@ -2,13 +2,18 @@
 // train_step (GradientTape and Adam inside one tg::function), then a train_step with a C++
 // literal step counter shows the retracing diagnostics and their fix.
 //
-//   tg_demo [DATA_DIR] [EPOCHS]    DATA_DIR defaults to /usr/share/datasets/fashion-mnist
+// After training it exports the model: a second process (the tgx tool) classifies the test set
+// from the saved file, and the saved train_step resumes training in this one.
+//
+//   tg_demo [DATA_DIR] [EPOCHS] [OUT_DIR]    DATA_DIR defaults to /usr/share/datasets/fashion-mnist,
+//                                            OUT_DIR (the exported files) to $TMPDIR/tracegraph-demo
 #include <tracegraph/tracegraph.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <iomanip>
 #include <iostream>
 #include <numeric>
@@ -102,11 +107,80 @@ void print_wrapped(const std::string& text, const std::string& indent) {
   if (!line.empty()) std::cout << indent << line << "\n";
 }
 
+// Export: the trained classifier and train_step saved to .tgx files; the tgx tool, a separate
+// process, classifies the test set from .npy files; the saved train_step, loaded back, trains on
+// (a restart); its Variables, checkpointed by name, go into a fresh model.
+template <class Step>
+void export_section(const std::string& out, Mlp& model, Step& train_step, const tg::data::LabeledImages& train,
+                    const tg::data::LabeledImages& test, const std::vector<int32_t>& order, std::size_t batch_size) {
+  section("Export: save, classify in another process, resume training from the file");
+  std::filesystem::create_directories(out);
+  auto classify = tg::function([&](const tg::Tensor& x) { return model(x); },
+                               {.name = "classify",
+                                .input_signature = std::vector<tg::TensorSpec>{tg::TensorSpec({tg::None, 784}, tg::float32)},
+                                .arg_names = {"images"}});
+  const tg::Tensor logits = classify(test.images);
+  const float here = tg::nn::accuracy(logits, test.labels).item<float>();
+  auto t0 = Clock::now();
+  tg::save(out + "/classify.tgx", classify);
+  tg::save(out + "/train_step.tgx", train_step);
+  const double save_s = seconds_since(t0);
+  tg::save_npy(out + "/test_images.npy", test.images);
+  tg::save_npy(out + "/test_labels.npy", test.labels);
+  tg::save_npy(out + "/expected_logits.npy", logits);
+  std::cout << "Saved classify.tgx (" << std::filesystem::file_size(out + "/classify.tgx") / 1024 << " KiB) and "
+            << "train_step.tgx (" << std::filesystem::file_size(out + "/train_step.tgx") / 1024 << " KiB, with Adam's state) to "
+            << out << " in " << std::setprecision(3) << save_s << " s\n";
+#ifdef TG_TGX_PATH
+  // The second process: the installed command-line tool, knowing nothing of this program.
+  const std::string command = std::string(TG_TGX_PATH) + " run " + out + "/classify.tgx --input images=" + out +
+                              "/test_images.npy --output-dir " + out + "/tgx-out --expect output_0=" + out +
+                              "/expected_logits.npy --rtol 1e-5 --atol 1e-5";
+  std::cout << "$ tgx run classify.tgx --input images=test_images.npy --output-dir tgx-out --expect output_0=expected_logits.npy\n";
+  std::cout.flush();
+  const int rc = std::system(command.c_str());
+  if (rc != 0) {
+    std::cout << "tgx exited with status " << rc << "\n";
+  } else {
+    const tg::Tensor theirs = tg::load_npy(out + "/tgx-out/output_0.npy");
+    const float there = tg::nn::accuracy(theirs, test.labels).item<float>();
+    std::cout << std::setprecision(2) << "Test accuracy: " << 100 * here << "% in this process, " << 100 * there
+              << "% from tgx's output_0.npy (" << (here == there ? "the same" : "DIFFERENT") << ")\n";
+  }
+#else
+  std::cout << "Test accuracy " << std::setprecision(2) << 100 * here << "% (tgx was not built: TG_BUILD_TOOLS=OFF)\n";
+#endif
+
+  t0 = Clock::now();
+  tg::LoadedFunction resumed = tg::load(out + "/train_step.tgx");
+  std::cout << "Loaded train_step.tgx in " << std::setprecision(1) << seconds_since(t0) * 1e3 << " ms: "
+            << resumed.variables().size() << " Variables, signature " << resumed.signatures().front() << "\n";
+  double loss_sum = 0;
+  std::size_t seen = 0;
+  t0 = Clock::now();
+  for (std::size_t b = 0; b < order.size(); b += batch_size) {
+    const std::size_t n = std::min(batch_size, order.size() - b);
+    auto [x, y] = batch(train, order, b, n);
+    const tg::Outputs loss_and_accuracy = resumed(x, y);
+    loss_sum += loss_and_accuracy[0].item<float>() * static_cast<double>(n);
+    seen += n;
+  }
+  const double secs = seconds_since(t0);
+  tg::save_variables(out + "/resumed.ckpt.tgx", resumed.variables());
+  Mlp fresh;
+  tg::restore_variables(out + "/resumed.ckpt.tgx", fresh.variables());
+  const float resumed_acc = tg::nn::accuracy(fresh(test.images), test.labels).item<float>();
+  std::cout << "One more epoch with the loaded train_step: loss " << std::setprecision(4) << loss_sum / seen
+            << ", " << std::setprecision(0) << seen / secs << " examples/s; its Variables checkpointed and restored "
+            << "by name into a fresh model: test accuracy " << std::setprecision(2) << 100 * resumed_acc << "%\n";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string dir = argc > 1 ? argv[1] : tg::data::kFashionMnistDir;
   const int epochs = argc > 2 ? std::max(1, std::atoi(argv[2])) : 3;
+  const std::string out_dir = argc > 3 ? argv[3] : (std::filesystem::temp_directory_path() / "tracegraph-demo").string();
   constexpr std::size_t kBatch = 128;
   const auto demo_start = Clock::now();
 
@@ -188,6 +262,8 @@ int main(int argc, char** argv) {
             << train_step.trace_history().front().reason << "); Adam created "
             << opt.variables().size() << " Variables (learning rate, step counter, m and v "
             << "for 6 weights); step counter = " << opt.iterations() << "\n";
+
+  export_section(out_dir, model, train_step, train, test, order, kBatch);
 
   section("Step time, eager vs traced (the same batch, median of 30 steps each)");
   {

@@ -19,6 +19,16 @@ bool functions_run_eagerly();
 /// stdout. Tests and applications use it to capture output.
 void set_print_sink(void (*sink)(const std::string& line, void* user), void* user = nullptr);
 
+/// Threads of tracegraph's intra-op pool, the calling thread included (large elementwise
+/// kernels split across them). The default is TG_NUM_THREADS when set, else the number of
+/// cores. OpenBLAS's GEMM threads are separate: OpenBLAS reads OPENBLAS_NUM_THREADS itself.
+int num_threads();
+/// Resizes the intra-op pool to `n` threads (1: every kernel runs on the calling thread).
+/// Results do not depend on it (chunking is fixed by sizes, partial results combine in order).
+/// Safe while functions run on other threads: a running parallel kernel finishes on the old
+/// pool first. n < 1, or a call from inside a kernel, is a tg::ValueError.
+void set_num_threads(int n);
+
 /// Frees the large tensor buffers tracegraph keeps for reuse (at most 512 MiB are kept; blocks
 /// of 1 MiB or more are cached when freed). Returns the bytes released.
 std::size_t release_cached_memory();

@@ -27,6 +27,12 @@ uint32_t crc_of(const uint8_t* p, std::size_t n) {
 
 std::size_t aligned(std::size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
+// How errors name a section: "manifest", "graphs", "tensor table", "tensor data", or its tag.
+std::string section_name(uint32_t tag) {
+  return tag == kManifest ? "manifest" : tag == kGraphs ? "graphs" : tag == kTensors ? "tensor table"
+                                      : tag == kData     ? "tensor data" : "section '" + tag_name(tag) + "'";
+}
+
 }  // namespace
 
 std::string this_producer() { return std::string("tracegraph ") + TG_VERSION_STRING; }
@@ -165,7 +171,8 @@ Container::Container(const uint8_t* data, std::size_t size, std::shared_ptr<cons
     if (offset % kAlign != 0) t.fail_at(at, str_cat("section '", tag_name(tag), "' starts at byte ", offset, ", not a multiple of 64"));
     if (known && sections_.count(tag)) t.fail_at(at, str_cat("section '", tag_name(tag), "' appears twice"));
     if (options_.verify_checksums && crc_of(data_ + offset, bytes) != crc)
-      t.fail_at(at, str_cat("section '", tag_name(tag), "' has a wrong CRC32: the file is corrupt"));
+      Reader(data_, offset, offset + bytes, section_name(tag), op_)
+          .fail_at(offset, str_cat("section '", tag_name(tag), "' (", bytes, " bytes) has a wrong CRC32: the file is corrupt"));
     spans.emplace_back(offset, bytes);
     if (known) sections_[tag] = {offset, bytes};
   }
@@ -188,8 +195,7 @@ Reader Container::section(uint32_t tag, const char* what) const {
   auto it = sections_.find(tag);
   if (it == sections_.end())
     Reader(data_, 0, size_, "section table", op_).fail_at(kHeaderBytes, str_cat("the file has no '", tag_name(tag), "' section (", what, ")"));
-  return Reader(data_, it->second.offset, it->second.offset + it->second.size,
-                tag == kManifest ? "manifest" : tag == kGraphs ? "graphs" : tag == kTensors ? "tensor table" : "tensor data", op_);
+  return Reader(data_, it->second.offset, it->second.offset + it->second.size, section_name(tag), op_);
 }
 
 Reader Container::manifest() const {

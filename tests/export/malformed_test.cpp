@@ -208,7 +208,7 @@ TEST(MalformedFiles, HeaderFaults) {
 TEST(MalformedFiles, ChecksumsCatchCorruption) {
   std::string f = file_of({});
   f[graphs_offset(f) + 12] ^= 0x40;  // a bit flipped in the first node's name
-  EXPECT_TRUE(refused(f, "section table", {"'GRPH' has a wrong CRC32", "corrupt"}));
+  EXPECT_TRUE(refused(f, "graphs", {"'GRPH'", "has a wrong CRC32", "corrupt"}));
   std::string h = file_of({});
   h[20] ^= 1;  // the table offset
   EXPECT_TRUE(refused(h, "header", {"header's CRC32"}));

@@ -1,0 +1,36 @@
+# Runs one tgx command line and checks its exit code and output (CTest itself can only tell 0
+# from not 0, and the exit codes are tgx's contract).
+#   cmake -DEXPECT_EXIT=4 [-DSTDOUT_REGEX=...] [-DSTDERR_REGEX=...] [-DSTDOUT_EMPTY=ON]
+#         -P run_tgx.cmake -- <tgx> <arguments...>
+cmake_minimum_required(VERSION 3.25)
+
+set(command "")
+set(after_separator FALSE)
+math(EXPR last "${CMAKE_ARGC} - 1")
+foreach(i RANGE ${last})
+  if(after_separator)
+    list(APPEND command "${CMAKE_ARGV${i}}")
+  elseif("${CMAKE_ARGV${i}}" STREQUAL "--")
+    set(after_separator TRUE)
+  endif()
+endforeach()
+if(NOT command OR NOT DEFINED EXPECT_EXIT)
+  message(FATAL_ERROR "usage: cmake -DEXPECT_EXIT=N [-DSTDOUT_REGEX=R] [-DSTDERR_REGEX=R] -P run_tgx.cmake -- tgx ARGS...")
+endif()
+
+execute_process(COMMAND ${command} RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err)
+list(JOIN command " " shown)
+set(report "command: ${shown}\n--- exit code: ${code}\n--- stdout:\n${out}--- stderr:\n${err}")
+if(NOT "${code}" STREQUAL "${EXPECT_EXIT}")
+  message(FATAL_ERROR "expected exit code ${EXPECT_EXIT}, got ${code}\n${report}")
+endif()
+if(DEFINED STDOUT_REGEX AND NOT out MATCHES "${STDOUT_REGEX}")
+  message(FATAL_ERROR "stdout does not match '${STDOUT_REGEX}'\n${report}")
+endif()
+if(DEFINED STDERR_REGEX AND NOT err MATCHES "${STDERR_REGEX}")
+  message(FATAL_ERROR "stderr does not match '${STDERR_REGEX}'\n${report}")
+endif()
+if(STDOUT_EMPTY AND NOT out STREQUAL "")
+  message(FATAL_ERROR "stdout should be empty (errors go to stderr)\n${report}")
+endif()
+message(STATUS "ok (exit ${code}): ${shown}")
