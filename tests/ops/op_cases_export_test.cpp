@@ -2,6 +2,9 @@
 // re-optimised by the loader) and run. The results must be the eager ones exactly.
 #include <unistd.h>
 
+#include <cstdlib>
+#include <filesystem>
+
 #include "support/op_case.h"
 #include "support/test_util.h"
 
@@ -36,6 +39,47 @@ TEST(OpCases, EveryCaseGivesTheSameResultSavedAndLoaded) {
   config::set_print_sink(nullptr);
   std::remove(path.c_str());
   EXPECT_GT(saved, 100);
+}
+
+// Across two processes (CTest runs these as a fixture pair with TG_EXPORT_CASES_DIR set): one
+// process saves every case's function, another - which never traced them - loads each file and
+// must compute the eager result exactly. Without the variable (the plain module run) they skip.
+const char* cases_dir() { return std::getenv("TG_EXPORT_CASES_DIR"); }
+std::string case_file(std::size_t i) { return std::string(cases_dir()) + "/case_" + std::to_string(i) + ".tgx"; }
+
+TEST(OpCasesAcrossProcesses, SaveEveryCase) {
+  if (!cases_dir()) GTEST_SKIP() << "run by CTest (op_cases_saved) with TG_EXPORT_CASES_DIR";
+  std::filesystem::create_directories(cases_dir());
+  config::set_print_sink([](const std::string&, void*) {});
+  const auto& cases = testing::op_cases();
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const auto& c = cases[i];
+    if (c.op == "fused_elementwise") continue;  // never in a file (see above)
+    auto traced = function([&](const std::vector<Tensor>& in) { return c.fn(in); }, {.name = "op_case_" + c.op});
+    traced(c.inputs);
+    save(case_file(i), traced);
+  }
+  config::set_print_sink(nullptr);
+}
+
+TEST(OpCasesAcrossProcesses, LoadEveryCaseSavedByAnotherProcess) {
+  if (!cases_dir()) GTEST_SKIP() << "run by CTest (op_cases_loaded) with TG_EXPORT_CASES_DIR";
+  config::set_print_sink([](const std::string&, void*) {});
+  const auto& cases = testing::op_cases();
+  int loaded_cases = 0;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const auto& c = cases[i];
+    if (c.op == "fused_elementwise") continue;
+    SCOPED_TRACE(c.op + ": " + c.label);
+    LoadedFunction loaded = load(case_file(i));
+    EXPECT_EQ(loaded.name(), "op_case_" + c.op);
+    const Tensor out = loaded(c.inputs);
+    EXPECT_TRUE(testing::tensors_near(out, c.fn(c.inputs), 0.0)) << "loaded result differs from eager";
+    EXPECT_TRUE(testing::tensors_near(out, c.expected, c.tol));
+    ++loaded_cases;
+  }
+  config::set_print_sink(nullptr);
+  EXPECT_GT(loaded_cases, 100);
 }
 
 }  // namespace
