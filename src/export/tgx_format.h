@@ -14,10 +14,10 @@
 namespace tg::detail::tgx {
 
 inline constexpr uint8_t kMagic[8] = {0x89, 'T', 'G', 'X', '\r', '\n', 0x1a, '\n'};
-// Major: a reader loads its own major version's files. Minor: a newer minor may add ops (new
-// serials) and sections not marked required; older readers skip those sections and refuse a
-// file that uses an op they do not have, by its serial. Anything else - a new attribute field,
-// a changed encoding - is a new major version (docs/export.md, "Compatibility").
+// Major: a reader loads its own major version's files. Minor: only additions - optional
+// sections, ops (new serials), codes, attribute fields whose default keeps the old behaviour;
+// an older reader refuses a file that uses one it lacks, by name. Changing an existing encoding
+// is a new major version (docs/export.md, "Compatibility", has the table).
 inline constexpr uint16_t kMajor = 1;
 inline constexpr uint16_t kMinor = 0;
 inline constexpr std::size_t kHeaderBytes = 64;
