@@ -49,7 +49,12 @@ class FunctionCore;
 struct LoadedState;
 struct LoadedAccess;
 void save_function(const std::string& path, const FunctionCore& core, const std::vector<ConcreteFunction>* chosen);
-Outputs call_loaded(const LoadedState& state, std::vector<TraceTypePtr> types, ArgContext& ctx);
+/// The concrete function of a loaded function for a call's types (remembered under `fast_hash`
+/// for the cached path), or a TypeError listing every saved signature.
+std::shared_ptr<ConcreteImpl> find_loaded(const LoadedState& state, std::vector<TraceTypePtr> types,
+                                          const ArgContext& ctx, const std::size_t* fast_hash);
+Outputs run_loaded(const LoadedState& state, const ConcreteImpl& cf, const std::vector<Tensor>& leaves,
+                   const std::vector<Variable>& variables);
 const FunctionCore& loaded_core(const LoadedState& state);
 }  // namespace detail
 
@@ -63,9 +68,16 @@ class LoadedFunction {
 
   template <class... Args>
   Outputs operator()(const Args&... args) const {
-    detail::ArgContext ctx;
-    std::vector<TraceTypePtr> types{detail::ArgTraits<std::decay_t<Args>>::trace_type(args, ctx)...};
-    return detail::call_loaded(*state_, std::move(types), ctx);
+    std::vector<Tensor> leaves;
+    std::vector<Variable> variables;
+    const auto cf = detail::resolve_call(
+        detail::loaded_core(*state_), leaves, variables,
+        [&](detail::ArgContext& ctx, const std::size_t* fast_hash) {
+          std::vector<TraceTypePtr> types{detail::ArgTraits<std::decay_t<Args>>::trace_type(args, ctx)...};
+          return detail::find_loaded(*state_, std::move(types), ctx, fast_hash);
+        },
+        args...);
+    return detail::run_loaded(*state_, *cf, leaves, variables);
   }
   /// Calls with one tensor per positional parameter (what tools without C++ types use).
   Outputs call(const std::vector<Tensor>& positional) const;

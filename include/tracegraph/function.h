@@ -107,6 +107,37 @@ void add_eager_context(const FunctionCore& core, Error& e);
 void reject_leaked_tensors(const FunctionCore& core, const std::vector<Tensor>& leaves);
 std::string demangle(const char* mangled);
 
+template <std::size_t... I, class... Args>
+bool fast_equal_all(const std::vector<TraceTypePtr>& types, std::index_sequence<I...>, const Args&... args) {
+  return types.size() == sizeof...(Args) && (ArgTraits<std::decay_t<Args>>::fast_equal(args, *types[I]) && ...);
+}
+
+/// The concrete function a call goes to, with the call's tensors (`leaves`) and distinct
+/// Variables: the cached path first - an earlier call of exactly these types, found by a hash
+/// and confirmed without allocating -, else `resolve(ctx, fast_hash)`, which builds the trace
+/// types into `ctx` and dispatches (a tg::function may trace; a loaded function never does).
+/// Written once for tg::function and tg::LoadedFunction.
+template <class Resolve, class... Args>
+std::shared_ptr<ConcreteImpl> resolve_call(const FunctionCore& core, std::vector<Tensor>& leaves,
+                                           std::vector<Variable>& variables, Resolve&& resolve, const Args&... args) {
+  std::size_t fast_hash = 0x7467;
+  const bool fast = (ArgTraits<std::decay_t<Args>>::fast_hash(args, fast_hash) && ...);
+  if (fast) {
+    auto match = [&](const std::vector<TraceTypePtr>& types) {
+      return fast_equal_all(types, std::index_sequence_for<Args...>{}, args...);
+    };
+    if (std::shared_ptr<ConcreteImpl> cf = fast_lookup(core, fast_hash, FastMatch(match))) {
+      (ArgTraits<std::decay_t<Args>>::leaves(args, leaves), ...);
+      return cf;  // only the general path sees Variables (no Variable takes the fast path)
+    }
+  }
+  ArgContext ctx;
+  std::shared_ptr<ConcreteImpl> cf = resolve(ctx, fast ? &fast_hash : nullptr);
+  leaves = std::move(ctx.leaves);
+  variables = std::move(ctx.variables);
+  return cf;
+}
+
 }  // namespace detail
 
 template <class F>
@@ -145,25 +176,12 @@ class PolymorphicFunction {
                         "eagerly; TensorSpecs only describe inputs for get_concrete_function. "
                         "Call it with tensors");
     }
-    // Cached calls: hash the arguments' types and confirm the match without allocating.
-    std::size_t fast_hash = 0x7467;
-    const bool fast = (detail::ArgTraits<std::decay_t<Args>>::fast_hash(args, fast_hash) && ...);
-    std::shared_ptr<detail::ConcreteImpl> cf;
     std::vector<Tensor> leaves;
-    std::vector<Variable> variables;  // only the general path sees Variables (no fast path)
-    if (fast) {
-      auto match = [&](const std::vector<TraceTypePtr>& types) {
-        return fast_equal_all(types, std::index_sequence_for<Args...>{}, args...);
-      };
-      cf = detail::fast_lookup(*core_, fast_hash, detail::FastMatch(match));
-      if (cf) (detail::ArgTraits<std::decay_t<Args>>::leaves(args, leaves), ...);
-    }
-    if (!cf) {
-      detail::ArgContext ctx;
-      cf = concrete_for(ctx, fast ? &fast_hash : nullptr, args...);
-      leaves = std::move(ctx.leaves);
-      variables = std::move(ctx.variables);
-    }
+    std::vector<Variable> variables;
+    const std::shared_ptr<detail::ConcreteImpl> cf = detail::resolve_call(
+        *core_, leaves, variables,
+        [&](detail::ArgContext& ctx, const std::size_t* fast_hash) { return concrete_for(ctx, fast_hash, args...); },
+        args...);
     std::vector<Tensor> out = detail::run(*core_, *cf, leaves, variables);
     if constexpr (std::is_void_v<R>) {
       return;
@@ -205,13 +223,6 @@ class PolymorphicFunction {
   std::string retracing_report() const { return detail::retracing_report(*core_); }
 
  private:
-  template <std::size_t... I, class... Args>
-  static bool fast_equal_all(const std::vector<TraceTypePtr>& types, std::index_sequence<I...>,
-                             const Args&... args) {
-    return types.size() == sizeof...(Args) &&
-           (detail::ArgTraits<std::decay_t<Args>>::fast_equal(args, *types[I]) && ...);
-  }
-
   template <class... Args>
   std::shared_ptr<detail::ConcreteImpl> concrete_for(detail::ArgContext& ctx, const std::size_t* fast_hash,
                                                      const Args&... args) {

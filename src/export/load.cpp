@@ -542,13 +542,14 @@ std::shared_ptr<LoadedState> read_function(const uint8_t* data, std::size_t size
 
 const FunctionCore& loaded_core(const LoadedState& state) { return *state.core; }
 
-Outputs call_loaded(const LoadedState& state, std::vector<TraceTypePtr> types, ArgContext& ctx) {
+std::shared_ptr<ConcreteImpl> find_loaded(const LoadedState& state, std::vector<TraceTypePtr> types,
+                                          const ArgContext& ctx, const std::size_t* fast_hash) {
   const FunctionCore& core = *state.core;
   if (ctx.has_specs)
     throw TypeError(str_cat("loaded function '", core.name(), "' was called with a TensorSpec; a loaded function "
                             "runs its saved concrete functions on values: call it with tensors"));
   reject_leaked_tensors(core, ctx.leaves);
-  std::shared_ptr<ConcreteImpl> cf = core.find(types);
+  std::shared_ptr<ConcreteImpl> cf = core.find(types, fast_hash);  // a copy: the message below names them
   if (!cf) {
     std::string call = "(";
     for (std::size_t i = 0; i < types.size(); ++i) call += (i ? ", " : "") + types[i]->to_string();
@@ -564,8 +565,13 @@ Outputs call_loaded(const LoadedState& state, std::vector<TraceTypePtr> types, A
         "\nCall it with arguments of one of these types, or save the function after tracing it for this input "
         "type (call it once with such arguments, or give it an input_signature with None dims)."));
   }
-  std::vector<Tensor> out = core.run(*cf, ctx.leaves, ctx.variables);
-  return Outputs(std::move(out), cf->skeleton.has_value() && cf->skeleton.type() == typeid(Tensor));
+  return cf;
+}
+
+Outputs run_loaded(const LoadedState& state, const ConcreteImpl& cf, const std::vector<Tensor>& leaves,
+                   const std::vector<Variable>& variables) {
+  std::vector<Tensor> out = state.core->run(cf, leaves, variables);
+  return Outputs(std::move(out), cf.skeleton.has_value() && cf.skeleton.type() == typeid(Tensor));
 }
 
 }  // namespace detail
@@ -587,7 +593,8 @@ Outputs LoadedFunction::call(const std::vector<Tensor>& positional) const {
   detail::ArgContext ctx;
   std::vector<TraceTypePtr> types;
   for (const Tensor& t : positional) types.push_back(detail::ArgTraits<Tensor>::trace_type(t, ctx));
-  return detail::call_loaded(*state_, std::move(types), ctx);
+  const auto cf = detail::find_loaded(*state_, std::move(types), ctx, nullptr);
+  return detail::run_loaded(*state_, *cf, ctx.leaves, ctx.variables);
 }
 
 const std::string& LoadedFunction::name() const { return state_->core->name(); }

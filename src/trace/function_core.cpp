@@ -539,13 +539,8 @@ std::shared_ptr<ConcreteImpl> FunctionCore::fast_lookup(std::size_t fast_hash, F
 
 std::shared_ptr<ConcreteImpl> FunctionCore::dispatch_or_trace(std::vector<TraceTypePtr> arg_types,
                                                               TraceBody body, const std::size_t* fast_hash) {
-  State& s = *state_;
   auto cf = dispatch_or_trace_impl(arg_types, body);
-  if (fast_hash) {
-    std::unique_lock lock(s.mu);
-    if (s.fast.size() >= State::kMaxFastEntries) s.fast.clear();
-    s.fast.emplace(*fast_hash, State::FastEntry{std::move(arg_types), cf});
-  }
+  if (fast_hash) remember_fast(*fast_hash, std::move(arg_types), cf);
   return cf;
 }
 
@@ -666,8 +661,20 @@ void FunctionCore::adopt(std::shared_ptr<ConcreteImpl> cf) {
   s.tracing_count.fetch_add(1);
 }
 
-std::shared_ptr<ConcreteImpl> FunctionCore::find(const std::vector<TraceTypePtr>& arg_types) const {
-  return state_->lookup(arg_types, hash_types(arg_types));
+std::shared_ptr<ConcreteImpl> FunctionCore::find(std::vector<TraceTypePtr> arg_types, const std::size_t* fast_hash) const {
+  State& s = *state_;
+  s.diag->on_call();
+  std::shared_ptr<ConcreteImpl> cf = s.lookup(arg_types, hash_types(arg_types));
+  if (cf && fast_hash) remember_fast(*fast_hash, std::move(arg_types), cf);
+  return cf;
+}
+
+void FunctionCore::remember_fast(std::size_t fast_hash, std::vector<TraceTypePtr> call_types,
+                                 std::shared_ptr<ConcreteImpl> cf) const {
+  State& s = *state_;
+  std::unique_lock lock(s.mu);
+  if (s.fast.size() >= State::kMaxFastEntries) s.fast.clear();
+  s.fast.emplace(fast_hash, State::FastEntry{std::move(call_types), std::move(cf)});
 }
 
 std::shared_ptr<ConcreteImpl> make_concrete(ConcreteParts parts) {

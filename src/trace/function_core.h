@@ -33,7 +33,8 @@ class FunctionCore {
   void adopt(std::shared_ptr<ConcreteImpl> cf);
   /// The concrete function a call of these argument types dispatches to - the exact one, else
   /// the most specific one the call is a subtype of - without ever tracing: nullptr if none.
-  std::shared_ptr<ConcreteImpl> find(const std::vector<TraceTypePtr>& arg_types) const;
+  /// With a fast hash, a match is remembered for fast_lookup (as dispatch_or_trace does).
+  std::shared_ptr<ConcreteImpl> find(std::vector<TraceTypePtr> arg_types, const std::size_t* fast_hash = nullptr) const;
   std::vector<Tensor> run(const ConcreteImpl& cf, const std::vector<Tensor>& leaves,
                           const std::vector<Variable>& variables) const;
   int64_t tracing_count() const;
@@ -44,6 +45,8 @@ class FunctionCore {
   const Diagnostics& diagnostics() const;
 
  private:
+  // Records that calls of exactly `call_types` (hashed to fast_hash) go to `cf`.
+  void remember_fast(std::size_t fast_hash, std::vector<TraceTypePtr> call_types, std::shared_ptr<ConcreteImpl> cf) const;
   std::shared_ptr<ConcreteImpl> dispatch_or_trace_impl(const std::vector<TraceTypePtr>& arg_types,
                                                        TraceBody body);
   struct State;

@@ -2,6 +2,11 @@
 #include <cstdlib>
 #include <new>
 
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "export/loaded.h"
 #include "support/allocation_counter.h"
 #include "trace/function_core.h"
 #include "support/test_util.h"
@@ -9,8 +14,9 @@
 namespace tg {
 namespace {
 
-template <class F, class... Args>
-std::shared_ptr<detail::ConcreteImpl> fast_dispatch(F& f, long* allocations, const Args&... args) {
+template <class... Args>
+std::shared_ptr<detail::ConcreteImpl> fast_dispatch_core(const detail::FunctionCore& core, long* allocations,
+                                                        const Args&... args) {
   testing::CountAllocations counter;
   std::size_t h = 0x7467;
   const bool ok = (detail::ArgTraits<Args>::fast_hash(args, h) && ...);
@@ -18,9 +24,14 @@ std::shared_ptr<detail::ConcreteImpl> fast_dispatch(F& f, long* allocations, con
     std::size_t i = 0;
     return types.size() == sizeof...(Args) && (detail::ArgTraits<Args>::fast_equal(args, *types[i++]) && ...);
   };
-  auto cf = ok ? detail::fast_lookup(detail::FunctionAccess::core(f), h, detail::FastMatch(match)) : nullptr;
+  auto cf = ok ? detail::fast_lookup(core, h, detail::FastMatch(match)) : nullptr;
   *allocations = counter.count();
   return cf;
+}
+
+template <class F, class... Args>
+std::shared_ptr<detail::ConcreteImpl> fast_dispatch(F& f, long* allocations, const Args&... args) {
+  return fast_dispatch_core(detail::FunctionAccess::core(f), allocations, args...);
 }
 
 TEST(FastPath, CachedDispatchDoesNotAllocate) {
@@ -38,6 +49,23 @@ TEST(FastPath, CachedDispatchDoesNotAllocate) {
   EXPECT_EQ(fast_dispatch(add, &allocations, a, ones({2}), 2, more), nullptr) << "another shape too";
   EXPECT_EQ(add(a, b, 2, more).item<float>(), 8.0f);
   EXPECT_EQ(add.tracing_count(), 1);
+}
+
+TEST(FastPath, ALoadedFunctionTakesTheSameCachedPath) {
+  auto add = function([](const Tensor& a, const Tensor& b, int k) { return a + b * k; }, {.name = "add"});
+  Tensor a = constant(1.0f), b = constant(2.0f);
+  add(a, b, 2);
+  const std::string path = ::testing::TempDir() + "fast_" + std::to_string(::getpid()) + ".tgx";
+  save(path, add);
+  LoadedFunction loaded = load(path);
+  std::remove(path.c_str());
+  const detail::FunctionCore& core = detail::loaded_core(*detail::LoadedAccess::state(loaded));
+  long allocations = -1;
+  EXPECT_EQ(fast_dispatch_core(core, &allocations, a, b, 2), nullptr) << "not called yet";
+  EXPECT_EQ(Tensor(loaded(a, b, 2)).item<float>(), 5.0f);  // finds the saved trace, records the fast entry
+  ASSERT_NE(fast_dispatch_core(core, &allocations, a, b, 2), nullptr);
+  EXPECT_EQ(allocations, 0) << "dispatching a cached call of a loaded function must not allocate";
+  EXPECT_EQ(fast_dispatch_core(core, &allocations, a, b, 3), nullptr) << "another literal is another type";
 }
 
 TEST(FastPath, EvictionInvalidatesCachedCalls) {
