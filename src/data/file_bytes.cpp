@@ -36,13 +36,23 @@ std::vector<uint8_t> read_file_bytes(const char* op, const std::string& path, co
 }
 
 void write_file_bytes(const char* op, const std::string& path, const std::string& bytes) {
+  write_file(op, path, [&](std::ostream& out) { out.write(bytes.data(), static_cast<std::streamsize>(bytes.size())); });
+}
+
+void write_file(const char* op, const std::string& path, const std::function<void(std::ostream&)>& write) {
   // Written beside the target and renamed over it: a reader never sees half a file, and a file
   // that is memory-mapped (a loaded model saved again to its own path) keeps its old pages.
   const std::string temp = path + ".tmp" + std::to_string(::getpid());
   {
     std::ofstream out(temp, std::ios::binary | std::ios::trunc);
     if (!out) op_error<InvalidArgumentError>(op, "cannot create '", path, "': ", std::strerror(errno));
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    try {
+      write(out);
+    } catch (...) {
+      out.close();
+      std::remove(temp.c_str());
+      throw;
+    }
     out.close();
     if (!out) {
       const int err = errno;

@@ -1,6 +1,8 @@
 // Reading a whole file into memory for the file parsers (IDX, .npy), with the errors they share.
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -12,7 +14,10 @@ namespace tg::detail {
 std::vector<uint8_t> read_file_bytes(const char* op, const std::string& path, const std::string& what,
                                      const std::string& hint);
 
-/// Writes `bytes` to `path` (replacing it); InvalidArgumentError naming `op` when it cannot.
+/// Writes what `write` puts into the stream to `path`, replacing it atomically (a temporary file
+/// beside it, renamed over it); InvalidArgumentError naming `op` when it cannot.
+void write_file(const char* op, const std::string& path, const std::function<void(std::ostream&)>& write);
+/// write_file of a byte string.
 void write_file_bytes(const char* op, const std::string& path, const std::string& bytes);
 
 }  // namespace tg::detail

@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "core/tensor_impl.h"
+#include "data/file_bytes.h"
 
 namespace tg::detail::tgx {
 
@@ -21,9 +22,9 @@ static_assert(std::endian::native == std::endian::little,
 
 namespace {
 
-uint32_t crc_of(const uint8_t* p, std::size_t n) {
-  return static_cast<uint32_t>(crc32_z(crc32_z(0, Z_NULL, 0), p, n));
-}
+// zlib's CRC32 of bytes, starting or continuing from `crc`.
+uint32_t crc_continue(uint32_t crc, const uint8_t* p, std::size_t n) { return static_cast<uint32_t>(crc32_z(crc, p, n)); }
+uint32_t crc_of(const uint8_t* p, std::size_t n) { return crc_continue(0, p, n); }
 
 std::size_t aligned(std::size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
@@ -39,20 +40,29 @@ std::string this_producer() { return std::string("tracegraph ") + TG_VERSION_STR
 
 // ---- writing ---------------------------------------------------------------------------------
 
-std::string write_container(const std::vector<Section>& sections) {
+uint64_t Section::size() const { return tensors ? tensors->data_size() : bytes.size(); }
+
+void Section::write(const ByteSink& out) const {
+  if (tensors) tensors->write_data(out);
+  else out(bytes.data(), bytes.size());
+}
+
+void write_container(const std::vector<Section>& sections, const ByteSink& out) {
   const std::size_t table_offset = kHeaderBytes;
-  std::size_t at = aligned(table_offset + sections.size() * kSectionEntryBytes);
+  uint64_t at = aligned(table_offset + sections.size() * kSectionEntryBytes);
   Writer table;
-  std::vector<std::size_t> offsets;
+  std::vector<uint64_t> offsets;
   for (const Section& s : sections) {
     offsets.push_back(at);
+    uint32_t crc = 0;
+    s.write([&](const void* p, std::size_t n) { crc = crc_continue(crc, static_cast<const uint8_t*>(p), n); });
     table.u32(s.tag);
     table.u32(kRequired);
     table.u64(at);
-    table.u64(s.bytes.size());
-    table.u32(crc_of(reinterpret_cast<const uint8_t*>(s.bytes.data()), s.bytes.size()));
+    table.u64(s.size());
+    table.u32(crc);
     table.u32(0);
-    at = aligned(at + s.bytes.size());
+    at = aligned(at + s.size());
   }
   Writer header;
   header.raw(kMagic, sizeof kMagic);
@@ -64,49 +74,80 @@ std::string write_container(const std::vector<Section>& sections) {
   header.u32(crc_of(reinterpret_cast<const uint8_t*>(table.bytes.data()), table.bytes.size()));
   header.u32(crc_of(reinterpret_cast<const uint8_t*>(header.bytes.data()), header.bytes.size()));
   header.pad_to(kHeaderBytes);
-  std::string file = std::move(header.bytes);
-  file += table.bytes;
+  static const char kZeros[kAlign] = {};
+  uint64_t written = 0;
+  auto emit = [&](const void* p, std::size_t n) {
+    out(p, n);
+    written += n;
+  };
+  auto pad_to = [&](uint64_t offset) {
+    while (written < offset) emit(kZeros, static_cast<std::size_t>(std::min<uint64_t>(kAlign, offset - written)));
+  };
+  emit(header.bytes.data(), header.bytes.size());
+  emit(table.bytes.data(), table.bytes.size());
   for (std::size_t i = 0; i < sections.size(); ++i) {
-    file.resize(offsets[i], '\0');
-    file += sections[i].bytes;
+    pad_to(offsets[i]);
+    sections[i].write(emit);
   }
-  file.resize(at, '\0');
+  pad_to(at);
+}
+
+std::string container_bytes(const std::vector<Section>& sections) {
+  std::string file;
+  write_container(sections, [&](const void* p, std::size_t n) { file.append(static_cast<const char*>(p), n); });
   return file;
+}
+
+void write_container_file(const char* op, const std::string& path, const std::vector<Section>& sections) {
+  write_file(op, path, [&](std::ostream& out) {
+    write_container(sections, [&](const void* p, std::size_t n) { out.write(static_cast<const char*>(p), static_cast<std::streamsize>(n)); });
+  });
 }
 
 uint32_t TensorStore::add(const Tensor& t) {
   TG_CHECK(t.defined() && !t.is_symbolic(), "only eager tensors are stored");
   const void* key = t.impl().get();
   if (auto it = index_.find(key); it != index_.end()) return it->second;
-  const auto index = static_cast<uint32_t>(tensors_.size());
-  data_.resize(aligned(data_.size()), '\0');
-  offsets_.push_back(data_.size());
+  const auto index = static_cast<uint32_t>(stored_.size());
+  Stored s{t, aligned(end_), 0, {}};
   const int64_t n = static_shape(t).num_elements();
   if (t.dtype() == DType::String) {
     Writer w;
-    const std::string* s = data_of<std::string>(t);
+    const std::string* str = data_of<std::string>(t);
     for (int64_t i = 0; i < n; ++i) {
-      w.u64(s[i].size());
-      w.raw(s[i].data(), s[i].size());
+      w.u64(str[i].size());
+      w.raw(str[i].data(), str[i].size());
     }
-    data_ += w.bytes;
+    s.encoded = std::move(w.bytes);
+    s.size = s.encoded.size();
   } else {
-    data_.append(data_of<char>(t), static_cast<std::size_t>(n) * dtype_size(t.dtype()));
+    s.size = static_cast<uint64_t>(n) * dtype_size(t.dtype());
   }
-  sizes_.push_back(data_.size() - offsets_.back());
-  tensors_.push_back(t);
+  end_ = s.offset + s.size;
+  stored_.push_back(std::move(s));
   index_.emplace(key, index);
   return index;
 }
 
+void TensorStore::write_data(const ByteSink& out) const {
+  static const char kZeros[kAlign] = {};
+  uint64_t at = 0;
+  for (const Stored& s : stored_) {
+    if (s.offset > at) out(kZeros, static_cast<std::size_t>(s.offset - at));
+    if (s.tensor.dtype() == DType::String) out(s.encoded.data(), s.encoded.size());
+    else if (s.size) out(data_of<char>(s.tensor), static_cast<std::size_t>(s.size));
+    at = s.offset + s.size;
+  }
+}
+
 Section TensorStore::table() const {
   Writer w;
-  w.count(tensors_.size());
-  for (std::size_t i = 0; i < tensors_.size(); ++i) {
-    w.dtype(tensors_[i].dtype());
-    w.shape(static_shape(tensors_[i]));
-    w.u64(offsets_[i]);
-    w.u64(sizes_[i]);
+  w.count(stored_.size());
+  for (const Stored& s : stored_) {
+    w.dtype(s.tensor.dtype());
+    w.shape(static_shape(s.tensor));
+    w.u64(s.offset);
+    w.u64(s.size);
   }
   return {kTensors, std::move(w.bytes)};
 }

@@ -3,6 +3,7 @@
 // (docs/export.md). Function files and checkpoints differ only in their manifest.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -15,27 +16,49 @@
 
 namespace tg::detail::tgx {
 
+/// Where the bytes of a file go, in order (a file stream, or a string).
+using ByteSink = std::function<void(const void* data, std::size_t n)>;
+
+class TensorStore;
+
+/// One section: its bytes, or - for DATA - the stored tensors, streamed from their own memory
+/// so that saving a large model copies none of it.
 struct Section {
   uint32_t tag;
   std::string bytes;
+  const TensorStore* tensors = nullptr;
+  uint64_t size() const;
+  void write(const ByteSink& out) const;
 };
 
 /// The file: header, section table, then each section at a 64-byte boundary.
-std::string write_container(const std::vector<Section>& sections);
+void write_container(const std::vector<Section>& sections, const ByteSink& out);
+/// The same in memory (tests, the fuzz seeds).
+std::string container_bytes(const std::vector<Section>& sections);
+/// The same to a file, replaced atomically; `op` names the API in errors.
+void write_container_file(const char* op, const std::string& path, const std::vector<Section>& sections);
 
 /// Eager tensors written once each (a tensor shared by two constants is stored once): the
-/// TNSR table and the DATA bytes.
+/// TNSR table, and the DATA section, which refers to the tensors (keep the store alive while it
+/// is written).
 class TensorStore {
  public:
   uint32_t add(const Tensor& t);
   Section table() const;
-  Section data() const { return {kData, data_}; }
+  Section data() const { return {kData, {}, this}; }
+  uint64_t data_size() const { return end_; }
+  /// The DATA section's bytes in order, padding included.
+  void write_data(const ByteSink& out) const;
 
  private:
-  std::vector<Tensor> tensors_;
-  std::vector<uint64_t> offsets_, sizes_;
+  struct Stored {
+    Tensor tensor;
+    uint64_t offset, size;  // in DATA
+    std::string encoded;    // a string tensor's bytes (numeric tensors are written from their memory)
+  };
+  std::vector<Stored> stored_;
+  uint64_t end_ = 0;
   std::unordered_map<const void*, uint32_t> index_;
-  std::string data_;
 };
 
 /// One Variable's manifest entry: name, dtype, shape, and its value's tensor (when it has one).

@@ -21,8 +21,9 @@ struct LoadedAccess {
 };
 
 namespace tgx {
-/// The .tgx image of these concrete functions of `core` (tg::save writes it to a file).
-std::string encode_function(const FunctionCore& core, const std::vector<std::shared_ptr<ConcreteImpl>>& concretes);
+/// Writes these concrete functions of `core` to a .tgx file at `path` (tg::save).
+void write_function(const FunctionCore& core, const std::vector<std::shared_ptr<ConcreteImpl>>& concretes,
+                    const std::string& path);
 /// Reads and validates a function file image; `owner` keeps `data` alive for the tensors that
 /// use it in place.
 std::shared_ptr<LoadedState> read_function(const uint8_t* data, std::size_t size, std::shared_ptr<const void> owner,

@@ -4,7 +4,6 @@
 #include <type_traits>
 #include <unordered_map>
 
-#include "data/file_bytes.h"
 #include "export/container.h"
 #include "export/loaded.h"
 #include "ops/fused.h"
@@ -282,7 +281,8 @@ class FunctionWriter {
 
 }  // namespace
 
-std::string encode_function(const FunctionCore& core, const std::vector<std::shared_ptr<ConcreteImpl>>& concretes) {
+void write_function(const FunctionCore& core, const std::vector<std::shared_ptr<ConcreteImpl>>& concretes,
+                    const std::string& path) {
   if (concretes.empty())
     throw ValueError(str_cat("[tg::save] function '", core.name(), "' has no concrete functions to save: it was never "
                              "traced. Call it (or get_concrete_function with TensorSpecs) for each input type it must "
@@ -290,7 +290,7 @@ std::string encode_function(const FunctionCore& core, const std::vector<std::sha
   FunctionWriter writer(core.name());
   writer.number_variables(concretes);
   for (const auto& cf : concretes) writer.add(*cf);
-  return write_container(writer.sections(core));
+  write_container_file("tg::save", path, writer.sections(core));
 }
 
 }  // namespace tgx
@@ -309,7 +309,7 @@ void save_function(const std::string& path, const FunctionCore& core, const std:
       concretes.push_back(impl);
     }
   }
-  write_file_bytes("tg::save", path, tgx::encode_function(core, concretes));
+  tgx::write_function(core, concretes, path);
 }
 
 }  // namespace detail
@@ -337,8 +337,8 @@ void save_variables(const std::string& path, const std::vector<Variable>& variab
   m.count(variables.size());
   detail::tgx::TensorStore tensors;
   for (const Variable& v : variables) detail::tgx::write_variable(m, tensors, *v.state());
-  detail::write_file_bytes("tg::save_variables", path,
-                           detail::tgx::write_container({{detail::tgx::kManifest, std::move(m.bytes)}, tensors.table(), tensors.data()}));
+  detail::tgx::write_container_file("tg::save_variables", path,
+                                    {{detail::tgx::kManifest, std::move(m.bytes)}, tensors.table(), tensors.data()});
 }
 
 }  // namespace tg

@@ -130,7 +130,7 @@ std::string file_of(const Parts& p) {
   tensors.add(constant({10.0f, 20.0f}));
   std::vector<tgx::Section> sections{{tgx::kManifest, m.bytes}, {tgx::kGraphs, g.bytes}, tensors.table(), tensors.data()};
   for (const auto& s : p.extra) sections.push_back(s);
-  return tgx::write_container(sections);
+  return tgx::container_bytes(sections);
 }
 
 // Loads `bytes`, expecting a FormatError in `section` whose message has every fragment.
