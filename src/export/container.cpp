@@ -4,7 +4,6 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <bit>
@@ -12,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/crc32.h"
 #include "core/tensor_impl.h"
 #include "data/file_bytes.h"
 
@@ -22,8 +22,8 @@ static_assert(std::endian::native == std::endian::little,
 
 namespace {
 
-// zlib's CRC32 of bytes, starting or continuing from `crc`.
-uint32_t crc_continue(uint32_t crc, const uint8_t* p, std::size_t n) { return static_cast<uint32_t>(crc32_z(crc, p, n)); }
+// The CRC32 of bytes (zlib's, at memory speed: src/core/crc32.h), starting or continuing from `crc`.
+uint32_t crc_continue(uint32_t crc, const uint8_t* p, std::size_t n) { return tg::detail::crc32(crc, p, n); }
 uint32_t crc_of(const uint8_t* p, std::size_t n) { return crc_continue(0, p, n); }
 
 std::size_t aligned(std::size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
