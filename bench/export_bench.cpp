@@ -185,9 +185,8 @@ struct TouchedMapping {
 
 // n float32 zeros in a read-only mapping of a sparse temporary file (unlinked at once). The
 // model's Variable holds them: reading them fills clean page-cache pages, which the kernel may
-// drop, where a buffer of zeros would be a fourth copy of the data in anonymous memory beside
-// tg::save's three (on this VM's kernel even untouched anonymous memory gets real pages when
-// read).
+// drop, where a buffer of zeros would be anonymous memory (on this VM's kernel even untouched
+// anonymous memory gets real pages when read).
 Tensor file_backed_zeros(int64_t n) {
   const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(float);
   const std::string path = temp_path("zeros");
@@ -245,10 +244,9 @@ class ModelFile {
         throw std::runtime_error("skipped: " + gib_str(double(free_bytes)) + " free in " + temp_dir() + ", the " +
                                  gib_str(double(bytes)) + " model file needs more (TG_BENCH_LOAD_GIB)");
     }
-    // Memory: tg::save holds three copies of the data while it encodes the file (its tensor
-    // store, the data section, the file image; docs/BENCHMARKS.md); the Variable's are
-    // page-cache pages.
-    const uint64_t need = 3 * bytes + (uint64_t{256} << 20), avail = mem_available();
+    // Memory: the Variable's zeros and the written file, both page-cache pages (tg::save
+    // streams the data from the Variable into the file without copying it).
+    const uint64_t need = 2 * bytes + (uint64_t{256} << 20), avail = mem_available();
     if (avail != 0 && avail < need)
       throw std::runtime_error("skipped: " + gib_str(double(avail)) + " of memory available, saving the " +
                                gib_str(double(bytes)) + " model needs about " + gib_str(double(need)) +
