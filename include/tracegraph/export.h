@@ -44,6 +44,14 @@ class Outputs {
   bool single_ = false;
 };
 
+/// The Variables one concrete function of a loaded function reads and writes, each once in order
+/// of first use (read_value reads; assign writes; assign_add and assign_sub do both): positions
+/// in LoadedFunction::variables(), and alias ids of its Variable arguments.
+struct VariableUse {
+  std::vector<std::size_t> reads, writes;
+  std::vector<std::size_t> argument_reads, argument_writes;
+};
+
 namespace detail {
 class FunctionCore;
 struct LoadedState;
@@ -89,6 +97,8 @@ class LoadedFunction {
   /// assignable; a loaded train_step keeps training them).
   std::vector<Variable> variables() const;
   std::vector<ConcreteFunction> concrete_functions() const;
+  /// What each concrete function (in concrete_functions() order) reads and writes.
+  const std::vector<VariableUse>& variable_uses() const;
   /// The tracegraph version that wrote the file ("tracegraph 0.1.0").
   const std::string& producer() const;
 

@@ -108,6 +108,7 @@ class FunctionReader {
     g.expect_end();
     state->core = std::make_shared<FunctionCore>(options, "");
     for (auto& cf : concretes) state->core->adopt(std::move(cf));
+    state->uses = uses_;
     return state;
   }
 
@@ -144,6 +145,10 @@ class FunctionReader {
       p->owns_state_of_first_binding = m.boolean("a Variable parameter's state flag");
       parts.variable_parameters.push_back(std::move(p));
     }
+    const std::size_t uses_at = m.offset();
+    VariableUse declared;
+    read_uses(m, parts.variable_parameters.size(), declared.reads, declared.argument_reads);
+    read_uses(m, parts.variable_parameters.size(), declared.writes, declared.argument_writes);
     const std::size_t kind_at = m.offset();
     const uint8_t kind = m.u8();
     if (kind > static_cast<uint8_t>(OutputKind::kFlat)) m.fail_at(kind_at, str_cat("output kind ", int(kind), " is not 0, 1 or 2"));
@@ -152,6 +157,16 @@ class FunctionReader {
     const std::size_t graph_at = g.offset();
     parts.graph = read_graph(g, 0);
     check_signature(m, type_at, parts, graph_at, g);
+    // The Variables the manifest says the graph reads and writes are the ones it does.
+    const VariableUses uses = variable_uses(*parts.graph);
+    VariableUse actual;
+    to_indices(uses.reads, parts.variable_parameters, actual.reads, actual.argument_reads);
+    to_indices(uses.writes, parts.variable_parameters, actual.writes, actual.argument_writes);
+    if (actual.reads != declared.reads || actual.writes != declared.writes ||
+        actual.argument_reads != declared.argument_reads || actual.argument_writes != declared.argument_writes)
+      m.fail_at(uses_at, str_cat("concrete function ", index, "'s list of the Variables it reads and writes is not what its "
+                                 "graph reads and writes"));
+    uses_.push_back(std::move(actual));
     const std::size_t outputs = parts.graph->outputs.size();
     if ((kind == static_cast<uint8_t>(OutputKind::kNone) && outputs != 0) ||
         (kind == static_cast<uint8_t>(OutputKind::kTensor) && outputs != 1))
@@ -198,6 +213,32 @@ class FunctionReader {
       g.fail_at(graph_at, str_cat("the graph has ", graph.placeholders.size(), " inputs but its FunctionType ", tensor, " tensors"));
     for (std::size_t a = 0; a < alias_seen.size(); ++a)
       if (!alias_seen[a]) m.fail_at(at, str_cat("Variable parameter ", a, " has no argument of the FunctionType"));
+  }
+
+  // A list of Variable references (kind, index): file Variables into `vars`, parameters into `params`.
+  void read_uses(Reader& m, std::size_t parameters, std::vector<std::size_t>& vars, std::vector<std::size_t>& params) {
+    const std::size_t n = m.count("a Variable use list", 5);
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::size_t at = m.offset();
+      const uint8_t kind = m.u8();
+      const uint32_t index = m.u32();
+      const std::size_t limit = kind == static_cast<uint8_t>(VariableRef::kParameter) ? parameters : variables_.size();
+      if (kind > static_cast<uint8_t>(VariableRef::kParameter) || index >= limit)
+        m.fail_at(at, str_cat("a Variable use names ", kind == 1 ? "Variable parameter " : "Variable ", index, " of ", limit));
+      (kind == 1 ? params : vars).push_back(index);
+    }
+  }
+
+  // The positions of `used` among the file's Variables and the concrete function's parameters.
+  void to_indices(const std::vector<std::shared_ptr<VariableState>>& used,
+                  const std::vector<std::shared_ptr<VariableState>>& parameters, std::vector<std::size_t>& vars,
+                  std::vector<std::size_t>& params) const {
+    for (const auto& v : used) {
+      const auto& list = v->parameter ? parameters : variables_;
+      const auto it = std::find(list.begin(), list.end(), v);
+      TG_CHECK(it != list.end(), "a graph read from the file names a Variable the file does not list");
+      (v->parameter ? params : vars).push_back(static_cast<std::size_t>(it - list.begin()));
+    }
   }
 
   LiteralValue read_literal(Reader& r) {
@@ -526,6 +567,7 @@ class FunctionReader {
 
   const Container& c_;
   std::vector<std::shared_ptr<VariableState>> variables_;
+  std::vector<VariableUse> uses_;  // per concrete function, in file order
   const std::vector<std::shared_ptr<VariableState>>* params_ = nullptr;
   std::size_t nodes_ = 0;
 };
@@ -607,6 +649,8 @@ std::vector<std::string> LoadedFunction::signatures() const {
     out.push_back(cf->input_type.to_string() + " -> " + cf->output_description);
   return out;
 }
+
+const std::vector<VariableUse>& LoadedFunction::variable_uses() const { return state_->uses; }
 
 std::vector<ConcreteFunction> LoadedFunction::concrete_functions() const {
   std::vector<ConcreteFunction> out;

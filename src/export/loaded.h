@@ -13,6 +13,7 @@ namespace tg::detail {
 struct LoadedState {
   std::shared_ptr<FunctionCore> core;
   std::vector<Variable> variables;
+  std::vector<VariableUse> uses;  // per concrete function, in file order
   std::string producer;
 };
 

@@ -14,17 +14,6 @@ namespace detail {
 namespace tgx {
 namespace {
 
-// Every Variable (not parameter) the graph's Variable ops name, sub-graphs included, once each.
-void collect_variables(const GraphIR& g, std::vector<std::shared_ptr<VariableState>>& found) {
-  for (const GraphNode& n : g.nodes) {
-    if (n.kind != NodeKind::kOp) continue;
-    if (const VariableAttrs* v = n.attrs.get_if<VariableAttrs>())
-      if (v->variable && !v->variable->parameter && std::find(found.begin(), found.end(), v->variable) == found.end())
-        found.push_back(v->variable);
-    for (const NamedSubgraph& s : subgraphs_of(n)) collect_variables(*s.graph, found);
-  }
-}
-
 class FunctionWriter {
  public:
   explicit FunctionWriter(const std::string& function) : function_(function) {}
@@ -33,7 +22,12 @@ class FunctionWriter {
   /// LoadedFunction::variables() expects), before any graph is written.
   void number_variables(const std::vector<std::shared_ptr<ConcreteImpl>>& concretes) {
     std::vector<std::shared_ptr<VariableState>> found;
-    for (const auto& cf : concretes) collect_variables(cf->unoptimized_ir ? *cf->unoptimized_ir : *cf->ir, found);
+    for (const auto& cf : concretes) {
+      const VariableUses uses = variable_uses(cf->unoptimized_ir ? *cf->unoptimized_ir : *cf->ir);
+      for (const auto* list : {&uses.reads, &uses.writes})
+        for (const auto& v : *list)
+          if (!v->parameter && std::find(found.begin(), found.end(), v) == found.end()) found.push_back(v);
+    }
     std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a->id < b->id; });
     for (auto& v : found) {
       variable_index_.emplace(v.get(), static_cast<uint32_t>(variables_.size()));
@@ -66,6 +60,12 @@ class FunctionWriter {
       w.dtype(p->dtype);
       w.shape(p->shape);
       w.u8(p->owns_state_of_first_binding ? 1 : 0);
+    }
+    // What the graph reads and writes (the loader checks it against the graph).
+    const VariableUses uses = variable_uses(traced);
+    for (const auto* list : {&uses.reads, &uses.writes}) {
+      w.count(list->size());
+      for (const auto& v : *list) write_variable_ref(w, v);
     }
     const std::any& skeleton = cf.skeleton;
     w.u8(static_cast<uint8_t>(!skeleton.has_value()              ? OutputKind::kNone

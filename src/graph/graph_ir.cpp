@@ -1,5 +1,6 @@
 #include "graph/graph_ir.h"
 
+#include <algorithm>
 #include <atomic>
 
 #include <optional>
@@ -46,6 +47,30 @@ std::shared_ptr<const GraphIR> with_variables_bound(const std::shared_ptr<const 
   }
   if (!copy) return g;
   return copy;
+}
+
+namespace {
+void add_uses(const GraphIR& g, VariableUses& uses) {
+  auto note = [](std::vector<std::shared_ptr<VariableState>>& list, const std::shared_ptr<VariableState>& v) {
+    if (std::find(list.begin(), list.end(), v) == list.end()) list.push_back(v);
+  };
+  for (const GraphNode& n : g.nodes) {
+    if (n.kind != NodeKind::kOp) continue;
+    if (const VariableAttrs* a = n.attrs.get_if<VariableAttrs>(); a && a->variable) {
+      const bool reads = n.op == OpId::ReadVariable || n.op == OpId::AssignAddVariable || n.op == OpId::AssignSubVariable;
+      const bool writes = n.op != OpId::ReadVariable;
+      if (reads) note(uses.reads, a->variable);
+      if (writes) note(uses.writes, a->variable);
+    }
+    for (const NamedSubgraph& s : subgraphs_of(n)) add_uses(*s.graph, uses);
+  }
+}
+}  // namespace
+
+VariableUses variable_uses(const GraphIR& g) {
+  VariableUses uses;
+  add_uses(g, uses);
+  return uses;
 }
 
 uint64_t new_graph_id() {

@@ -90,6 +90,14 @@ inline const std::vector<NamedSubgraph>& subgraphs_of(const GraphNode& node) { r
 /// while loop's WhileOptions::name).
 std::string node_base_name(OpId op, const OpAttrs& attrs);
 
+/// The Variables (and Variable parameters) a graph's ops read and write, sub-graphs included,
+/// each once, in order of first use: read_variable reads; assign, initialize_variable write;
+/// assign_add and assign_sub do both.
+struct VariableUses {
+  std::vector<std::shared_ptr<VariableState>> reads, writes;
+};
+VariableUses variable_uses(const GraphIR& g);
+
 /// `g` with every Variable op (in its sub-graphs too) that names a parameter of `bindings`
 /// naming the bound Variable instead: how a traced function with Variable arguments is inlined
 /// into another trace. `g` itself when nothing is bound; otherwise copies, sharing the rest.

@@ -140,6 +140,10 @@ TEST(Export, VariableArgumentsBindToTheCallersVariables) {
   save(file.path, step);
   LoadedFunction loaded = load(file.path);
   EXPECT_TRUE(loaded.variables().empty());  // a parameter is not a Variable of the file
+  ASSERT_EQ(loaded.variable_uses().size(), 1u);
+  EXPECT_EQ(loaded.variable_uses()[0].argument_reads, std::vector<std::size_t>{0});  // assign_add reads too
+  EXPECT_EQ(loaded.variable_uses()[0].argument_writes, std::vector<std::size_t>{0});
+  EXPECT_TRUE(loaded.variable_uses()[0].reads.empty());
   Variable mine(constant({10.0f, 20.0f}), "mine");
   EXPECT_TRUE(tensors_near(loaded(mine, constant({1.0f, 1.0f})), constant({22.0f, 42.0f}), 0.0));
   EXPECT_TRUE(tensors_near(mine.read_value(), constant({11.0f, 21.0f}), 0.0));
@@ -184,6 +188,17 @@ TEST(Export, ALoadedTrainStepKeepsTrainingAsTheOriginalWould) {
   ASSERT_TRUE(by_name.count("w") && by_name.count("b"));
   EXPECT_TRUE(tensors_near(by_name.at("w").read_value(), m.w.read_value(), 0.0));
   EXPECT_GT(loaded.variables().size(), 2u);  // Adam's step counter and moments came along
+  // What the step reads and writes: w and b among both (the model is read, then updated).
+  ASSERT_EQ(loaded.variable_uses().size(), 1u);
+  const VariableUse& use = loaded.variable_uses()[0];
+  const auto has = [](const std::vector<std::size_t>& list, const std::string& name, const std::vector<Variable>& vars) {
+    for (std::size_t i : list)
+      if (vars[i].name() == name) return true;
+    return false;
+  };
+  EXPECT_TRUE(has(use.reads, "w", loaded.variables()) && has(use.writes, "w", loaded.variables()));
+  EXPECT_TRUE(has(use.reads, "b", loaded.variables()) && has(use.writes, "b", loaded.variables()));
+  EXPECT_GT(use.writes.size(), 2u);  // and Adam's moments and step counter
   // Training went on: the loss went down.
   EXPECT_LT(Tensor(loaded(x, y)).item<float>(), 0.8f * first_loss);
 }

@@ -105,6 +105,10 @@ struct Parts {
     w.str("x");
     tensor_type(w, float32, kVec2);
   };
+  std::function<void(Writer&)> uses = [](Writer& w) {  // the Variables the graph reads, and writes
+    w.u32(0);
+    w.u32(0);
+  };
   uint32_t concretes = 1;
   std::vector<tgx::Section> extra;
 };
@@ -122,6 +126,7 @@ std::string file_of(const Parts& p) {
   for (uint32_t i = 0; i < p.concretes; ++i) {
     p.signature(m);
     m.u32(0);  // Variable parameters
+    p.uses(m);
     m.u8(static_cast<uint8_t>(tgx::OutputKind::kTensor));
     m.str("TensorSpec(shape=(), dtype=tg.float32, name=None)");
     graph(g, p.nodes, {0}, {4});
@@ -348,6 +353,17 @@ TEST(MalformedFiles, TheSignatureMustFitTheGraph) {
   Parts twice;
   twice.concretes = 2;
   EXPECT_TRUE(refused(file_of(twice), "manifest", {"has the FunctionType", "saved once"}));
+}
+
+TEST(MalformedFiles, TheVariablesReadAndWrittenMustBeTheGraphs) {
+  Parts uses;
+  uses.uses = [](Writer& w) {
+    w.u32(1);  // claims to read Variable parameter 0, which does not exist
+    w.u8(1);
+    w.u32(0);
+    w.u32(0);
+  };
+  EXPECT_TRUE(refused(file_of(uses), "manifest", {"a Variable use names Variable parameter 0 of 0"}));
 }
 
 TEST(MalformedFiles, LimitsAndNestingAreEnforced) {

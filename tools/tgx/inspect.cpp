@@ -164,10 +164,21 @@ void print_text(const std::string& path, uintmax_t bytes, const tg::LoadedFuncti
   const auto sigs = fn.signatures();
   const auto cfs = fn.concrete_functions();
   std::cout << "\nsignatures (" << plural(cfs.size(), "concrete function") << "):\n";
+  const auto& uses = fn.variable_uses();
+  // "w, b, argument 0": Variables by name, Variable arguments by alias id.
+  auto names = [&](const std::vector<std::size_t>& file, const std::vector<std::size_t>& args) {
+    std::string s;
+    for (std::size_t v : file) s += (s.empty() ? "" : ", ") + vars[v].name();
+    for (std::size_t a : args) s += (s.empty() ? "" : ", ") + std::string("argument Variable ") + std::to_string(a);
+    return s.empty() ? std::string("none") : s;
+  };
   for (std::size_t i = 0; i < cfs.size(); ++i) {
     std::cout << "  [" << i << "] " << (i < sigs.size() ? sigs[i] : cfs[i].function_type()) << "\n"
               << "      nodes: " << cfs[i].graph().nodes().size() << " as saved, "
               << cfs[i].optimized_graph().nodes().size() << " optimised\n";
+    if (i < uses.size())
+      std::cout << "      reads: " << names(uses[i].reads, uses[i].argument_reads) << "\n"
+                << "      writes: " << names(uses[i].writes, uses[i].argument_writes) << "\n";
   }
 }
 
