@@ -113,13 +113,6 @@ class FunctionReader {
   }
 
  private:
-  static bool same_types(const std::vector<TraceTypePtr>& a, const std::vector<TraceTypePtr>& b) {
-    if (a.size() != b.size()) return false;
-    for (std::size_t i = 0; i < a.size(); ++i)
-      if (!a[i]->equals(*b[i])) return false;
-    return true;
-  }
-
   ConcreteParts read_concrete(Reader& m, Reader& g, const std::string& name, int64_t index, bool optimize) {
     ConcreteParts parts;
     parts.function_name = name;

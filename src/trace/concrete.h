@@ -24,6 +24,8 @@ struct FunctionTypeKey {
   bool is_subtype_of(const std::vector<TraceTypePtr>& other) const;
 };
 std::size_t hash_types(const std::vector<TraceTypePtr>& types);
+/// Every type equal to the other list's (an exact FunctionType match).
+bool same_types(const std::vector<TraceTypePtr>& a, const std::vector<TraceTypePtr>& b);
 
 class Plan;
 /// What differentiating a concrete function needs (src/autodiff/tape.cpp builds it on the

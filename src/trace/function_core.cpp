@@ -304,12 +304,8 @@ struct FunctionCore::State {
   std::shared_ptr<ConcreteImpl> lookup(const std::vector<TraceTypePtr>& types, std::size_t h) const {
     std::shared_lock lock(mu);
     auto range = exact.equal_range(h);
-    for (auto it = range.first; it != range.second; ++it) {
-      const auto& params = it->second->input_type.params;
-      bool same = params.size() == types.size();
-      for (std::size_t i = 0; same && i < types.size(); ++i) same = params[i]->equals(*types[i]);
-      if (same) return it->second->self.lock();
-    }
+    for (auto it = range.first; it != range.second; ++it)
+      if (same_types(it->second->input_type.params, types)) return it->second->self.lock();
     FunctionTypeKey call{types, {}, h};
     std::shared_ptr<ConcreteImpl> best;
     for (const auto& c : concretes) {
@@ -454,13 +450,14 @@ std::string FunctionCore::retracing_report() const {
   return state_->diag->report_json(tracing_count(), concrete_functions().size());
 }
 
-namespace {
 bool same_types(const std::vector<TraceTypePtr>& a, const std::vector<TraceTypePtr>& b) {
   if (a.size() != b.size()) return false;
   for (std::size_t i = 0; i < a.size(); ++i)
     if (!a[i]->equals(*b[i])) return false;
   return true;
 }
+
+namespace {
 
 // A trace of `core` for these types already in progress on this thread: the body called its
 // own function with the arguments it is being traced for, which would trace forever. Other
