@@ -19,9 +19,10 @@ bool functions_run_eagerly();
 /// stdout. Tests and applications use it to capture output.
 void set_print_sink(void (*sink)(const std::string& line, void* user), void* user = nullptr);
 
-/// Threads of tracegraph's intra-op pool, the calling thread included (large elementwise
-/// kernels split across them). The default is TG_NUM_THREADS when set, else the number of
-/// cores. OpenBLAS's GEMM threads are separate: OpenBLAS reads OPENBLAS_NUM_THREADS itself.
+/// Threads tracegraph computes on, the calling thread included: large elementwise and fused
+/// kernels split across its pool, and OpenBLAS runs tracegraph's matrix products on as many
+/// (the two never run at once). The default is TG_NUM_THREADS when set, else the number of
+/// cores.
 int num_threads();
 /// Resizes the intra-op pool to `n` threads (1: every kernel runs on the calling thread).
 /// Results do not depend on it (chunking is fixed by sizes, partial results combine in order).

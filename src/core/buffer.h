@@ -24,6 +24,8 @@ class Buffer {
   void* data() const { return data_; }
   int64_t count() const { return count_; }
   DType dtype() const { return dtype_; }
+  /// False for wrapped memory (another object's storage, which others may also read).
+  bool owns_memory() const { return !owner_; }
 
  private:
   DType dtype_;

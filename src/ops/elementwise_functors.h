@@ -27,11 +27,16 @@ namespace {
 
 enum DTypeClass : unsigned { kFloat = 1, kInt = 2, kBoolT = 4, kStr = 8, kNum = kFloat | kInt, kAny = 15 };
 
+/// Sixteen float32 lanes as one value (a GCC vector type). The fused kernel's register chains
+/// (fused_micro.inc, AVX-512 build) apply the arithmetic functors below to whole registers, so
+/// the functors are written to work on it too; every rule treats it as float.
+typedef float F32x16 __attribute__((vector_size(64)));
+
 template <class T>
 constexpr unsigned class_of() {
   if constexpr (std::is_same_v<T, bool>) return kBoolT;
   else if constexpr (std::is_same_v<T, std::string>) return kStr;
-  else if constexpr (std::is_floating_point_v<T>) return kFloat;
+  else if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, F32x16>) return kFloat;
   else return kInt;
 }
 
@@ -251,7 +256,7 @@ struct SquareF : Unary<kNum> {
 };
 struct ReluF : Unary<kNum> {
   template <class T>
-  T operator()(T x) const { return x < T(0) ? T(0) : x; }  // NaN passes through, as in TF
+  T operator()(T x) const { return x < T{} ? T{} : x; }  // NaN passes through, as in TF; T{}: 0 in every lane
 };
 #define TG_LIBM_UNARY(Name, expr)              \
   struct Name : LibmUnary {                    \

@@ -1,6 +1,7 @@
 // The fused kernel's table of micro-op loops (see fused_micro.inc), one per ISA build.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "ops/op.h"
 
@@ -17,12 +18,31 @@ struct MicroSet {
   DType out = DType::String;  // String: no loops for this op and dtype
 };
 
+/// One op of a register chain: `op` applied to the previous op's result (or the chain's input),
+/// with `constant` as its first (constant_side 0) or second (1) operand; unary ops have -1.
+struct ChainOp {
+  OpId op = OpId::Identity;
+  int constant_side = -1;
+  float constant = 0.0f;
+  void (*routine)(const float*, float*, int64_t) = nullptr;  // the op's vectorised routine, if it has one
+};
+/// A run of float32 elementwise ops, each reading only the one before it and a constant, applied
+/// to a block of values kept in registers through the whole run (see fused.cpp's planner).
+struct RegisterChain {
+  std::vector<ChainOp> ops;
+};
+/// Whether the register chain loop applies `op` (the arithmetic ops whose functors work on whole
+/// registers, and the float32 ops with a vectorised routine).
+bool chainable_op(OpId op);
+
 struct MicroTable {
   MicroSet ops[kNumOps][6];
   MicroFn cast[6][6] = {};  // [from][to]
   // (x * m + c), then relu when [.][1]: args x (vector), m, c (scalars); [0] float32, [1] float64.
   // The same two roundings as mul then add (no FMA), so results equal the three steps'.
   MicroFn affine[2][2] = {};
+  // A RegisterChain over float32: args x (vector) and the chain itself. AVX-512 builds only.
+  MicroFn chain_f32 = nullptr;
 };
 
 namespace fused_baseline {

@@ -5,4 +5,5 @@
 
 #define TG_FUSED_NS fused_avx512
 #define TG_FUSED_LIBM 0
+#define TG_FUSED_CHAIN 1
 #include "ops/fused_micro.inc"

@@ -5,10 +5,12 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <type_traits>
 
 #include "core/check.h"
+#include "core/thread_pool.h"
 #include "core/tensor_impl.h"
 #include "ops/broadcast.h"
 #include "ops/grad_helpers.h"
@@ -137,9 +139,24 @@ int blas_int(int64_t v) {
   return static_cast<int>(v);
 }
 
+// OpenBLAS keeps its own threads. They follow the pool's size (tg::config::set_num_threads, the
+// core count by default) so that one setting says how many cores tracegraph uses; the two never
+// run at once. Declared weak: with another BLAS behind libblas.so the symbol is absent and that
+// BLAS's own setting stands.
+extern "C" void openblas_set_num_threads(int) __attribute__((weak));
+
+void match_blas_threads() {
+  static std::atomic<int> blas_threads{0};
+  const int want = num_threads();
+  if (blas_threads.load(std::memory_order_relaxed) == want || !openblas_set_num_threads) return;
+  openblas_set_num_threads(want);
+  blas_threads.store(want, std::memory_order_relaxed);
+}
+
 template <class T>
 void gemm_blas(int m, int n, int k, const T* a, int lda, bool ta, const T* b, int ldb, bool tb,
                T* c) {
+  match_blas_threads();
   const CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans;
   const CBLAS_TRANSPOSE opb = tb ? CblasTrans : CblasNoTrans;
   if constexpr (std::is_same_v<T, float>)

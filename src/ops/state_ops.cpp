@@ -92,6 +92,13 @@ std::vector<ValueType> infer_assign(const std::vector<ValueType>& in, const OpAt
   return {ValueType{v.dtype, v.shape}};
 }
 
+// True when `t` is the only handle to its storage and that storage is tracegraph's own.
+bool sole_owner(const Tensor& t) {
+  const TensorImpl& impl = *t.impl();
+  return t.impl().use_count() == 1 && impl.buffer.use_count() == 1 && impl.buffer->owns_memory() &&
+         impl.offset == 0 && impl.buffer->count() == impl.shape.num_elements();
+}
+
 template <OpId kCombine>
 void kernel_assign(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
   VariableState& v = state_of(attrs);
@@ -107,6 +114,11 @@ void kernel_assign(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vec
     // A handle of its own (same storage): a tape must not mistake later reads of the variable
     // for the assigned tensor, through which no gradient flows.
     v.value = make_view(in[0], v.shape);
+  } else if (sole_owner(v.value)) {
+    // Nothing else can see the old value (no handle, view or tape holds it): update it where it
+    // lies, as an optimizer step over large weights should, instead of allocating a new buffer.
+    std::vector<Tensor> result{v.value};
+    op_def(kCombine).kernel({v.value, in[0]}, OpAttrs{}, result);
   } else {
     v.value = run_op_eager(op_def(kCombine), {v.value, in[0]}, OpAttrs{})[0];
   }

@@ -5,7 +5,7 @@
 #include "core/check.h"
 #include "core/tensor_impl.h"
 #include "runtime/plan.h"
-#include "runtime/thread_pool.h"
+#include "core/thread_pool.h"
 
 namespace tg::detail {
 
