@@ -113,6 +113,8 @@ def workloads():
     w = {}
     a, b = torch.tensor([1.5]), torch.tensor([2.5])
     w["torch/add1/eager"] = lambda: a + b
+    sa, sb = torch.tensor(1.0), torch.tensor(2.0)  # 0-d, as the traced scalar a + b row
+    w["torch/add_scalar/eager"] = lambda: sa + sb
     for act, eager, script in (("tanh", chain_tanh, chain_tanh_script),
                                ("relu", chain_relu, chain_relu_script)):
         for n, label in ((16, "16"), (1 << 20, "1M")):

@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "reference_cpp.h"
 #include "tracegraph/tracegraph.h"
 #if TG_BENCH_HAVE_TAPE
 #include "tracegraph/gradient.h"
@@ -14,8 +15,7 @@
 
 namespace tg_bench {
 
-// ---- the 100-op chain: (x * 1.01, x + 0.5, act) x 33 = 99 ops --------------------------------
-inline constexpr int kChainRounds = 33;
+// ---- the 100-op chain: (x * 1.01, x + 0.5, act) x kChainRounds (reference_cpp.h) = 99 ops ----
 
 enum class Act { kTanh, kRelu };
 

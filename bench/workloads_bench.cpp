@@ -1,8 +1,9 @@
-// The workloads of issue 5's table, each next to its hand-written C++ reference measured in the
-// same run: the 100-op elementwise chains (16 floats and 1M floats, tanh and relu variants), an
-// MLP train step against its GEMMs called through cblas directly, the cost of tracing and
-// optimising long chains, and the peak memory of the traced 1M chain. bench/torch_bench.py runs
-// the same workloads in PyTorch; bench/run puts them in one table.
+// The workloads of the benchmark table (issues 5 and 13), eager and traced: the 100-op
+// elementwise chains (16 floats and 1M floats, tanh and relu variants), an MLP train step and its
+// GEMMs called through cblas directly, the cost of tracing and optimising long chains, and the
+// peak memory of the traced 1M chain. The chains' hand-written references are in
+// reference_bench.cpp; bench/torch_bench.py runs the same workloads in PyTorch; bench/run puts
+// them in one table.
 #include <cblas.h>
 
 #include <algorithm>
@@ -55,26 +56,6 @@ void BM_ChainTraced(benchmark::State& state) {
   });
 }
 
-// The limit: one pass over the data in L1-sized tiles, all 99 ops applied to a tile before the
-// next (tanh through the same SLEEF routine tracegraph uses).
-template <Act kAct>
-void fused_loop(const float* x, float* y, int64_t n) {
-  constexpr int64_t kTile = 1024;
-  for (int64_t b = 0; b < n; b += kTile) {
-    const int64_t m = std::min(kTile, n - b);
-    float* t = y + b;
-    std::memcpy(t, x + b, static_cast<std::size_t>(m) * sizeof(float));
-    for (int r = 0; r < kChainRounds; ++r) {
-      if constexpr (kAct == Act::kTanh) {
-        for (int64_t i = 0; i < m; ++i) t[i] = t[i] * 1.01f + 0.5f;
-        tg::detail::simd::tanh_f32(t, t, m);
-      } else {
-        for (int64_t i = 0; i < m; ++i) t[i] = std::max(t[i] * 1.01f + 0.5f, 0.0f);
-      }
-    }
-  }
-}
-
 // One full pass per op into a reused buffer: what an unfused interpreter without allocation does.
 template <Act kAct>
 void unfused_loop(const float* x, float* y, int64_t n) {
@@ -87,8 +68,8 @@ void unfused_loop(const float* x, float* y, int64_t n) {
   }
 }
 
-template <Act kAct, bool kFused, int64_t kN>
-void BM_ChainCpp(benchmark::State& state) {
+template <Act kAct, int64_t kN>
+void BM_ChainUnfused(benchmark::State& state) {
   const int64_t n = kN;
   const Tensor x = input_of(n);
   Tensor y = tg::zeros({n});
@@ -96,8 +77,7 @@ void BM_ChainCpp(benchmark::State& state) {
   float* py = tg::detail::data_of<float>(y);
   const long faults = tg_bench::minor_faults();
   for (auto _ : state) {
-    if (kFused) fused_loop<kAct>(px, py, n);
-    else unfused_loop<kAct>(px, py, n);
+    unfused_loop<kAct>(px, py, n);
     benchmark::DoNotOptimize(py);
     benchmark::ClobberMemory();
   }
@@ -110,9 +90,7 @@ void BM_ChainCpp(benchmark::State& state) {
       ->MinTime(min_time)->Unit(benchmark::kMicrosecond);                                    \
   BENCHMARK(BM_ChainTraced<act, n>)->Name("chain/" act_name "/" n_name "/traced")            \
       ->MinTime(min_time)->Unit(benchmark::kMicrosecond);                                    \
-  BENCHMARK(BM_ChainCpp<act, true, n>)->Name("chain/" act_name "/" n_name "/fused_cpp")      \
-      ->MinTime(min_time)->Unit(benchmark::kMicrosecond);                                    \
-  BENCHMARK(BM_ChainCpp<act, false, n>)->Name("chain/" act_name "/" n_name "/unfused_cpp")   \
+  BENCHMARK(BM_ChainUnfused<act, n>)->Name("chain/" act_name "/" n_name "/unfused_cpp")      \
       ->MinTime(min_time)->Unit(benchmark::kMicrosecond);
 
 TG_CHAIN_BENCH("tanh", Act::kTanh, kSmall, "16", 0.1)
@@ -165,8 +143,11 @@ BENCHMARK(BM_MlpTape<true>)->Name("mlp/train_step/traced")->MinTime(0.3)->Unit(b
 #endif
 
 // The step's eight GEMMs (three forward; dW3, dH2, dW2, dH1, dW1 backward) through cblas
-// directly into pre-touched buffers: the floor a train step cannot go below.
+// directly into pre-touched buffers: the floor a train step cannot go below. On the column's
+// threads (bench/run sets TG_NUM_THREADS and OPENBLAS_NUM_THREADS alike; set here too, so that
+// the reference follows tracegraph's count even when only TG_NUM_THREADS was given).
 void BM_MlpGemms(benchmark::State& state) {
+  openblas_set_num_threads(tg::config::num_threads());
   auto buf = [](int64_t n) { return std::vector<float>(static_cast<std::size_t>(n), 0.01f); };
   auto x = buf(kBatch * kIn), w1 = buf(kIn * kHidden), w2 = buf(kHidden * kHidden),
        w3 = buf(kHidden * kOut), h1 = buf(kBatch * kHidden), h2 = buf(kBatch * kHidden),
