@@ -85,6 +85,9 @@ const FunctionOptions& options_of(const FunctionCore& core);
 /// found by `fast_hash` and confirmed by `match`, without building trace types. nullptr if
 /// there is none (then dispatch_or_trace decides).
 std::shared_ptr<ConcreteImpl> fast_lookup(const FunctionCore& core, std::size_t fast_hash, FastMatch match);
+/// Before any hashing: the concrete function of this thread's last cached call, when it was a
+/// call of `core` with argument types `match` confirms. nullptr otherwise.
+std::shared_ptr<ConcreteImpl> repeat_call(const FunctionCore& core, FastMatch match);
 /// Finds the concrete function for a call's argument types, or traces one with `body`. With
 /// a fast hash, the result is remembered for fast_lookup.
 std::shared_ptr<ConcreteImpl> dispatch_or_trace(FunctionCore& core, std::vector<TraceTypePtr> arg_types,
@@ -120,12 +123,18 @@ bool fast_equal_all(const std::vector<TraceTypePtr>& types, std::index_sequence<
 template <class Resolve, class... Args>
 std::shared_ptr<ConcreteImpl> resolve_call(const FunctionCore& core, std::vector<Tensor>& leaves,
                                            std::vector<Variable>& variables, Resolve&& resolve, const Args&... args) {
+  auto match = [&](const std::vector<TraceTypePtr>& types) {
+    return fast_equal_all(types, std::index_sequence_for<Args...>{}, args...);
+  };
+  // A repeat of this thread's last call: compared, not hashed (fast_equal is false for any
+  // argument the cached path cannot compare, so a match is exact).
+  if (std::shared_ptr<ConcreteImpl> cf = repeat_call(core, FastMatch(match))) {
+    (ArgTraits<std::decay_t<Args>>::leaves(args, leaves), ...);
+    return cf;
+  }
   std::size_t fast_hash = 0x7467;
   const bool fast = (ArgTraits<std::decay_t<Args>>::fast_hash(args, fast_hash) && ...);
   if (fast) {
-    auto match = [&](const std::vector<TraceTypePtr>& types) {
-      return fast_equal_all(types, std::index_sequence_for<Args...>{}, args...);
-    };
     if (std::shared_ptr<ConcreteImpl> cf = fast_lookup(core, fast_hash, FastMatch(match))) {
       (ArgTraits<std::decay_t<Args>>::leaves(args, leaves), ...);
       return cf;  // only the general path sees Variables (no Variable takes the fast path)

@@ -70,7 +70,47 @@ std::size_t max_buffer_bytes() {
       bytes);
 }
 
+// Small blocks (up to kSmallMaxBytes) are kept per thread for reuse: glibc's aligned
+// allocation path is slow for them (it consolidates the heap), and a traced function's cached
+// call allocates little else than its small results. Each size class keeps at most
+// kSmallPerClass blocks; a block freed on another thread joins that thread's lists.
+constexpr std::size_t kSmallMaxBytes = 1024;
+constexpr std::size_t kSmallClasses = kSmallMaxBytes / kBufferAlignment;
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr std::size_t kSmallPerClass = 0;  // sanitizers see every block freed and reused
+#else
+constexpr std::size_t kSmallPerClass = 32;
+#endif
+
+struct SmallBlocks {
+  void* blocks[kSmallClasses][kSmallPerClass + 1];
+  std::size_t count[kSmallClasses] = {};
+  SmallBlocks();
+  ~SmallBlocks();
+};
+// Set once this thread's lists are destroyed (thread exit, or static destruction on the main
+// thread): blocks freed after that go straight back to the system.
+thread_local bool t_small_blocks_gone = false;
+SmallBlocks::SmallBlocks() = default;
+SmallBlocks::~SmallBlocks() {
+  t_small_blocks_gone = true;
+  for (std::size_t c = 0; c < kSmallClasses; ++c)
+    for (std::size_t i = 0; i < count[c]; ++i) std::free(blocks[c][i]);
+}
+SmallBlocks* small_blocks() {
+  if (t_small_blocks_gone) return nullptr;
+  thread_local SmallBlocks lists;
+  return &lists;
+}
+std::size_t small_class(std::size_t bytes) { return bytes / kBufferAlignment - 1; }  // bytes: a size class
+
 void* acquire(std::size_t bytes) {
+  if (bytes <= kSmallMaxBytes) {
+    if (SmallBlocks* s = small_blocks(); s && s->count[small_class(bytes)] > 0) {
+      count_acquired(bytes);
+      return s->blocks[small_class(bytes)][--s->count[small_class(bytes)]];
+    }
+  }
   if (bytes >= kCacheMinBytes) {
     BlockCache& c = cache();
     std::lock_guard lock(c.mu);
@@ -91,6 +131,12 @@ void* acquire(std::size_t bytes) {
 
 void release(void* p, std::size_t bytes) {
   g_live_bytes.fetch_sub(bytes, std::memory_order_relaxed);
+  if (bytes <= kSmallMaxBytes) {
+    if (SmallBlocks* s = small_blocks(); s && s->count[small_class(bytes)] < kSmallPerClass) {
+      s->blocks[small_class(bytes)][s->count[small_class(bytes)]++] = p;
+      return;
+    }
+  }
   if (bytes >= kCacheMinBytes) {
     BlockCache& c = cache();
     std::lock_guard lock(c.mu);

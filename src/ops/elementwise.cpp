@@ -182,8 +182,18 @@ void kernel_where(const std::vector<Tensor>& in, const OpAttrs&, std::vector<Ten
         out[0].impl()->shape.dims(),
         {&in[0].impl()->shape.dims(), &in[1].impl()->shape.dims(), &in[2].impl()->shape.dims()},
         [&](const std::array<int64_t, 3>& off, const std::array<int64_t, 3>& st, int64_t n) {
-          for (int64_t i = 0; i < n; ++i)
-            z[pos + i] = f(c[off[0] + i * st[0]], x[off[1] + i * st[1]], y[off[2] + i * st[2]]);
+          if constexpr (std::is_arithmetic_v<T>) {
+            // Numbers: both operands read unconditionally, the condition as bytes, so the loop
+            // blends instead of branching on each condition (see fused_micro.inc's where_v).
+            const auto* cb = reinterpret_cast<const unsigned char*>(c);
+            for (int64_t i = 0; i < n; ++i) {
+              const T xv = x[off[1] + i * st[1]], yv = y[off[2] + i * st[2]];
+              z[pos + i] = f(cb[off[0] + i * st[0]] != 0, xv, yv);
+            }
+          } else {
+            for (int64_t i = 0; i < n; ++i)
+              z[pos + i] = f(c[off[0] + i * st[0]], x[off[1] + i * st[1]], y[off[2] + i * st[2]]);
+          }
           pos += n;
         });
   });

@@ -252,6 +252,24 @@ namespace {
 int64_t dim_or_none(const TensorShape& s, std::size_t d) { return s.has_rank() && d < s.dims().size() ? s.dims()[d] : None; }
 }  // namespace
 
+namespace {
+uint64_t next_core_id() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+// The last cached call this thread made, of any function: a loop calling one function with the
+// same argument types finds it with direct comparisons, before any hashing or locking. Weak, so
+// that a destroyed function's graphs are not kept alive by the record.
+struct LastCall {
+  uint64_t core_id = 0;
+  uint64_t epoch = 0;
+  std::vector<TraceTypePtr> call_types;
+  std::weak_ptr<ConcreteImpl> cf;
+};
+thread_local LastCall t_last_call;
+}  // namespace
+
 struct FunctionCore::State {
   FunctionOptions options;
   std::string callable_type;
@@ -272,6 +290,15 @@ struct FunctionCore::State {
   };
   std::unordered_multimap<std::size_t, FastEntry> fast;
   static constexpr std::size_t kMaxFastEntries = 256;
+  // Which function this is, for the per-thread record of the last call (a number, never reused,
+  // unlike an address), and a count of the times `fast` was cleared: a record made before the
+  // last clear is stale.
+  const uint64_t id = next_core_id();
+  std::atomic<uint64_t> fast_epoch{0};
+  void clear_fast() {
+    fast.clear();
+    fast_epoch.fetch_add(1, std::memory_order_release);
+  }
   // Argument dims some trace's C++ code read as integers (guarded by trace_mu): never relaxed.
   StaticDimReads static_dims;
   std::unique_ptr<VariableParameters> variable_parameters;  // made with the options (the name)
@@ -290,7 +317,7 @@ struct FunctionCore::State {
       }
     diag->on_evicted(victim->input_type, victim->index);
     concretes.erase(lru);
-    fast.clear();
+    clear_fast();
   }
 
   std::vector<std::string> names_for(std::size_t n) const {
@@ -494,6 +521,7 @@ const FunctionOptions& options_of(const FunctionCore& core) { return core.option
 std::shared_ptr<ConcreteImpl> fast_lookup(const FunctionCore& core, std::size_t fast_hash, FastMatch match) {
   return core.fast_lookup(fast_hash, match);
 }
+std::shared_ptr<ConcreteImpl> repeat_call(const FunctionCore& core, FastMatch match) { return core.repeat_call(match); }
 std::shared_ptr<ConcreteImpl> dispatch_or_trace(FunctionCore& core, std::vector<TraceTypePtr> arg_types,
                                                 TraceBody body, const std::size_t* fast_hash) {
   return core.dispatch_or_trace(std::move(arg_types), body, fast_hash);
@@ -514,6 +542,19 @@ std::optional<std::vector<TensorSpec>> suggested_input_signature(const FunctionC
 }
 std::string retracing_report(const FunctionCore& core) { return core.retracing_report(); }
 
+std::shared_ptr<ConcreteImpl> FunctionCore::repeat_call(FastMatch match) const {
+  State& s = *state_;
+  LastCall& last = t_last_call;
+  if (last.core_id != s.id || last.epoch != s.fast_epoch.load(std::memory_order_acquire) || !match(last.call_types))
+    return nullptr;
+  std::shared_ptr<ConcreteImpl> cf = last.cf.lock();
+  if (cf) {
+    s.diag->on_call();
+    if (s.options.max_cached_traces > 0) cf->last_used.store(s.diag->calls(), std::memory_order_relaxed);
+  }
+  return cf;
+}
+
 std::shared_ptr<ConcreteImpl> FunctionCore::fast_lookup(std::size_t fast_hash, FastMatch match) const {
   State& s = *state_;
   std::shared_ptr<ConcreteImpl> cf;
@@ -523,6 +564,8 @@ std::shared_ptr<ConcreteImpl> FunctionCore::fast_lookup(std::size_t fast_hash, F
     for (auto it = range.first; it != range.second; ++it)
       if (match(it->second.call_types)) {
         cf = it->second.cf;
+        // Read under the lock: a clear after this makes the record stale.
+        t_last_call = LastCall{s.id, s.fast_epoch.load(std::memory_order_relaxed), it->second.call_types, cf};
         break;
       }
   }
@@ -639,7 +682,7 @@ std::shared_ptr<ConcreteImpl> FunctionCore::dispatch_or_trace_impl(const std::ve
         static_cast<int64_t>(s.concretes.size()) >= s.options.max_cached_traces)
       s.evict_one();
     s.concretes.push_back(cf);
-    s.fast.clear();
+    s.clear_fast();
     s.exact.emplace(cf->input_type.hash, cf.get());
     s.tracing_count.fetch_add(1);
   }
@@ -653,7 +696,7 @@ void FunctionCore::adopt(std::shared_ptr<ConcreteImpl> cf) {
   State& s = *state_;
   std::unique_lock lock(s.mu);
   s.concretes.push_back(cf);
-  s.fast.clear();
+  s.clear_fast();
   s.exact.emplace(cf->input_type.hash, cf.get());
   s.tracing_count.fetch_add(1);
 }
@@ -670,7 +713,7 @@ void FunctionCore::remember_fast(std::size_t fast_hash, std::vector<TraceTypePtr
                                  std::shared_ptr<ConcreteImpl> cf) const {
   State& s = *state_;
   std::unique_lock lock(s.mu);
-  if (s.fast.size() >= State::kMaxFastEntries) s.fast.clear();
+  if (s.fast.size() >= State::kMaxFastEntries) s.clear_fast();
   s.fast.emplace(fast_hash, State::FastEntry{std::move(call_types), std::move(cf)});
 }
 

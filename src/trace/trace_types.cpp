@@ -1,4 +1,5 @@
 // The built-in trace types: tensors, literals, containers, optionals and objects.
+#include <typeinfo>
 #include <algorithm>
 #include <cstring>
 #include <string_view>
@@ -305,8 +306,11 @@ bool LiteralValue::operator==(const LiteralValue& o) const {
 }
 
 bool tensor_type_is(const TraceType& t, DType dtype, const TensorShape& shape) {
-  auto* x = dynamic_cast<const TensorTraceType*>(&t);
-  return x && x->dtype_ == dtype && x->shape_ == shape && x->name_.empty();
+  // On every cached call: an exact type check (the class is final) costs a comparison where
+  // dynamic_cast walks the class hierarchy.
+  if (typeid(t) != typeid(TensorTraceType)) return false;
+  const auto& x = static_cast<const TensorTraceType&>(t);
+  return x.dtype_ == dtype && x.shape_ == shape && x.name_.empty();
 }
 
 const LiteralValue* literal_of(const TraceType& t) {
