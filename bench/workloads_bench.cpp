@@ -56,7 +56,7 @@ void BM_ChainTraced(benchmark::State& state) {
 }
 
 // The limit: one pass over the data in L1-sized tiles, all 99 ops applied to a tile before the
-// next (tanh through the same SLEEF routine tracegraph uses).
+// next (tanh through the same libmvec routine tracegraph uses).
 template <Act kAct>
 void fused_loop(const float* x, float* y, int64_t n) {
   constexpr int64_t kTile = 1024;
