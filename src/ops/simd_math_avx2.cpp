@@ -3,6 +3,7 @@
 
 #include <cstdint>
 
+// libmvec's AVX2 exp (AVX2 has no scalef to build ours on as the AVX-512 file does).
 extern "C" __m256 _ZGVdN8v_expf(__m256);
 
 namespace {
