@@ -1,5 +1,5 @@
 // Elementwise throughput: tg::add against memcpy of the same bytes (the bandwidth ceiling) in
-// the same run, and the SLEEF-backed tanh / exp against a scalar libm loop (information only).
+// the same run, and the libmvec-backed tanh / exp against a scalar libm loop (information only).
 // Rows ending in "(info)" in bench/run's table explain the gap rather than set a target.
 #include <benchmark/benchmark.h>
 

@@ -1,7 +1,7 @@
 // Elementwise fusion against hand-fused C++: the 100-op chain (x * 1.01, x + 0.5, act) x 33, act
 // tanh or relu, on 16 and 1M floats. "traced" is a tg::function (optimised: one fused node);
 // "traced_unfused" the same function with optimize = false; "hand_fused_avx512" keeps the values
-// in registers through all 99 ops, 8 independent registers at a time (tanh via the SLEEF routine
+// in registers through all 99 ops, 8 independent registers at a time (tanh via the libmvec routine
 // tracegraph's tanh uses): what a C++ programmer writing the chain for this CPU by hand would do.
 #include <benchmark/benchmark.h>
 
@@ -14,9 +14,9 @@
 
 #include <immintrin.h>
 
-// From libsleef (linked through tracegraph); sleef.h declares it only when the whole file is
-// compiled for AVX-512, and this file runs on any x86-64 (the CPU is checked before use).
-extern "C" __m512 Sleef_tanhf16_u10avx512f(__m512);
+// From glibc's libmvec (linked through tracegraph); math.h declares it only under -ffast-math,
+// and this file runs on any x86-64 (the CPU is checked before use).
+extern "C" __m512 _ZGVeN16v_tanhf(__m512);
 
 namespace {
 
@@ -48,7 +48,7 @@ __attribute__((target("avx512f"))) inline void chain_regs(__m512* v) {
     for (int k = 0; k < kLanes; ++k) v[k] = _mm512_add_ps(_mm512_mul_ps(v[k], a), b);
     for (int k = 0; k < kLanes; ++k)
       // relu as tracegraph defines it: x < 0 ? 0 : x (NaN passes through).
-      v[k] = kTanh ? Sleef_tanhf16_u10avx512f(v[k])
+      v[k] = kTanh ? _ZGVeN16v_tanhf(v[k])
                    : _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v[k], zero, _CMP_LT_OQ), v[k], zero);
   }
 }

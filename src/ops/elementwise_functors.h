@@ -67,7 +67,7 @@ struct LibmBinary : Binary<kFloat | kInt, kInt> {
 template <class F>
 constexpr unsigned fusable_classes = F::accepts & ~F::raises_on & ~kStr;
 
-/// Whether F has a vectorised float32 routine (SLEEF) that both kernels call for float32.
+/// Whether F has a vectorised float32 routine (simd_math.h) that both kernels call for float32.
 template <class F>
 constexpr bool has_vec_f32 = requires(const float* x, float* y, int64_t n) { F::vec_f32(x, y, n); };
 
@@ -263,7 +263,7 @@ struct ReluF : Unary<kNum> {
     template <class T>                         \
     T operator()(T x) const { return expr; }   \
   };
-// float32 runs the SLEEF routine instead of the scalar expression, in both kernels.
+// float32 runs the simd_math.h routine instead of the scalar expression, in both kernels.
 #define TG_LIBM_UNARY_SIMD(Name, expr, simd_f32)                                             \
   struct Name : LibmUnary {                                                                  \
     static void vec_f32(const float* x, float* y, int64_t n) { simd_f32(x, y, n); }          \

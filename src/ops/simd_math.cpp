@@ -4,59 +4,74 @@
 
 namespace tg::detail::simd {
 
-#define TG_DECLARE_ISA(ns)                                  \
-  namespace ns {                                            \
-  void exp_f32(const float*, float*, int64_t);              \
-  void log_f32(const float*, float*, int64_t);              \
-  void tanh_f32(const float*, float*, int64_t);             \
-  void sigmoid_f32(const float*, float*, int64_t);          \
-  void sin_f32(const float*, float*, int64_t);              \
-  void cos_f32(const float*, float*, int64_t);              \
-  }
-TG_DECLARE_ISA(avx512)
-TG_DECLARE_ISA(avx2)
-#undef TG_DECLARE_ISA
+extern const MathFns kAvx512Fns;  // simd_math_avx512.cpp
+extern const MathFns kAvx2Fns;    // simd_math_avx2.cpp
 
 namespace {
-enum class Isa { kAvx512, kAvx2, kScalar };
-Isa detect() {
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) return Isa::kAvx512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::kAvx2;
-  return Isa::kScalar;
-}
-const Isa kIsa = detect();
 
-template <class F>
-void scalar_loop(const float* x, float* y, int64_t n, F f) {
+template <float (*f)(float)>
+void scalar_loop(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
 }
+float exp1(float v) { return std::exp(v); }
+float log1(float v) { return std::log(v); }
+float tanh1(float v) { return std::tanh(v); }
+float sin1(float v) { return std::sin(v); }
+float cos1(float v) { return std::cos(v); }
+// The same form as the vector paths (simd_math_impl.inc): e^-|v| cannot overflow, so the
+// negative tail keeps its tiny values instead of collapsing to 0 once e^-v reaches inf.
+float sigmoid1(float v) {
+  const float t = std::exp(-std::fabs(v));
+  return (v < 0.0f ? t : 1.0f) / (1.0f + t);
+}
+
+constexpr MathFns kScalarFns = {"scalar",
+                                &scalar_loop<exp1>,
+                                &scalar_loop<log1>,
+                                &scalar_loop<tanh1>,
+                                &scalar_loop<sigmoid1>,
+                                &scalar_loop<sin1>,
+                                &scalar_loop<cos1>};
+
+Isa detect() {
+  if (cpu_has(Isa::kAvx512)) return Isa::kAvx512;
+  if (cpu_has(Isa::kAvx2)) return Isa::kAvx2;
+  return Isa::kScalar;
+}
+// A function-local static: other translation units' static initialisers may already call in.
+const MathFns& best() {
+  static const MathFns& fns = math_fns(detect());
+  return fns;
+}
+
 }  // namespace
 
-#define TG_DISPATCH(name, scalar_expr)                                        \
-  void name(const float* x, float* y, int64_t n) {                            \
-    switch (kIsa) {                                                           \
-      case Isa::kAvx512: return avx512::name(x, y, n);                        \
-      case Isa::kAvx2: return avx2::name(x, y, n);                            \
-      case Isa::kScalar: break;                                               \
-    }                                                                         \
-    scalar_loop(x, y, n, [](float v) { return scalar_expr; });                \
-  }
-TG_DISPATCH(exp_f32, std::exp(v))
-TG_DISPATCH(log_f32, std::log(v))
-TG_DISPATCH(tanh_f32, std::tanh(v))
-TG_DISPATCH(sigmoid_f32, 1.0f / (1.0f + std::exp(-v)))
-TG_DISPATCH(sin_f32, std::sin(v))
-TG_DISPATCH(cos_f32, std::cos(v))
-#undef TG_DISPATCH
-
-const char* isa() {
-  switch (kIsa) {
-    case Isa::kAvx512: return "avx512";
-    case Isa::kAvx2: return "avx2";
+bool cpu_has(Isa isa) {
+  __builtin_cpu_init();
+  switch (isa) {
+    case Isa::kAvx512: return __builtin_cpu_supports("avx512f");
+    // libmvec's AVX2 variants need FMA as well (its own dispatch checks both).
+    case Isa::kAvx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     case Isa::kScalar: break;
   }
-  return "scalar";
+  return true;
 }
+
+const MathFns& math_fns(Isa isa) {
+  switch (isa) {
+    case Isa::kAvx512: return kAvx512Fns;
+    case Isa::kAvx2: return kAvx2Fns;
+    case Isa::kScalar: break;
+  }
+  return kScalarFns;
+}
+
+void exp_f32(const float* x, float* y, int64_t n) { best().exp(x, y, n); }
+void log_f32(const float* x, float* y, int64_t n) { best().log(x, y, n); }
+void tanh_f32(const float* x, float* y, int64_t n) { best().tanh(x, y, n); }
+void sigmoid_f32(const float* x, float* y, int64_t n) { best().sigmoid(x, y, n); }
+void sin_f32(const float* x, float* y, int64_t n) { best().sin(x, y, n); }
+void cos_f32(const float* x, float* y, int64_t n) { best().cos(x, y, n); }
+const char* isa() { return best().name; }
 
 }  // namespace tg::detail::simd
