@@ -110,12 +110,21 @@ int GraphIR::add_node(GraphNode node) {
   return static_cast<int>(nodes.size()) - 1;
 }
 
-std::vector<std::vector<int>> GraphIR::users() const {
-  std::vector<std::vector<int>> out(nodes.size());
-  for (std::size_t i = 0; i < nodes.size(); ++i) {
-    for (const ValueRef& in : nodes[i].inputs) out[static_cast<std::size_t>(in.node)].push_back(static_cast<int>(i));
-    if (nodes[i].control_input >= 0) out[static_cast<std::size_t>(nodes[i].control_input)].push_back(static_cast<int>(i));
-  }
+NodeUsers GraphIR::users() const {
+  // Counted first, then filled: a node's users land in node order.
+  NodeUsers out;
+  out.start_.assign(nodes.size() + 1, 0);
+  auto each_use = [&](auto&& use) {
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      for (const ValueRef& in : nodes[i].inputs) use(static_cast<std::size_t>(in.node), static_cast<int>(i));
+      if (nodes[i].control_input >= 0) use(static_cast<std::size_t>(nodes[i].control_input), static_cast<int>(i));
+    }
+  };
+  each_use([&](std::size_t used, int) { ++out.start_[used + 1]; });
+  for (std::size_t k = 0; k < nodes.size(); ++k) out.start_[k + 1] += out.start_[k];
+  out.users_.resize(out.start_.back());
+  std::vector<std::size_t> next(out.start_.begin(), out.start_.end() - 1);
+  each_use([&](std::size_t used, int user) { out.users_[next[used]++] = user; });
   return out;
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -29,6 +30,22 @@ enum class NodeKind : uint8_t {
 };
 
 class GraphIR;
+
+/// Who uses each node (GraphIR::users), in two flat arrays rather than a list per node, so that
+/// asking costs two allocations however large the graph.
+class NodeUsers {
+ public:
+  /// The users of node i, in node order.
+  std::span<const int> of(int i) const {
+    const auto k = static_cast<std::size_t>(i);
+    return {users_.data() + start_[k], start_[k + 1] - start_[k]};
+  }
+
+ private:
+  friend class GraphIR;
+  std::vector<std::size_t> start_;  // per node, where its users begin in users_ (and one past the last)
+  std::vector<int> users_;
+};
 
 struct GraphNode {
   std::string name;               // unique within the graph
@@ -76,7 +93,7 @@ class GraphIR {
   const ValueType& type_of(ValueRef r) const { return node_of(r).outputs[static_cast<std::size_t>(r.output)]; }
   /// For each node, the nodes that read one of its outputs or follow it by a control edge, in
   /// node order (a node reading twice is listed twice).
-  std::vector<std::vector<int>> users() const;
+  NodeUsers users() const;
 
  private:
   uint64_t id_;
