@@ -85,12 +85,35 @@ std::string node_base_name(OpId op, const OpAttrs& attrs) {
 
 std::string GraphIR::unique_name(const std::string& base) {
   std::string name = base;
-  while (true) {
-    auto [it, inserted] = name_counts_.try_emplace(name, 0);
-    if (inserted) return name;
-    // Already taken: try base_N with the next N for this base.
-    int& n = name_counts_[base];
-    name = base + "_" + std::to_string(++n);
+  while (!names_.take(name)) name = base + "_" + std::to_string(names_.next_suffix(base));
+  return name;
+}
+
+bool NameRegistry::take(std::string_view name) {
+  if ((taken_ + 1) * 2 > slots_.size()) grow();
+  const std::size_t h = std::hash<std::string_view>{}(name);
+  const std::size_t mask = slots_.size() - 1;
+  std::size_t k = h & mask;
+  for (; slots_[k].used(); k = (k + 1) & mask) {
+    const Slot& s = slots_[k];
+    if (s.hash == h && std::string_view(chars_).substr(s.offset, s.size_plus_one - 1) == name) return false;
+  }
+  TG_CHECK(chars_.size() + name.size() < UINT32_MAX, "a graph's node names exceed 4 GiB");
+  slots_[k] = Slot{h, static_cast<uint32_t>(chars_.size()), static_cast<uint32_t>(name.size() + 1)};
+  chars_.append(name);
+  ++taken_;
+  return true;
+}
+
+void NameRegistry::grow() {
+  std::vector<Slot> old = std::move(slots_);
+  slots_.assign(old.empty() ? 64 : old.size() * 2, Slot{});
+  const std::size_t mask = slots_.size() - 1;
+  for (const Slot& s : old) {
+    if (!s.used()) continue;
+    std::size_t k = s.hash & mask;
+    while (slots_[k].used()) k = (k + 1) & mask;
+    slots_[k] = s;
   }
 }
 

@@ -4,6 +4,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -66,6 +67,32 @@ struct GraphNode {
   std::string op_name() const;  // "Placeholder", "Const", "Identity" or the op's name
 };
 
+/// The names a graph has handed out, its removed nodes' included (a name is never handed out
+/// twice), each stored once in one character array with an open-addressed index over it:
+/// taking a name allocates nothing per node, and copying a graph copies two arrays.
+class NameRegistry {
+ public:
+  /// Takes `name` if no one has; false when someone has.
+  bool take(std::string_view name);
+  /// The next suffix to try after `base` was found taken: 1, then 2, ... per base.
+  int next_suffix(const std::string& base) { return ++suffix_counts_[base]; }
+
+ private:
+  struct Slot {
+    std::size_t hash = 0;
+    uint32_t offset = 0;         // in chars_
+    uint32_t size_plus_one = 0;  // 0: a free slot (the empty name is a name too)
+    bool used() const { return size_plus_one != 0; }
+  };
+  void grow();
+
+  std::string chars_;  // every name taken, back to back
+  std::vector<Slot> slots_;
+  std::size_t taken_ = 0;
+  // Only bases that were asked for while taken ("mul", "Const"): a handful per graph.
+  std::unordered_map<std::string, int> suffix_counts_;
+};
+
 /// A process-unique graph id (what tells a recorder's own values from another graph's).
 uint64_t new_graph_id();
 
@@ -97,7 +124,7 @@ class GraphIR {
 
  private:
   uint64_t id_;
-  std::unordered_map<std::string, int> name_counts_;
+  NameRegistry names_;
 };
 
 /// The sub-graphs a node carries (cond branches, a while loop's condition and body); empty for
