@@ -151,6 +151,20 @@ NodeUsers GraphIR::users() const {
   return out;
 }
 
+const std::string& GraphIR::captured_name(const GraphNode& node) const {
+  static const std::string kNone;
+  if (node.kind != NodeKind::kPlaceholder || node.input_index < 0) return kNone;
+  const auto k = static_cast<std::size_t>(node.input_index);
+  return k < captured_names_.size() ? captured_names_[k] : kNone;
+}
+
+void GraphIR::set_captured_name(int input_index, std::string name) {
+  TG_CHECK(input_index >= 0, "a captured name for input ", input_index);
+  const auto k = static_cast<std::size_t>(input_index);
+  if (k >= captured_names_.size()) captured_names_.resize(k + 1);
+  captured_names_[k] = std::move(name);
+}
+
 std::string GraphIR::ref_name(const ValueRef& r) const {
   const std::string& n = node(r.node).name;
   return r.output == 0 ? n : n + ":" + std::to_string(r.output);

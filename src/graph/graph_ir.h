@@ -57,9 +57,6 @@ struct GraphNode {
   std::vector<ValueType> outputs;  // static output types (dims may be None)
   Tensor value;                    // for kConst
   int input_index = -1;            // for kPlaceholder: its position in GraphIR::placeholders
-  // For a kPlaceholder of a sub-graph that captures a value of the enclosing graph: that value's
-  // name there ("mul", "add:1"); empty for every other node.
-  std::string captured;
   // Ordering edge for stateful ops: the previous stateful node (or -1). Keeps tg::print and
   // variable updates in program order through any later reordering pass.
   int control_input = -1;
@@ -118,6 +115,11 @@ class GraphIR {
   /// The node that produces a value, and the value's static type.
   const GraphNode& node_of(ValueRef r) const { return node(r.node); }
   const ValueType& type_of(ValueRef r) const { return node_of(r).outputs[static_cast<std::size_t>(r.output)]; }
+  /// For a kPlaceholder of a sub-graph that captures a value of the enclosing graph: that
+  /// value's name there ("mul", "add:1"); empty for every other node. Kept by input index, off
+  /// the nodes, since few graphs have any.
+  const std::string& captured_name(const GraphNode& node) const;
+  void set_captured_name(int input_index, std::string name);
   /// For each node, the nodes that read one of its outputs or follow it by a control edge, in
   /// node order (a node reading twice is listed twice).
   NodeUsers users() const;
@@ -125,6 +127,7 @@ class GraphIR {
  private:
   uint64_t id_;
   NameRegistry names_;
+  std::vector<std::string> captured_names_;  // by input index; may stop before the last input
 };
 
 /// The sub-graphs a node carries (cond branches, a while loop's condition and body); empty for
