@@ -327,15 +327,18 @@ class FunctionReader {
     if (nodes_ > static_cast<std::size_t>(std::max<int64_t>(c_.options().max_nodes, 0)))
       r.fail_at(graph_at, str_cat("the file has more than LoadOptions::max_nodes (", c_.options().max_nodes, ") nodes"));
     std::vector<std::size_t> node_at(n);
+    std::vector<std::pair<int, std::string>> captures;  // (input index, captured name) as read
     for (std::size_t i = 0; i < n; ++i) {
       node_at[i] = r.offset();
-      g->nodes.push_back(read_node(r, *g, i, depth));
+      g->nodes.push_back(read_node(r, *g, i, depth, captures));
     }
     const std::size_t np = r.count("the graph's inputs", 4);
     for (std::size_t i = 0; i < np; ++i) g->placeholders.push_back(node_index(r, n, "a graph input"));
     const std::size_t no = r.count("the graph's outputs", 4);
     for (std::size_t i = 0; i < no; ++i) g->outputs.push_back(node_index(r, n, "a graph output"));
     if (const std::string defect = graph_defect(*g); !defect.empty()) r.fail_at(graph_at, "the graph is malformed: " + defect);
+    // Only now that every input index is known to be valid (a bad one could ask for any size).
+    for (auto& [input, name] : captures) g->set_captured_name(input, std::move(name));
     // Every type is the op's own rule's: the file may not say what an op returns.
     for (std::size_t i = 0; i < n; ++i) check_node_types(r, *g, i, node_at[i]);
     return g;
@@ -348,7 +351,8 @@ class FunctionReader {
     return static_cast<int>(v);
   }
 
-  GraphNode read_node(Reader& r, GraphIR& g, std::size_t index, int depth) {
+  GraphNode read_node(Reader& r, GraphIR& g, std::size_t index, int depth,
+                      std::vector<std::pair<int, std::string>>& captures) {
     GraphNode node;
     const std::size_t at = r.offset();
     node.name = r.str("a node's name");
@@ -386,7 +390,8 @@ class FunctionReader {
         const uint32_t input = r.u32();
         if (input > INT32_MAX) r.fail_at(p_at, str_cat("placeholder '", node.name, "' has input index ", input));
         node.input_index = static_cast<int>(input);
-        node.captured = r.str("a capture's name");
+        if (std::string name = r.str("a capture's name"); !name.empty())
+          captures.emplace_back(node.input_index, std::move(name));
         break;
       }
       case NodeKind::kConst: {

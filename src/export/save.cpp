@@ -165,7 +165,7 @@ class FunctionWriter {
       switch (n.kind) {
         case NodeKind::kPlaceholder:
           w.u32(static_cast<uint32_t>(n.input_index));
-          w.str(n.captured);
+          w.str(g.captured_name(n));
           break;
         case NodeKind::kConst: w.u32(tensors_.add(n.value)); break;
         case NodeKind::kOp:

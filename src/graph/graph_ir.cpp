@@ -85,12 +85,35 @@ std::string node_base_name(OpId op, const OpAttrs& attrs) {
 
 std::string GraphIR::unique_name(const std::string& base) {
   std::string name = base;
-  while (true) {
-    auto [it, inserted] = name_counts_.try_emplace(name, 0);
-    if (inserted) return name;
-    // Already taken: try base_N with the next N for this base.
-    int& n = name_counts_[base];
-    name = base + "_" + std::to_string(++n);
+  while (!names_.take(name)) name = base + "_" + std::to_string(names_.next_suffix(base));
+  return name;
+}
+
+bool NameRegistry::take(std::string_view name) {
+  if ((taken_ + 1) * 2 > slots_.size()) grow();
+  const std::size_t h = std::hash<std::string_view>{}(name);
+  const std::size_t mask = slots_.size() - 1;
+  std::size_t k = h & mask;
+  for (; slots_[k].used(); k = (k + 1) & mask) {
+    const Slot& s = slots_[k];
+    if (s.hash == h && std::string_view(chars_).substr(s.offset, s.size_plus_one - 1) == name) return false;
+  }
+  TG_CHECK(chars_.size() + name.size() < UINT32_MAX, "a graph's node names exceed 4 GiB");
+  slots_[k] = Slot{h, static_cast<uint32_t>(chars_.size()), static_cast<uint32_t>(name.size() + 1)};
+  chars_.append(name);
+  ++taken_;
+  return true;
+}
+
+void NameRegistry::grow() {
+  std::vector<Slot> old = std::move(slots_);
+  slots_.assign(old.empty() ? 64 : old.size() * 2, Slot{});
+  const std::size_t mask = slots_.size() - 1;
+  for (const Slot& s : old) {
+    if (!s.used()) continue;
+    std::size_t k = s.hash & mask;
+    while (slots_[k].used()) k = (k + 1) & mask;
+    slots_[k] = s;
   }
 }
 
@@ -110,13 +133,36 @@ int GraphIR::add_node(GraphNode node) {
   return static_cast<int>(nodes.size()) - 1;
 }
 
-std::vector<std::vector<int>> GraphIR::users() const {
-  std::vector<std::vector<int>> out(nodes.size());
-  for (std::size_t i = 0; i < nodes.size(); ++i) {
-    for (const ValueRef& in : nodes[i].inputs) out[static_cast<std::size_t>(in.node)].push_back(static_cast<int>(i));
-    if (nodes[i].control_input >= 0) out[static_cast<std::size_t>(nodes[i].control_input)].push_back(static_cast<int>(i));
-  }
+NodeUsers GraphIR::users() const {
+  // Counted first, then filled: a node's users land in node order.
+  NodeUsers out;
+  out.start_.assign(nodes.size() + 1, 0);
+  auto each_use = [&](auto&& use) {
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      for (const ValueRef& in : nodes[i].inputs) use(static_cast<std::size_t>(in.node), static_cast<int>(i));
+      if (nodes[i].control_input >= 0) use(static_cast<std::size_t>(nodes[i].control_input), static_cast<int>(i));
+    }
+  };
+  each_use([&](std::size_t used, int) { ++out.start_[used + 1]; });
+  for (std::size_t k = 0; k < nodes.size(); ++k) out.start_[k + 1] += out.start_[k];
+  out.users_.resize(out.start_.back());
+  std::vector<std::size_t> next(out.start_.begin(), out.start_.end() - 1);
+  each_use([&](std::size_t used, int user) { out.users_[next[used]++] = user; });
   return out;
+}
+
+const std::string& GraphIR::captured_name(const GraphNode& node) const {
+  static const std::string kNone;
+  if (node.kind != NodeKind::kPlaceholder || node.input_index < 0) return kNone;
+  const auto k = static_cast<std::size_t>(node.input_index);
+  return k < captured_names_.size() ? captured_names_[k] : kNone;
+}
+
+void GraphIR::set_captured_name(int input_index, std::string name) {
+  TG_CHECK(input_index >= 0, "a captured name for input ", input_index);
+  const auto k = static_cast<std::size_t>(input_index);
+  if (k >= captured_names_.size()) captured_names_.resize(k + 1);
+  captured_names_[k] = std::move(name);
 }
 
 std::string GraphIR::ref_name(const ValueRef& r) const {

@@ -2,7 +2,9 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -30,6 +32,22 @@ enum class NodeKind : uint8_t {
 
 class GraphIR;
 
+/// Who uses each node (GraphIR::users), in two flat arrays rather than a list per node, so that
+/// asking costs two allocations however large the graph.
+class NodeUsers {
+ public:
+  /// The users of node i, in node order.
+  std::span<const int> of(int i) const {
+    const auto k = static_cast<std::size_t>(i);
+    return {users_.data() + start_[k], start_[k + 1] - start_[k]};
+  }
+
+ private:
+  friend class GraphIR;
+  std::vector<std::size_t> start_;  // per node, where its users begin in users_ (and one past the last)
+  std::vector<int> users_;
+};
+
 struct GraphNode {
   std::string name;               // unique within the graph
   NodeKind kind = NodeKind::kOp;
@@ -39,14 +57,37 @@ struct GraphNode {
   std::vector<ValueType> outputs;  // static output types (dims may be None)
   Tensor value;                    // for kConst
   int input_index = -1;            // for kPlaceholder: its position in GraphIR::placeholders
-  // For a kPlaceholder of a sub-graph that captures a value of the enclosing graph: that value's
-  // name there ("mul", "add:1"); empty for every other node.
-  std::string captured;
   // Ordering edge for stateful ops: the previous stateful node (or -1). Keeps tg::print and
   // variable updates in program order through any later reordering pass.
   int control_input = -1;
 
   std::string op_name() const;  // "Placeholder", "Const", "Identity" or the op's name
+};
+
+/// The names a graph has handed out, its removed nodes' included (a name is never handed out
+/// twice), each stored once in one character array with an open-addressed index over it:
+/// taking a name allocates nothing per node, and copying a graph copies two arrays.
+class NameRegistry {
+ public:
+  /// Takes `name` if no one has; false when someone has.
+  bool take(std::string_view name);
+  /// The next suffix to try after `base` was found taken: 1, then 2, ... per base.
+  int next_suffix(const std::string& base) { return ++suffix_counts_[base]; }
+
+ private:
+  struct Slot {
+    std::size_t hash = 0;
+    uint32_t offset = 0;         // in chars_
+    uint32_t size_plus_one = 0;  // 0: a free slot (the empty name is a name too)
+    bool used() const { return size_plus_one != 0; }
+  };
+  void grow();
+
+  std::string chars_;  // every name taken, back to back
+  std::vector<Slot> slots_;
+  std::size_t taken_ = 0;
+  // Only bases that were asked for while taken ("mul", "Const"): a handful per graph.
+  std::unordered_map<std::string, int> suffix_counts_;
 };
 
 /// A process-unique graph id (what tells a recorder's own values from another graph's).
@@ -74,13 +115,19 @@ class GraphIR {
   /// The node that produces a value, and the value's static type.
   const GraphNode& node_of(ValueRef r) const { return node(r.node); }
   const ValueType& type_of(ValueRef r) const { return node_of(r).outputs[static_cast<std::size_t>(r.output)]; }
+  /// For a kPlaceholder of a sub-graph that captures a value of the enclosing graph: that
+  /// value's name there ("mul", "add:1"); empty for every other node. Kept by input index, off
+  /// the nodes, since few graphs have any.
+  const std::string& captured_name(const GraphNode& node) const;
+  void set_captured_name(int input_index, std::string name);
   /// For each node, the nodes that read one of its outputs or follow it by a control edge, in
   /// node order (a node reading twice is listed twice).
-  std::vector<std::vector<int>> users() const;
+  NodeUsers users() const;
 
  private:
   uint64_t id_;
-  std::unordered_map<std::string, int> name_counts_;
+  NameRegistry names_;
+  std::vector<std::string> captured_names_;  // by input index; may stop before the last input
 };
 
 /// The sub-graphs a node carries (cond branches, a while loop's condition and body); empty for

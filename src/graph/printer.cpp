@@ -11,7 +11,7 @@ namespace tg {
 std::vector<Graph::Node> Graph::nodes() const {
   std::vector<Node> out;
   for (const auto& n : ir_->nodes) {
-    Node node{n.name, n.op_name(), {}, {}, {}, n.captured};
+    Node node{n.name, n.op_name(), {}, {}, {}, ir_->captured_name(n)};
     for (const auto& in : n.inputs) node.inputs.push_back(ir_->ref_name(in));
     if (n.control_input >= 0) node.inputs.push_back("^" + ir_->node(n.control_input).name);
     for (std::size_t i = 0; i < n.outputs.size(); ++i) {
@@ -68,8 +68,9 @@ void write_dot(std::ostringstream& os, const detail::GraphIR& ir, const std::str
     const auto& n = ir.nodes[i];
     std::string types;
     for (const auto& t : n.outputs) types += (types.empty() ? "" : ", ") + detail::describe(t);
+    const std::string& captured = ir.captured_name(n);
     os << indent << prefix << i << " [label=\"" << n.name << "\\n";
-    if (!n.captured.empty()) os << "capture of " << dot_escape(n.captured);
+    if (!captured.empty()) os << "capture of " << dot_escape(captured);
     else os << n.op_name();
     if (n.kind == detail::NodeKind::kOp && n.op == detail::OpId::FusedElementwise)
       os << "{" << detail::fused_summary(n.attrs) << "}";
@@ -81,7 +82,7 @@ void write_dot(std::ostringstream& os, const detail::GraphIR& ir, const std::str
       if (!attrs.empty()) os << "(" << dot_escape(attrs) << ")";
     }
     os << "\\n" << types << "\"";
-    if (!n.captured.empty()) os << ", style=\"rounded,dashed\"";
+    if (!captured.empty()) os << ", style=\"rounded,dashed\"";
     else if (n.kind == detail::NodeKind::kPlaceholder || n.kind == detail::NodeKind::kOutput)
       os << ", style=rounded";
     os << "];\n";

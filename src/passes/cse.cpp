@@ -2,7 +2,7 @@
 #include <cstring>
 #include <functional>
 #include <string_view>
-#include <unordered_map>
+#include <vector>
 
 #include "core/tensor_impl.h"
 #include "passes/passes.h"
@@ -23,13 +23,49 @@ bool same_constant(const Tensor& a, const Tensor& b) {
   return std::memcmp(data_of<char>(a), data_of<char>(b), static_cast<std::size_t>(n) * dtype_size(a.dtype())) == 0;
 }
 
+// The nodes seen so far by hash: open addressing over one array sized for the whole graph (a
+// node-based map would allocate per entry). Entries are never removed.
+class SeenNodes {
+ public:
+  explicit SeenNodes(std::size_t max_entries) {
+    std::size_t capacity = 16;
+    for (shift_ = 60; capacity < 2 * max_entries; --shift_) capacity *= 2;
+    slots_.assign(capacity, Slot{});
+  }
+  /// Calls same(node) for each node added with hash h until it returns true; returns that node,
+  /// or -1.
+  template <class Same> int find(std::size_t h, Same&& same) const {
+    for (std::size_t k = home(h);; k = (k + 1) & mask()) {
+      const Slot& slot = slots_[k];
+      if (slot.node < 0) return -1;
+      if (slot.hash == h && same(slot.node)) return slot.node;
+    }
+  }
+  void add(std::size_t h, int node) {
+    std::size_t k = home(h);
+    while (slots_[k].node >= 0) k = (k + 1) & mask();
+    slots_[k] = Slot{h, node};
+  }
+
+ private:
+  struct Slot {
+    std::size_t hash = 0;
+    int node = -1;
+  };
+  std::size_t mask() const { return slots_.size() - 1; }
+  // Fibonacci hashing: the top bits of a multiple, since hash_combine leaves the low bits weak.
+  std::size_t home(std::size_t h) const { return (h * 0x9e3779b97f4a7c15ull) >> shift_; }
+  int shift_ = 60;
+  std::vector<Slot> slots_;
+};
+
 }  // namespace
 
 int eliminate_common_subexpressions(GraphIR& g) {
   const std::size_t n = g.nodes.size();
   Forwarding fwd(g);
   std::vector<bool> keep(n, true);
-  std::unordered_multimap<std::size_t, int> seen;
+  SeenNodes seen(n);
   int merged = 0;
   for (std::size_t i = 0; i < n; ++i) {
     GraphNode& node = g.nodes[i];
@@ -54,19 +90,13 @@ int eliminate_common_subexpressions(GraphIR& g) {
     } else {
       continue;
     }
-    int match = -1;
-    auto range = seen.equal_range(h);
-    for (auto it = range.first; it != range.second && match < 0; ++it) {
-      const GraphNode& other = g.node(it->second);
-      if (node.kind == NodeKind::kConst) {
-        if (other.kind == NodeKind::kConst && same_constant(node.value, other.value)) match = it->second;
-      } else if (other.kind == NodeKind::kOp && other.op == node.op && other.inputs == node.inputs &&
-                 other.attrs == node.attrs) {
-        match = it->second;
-      }
-    }
+    const int match = seen.find(h, [&](int candidate) {
+      const GraphNode& other = g.node(candidate);
+      if (node.kind == NodeKind::kConst) return other.kind == NodeKind::kConst && same_constant(node.value, other.value);
+      return other.kind == NodeKind::kOp && other.op == node.op && other.inputs == node.inputs && other.attrs == node.attrs;
+    });
     if (match < 0) {
-      seen.emplace(h, static_cast<int>(i));
+      seen.add(h, static_cast<int>(i));
       continue;
     }
     for (std::size_t k = 0; k < node.outputs.size(); ++k)

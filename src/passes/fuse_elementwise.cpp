@@ -1,6 +1,5 @@
 // Elementwise fusion: connected elementwise ops over one shape become one fused_elementwise node.
 #include <algorithm>
-#include <map>
 #include <queue>
 
 #include "core/check.h"
@@ -57,7 +56,7 @@ int64_t reduction_row(const GraphNode& r, const TensorShape& shape) {
 
 int fuse_elementwise(GraphIR& g) {
   const std::size_t n = g.nodes.size();
-  const std::vector<std::vector<int>> users = g.users();
+  const NodeUsers users = g.users();
   std::vector<int> group_of(n, -1);
   std::vector<Group> groups;
   // Would adding a node whose operand comes from q (outside the group) close a cycle through
@@ -129,7 +128,7 @@ int fuse_elementwise(GraphIR& g) {
       continue;
     const int m = r.inputs[0].node;
     const int gid = group_of[static_cast<std::size_t>(m)];
-    if (gid < 0 || reduce_of[static_cast<std::size_t>(gid)] >= 0 || users[static_cast<std::size_t>(m)].size() != 1) continue;
+    if (gid < 0 || reduce_of[static_cast<std::size_t>(gid)] >= 0 || users.of(m).size() != 1) continue;
     const Group& grp = groups[static_cast<std::size_t>(gid)];
     if (grp.members.back() > static_cast<int>(i)) continue;
     if (reduction_row(r, grp.shape) < 0) continue;
@@ -141,20 +140,23 @@ int fuse_elementwise(GraphIR& g) {
   struct Fused {
     std::shared_ptr<const FusedProgram> program;
     std::vector<ValueRef> inputs;            // old refs
-    std::map<int, int> output_index;         // member node -> fused output
+    std::vector<std::pair<int, int>> output_index;  // (member node, fused output)
   };
   std::vector<Fused> fused(groups.size());
   int count = 0;
+  // Per node, while its group's program is built: its step, the immediate it is, or the input
+  // slot of its outputs. Indexed by node rather than kept in maps, so that building a program of
+  // k steps costs O(k) whatever the graph's size; each group resets what it set.
+  std::vector<int> step_of(n, -1), immediate_of(n, -1);
+  std::vector<std::vector<int>> input_slot_of(n);  // per output of the node
   for (std::size_t gi = 0; gi < groups.size(); ++gi) {
     const Group& grp = groups[gi];
     const int red = reduce_of[gi];
     if (grp.members.size() < 2 && red < 0) continue;
     FusedProgram p;
     p.shape = grp.shape;
-    std::vector<std::pair<ValueRef, int>> input_slot;  // external ref -> input index
-    std::map<int, int> immediate_slot;                 // const node -> immediate index
-    std::map<int, int> member_step;                    // member node -> step index
-    std::vector<std::pair<int, int>> pending;          // (step, arg) holding an immediate index
+    std::vector<int> touched;                 // nodes whose step_of / immediate_of / input_slot_of is set
+    std::vector<std::pair<int, int>> pending;  // (step, arg) holding an immediate index
     Fused& f = fused[gi];
     for (int m : grp.members) {
       const GraphNode& node = g.node(m);
@@ -167,24 +169,31 @@ int fuse_elementwise(GraphIR& g) {
         const ValueRef& in = node.inputs[a];
         const GraphNode& src = g.node_of(in);
         if (group_of[static_cast<std::size_t>(in.node)] == static_cast<int>(gi)) {
-          st.args[a] = -2 - member_step.at(in.node);  // resolved below, once slots are numbered
+          st.args[a] = -2 - step_of[static_cast<std::size_t>(in.node)];  // resolved below, once slots are numbered
         } else if (is_immediate(src)) {
-          auto [it, added] = immediate_slot.try_emplace(in.node, static_cast<int>(p.immediates.size()));
-          if (added) p.immediates.push_back(src.value);
+          int& slot = immediate_of[static_cast<std::size_t>(in.node)];
+          if (slot < 0) {
+            slot = static_cast<int>(p.immediates.size());
+            p.immediates.push_back(src.value);
+            touched.push_back(in.node);
+          }
           pending.emplace_back(static_cast<int>(p.steps.size()), static_cast<int>(a));
-          st.args[a] = it->second;
+          st.args[a] = slot;
         } else {
-          auto it = std::find_if(input_slot.begin(), input_slot.end(), [&](const auto& e) { return e.first == in; });
-          if (it == input_slot.end()) {
-            input_slot.emplace_back(in, static_cast<int>(p.inputs.size()));
+          std::vector<int>& slots = input_slot_of[static_cast<std::size_t>(in.node)];
+          if (slots.size() <= static_cast<std::size_t>(in.output)) slots.resize(static_cast<std::size_t>(in.output) + 1, -1);
+          int& slot = slots[static_cast<std::size_t>(in.output)];
+          if (slot < 0) {
+            slot = static_cast<int>(p.inputs.size());
             p.inputs.push_back(g.type_of(in));
             f.inputs.push_back(in);
-            it = input_slot.end() - 1;
+            touched.push_back(in.node);
           }
-          st.args[a] = it->second;
+          st.args[a] = slot;
         }
       }
-      member_step[m] = static_cast<int>(p.steps.size());
+      step_of[static_cast<std::size_t>(m)] = static_cast<int>(p.steps.size());
+      touched.push_back(m);
       p.steps.push_back(st);
     }
     // Slots: inputs, then immediates, then steps.
@@ -198,18 +207,22 @@ int fuse_elementwise(GraphIR& g) {
     for (const auto& [step, arg] : pending) p.steps[static_cast<std::size_t>(step)].args[arg] += num_inputs;
     for (int m : grp.members) {
       bool external = false;
-      for (int u : users[static_cast<std::size_t>(m)]) external |= group_of[static_cast<std::size_t>(u)] != static_cast<int>(gi);
+      for (int u : users.of(m)) external |= group_of[static_cast<std::size_t>(u)] != static_cast<int>(gi);
       if (!external) continue;
-      f.output_index[m] = static_cast<int>(p.outputs.size());
-      p.outputs.push_back(first_step + member_step.at(m));
+      f.output_index.emplace_back(m, static_cast<int>(p.outputs.size()));
+      p.outputs.push_back(first_step + step_of[static_cast<std::size_t>(m)]);
     }
     if (red >= 0) {
       const GraphNode& r = g.node(red);
       p.reduce.op = r.op;
-      p.reduce.slot = first_step + member_step.at(r.inputs[0].node);
+      p.reduce.slot = first_step + step_of[static_cast<std::size_t>(r.inputs[0].node)];
       p.reduce.row = reduction_row(r, grp.shape);
       p.reduce.shape = r.outputs[0].shape;
-      f.output_index[red] = static_cast<int>(p.outputs.size());
+      f.output_index.emplace_back(red, static_cast<int>(p.outputs.size()));
+    }
+    for (int t : touched) {
+      step_of[static_cast<std::size_t>(t)] = immediate_of[static_cast<std::size_t>(t)] = -1;
+      input_slot_of[static_cast<std::size_t>(t)].clear();
     }
     if (p.outputs.empty() && red < 0) continue;
     f.program = make_fused_program(std::move(p));

@@ -4,20 +4,27 @@
 
 namespace tg::detail {
 
-Forwarding::Forwarding(const GraphIR& g) : map_(g.nodes.size()) {
+Forwarding::Forwarding(const GraphIR& g) {
+  first_value_.reserve(g.nodes.size());
+  std::size_t values = 0;
+  for (const GraphNode& node : g.nodes) {
+    first_value_.push_back(values);
+    values += node.outputs.size();
+  }
+  map_.reserve(values);
   for (std::size_t i = 0; i < g.nodes.size(); ++i)
     for (std::size_t k = 0; k < g.nodes[i].outputs.size(); ++k)
-      map_[i].push_back(ValueRef{static_cast<int>(i), static_cast<int>(k)});
+      map_.push_back(ValueRef{static_cast<int>(i), static_cast<int>(k)});
 }
 
 void Forwarding::forward(ValueRef from, ValueRef to) {
   TG_CHECK(to.node < from.node, "values may only forward to earlier nodes");
-  map_[static_cast<std::size_t>(from.node)][static_cast<std::size_t>(from.output)] = resolve(to);
+  at(from) = resolve(to);
 }
 
 ValueRef Forwarding::resolve(ValueRef r) const {
   // Targets are always resolved when set, so one step suffices.
-  return map_[static_cast<std::size_t>(r.node)][static_cast<std::size_t>(r.output)];
+  return map_[first_value_[static_cast<std::size_t>(r.node)] + static_cast<std::size_t>(r.output)];
 }
 
 GraphRebuilder::GraphRebuilder(GraphIR& g)

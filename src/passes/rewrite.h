@@ -16,7 +16,12 @@ class Forwarding {
   ValueRef resolve(ValueRef r) const;
 
  private:
-  std::vector<std::vector<ValueRef>> map_;
+  ValueRef& at(ValueRef r) { return map_[first_value_[static_cast<std::size_t>(r.node)] + static_cast<std::size_t>(r.output)]; }
+
+  // One flat map over all values (first_value_: per node, its output 0's position): a pass
+  // allocates two arrays, not one per node.
+  std::vector<std::size_t> first_value_;
+  std::vector<ValueRef> map_;
 };
 
 /// Rebuilds a graph node by node, in the order the pass emits them. Every pass that changes

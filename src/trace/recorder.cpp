@@ -179,7 +179,7 @@ ValueRef GraphRecorder::value_of(const Tensor& t, const char* user) {
     const int idx = graph_->placeholders.back();
     std::string outer = impl->symbolic->name();  // "mul:0" -> "mul", as graph inputs are written
     if (outer.size() > 2 && outer.compare(outer.size() - 2, 2, ":0") == 0) outer.resize(outer.size() - 2);
-    graph_->nodes[static_cast<std::size_t>(idx)].captured = outer.empty() ? "capture" : outer;
+    graph_->set_captured_name(graph_->node(idx).input_index, outer.empty() ? "capture" : outer);
     capture_nodes_.emplace(impl->symbolic.get(), idx);
     captures_.push_back(t);
     return ValueRef{idx, 0};
