@@ -268,6 +268,17 @@ struct LastCall {
   std::weak_ptr<ConcreteImpl> cf;
 };
 thread_local LastCall t_last_call;
+
+// Field by field, so that a record of as many arguments reuses the vector's storage: the cached
+// path's fast_lookup records a hit without allocating.
+void record_last_call(uint64_t core_id, uint64_t epoch, const std::vector<TraceTypePtr>& call_types,
+                      const std::shared_ptr<ConcreteImpl>& cf) {
+  LastCall& last = t_last_call;
+  last.core_id = core_id;
+  last.epoch = epoch;
+  last.call_types.assign(call_types.begin(), call_types.end());
+  last.cf = cf;
+}
 }  // namespace
 
 struct FunctionCore::State {
@@ -565,7 +576,7 @@ std::shared_ptr<ConcreteImpl> FunctionCore::fast_lookup(std::size_t fast_hash, F
       if (match(it->second.call_types)) {
         cf = it->second.cf;
         // Read under the lock: a clear after this makes the record stale.
-        t_last_call = LastCall{s.id, s.fast_epoch.load(std::memory_order_relaxed), it->second.call_types, cf};
+        record_last_call(s.id, s.fast_epoch.load(std::memory_order_relaxed), it->second.call_types, cf);
         break;
       }
   }
@@ -714,6 +725,7 @@ void FunctionCore::remember_fast(std::size_t fast_hash, std::vector<TraceTypePtr
   State& s = *state_;
   std::unique_lock lock(s.mu);
   if (s.fast.size() >= State::kMaxFastEntries) s.clear_fast();
+  record_last_call(s.id, s.fast_epoch.load(std::memory_order_relaxed), call_types, cf);  // the next call may repeat it
   s.fast.emplace(fast_hash, State::FastEntry{std::move(call_types), std::move(cf)});
 }
 

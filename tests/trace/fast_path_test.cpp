@@ -29,6 +29,20 @@ std::shared_ptr<detail::ConcreteImpl> fast_dispatch_core(const detail::FunctionC
   return cf;
 }
 
+// The first step of the cached path: a repeat of this thread's last call, found by comparison.
+template <class... Args>
+std::shared_ptr<detail::ConcreteImpl> repeat_dispatch_core(const detail::FunctionCore& core, long* allocations,
+                                                          const Args&... args) {
+  testing::CountAllocations counter;
+  auto match = [&](const std::vector<TraceTypePtr>& types) {
+    std::size_t i = 0;
+    return types.size() == sizeof...(Args) && (detail::ArgTraits<Args>::fast_equal(args, *types[i++]) && ...);
+  };
+  auto cf = detail::repeat_call(core, detail::FastMatch(match));
+  *allocations = counter.count();
+  return cf;
+}
+
 template <class F, class... Args>
 std::shared_ptr<detail::ConcreteImpl> fast_dispatch(F& f, long* allocations, const Args&... args) {
   return fast_dispatch_core(detail::FunctionAccess::core(f), allocations, args...);
@@ -49,6 +63,23 @@ TEST(FastPath, CachedDispatchDoesNotAllocate) {
   EXPECT_EQ(fast_dispatch(add, &allocations, a, ones({2}), 2, more), nullptr) << "another shape too";
   EXPECT_EQ(add(a, b, 2, more).item<float>(), 8.0f);
   EXPECT_EQ(add.tracing_count(), 1);
+  // The same call again is this thread's last call: found without hashing or allocating; any
+  // other argument type is not.
+  const detail::FunctionCore& core = detail::FunctionAccess::core(add);
+  EXPECT_EQ(repeat_dispatch_core(core, &allocations, a, b, 2, more), cf);
+  EXPECT_EQ(allocations, 0) << "a repeated call must not allocate";
+  EXPECT_EQ(repeat_dispatch_core(core, &allocations, a, b, 3, more), nullptr);
+  EXPECT_EQ(repeat_dispatch_core(core, &allocations, a, ones({2}), 2, more), nullptr);
+  // Another function's last call is not this one's.
+  auto other = function([](const Tensor& a, const Tensor& b, int k, std::vector<Tensor> more) {
+    return a - b * k + more[0];
+  });
+  EXPECT_EQ(other(a, b, 2, more).item<float>(), 0.0f);
+  EXPECT_EQ(repeat_dispatch_core(core, &allocations, a, b, 2, more), nullptr);
+  EXPECT_EQ(add(a, b, 2, more).item<float>(), 8.0f);
+  EXPECT_EQ(other(a, b, 2, more).item<float>(), 0.0f);
+  EXPECT_EQ(add.tracing_count(), 1);
+  EXPECT_EQ(other.tracing_count(), 1);
 }
 
 TEST(FastPath, ALoadedFunctionTakesTheSameCachedPath) {
