@@ -20,12 +20,14 @@ bool functions_run_eagerly();
 void set_print_sink(void (*sink)(const std::string& line, void* user), void* user = nullptr);
 
 /// Threads tracegraph computes on, the calling thread included: large elementwise and fused
-/// kernels split across its pool, and OpenBLAS runs tracegraph's matrix products on as many
-/// (the two never run at once). The default is TG_NUM_THREADS when set, else the number of
-/// cores.
+/// kernels and large matrix products split across one pool (OpenBLAS itself runs on the thread
+/// that calls it). The default is TG_NUM_THREADS when set, else the number of cores.
 int num_threads();
 /// Resizes the intra-op pool to `n` threads (1: every kernel runs on the calling thread).
-/// Results do not depend on it (chunking is fixed by sizes, partial results combine in order).
+/// Elementwise, fused and reduction results do not depend on it (chunks are fixed by sizes and
+/// each element is computed by one thread, in order); matrix products give the same bits for a
+/// given count, and may differ in the last bits between counts (OpenBLAS blocks a smaller
+/// product differently).
 /// Safe while functions run on other threads: a running parallel kernel finishes on the old
 /// pool first. n < 1, or a call from inside a kernel, is a tg::ValueError.
 void set_num_threads(int n);

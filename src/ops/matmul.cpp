@@ -5,7 +5,6 @@
 #include <cblas.h>
 
 #include <algorithm>
-#include <atomic>
 #include <climits>
 #include <type_traits>
 
@@ -139,30 +138,53 @@ int blas_int(int64_t v) {
   return static_cast<int>(v);
 }
 
-// OpenBLAS keeps its own threads. They follow the pool's size (tg::config::set_num_threads, the
-// core count by default) so that one setting says how many cores tracegraph uses; the two never
-// run at once. Declared weak: with another BLAS behind libblas.so the symbol is absent and that
-// BLAS's own setting stands.
+// OpenBLAS runs on one thread, and tracegraph splits a large product across its own pool
+// instead: one set of threads for every kernel, which sleep when idle. With OpenBLAS's threads
+// as well, two pools share the cores, and OpenBLAS's idle workers spin on a core where the
+// pool's next chunk then waits for the scheduler. Declared weak: with another BLAS behind
+// libblas.so the symbol is absent, and that BLAS's own threading stands.
 extern "C" void openblas_set_num_threads(int) __attribute__((weak));
 
-void match_blas_threads() {
-  static std::atomic<int> blas_threads{0};
-  const int want = num_threads();
-  if (blas_threads.load(std::memory_order_relaxed) == want || !openblas_set_num_threads) return;
-  openblas_set_num_threads(want);
-  blas_threads.store(want, std::memory_order_relaxed);
+void use_one_blas_thread() {
+  static const bool once = [] {
+    if (openblas_set_num_threads) openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)once;
 }
 
+// A product worth splitting: each thread's share is large enough to pay for waking it.
+constexpr int64_t kParallelGemmFlops = int64_t{1} << 22;
+
 template <class T>
-void gemm_blas(int m, int n, int k, const T* a, int lda, bool ta, const T* b, int ldb, bool tb,
-               T* c) {
-  match_blas_threads();
+void gemm_call(int m, int n, int k, const T* a, int lda, bool ta, const T* b, int ldb, bool tb, T* c, int ldc) {
   const CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans;
   const CBLAS_TRANSPOSE opb = tb ? CblasTrans : CblasNoTrans;
   if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, opa, opb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, n);
+    cblas_sgemm(CblasRowMajor, opa, opb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
   else
-    cblas_dgemm(CblasRowMajor, opa, opb, m, n, k, 1.0, a, lda, b, ldb, 0.0, c, n);
+    cblas_dgemm(CblasRowMajor, opa, opb, m, n, k, 1.0, a, lda, b, ldb, 0.0, c, ldc);
+}
+
+// C (m x n, row-major) = op(A) op(B). Large products are split across the pool by rows of C, in
+// blocks fixed by the sizes and the thread count, so a given thread count always gives the same
+// bits. Between thread counts the last bits can differ: OpenBLAS packs and blocks a smaller
+// product differently (as it does when its own threads split one).
+template <class T>
+void gemm_blas(int m, int n, int k, const T* a, int lda, bool ta, const T* b, int ldb, bool tb,
+               T* c) {
+  use_one_blas_thread();
+  const int64_t flops = int64_t{2} * m * n * k;
+  if (num_threads() == 1 || flops < 2 * kParallelGemmFlops || m < 32) {
+    gemm_call(m, n, k, a, lda, ta, b, ldb, tb, c, n);
+    return;
+  }
+  const int64_t grain = std::max<int64_t>(16, kParallelGemmFlops / (int64_t{2} * n * k));
+  parallel_for(m, grain, [&](int64_t r0, int64_t r1) {
+    // Rows r0..r1 of op(A): rows of A, or columns of a transposed A.
+    const T* a_rows = ta ? a + r0 : a + r0 * lda;
+    gemm_call(static_cast<int>(r1 - r0), n, k, a_rows, lda, ta, b, ldb, tb, c + r0 * n, n);
+  });
 }
 
 template <class T>

@@ -280,6 +280,42 @@ TEST(PlannedExecutor, FusedNodesGiveTheSameBitsOnAnyThreadCount) {
   EXPECT_EQ(s1.to_vector<float>(), se.to_vector<float>());
 }
 
+// Large matrix products are split across the pool by rows of the result, in blocks fixed by
+// the sizes and the thread count: a thread count always gives the same bits; other counts agree
+// to rounding (OpenBLAS blocks a smaller product differently). Transposes included.
+TEST(PlannedExecutor, MatrixProductsAreReproducibleAtEachThreadCount) {
+  struct Case { int64_t m, n, k; bool ta, tb; };
+  const Case cases[] = {{300, 130, 200, false, false}, {130, 300, 200, true, false},
+                        {257, 129, 97, false, true}, {64, 784, 256, true, true}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::to_string(c.m) + "x" + std::to_string(c.n) + "x" + std::to_string(c.k));
+    const Tensor a = constant(iota_values(c.m * c.k), c.ta ? TensorShape({c.k, c.m}) : TensorShape({c.m, c.k})) * 0.01f;
+    const Tensor b = constant(iota_values(c.k * c.n), c.tb ? TensorShape({c.n, c.k}) : TensorShape({c.k, c.n})) * 0.02f;
+    const int saved = detail::num_threads();
+    std::vector<std::vector<float>> results;
+    for (int threads : {1, 2, 2, 3, 3}) {
+      detail::set_num_threads(threads);
+      results.push_back(matmul(a, b, c.ta, c.tb).to_vector<float>());
+    }
+    detail::set_num_threads(saved);
+    EXPECT_EQ(results[1], results[2]);
+    EXPECT_EQ(results[3], results[4]);
+    // Every count against a double-precision loop.
+    const std::vector<float> va = a.to_vector<float>(), vb = b.to_vector<float>();
+    for (int64_t i : {int64_t{0}, c.m / 2, c.m - 1})
+      for (int64_t j : {int64_t{0}, c.n / 3, c.n - 1}) {
+        double want = 0, scale = 0;
+        for (int64_t p = 0; p < c.k; ++p) {
+          const double t = double(va[static_cast<std::size_t>(c.ta ? p * c.m + i : i * c.k + p)]) *
+                           double(vb[static_cast<std::size_t>(c.tb ? j * c.k + p : p * c.n + j)]);
+          want += t;
+          scale += std::abs(t);
+        }
+        for (const auto& r : results) EXPECT_NEAR(r[static_cast<std::size_t>(i * c.n + j)], want, 1e-5 * scale + 1e-6);
+      }
+  }
+}
+
 TEST(ThreadPool, CoversTheRangeOnceInFixedChunks) {
   const int saved = detail::num_threads();
   detail::set_num_threads(4);
