@@ -3,6 +3,7 @@
 #include <queue>
 
 #include "core/check.h"
+#include "core/tensor_impl.h"
 #include "ops/fused.h"
 #include "passes/passes.h"
 #include "passes/rewrite.h"
@@ -34,7 +35,8 @@ bool is_candidate(const GraphIR& g, const GraphNode& node) {
 
 // A one-element constant that the program holds as an immediate instead of an input.
 bool is_immediate(const GraphNode& n) {
-  return n.kind == NodeKind::kConst && n.value.dtype() != DType::String && n.value.num_elements() == 1;
+  return n.kind == NodeKind::kConst && n.value.impl()->dtype != DType::String &&
+         static_shape(n.value).num_elements() == 1;  // as stored: Tensor::num_elements() copies the shape
 }
 
 // Elements per result element when `r` reduces all of `shape` or its last dim; -1 otherwise.
