@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/small_vector.h"
 #include "ops/control_flow_attrs.h"
 #include "ops/op.h"
 #include "ops/variable_state.h"
@@ -53,7 +54,8 @@ struct GraphNode {
   NodeKind kind = NodeKind::kOp;
   OpId op = OpId::Identity;       // for kOp
   OpAttrs attrs;                  // for kOp
-  std::vector<ValueRef> inputs;
+  // Nearly every node reads one or two values: those cost no allocation of their own.
+  SmallVector<ValueRef, 2> inputs;
   std::vector<ValueType> outputs;  // static output types (dims may be None)
   Tensor value;                    // for kConst
   int input_index = -1;            // for kPlaceholder: its position in GraphIR::placeholders

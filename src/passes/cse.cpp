@@ -17,8 +17,10 @@ namespace {
 constexpr int64_t kMaxComparedConstant = 64;
 bool same_constant(const Tensor& a, const Tensor& b) {
   if (a.impl() == b.impl()) return true;
-  if (a.dtype() != b.dtype() || !(a.shape() == b.shape()) || a.dtype() == DType::String) return false;
-  const int64_t n = a.num_elements();
+  // The shapes as stored: Tensor::shape() and num_elements() copy the shape each call.
+  const TensorShape& shape = static_shape(a);
+  if (a.impl()->dtype != b.impl()->dtype || !(shape == static_shape(b)) || a.impl()->dtype == DType::String) return false;
+  const int64_t n = shape.num_elements();
   if (n > kMaxComparedConstant) return false;
   return std::memcmp(data_of<char>(a), data_of<char>(b), static_cast<std::size_t>(n) * dtype_size(a.dtype())) == 0;
 }
@@ -74,12 +76,13 @@ int eliminate_common_subexpressions(GraphIR& g) {
     if (node.kind == NodeKind::kConst) {
       // Small constants hash by content, others by identity.
       const Tensor& v = node.value;
-      h = hash_combine(0xc0, static_cast<std::size_t>(v.dtype()));
-      if (v.dtype() != DType::String && v.num_elements() <= kMaxComparedConstant) {
+      const DType dtype = v.impl()->dtype;
+      const TensorShape& shape = static_shape(v);  // as stored: Tensor::shape() copies
+      h = hash_combine(0xc0, static_cast<std::size_t>(dtype));
+      if (dtype != DType::String && shape.num_elements() <= kMaxComparedConstant) {
         const char* bytes = data_of<char>(v);
-        const std::size_t len = static_cast<std::size_t>(v.num_elements()) * dtype_size(v.dtype());
+        const std::size_t len = static_cast<std::size_t>(shape.num_elements()) * dtype_size(dtype);
         h = hash_combine(h, std::hash<std::string_view>{}(std::string_view(bytes, len)));
-        const TensorShape shape = v.shape();  // shape() returns a copy: keep it alive
         for (int64_t d : shape.dims()) h = hash_combine(h, static_cast<std::size_t>(d));
       } else {
         h = hash_combine(h, std::hash<const void*>{}(v.impl().get()));
@@ -104,7 +107,7 @@ int eliminate_common_subexpressions(GraphIR& g) {
     keep[i] = false;
     ++merged;
   }
-  if (merged) compact(g, keep, fwd);
+  if (merged) compact(g, keep, &fwd);
   return merged;
 }
 

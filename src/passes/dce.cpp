@@ -20,7 +20,7 @@ int eliminate_dead_code(GraphIR& g) {
   }
   int removed = 0;
   for (bool l : live) removed += !l;
-  if (removed) compact(g, live, Forwarding(g));
+  if (removed) compact(g, live);
   return removed;
 }
 

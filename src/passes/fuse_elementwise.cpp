@@ -3,6 +3,7 @@
 #include <queue>
 
 #include "core/check.h"
+#include "core/tensor_impl.h"
 #include "ops/fused.h"
 #include "passes/passes.h"
 #include "passes/rewrite.h"
@@ -34,7 +35,8 @@ bool is_candidate(const GraphIR& g, const GraphNode& node) {
 
 // A one-element constant that the program holds as an immediate instead of an input.
 bool is_immediate(const GraphNode& n) {
-  return n.kind == NodeKind::kConst && n.value.dtype() != DType::String && n.value.num_elements() == 1;
+  return n.kind == NodeKind::kConst && n.value.impl()->dtype != DType::String &&
+         static_shape(n.value).num_elements() == 1;  // as stored: Tensor::num_elements() copies the shape
 }
 
 // Elements per result element when `r` reduces all of `shape` or its last dim; -1 otherwise.
@@ -241,19 +243,31 @@ int fuse_elementwise(GraphIR& g) {
   std::vector<int> order;
   for (;;) {
     std::vector<int> key(num_units, -1), indegree(num_units, 0);
-    std::vector<std::vector<int>> succ(num_units);
     for (std::size_t i = 0; i < n; ++i) {
       const int u = unit_of(static_cast<int>(i));
       key[static_cast<std::size_t>(u)] = std::max(key[static_cast<std::size_t>(u)], static_cast<int>(i));
-      auto edge = [&](int p) {
-        const int pu = unit_of(p);
-        if (pu == u) return;
-        succ[static_cast<std::size_t>(pu)].push_back(u);
-        ++indegree[static_cast<std::size_t>(u)];
-      };
-      for (const ValueRef& in : g.nodes[i].inputs) edge(in.node);
-      if (g.nodes[i].control_input >= 0) edge(g.nodes[i].control_input);
     }
+    // Each unit's successors, in node order, in one flat array (counted, then filled): one
+    // allocation, not one per unit.
+    auto each_edge = [&](auto&& visit) {
+      for (std::size_t i = 0; i < n; ++i) {
+        const int u = unit_of(static_cast<int>(i));
+        auto edge = [&](int p) {
+          if (const int pu = unit_of(p); pu != u) visit(static_cast<std::size_t>(pu), u);
+        };
+        for (const ValueRef& in : g.nodes[i].inputs) edge(in.node);
+        if (g.nodes[i].control_input >= 0) edge(g.nodes[i].control_input);
+      }
+    };
+    std::vector<std::size_t> succ_start(num_units + 1, 0);
+    each_edge([&](std::size_t from, int to) {
+      ++succ_start[from + 1];
+      ++indegree[static_cast<std::size_t>(to)];
+    });
+    for (std::size_t u = 0; u < num_units; ++u) succ_start[u + 1] += succ_start[u];
+    std::vector<int> succ(succ_start.back());
+    std::vector<std::size_t> succ_next(succ_start.begin(), succ_start.end() - 1);
+    each_edge([&](std::size_t from, int to) { succ[succ_next[from]++] = to; });
     using Item = std::pair<int, int>;  // (key, unit)
     std::priority_queue<Item, std::vector<Item>, std::greater<>> ready;
     for (std::size_t u = 0; u < num_units; ++u)
@@ -263,8 +277,10 @@ int fuse_elementwise(GraphIR& g) {
       const int u = ready.top().second;
       ready.pop();
       order.push_back(u);
-      for (int s : succ[static_cast<std::size_t>(u)])
+      for (std::size_t k = succ_start[static_cast<std::size_t>(u)]; k < succ_start[static_cast<std::size_t>(u) + 1]; ++k) {
+        const int s = succ[k];
         if (--indegree[static_cast<std::size_t>(s)] == 0) ready.emplace(key[static_cast<std::size_t>(s)], s);
+      }
     }
     std::size_t expected = 0;
     int stuck = -1;  // the fused group left on a cycle that stood last

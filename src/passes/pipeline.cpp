@@ -107,6 +107,9 @@ void optimize_graph(const std::shared_ptr<GraphIR>& g, const std::string& label)
     if (verify) verify_graph(*g, p.name);
     dump(g, label, step++, p.name);
   }
+  // Passes that drop nodes keep the node array's capacity; the optimised graph is kept for as
+  // long as its concrete function, usually at a fraction of the traced size (a fused chain).
+  g->nodes.shrink_to_fit();
 }
 
 }  // namespace tg::detail

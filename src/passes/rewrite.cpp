@@ -73,11 +73,38 @@ void GraphRebuilder::finish() {
   g_.nodes = std::move(nodes_);
 }
 
-void compact(GraphIR& g, const std::vector<bool>& keep, const Forwarding& fwd) {
-  GraphRebuilder rebuilt(g);
-  for (std::size_t i = 0; i < keep.size(); ++i)
-    if (keep[i]) rebuilt.keep(static_cast<int>(i), &fwd);
-  rebuilt.finish();
+void compact(GraphIR& g, const std::vector<bool>& keep, const Forwarding* fwd) {
+  // In place: a kept node only moves down, into a slot whose node was already moved or dropped,
+  // so a pass that only drops nodes allocates no second node array (for a large graph, tens of
+  // MB of fresh pages per pass).
+  const std::size_t n = g.nodes.size();
+  std::vector<int> new_index(n, -1);
+  // Per node, the new index a control edge to it goes to: its own if kept, else its control
+  // predecessor's (found before that predecessor's slot is overwritten).
+  std::vector<int> control_target(n, -1);
+  std::size_t next = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    GraphNode& node = g.nodes[i];
+    const int c = node.control_input;
+    const int control = c >= 0 ? control_target[static_cast<std::size_t>(c)] : -1;
+    if (!keep[i]) {
+      control_target[i] = control;
+      continue;
+    }
+    for (ValueRef& in : node.inputs) {
+      const ValueRef old = fwd ? fwd->resolve(in) : in;
+      const int at = new_index[static_cast<std::size_t>(old.node)];
+      TG_CHECK(at >= 0, "a node uses node ", old.node, ", which the compacted graph does not keep");
+      in = ValueRef{at, old.output};
+    }
+    node.control_input = control;
+    new_index[i] = control_target[i] = static_cast<int>(next);
+    if (next != i) g.nodes[next] = std::move(node);
+    ++next;
+  }
+  g.nodes.erase(g.nodes.begin() + static_cast<std::ptrdiff_t>(next), g.nodes.end());
+  for (int& p : g.placeholders) p = new_index[static_cast<std::size_t>(p)];
+  for (int& o : g.outputs) o = new_index[static_cast<std::size_t>(o)];
 }
 
 }  // namespace tg::detail

@@ -51,7 +51,10 @@ class GraphRebuilder {
   std::vector<std::vector<ValueRef>> values_;  // old value -> new value (replacements)
 };
 
-/// Keeps the nodes with keep[i], in order, rewriting inputs through `fwd` (GraphRebuilder::keep).
-void compact(GraphIR& g, const std::vector<bool>& keep, const Forwarding& fwd);
+/// Keeps the nodes with keep[i], in order and in place, rewriting inputs through `fwd` (when
+/// given) as GraphRebuilder::keep does, control edges included: GraphRebuilder for passes that
+/// only drop nodes, without a second node array. Precondition: every kept node's inputs,
+/// resolved through `fwd`, are kept.
+void compact(GraphIR& g, const std::vector<bool>& keep, const Forwarding* fwd = nullptr);
 
 }  // namespace tg::detail

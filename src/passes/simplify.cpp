@@ -42,8 +42,9 @@ enum class Sign { kAny, kPositiveZero, kNegativeZero };
 // broadcast the other operand (the output's shape equals the other operand's, dims all 1).
 bool is_neutral_const(const Match& m, std::size_t k, double value, Sign sign) {
   const GraphNode& c = m.input(k);
-  if (c.kind != NodeKind::kConst || c.value.dtype() == DType::String || c.value.num_elements() != 1) return false;
-  const TensorShape cshape = c.value.shape();
+  if (c.kind != NodeKind::kConst) return false;
+  const TensorShape& cshape = static_shape(c.value);  // as stored: Tensor::shape() copies
+  if (c.value.impl()->dtype == DType::String || cshape.num_elements() != 1) return false;
   const ValueType& other = m.input_type(1 - k);
   if (!other.shape.has_rank() || cshape.rank() > other.shape.rank()) return false;
   for (int64_t d : cshape.dims())
@@ -200,7 +201,7 @@ int simplify_algebra(GraphIR& g) {
       break;
     }
   }
-  if (changed) compact(g, keep, fwd);
+  if (changed) compact(g, keep, &fwd);
   return changed;
 }
 
