@@ -39,6 +39,9 @@ void sgemm_tracegraph(benchmark::State& state, int64_t n) {
 }
 
 void sgemm_cblas(benchmark::State& state, int64_t n) {
+  // OpenBLAS's own threads at the column's count (tracegraph sets them to 1 for its own calls
+  // and splits products across its pool instead; the setting is process-wide).
+  openblas_set_num_threads(tg::config::num_threads());
   const tg::Tensor a = tg::random_uniform({n, n}, -1, 1, 1);
   const tg::Tensor b = tg::random_uniform({n, n}, -1, 1, 2);
   const std::size_t bytes = static_cast<std::size_t>(n * n) * sizeof(float);

@@ -20,6 +20,17 @@ namespace {
 
 thread_local bool t_in_pool_job = false;  // nested parallel_for calls run serially
 
+// How long a thread spins for work (a worker) or for the other chunks (the caller) before it
+// sleeps on a condition variable: about 50-100 us. Waking a sleeping thread costs a futex
+// system call on each side, 10-20 us on a VM; the parallel kernels of one step come closer
+// together than that.
+constexpr int kSpinIterations = 2000;
+inline void spin_pause() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
 int default_threads() {
   if (const char* env = std::getenv("TG_NUM_THREADS")) {
     const int n = std::atoi(env);
@@ -60,14 +71,20 @@ class Pool {
       next_.store(0, std::memory_order_relaxed);
       error_ = nullptr;
       ++generation_;
+      published_.store(generation_, std::memory_order_release);
     }
-    wake_.notify_all();
+    // Workers still spinning from the last job see published_ change; only sleeping ones need
+    // the (on a VM, expensive) futex wake. A worker counts itself a sleeper under mu_, so it
+    // either is counted here or sees the new generation before it sleeps.
+    if (sleepers_.load() > 0) wake_.notify_all();
     t_in_pool_job = true;
     work();
     t_in_pool_job = false;
+    // Spin for the other chunks before sleeping on done_: they are usually as short as ours.
+    for (int i = 0; i < kSpinIterations && !(active_.load() == 0 && finished_.load() == chunks_); ++i) spin_pause();
     std::unique_lock lock(mu_);
-    done_.wait(lock, [&] { return active_ == 0 && finished_ == chunks_; });
-    finished_ = 0;
+    done_.wait(lock, [&] { return active_.load() == 0 && finished_.load() == chunks_; });
+    finished_.store(0);
     fn_ = nullptr;
     if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
   }
@@ -93,7 +110,7 @@ class Pool {
     }
     if (done_here) {
       std::lock_guard lock(mu_);
-      finished_ += done_here;
+      finished_.fetch_add(done_here);
     }
   }
 
@@ -101,17 +118,32 @@ class Pool {
     uint64_t seen = 0;
     t_in_pool_job = true;
     for (;;) {
+      // The next parallel kernel usually comes within microseconds (the next op of the same
+      // step): spin for it a while before sleeping, as OpenMP runtimes do.
+      for (int i = 0; i < kSpinIterations && published_.load(std::memory_order_acquire) == seen &&
+                      !stopping_flag_.load(std::memory_order_relaxed);
+           ++i)
+        spin_pause();
       {
         std::unique_lock lock(mu_);
-        wake_.wait(lock, [&] { return stopping_ || (generation_ != seen && fn_); });
+        if (!stopping_ && generation_ != seen && !fn_) {
+          seen = generation_;  // that job finished without us: spin for the next one
+          continue;
+        }
+        auto ready = [&] { return stopping_ || (generation_ != seen && fn_); };
+        if (!ready()) {
+          sleepers_.fetch_add(1);
+          wake_.wait(lock, ready);
+          sleepers_.fetch_sub(1);
+        }
         if (stopping_) return;
         seen = generation_;
-        ++active_;
+        active_.fetch_add(1);
       }
       work();
       {
         std::lock_guard lock(mu_);
-        --active_;
+        active_.fetch_sub(1);
       }
       done_.notify_all();
     }
@@ -121,6 +153,7 @@ class Pool {
     threads = std::max(1, threads);
     threads_.store(threads, std::memory_order_relaxed);
     stopping_ = false;
+    stopping_flag_.store(false, std::memory_order_relaxed);
     for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker(); });
   }
 
@@ -128,6 +161,7 @@ class Pool {
     {
       std::lock_guard lock(mu_);
       stopping_ = true;
+      stopping_flag_.store(true, std::memory_order_relaxed);
     }
     wake_.notify_all();
     for (auto& t : workers_) t.join();
@@ -143,8 +177,13 @@ class Pool {
   std::condition_variable wake_, done_;
   bool stopping_ = false;
   uint64_t generation_ = 0;
-  int active_ = 0;     // workers inside the current job
-  int finished_ = 0;   // chunks completed
+  std::atomic<int> active_{0};    // workers inside the current job (changed under mu_)
+  std::atomic<int> finished_{0};  // chunks completed (changed under mu_)
+  // Lock-free views for spinning: the last job's generation, whether stop() began, and how many
+  // workers sleep on wake_ (changed under mu_).
+  std::atomic<uint64_t> published_{0};
+  std::atomic<bool> stopping_flag_{false};
+  std::atomic<int> sleepers_{0};
   std::exception_ptr error_;
   void (*fn_)(void*, int64_t, int64_t) = nullptr;
   void* ctx_ = nullptr;

@@ -144,13 +144,13 @@ int blas_int(int64_t v) {
 // pool's next chunk then waits for the scheduler. Declared weak: with another BLAS behind
 // libblas.so the symbol is absent, and that BLAS's own threading stands.
 extern "C" void openblas_set_num_threads(int) __attribute__((weak));
+extern "C" int openblas_get_num_threads() __attribute__((weak));
 
+// Checked per product, not once: the setting is process-wide, and other code in the process (a
+// benchmark's reference, another library) may change it.
 void use_one_blas_thread() {
-  static const bool once = [] {
-    if (openblas_set_num_threads) openblas_set_num_threads(1);
-    return true;
-  }();
-  (void)once;
+  if (openblas_get_num_threads && openblas_set_num_threads && openblas_get_num_threads() != 1)
+    openblas_set_num_threads(1);
 }
 
 // A product worth splitting: each thread's share is large enough to pay for waking it.
