@@ -66,16 +66,15 @@ Options:
   --cast                  as for 'tgx run'
   --warmup N              untimed calls first (default 10): the first calls allocate buffers
   --iterations N          timed calls (default 100)
-  --threads N             threads of tracegraph's intra-op pool (tg::config::set_num_threads;
-                          default: TG_NUM_THREADS, else the number of cores). It splits large
-                          elementwise kernels; matrix products run in OpenBLAS, whose threads
-                          are set by the environment variable OPENBLAS_NUM_THREADS only.
+  --threads N             threads tracegraph computes on (tg::config::set_num_threads;
+                          default: TG_NUM_THREADS, else the number of cores). Large
+                          elementwise and fused kernels and matrix products split across them.
   -h, --help              print this help
 
 Exit codes: 0 ok; 1 usage error; 2 the model file is invalid; 3 a call failed; 5 internal error.
 
 Example:
-  OPENBLAS_NUM_THREADS=1 tgx bench mlp.tgx --input x=batch.npy --iterations 1000 --threads 1
+  tgx bench mlp.tgx --input x=batch.npy --iterations 1000 --threads 1
 )";
 
 namespace {
@@ -359,14 +358,11 @@ int bench_command(const std::vector<std::string>& args) {
   const double total_s = std::chrono::duration<double>(Clock::now() - start).count();
   std::sort(us.begin(), us.end());
 
-  const char* blas = std::getenv("OPENBLAS_NUM_THREADS");
   std::cout << "model:      " << call.path << " (function '" << call.fn.name() << "')\n";
   for (std::size_t i = 0; i < call.inputs.size(); ++i)
     std::cout << (i ? "            " : "inputs:     ") << call.params[i].name << " = "
               << describe(call.inputs[i].dtype(), call.inputs[i].shape()) << " from " << call.input_files[i] << "\n";
-  std::cout << "threads:    " << tg::config::num_threads() << " (tracegraph pool); OpenBLAS: "
-            << (blas ? std::string("OPENBLAS_NUM_THREADS=") + blas : std::string("its default (OPENBLAS_NUM_THREADS unset)"))
-            << "\n"
+  std::cout << "threads:    " << tg::config::num_threads() << " (elementwise, fused kernels and matrix products)\n"
             << "calls:      " << with_thousands(iterations) << " timed after " << with_thousands(warmup) << " warm-up\n\n";
   const std::size_t w = 12;
   std::cout << "latency (us)" << right("min", w) << right("median", w) << right("p90", w) << right("max", w) << "\n"
