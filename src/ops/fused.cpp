@@ -210,6 +210,35 @@ std::shared_ptr<const FusedProgram> make_fused_program(FusedProgram p) {
     return k + 1 < p.steps.size() && use_count[static_cast<std::size_t>(s)] == 1 &&
            output_of[static_cast<std::size_t>(s)] < 0 && p.steps[k + 1].args[0] == s;
   };
+  // Steps [k, k + len) run as one loop `e` (a register chain, an affine peephole) reading the
+  // tensor operand e.args[0]: the steps before the last are never materialised, the last one's
+  // value goes to a node output or a fresh tile buffer, and the operand's buffer is freed when
+  // no later step reads it. Returns the last step's index.
+  auto emit_run = [&](std::size_t k, std::size_t len, std::size_t elem_size, FusedPlan::Exec e) {
+    for (std::size_t j = k; j + 1 < k + len; ++j) {
+      FusedPlan::Slot& elided = plan->slots[static_cast<std::size_t>(first_step) + j];
+      elided.kind = FusedPlan::kTileStep;  // never materialised: only the run's loop reads it
+      elided.elem_size = elem_size;
+    }
+    const std::size_t last = k + len - 1;
+    const int out_slot = first_step + static_cast<int>(last);
+    FusedPlan::Slot& slot = plan->slots[static_cast<std::size_t>(out_slot)];
+    slot.elem_size = elem_size;
+    e.out = out_slot;
+    if (output_of[static_cast<std::size_t>(out_slot)] >= 0) {
+      slot.kind = FusedPlan::kOutputStep;
+      slot.index = output_of[static_cast<std::size_t>(out_slot)];
+    } else {
+      slot.kind = FusedPlan::kTileStep;
+      slot.index = take_buffer();  // before freeing the operand's: out never aliases it
+    }
+    const int operand = e.args[0];
+    const FusedPlan::Slot& in = plan->slots[static_cast<std::size_t>(operand)];
+    if (in.kind == FusedPlan::kTileStep && last_use[static_cast<std::size_t>(operand)] <= static_cast<int>(last))
+      free_buffers.push_back(in.index);
+    plan->tile_steps.push_back(e);
+    return last;
+  };
   const int first_imm = static_cast<int>(p.inputs.size());
   // Step j as an op of a register chain whose value so far is slot `prev` (-1: step j would
   // start the chain, reading any slot that is not a scalar). The other operand, if any, must be a
@@ -258,32 +287,12 @@ std::shared_ptr<const FusedProgram> make_fused_program(FusedProgram p) {
         }
       }
       if (len >= 2) {
-        for (std::size_t j = k; j + 1 < k + len; ++j) {
-          FusedPlan::Slot& elided = plan->slots[static_cast<std::size_t>(first_step) + j];
-          elided.kind = FusedPlan::kTileStep;  // lives in registers only
-          elided.elem_size = sizeof(float);
-        }
-        k += len - 1;
-        out_slot = first_step + static_cast<int>(k);
-        FusedPlan::Slot& slot = plan->slots[static_cast<std::size_t>(out_slot)];
-        slot.elem_size = sizeof(float);
         FusedPlan::Exec e;
         e.fn = table.chain_f32;
-        e.out = out_slot;
         e.args[0] = chain_in;
         e.extra = chain.get();
         plan->chains.push_back(std::move(chain));
-        if (output_of[static_cast<std::size_t>(out_slot)] >= 0) {
-          slot.kind = FusedPlan::kOutputStep;
-          slot.index = output_of[static_cast<std::size_t>(out_slot)];
-        } else {
-          slot.kind = FusedPlan::kTileStep;
-          slot.index = take_buffer();
-        }
-        const FusedPlan::Slot& in = plan->slots[static_cast<std::size_t>(chain_in)];
-        if (in.kind == FusedPlan::kTileStep && last_use[static_cast<std::size_t>(chain_in)] <= static_cast<int>(k))
-          free_buffers.push_back(in.index);
-        plan->tile_steps.push_back(e);
+        k = emit_run(k, len, sizeof(float), e);
         continue;
       }
     }
@@ -304,30 +313,10 @@ std::shared_ptr<const FusedProgram> make_fused_program(FusedProgram p) {
       affine_args[2] = p.steps[k + 1].args[1];
     }
     if (fused_len) {
-      for (std::size_t j = k; j + 1 < k + fused_len; ++j) {
-        FusedPlan::Slot& elided = plan->slots[static_cast<std::size_t>(first_step) + j];
-        elided.kind = FusedPlan::kTileStep;  // never materialised: only the fused loop read it
-        elided.elem_size = dtype_size(st.in_dtype);
-      }
-      k += fused_len - 1;
-      out_slot = first_step + static_cast<int>(k);
-      FusedPlan::Slot& slot = plan->slots[static_cast<std::size_t>(out_slot)];
-      slot.elem_size = dtype_size(st.in_dtype);
       FusedPlan::Exec e;
       e.fn = affine;
-      e.out = out_slot;
       for (int a = 0; a < 3; ++a) e.args[a] = affine_args[a];
-      if (output_of[static_cast<std::size_t>(out_slot)] >= 0) {
-        slot.kind = FusedPlan::kOutputStep;
-        slot.index = output_of[static_cast<std::size_t>(out_slot)];
-      } else {
-        slot.kind = FusedPlan::kTileStep;
-        slot.index = take_buffer();
-      }
-      const FusedPlan::Slot& in = plan->slots[static_cast<std::size_t>(affine_args[0])];
-      if (in.kind == FusedPlan::kTileStep && last_use[static_cast<std::size_t>(affine_args[0])] <= static_cast<int>(k))
-        free_buffers.push_back(in.index);
-      plan->tile_steps.push_back(e);
+      k = emit_run(k, fused_len, dtype_size(st.in_dtype), e);
       continue;
     }
     for (int a = 0; a < st.num_args; ++a) {
