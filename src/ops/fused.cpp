@@ -10,6 +10,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <type_traits>
 
 #include "core/check.h"
@@ -106,6 +107,9 @@ struct FusedPlan {
   int num_buffers = 0;
   int num_scalars = 0;
   int64_t total = 0;
+  std::vector<int64_t> dims;    // the shape every step has
+  int64_t reduce_row = 1;       // elements folded into each reduced result
+  int64_t reduce_outputs = 0;   // reduced results
   // Derived from `slots` once, so that a run touches only the slots it must point somewhere
   // (a 100-op program has ~100 slots, most of them elided or reusing a handful of buffers).
   std::vector<int> buffer_slots;  // kTileStep / kBcastInput slots with a buffer
@@ -136,18 +140,24 @@ bool fusable_op(OpId op, DType in_dtype, DType out_dtype) {
   return s && s->out == out_dtype;
 }
 
-std::shared_ptr<const FusedProgram> make_fused_program(FusedProgram p) {
-  TG_CHECK(p.shape.is_fully_defined(), "fused program over an undefined shape");
+namespace {
+
+// How the kernel runs `p` when its inputs have `input_shapes` and every step has `shape` (all
+// fully defined). Throws tg::InternalError on a malformed program (a pass bug).
+std::shared_ptr<const FusedPlan> build_plan(const FusedProgram& p, const std::vector<TensorShape>& input_shapes,
+                                            const TensorShape& shape) {
+  TG_CHECK(shape.is_fully_defined() && input_shapes.size() == p.inputs.size(), "fused plan over ", shape.to_string());
   auto plan = std::make_shared<FusedPlan>();
-  plan->total = p.shape.num_elements();
+  plan->total = shape.num_elements();
+  plan->dims = shape.dims();
   const int first_step = p.first_step_slot();
   const int num_slots = first_step + static_cast<int>(p.steps.size());
   plan->slots.resize(static_cast<std::size_t>(num_slots));
-  const std::vector<int64_t>& dims = p.shape.dims();
+  const std::vector<int64_t>& dims = plan->dims;
   int next_buffer = 0;
   for (std::size_t i = 0; i < p.inputs.size(); ++i) {
-    const TensorShape& s = p.inputs[i].shape;
-    TG_CHECK(s.is_fully_defined() && s.rank() <= p.shape.rank(), "fused input ", i, " has shape ", s.to_string());
+    const TensorShape& s = input_shapes[i];
+    TG_CHECK(s.is_fully_defined() && s.rank() <= shape.rank(), "fused input ", i, " has shape ", s.to_string());
     FusedPlan::Slot& slot = plan->slots[i];
     slot.index = static_cast<int>(i);
     slot.elem_size = dtype_size(p.inputs[i].dtype);
@@ -381,9 +391,13 @@ std::shared_ptr<const FusedProgram> make_fused_program(FusedProgram p) {
                  use_count[static_cast<std::size_t>(r.slot)] == 0,
              "fused reduction of slot ", r.slot, " that other steps or outputs use");
     TG_CHECK(fusable_reduce(r.op, p.slot_dtype(r.slot)), "no fused reduction ", op_def(r.op).name);
-    TG_CHECK(r.shape.is_fully_defined() && r.row >= 0, "fused reduction shape");
-    TG_CHECK(r.row == 0 ? plan->total == 0 : plan->total % r.row == 0 && r.shape.num_elements() == plan->total / r.row,
-             "fused reduction of rows of ", r.row, " over ", p.shape.to_string(), " into ", r.shape.to_string());
+    const bool over_all = r.over_all || dims.size() <= 1;
+    plan->reduce_row = over_all ? plan->total : dims.back();
+    plan->reduce_outputs = 1;
+    if (!over_all)
+      for (std::size_t d = 0; d + 1 < dims.size(); ++d) plan->reduce_outputs *= dims[d];
+    TG_CHECK(!r.shape.is_fully_defined() || r.shape.num_elements() == plan->reduce_outputs, "fused reduction of ",
+             shape.to_string(), " into ", r.shape.to_string());
     const FusedPlan::Slot& slot = plan->slots[static_cast<std::size_t>(r.slot)];
     if (slot.kind == FusedPlan::kScalar) {
       // A value that is the same everywhere still reduces element by element (sums count it).
@@ -414,9 +428,35 @@ std::shared_ptr<const FusedProgram> make_fused_program(FusedProgram p) {
   // tile step costs about one vector operation.
   const int64_t work_per_element = std::max<int64_t>(1, static_cast<int64_t>(plan->tile_steps.size()));
   plan->grain = std::max<int64_t>(kTile, kParallelWork / work_per_element);
-  p.plan = std::move(plan);
+  return plan;
+}
+
+// `s` with each None dim replaced by the matching dim of `like` (right-aligned) if that is
+// known, else by 2: a stand-in run-time shape to check a program over None dims against.
+TensorShape stand_in(const TensorShape& s, const TensorShape& like) {
+  std::vector<int64_t> dims = s.dims();
+  for (std::size_t k = 0; k < dims.size(); ++k) {
+    if (dims[dims.size() - 1 - k] >= 0) continue;
+    const int64_t other = k < like.dims().size() ? like.dims()[like.dims().size() - 1 - k] : -1;
+    dims[dims.size() - 1 - k] = other >= 0 ? other : 2;
+  }
+  return TensorShape(dims);
+}
+
+}  // namespace
+
+std::shared_ptr<const FusedProgram> make_fused_program(FusedProgram p) {
+  TG_CHECK(p.shape.has_rank() && p.shape.rank() <= 16, "fused program over ", p.shape.to_string());
+  for (const ValueType& in : p.inputs) TG_CHECK(in.shape.has_rank(), "fused input of unknown rank");
+  const TensorShape shape = stand_in(p.shape, p.shape);
+  std::vector<TensorShape> input_shapes;
+  for (const ValueType& in : p.inputs) input_shapes.push_back(stand_in(in.shape, shape));
+  std::shared_ptr<const FusedPlan> plan = build_plan(p, input_shapes, shape);  // checks the program
+  if (p.shape.is_fully_defined()) p.plan = std::move(plan);
+  else p.dynamic = std::make_shared<DynamicPlans>();
   return std::make_shared<const FusedProgram>(std::move(p));
 }
+
 
 const FusedProgram& fused_program(const OpAttrs& attrs) {
   const auto& fused = attrs.get<FusedAttrs>();
@@ -450,7 +490,7 @@ std::string fused_summary(const OpAttrs& attrs, std::size_t max_ops) {
   if (p.has_reduce()) {
     s += "->";
     s += op_def(p.reduce.op).name;
-    s += p.reduce.row == p.shape.num_elements() && p.shape.rank() != 1 ? "(all)" : "(last)";
+    s += p.reduce.over_all && p.shape.rank() != 1 ? "(all)" : "(last)";
   }
   return s;
 }
@@ -651,15 +691,16 @@ std::unique_ptr<Reducer> make_reducer_for(DType d, int64_t row, int64_t n_out) {
   return nullptr;
 }
 
-std::unique_ptr<Reducer> make_reducer(const FusedProgram& p) {
+std::unique_ptr<Reducer> make_reducer(const FusedProgram& p, const FusedPlan& plan) {
   const FusedReduce& r = p.reduce;
   const DType d = p.slot_dtype(r.slot);
-  const int64_t n_out = r.shape.num_elements();
+  const int64_t n_out = plan.reduce_outputs;
+  const int64_t row = plan.reduce_row;
   switch (r.op) {
-    case OpId::ReduceSum: return make_reducer_for<OpId::ReduceSum>(d, r.row, n_out);
-    case OpId::ReduceMean: return make_reducer_for<OpId::ReduceMean>(d, r.row, n_out);
-    case OpId::ReduceMax: return make_reducer_for<OpId::ReduceMax>(d, r.row, n_out);
-    case OpId::ReduceMin: return make_reducer_for<OpId::ReduceMin>(d, r.row, n_out);
+    case OpId::ReduceSum: return make_reducer_for<OpId::ReduceSum>(d, row, n_out);
+    case OpId::ReduceMean: return make_reducer_for<OpId::ReduceMean>(d, row, n_out);
+    case OpId::ReduceMax: return make_reducer_for<OpId::ReduceMax>(d, row, n_out);
+    case OpId::ReduceMin: return make_reducer_for<OpId::ReduceMin>(d, row, n_out);
     default: TG_CHECK(false, "fused reduction ", op_def(r.op).name);
   }
   return nullptr;
@@ -706,7 +747,7 @@ struct FusedRun {
       ptr[num_slots + k] = dst;
     }
     if (plan.tile_steps.empty() && !reducer) return;
-    const std::vector<int64_t>& dims = p.shape.dims();
+    const std::vector<int64_t>& dims = plan.dims;
     for (int64_t start = begin; start < end; start += kTile) {
       const int64_t len = std::min(kTile, end - start);
       for (int s : plan.tile_inputs) {
@@ -726,10 +767,129 @@ struct FusedRun {
   }
 };
 
+}  // namespace
+
+// ---- programs over None dims
+
+// The plans of one program over None dims, by the run-time shapes of its inputs. A training
+// loop meets a couple of batch sizes (the full one and the last), so a short list, most
+// recent first, is searched by comparison before anything is built.
+struct DynamicPlans {
+  struct Entry {
+    std::vector<int64_t> key;               // each input's rank, then its dims
+    std::shared_ptr<const FusedPlan> plan;  // null: the steps' shapes differ, run step by step
+    std::vector<ValueType> outputs;         // the node's output types at these shapes
+  };
+  static constexpr std::size_t kMaxEntries = 8;
+  std::mutex mutex;
+  std::vector<std::shared_ptr<const Entry>> entries;
+};
+
+namespace {
+
+template <class ShapeOf>
+bool key_matches(const std::vector<int64_t>& key, std::size_t num_inputs, ShapeOf shape_of) {
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < num_inputs; ++i) {
+    const std::vector<int64_t>& dims = shape_of(i).dims();
+    if (at + 1 + dims.size() > key.size() || key[at] != static_cast<int64_t>(dims.size()) ||
+        !std::equal(dims.begin(), dims.end(), key.begin() + static_cast<std::ptrdiff_t>(at + 1)))
+      return false;
+    at += 1 + dims.size();
+  }
+  return at == key.size();
+}
+
+// The attributes the unfused node of a step had: fused steps are attribute-free ops and casts.
+OpAttrs step_attrs(const FusedStep& st) {
+  OpAttrs attrs = st.op == OpId::Cast ? OpAttrs(CastAttrs{st.out_dtype}) : OpAttrs(NoAttrs{});
+  TG_CHECK(attrs.kind() == op_def(st.op).attrs_kind, "fused step ", op_def(st.op).name, " has attributes");
+  return attrs;
+}
+
+// The types every slot has when the inputs have `input_shapes`, by each op's own shape rule
+// (which throws the unfused op's error for shapes that do not broadcast).
+std::vector<ValueType> slot_types(const FusedProgram& p, const std::vector<TensorShape>& input_shapes) {
+  std::vector<ValueType> types;
+  types.reserve(static_cast<std::size_t>(p.first_step_slot()) + p.steps.size());
+  for (std::size_t i = 0; i < p.inputs.size(); ++i) types.push_back(ValueType{p.inputs[i].dtype, input_shapes[i]});
+  for (const Tensor& imm : p.immediates) types.push_back(ValueType{imm.dtype(), imm.impl()->shape});
+  std::vector<ValueType> args;
+  for (const FusedStep& st : p.steps) {
+    args.clear();
+    for (int a = 0; a < st.num_args; ++a) args.push_back(types[static_cast<std::size_t>(st.args[a])]);
+    std::vector<ValueType> out = op_def(st.op).infer(args, step_attrs(st));
+    TG_CHECK(out.size() == 1 && out[0].dtype == st.out_dtype, "fused step ", op_def(st.op).name, " changed type");
+    types.push_back(std::move(out[0]));
+  }
+  return types;
+}
+
+template <class ShapeOf>
+std::shared_ptr<const DynamicPlans::Entry> resolve(const FusedProgram& p, ShapeOf shape_of) {
+  DynamicPlans& cache = *p.dynamic;
+  {
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    for (const auto& e : cache.entries)
+      if (key_matches(e->key, p.inputs.size(), shape_of)) return e;
+  }
+  auto e = std::make_shared<DynamicPlans::Entry>();
+  std::vector<TensorShape> input_shapes;
+  for (std::size_t i = 0; i < p.inputs.size(); ++i) {
+    input_shapes.push_back(shape_of(i));
+    e->key.push_back(static_cast<int64_t>(input_shapes.back().dims().size()));
+    e->key.insert(e->key.end(), input_shapes.back().dims().begin(), input_shapes.back().dims().end());
+  }
+  const std::vector<ValueType> types = slot_types(p, input_shapes);
+  const auto first_step = static_cast<std::size_t>(p.first_step_slot());
+  const TensorShape& shape = types[first_step].shape;
+  const bool one_shape = std::all_of(types.begin() + static_cast<std::ptrdiff_t>(first_step), types.end(),
+                                     [&](const ValueType& t) { return t.shape == shape; });
+  if (one_shape) e->plan = build_plan(p, input_shapes, shape);
+  for (int s : p.outputs) e->outputs.push_back(types[static_cast<std::size_t>(s)]);
+  if (p.has_reduce()) {
+    std::vector<ValueType> r = op_def(p.reduce.op).infer({types[static_cast<std::size_t>(p.reduce.slot)]}, p.reduce.attrs);
+    e->outputs.push_back(std::move(r.at(0)));
+  }
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  cache.entries.insert(cache.entries.begin(), e);
+  if (cache.entries.size() > DynamicPlans::kMaxEntries) cache.entries.pop_back();
+  return e;
+}
+
+void copy_into(const Tensor& from, const Tensor& to) {
+  TG_CHECK(from.impl()->shape == to.impl()->shape && from.dtype() == to.dtype(), "fused output ",
+           to.impl()->shape.to_string(), " given ", from.impl()->shape.to_string());
+  std::memcpy(bytes_of(to), bytes_of(from), static_cast<std::size_t>(from.impl()->shape.num_elements()) * dtype_size(from.dtype()));
+}
+
+// The program as the unfused graph would run it: each step by its op's kernel.
+void run_step_by_step(const FusedProgram& p, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  std::vector<Tensor> values(in.begin(), in.end());
+  values.insert(values.end(), p.immediates.begin(), p.immediates.end());
+  std::vector<Tensor> args;
+  for (const FusedStep& st : p.steps) {
+    args.clear();
+    for (int a = 0; a < st.num_args; ++a) args.push_back(values[static_cast<std::size_t>(st.args[a])]);
+    values.push_back(std::move(run_op_eager(op_def(st.op), args, step_attrs(st)).at(0)));
+  }
+  for (std::size_t k = 0; k < p.outputs.size(); ++k) copy_into(values[static_cast<std::size_t>(p.outputs[k])], out[k]);
+  if (p.has_reduce())
+    copy_into(run_op_eager(op_def(p.reduce.op), {values[static_cast<std::size_t>(p.reduce.slot)]}, p.reduce.attrs).at(0),
+              out.back());
+}
+
 void kernel_fused(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
   const FusedProgram& p = fused_program(attrs);
-  const FusedPlan& plan = *p.plan;
-  std::unique_ptr<Reducer> reducer = p.has_reduce() ? make_reducer(p) : nullptr;
+  const FusedPlan* planned = p.plan.get();
+  std::shared_ptr<const DynamicPlans::Entry> entry;  // keeps a run-time plan alive while it runs
+  if (!planned) {
+    entry = resolve(p, [&](std::size_t i) -> const TensorShape& { return in[i].impl()->shape; });
+    if (!entry->plan) return run_step_by_step(p, in, out);
+    planned = entry->plan.get();
+  }
+  const FusedPlan& plan = *planned;
+  std::unique_ptr<Reducer> reducer = p.has_reduce() ? make_reducer(p, plan) : nullptr;
   if (plan.total == 0) {
     if (reducer) reducer->finish(bytes_of(out.back()));  // empty rows: identities
     return;
@@ -741,7 +901,7 @@ void kernel_fused(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vect
   for (std::size_t i = 0; i < in.size(); ++i) in_base[i] = bytes_of(in[i]);
   for (std::size_t i = 0; i < out.size(); ++i) out_base[i] = bytes_of(out[i]);
   const FusedRun run{p, plan, in_base.data(), out_base.data(), reducer.get()};
-  const int64_t row = p.has_reduce() ? p.reduce.row : 1;
+  const int64_t row = p.has_reduce() ? plan.reduce_row : 1;
   if (plan.total < 2 * plan.grain || row == plan.total) {
     // Small, or one reduction over everything (its sum's rounding depends on the order: the
     // unfused reduce_sum adds serially, and the fused one must give the same bits).
@@ -756,6 +916,7 @@ void kernel_fused(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vect
 }
 
 // Inputs may be less specific than the program's (tracing with None dims), never different.
+// Over None dims, run-time inputs get the types the unfused steps would give them.
 std::vector<ValueType> infer_fused(const std::vector<ValueType>& in, const OpAttrs& attrs) {
   if (!attrs.get<FusedAttrs>().program)
     op_error<InvalidArgumentError>("fused_elementwise", "has no program; fused_elementwise nodes are made by "
@@ -767,6 +928,9 @@ std::vector<ValueType> infer_fused(const std::vector<ValueType>& in, const OpAtt
     if (in[i].dtype != p.inputs[i].dtype || !in[i].shape.is_compatible_with(p.inputs[i].shape))
       op_error<InvalidArgumentError>("fused_elementwise", "input ", i, " is ", describe(in[i]),
                                      " but the fused program was built for ", describe(p.inputs[i]));
+  const bool run_time = std::all_of(in.begin(), in.end(), [](const ValueType& t) { return t.shape.is_fully_defined(); });
+  if (p.dynamic && run_time)
+    return resolve(p, [&](std::size_t i) -> const TensorShape& { return in[i].shape; })->outputs;
   std::vector<ValueType> outs;
   for (int s : p.outputs) outs.push_back(ValueType{p.slot_dtype(s), p.shape});
   if (p.has_reduce()) outs.push_back(ValueType{p.slot_dtype(p.reduce.slot), p.reduce.shape});

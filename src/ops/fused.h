@@ -21,27 +21,37 @@ struct FusedStep {
 struct FusedPlan;  // how the kernel runs a program (derived, fused.cpp)
 
 /// A reduction folded into the program: reduce_sum/mean/max/min of one step's value over all of
-/// `shape` (row == shape.num_elements()) or over its last dim (row == that dim). Its result is
-/// the node's last output; the reduced value itself is never written out.
+/// the program's shape or over its last dim. Its result is the node's last output; the reduced
+/// value itself is never written out.
 struct FusedReduce {
   OpId op = OpId::Identity;  // Identity: no reduction
   int slot = -1;             // the step slot reduced
-  int64_t row = 0;           // elements folded into each result element
-  TensorShape shape;         // the result's shape (keepdims or not)
+  bool over_all = false;     // every dim (else only the last)
+  ReduceAttrs attrs;         // the reduction node's own: its shape rule decides the result
+  TensorShape shape;         // the result's static shape (keepdims or not)
 };
+
+struct DynamicPlans;  // plans of a program over None dims, one per run-time shape (fused.cpp)
 
 /// What a fused_elementwise node computes. Slots number the values: first the node's inputs,
 /// then the one-element constants folded into the program, then one per step. Every step is
 /// computed over `shape`; inputs broadcast to it; outputs have exactly that shape. Immutable
 /// once built by make_fused_program (nodes share it through a shared_ptr).
+///
+/// `shape` may hold None dims (a batch of any size). Then the plan is derived per run-time
+/// shape of the inputs, and a run whose steps turn out not to share one shape (a None dim
+/// that broadcasts at run time: relu(x) of shape (1, n) feeding x' + y with y (5, n)) runs
+/// its steps one by one through the ops' own kernels, so shapes, values and errors are
+/// exactly those of the unfused graph.
 struct FusedProgram {
-  std::vector<ValueType> inputs;   // fully defined static shapes, broadcastable to `shape`
+  std::vector<ValueType> inputs;   // static shapes of known rank, broadcastable to `shape`
   std::vector<Tensor> immediates;  // eager one-element tensors
   std::vector<FusedStep> steps;
   std::vector<int> outputs;        // step slots, one per node output, no repeats
-  TensorShape shape;               // fully defined
+  TensorShape shape;               // known rank, dims may be None
   FusedReduce reduce;
-  std::shared_ptr<const FusedPlan> plan;
+  std::shared_ptr<const FusedPlan> plan;   // when `shape` is fully defined
+  std::shared_ptr<DynamicPlans> dynamic;   // otherwise: a cache, filled as shapes are met
 
   bool has_reduce() const { return reduce.op != OpId::Identity; }
   int first_step_slot() const { return static_cast<int>(inputs.size() + immediates.size()); }

@@ -26,10 +26,10 @@ bool is_candidate(const GraphIR& g, const GraphNode& node) {
   if (node.kind != NodeKind::kOp || node.outputs.size() != 1 || node.inputs.empty()) return false;
   const uint32_t traits = op_def(node.op).traits;
   if (!(traits & kElementwise) || (traits & kStateful)) return false;
-  // Static shapes only: the program's tiling and broadcasting are planned once.
-  if (!node.outputs[0].shape.is_fully_defined() || node.outputs[0].shape.rank() > 16) return false;
+  // Known ranks: a program over None dims is planned per run-time shape (fused.h).
+  if (!node.outputs[0].shape.has_rank() || node.outputs[0].shape.rank() > 16) return false;
   for (const ValueRef& in : node.inputs)
-    if (!g.type_of(in).shape.is_fully_defined()) return false;
+    if (!g.type_of(in).shape.has_rank()) return false;
   return fusable_op(node.op, operand_dtype(g, node), node.outputs[0].dtype);
 }
 
@@ -39,19 +39,19 @@ bool is_immediate(const GraphNode& n) {
          static_shape(n.value).num_elements() == 1;  // as stored: Tensor::num_elements() copies the shape
 }
 
-// Elements per result element when `r` reduces all of `shape` or its last dim; -1 otherwise.
-int64_t reduction_row(const GraphNode& r, const TensorShape& shape) {
-  const int64_t rank = shape.rank();
+// What the fused kernel can fold: a reduction over every dim, or over the last one only.
+enum class Folded { kNo, kAll, kLast };
+Folded folded_reduction(const GraphNode& r, int64_t rank) {
   const std::vector<int64_t>& axes = r.attrs.get<ReduceAttrs>().axes;
   std::vector<bool> mask(static_cast<std::size_t>(rank), axes.empty());
   for (int64_t a : axes) {
     const int64_t d = a < 0 ? a + rank : a;
-    if (d < 0 || d >= rank || mask[static_cast<std::size_t>(d)]) return -1;
+    if (d < 0 || d >= rank || mask[static_cast<std::size_t>(d)]) return Folded::kNo;
     mask[static_cast<std::size_t>(d)] = true;
   }
-  if (std::all_of(mask.begin(), mask.end(), [](bool b) { return b; })) return shape.num_elements();
-  if (axes.size() == 1 && mask.back()) return shape.dims().back();
-  return -1;
+  if (std::all_of(mask.begin(), mask.end(), [](bool b) { return b; })) return Folded::kAll;
+  if (axes.size() == 1 && mask.back()) return Folded::kLast;
+  return Folded::kNo;
 }
 
 }  // namespace
@@ -126,14 +126,14 @@ int fuse_elementwise(GraphIR& g) {
   for (std::size_t i = 0; i < n; ++i) {
     const GraphNode& r = g.nodes[i];
     if (r.kind != NodeKind::kOp || r.inputs.size() != 1 || r.control_input >= 0 || r.outputs.size() != 1 ||
-        !r.outputs[0].shape.is_fully_defined() || !fusable_reduce(r.op, r.outputs[0].dtype))
+        !r.outputs[0].shape.has_rank() || !fusable_reduce(r.op, r.outputs[0].dtype))
       continue;
     const int m = r.inputs[0].node;
     const int gid = group_of[static_cast<std::size_t>(m)];
     if (gid < 0 || reduce_of[static_cast<std::size_t>(gid)] >= 0 || users.of(m).size() != 1) continue;
     const Group& grp = groups[static_cast<std::size_t>(gid)];
     if (grp.members.back() > static_cast<int>(i)) continue;
-    if (reduction_row(r, grp.shape) < 0) continue;
+    if (folded_reduction(r, grp.shape.rank()) == Folded::kNo) continue;
     reduce_of[static_cast<std::size_t>(gid)] = static_cast<int>(i);
     group_of[i] = gid;
   }
@@ -218,7 +218,8 @@ int fuse_elementwise(GraphIR& g) {
       const GraphNode& r = g.node(red);
       p.reduce.op = r.op;
       p.reduce.slot = first_step + step_of[static_cast<std::size_t>(r.inputs[0].node)];
-      p.reduce.row = reduction_row(r, grp.shape);
+      p.reduce.over_all = folded_reduction(r, grp.shape.rank()) == Folded::kAll;
+      p.reduce.attrs = r.attrs.get<ReduceAttrs>();
       p.reduce.shape = r.outputs[0].shape;
       f.output_index.emplace_back(red, static_cast<int>(p.outputs.size()));
     }

@@ -272,7 +272,7 @@ TEST(Fusion, ACycleThroughAnUnfusedOpLeavesOneGroupUnfused) {
   for (std::size_t k = 0; k < fused.size(); ++k) EXPECT_TRUE(bitwise_equal(fused[k], unfused[k])) << k;
 }
 
-TEST(Fusion, StatefulOpsAndUnknownShapesStayOutOfGroups) {
+TEST(Fusion, StatefulOpsStayOutOfGroups) {
   Variable v(constant({1.0f, 2.0f}));
   auto f = function([&](const Tensor& x) {
     Tensor y = x * 2.0f + v.read_value();
@@ -288,11 +288,6 @@ TEST(Fusion, StatefulOpsAndUnknownShapesStayOutOfGroups) {
   for (const auto& node : g.nodes)
     stateful += node.kind == NodeKind::kOp && (detail::op_def(node.op).traits & detail::kStateful);
   EXPECT_EQ(stateful, 2);
-  // None dims: the fusion pass leaves such graphs alone (results stay right).
-  auto h = function([](const Tensor& x) { return tanh(x * 2.0f) + 1.0f; });
-  auto cf = h.get_concrete_function(TensorSpec(TensorShape({None}), float32));
-  EXPECT_EQ(count_fused(*detail::FunctionAccess::impl(cf)->ir), 0);
-  EXPECT_TRUE(testing::tensors_near(cf(x), tanh(x * 2.0f) + 1.0f, 0.0));
 }
 
 TEST(Fusion, TheAffinePeepholeMatchesTheSeparateSteps) {
@@ -491,6 +486,114 @@ TEST(FusedReduction, AValueUsedElsewhereOrAMiddleAxisIsNotFolded) {
   EXPECT_EQ(count_fused_reductions(*g), 1) << Graph(g).to_string();  // only the explicit all-axes one
   const auto after = detail::execute(*g, inputs);
   for (std::size_t k = 0; k < after.size(); ++k) EXPECT_TRUE(testing::tensors_near(after[k], before[k], 1e-5)) << k;
+}
+
+// ---- programs over None dims ----
+
+// The unoptimised graph of fn traced over three inputs described by specs.
+template <class F>
+std::shared_ptr<GraphIR> trace_graph_over(F fn, const TensorSpec& a, const TensorSpec& b, const TensorSpec& c) {
+  auto f = function([&](const Tensor& x, const Tensor& y, const Tensor& z) { return fn(std::vector<Tensor>{x, y, z}); },
+                    {.optimize = false});
+  auto cf = f.get_concrete_function(a, b, c);
+  return std::make_shared<GraphIR>(*detail::FunctionAccess::impl(cf)->ir);
+}
+
+struct NoneCase {
+  std::vector<int64_t> domain, second;  // static shapes, -1 = None
+  std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> runs;  // run-time shapes
+};
+
+TEST(Fusion, ProgramsOverNoneDimsGiveTheUnfusedResultsAtEveryRunTimeShape) {
+  detail::set_verify_graphs(true);
+  // The last runs of the first cases let a None dim broadcast (1 against b): some steps then
+  // have a smaller shape than others, and the program runs step by step.
+  const std::vector<NoneCase> cases = {
+      {{None, 7}, {7}, {{{1, 7}, {7}}, {{3, 7}, {7}}, {{0, 7}, {7}}, {{20000, 7}, {7}}}},
+      {{None, 7}, {None, 1}, {{{5, 7}, {5, 1}}, {{4000, 7}, {4000, 1}}, {{5, 7}, {1, 1}}}},
+      {{None, 7}, {None, 7}, {{{2, 7}, {2, 7}}, {{1, 7}, {6, 7}}, {{6, 7}, {1, 7}}}},
+      {{None}, {None}, {{{1}, {1}}, {{1030}, {1030}}, {{70000}, {70000}}, {{1}, {9}}}},
+      {{2, None, 3}, {None, 1}, {{{2, 4, 3}, {4, 1}}, {{2, 600, 3}, {600, 1}}}},
+  };
+  int fused_nodes = 0;
+  for (const NoneCase& c : cases) {
+    for (uint32_t seed = 1; seed <= 8; ++seed) {
+      const int num_ops = 3 + static_cast<int>(seed * 7 % 40);
+      auto g = trace_graph_over([&](const std::vector<Tensor>& in) { return random_dag(in, seed, num_ops); },
+                                TensorSpec(TensorShape(c.domain), float32), TensorSpec(TensorShape(c.second), float32),
+                                TensorSpec(TensorShape{}, float32));
+      auto optimized = std::make_shared<GraphIR>(*g);
+      detail::optimize_graph(optimized, "fusion_none_test");
+      fused_nodes += count_fused(*optimized);
+      for (const auto& [domain, second] : c.runs) {
+        SCOPED_TRACE(TensorShape(domain).to_string() + " x " + TensorShape(second).to_string() + " seed " +
+                     std::to_string(seed));
+        const std::vector<Tensor> inputs{random_input(float32, TensorShape(domain), seed),
+                                         random_input(float32, TensorShape(second), seed + 100),
+                                         random_input(float32, TensorShape{}, seed + 200)};
+        const std::vector<Tensor> unfused = detail::execute(*g, inputs);
+        // Twice: the second run finds the plan built by the first.
+        for (int round = 0; round < 2; ++round) {
+          const std::vector<Tensor> fused = detail::execute(*optimized, inputs);
+          ASSERT_EQ(fused.size(), unfused.size());
+          for (std::size_t k = 0; k < fused.size(); ++k)
+            EXPECT_TRUE(bitwise_equal(fused[k], unfused[k])) << "output " << k << "\n" << Graph(optimized).to_string();
+        }
+      }
+    }
+  }
+  EXPECT_GT(fused_nodes, 30) << "the DAGs should mostly fuse";
+}
+
+TEST(Fusion, RunTimeShapesThatDoNotBroadcastRaiseTheUnfusedOpsError) {
+  auto g = trace_graph_over([](const std::vector<Tensor>& in) { return std::vector<Tensor>{tanh(in[0] * 2.0f + in[1]) - in[2]}; },
+                            TensorSpec(TensorShape({None, 4}), float32), TensorSpec(TensorShape({None, 4}), float32),
+                            TensorSpec(TensorShape{}, float32));
+  auto optimized = std::make_shared<GraphIR>(*g);
+  detail::optimize_graph(optimized, "fusion_none_error");
+  ASSERT_EQ(count_fused(*optimized), 1) << Graph(optimized).to_string();
+  const std::vector<Tensor> inputs{zeros({2, 4}), zeros({3, 4}), zeros({})};
+  std::string unfused_message;
+  try {
+    detail::execute(*g, inputs);
+  } catch (const InvalidArgumentError& e) {
+    unfused_message = e.what();
+  }
+  ASSERT_FALSE(unfused_message.empty());
+  try {
+    detail::execute(*optimized, inputs);
+    ADD_FAILURE() << "no error";
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_EQ(std::string(e.what()), unfused_message);
+  }
+}
+
+TEST(Fusion, ReductionsFoldOverNoneDims) {
+  const OpId ops[] = {OpId::ReduceSum, OpId::ReduceMean, OpId::ReduceMax, OpId::ReduceMin};
+  for (OpId op : ops) {
+    for (bool last : {false, true}) {
+      for (bool keepdims : {false, true}) {
+        SCOPED_TRACE(std::string(detail::op_def(op).name) + (last ? " last" : " all") + (keepdims ? " keepdims" : ""));
+        const std::vector<int> axes = last ? std::vector<int>{-1} : std::vector<int>{};
+        auto g = trace_graph_over([&](const std::vector<Tensor>& in) {
+          return std::vector<Tensor>{apply_reduction(op, exp(in[0] * in[2]) - in[1], axes, keepdims)};
+        }, TensorSpec(TensorShape({None, 5}), float32), TensorSpec(TensorShape({5}), float32), TensorSpec(TensorShape{}, float32));
+        auto optimized = std::make_shared<GraphIR>(*g);
+        detail::optimize_graph(optimized, "fusion_none_reduce");
+        EXPECT_EQ(count_fused_reductions(*optimized), 1) << Graph(optimized).to_string();
+        for (int64_t batch : {0, 1, 3, 30000}) {
+          const std::vector<Tensor> inputs{random_input(float32, TensorShape({batch, 5}), 7),
+                                           random_input(float32, TensorShape({5}), 8), constant(0.5f)};
+          const Tensor unfused = detail::execute(*g, inputs)[0];
+          const Tensor fused = detail::execute(*optimized, inputs)[0];
+          const bool is_sum = op == OpId::ReduceSum || op == OpId::ReduceMean;
+          const Tensor x = exp(inputs[0] * inputs[2]) - inputs[1];
+          const Tensor scale = is_sum ? apply_reduction(op, abs(x), axes, keepdims) : zeros_like(unfused);
+          EXPECT_TRUE(reduction_close(fused, unfused, scale)) << batch;
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
