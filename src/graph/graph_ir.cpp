@@ -31,6 +31,12 @@ std::shared_ptr<const GraphIR> with_variables_bound(const std::shared_ptr<const 
     if (const auto* v = node.attrs.get_if<VariableAttrs>()) {
       for (const VariableBinding& b : bindings)
         if (b.parameter == v->variable.get()) bound = VariableAttrs{b.variable};
+    } else if (const auto* a = node.attrs.get_if<AdamSlotsAttrs>()) {
+      AdamSlotsAttrs rebound = *a;
+      for (auto* v : {&rebound.variable, &rebound.m, &rebound.v})
+        for (const VariableBinding& b : bindings)
+          if (b.parameter == v->get()) *v = b.variable;
+      if (!(rebound == *a)) bound = std::move(rebound);
     } else if (const auto* c = node.attrs.get_if<ControlFlowAttrs>(); c && c->payload) {
       auto payload = std::make_shared<ControlFlowPayload>(*c->payload);
       bool changed = false;
@@ -57,10 +63,17 @@ void add_uses(const GraphIR& g, VariableUses& uses) {
   for (const GraphNode& n : g.nodes) {
     if (n.kind != NodeKind::kOp) continue;
     if (const VariableAttrs* a = n.attrs.get_if<VariableAttrs>(); a && a->variable) {
-      const bool reads = n.op == OpId::ReadVariable || n.op == OpId::AssignAddVariable || n.op == OpId::AssignSubVariable;
+      const bool reads = n.op == OpId::ReadVariable || n.op == OpId::AssignAddVariable ||
+                         n.op == OpId::AssignSubVariable || n.op == OpId::ApplyGradientDescent;
       const bool writes = n.op != OpId::ReadVariable;
       if (reads) note(uses.reads, a->variable);
       if (writes) note(uses.writes, a->variable);
+    }
+    if (const AdamSlotsAttrs* a = n.attrs.get_if<AdamSlotsAttrs>()) {
+      for (const auto* v : {&a->variable, &a->m, &a->v}) {
+        note(uses.reads, *v);
+        note(uses.writes, *v);
+      }
     }
     for (const NamedSubgraph& s : subgraphs_of(n)) add_uses(*s.graph, uses);
   }

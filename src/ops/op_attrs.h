@@ -140,6 +140,13 @@ struct VariableAttrs {
   bool operator==(const VariableAttrs&) const = default;
 };
 
+/// apply_adam: the Variable it updates and its two moment slots, each read and written once.
+struct AdamSlotsAttrs {
+  std::shared_ptr<VariableState> variable, m, v;
+  template <class F> void for_each_field(F&& f) const { f("variable", variable); f("m", m); f("v", v); }
+  bool operator==(const AdamSlotsAttrs&) const = default;
+};
+
 /// fused_elementwise: the program of micro-ops it runs.
 struct FusedAttrs {
   std::shared_ptr<const FusedProgram> program;
@@ -181,7 +188,7 @@ struct ShapeValueAttrs {
 using AttrsVariant = std::variant<NoAttrs, ReduceAttrs, AxisAttrs, ArgReduceAttrs, CastAttrs, MatMulAttrs,
                                   ReshapeAttrs, TransposeAttrs, SqueezeAttrs, SliceAttrs, BlockAttrs,
                                   OneHotAttrs, IndexAttrs, PrintAttrs, VariableAttrs, FusedAttrs,
-                                  ControlFlowAttrs, TensorArrayAttrs, ShapeValueAttrs>;
+                                  ControlFlowAttrs, TensorArrayAttrs, ShapeValueAttrs, AdamSlotsAttrs>;
 
 template <class T, class V> struct VariantIndex;
 template <class T, class... Ts> struct VariantIndex<T, std::variant<Ts...>> {

@@ -1,4 +1,5 @@
 // Adam with Keras' bias correction folded into the step size.
+#include "ops/optimizer_updates.h"
 #include "tracegraph/ops.h"
 #include "tracegraph/optim.h"
 
@@ -23,11 +24,9 @@ void Adam::update(const Tensor& grad, Variable& var, std::vector<Variable>& slot
   const Tensor one = constant(1.0, dt);
   const Tensor alpha =
       step.learning_rate * sqrt(one - pow(beta2, step.step)) / (one - pow(beta1, step.step));
-  Variable& m = slots[0];
-  Variable& v = slots[1];
-  const Tensor m_new = m.assign_add((grad - m.read_value()) * (one - beta1));
-  const Tensor v_new = v.assign_add((square(grad) - v.read_value()) * (one - beta2));
-  var.assign_sub(m_new * alpha / (sqrt(v_new) + constant(options_.epsilon, dt)));
+  // m += (grad - m) * (1 - beta1); v += (grad^2 - v) * (1 - beta2);
+  // var -= m * alpha / (sqrt(v) + epsilon): one pass over the four arrays.
+  detail::apply_adam(var, slots[0], slots[1], grad, alpha, beta1, beta2, constant(options_.epsilon, dt));
 }
 
 }  // namespace tg::optim

@@ -1,4 +1,5 @@
 // SGD with optional (Nesterov) momentum, with Keras' update rule.
+#include "ops/optimizer_updates.h"
 #include "tracegraph/ops.h"
 #include "tracegraph/optim.h"
 
@@ -18,11 +19,11 @@ std::vector<std::string> SGD::slot_names() const {
 
 void SGD::update(const Tensor& grad, Variable& var, std::vector<Variable>& slots,
                  const StepValues& step) {
-  const Tensor scaled = step.learning_rate * grad;
   if (slots.empty()) {
-    var.assign_sub(scaled);
+    detail::apply_gradient_descent(var, step.learning_rate, grad);  // var -= lr * grad, one pass
     return;
   }
+  const Tensor scaled = step.learning_rate * grad;
   const Tensor momentum = constant(options_.momentum, var.dtype());
   Variable& velocity = slots[0];
   const Tensor v_new = velocity.assign(momentum * velocity.read_value() - scaled);

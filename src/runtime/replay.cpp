@@ -1,6 +1,7 @@
 #include "runtime/replay.h"
 
 #include "core/check.h"
+#include "ops/optimizer_updates.h"
 #include "tracegraph/ops.h"
 
 namespace tg::detail {
@@ -64,6 +65,20 @@ std::vector<Tensor> replay_graph(const GraphIR& g, const std::vector<Tensor>& in
             Tensor updated = node.op == OpId::AssignAddVariable ? add(old, args[0]) : sub(old, args[0]);
             variables.write(v, updated);
             values[n] = {std::move(updated)};
+            break;
+          }
+          case OpId::ApplyGradientDescent: {
+            const VariableState* v = variable_of(node);
+            variables.write(v, sub(variables.read(v, node.attrs), mul(args[0], args[1])));
+            break;
+          }
+          case OpId::ApplyAdam: {
+            const AdamSlotsAttrs& a = node.attrs.get<AdamSlotsAttrs>();
+            const VariableState* vs[3] = {a.variable.get(), a.m.get(), a.v.get()};
+            Tensor old[3];
+            for (int k = 0; k < 3; ++k) old[k] = variables.read(vs[k], VariableAttrs{k == 0 ? a.variable : k == 1 ? a.m : a.v});
+            const std::vector<Tensor> updated = adam_values(old[0], old[1], old[2], args[0], {args.begin() + 1, args.end()});
+            for (int k = 0; k < 3; ++k) variables.write(vs[k], updated[static_cast<std::size_t>(k)]);
             break;
           }
           default:

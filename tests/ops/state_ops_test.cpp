@@ -1,6 +1,9 @@
 // Op cases for the stateful ops (their behaviour is tested in tests/trace/state_test.cpp).
+#include <cmath>
+#include <cstring>
 #include <optional>
 
+#include "ops/optimizer_updates.h"
 #include "support/op_case.h"
 #include "support/test_util.h"
 
@@ -17,6 +20,17 @@ TG_OP_CASES(state_ops) {
   // initialize_variable). The singleton rule refuses the singleton check's second pass (and a
   // shape with None dims): that pass keeps the Variable the first one made.
   auto from_inputs = std::make_shared<std::optional<Variable>>();
+  auto descend = std::make_shared<Variable>(constant({1.0f, 2.0f, 3.0f}));
+  auto adam = std::make_shared<std::vector<Variable>>(std::vector<Variable>{
+      Variable(constant({1.0f, -2.0f})), Variable(constant({0.1f, 0.2f})), Variable(constant({0.01f, 0.04f}))});
+  // Adam's step on those values, in plain C++ (alpha 0.01, beta1 0.9, beta2 0.999, epsilon 1e-7).
+  std::vector<double> adam_expected;
+  for (int part = 0; part < 3; ++part)
+    for (int i = 0; i < 2; ++i) {
+      const double var = i ? -2.0 : 1.0, m = i ? 0.2 : 0.1, v = i ? 0.04 : 0.01, g = i ? -1.0 : 0.5;
+      const double m_new = m + (g - m) * (1 - 0.9), v_new = v + (g * g - v) * (1 - 0.999);
+      adam_expected.push_back(part == 0 ? var - m_new * 0.01 / (std::sqrt(v_new) + 1e-7) : part == 1 ? m_new : v_new);
+    }
   return {
       {"read_variable", "scaled read", [read](const std::vector<Tensor>& in) { return read->read_value() * in[0]; },
        {constant({3.0f, 4.0f})}, constant({3.0f, 8.0f})},
@@ -41,12 +55,65 @@ TG_OP_CASES(state_ops) {
          }
          return (*from_inputs)->read_value() + in[0];
        }, {constant({1.0f, -2.0f})}, constant({3.0f, -6.0f})},
+      {"apply_gradient_descent", "reset and descend", [descend](const std::vector<Tensor>& in) {
+         descend->assign(constant({1.0f, 2.0f, 3.0f}));
+         detail::apply_gradient_descent(*descend, in[0], in[1]);
+         return descend->read_value();
+       }, {constant(0.5f), constant({2.0f, 4.0f, -6.0f})}, constant({0.0f, 0.0f, 6.0f})},
+      {"apply_adam", "reset and take one step", [adam](const std::vector<Tensor>& in) {
+         std::vector<Variable>& w = *adam;
+         w[0].assign(constant({1.0f, -2.0f}));
+         w[1].assign(constant({0.1f, 0.2f}));
+         w[2].assign(constant({0.01f, 0.04f}));
+         detail::apply_adam(w[0], w[1], w[2], in[0], in[1], in[2], in[3], in[4]);
+         return stack({w[0].read_value(), w[1].read_value(), w[2].read_value()});
+       }, {constant({0.5f, -1.0f}), constant(0.01f), constant(0.9f), constant(0.999f), constant(1e-7f)},
+       cast(constant(adam_expected, TensorShape({3, 2}), float64), float32), 1e-5},
       // The printed text is checked in tests/trace/state_test.cpp; op_cases_test silences it.
       {"print", "passes values through", [](const std::vector<Tensor>& in) {
          print("x =", in[0]);
          return in[0];
        }, {constant({1, 2})}, constant({1, 2})},
   };
+}
+
+// The one-pass updates give the bits of the composite ops they replaced, step after step.
+TEST(OptimizerUpdates, AdamGivesTheCompositeOpsBits) {
+  const Tensor init = random_uniform({300, 70}, -1, 1, 5);
+  Variable var(init), m(zeros({300, 70})), v(zeros({300, 70}));
+  Tensor ref_var = init, ref_m = zeros({300, 70}), ref_v = zeros({300, 70});
+  const Tensor one = constant(1.0f), beta1 = constant(0.9f), beta2 = constant(0.999f), eps = constant(1e-7f);
+  for (int step = 1; step <= 4; ++step) {
+    const Tensor grad = random_uniform({300, 70}, -2, 2, 10 + static_cast<uint64_t>(step));
+    const Tensor alpha = constant(0.001f) * sqrt(one - pow(beta2, constant(float(step)))) / (one - pow(beta1, constant(float(step))));
+    detail::apply_adam(var, m, v, grad, alpha, beta1, beta2, eps);
+    ref_m = ref_m + (grad - ref_m) * (one - beta1);
+    ref_v = ref_v + (square(grad) - ref_v) * (one - beta2);
+    ref_var = ref_var - ref_m * alpha / (sqrt(ref_v) + eps);
+    for (const auto& [got, want] : {std::pair{var.read_value(), ref_var}, {m.read_value(), ref_m}, {v.read_value(), ref_v}})
+      ASSERT_EQ(std::memcmp(got.to_vector<float>().data(), want.to_vector<float>().data(), 300 * 70 * sizeof(float)), 0) << step;
+  }
+}
+
+TEST(OptimizerUpdates, AHeldValueIsNotChangedByTheUpdate) {
+  Variable var(constant({1.0f, 2.0f}));
+  const Tensor before = var.read_value();  // a handle to the old storage: no update in place
+  detail::apply_gradient_descent(var, constant(1.0f), constant({1.0f, 1.0f}));
+  EXPECT_EQ(before.to_vector<float>(), (std::vector<float>{1.0f, 2.0f}));
+  EXPECT_EQ(var.read_value().to_vector<float>(), (std::vector<float>{0.0f, 1.0f}));
+}
+
+TEST(OptimizerUpdates, WrongOperandsAreTypedErrors) {
+  Variable ints(constant({1, 2}));
+  EXPECT_THROW(detail::apply_gradient_descent(ints, constant(1), constant({1, 1})), InvalidArgumentError);
+  Variable var(constant({1.0f, 2.0f})), m(constant({0.0f, 0.0f})), v(constant({0.0f, 0.0f}));
+  EXPECT_THROW(detail::apply_gradient_descent(var, constant(1.0f), constant({1.0f, 1.0f, 1.0f})), InvalidArgumentError);
+  EXPECT_THROW(detail::apply_gradient_descent(var, constant({1.0f, 1.0f}), constant({1.0f, 1.0f})), InvalidArgumentError);
+  EXPECT_THROW(detail::apply_gradient_descent(var, cast(constant(1.0f), float64), constant({1.0f, 1.0f})), InvalidArgumentError);
+  const Tensor s = constant(0.5f);
+  EXPECT_THROW(detail::apply_adam(var, m, v, cast(constant({1.0f, 1.0f}), float64), s, s, s, s), InvalidArgumentError);
+  EXPECT_THROW(detail::apply_adam(var, m, m, constant({1.0f, 1.0f}), s, s, s, s), InvalidArgumentError);
+  EXPECT_EQ(var.read_value().to_vector<float>(), (std::vector<float>{1.0f, 2.0f}));  // nothing half-done
 }
 
 }  // namespace
