@@ -77,6 +77,7 @@ class LoadedFunction {
   template <class... Args>
   Outputs operator()(const Args&... args) const {
     std::vector<Tensor> leaves;
+    leaves.reserve(sizeof...(Args));  // one allocation for the usual one tensor per argument
     std::vector<Variable> variables;
     const auto cf = detail::resolve_call(
         detail::loaded_core(*state_), leaves, variables,

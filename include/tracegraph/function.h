@@ -186,6 +186,7 @@ class PolymorphicFunction {
                         "Call it with tensors");
     }
     std::vector<Tensor> leaves;
+    leaves.reserve(sizeof...(Args));  // one allocation for the usual one tensor per argument
     std::vector<Variable> variables;
     const std::shared_ptr<detail::ConcreteImpl> cf = detail::resolve_call(
         *core_, leaves, variables,

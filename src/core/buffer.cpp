@@ -104,11 +104,25 @@ SmallBlocks* small_blocks() {
 }
 std::size_t small_class(std::size_t bytes) { return bytes / kBufferAlignment - 1; }  // bytes: a size class
 
+// A block of a small size class from this thread's list, or null.
+void* take_small(std::size_t bytes) {
+  SmallBlocks* s = small_blocks();
+  if (!s || s->count[small_class(bytes)] == 0) return nullptr;
+  return s->blocks[small_class(bytes)][--s->count[small_class(bytes)]];
+}
+// Keeps a block of a small size class on this thread's list; false when the list is full.
+bool keep_small(void* p, std::size_t bytes) {
+  SmallBlocks* s = small_blocks();
+  if (!s || s->count[small_class(bytes)] >= kSmallPerClass) return false;
+  s->blocks[small_class(bytes)][s->count[small_class(bytes)]++] = p;
+  return true;
+}
+
 void* acquire(std::size_t bytes) {
   if (bytes <= kSmallMaxBytes) {
-    if (SmallBlocks* s = small_blocks(); s && s->count[small_class(bytes)] > 0) {
+    if (void* p = take_small(bytes)) {
       count_acquired(bytes);
-      return s->blocks[small_class(bytes)][--s->count[small_class(bytes)]];
+      return p;
     }
   }
   if (bytes >= kCacheMinBytes) {
@@ -131,12 +145,7 @@ void* acquire(std::size_t bytes) {
 
 void release(void* p, std::size_t bytes) {
   g_live_bytes.fetch_sub(bytes, std::memory_order_relaxed);
-  if (bytes <= kSmallMaxBytes) {
-    if (SmallBlocks* s = small_blocks(); s && s->count[small_class(bytes)] < kSmallPerClass) {
-      s->blocks[small_class(bytes)][s->count[small_class(bytes)]++] = p;
-      return;
-    }
-  }
+  if (bytes <= kSmallMaxBytes && keep_small(p, bytes)) return;
   if (bytes >= kCacheMinBytes) {
     BlockCache& c = cache();
     std::lock_guard lock(c.mu);
@@ -150,6 +159,21 @@ void release(void* p, std::size_t bytes) {
 }
 
 }  // namespace
+
+void* acquire_object_memory(std::size_t bytes) {
+  const std::size_t rounded = size_class(bytes);
+  if (rounded <= kSmallMaxBytes)
+    if (void* p = take_small(rounded)) return p;
+  void* p = std::aligned_alloc(kBufferAlignment, rounded);
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+
+void release_object_memory(void* p, std::size_t bytes) {
+  const std::size_t rounded = size_class(bytes);
+  if (rounded <= kSmallMaxBytes && keep_small(p, rounded)) return;
+  std::free(p);
+}
 
 std::shared_ptr<Buffer> Buffer::allocate(DType dtype, int64_t n) {
   TG_CHECK(n >= 0);
@@ -167,7 +191,7 @@ std::shared_ptr<Buffer> Buffer::allocate(DType dtype, int64_t n) {
     auto* s = static_cast<std::string*>(p);
     for (int64_t i = 0; i < n; ++i) new (s + i) std::string();
   }
-  return std::make_shared<Buffer>(dtype, n, p, bytes);
+  return std::allocate_shared<Buffer>(RecyclingAllocator<Buffer>(), dtype, n, p, bytes);
 }
 
 std::shared_ptr<Buffer> Buffer::wrap(DType dtype, int64_t n, void* data, std::shared_ptr<const void> owner) {

@@ -51,4 +51,30 @@ void reset_peak_buffer_bytes();
 
 inline constexpr std::size_t kBufferAlignment = 64;
 
+/// Memory for the small objects every op call makes - a tensor's handle, a buffer's bookkeeping
+/// - from the same per-thread lists as small buffers (a list push or pop, where glibc's malloc
+/// and free cost a tenth of a cached scalar call each). Not counted as buffer bytes.
+void* acquire_object_memory(std::size_t bytes);
+void release_object_memory(void* p, std::size_t bytes);
+
+/// A std::allocator for std::allocate_shared over those lists (one object per allocation;
+/// arrays fall back to operator new).
+template <class T>
+struct RecyclingAllocator {
+  using value_type = T;
+  RecyclingAllocator() = default;
+  template <class U>
+  RecyclingAllocator(const RecyclingAllocator<U>&) {}  // NOLINT: rebinding, as allocators do
+  T* allocate(std::size_t n) {
+    if (n != 1 || alignof(T) > kBufferAlignment) return std::allocator<T>().allocate(n);
+    return static_cast<T*>(acquire_object_memory(sizeof(T)));
+  }
+  void deallocate(T* p, std::size_t n) {
+    if (n != 1 || alignof(T) > kBufferAlignment) return std::allocator<T>().deallocate(p, n);
+    release_object_memory(p, sizeof(T));
+  }
+  template <class U>
+  bool operator==(const RecyclingAllocator<U>&) const { return true; }
+};
+
 }  // namespace tg::detail

@@ -10,7 +10,7 @@ namespace detail {
 Tensor allocate_tensor(DType dtype, const TensorShape& shape) {
   TG_CHECK(shape.is_fully_defined(), "eager tensors need a fully defined shape, got ",
            shape.to_string());
-  auto impl = std::make_shared<TensorImpl>();
+  auto impl = std::allocate_shared<TensorImpl>(RecyclingAllocator<TensorImpl>());
   impl->dtype = dtype;
   impl->shape = shape;
   impl->buffer = Buffer::allocate(dtype, shape.num_elements());

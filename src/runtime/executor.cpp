@@ -124,6 +124,18 @@ Plan::Plan(const GraphIR& graph) : nodes_(graph.nodes.data()) {
     if (after == MemoryPlan::kAtEnd) end_release_.push_back(v);
     else if (after >= 0) steps_[static_cast<std::size_t>(step_of[static_cast<std::size_t>(after)])].release.push_back(v);
   }
+  for (PlanStep& step : steps_) {
+    step.move_in.assign(step.in_slots.size(), 0);
+    for (std::size_t k = 0; k < step.in_slots.size(); ++k) {
+      const int v = step.in_slots[k];
+      const bool later = std::find(step.in_slots.begin() + static_cast<std::ptrdiff_t>(k) + 1, step.in_slots.end(), v) !=
+                         step.in_slots.end();
+      step.move_in[k] = !later && std::find(step.release.begin(), step.release.end(), v) != step.release.end();
+    }
+  }
+  for (int v : output_slots_)
+    move_out_.push_back(std::count(output_slots_.begin(), output_slots_.end(), v) == 1 &&
+                        std::find(end_release_.begin(), end_release_.end(), v) != end_release_.end());
 
   stats_.steps = static_cast<int>(steps_.size());
   for (const PlanStep& step : steps_) {
@@ -162,8 +174,11 @@ void Plan::run_step(const PlanStep& step, Frame& frame) const {
   const auto s = static_cast<std::size_t>(&step - steps_.data());
   std::vector<Tensor>& args = frame.args[s];
   std::vector<Tensor>& outs = frame.outs[s];
-  for (std::size_t k = 0; k < args.size(); ++k)
-    args[k] = frame.values[static_cast<std::size_t>(step.in_slots[k])];
+  for (std::size_t k = 0; k < args.size(); ++k) {
+    Tensor& value = frame.values[static_cast<std::size_t>(step.in_slots[k])];
+    if (step.move_in[k]) args[k] = std::move(value);
+    else args[k] = value;
+  }
   const GraphNode& node = nodes_[static_cast<std::size_t>(step.node)];
   if (step.memory != OutputMemory::kArena) {
     if (step.memory == OutputMemory::kByKernel && makes_own_outputs(step.def->traits)) {
@@ -224,7 +239,11 @@ std::vector<Tensor> Plan::run(const std::vector<Tensor>& inputs) const {
   for (const PlanStep& step : steps_) run_step(step, *frame);
   std::vector<Tensor> results;
   results.reserve(output_slots_.size());
-  for (int slot : output_slots_) results.push_back(frame->values[static_cast<std::size_t>(slot)]);
+  for (std::size_t k = 0; k < output_slots_.size(); ++k) {
+    Tensor& value = frame->values[static_cast<std::size_t>(output_slots_[k])];
+    if (move_out_[k]) results.push_back(std::move(value));
+    else results.push_back(value);
+  }
   for (int slot : end_release_) frame->values[static_cast<std::size_t>(slot)] = Tensor();
   Frame* expected = nullptr;
   if (spare_.compare_exchange_strong(expected, frame.get(), std::memory_order_release))
