@@ -318,7 +318,9 @@ TEST(Dropout, ZeroesAboutRateOfTheElementsAndScalesTheRest) {
   const auto zeroed = std::count(y.begin(), y.end(), 0.0f);
   EXPECT_NEAR(static_cast<double>(zeroed) / kSamples, 0.25, five_se(std::sqrt(0.25 * 0.75)));
   for (float v : y) {
-    if (v != 0.0f) EXPECT_FLOAT_EQ(v, 4.0f);  // 3 / (1 - 0.25)
+    if (v != 0.0f) {
+      EXPECT_FLOAT_EQ(v, 4.0f);  // 3 / (1 - 0.25)
+    }
   }
   // Another call, another mask.
   EXPECT_FALSE(testing::tensors_near(dropout(x, 0.25), dropout(x, 0.25)));
