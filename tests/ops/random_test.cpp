@@ -256,6 +256,21 @@ TEST(RandomTraced, TwoOpsInOneFunctionDrawDifferentValues) {
   EXPECT_FALSE(testing::tensors_near(s1, t1));
 }
 
+TEST(RandomTraced, ALoopBodyDrawsAtEveryIteration) {
+  set_random_seed(12);
+  auto spread = function([](const Tensor& x) {
+    const std::vector<Tensor> r = while_loop(
+        [](const std::vector<Tensor>& v) { return v[0] < 5; },
+        [](const std::vector<Tensor>& v) {
+          const Tensor u = random_uniform(TensorShape{}, 0.0, 1.0, float32);
+          return std::vector<Tensor>{v[0] + 1, minimum(v[1], u), maximum(v[2], u)};
+        },
+        std::vector<Tensor>{constant(0), x + 2.0f, x - 1.0f});
+    return r[2] - r[1];  // > 0 only if the iterations drew different values
+  });
+  EXPECT_GT(spread(constant(0.0f)).item<float>(), 0.0f);
+}
+
 TEST(RandomTraced, RuntimeShapeFollowsANoneBatch) {
   auto f = function([](const Tensor& x) { return random_uniform(shape(x), 0.0, 1.0, float32); },
                     {.input_signature = std::vector<TensorSpec>{TensorSpec({None, 3}, float32)}});
