@@ -271,6 +271,18 @@ TEST(RandomTraced, ALoopBodyDrawsAtEveryIteration) {
   EXPECT_GT(spread(constant(0.0f)).item<float>(), 0.0f);
 }
 
+TEST(RandomTraced, ACondBranchDrawsAtEveryCallThatTakesIt) {
+  set_random_seed(13);
+  auto f = function([](const Tensor& x, const Tensor& noisy) {
+    return cond(noisy, [&] { return x + random_normal(shape(x)); }, [&] { return x; });
+  });
+  const Tensor x = zeros({8});
+  const Tensor a = f(x, constant(true)), b = f(x, constant(true));
+  EXPECT_FALSE(testing::tensors_near(a, b));
+  EXPECT_TENSOR_EQ(f(x, constant(false)), x);
+  EXPECT_EQ(f.tracing_count(), 1);
+}
+
 TEST(RandomTraced, RuntimeShapeFollowsANoneBatch) {
   auto f = function([](const Tensor& x) { return random_uniform(shape(x), 0.0, 1.0, float32); },
                     {.input_signature = std::vector<TensorSpec>{TensorSpec({None, 3}, float32)}});
@@ -293,7 +305,7 @@ TEST(RandomTraced, StatefulOpsAreKeptAndNeverMergedStatelessOnesAreMerged) {
   const auto cf = f.get_concrete_function(TensorSpec({4}, float32));
   EXPECT_EQ(count(cf, "random_uniform"), 2);
   EXPECT_EQ(count(cf, "random_normal"), 1);
-  EXPECT_EQ(count(cf, "stateless_random_normal"), 1);
+  EXPECT_LE(count(cf, "stateless_random_normal"), 1);  // merged (or folded: it is a pure function)
 }
 
 TEST(RandomTraced, StatelessOpsArePureFunctionsOfTheirSeed) {
@@ -321,6 +333,16 @@ TEST(RandomTraced, ALoadedFunctionKeepsDrawingTheSameSequence) {
   EXPECT_TENSOR_EQ(l1, c1);  // a loaded node starts its own stream from the saved seeds
   EXPECT_TENSOR_EQ(l2, c2);
   EXPECT_FALSE(testing::tensors_near(l1, l2));
+  // Under a tape, a loaded call's backward repeats that call's draws too.
+  auto dropped = function([](const Tensor& v) { return dropout(v, 0.5) * 1.0f; });
+  dropped(ones({64}));
+  save(path, dropped);
+  LoadedFunction loaded_dropout = load(path);
+  const Tensor v = ones({64});
+  GradientTape tape;
+  tape.watch(v);
+  const Tensor y = loaded_dropout(v);
+  EXPECT_TENSOR_EQ(tape.gradient(reduce_sum(y), v), y);
   std::remove(path.c_str());
 }
 
