@@ -7,17 +7,52 @@
 #include <string>
 #include <vector>
 
+#include "tracegraph/ops.h"
 #include "tracegraph/tensor.h"
 #include "tracegraph/variable.h"
 
 namespace tg::nn {
 
-/// Glorot (Xavier) uniform initial values: uniform in [-limit, limit) with
-/// limit = sqrt(6 / (fan_in + fan_out)). For a (in, out) kernel fan_in = in, fan_out = out; for
-/// rank > 2 the leading dims are the receptive field (Keras' rule); a vector uses its length
-/// for both and a scalar 1. Reproducible per seed. Throws tg::InvalidArgumentError for a shape
-/// that is not fully defined and tg::TypeError for a non-floating dtype.
+// Initial values (Keras's initializers). Each is a pure function of (shape, seed, dtype), as a
+// seeded Keras initializer is: the same seed gives the same values on every call (the stateless
+// random ops with seed (seed, 0)). Fans follow Keras: for a (in, out) kernel fan_in = in and
+// fan_out = out; for rank > 2 the leading dims are the receptive field; a vector uses its length
+// for both and a scalar 1. Each throws tg::InvalidArgumentError for a shape that is not fully
+// defined and tg::TypeError for a non-floating dtype.
+
+/// Glorot (Xavier) uniform: uniform in [-limit, limit) with limit = sqrt(6 / (fan_in + fan_out)).
 Tensor glorot_uniform(const TensorShape& shape, uint64_t seed, DType dtype = float32);
+/// Glorot normal: a truncated normal (2 stddev) whose stddev after truncation is
+/// sqrt(2 / (fan_in + fan_out)) (Keras's VarianceScaling(1, "fan_avg", "truncated_normal")).
+Tensor glorot_normal(const TensorShape& shape, uint64_t seed, DType dtype = float32);
+/// He normal: a truncated normal whose stddev after truncation is sqrt(2 / fan_in), for ReLU
+/// layers (VarianceScaling(2, "fan_in", "truncated_normal")).
+Tensor he_normal(const TensorShape& shape, uint64_t seed, DType dtype = float32);
+/// mean + stddev * a normal truncated at 2 stddev (Keras's TruncatedNormal; stddev is the
+/// parameter before truncation, as there).
+Tensor truncated_normal(const TensorShape& shape, uint64_t seed, double mean = 0.0, double stddev = 0.05,
+                        DType dtype = float32);
+/// Zeros and ones (Keras's Zeros and Ones) are tg::zeros and tg::ones.
+using tg::ones;
+using tg::zeros;
+
+/// Keras's Dropout layer: tg::dropout with a fixed rate (validated here, InvalidArgumentError
+/// unless 0 <= rate < 1) and op seed. Each call draws a new mask; `training` false, or a bool
+/// scalar tensor that is false at run time, passes x through.
+///
+///   tg::nn::Dropout drop(0.5);
+///   tg::Tensor h = drop(x, /*training=*/true);
+class Dropout {
+ public:
+  explicit Dropout(double rate, std::optional<uint64_t> seed = std::nullopt);
+  Tensor operator()(const Tensor& x, bool training) const;
+  Tensor operator()(const Tensor& x, const Tensor& training) const;
+  double rate() const { return rate_; }
+
+ private:
+  double rate_;
+  std::optional<uint64_t> seed_;
+};
 
 /// y = activation(x @ kernel + bias), with kernel (in, out) Glorot-uniform and bias zeros(out).
 ///

@@ -3,6 +3,7 @@
 #pragma once
 #include <concepts>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -136,6 +137,107 @@ Tensor fill(const S& shape, const T& value, DType dtype = detail::default_dtype<
 }
 /// x broadcast (NumPy rules) to the shape `shape` holds. Its gradient sums back to x's shape.
 Tensor broadcast_to(const Tensor& x, const Tensor& shape);
+
+// --- Random numbers -------------------------------------------------------------------------
+// TensorFlow 2's seeds. A random op's values come from two seeds, the global one
+// (tg::set_random_seed) and an optional op seed (the `seed` argument):
+// - neither set: a seed nobody chose (different in every run of the program);
+// - only the global seed: the op takes the next op seed of a sequence that set_random_seed
+//   restarts (eagerly), or of the trace's own sequence (inside a tg::function, so that the same
+//   body gets the same seeds whenever it is traced);
+// - only the op seed: a fixed default global seed with it;
+// - both: the two together.
+// An op with a seed pair is a stream: eagerly, every call with the same (op, dtype, seed pair)
+// takes the stream's next draw; in a traced function the op is a stateful graph node with a
+// stream of its own, so every call of the function draws new values - the same sequence on every
+// run of the program. tg::set_random_seed restarts every stream (eager ones and those of traced
+// functions). Values do not depend on the thread count; they are not TensorFlow's numbers.
+// The shape is a static shape or a 1-D int32/int64 tensor (e.g. from tg::shape(x), for a None
+// batch while tracing). Random ops have no gradient. Bad arguments throw InvalidArgumentError /
+// TypeError with the [op] prefix.
+
+/// Sets the global seed (TF's tf.random.set_seed) and restarts every random stream.
+void set_random_seed(uint64_t seed);
+
+/// Uniform values in [minval, maxval): float32/float64, or int32/int64 (integral bounds).
+Tensor random_uniform(const TensorShape& shape, double minval, double maxval, DType dtype,
+                      std::optional<uint64_t> seed = std::nullopt);
+/// float32 in [lo, hi), with an op seed or none.
+Tensor random_uniform(const TensorShape& shape, float lo = 0.0f, float hi = 1.0f);
+Tensor random_uniform(const TensorShape& shape, float lo, float hi, uint64_t seed);
+/// Normal values: mean + stddev * N(0, 1), float32 or float64 (stddev >= 0).
+Tensor random_normal(const TensorShape& shape, double mean = 0.0, double stddev = 1.0,
+                     DType dtype = float32, std::optional<uint64_t> seed = std::nullopt);
+/// As random_normal, but a value more than 2 stddev from the mean is drawn again (TF's rule).
+Tensor truncated_normal(const TensorShape& shape, double mean = 0.0, double stddev = 1.0,
+                        DType dtype = float32, std::optional<uint64_t> seed = std::nullopt);
+
+// Stateless variants: pure functions of (shape, seed), where seed is an int32/int64 tensor of
+// shape (2,) - the same seed always gives the same values, traced or not (TF's
+// tf.random.stateless_*). Nothing advances; identical calls in one graph may be merged.
+Tensor stateless_random_uniform(const TensorShape& shape, const Tensor& seed, double minval = 0.0,
+                                double maxval = 1.0, DType dtype = float32);
+Tensor stateless_random_normal(const TensorShape& shape, const Tensor& seed, double mean = 0.0,
+                               double stddev = 1.0, DType dtype = float32);
+Tensor stateless_truncated_normal(const TensorShape& shape, const Tensor& seed, double mean = 0.0,
+                                  double stddev = 1.0, DType dtype = float32);
+
+namespace detail {
+Tensor random_uniform_from_shape_tensor(const Tensor& shape, double minval, double maxval, DType dtype,
+                                        std::optional<uint64_t> seed);
+Tensor random_normal_from_shape_tensor(const Tensor& shape, double mean, double stddev, DType dtype,
+                                       std::optional<uint64_t> seed);
+Tensor truncated_normal_from_shape_tensor(const Tensor& shape, double mean, double stddev, DType dtype,
+                                          std::optional<uint64_t> seed);
+Tensor stateless_from_shape_tensor(const char* op, const Tensor& shape, const Tensor& seed, double a,
+                                   double b, DType dtype);
+Tensor dropout_with_flag(const Tensor& x, double rate, const Tensor& training, std::optional<uint64_t> seed);
+}  // namespace detail
+// The same with the shape held by a 1-D int tensor.
+template <std::same_as<Tensor> S>
+Tensor random_uniform(const S& shape, double minval = 0.0, double maxval = 1.0, DType dtype = float32,
+                      std::optional<uint64_t> seed = std::nullopt) {
+  return detail::random_uniform_from_shape_tensor(shape, minval, maxval, dtype, seed);
+}
+template <std::same_as<Tensor> S>
+Tensor random_normal(const S& shape, double mean = 0.0, double stddev = 1.0, DType dtype = float32,
+                     std::optional<uint64_t> seed = std::nullopt) {
+  return detail::random_normal_from_shape_tensor(shape, mean, stddev, dtype, seed);
+}
+template <std::same_as<Tensor> S>
+Tensor truncated_normal(const S& shape, double mean = 0.0, double stddev = 1.0, DType dtype = float32,
+                        std::optional<uint64_t> seed = std::nullopt) {
+  return detail::truncated_normal_from_shape_tensor(shape, mean, stddev, dtype, seed);
+}
+template <std::same_as<Tensor> S>
+Tensor stateless_random_uniform(const S& shape, const Tensor& seed, double minval = 0.0, double maxval = 1.0,
+                                DType dtype = float32) {
+  return detail::stateless_from_shape_tensor("stateless_random_uniform", shape, seed, minval, maxval, dtype);
+}
+template <std::same_as<Tensor> S>
+Tensor stateless_random_normal(const S& shape, const Tensor& seed, double mean = 0.0, double stddev = 1.0,
+                               DType dtype = float32) {
+  return detail::stateless_from_shape_tensor("stateless_random_normal", shape, seed, mean, stddev, dtype);
+}
+template <std::same_as<Tensor> S>
+Tensor stateless_truncated_normal(const S& shape, const Tensor& seed, double mean = 0.0, double stddev = 1.0,
+                                  DType dtype = float32) {
+  return detail::stateless_from_shape_tensor("stateless_truncated_normal", shape, seed, mean, stddev, dtype);
+}
+
+/// Dropout (tf.nn.dropout with Keras's training flag): while training, each element of x is
+/// zeroed with probability `rate` and the kept ones are scaled by 1 / (1 - rate), so the
+/// expected value is unchanged; otherwise (or with rate 0) x itself. The mask is a
+/// random_uniform draw with the seeds above (a new mask per call, traced or not). The gradient
+/// flows through the same mask. x must be floating; rate must be in [0, 1)
+/// (InvalidArgumentError).
+Tensor dropout(const Tensor& x, double rate, bool training = true, std::optional<uint64_t> seed = std::nullopt);
+/// The same with `training` a bool scalar tensor: a traced function chooses at run time, so
+/// one trace serves both modes. (The mask is drawn in both modes then: see docs/DECISIONS.md.)
+template <std::same_as<Tensor> B>
+Tensor dropout(const Tensor& x, double rate, const B& training, std::optional<uint64_t> seed = std::nullopt) {
+  return detail::dropout_with_flag(x, rate, training, seed);
+}
 
 // --- Operators: tensors with tensors, and tensors with C++ scalars ---------------------------
 #define TG_BINARY_OPERATOR(OP, FN)                                                     \

@@ -220,11 +220,5 @@ Tensor range(T limit) {
   return range(T(0), limit, T(1));
 }
 
-/// Uniform float32 values in [lo, hi). Reproducible: the same seed gives the same values.
-/// Without a seed, a global generator (set_random_seed) is used and advanced.
-Tensor random_uniform(const TensorShape& shape, float lo = 0.0f, float hi = 1.0f);
-Tensor random_uniform(const TensorShape& shape, float lo, float hi, uint64_t seed);
-/// Resets the global generator that unseeded random ops draw from.
-void set_random_seed(uint64_t seed);
 
 }  // namespace tg

@@ -12,6 +12,7 @@
 #include "core/check.h"
 #include "core/tensor_impl.h"
 #include "graph/graph_ir.h"
+#include "ops/random.h"
 #include "ops/variable_state.h"
 #include "runtime/executor.h"
 #include "trace/concrete.h"
@@ -295,8 +296,8 @@ bool record_custom_on_tapes(const std::vector<Tensor>& inputs, const std::vector
 
 // ---- calls of traced functions under a tape ------------------------------------------------
 
-using BackwardFn = std::function<std::vector<Tensor>(
-    const std::vector<Tensor>&, const std::vector<Tensor>&, const std::vector<Tensor>&)>;
+using BackwardFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&, const std::vector<Tensor>&,
+                                                     const std::vector<Tensor>&, const std::vector<Tensor>&)>;
 
 // What differentiating one concrete function needs, built on its first call under a tape.
 struct FunctionGradient {
@@ -304,7 +305,10 @@ struct FunctionGradient {
   // Those read inside cond / while sub-graphs: their gradient cannot be computed (see
   // check_no_variable_read_in_control_flow); a call is refused when it is asked for.
   std::vector<const VariableState*> inner_variables;
-  BackwardFn backward;                           // (inputs, variable values, output grads)
+  // The stateful random nodes of the graph (not of its sub-graphs): the backward repeats the
+  // draws each call made.
+  std::vector<const RandomState*> random_states;
+  BackwardFn backward;                           // (inputs, variable values, output grads, draws)
   std::function<int64_t()> tracing_count;        // of the backward function (tests)
 };
 
@@ -315,9 +319,11 @@ namespace {
 // graph as traced, before the optimiser rewrote it into ops that have no gradient rules.
 std::vector<Tensor> replay_and_differentiate(const GraphIR& fwd,
                                              const std::vector<std::shared_ptr<VariableState>>& variables,
+                                             const std::vector<const RandomState*>& random_states,
                                              const std::vector<Tensor>& inputs,
                                              const std::vector<Tensor>& var_values,
-                                             const std::vector<Tensor>& out_grads) {
+                                             const std::vector<Tensor>& out_grads,
+                                             const std::vector<Tensor>& draws) {
   GradientTape tape;
   for (const Tensor& t : inputs)
     if (is_floating(t.dtype())) tape.watch(t);
@@ -328,6 +334,7 @@ std::vector<Tensor> replay_and_differentiate(const GraphIR& fwd,
   ReplayVariables replay_vars;
   for (std::size_t i = 0; i < variables.size(); ++i)
     replay_vars.set_value(variables[i].get(), var_values[i]);
+  for (std::size_t i = 0; i < random_states.size(); ++i) replay_vars.set_random_draw(random_states[i], draws[i]);
   const std::vector<Tensor> outputs = replay_graph(fwd, inputs, &replay_vars);
   std::vector<Tensor> targets, target_grads;
   for (std::size_t i = 0; i < outputs.size(); ++i) {
@@ -356,6 +363,7 @@ std::shared_ptr<FunctionGradient> gradient_of(const ConcreteImpl& cf) {
       if (node.kind != NodeKind::kOp) continue;
       if (has_subgraphs(node.op))
         for (const NamedSubgraph& sg : subgraphs_of(node)) collect(*sg.graph, true);
+      if (!inner && is_stateful_random(node.op)) fg->random_states.push_back(node.attrs.get<RandomAttrs>().state.get());
       if (node.op != OpId::ReadVariable) continue;
       const auto& variable = node.attrs.get<VariableAttrs>().variable;
       const VariableState* state = variable.get();
@@ -373,13 +381,14 @@ std::shared_ptr<FunctionGradient> gradient_of(const ConcreteImpl& cf) {
   };
   collect(*fwd, false);
   auto fn = function(
-      [fwd, vars = fg->variables](const std::vector<Tensor>& inputs, const std::vector<Tensor>& var_values,
-                                  const std::vector<Tensor>& out_grads) {
-        return replay_and_differentiate(*fwd, vars, inputs, var_values, out_grads);
+      [fwd, vars = fg->variables, randoms = fg->random_states](
+          const std::vector<Tensor>& inputs, const std::vector<Tensor>& var_values,
+          const std::vector<Tensor>& out_grads, const std::vector<Tensor>& draws) {
+        return replay_and_differentiate(*fwd, vars, randoms, inputs, var_values, out_grads, draws);
       },
       {.name = cf.function_name + "_backward"});
-  fg->backward = [fn](const std::vector<Tensor>& a, const std::vector<Tensor>& b,
-                      const std::vector<Tensor>& c) mutable { return fn(a, b, c); };
+  fg->backward = [fn](const std::vector<Tensor>& a, const std::vector<Tensor>& b, const std::vector<Tensor>& c,
+                      const std::vector<Tensor>& d) mutable { return fn(a, b, c, d); };
   fg->tracing_count = [fn] { return fn.tracing_count(); };
   cf.gradient = fg;
   return fg;
@@ -402,7 +411,18 @@ std::vector<Tensor> run_call_under_tapes(const ConcreteImpl& cf, const std::vect
     }
     var_values[i] = apply_op1(OpId::ReadVariable, {}, VariableAttrs{fg->variables[i]});
   }
-  std::vector<Tensor> outputs = execute(*cf.plan, inputs);
+  std::vector<Tensor> outputs;
+  std::vector<Tensor> draws;  // the draw each random node of the graph made, for the backward
+  {
+    RandomDrawLog log;
+    outputs = execute(*cf.plan, inputs);
+    for (const RandomState* state : fg->random_states) {
+      const auto& made = log.draws();
+      auto it = std::find_if(made.begin(), made.end(), [&](const auto& d) { return d.first == state; });
+      TG_CHECK(it != made.end(), "a random node of '", cf.function_name, "' made no draw");
+      draws.push_back(constant(static_cast<int64_t>(it->second)));
+    }
+  }
   for (std::size_t i : read_after) var_values[i] = apply_op1(OpId::ReadVariable, {}, VariableAttrs{fg->variables[i]});
   std::vector<Tensor> all_inputs = inputs;
   all_inputs.insert(all_inputs.end(), var_values.begin(), var_values.end());
@@ -413,11 +433,11 @@ std::vector<Tensor> run_call_under_tapes(const ConcreteImpl& cf, const std::vect
   std::vector<const VariableState*> inner_variables;
   for (const VariableState* v : fg->inner_variables) inner_variables.push_back(bound_variable_or_self(v));
   record_custom_on_tapes(all_inputs, outputs,
-                         [fg, all_inputs, n_inputs, bindings](const std::vector<Tensor>& out_grads) {
+                         [fg, all_inputs, n_inputs, bindings, draws](const std::vector<Tensor>& out_grads) {
                            std::vector<Tensor> ins(all_inputs.begin(), all_inputs.begin() + static_cast<std::ptrdiff_t>(n_inputs));
                            std::vector<Tensor> vars(all_inputs.begin() + static_cast<std::ptrdiff_t>(n_inputs), all_inputs.end());
                            VariableBindingScope bound(bindings);
-                           std::vector<Tensor> grads = fg->backward(ins, vars, out_grads);
+                           std::vector<Tensor> grads = fg->backward(ins, vars, out_grads, draws);
                            for (std::size_t i = 0; i < grads.size(); ++i)
                              if (!is_floating(all_inputs[i].dtype())) grads[i] = Tensor();
                            return grads;

@@ -1,4 +1,4 @@
-// glorot_uniform, Dense, and the classifier's loss and accuracy, composed from public ops so that
+// The initializers, Dropout, Dense, and the classifier's loss and accuracy, composed from public ops so that
 // gradients come from the ops' own rules.
 #include <cmath>
 
@@ -11,27 +11,72 @@ namespace tg::nn {
 
 using detail::op_error;
 
-Tensor glorot_uniform(const TensorShape& shape, uint64_t seed, DType dtype) {
+namespace {
+
+struct Fans {
+  double in = 1, out = 1;
+};
+
+// Checks an initializer's arguments and computes Keras's fans of the shape.
+Fans fans_of(const char* op, const TensorShape& shape, DType dtype) {
   if (!shape.is_fully_defined())
-    op_error<InvalidArgumentError>("glorot_uniform", "expected a fully defined shape, got ",
-                                   shape.to_string(), "; initial values need every dimension");
-  if (!is_floating(dtype))
-    op_error<TypeError>("glorot_uniform", "expected float32 or float64, got ", to_string(dtype));
+    op_error<InvalidArgumentError>(op, "expected a fully defined shape, got ", shape.to_string(),
+                                   "; initial values need every dimension");
+  if (!is_floating(dtype)) op_error<TypeError>(op, "expected float32 or float64, got ", to_string(dtype));
   const auto& d = shape.dims();
-  double fan_in = 1, fan_out = 1;
+  Fans f;
   if (d.size() == 1) {
-    fan_in = fan_out = static_cast<double>(d[0]);
+    f.in = f.out = static_cast<double>(d[0]);
   } else if (d.size() >= 2) {
     double receptive = 1;
     for (std::size_t i = 0; i + 2 < d.size(); ++i) receptive *= static_cast<double>(d[i]);
-    fan_in = static_cast<double>(d[d.size() - 2]) * receptive;
-    fan_out = static_cast<double>(d[d.size() - 1]) * receptive;
+    f.in = static_cast<double>(d[d.size() - 2]) * receptive;
+    f.out = static_cast<double>(d[d.size() - 1]) * receptive;
   }
-  if (shape.num_elements() == 0) return zeros(shape, dtype);
-  const auto limit = static_cast<float>(std::sqrt(6.0 / (fan_in + fan_out)));
-  Tensor values = random_uniform(shape, -limit, limit, seed);
-  return dtype == float32 ? values : cast(values, dtype);
+  return f;
 }
+
+Tensor seed_tensor(uint64_t seed) { return constant({static_cast<int64_t>(seed), int64_t{0}}); }
+
+// The stddev of a normal whose 2-stddev truncation has stddev 1 (Keras's constant).
+constexpr double kTruncatedStddev = 0.87962566103423978;
+
+Tensor variance_scaling_normal(const char* op, const TensorShape& shape, uint64_t seed, DType dtype, double scale,
+                               bool fan_avg) {
+  const Fans f = fans_of(op, shape, dtype);
+  if (shape.num_elements() == 0) return zeros(shape, dtype);
+  const double n = fan_avg ? (f.in + f.out) / 2.0 : f.in;
+  return stateless_truncated_normal(shape, seed_tensor(seed), 0.0, std::sqrt(scale / n) / kTruncatedStddev, dtype);
+}
+
+}  // namespace
+
+Tensor glorot_uniform(const TensorShape& shape, uint64_t seed, DType dtype) {
+  const Fans f = fans_of("glorot_uniform", shape, dtype);
+  if (shape.num_elements() == 0) return zeros(shape, dtype);
+  const double limit = std::sqrt(6.0 / (f.in + f.out));
+  return stateless_random_uniform(shape, seed_tensor(seed), -limit, limit, dtype);
+}
+
+Tensor glorot_normal(const TensorShape& shape, uint64_t seed, DType dtype) {
+  return variance_scaling_normal("glorot_normal", shape, seed, dtype, 1.0, true);
+}
+
+Tensor he_normal(const TensorShape& shape, uint64_t seed, DType dtype) {
+  return variance_scaling_normal("he_normal", shape, seed, dtype, 2.0, false);
+}
+
+Tensor truncated_normal(const TensorShape& shape, uint64_t seed, double mean, double stddev, DType dtype) {
+  fans_of("truncated_normal", shape, dtype);
+  return stateless_truncated_normal(shape, seed_tensor(seed), mean, stddev, dtype);
+}
+
+Dropout::Dropout(double rate, std::optional<uint64_t> seed) : rate_(rate), seed_(seed) {
+  if (!(rate >= 0.0 && rate < 1.0))
+    op_error<InvalidArgumentError>("Dropout", "rate must be in [0, 1) (the fraction of elements dropped), got ", rate);
+}
+Tensor Dropout::operator()(const Tensor& x, bool training) const { return dropout(x, rate_, training, seed_); }
+Tensor Dropout::operator()(const Tensor& x, const Tensor& training) const { return dropout(x, rate_, training, seed_); }
 
 namespace {
 // Runs before the Variables are built, so that a bad size is reported as such.

@@ -1,5 +1,4 @@
-// Building eager tensors from C++ values: constant, zeros, ones, fill, range, random_uniform.
-#include <atomic>
+// Building eager tensors from C++ values: constant, zeros, ones, fill, range.
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -100,17 +99,6 @@ Tensor make_constant_named(const char* op, const std::string* values, int64_t n,
   for (int64_t i = 0; i < n; ++i) data_of<std::string>(t)[i] = values[i];
   return t;
 }
-
-// splitmix64: a tiny, high-quality mixer; element i of a seeded tensor is mix(seed, i), so
-// results do not depend on how the work is split.
-uint64_t mix(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-constexpr uint64_t kDefaultSeed = 0x7472616365677261ULL;  // "tracegra"
-std::atomic<uint64_t> g_random_state{kDefaultSeed};
 
 }  // namespace
 
@@ -218,33 +206,6 @@ Tensor range(double start, double limit, double delta, DType dtype) {
   std::vector<double> values(static_cast<std::size_t>(n));
   for (int64_t i = 0; i < n; ++i) values[static_cast<std::size_t>(i)] = start + static_cast<double>(i) * delta;
   return detail::make_constant_named("range", values.data(), n, TensorShape{n}, dtype);
-}
-
-void set_random_seed(uint64_t seed) { detail::g_random_state.store(seed); }
-
-Tensor random_uniform(const TensorShape& shape, float lo, float hi) {
-  // Each unseeded call takes the next seed of the global sequence.
-  const uint64_t seed = detail::mix(detail::g_random_state.fetch_add(1));
-  return random_uniform(shape, lo, hi, seed);
-}
-
-Tensor random_uniform(const TensorShape& shape, float lo, float hi, uint64_t seed) {
-  detail::check_fully_defined("random_uniform", shape);
-  if (!(lo < hi) || !std::isfinite(lo) || !std::isfinite(hi))
-    detail::op_error<InvalidArgumentError>("random_uniform", "expected finite lo < hi, got lo=",
-                                           lo, " hi=", hi);
-  Tensor t = detail::allocate_tensor(DType::Float32, shape);
-  float* p = data_of<float>(t);
-  const int64_t n = shape.num_elements();
-  const uint64_t base = detail::mix(seed);
-  for (int64_t i = 0; i < n; ++i) {
-    // 24 random bits -> [0, 1) exactly representable in float32.
-    const float u = static_cast<float>(detail::mix(base + static_cast<uint64_t>(i)) >> 40) *
-                    (1.0f / 16777216.0f);
-    float v = lo + (hi - lo) * u;
-    p[i] = v < hi ? v : std::nextafter(hi, lo);
-  }
-  return t;
 }
 
 }  // namespace tg

@@ -3,6 +3,7 @@
 #include "core/check.h"
 #include "core/tensor_impl.h"
 #include "ops/op.h"
+#include "ops/random.h"
 
 namespace tg::detail {
 
@@ -68,6 +69,7 @@ std::vector<Tensor> dispatch(OpId id, const std::vector<Tensor>& inputs, const O
 
 TraceRecorder* current_recorder() { return tls_recorder; }
 void set_current_recorder(TraceRecorder* r) {
+  if (!tls_recorder && r) restart_trace_op_seeds();
   tls_recorder = r;
   t_trace_recording = r != nullptr;
 }

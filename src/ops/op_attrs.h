@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <type_traits>
 #include <variant>
@@ -184,11 +185,59 @@ struct ShapeValueAttrs {
   bool operator==(const ShapeValueAttrs&) const = default;
 };
 
+/// The state of one stateful random op: a graph node of a traced function (TF keeps it in the
+/// op's kernel), or the eager op of one (op, dtype, seed pair). Draws are numbered: draw k of a
+/// stream is a pure function of (stream key, k), so a replay that knows k repeats it exactly.
+/// tg::set_random_seed restarts every stream (a new generation).
+class RandomState {
+ public:
+  /// The number of the next draw, advancing the count (thread-safe).
+  uint64_t next_draw(uint64_t generation) {
+    std::lock_guard lock(mu_);
+    if (generation_ != generation) {
+      generation_ = generation;
+      draws_ = 0;
+    }
+    return draws_++;
+  }
+
+ private:
+  std::mutex mu_;
+  uint64_t generation_ = 0;
+  uint64_t draws_ = 0;
+};
+
+/// random_* and stateless_random_*: the distribution and what was known of the shape tensor
+/// (input 0) when the op was built. Uniform ops read minval/maxval
+/// ([minval, maxval)), the normal ones mean/stddev; seed/seed2 (TF's pair of op attributes) and
+/// the state belong to the stateful ops (stateless ones take their seed as input 1).
+struct RandomAttrs {
+  DType dtype = DType::Float32;
+  double minval = 0.0, maxval = 1.0;
+  double mean = 0.0, stddev = 1.0;
+  ShapeValueAttrs shape;
+  int64_t seed = 0, seed2 = 0;
+  /// Not a field: never saved (a loaded node starts a fresh stream, as a restored TF model does)
+  /// and left out of ==, so that identical stateless ops are merged by CSE (stateful ones never
+  /// are). Made with the struct, so that every node read from a file has one of its own;
+  /// copies of a node (the optimised graph) share it.
+  std::shared_ptr<RandomState> state = std::make_shared<RandomState>();
+  template <class F> void for_each_field(F&& f) const {
+    f("dtype", dtype); f("minval", minval); f("maxval", maxval); f("mean", mean); f("stddev", stddev);
+    f("known", shape.known); f("dims", shape.dims); f("seed", seed); f("seed2", seed2);
+  }
+  bool operator==(const RandomAttrs& o) const {
+    return dtype == o.dtype && minval == o.minval && maxval == o.maxval && mean == o.mean &&
+           stddev == o.stddev && shape == o.shape && seed == o.seed && seed2 == o.seed2;
+  }
+};
+
 // The order of this list is the variant index; ops.def names structs, never indices.
 using AttrsVariant = std::variant<NoAttrs, ReduceAttrs, AxisAttrs, ArgReduceAttrs, CastAttrs, MatMulAttrs,
                                   ReshapeAttrs, TransposeAttrs, SqueezeAttrs, SliceAttrs, BlockAttrs,
                                   OneHotAttrs, IndexAttrs, PrintAttrs, VariableAttrs, FusedAttrs,
-                                  ControlFlowAttrs, TensorArrayAttrs, ShapeValueAttrs, AdamSlotsAttrs>;
+                                  ControlFlowAttrs, TensorArrayAttrs, ShapeValueAttrs, AdamSlotsAttrs,
+                                  RandomAttrs>;
 
 template <class T, class V> struct VariantIndex;
 template <class T, class... Ts> struct VariantIndex<T, std::variant<Ts...>> {

@@ -13,6 +13,7 @@
 #include "core/tensor_impl.h"
 #include "ops/broadcast.h"
 #include "ops/grad_helpers.h"
+#include "ops/shape_value.h"
 #include "tracegraph/ops.h"
 
 namespace tg {
@@ -565,15 +566,15 @@ void kernel_split_like(const std::vector<Tensor>& in, const OpAttrs& op_attrs, s
 
 // ---- fill and broadcast_to: the shape is a 1-D int tensor ----
 
-// The static shape a shape tensor of type `t` describes, from what the op knew of its value.
-TensorShape described_shape(const char* op, const ValueType& t, const OpAttrs& op_attrs) {
+}  // namespace
+
+TensorShape described_shape(const char* op, const ValueType& t, const ShapeValueAttrs& a) {
   if (t.dtype != DType::Int32 && t.dtype != DType::Int64)
     op_error<TypeError>(op, "the shape must be an int32 or int64 tensor, got ", describe(t),
                         "; pass e.g. tg::shape(x) or tg::constant({2, 3})");
   if (t.shape.has_rank() && t.shape.rank() != 1)
     op_error<InvalidArgumentError>(op, "the shape must be a 1-D tensor (one size per dimension), got ",
                                    describe(t), "; tg::stack scalar sizes into a vector");
-  const ShapeValueAttrs& a = op_attrs.get<ShapeValueAttrs>();
   const int64_t length = t.shape.has_rank() ? t.shape.dims()[0] : None;
   if (a.known) {
     if (length != None && length != static_cast<int64_t>(a.dims.size()))
@@ -585,10 +586,9 @@ TensorShape described_shape(const char* op, const ValueType& t, const OpAttrs& o
   return TensorShape(std::vector<int64_t>(static_cast<std::size_t>(length), None));
 }
 
-// The sizes an eager shape tensor holds, checked (sizes >= 0, what the op knew of them).
-std::vector<int64_t> shape_values(const char* op, const Tensor& shape, const OpAttrs& op_attrs) {
+std::vector<int64_t> shape_values(const char* op, const Tensor& shape, const ShapeValueAttrs& a) {
   const TensorImpl& impl = *shape.impl();
-  described_shape(op, ValueType{impl.dtype, impl.shape}, op_attrs);  // traced with an unknown rank
+  described_shape(op, ValueType{impl.dtype, impl.shape}, a);  // traced with an unknown rank
   const int64_t n = impl.shape.dims()[0];
   std::vector<int64_t> dims(static_cast<std::size_t>(n));
   for (int64_t i = 0; i < n; ++i)
@@ -601,7 +601,6 @@ std::vector<int64_t> shape_values(const char* op, const Tensor& shape, const OpA
                                      " is negative; sizes must be >= 0");
     elements = checked_mul(op, elements, dims[i], "the shape " + format_list(dims));
   }
-  const ShapeValueAttrs& a = op_attrs.get<ShapeValueAttrs>();
   for (std::size_t i = 0; a.known && i < dims.size(); ++i)
     if (a.dims[i] != None && a.dims[i] != dims[i])
       op_error<InvalidArgumentError>(op, "the shape is ", format_list(dims), " at run time but was known as ",
@@ -609,14 +608,16 @@ std::vector<int64_t> shape_values(const char* op, const Tensor& shape, const OpA
   return dims;
 }
 
+namespace {
+
 std::vector<ValueType> infer_fill(const std::vector<ValueType>& in, const OpAttrs& attrs) {
-  const TensorShape out = described_shape("fill", in[0], attrs);
+  const TensorShape out = described_shape("fill", in[0], attrs.get<ShapeValueAttrs>());
   if (in[1].shape.has_rank() && in[1].shape.rank() != 0)
     op_error<InvalidArgumentError>("fill", "expected a scalar (rank 0) value, got ", describe(in[1]));
   return {ValueType{in[1].dtype, out}};
 }
 void kernel_fill(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
-  const std::vector<int64_t> dims = shape_values("fill", in[0], attrs);
+  const std::vector<int64_t> dims = shape_values("fill", in[0], attrs.get<ShapeValueAttrs>());
   const TensorImpl& value = *in[1].impl();
   if (value.shape.rank() != 0)
     op_error<InvalidArgumentError>("fill", "expected a scalar (rank 0) value, got shape ", value.shape.to_string());
@@ -652,10 +653,10 @@ TensorShape broadcast_to_shape(const TensorShape& x, const TensorShape& target) 
 }
 
 std::vector<ValueType> infer_broadcast_to(const std::vector<ValueType>& in, const OpAttrs& attrs) {
-  return {ValueType{in[0].dtype, broadcast_to_shape(in[0].shape, described_shape("broadcast_to", in[1], attrs))}};
+  return {ValueType{in[0].dtype, broadcast_to_shape(in[0].shape, described_shape("broadcast_to", in[1], attrs.get<ShapeValueAttrs>()))}};
 }
 void kernel_broadcast_to(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
-  const TensorShape target(shape_values("broadcast_to", in[1], attrs));
+  const TensorShape target(shape_values("broadcast_to", in[1], attrs.get<ShapeValueAttrs>()));
   const TensorShape& x = in[0].impl()->shape;
   const TensorShape checked = broadcast_to_shape(x, target);
   TG_CHECK(checked == target);
@@ -763,8 +764,6 @@ Tensor stack(const std::vector<Tensor>& values, int axis) {
 }
 
 namespace detail {
-namespace {
-// What is known of a shape tensor's value when an op is built: all of it when it is eager.
 ShapeValueAttrs shape_value_of(const char* op, const Tensor& shape) {
   if (!shape.defined())
     op_error<ValueError>(op, "the shape is an empty tg::Tensor; pass e.g. tg::shape(x)");
@@ -780,7 +779,6 @@ ShapeValueAttrs shape_value_of(const char* op, const Tensor& shape) {
       op_error<InvalidArgumentError>(op, "the shape ", format_list(a.dims), " has a negative size; sizes must be >= 0");
   return a;
 }
-}  // namespace
 
 Tensor fill_from_shape_tensor(const Tensor& shape, const Tensor& value) {
   if (!value.defined()) op_error<ValueError>("fill", "the value is an empty tg::Tensor");

@@ -2,6 +2,7 @@
 
 #include "core/check.h"
 #include "ops/optimizer_updates.h"
+#include "ops/random.h"
 #include "tracegraph/ops.h"
 
 namespace tg::detail {
@@ -20,6 +21,20 @@ Tensor ReplayVariables::read(const VariableState* v, const OpAttrs& read_attrs) 
   Tensor now = apply_op1(OpId::ReadVariable, {}, read_attrs);
   values_.emplace(v, now);
   return now;
+}
+
+Tensor ReplayVariables::random(const GraphNode& node, const Tensor& shape) {
+  const RandomAttrs& attrs = node.attrs.get<RandomAttrs>();
+  auto it = draws_.find(attrs.state.get());
+  if (it == draws_.end())
+    throw InvalidArgumentError(str_cat(
+        "[gradient] the ", op_def(node.op).name, " node '", node.name, "' is inside a tg::cond branch or a "
+        "tg::while_loop body, whose gradient runs the branch or body again: it would draw new values, not "
+        "the ones the forward pass used, and the gradient would be wrong. Draw the random values before "
+        "the cond / loop and pass them in, or use a stateless_ random op with a seed tensor"));
+  Tensor values = repeat_random_draw(node.op, attrs, shape, it->second);
+  it->second = it->second + int64_t{1};  // a node that runs again makes the next draw
+  return values;
 }
 
 std::vector<Tensor> replay_graph(const GraphIR& g, const std::vector<Tensor>& inputs,
@@ -53,6 +68,11 @@ std::vector<Tensor> replay_graph(const GraphIR& g, const std::vector<Tensor>& in
             break;
           case OpId::ReadVariable:
             values[n] = {variables.read(variable_of(node), node.attrs)};
+            break;
+          case OpId::RandomUniform:
+          case OpId::RandomNormal:
+          case OpId::TruncatedNormal:
+            values[n] = {variables.random(node, args[0])};
             break;
           case OpId::AssignVariable:
             variables.write(variable_of(node), args[0]);

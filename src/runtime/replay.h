@@ -21,14 +21,21 @@ namespace tg::detail {
 /// - assign / assign_add / assign_sub compute the new value and keep it for later reads of the
 ///   same replay, exactly as the forward call saw it;
 /// - initialize_variable does nothing: the forward call set the value it reads.
+/// A stateful random op repeats the draw the forward call made (set_random_draw: a traced
+/// function's backward passes the draw numbers its call made), since a mask drawn anew would give
+/// silently wrong gradients; a random op whose draw is unknown (inside a cond branch or a loop
+/// body) throws InvalidArgumentError.
 class ReplayVariables {
  public:
+  void set_random_draw(const RandomState* state, Tensor draw) { draws_[state] = std::move(draw); }
+  Tensor random(const GraphNode& node, const Tensor& shape);
   void set_value(const VariableState* v, Tensor value) { values_[v] = std::move(value); }
   Tensor read(const VariableState* v, const OpAttrs& read_attrs);
   void write(const VariableState* v, Tensor value) { values_[v] = std::move(value); }
 
  private:
   std::unordered_map<const VariableState*, Tensor> values_;
+  std::unordered_map<const RandomState*, Tensor> draws_;
 };
 
 /// Runs `g` on `inputs` (one per placeholder) through the public ops and returns its outputs.

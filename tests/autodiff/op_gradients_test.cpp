@@ -271,5 +271,21 @@ TEST(OpGradients, TheCheckerDetectsAWrongGradient) {
                                         testing::numeric_gradients(c, w), 1e-6));
 }
 
+// dropout is composed of differentiable ops and a random mask. With the seed reset in the body,
+// every eager evaluation (each finite difference) draws the same mask, so the tape's gradient -
+// which must use the forward pass's mask - can be checked against differences. (Not through
+// check_gradients: its traced function is called twice and rightly draws a new mask the second
+// time; tests/ops/random_test.cpp checks traced dropout's gradient against its mask.)
+TEST(OpGradients, DropoutMatchesFiniteDifferencesWithAFixedMask) {
+  const GradCase c{"", "dropout(x, 0.4), seeded",
+                   [](const std::vector<Tensor>& in) {
+                     set_random_seed(5);
+                     return dropout(in[0], 0.4, true, 11);
+                   },
+                   {testing::Random(4).uniform({4, 8})}};
+  const Tensor w = testing::Random(5).uniform({4, 8});
+  EXPECT_TRUE(testing::gradients_close(testing::tape_gradients_eager(c, w), testing::numeric_gradients(c, w), c.tol));
+}
+
 }  // namespace
 }  // namespace tg

@@ -85,9 +85,9 @@ TEST(CreationErrors, Range) {
 
 TEST(CreationErrors, RandomUniform) {
   EXPECT_THROW_MSG(random_uniform({2}, 1.0f, 1.0f), InvalidArgumentError, "[random_uniform]",
-                   "lo < hi", "lo=1", "hi=1");
+                   "minval < maxval", "minval=1", "maxval=1");
   EXPECT_THROW_MSG(random_uniform({2}, 2.0f, 1.0f, 5), InvalidArgumentError, "[random_uniform]",
-                   "lo=2");
+                   "minval=2");
   EXPECT_THROW_MSG(random_uniform({2}, 0.0f, std::numeric_limits<float>::infinity(), 5),
                    InvalidArgumentError, "[random_uniform]", "finite");
   EXPECT_THROW_MSG(random_uniform({None}, 0.0f, 1.0f, 5), InvalidArgumentError,

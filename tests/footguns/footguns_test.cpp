@@ -239,21 +239,54 @@ TEST(Footguns, ASharedPtrArgumentWithoutEqualityIsMatchedByIdentity) {
   EXPECT_EQ(scale.tracing_count(), 2);
 }
 
-TEST(Footguns, RandomUniformInsideAFunctionIsDrawnOnceAtTraceTime) {
-  // Surprise: tg::random_uniform builds an eager tensor, so inside a function it is drawn once,
-  // while tracing, and becomes a constant: every call adds the same "random" numbers (with or
-  // without a seed). TF's tf.random.uniform is a stateful graph op that draws anew at each call.
-  // Instead: draw outside and pass the numbers in as a tensor argument.
-  auto noisy = function([](const Tensor& x) { return x + random_uniform({4}); });
-  const auto first = noisy(zeros({4})).to_vector<float>();
-  const auto second = noisy(zeros({4})).to_vector<float>();
-  EXPECT_EQ(first, second);  // TF: different
-  EXPECT_NE(random_uniform({4}).to_vector<float>(), random_uniform({4}).to_vector<float>());  // eagerly: new draws
+TEST(Footguns, AnOpSeedDoesNotMeanTheSameNumbersOnEveryCall) {
+  // Surprise (TF's rule, kept): an op seed names a stream, and every call of the op takes the
+  // stream's next draw, eagerly and in a traced function; only set_random_seed restarts it.
+  // For numbers that depend on the seed alone use the stateless_ ops (Keras's seeded
+  // initializers, tg::nn::he_normal and friends, do).
+  set_random_seed(1);
+  const Tensor a = random_uniform({4}, 0.f, 1.f, 42);
+  EXPECT_FALSE(testing::tensors_near(random_uniform({4}, 0.f, 1.f, 42), a));
+  EXPECT_TENSOR_EQ(stateless_random_uniform({4}, constant({42, 0})), stateless_random_uniform({4}, constant({42, 0})));
+  // In one traced function, two ops with the same op seed draw the same numbers (each node has a
+  // stream of its own, from the same seeds).
+  auto twice = function([](const Tensor& x) {
+    return std::make_pair(x + random_normal({4}, 0.0, 1.0, float32, 7), x + random_normal({4}, 0.0, 1.0, float32, 7));
+  });
+  const auto [p, q] = twice(zeros({4}));
+  EXPECT_TENSOR_EQ(p, q);
+}
 
-  auto noisy_arg = function([](const Tensor& x, const Tensor& noise) { return x + noise; });
-  EXPECT_NE(noisy_arg(zeros({4}), random_uniform({4})).to_vector<float>(),
-            noisy_arg(zeros({4}), random_uniform({4})).to_vector<float>());
-  EXPECT_EQ(noisy_arg.tracing_count(), 1);
+TEST(Footguns, ATracedFunctionKeepsTheGlobalSeedItWasTracedWith) {
+  // Surprise: the seeds are read when the op is built, so a function traced under seed 1 keeps
+  // seed 1's numbers after set_random_seed(2); set_random_seed only restarts its streams. Set the
+  // seed before the first call (or make a new tg::function) to change a function's numbers.
+  set_random_seed(1);
+  auto noisy = function([](const Tensor& x) { return x + random_normal(shape(x)); });
+  const Tensor under_1 = noisy(zeros({4}));
+  set_random_seed(2);
+  // TF keeps the traced seeds too (they are attributes in the graph); its kernels keep counting
+  // instead of restarting, which tracegraph does so that set_random_seed(s) twice repeats a run.
+  EXPECT_TENSOR_EQ(noisy(zeros({4})), under_1);
+  auto fresh = function([](const Tensor& x) { return x + random_normal(shape(x)); });
+  EXPECT_FALSE(testing::tensors_near(fresh(zeros({4})), under_1));
+}
+
+TEST(Footguns, TodayDropoutWithATrainingTensorDrawsItsMaskInInferenceCallsToo) {
+  // Surprise: with `training` a tensor, one trace serves both modes by computing both results
+  // and selecting one (tg::where), so inference calls advance the mask stream too: the masks of
+  // the training calls depend on how many inference calls came between. TF (Keras's smart_cond
+  // builds a tf.cond) draws only while training. Values are still valid masks; pass a C++ bool
+  // to get one trace per mode that draws only while training.
+  set_random_seed(3);
+  auto step = function([](const Tensor& x, const Tensor& training) { return dropout(x, 0.5, training); });
+  const Tensor x = ones({32});
+  const Tensor first = step(x, constant(true));
+  const Tensor second = step(x, constant(true));
+  set_random_seed(3);
+  EXPECT_TENSOR_EQ(step(x, constant(true)), first);
+  step(x, constant(false));  // an evaluation call in between
+  EXPECT_FALSE(testing::tensors_near(step(x, constant(true)), second));  // TF: == second
 }
 
 // ---- Control flow on tensors -----------------------------------------------------------------

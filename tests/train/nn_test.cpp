@@ -1,4 +1,5 @@
-// glorot_uniform, Dense, sparse_softmax_cross_entropy and accuracy against hand-written references.
+// The initializers, Dropout, Dense, sparse_softmax_cross_entropy and accuracy against hand-written references.
+#include <algorithm>
 #include <cmath>
 
 #include "support/test_util.h"
@@ -44,7 +45,9 @@ TEST(GlorotUniform, FansForOtherRanksAndFloat64) {
   EXPECT_GT(max_abs(nn::glorot_uniform({3, 3, 8, 16}, 2)), 0.95 * l4);
   const Tensor d = nn::glorot_uniform({4, 5}, 3, float64);
   EXPECT_EQ(d.dtype(), float64);
-  EXPECT_TENSOR_NEAR(cast(d, float32), nn::glorot_uniform({4, 5}, 3), 0.0);
+  // float64 values are drawn in float64 (53 random bits), not widened float32 ones.
+  EXPECT_LE(max_abs(d), std::sqrt(6.0 / 9.0));
+  EXPECT_TENSOR_EQ(d, nn::glorot_uniform({4, 5}, 3, float64));
   EXPECT_EQ(nn::glorot_uniform({0, 5}, 3).shape(), TensorShape({0, 5}));
 }
 
@@ -119,6 +122,67 @@ TEST(Loss, AccuracyCountsArgmaxHits) {
   EXPECT_FLOAT_EQ(nn::accuracy(logits, constant({1, 0, 1, 0})).item<float>(), 1.0f);
   EXPECT_FLOAT_EQ(nn::accuracy(logits, constant({int64_t{0}, int64_t{1}, int64_t{0}, int64_t{1}}))
                       .item<float>(), 0.0f);
+}
+
+// The sample standard deviation and the largest |value|.
+std::pair<double, double> spread(const Tensor& t) {
+  const auto v = cast(t, float64).to_vector<double>();
+  double mean = 0, var = 0, max_abs = 0;
+  for (double x : v) mean += x;
+  mean /= static_cast<double>(v.size());
+  for (double x : v) {
+    var += (x - mean) * (x - mean);
+    max_abs = std::max(max_abs, std::fabs(x));
+  }
+  return {std::sqrt(var / static_cast<double>(v.size() - 1)), max_abs};
+}
+
+TEST(NormalInitializers, KerasStddevsAfterTruncationAndTwoStddevBounds) {
+  // (400, 250): 1e5 values. Keras: stddev sqrt(scale / n) after truncation, drawn with
+  // sqrt(scale / n) / 0.8796 before, so no value lies beyond 2 * that.
+  const double he = std::sqrt(2.0 / 400.0), glorot = std::sqrt(2.0 / 650.0);
+  const auto [he_sd, he_max] = spread(nn::he_normal({400, 250}, 1));
+  EXPECT_NEAR(he_sd, he, 0.01 * he);
+  EXPECT_LE(he_max, 2 * he / 0.87962566103423978 * (1 + 1e-6));
+  EXPECT_GT(he_max, 1.9 * he / 0.87962566103423978);
+  const auto [gl_sd, gl_max] = spread(nn::glorot_normal({400, 250}, 2, float64));
+  EXPECT_NEAR(gl_sd, glorot, 0.01 * glorot);
+  EXPECT_LE(gl_max, 2 * glorot / 0.87962566103423978 * (1 + 1e-9));
+  // A conv kernel's fans include the receptive field: (3, 3, 16, 32) has fan_in 144.
+  const auto [conv_sd, conv_max] = spread(nn::he_normal({3, 3, 16, 32}, 3));
+  EXPECT_NEAR(conv_sd, std::sqrt(2.0 / 144.0), 0.03 * std::sqrt(2.0 / 144.0));
+  (void)conv_max;
+  const auto [tn_sd, tn_max] = spread(nn::truncated_normal({100000}, 4, 0.0, 0.05));
+  EXPECT_NEAR(tn_sd, 0.05 * 0.87962566103423978, 0.0005);
+  EXPECT_LE(tn_max, 0.1 * (1 + 1e-6));
+}
+
+TEST(NormalInitializers, ASeedGivesTheSameValuesOnEveryCallTracedOrNot) {
+  EXPECT_TENSOR_EQ(nn::he_normal({8, 4}, 5), nn::he_normal({8, 4}, 5));
+  EXPECT_FALSE(testing::tensors_near(nn::he_normal({8, 4}, 5), nn::he_normal({8, 4}, 6)));
+  EXPECT_TENSOR_EQ(nn::glorot_normal({8, 4}, 5), nn::glorot_normal({8, 4}, 5));
+  EXPECT_EQ(nn::he_normal({0, 4}, 5).shape(), TensorShape({0, 4}));
+  EXPECT_EQ(nn::glorot_normal({4, 5}, 1, float64).dtype(), float64);
+  // Inside a trace the value is made once, for a Variable's initial value.
+  auto f = function([](const Tensor& x) { return x + nn::he_normal({4}, 9); });
+  EXPECT_TENSOR_EQ(f(zeros({4})), nn::he_normal({4}, 9));
+  EXPECT_TENSOR_EQ(nn::zeros({2}), constant({0.0f, 0.0f}));
+  EXPECT_TENSOR_EQ(nn::ones({2}, int32), constant({1, 1}));
+}
+
+TEST(DropoutLayer, DropsWhileTrainingAndPassesThroughOtherwise) {
+  nn::Dropout layer(0.5, /*seed=*/3);
+  EXPECT_EQ(layer.rate(), 0.5);
+  const Tensor x = ones({1000});
+  EXPECT_EQ(layer(x, false).impl(), x.impl());
+  const auto y = layer(x, true).to_vector<float>();
+  const auto zeros_n = std::count(y.begin(), y.end(), 0.0f);
+  EXPECT_NEAR(static_cast<double>(zeros_n), 500.0, 80.0);
+  EXPECT_FALSE(testing::tensors_near(layer(x, true), layer(x, true)));  // a new mask per call
+  auto step = function([&](const Tensor& in, const Tensor& training) { return layer(in, training); });
+  EXPECT_TENSOR_EQ(step(x, constant(false)), x);
+  EXPECT_FALSE(testing::tensors_near(step(x, constant(true)), step(x, constant(true))));
+  EXPECT_EQ(step.tracing_count(), 1);
 }
 
 }  // namespace
