@@ -213,32 +213,58 @@ template <class T>
   }
 }
 
-// One clone per ISA, picked at load time: the updates are bound by memory at AVX-512 widths but
-// by sqrt and division at SSE2's (this file is built for the baseline ISA). -ffp-contract=off
-// holds in every clone.
-#define TG_UPDATE_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-TG_UPDATE_CLONES void gradient_descent_f32(float* out, const float* var, const float* g, float lr, int64_t b, int64_t e) {
-  gradient_descent_range(out, var, g, lr, b, e);
+// One copy per ISA, picked once at run time: the updates are bound by memory at AVX-512 widths
+// but by sqrt and division at SSE2's (this file is built for the baseline ISA). -ffp-contract=off
+// holds in every copy. (Not target_clones: its ifunc resolvers run before a sanitizer runtime is
+// up, and crash TSan builds at load.)
+#define TG_UPDATE_KERNELS(suffix, target)                                                                    \
+  target void gradient_descent_f32_##suffix(float* out, const float* var, const float* g, float lr, int64_t b, \
+                                            int64_t e) {                                                    \
+    gradient_descent_range(out, var, g, lr, b, e);                                                          \
+  }                                                                                                         \
+  target void gradient_descent_f64_##suffix(double* out, const double* var, const double* g, double lr,      \
+                                            int64_t b, int64_t e) {                                         \
+    gradient_descent_range(out, var, g, lr, b, e);                                                          \
+  }                                                                                                         \
+  target void adam_f32_##suffix(float* out_var, float* out_m, float* out_v, const float* var, const float* m, \
+                                const float* v, const float* g, float alpha, float c1, float c2, float eps,  \
+                                int64_t b, int64_t e) {                                                     \
+    adam_range(out_var, out_m, out_v, var, m, v, g, alpha, c1, c2, eps, b, e);                              \
+  }                                                                                                         \
+  target void adam_f64_##suffix(double* out_var, double* out_m, double* out_v, const double* var,             \
+                                const double* m, const double* v, const double* g, double alpha, double c1, \
+                                double c2, double eps, int64_t b, int64_t e) {                              \
+    adam_range(out_var, out_m, out_v, var, m, v, g, alpha, c1, c2, eps, b, e);                              \
+  }
+TG_UPDATE_KERNELS(avx512, __attribute__((target("avx512f"))))
+TG_UPDATE_KERNELS(avx2, __attribute__((target("avx2"))))
+TG_UPDATE_KERNELS(baseline, )
+#undef TG_UPDATE_KERNELS
+
+struct UpdateKernels {
+  decltype(&gradient_descent_f32_baseline) gradient_descent_f32;
+  decltype(&gradient_descent_f64_baseline) gradient_descent_f64;
+  decltype(&adam_f32_baseline) adam_f32;
+  decltype(&adam_f64_baseline) adam_f64;
+};
+const UpdateKernels& update_kernels() {
+  static const UpdateKernels k = [] {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f"))
+      return UpdateKernels{gradient_descent_f32_avx512, gradient_descent_f64_avx512, adam_f32_avx512, adam_f64_avx512};
+    if (__builtin_cpu_supports("avx2"))
+      return UpdateKernels{gradient_descent_f32_avx2, gradient_descent_f64_avx2, adam_f32_avx2, adam_f64_avx2};
+    return UpdateKernels{gradient_descent_f32_baseline, gradient_descent_f64_baseline, adam_f32_baseline,
+                         adam_f64_baseline};
+  }();
+  return k;
 }
-TG_UPDATE_CLONES void gradient_descent_f64(double* out, const double* var, const double* g, double lr, int64_t b, int64_t e) {
-  gradient_descent_range(out, var, g, lr, b, e);
-}
-TG_UPDATE_CLONES void adam_f32(float* out_var, float* out_m, float* out_v, const float* var, const float* m, const float* v,
-                               const float* g, float alpha, float c1, float c2, float eps, int64_t b, int64_t e) {
-  adam_range(out_var, out_m, out_v, var, m, v, g, alpha, c1, c2, eps, b, e);
-}
-TG_UPDATE_CLONES void adam_f64(double* out_var, double* out_m, double* out_v, const double* var, const double* m,
-                               const double* v, const double* g, double alpha, double c1, double c2, double eps, int64_t b,
-                               int64_t e) {
-  adam_range(out_var, out_m, out_v, var, m, v, g, alpha, c1, c2, eps, b, e);
-}
-#undef TG_UPDATE_CLONES
 
 template <class T>
 void gradient_descent_into(T* out, const T* var, const T* g, T lr, int64_t n) {
   for_elements(n, [&](int64_t b, int64_t e) {
-    if constexpr (std::is_same_v<T, float>) gradient_descent_f32(out, var, g, lr, b, e);
-    else gradient_descent_f64(out, var, g, lr, b, e);
+    if constexpr (std::is_same_v<T, float>) update_kernels().gradient_descent_f32(out, var, g, lr, b, e);
+    else update_kernels().gradient_descent_f64(out, var, g, lr, b, e);
   });
 }
 
@@ -248,8 +274,8 @@ void adam_into(T* out_var, T* out_m, T* out_v, const T* var, const T* m, const T
                int64_t n) {
   const T alpha = scalars[0], c1 = T(1) - scalars[1], c2 = T(1) - scalars[2], eps = scalars[3];
   for_elements(n, [&](int64_t b, int64_t e) {
-    if constexpr (std::is_same_v<T, float>) adam_f32(out_var, out_m, out_v, var, m, v, g, alpha, c1, c2, eps, b, e);
-    else adam_f64(out_var, out_m, out_v, var, m, v, g, alpha, c1, c2, eps, b, e);
+    if constexpr (std::is_same_v<T, float>) update_kernels().adam_f32(out_var, out_m, out_v, var, m, v, g, alpha, c1, c2, eps, b, e);
+    else update_kernels().adam_f64(out_var, out_m, out_v, var, m, v, g, alpha, c1, c2, eps, b, e);
   });
 }
 
