@@ -166,6 +166,7 @@ void register_all_ops(OpDef* table);
 void register_elementwise_ops(OpDef* table);
 void register_reduce_ops(OpDef* table);
 void register_matmul_ops(OpDef* table);
+void register_conv_ops(OpDef* table);
 void register_shape_ops(OpDef* table);
 void register_index_ops(OpDef* table);
 void register_state_ops(OpDef* table);
