@@ -5,6 +5,7 @@
 // sets flush-to-zero for the whole process) is not linked into tg_bench.
 #include "reference_cpp.h"
 
+#include <cblas.h>
 #include <omp.h>
 
 #include <cmath>
@@ -120,5 +121,64 @@ double fma_loop(std::int64_t iterations, int threads, float* sink) {
 }
 
 int fma_lanes() { return kLanes; }
+
+namespace {
+
+// One image's im2col (forward) or col2im (adjoint, adding into x): rows (y, x), columns
+// (ky, kx, c), SAME padding at stride 1.
+template <bool kAdjoint>
+void im2col_image(float* __restrict x, int h, int w, int c, int kh, int kw, float* __restrict col) {
+  const int pt = (kh - 1) / 2, pl = (kw - 1) / 2;
+  for (int oy = 0; oy < h; ++oy)
+    for (int ox = 0; ox < w; ++ox)
+      for (int ky = 0; ky < kh; ++ky)
+        for (int kx = 0; kx < kw; ++kx, col += c) {
+          const int iy = oy - pt + ky, ix = ox - pl + kx;
+          const bool inside = iy >= 0 && iy < h && ix >= 0 && ix < w;
+          float* p = x + (static_cast<std::int64_t>(iy) * w + ix) * c;
+          for (int ch = 0; ch < c; ++ch) {
+            if (kAdjoint) {
+              if (inside) p[ch] += col[ch];
+            } else {
+              col[ch] = inside ? p[ch] : 0.0f;
+            }
+          }
+        }
+}
+
+void im2col_batch(const float* x, int n, int h, int w, int c, int kh, int kw, float* col, int threads) {
+  const std::int64_t image = static_cast<std::int64_t>(h) * w * c;
+  const std::int64_t rows = static_cast<std::int64_t>(h) * w * kh * kw * c;
+#pragma omp parallel for num_threads(threads)
+  for (int i = 0; i < n; ++i) im2col_image<false>(const_cast<float*>(x) + i * image, h, w, c, kh, kw, col + i * rows);
+}
+
+}  // namespace
+
+void conv2d_same(const float* x, int n, int h, int w, int c, const float* f, int kh, int kw, int oc,
+                 float* y, float* col, int threads) {
+  const int k = kh * kw * c, m = n * h * w;
+  im2col_batch(x, n, h, w, c, kh, kw, col, threads);
+  openblas_set_num_threads(threads);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, oc, k, 1.0f, col, k, f, oc, 0.0f, y, oc);
+}
+
+void conv2d_same_backward(const float* x, int n, int h, int w, int c, const float* f, int kh, int kw,
+                          int oc, const float* dy, float* df, float* dx, float* col, int threads) {
+  const int k = kh * kw * c, m = n * h * w;
+  im2col_batch(x, n, h, w, c, kh, kw, col, threads);
+  openblas_set_num_threads(threads);
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k, oc, m, 1.0f, col, k, dy, oc, 0.0f, df, oc);
+  if (!dx) return;
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, k, oc, 1.0f, dy, oc, f, oc, 0.0f, col, k);
+  const std::int64_t image = static_cast<std::int64_t>(h) * w * c;
+  const std::int64_t rows = static_cast<std::int64_t>(h) * w * k;
+#pragma omp parallel for num_threads(threads)
+  for (int i = 0; i < n; ++i) {
+    float* xi = dx + i * image;
+    for (std::int64_t j = 0; j < image; ++j) xi[j] = 0.0f;
+    im2col_image<true>(xi, h, w, c, kh, kw, col + i * rows);
+  }
+}
 
 }  // namespace tg_bench::reference

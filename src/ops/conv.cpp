@@ -1,10 +1,10 @@
 // Convolution and pooling over NHWC tensors: front functions, shape/dtype rules, kernels and
 // gradients together. Output sizes and SAME padding follow TensorFlow's GetWindowedOutputSize.
 //
-// conv2d is im2col + GEMM: the windows of a group of whole images are laid out as the rows of a
+// conv2d is im2col + GEMM: the windows of a tile of output pixels are laid out as the rows of a
 // (pixels, kh*kw*in_c) matrix whose column order (ky, kx, c) is the HWIO filter's row order, so
 // the filter is the GEMM's right operand as stored, and the product is the NHWC output as
-// stored. The input gradient is the product with the filter transposed, scattered back
+// stored. A 1x1 window at stride 1 needs no copy: the input is that matrix. The input gradient is the product with the filter transposed, scattered back
 // (col2im); the filter gradient is im2col^T times the output gradient. Groups of images are
 // spread over the thread pool; their boundaries depend only on the shapes, and the filter
 // gradient sums one partial per group in group order, so the bits never depend on timing.
@@ -304,58 +304,68 @@ void for_each_group(const Groups& groups, int64_t flops_per_group, Fn&& fn) {
   });
 }
 
-// The im2col rows of images [n0, n1): row (n, oy, ox), columns (ky, kx, c), zeros where the
-// window hangs over the padding.
-template <class T>
-void im2col(const ConvGeom& g, const T* x, int64_t n0, int64_t n1, T* col) {
-  T* row = col;
-  for (int64_t n = n0; n < n1; ++n) {
-    const T* img = x + n * g.h * g.w * g.c;
-    for (int64_t oy = 0; oy < g.oh; ++oy)
-      for (int64_t ox = 0; ox < g.ow; ++ox)
-        for (int64_t ky = 0; ky < g.kh; ++ky) {
-          const int64_t iy = oy * g.sh - g.pt + ky * g.dh;
-          if (iy < 0 || iy >= g.h) {
-            std::fill_n(row, g.kw * g.c, T(0));
-            row += g.kw * g.c;
-            continue;
-          }
-          for (int64_t kx = 0; kx < g.kw; ++kx, row += g.c) {
-            const int64_t ix = ox * g.sw - g.pl + kx * g.dw;
-            if (ix < 0 || ix >= g.w) {
-              std::fill_n(row, g.c, T(0));
-              continue;
-            }
-            const T* src = img + (iy * g.w + ix) * g.c;
-            for (int64_t ch = 0; ch < g.c; ++ch) row[ch] = src[ch];
-          }
-        }
+// Walks the im2col rows [r0, r1) (row = (image, oy, ox) flattened): fn(row pointer, image
+// pointer) per window tap (ky, kx), with the input pixel's offset or -1 in the padding. The
+// columns of a row are (ky, kx, c), so each tap covers c consecutive entries.
+template <class T, class Fn>
+void for_each_tap(const ConvGeom& g, T* col, int64_t r0, int64_t r1, Fn&& fn) {
+  const int64_t rows = g.pixels();
+  int64_t n = r0 / rows, oy = (r0 % rows) / g.ow, ox = (r0 % rows) % g.ow;
+  for (int64_t r = r0; r < r1; ++r) {
+    const int64_t image = n * g.h * g.w * g.c;
+    for (int64_t ky = 0; ky < g.kh; ++ky) {
+      const int64_t iy = oy * g.sh - g.pt + ky * g.dh;
+      const bool row_inside = iy >= 0 && iy < g.h;
+      for (int64_t kx = 0; kx < g.kw; ++kx, col += g.c) {
+        const int64_t ix = ox * g.sw - g.pl + kx * g.dw;
+        fn(col, row_inside && ix >= 0 && ix < g.w ? image + (iy * g.w + ix) * g.c : int64_t{-1});
+      }
+    }
+    if (++ox == g.ow) {
+      ox = 0;
+      if (++oy == g.oh) oy = 0, ++n;
+    }
   }
 }
 
-// im2col's adjoint: adds each row's entries back to the input positions they were read from.
-// dx for images [n0, n1) must be zeroed first.
+// The im2col rows [r0, r1) of x into col: zeros where the window hangs over the padding.
 template <class T>
-void col2im(const ConvGeom& g, const T* col, int64_t n0, int64_t n1, T* dx) {
-  const T* row = col;
-  for (int64_t n = n0; n < n1; ++n) {
-    T* img = dx + n * g.h * g.w * g.c;
-    for (int64_t oy = 0; oy < g.oh; ++oy)
-      for (int64_t ox = 0; ox < g.ow; ++ox)
-        for (int64_t ky = 0; ky < g.kh; ++ky) {
-          const int64_t iy = oy * g.sh - g.pt + ky * g.dh;
-          if (iy < 0 || iy >= g.h) {
-            row += g.kw * g.c;
-            continue;
-          }
-          for (int64_t kx = 0; kx < g.kw; ++kx, row += g.c) {
-            const int64_t ix = ox * g.sw - g.pl + kx * g.dw;
-            if (ix < 0 || ix >= g.w) continue;
-            T* dst = img + (iy * g.w + ix) * g.c;
-            for (int64_t ch = 0; ch < g.c; ++ch) dst[ch] += row[ch];
-          }
-        }
-  }
+void im2col(const ConvGeom& g, const T* x, int64_t r0, int64_t r1, T* col) {
+  for_each_tap(g, col, r0, r1, [&](T* dst, int64_t at) {
+    if (at < 0) std::fill_n(dst, g.c, T(0));
+    else for (int64_t ch = 0; ch < g.c; ++ch) dst[ch] = x[at + ch];
+  });
+}
+
+// im2col's adjoint: adds the rows [r0, r1) of col back to the input positions they were read
+// from (dx must hold zeros, or earlier rows' sums, there).
+template <class T>
+void col2im(const ConvGeom& g, const T* col, int64_t r0, int64_t r1, T* dx) {
+  for_each_tap(g, const_cast<T*>(col), r0, r1, [&](T* src, int64_t at) {
+    if (at >= 0) for (int64_t ch = 0; ch < g.c; ++ch) dx[at + ch] += src[ch];
+  });
+}
+
+// Scratch for im2col tiles, one per thread and element type, kept across calls: a fresh
+// allocation of this size comes from mmap, and its page faults cost about as much as the
+// im2col itself. Tiles are bounded (kTileElements), so this stays a few MB per thread.
+constexpr int64_t kTileElements = int64_t{1} << 18;
+template <class T>
+T* scratch(int64_t n) {
+  thread_local std::vector<T> buffer;
+  if (static_cast<int64_t>(buffer.size()) < n) buffer.resize(static_cast<std::size_t>(n));
+  return buffer.data();
+}
+
+// Calls fn(r0, r1, col) for tiles of the im2col rows of images [n0, n1), col sized for the
+// tile's rows (at least one row, else kTileElements entries).
+template <class T, class Fn>
+void for_each_tile(const ConvGeom& g, int64_t n0, int64_t n1, Fn&& fn) {
+  const int64_t k = g.k();
+  const int64_t tile = std::max<int64_t>(1, kTileElements / k);
+  T* col = scratch<T>(std::min(tile, (n1 - n0) * g.pixels()) * k);
+  for (int64_t r0 = n0 * g.pixels(), end = n1 * g.pixels(); r0 < end; r0 += tile)
+    fn(r0, std::min(end, r0 + tile), col);
 }
 
 constexpr const char* kConvOp = "conv2d";
@@ -367,14 +377,15 @@ void conv_forward(const ConvGeom& g, const T* x, const T* f, T* y) {
   const int n_oc = blas_int(kConvOp, g.oc), n_k = blas_int(kConvOp, k);
   for_each_group(groups, 2 * groups.per * rows * k * g.oc, [&](int64_t i) {
     const int64_t n0 = i * groups.per, n1 = std::min(g.n, n0 + groups.per);
-    const int m = blas_int(kConvOp, (n1 - n0) * rows);
     if (g.direct()) {
-      gemm<T>(m, n_oc, n_k, x + n0 * rows * k, n_k, false, f, n_oc, false, y + n0 * rows * g.oc, n_oc);
+      gemm<T>(blas_int(kConvOp, (n1 - n0) * rows), n_oc, n_k, x + n0 * rows * k, n_k, false, f, n_oc, false,
+              y + n0 * rows * g.oc, n_oc);
       return;
     }
-    std::vector<T> col(static_cast<std::size_t>((n1 - n0) * rows * k));
-    im2col(g, x, n0, n1, col.data());
-    gemm<T>(m, n_oc, n_k, col.data(), n_k, false, f, n_oc, false, y + n0 * rows * g.oc, n_oc);
+    for_each_tile<T>(g, n0, n1, [&](int64_t r0, int64_t r1, T* col) {
+      im2col(g, x, r0, r1, col);
+      gemm<T>(blas_int(kConvOp, r1 - r0), n_oc, n_k, col, n_k, false, f, n_oc, false, y + r0 * g.oc, n_oc);
+    });
   });
 }
 
@@ -383,21 +394,24 @@ void conv_backprop_input(const ConvGeom& g, const T* f, const T* dy, T* dx) {
   const int64_t k = g.k(), rows = g.pixels();
   const int64_t image = g.h * g.w * g.c;
   const Groups groups = plan_groups(g.n, rows);
-  if (rows == 0) std::fill_n(dx, g.n * image, T(0));  // no window reads any input
-  if (rows == 0) return;
+  if (rows == 0) {  // no window reads any input
+    std::fill_n(dx, g.n * image, T(0));
+    return;
+  }
   const int n_oc = blas_int(kConvOp, g.oc), n_k = blas_int(kConvOp, k);
+  // Groups hold whole images, so no two groups add into the same dx element.
   for_each_group(groups, 2 * groups.per * rows * k * g.oc, [&](int64_t i) {
     const int64_t n0 = i * groups.per, n1 = std::min(g.n, n0 + groups.per);
-    const int m = blas_int(kConvOp, (n1 - n0) * rows);
-    const T* dy_rows = dy + n0 * rows * g.oc;
     if (g.direct()) {  // dx = dy f^T, written in place
-      gemm<T>(m, n_k, n_oc, dy_rows, n_oc, false, f, n_oc, true, dx + n0 * image, n_k);
+      gemm<T>(blas_int(kConvOp, (n1 - n0) * rows), n_k, n_oc, dy + n0 * rows * g.oc, n_oc, false, f, n_oc, true,
+              dx + n0 * image, n_k);
       return;
     }
-    std::vector<T> col(static_cast<std::size_t>((n1 - n0) * rows * k));
-    gemm<T>(m, n_k, n_oc, dy_rows, n_oc, false, f, n_oc, true, col.data(), n_k);
     std::fill(dx + n0 * image, dx + n1 * image, T(0));
-    col2im(g, col.data(), n0, n1, dx);
+    for_each_tile<T>(g, n0, n1, [&](int64_t r0, int64_t r1, T* col) {
+      gemm<T>(blas_int(kConvOp, r1 - r0), n_k, n_oc, dy + r0 * g.oc, n_oc, false, f, n_oc, true, col, n_k);
+      col2im(g, col, r0, r1, dx);
+    });
   });
 }
 
@@ -411,20 +425,24 @@ void conv_backprop_filter(const ConvGeom& g, const T* x, const T* dy, T* df) {
     return;
   }
   const int n_oc = blas_int(kConvOp, g.oc), n_k = blas_int(kConvOp, k);
-  // Group 0 writes df; the others write partials, summed in group order afterwards.
+  // Group 0 writes df; the others write partials, summed in group order afterwards, so the
+  // bits depend on the shapes alone.
   std::vector<T> partials(static_cast<std::size_t>((groups.count - 1) * fsize));
   for_each_group(groups, 2 * groups.per * rows * k * g.oc, [&](int64_t i) {
     const int64_t n0 = i * groups.per, n1 = std::min(g.n, n0 + groups.per);
-    const int m = blas_int(kConvOp, (n1 - n0) * rows);
     T* out = i == 0 ? df : partials.data() + (i - 1) * fsize;
-    const T* dy_rows = dy + n0 * rows * g.oc;
     if (g.direct()) {
-      gemm<T>(n_k, n_oc, m, x + n0 * rows * k, n_k, true, dy_rows, n_oc, false, out, n_oc);
+      gemm<T>(n_k, n_oc, blas_int(kConvOp, (n1 - n0) * rows), x + n0 * rows * k, n_k, true, dy + n0 * rows * g.oc,
+              n_oc, false, out, n_oc);
       return;
     }
-    std::vector<T> col(static_cast<std::size_t>((n1 - n0) * rows * k));
-    im2col(g, x, n0, n1, col.data());
-    gemm<T>(n_k, n_oc, m, col.data(), n_k, true, dy_rows, n_oc, false, out, n_oc);
+    bool first = true;
+    for_each_tile<T>(g, n0, n1, [&](int64_t r0, int64_t r1, T* col) {
+      im2col(g, x, r0, r1, col);
+      gemm<T>(n_k, n_oc, blas_int(kConvOp, r1 - r0), col, n_k, true, dy + r0 * g.oc, n_oc, false, out, n_oc,
+              /*accumulate=*/!first);
+      first = false;
+    });
   });
   for (int64_t i = 1; i < groups.count; ++i) {
     const T* p = partials.data() + (i - 1) * fsize;
