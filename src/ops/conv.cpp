@@ -689,20 +689,21 @@ Tensor conv2d_with(const Tensor& x, const Tensor& f, const Conv2DAttrs& a) {
 }
 Tensor avg_pool_with(const Tensor& x, const Pool2DAttrs& a) { return apply_op1(OpId::AvgPool2D, {x}, a); }
 
+// Each gradient is a product as large as the forward one: only those wanted are computed.
 std::vector<Tensor> grad_conv2d(const GradInputs& g) {
   const Tensor& dy = g.grads[0];
-  return {conv2d_backprop_input(g.inputs[0], g.inputs[1], dy, conv_attrs(g)),
-          conv2d_backprop_filter(g.inputs[0], g.inputs[1], dy, conv_attrs(g))};
+  return {g.wants(0) ? conv2d_backprop_input(g.inputs[0], g.inputs[1], dy, conv_attrs(g)) : Tensor(),
+          g.wants(1) ? conv2d_backprop_filter(g.inputs[0], g.inputs[1], dy, conv_attrs(g)) : Tensor()};
 }
 std::vector<Tensor> grad_conv2d_backprop_input(const GradInputs& g) {
   const Tensor& G = g.grads[0];
-  return {Tensor(), conv2d_backprop_filter(G, g.inputs[1], g.inputs[2], conv_attrs(g)),
-          conv2d_with(G, g.inputs[1], conv_attrs(g))};
+  return {Tensor(), g.wants(1) ? conv2d_backprop_filter(G, g.inputs[1], g.inputs[2], conv_attrs(g)) : Tensor(),
+          g.wants(2) ? conv2d_with(G, g.inputs[1], conv_attrs(g)) : Tensor()};
 }
 std::vector<Tensor> grad_conv2d_backprop_filter(const GradInputs& g) {
   const Tensor& G = g.grads[0];
-  return {conv2d_backprop_input(g.inputs[0], G, g.inputs[2], conv_attrs(g)), Tensor(),
-          conv2d_with(g.inputs[0], G, conv_attrs(g))};
+  return {g.wants(0) ? conv2d_backprop_input(g.inputs[0], G, g.inputs[2], conv_attrs(g)) : Tensor(), Tensor(),
+          g.wants(2) ? conv2d_with(g.inputs[0], G, conv_attrs(g)) : Tensor()};
 }
 std::vector<Tensor> grad_max_pool2d(const GradInputs& g) {
   return {max_pool2d_grad(g.inputs[0], g.grads[0], pool_attrs(g))};

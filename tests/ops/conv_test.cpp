@@ -386,6 +386,23 @@ TEST(Conv, GradientsTracedWithANoneBatchEqualEager) {
   EXPECT_TENSOR_EQ(graph[1], eager[1]);
 }
 
+// The tape asks only for the gradients it needs: a layer fed with data gets no input gradient.
+TEST(Conv, AFilterGradientAloneBuildsNoInputGradient) {
+  auto f = function([](const Tensor& x, const Tensor& w) {
+    GradientTape tape;
+    tape.watch(w);
+    return tape.gradient(reduce_sum(conv2d(x, w, {1, 1}, Padding::Same)), w);
+  });
+  const auto cf = f.get_concrete_function(TensorSpec({None, 6, 6, 2}, float32), TensorSpec({3, 3, 2, 4}, float32));
+  bool filter = false, input = false;
+  for (const auto& node : cf.graph().nodes()) {
+    filter |= node.op == "conv2d_backprop_filter";
+    input |= node.op == "conv2d_backprop_input";
+  }
+  EXPECT_TRUE(filter) << cf.graph().to_string();
+  EXPECT_FALSE(input) << cf.graph().to_string();
+}
+
 // Large convolutions run on the pool: the same bits on every run at a given thread count, and
 // within rounding of one thread's result.
 TEST(Conv, ParallelResultsAreReproducible) {
