@@ -29,15 +29,18 @@ std::vector<Tensor> forward(const Tensor& x1, const Tensor& w1, const Tensor& x2
   return {tg::conv2d(x1, w1, {1, 1}, tg::Padding::Same), tg::conv2d(x2, w2, {1, 1}, tg::Padding::Same)};
 }
 
-// The gradients a train step needs, given the outputs' gradients: dW1, dW2, dX2.
+// The outputs and the gradients a train step needs, given the outputs' gradients: Y1, Y2, dW1,
+// dW2, dX2. The outputs are returned because a step computes its loss from them; without them
+// the traced graph would drop both forward convolutions (no gradient reads them).
 std::vector<Tensor> forward_backward(const Tensor& x1, const Tensor& w1, const Tensor& x2, const Tensor& w2,
                                      const Tensor& dy1, const Tensor& dy2) {
   tg::GradientTape tape;
   tape.watch(w1);
   tape.watch(x2);
   tape.watch(w2);
-  const std::vector<Tensor> y = forward(x1, w1, x2, w2);
-  return tg::detail::tape_gradient(tape, y, {dy1, dy2}, {w1, w2, x2});
+  std::vector<Tensor> y = forward(x1, w1, x2, w2);
+  for (Tensor& g : tg::detail::tape_gradient(tape, y, {dy1, dy2}, {w1, w2, x2})) y.push_back(g);
+  return y;
 }
 
 template <bool kTraced>

@@ -142,7 +142,7 @@ def workloads():
     def conv_forward_backward():
         y1 = torch.nn.functional.conv2d(cx1, cw1, padding=1)
         y2 = torch.nn.functional.conv2d(cx2, cw2, padding=1)
-        return torch.autograd.grad((y1, y2), (cw1, cw2, cx2), (cdy1, cdy2))
+        return (y1, y2) + torch.autograd.grad((y1, y2), (cw1, cw2, cx2), (cdy1, cdy2))
 
     w["torch/cnn/conv2d/forward/eager"] = conv_forward
     w["torch/cnn/conv2d/forward_backward/eager"] = conv_forward_backward
