@@ -386,6 +386,35 @@ TEST(Conv, GradientsTracedWithANoneBatchEqualEager) {
   EXPECT_TENSOR_EQ(graph[1], eager[1]);
 }
 
+// Second order: the filter gradient of <d loss / d x, v> (the gradient ops' own rules at work)
+// against central differences of that inner product.
+TEST(Conv, SecondOrderGradientsMatchFiniteDifferences) {
+  const Tensor x = values({2, 5, 5, 2}, float64, 21), v = values({2, 5, 5, 2}, float64, 22);
+  const Tensor w = values({3, 3, 2, 3}, float64, 23);
+  auto inner = [&](const Tensor& wv) {
+    GradientTape tape;
+    tape.watch(x);
+    const Tensor y = avg_pool2d(max_pool2d(conv2d(x, wv, {1, 1}, Padding::Same), {2, 2}, {1, 1}, Padding::Same),
+                                {2, 2}, {2, 2}, Padding::Same);
+    return reduce_sum(tape.gradient(reduce_sum(square(y)), x) * v);
+  };
+  GradientTape outer;
+  outer.watch(w);
+  const std::vector<double> tape_dw = outer.gradient(inner(w), w).to_vector<double>();
+  std::vector<double> wv = w.to_vector<double>();
+  const double eps = 1e-6;
+  for (std::size_t j = 0; j < wv.size(); ++j) {
+    const double keep = wv[j];
+    wv[j] = keep + eps;
+    const double up = inner(constant(wv, w.shape(), float64)).item<double>();
+    wv[j] = keep - eps;
+    const double down = inner(constant(wv, w.shape(), float64)).item<double>();
+    wv[j] = keep;
+    const double numeric = (up - down) / (2 * eps);
+    EXPECT_NEAR(tape_dw[j], numeric, 1e-6 * (1 + std::abs(numeric))) << "element " << j;
+  }
+}
+
 // The tape asks only for the gradients it needs: a layer fed with data gets no input gradient.
 TEST(Conv, AFilterGradientAloneBuildsNoInputGradient) {
   auto f = function([](const Tensor& x, const Tensor& w) {
