@@ -301,6 +301,12 @@ TG_OP_CASES(conv) {
   cases.push_back({"conv2d", "empty batch", conv_fn({1, 1}, Padding::Same),
                    {testing::empty<float>({0, 4, 4, 1}, float32), ones({3, 3, 1, 2})},
                    testing::empty<float>({0, 4, 4, 2}, float32), 0.0});
+  cases.push_back({"max_pool2d", "empty batch",
+                   [](const std::vector<Tensor>& in) { return max_pool2d(in[0], {2, 2}, {2, 2}, Padding::Same); },
+                   {testing::empty<float>({0, 5, 5, 3}, float32)}, testing::empty<float>({0, 3, 3, 3}, float32), 0.0});
+  cases.push_back({"avg_pool2d", "no channels",
+                   [](const std::vector<Tensor>& in) { return avg_pool2d(in[0], {3, 3}, {1, 1}, Padding::Valid); },
+                   {testing::empty<float>({2, 4, 4, 0}, float32)}, testing::empty<float>({2, 2, 2, 0}, float32), 0.0});
   // TensorFlow's pooling_ops_test figures.
   cases.push_back({"max_pool2d", "TF's SAME 2x2 stride 2 test",
                    [](const std::vector<Tensor>& in) { return max_pool2d(in[0], {2, 2}, {2, 2}, Padding::Same); },
