@@ -522,9 +522,10 @@ void for_each_image(const PoolGeom& g, Fn&& fn) {
 // Whether v replaces the window's best so far: strictly larger (ties keep the first, rows
 // first), and a NaN beats every number but not an earlier NaN, like argmax. The forward value and
 // the gradient's routing both use it, so they always agree.
+// Bitwise, not short-circuit, operators: no branch for the compiler to keep.
 template <class T>
 inline bool replaces(T v, T best) {
-  return v > best || (v != v && best == best);
+  return (v > best) | ((v != v) & (best == best));
 }
 
 template <class T>
@@ -546,37 +547,54 @@ void max_pool_forward(const PoolGeom& g, const T* x, T* y) {
   });
 }
 
-// Calls fn(o, at) for every output element (o: its offset in the pooled tensor, at: the offset
-// in the input of its window's first maximum, by `replaces`). Per image on the pool.
-template <class T, class Fn>
-void for_each_max(const PoolGeom& g, const T* x, Fn&& fn) {
-  for_each_image(g, [&](int64_t n) {
-    const int64_t base = n * g.h * g.w * g.c;
-    const T* img = x + base;
-    std::vector<T> best(static_cast<std::size_t>(g.c));
-    std::vector<int64_t> at(static_cast<std::size_t>(g.c));
-    int64_t o = n * g.oh * g.ow * g.c;
+// Calls begin(n) for every image, then pixel(n, o, at) for each of its output pixels: o is the
+// pixel's offset in the pooled tensor, at[ch] the input pixel (iy * w + ix) of channel ch's first
+// maximum in the window, by `replaces`. Per image on the pool. The selection is branch-free and
+// its index has the value's width (int32 for float when the image allows), so that the loop
+// over channels vectorises: with data in no particular order a branch per element mispredicts
+// half the time. The geometry is copied into the task: index stores could otherwise alias the
+// shared struct's fields, and the compiler would reload them for every element.
+template <class I, class T, class Begin, class Pixel>
+void for_each_max_as(const PoolGeom& geom, const T* x, Begin& begin, Pixel& pixel) {
+  for_each_image(geom, [&](int64_t n) {
+    const PoolGeom g = geom;
+    const int64_t c = g.c;
+    begin(n);
+    const T* img = x + n * g.h * g.w * c;
+    std::vector<T> best(static_cast<std::size_t>(c));
+    std::vector<I> at(static_cast<std::size_t>(c));
+    T* __restrict const b = best.data();
+    I* __restrict const a = at.data();
+    int64_t o = n * g.oh * g.ow * c;
     for (int64_t oy = 0; oy < g.oh; ++oy)
-      for (int64_t ox = 0; ox < g.ow; ++ox, o += g.c) {
+      for (int64_t ox = 0; ox < g.ow; ++ox, o += c) {
         int64_t y0, y1, x0, x1;
         g.window(oy, ox, y0, y1, x0, x1);
-        const int64_t first = (y0 * g.w + x0) * g.c;
-        for (int64_t ch = 0; ch < g.c; ++ch) {
-          best[ch] = img[first + ch];
-          at[ch] = first + ch;
-        }
+        const int64_t first = y0 * g.w + x0;
+        std::copy_n(img + first * c, c, b);
+        std::fill_n(a, c, static_cast<I>(first));
         for (int64_t iy = y0; iy < y1; ++iy)
           for (int64_t ix = x0; ix < x1; ++ix) {
-            const int64_t p = (iy * g.w + ix) * g.c;
-            for (int64_t ch = 0; ch < g.c; ++ch)
-              if (replaces(img[p + ch], best[ch])) {
-                best[ch] = img[p + ch];
-                at[ch] = p + ch;
-              }
+            const I pix = static_cast<I>(iy * g.w + ix);
+            const T* __restrict p = img + static_cast<int64_t>(pix) * c;
+            for (int64_t ch = 0; ch < c; ++ch) {
+              const T v = p[ch];
+              const bool r = replaces(v, b[ch]);
+              b[ch] = r ? v : b[ch];
+              a[ch] = r ? pix : a[ch];
+            }
           }
-        for (int64_t ch = 0; ch < g.c; ++ch) fn(o + ch, base + at[ch]);
+        pixel(n, o, a);
       }
   });
+}
+
+template <class T, class Begin, class Pixel>
+void for_each_max(const PoolGeom& g, const T* x, Begin&& begin, Pixel&& pixel) {
+  if (sizeof(T) == 4 && g.h * g.w <= std::numeric_limits<int32_t>::max())
+    for_each_max_as<int32_t>(g, x, begin, pixel);
+  else
+    for_each_max_as<int64_t>(g, x, begin, pixel);
 }
 
 template <class T>
@@ -635,8 +653,13 @@ void kernel_max_pool2d_grad(const std::vector<Tensor>& in, const OpAttrs& attrs,
     using T = decltype(tag);
     T* dx = data_of<T>(out[0]);
     const T* dy = data_of<T>(in[1]);
-    std::fill_n(dx, g.n * g.h * g.w * g.c, T(0));
-    for_each_max(g, data_of<T>(in[0]), [&](int64_t o, int64_t at) { dx[at] += dy[o]; });
+    const int64_t image = g.h * g.w * g.c;
+    for_each_max(
+        g, data_of<T>(in[0]), [&](int64_t n) { std::fill_n(dx + n * image, image, T(0)); },
+        [&, c = g.c](int64_t n, int64_t o, const auto* at) {
+          T* d = dx + n * image;
+          for (int64_t ch = 0; ch < c; ++ch) d[static_cast<int64_t>(at[ch]) * c + ch] += dy[o + ch];
+        });
   });
 }
 
@@ -646,7 +669,13 @@ void kernel_max_pool2d_grad_grad(const std::vector<Tensor>& in, const OpAttrs& a
     using T = decltype(tag);
     T* y = data_of<T>(out[0]);
     const T* src = data_of<T>(in[1]);
-    for_each_max(g, data_of<T>(in[0]), [&](int64_t o, int64_t at) { y[o] = src[at]; });
+    const int64_t image = g.h * g.w * g.c;
+    for_each_max(
+        g, data_of<T>(in[0]), [](int64_t) {},
+        [&, c = g.c](int64_t n, int64_t o, const auto* at) {
+          const T* s = src + n * image;
+          for (int64_t ch = 0; ch < c; ++ch) y[o + ch] = s[static_cast<int64_t>(at[ch]) * c + ch];
+        });
   });
 }
 
