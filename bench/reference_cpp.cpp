@@ -5,8 +5,10 @@
 // sets flush-to-zero for the whole process) is not linked into tg_bench.
 #include "reference_cpp.h"
 
+#include <cblas.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace tg_bench::reference {
@@ -120,5 +122,93 @@ double fma_loop(std::int64_t iterations, int threads, float* sink) {
 }
 
 int fma_lanes() { return kLanes; }
+
+namespace {
+
+// One image's im2col (forward) or col2im (adjoint, adding into x): rows (y, x), columns
+// (ky, kx, c), SAME padding at stride 1.
+template <bool kAdjoint>
+void im2col_image(float* __restrict x, int h, int w, int c, int kh, int kw, float* __restrict col) {
+  const int pt = (kh - 1) / 2, pl = (kw - 1) / 2;
+  for (int oy = 0; oy < h; ++oy)
+    for (int ox = 0; ox < w; ++ox)
+      for (int ky = 0; ky < kh; ++ky)
+        for (int kx = 0; kx < kw; ++kx, col += c) {
+          const int iy = oy - pt + ky, ix = ox - pl + kx;
+          if (iy < 0 || iy >= h || ix < 0 || ix >= w) {
+            if (!kAdjoint)
+              for (int ch = 0; ch < c; ++ch) col[ch] = 0.0f;
+            continue;
+          }
+          float* p = x + (static_cast<std::int64_t>(iy) * w + ix) * c;
+          for (int ch = 0; ch < c; ++ch) {
+            if (kAdjoint) p[ch] += col[ch];
+            else col[ch] = p[ch];
+          }
+        }
+}
+
+// Images per im2col block: the block's matrix (about 200 KB per 14x14x32 image) stays in cache
+// for the GEMM that reads it, as a whole-batch im2col (29 MB here) would not.
+constexpr int kBlockImages = 4;
+
+}  // namespace
+
+void conv2d_same(const float* x, int n, int h, int w, int c, const float* f, int kh, int kw, int oc,
+                 float* y, float* col, int threads) {
+  const int k = kh * kw * c, rows = h * w;
+  const std::int64_t image = static_cast<std::int64_t>(rows) * c;
+  openblas_set_num_threads(1);  // one BLAS thread per OpenMP thread
+#pragma omp parallel num_threads(threads)
+  {
+    float* mine = col + static_cast<std::int64_t>(omp_get_thread_num()) * kBlockImages * rows * k;
+#pragma omp for schedule(static)
+    for (int i0 = 0; i0 < n; i0 += kBlockImages) {
+      const int count = std::min(kBlockImages, n - i0);
+      for (int j = 0; j < count; ++j)
+        im2col_image<false>(const_cast<float*>(x) + (i0 + j) * image, h, w, c, kh, kw,
+                            mine + static_cast<std::int64_t>(j) * rows * k);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, count * rows, oc, k, 1.0f, mine, k, f, oc, 0.0f,
+                  y + static_cast<std::int64_t>(i0) * rows * oc, oc);
+    }
+  }
+}
+
+void conv2d_same_backward(const float* x, int n, int h, int w, int c, const float* f, int kh, int kw,
+                          int oc, const float* dy, float* df, float* dx, float* col, int threads) {
+  const int k = kh * kw * c, rows = h * w;
+  const std::int64_t image = static_cast<std::int64_t>(rows) * c;
+  const std::int64_t per_thread = static_cast<std::int64_t>(kBlockImages) * rows * k + k * oc;
+  openblas_set_num_threads(1);
+#pragma omp parallel num_threads(threads)
+  {
+    float* mine = col + omp_get_thread_num() * per_thread;
+    float* partial = mine + static_cast<std::int64_t>(kBlockImages) * rows * k;  // this thread's dW
+    for (int j = 0; j < k * oc; ++j) partial[j] = 0.0f;
+#pragma omp for schedule(static)
+    for (int i0 = 0; i0 < n; i0 += kBlockImages) {
+      const int count = std::min(kBlockImages, n - i0);
+      const float* dy_block = dy + static_cast<std::int64_t>(i0) * rows * oc;
+      for (int j = 0; j < count; ++j)
+        im2col_image<false>(const_cast<float*>(x) + (i0 + j) * image, h, w, c, kh, kw,
+                            mine + static_cast<std::int64_t>(j) * rows * k);
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k, oc, count * rows, 1.0f, mine, k, dy_block, oc,
+                  1.0f, partial, oc);
+      if (!dx) continue;
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, count * rows, k, oc, 1.0f, dy_block, oc, f, oc, 0.0f,
+                  mine, k);
+      for (int j = 0; j < count; ++j) {
+        float* xi = dx + (i0 + j) * image;
+        for (std::int64_t e = 0; e < image; ++e) xi[e] = 0.0f;
+        im2col_image<true>(xi, h, w, c, kh, kw, mine + static_cast<std::int64_t>(j) * rows * k);
+      }
+    }
+  }
+  for (int j = 0; j < k * oc; ++j) {
+    float sum = 0.0f;
+    for (int t = 0; t < threads; ++t) sum += col[t * per_thread + kBlockImages * rows * k + j];
+    df[j] = sum;
+  }
+}
 
 }  // namespace tg_bench::reference

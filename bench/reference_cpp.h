@@ -34,5 +34,16 @@ double fma_loop(std::int64_t iterations, int threads, float* sink);
 // Floats per vector register fma_loop uses (16 with AVX-512, 8 with AVX2, 1 without either).
 int fma_lanes();
 
+// NHWC convolution, stride 1, SAME padding, HWIO filter (kh, kw, c, oc): on `threads` OpenMP
+// threads, each taking blocks of 4 images: im2col of the block into its part of col, then one
+// single-threaded cblas_sgemm. col: scratch of threads * (4 * h * w * kh * kw * c + kh * kw * c *
+// oc) floats.
+void conv2d_same(const float* x, int n, int h, int w, int c, const float* f, int kh, int kw, int oc,
+                 float* y, float* col, int threads);
+// Its gradients given dy (n, h, w, oc), by the same blocks: df = im2col(x)^T dy (a partial per
+// thread, summed at the end), and when dx is not null, dx = col2im(dy f^T).
+void conv2d_same_backward(const float* x, int n, int h, int w, int c, const float* f, int kh, int kw,
+                          int oc, const float* dy, float* df, float* dx, float* col, int threads);
+
 }  // namespace reference
 }  // namespace tg_bench

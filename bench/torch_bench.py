@@ -123,6 +123,29 @@ def workloads():
             w[f"torch/chain/{act}/{label}/eager"] = (lambda f, x: lambda: f(x))(eager, x)
             w[f"torch/chain/{act}/{label}/jit_trace"] = (lambda f, x: lambda: f(x))(traced, x)
             w[f"torch/chain/{act}/{label}/jit_script"] = (lambda f, x: lambda: f(x))(script, x)
+    # conv_bench.cpp's two convolutions, NHWC in memory (channels_last) as tracegraph's.
+    g = torch.Generator().manual_seed(0)
+
+    def nhwc(n, h, w_, c, grad=False):
+        t = torch.rand((n, c, h, w_), generator=g).to(memory_format=torch.channels_last)
+        return t.requires_grad_() if grad else t
+
+    cx1, cw1 = nhwc(128, 28, 28, 1), (torch.rand((32, 1, 3, 3), generator=g) * 0.6 - 0.3).requires_grad_()
+    cx2, cw2 = nhwc(128, 14, 14, 32, True), (torch.rand((64, 32, 3, 3), generator=g) * 0.1).requires_grad_()
+    cdy1, cdy2 = nhwc(128, 28, 28, 32), nhwc(128, 14, 14, 64)
+
+    def conv_forward():
+        with torch.no_grad():
+            return (torch.nn.functional.conv2d(cx1, cw1, padding=1),
+                    torch.nn.functional.conv2d(cx2, cw2, padding=1))
+
+    def conv_forward_backward():
+        y1 = torch.nn.functional.conv2d(cx1, cw1, padding=1)
+        y2 = torch.nn.functional.conv2d(cx2, cw2, padding=1)
+        return (y1, y2) + torch.autograd.grad((y1, y2), (cw1, cw2, cx2), (cdy1, cdy2))
+
+    w["torch/cnn/conv2d/forward/eager"] = conv_forward
+    w["torch/cnn/conv2d/forward_backward/eager"] = conv_forward_backward
     mlp = Mlp()
     w["torch/mlp/train_step/eager"] = mlp.step
     x16 = chain_input(16)

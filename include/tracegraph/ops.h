@@ -73,6 +73,31 @@ Tensor ones_like(const Tensor& x);
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false,
               bool transpose_b = false);
 
+// --- Convolution and pooling (NHWC: batch, height, width, channels) ---------------------------
+/// How a sliding window meets the border. Valid: only windows that fit inside the input
+/// (output size floor((in - window) / stride) + 1, where window = (k - 1) * dilation + 1). Same:
+/// output size ceil(in / stride), the input padded by the total (out - 1) * stride + window - in,
+/// half before (rounded down) and the rest after, as TensorFlow does.
+enum class Padding : int64_t { Valid = 0, Same = 1 };
+
+/// 2-D convolution (TF's tf.nn.conv2d, a cross-correlation): input (batch, height, width,
+/// in_channels), filter (kh, kw, in_channels, out_channels), float32 or float64, one dtype.
+/// strides and dilations: one entry (both dims), two (height, width), or TF's four with 1 for
+/// batch and channels. A stride > 1 together with a dilation > 1 is refused, as TF does. Runs as
+/// im2col + OpenBLAS GEMM over the thread pool. Differentiable (to any order).
+Tensor conv2d(const Tensor& input, const Tensor& filter, std::vector<int64_t> strides,
+              Padding padding, std::vector<int64_t> dilations = {1, 1});
+/// Max over each (ksize) window per channel (TF's tf.nn.max_pool2d); padding never wins (Same
+/// pads with -inf), a NaN in the window gives NaN. The gradient goes to the first maximum in the
+/// window, rows first (to the first NaN if any), as TF's CPU kernel does. ksize and strides take
+/// one, two or four entries like conv2d's strides.
+Tensor max_pool2d(const Tensor& input, std::vector<int64_t> ksize, std::vector<int64_t> strides,
+                  Padding padding);
+/// Mean over each window per channel (TF's tf.nn.avg_pool2d); with Same padding only the
+/// window's elements inside the input are counted.
+Tensor avg_pool2d(const Tensor& input, std::vector<int64_t> ksize, std::vector<int64_t> strides,
+                  Padding padding);
+
 // --- Reductions (axes may be negative; empty axes = all) -------------------------------------
 Tensor reduce_sum(const Tensor& x, std::vector<int> axes = {}, bool keepdims = false);
 Tensor reduce_mean(const Tensor& x, std::vector<int> axes = {}, bool keepdims = false);

@@ -199,7 +199,9 @@ std::vector<Tensor> walk_back(TapeState& tape, const std::vector<Tensor>& target
       if (!def.grad)
         throw InternalError(str_cat("[gradient] the op '", def.name,
                                     "' is marked differentiable but has no gradient rule"));
-      in_grads = def.grad(GradInputs{entry.inputs, entry.outputs, out_grads, entry.attrs});
+      std::vector<bool> wanted(entry.inputs.size());
+      for (std::size_t i = 0; i < wanted.size(); ++i) wanted[i] = reach.count(entry.inputs[i].impl().get()) != 0;
+      in_grads = def.grad(GradInputs{entry.inputs, entry.outputs, out_grads, entry.attrs, std::move(wanted)});
     }
     TG_CHECK(in_grads.size() == entry.inputs.size(), "gradient rule of ",
              entry.custom ? "a function call" : op_def(entry.op).name, " returned ",

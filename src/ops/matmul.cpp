@@ -2,16 +2,14 @@
 // Floats go to OpenBLAS (one gemm per batch entry, transposes passed as flags so nothing is
 // copied); integers use an i-k-j loop in unsigned arithmetic, so overflow wraps (as in
 // TensorFlow) without undefined behaviour.
-#include <cblas.h>
-
 #include <algorithm>
 #include <climits>
 #include <type_traits>
 
 #include "core/check.h"
-#include "core/thread_pool.h"
 #include "core/tensor_impl.h"
 #include "ops/broadcast.h"
+#include "ops/gemm.h"
 #include "ops/grad_helpers.h"
 #include "tracegraph/ops.h"
 
@@ -130,62 +128,7 @@ void for_each_batch(const Tensor& a, const Tensor& b, const Tensor& out, Fn&& fn
                             });
 }
 
-int blas_int(int64_t v) {
-  if (v > INT_MAX)
-    op_error<InvalidArgumentError>(kOp, "a matrix dimension of ", v,
-                                   " exceeds what the BLAS interface accepts (", INT_MAX,
-                                   "); split the product into smaller blocks");
-  return static_cast<int>(v);
-}
-
-// OpenBLAS runs on one thread, and tracegraph splits a large product across its own pool
-// instead: one set of threads for every kernel, which sleep when idle. With OpenBLAS's threads
-// as well, two pools share the cores, and OpenBLAS's idle workers spin on a core where the
-// pool's next chunk then waits for the scheduler. Declared weak: with another BLAS behind
-// libblas.so the symbol is absent, and that BLAS's own threading stands.
-extern "C" void openblas_set_num_threads(int) __attribute__((weak));
-extern "C" int openblas_get_num_threads() __attribute__((weak));
-
-// Checked per product, not once: the setting is process-wide, and other code in the process (a
-// benchmark's reference, another library) may change it.
-void use_one_blas_thread() {
-  if (openblas_get_num_threads && openblas_set_num_threads && openblas_get_num_threads() != 1)
-    openblas_set_num_threads(1);
-}
-
-// A product worth splitting: each thread's share is large enough to pay for waking it.
-constexpr int64_t kParallelGemmFlops = int64_t{1} << 22;
-
-template <class T>
-void gemm_call(int m, int n, int k, const T* a, int lda, bool ta, const T* b, int ldb, bool tb, T* c, int ldc) {
-  const CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans;
-  const CBLAS_TRANSPOSE opb = tb ? CblasTrans : CblasNoTrans;
-  if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, opa, opb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
-  else
-    cblas_dgemm(CblasRowMajor, opa, opb, m, n, k, 1.0, a, lda, b, ldb, 0.0, c, ldc);
-}
-
-// C (m x n, row-major) = op(A) op(B). Large products are split across the pool by rows of C, in
-// blocks fixed by the sizes and the thread count, so a given thread count always gives the same
-// bits. Between thread counts the last bits can differ: OpenBLAS packs and blocks a smaller
-// product differently (as it does when its own threads split one).
-template <class T>
-void gemm_blas(int m, int n, int k, const T* a, int lda, bool ta, const T* b, int ldb, bool tb,
-               T* c) {
-  use_one_blas_thread();
-  const int64_t flops = int64_t{2} * m * n * k;
-  if (num_threads() == 1 || flops < 2 * kParallelGemmFlops || m < 32) {
-    gemm_call(m, n, k, a, lda, ta, b, ldb, tb, c, n);
-    return;
-  }
-  const int64_t grain = std::max<int64_t>(16, kParallelGemmFlops / (int64_t{2} * n * k));
-  parallel_for(m, grain, [&](int64_t r0, int64_t r1) {
-    // Rows r0..r1 of op(A): rows of A, or columns of a transposed A.
-    const T* a_rows = ta ? a + r0 : a + r0 * lda;
-    gemm_call(static_cast<int>(r1 - r0), n, k, a_rows, lda, ta, b, ldb, tb, c + r0 * n, n);
-  });
-}
+int blas_int(int64_t v) { return detail::blas_int(kOp, v); }
 
 template <class T>
 void kernel_float(const Tensor& a, const Tensor& b, Tensor& out, const Gemm& g) {
@@ -205,16 +148,16 @@ void kernel_float(const Tensor& a, const Tensor& b, Tensor& out, const Gemm& g) 
   // product: a's rows are contiguous, so a single large gemm replaces many small ones.
   if (!g.ta && b_batch == 1 && a_batch == out_batch && out_batch > 1 &&
       out_batch * g.m <= INT_MAX) {
-    gemm_blas<T>(blas_int(out_batch * g.m), blas_int(g.n), blas_int(g.k), pa, blas_int(g.a_cols),
-                 false, pb, blas_int(g.b_cols), g.tb, pc);
+    gemm<T>(blas_int(out_batch * g.m), blas_int(g.n), blas_int(g.k), pa, blas_int(g.a_cols),
+            false, pb, blas_int(g.b_cols), g.tb, pc, blas_int(g.n));
     return;
   }
   const int m = blas_int(g.m), n = blas_int(g.n), k = blas_int(g.k);
   const int lda = blas_int(g.a_cols), ldb = blas_int(g.b_cols);
   const int64_t c_size = g.m * g.n;
   for_each_batch(a, b, out, [&](int64_t ia, int64_t ib, int64_t ic) {
-    gemm_blas<T>(m, n, k, pa + ia * g.a_size, lda, g.ta, pb + ib * g.b_size, ldb, g.tb,
-                 pc + ic * c_size);
+    gemm<T>(m, n, k, pa + ia * g.a_size, lda, g.ta, pb + ib * g.b_size, ldb, g.tb,
+            pc + ic * c_size, n);
   });
 }
 

@@ -69,6 +69,11 @@ struct GradInputs {
   const std::vector<Tensor>& outputs;
   const std::vector<Tensor>& grads;
   const OpAttrs& attrs;
+  /// Which inputs the caller wants a gradient for (empty: all of them). A rule may skip the work
+  /// for the others and return an empty tg::Tensor there (TF's skip_input_indices): conv2d's
+  /// input gradient, for one, is a large product nobody needs for a layer fed with data.
+  std::vector<bool> wanted = {};
+  bool wants(std::size_t input) const { return wanted.empty() || wanted[input]; }
 };
 /// A vector-Jacobian product: one gradient per input, shaped like that input; an empty
 /// tg::Tensor where the input gets none (integer inputs, indices, predicates). Written with the
@@ -166,6 +171,7 @@ void register_all_ops(OpDef* table);
 void register_elementwise_ops(OpDef* table);
 void register_reduce_ops(OpDef* table);
 void register_matmul_ops(OpDef* table);
+void register_conv_ops(OpDef* table);
 void register_shape_ops(OpDef* table);
 void register_index_ops(OpDef* table);
 void register_state_ops(OpDef* table);

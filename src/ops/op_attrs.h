@@ -232,12 +232,34 @@ struct RandomAttrs {
   }
 };
 
+/// conv2d and its two gradient ops (NHWC input, HWIO filter). padding holds a tg::Padding
+/// (0 VALID, 1 SAME); the shape rule refuses anything else, as a file may hold any number.
+struct Conv2DAttrs {
+  std::vector<int64_t> strides{1, 1};    // (height, width)
+  std::vector<int64_t> dilations{1, 1};  // (height, width)
+  int64_t padding = 0;
+  template <class F> void for_each_field(F&& f) const {
+    f("strides", strides); f("dilations", dilations); f("padding", padding);
+  }
+  bool operator==(const Conv2DAttrs&) const = default;
+};
+
+/// max_pool2d / avg_pool2d and their gradient ops (NHWC): the window, its step and the padding
+/// (a tg::Padding, as in Conv2DAttrs).
+struct Pool2DAttrs {
+  std::vector<int64_t> ksize{1, 1};    // (height, width)
+  std::vector<int64_t> strides{1, 1};  // (height, width)
+  int64_t padding = 0;
+  template <class F> void for_each_field(F&& f) const { f("ksize", ksize); f("strides", strides); f("padding", padding); }
+  bool operator==(const Pool2DAttrs&) const = default;
+};
+
 // The order of this list is the variant index; ops.def names structs, never indices.
 using AttrsVariant = std::variant<NoAttrs, ReduceAttrs, AxisAttrs, ArgReduceAttrs, CastAttrs, MatMulAttrs,
                                   ReshapeAttrs, TransposeAttrs, SqueezeAttrs, SliceAttrs, BlockAttrs,
                                   OneHotAttrs, IndexAttrs, PrintAttrs, VariableAttrs, FusedAttrs,
                                   ControlFlowAttrs, TensorArrayAttrs, ShapeValueAttrs, AdamSlotsAttrs,
-                                  RandomAttrs>;
+                                  RandomAttrs, Conv2DAttrs, Pool2DAttrs>;
 
 template <class T, class V> struct VariantIndex;
 template <class T, class... Ts> struct VariantIndex<T, std::variant<Ts...>> {

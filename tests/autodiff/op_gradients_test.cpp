@@ -4,6 +4,7 @@
 #include <set>
 
 #include "autodiff/grad_check.h"
+#include "ops/conv.h"
 #include "ops/grad_helpers.h"
 #include "ops/op.h"
 
@@ -25,6 +26,14 @@ CaseFn reduction(Tensor (*f)(const Tensor&, std::vector<int>, bool), std::vector
 }
 CaseFn matmul_t(bool ta, bool tb) {
   return [=](const std::vector<Tensor>& in) { return matmul(in[0], in[1], ta, tb); };
+}
+
+CaseFn conv(Padding p, std::vector<int64_t> strides, std::vector<int64_t> dilations = {1, 1}) {
+  return [=](const std::vector<Tensor>& in) { return conv2d(in[0], in[1], strides, p, dilations); };
+}
+CaseFn pool(Tensor (*f)(const Tensor&, std::vector<int64_t>, std::vector<int64_t>, Padding),
+            std::vector<int64_t> ksize, std::vector<int64_t> strides, Padding p) {
+  return [=](const std::vector<Tensor>& in) { return f(in[0], ksize, strides, p); };
 }
 
 std::vector<GradCase> make_cases() {
@@ -129,6 +138,41 @@ std::vector<GradCase> make_cases() {
        {u({2, 3})}},
       {"index", "x[1]", [](const std::vector<Tensor>& in) { return in[0][1]; }, {u({3, 2})}},
       {"index", "x[-1]", [](const std::vector<Tensor>& in) { return in[0][-1]; }, {u({3, 2})}},
+      // convolution and pooling (the gradient ops' own rules too: their "like" inputs only
+      // lend a shape and get zero)
+      {"conv2d", "3x3 SAME stride 1", conv(Padding::Same, {1, 1}), {u({2, 5, 5, 2}), u({3, 3, 2, 3})}},
+      {"conv2d", "2x3 VALID stride 2", conv(Padding::Valid, {2, 2}), {u({1, 6, 7, 2}), u({2, 3, 2, 2})}},
+      {"conv2d", "2x2 SAME dilation 2", conv(Padding::Same, {1, 1}, {2, 2}), {u({1, 6, 5, 1}), u({2, 2, 1, 2})}},
+      {"conv2d", "1x1 VALID", conv(Padding::Valid, {1, 1}), {u({2, 3, 3, 3}), u({1, 1, 3, 2})}},
+      {"conv2d_backprop_input", "3x3 SAME stride 2",
+       [](const std::vector<Tensor>& in) {
+         return detail::conv2d_backprop_input(in[0], in[1], in[2], detail::Conv2DAttrs{{2, 2}, {1, 1}, 1});
+       },
+       {u({1, 5, 5, 2}), u({3, 3, 2, 3}), u({1, 3, 3, 3})}},
+      {"conv2d_backprop_filter", "3x3 SAME stride 2",
+       [](const std::vector<Tensor>& in) {
+         return detail::conv2d_backprop_filter(in[0], in[1], in[2], detail::Conv2DAttrs{{2, 2}, {1, 1}, 1});
+       },
+       {u({1, 5, 5, 2}), u({3, 3, 2, 3}), u({1, 3, 3, 3})}},
+      {"max_pool2d", "2x2 SAME stride 2 on 5x5", pool(max_pool2d, {2, 2}, {2, 2}, Padding::Same), {u({2, 5, 5, 3})}},
+      {"max_pool2d", "3x3 VALID stride 1", pool(max_pool2d, {3, 3}, {1, 1}, Padding::Valid), {u({1, 5, 4, 2})}},
+      {"max_pool2d_grad", "2x2 SAME stride 2",
+       [](const std::vector<Tensor>& in) {
+         return detail::max_pool2d_grad(in[0], in[1], detail::Pool2DAttrs{{2, 2}, {2, 2}, 1});
+       },
+       {u({1, 5, 5, 2}), u({1, 3, 3, 2})}},
+      {"max_pool2d_grad_grad", "3x3 SAME stride 1",
+       [](const std::vector<Tensor>& in) {
+         return detail::max_pool2d_grad_grad(in[0], in[1], detail::Pool2DAttrs{{3, 3}, {1, 1}, 1});
+       },
+       {u({1, 4, 4, 2}), u({1, 4, 4, 2})}},
+      {"avg_pool2d", "3x3 SAME stride 2", pool(avg_pool2d, {3, 3}, {2, 2}, Padding::Same), {u({2, 5, 5, 2})}},
+      {"avg_pool2d", "2x2 VALID stride 1", pool(avg_pool2d, {2, 2}, {1, 1}, Padding::Valid), {u({1, 4, 3, 3})}},
+      {"avg_pool2d_grad", "3x3 SAME stride 2",
+       [](const std::vector<Tensor>& in) {
+         return detail::avg_pool2d_grad(in[0], in[1], detail::Pool2DAttrs{{3, 3}, {2, 2}, 1});
+       },
+       {u({1, 5, 5, 2}), u({1, 3, 3, 2})}},
       // control flow: eagerly these run plain C++, traced they are cond/while nodes (their
       // rules live in src/control_flow/gradients.cpp)
       {"cond", "both branches traced, true taken",

@@ -1,0 +1,109 @@
+// The two convolutions of a small Fashion-MNIST CNN at batch 128 (3x3, stride 1, SAME: 28x28x1
+// -> 32 channels, and 14x14x32 -> 64 after a 2x2 pool), forward and forward + backward (both
+// filter gradients and the second layer's input gradient: the first layer's input is data),
+// through tracegraph eagerly and traced, and through the hand-written im2col + cblas_sgemm
+// reference (reference_cpp.cpp). bench/torch_bench.py runs the same in PyTorch.
+#include <vector>
+
+#include "bench_util.h"
+#include "reference_cpp.h"
+#include "tracegraph/tracegraph.h"
+#include "workloads.h"
+
+namespace {
+
+using tg::Tensor;
+
+constexpr int64_t kConvBatch = 128;
+
+struct CnnConvs {
+  Tensor x1 = tg_bench::random_tensor({kConvBatch, 28, 28, 1}, 1.0f, 11);
+  Tensor w1 = tg_bench::random_tensor({3, 3, 1, 32}, 0.3f, 12);
+  Tensor x2 = tg_bench::random_tensor({kConvBatch, 14, 14, 32}, 1.0f, 13);
+  Tensor w2 = tg_bench::random_tensor({3, 3, 32, 64}, 0.06f, 14);
+  Tensor dy1 = tg_bench::random_tensor({kConvBatch, 28, 28, 32}, 1.0f, 15);
+  Tensor dy2 = tg_bench::random_tensor({kConvBatch, 14, 14, 64}, 1.0f, 16);
+};
+
+std::vector<Tensor> forward(const Tensor& x1, const Tensor& w1, const Tensor& x2, const Tensor& w2) {
+  return {tg::conv2d(x1, w1, {1, 1}, tg::Padding::Same), tg::conv2d(x2, w2, {1, 1}, tg::Padding::Same)};
+}
+
+// The outputs and the gradients a train step needs, given the outputs' gradients: Y1, Y2, dW1,
+// dW2, dX2. The outputs are returned because a step computes its loss from them; without them
+// the traced graph would drop both forward convolutions (no gradient reads them).
+std::vector<Tensor> forward_backward(const Tensor& x1, const Tensor& w1, const Tensor& x2, const Tensor& w2,
+                                     const Tensor& dy1, const Tensor& dy2) {
+  tg::GradientTape tape;
+  tape.watch(w1);
+  tape.watch(x2);
+  tape.watch(w2);
+  std::vector<Tensor> y = forward(x1, w1, x2, w2);
+  for (Tensor& g : tg::detail::tape_gradient(tape, y, {dy1, dy2}, {w1, w2, x2})) y.push_back(g);
+  return y;
+}
+
+template <bool kTraced>
+void BM_ConvForward(benchmark::State& state) {
+  tg_bench::guarded(state, [&] {
+    CnnConvs c;
+    auto f = tg::function([](const Tensor& a, const Tensor& b, const Tensor& c2, const Tensor& d) { return forward(a, b, c2, d); });
+    auto step = [&] { return kTraced ? f(c.x1, c.w1, c.x2, c.w2) : forward(c.x1, c.w1, c.x2, c.w2); };
+    tg_bench::reach_steady_state([&] { benchmark::DoNotOptimize(step()); });
+    for (auto _ : state) benchmark::DoNotOptimize(step());
+  });
+}
+BENCHMARK(BM_ConvForward<false>)->Name("cnn/conv2d/forward/eager")->MinTime(0.5)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ConvForward<true>)->Name("cnn/conv2d/forward/traced")->MinTime(0.5)->Unit(benchmark::kMillisecond);
+
+template <bool kTraced>
+void BM_ConvForwardBackward(benchmark::State& state) {
+  tg_bench::guarded(state, [&] {
+    CnnConvs c;
+    auto f = tg::function([](const Tensor& a, const Tensor& b, const Tensor& c2, const Tensor& d, const Tensor& e, const Tensor& g) {
+      return forward_backward(a, b, c2, d, e, g);
+    });
+    auto step = [&] {
+      return kTraced ? f(c.x1, c.w1, c.x2, c.w2, c.dy1, c.dy2)
+                     : forward_backward(c.x1, c.w1, c.x2, c.w2, c.dy1, c.dy2);
+    };
+    tg_bench::reach_steady_state([&] { benchmark::DoNotOptimize(step()); });
+    for (auto _ : state) benchmark::DoNotOptimize(step());
+  });
+}
+BENCHMARK(BM_ConvForwardBackward<false>)->Name("cnn/conv2d/forward_backward/eager")->MinTime(0.5)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ConvForwardBackward<true>)->Name("cnn/conv2d/forward_backward/traced")->MinTime(0.5)
+    ->Unit(benchmark::kMillisecond);
+
+// The reference on plain buffers allocated and touched once, outside the timed loop (it gets
+// what a hand-written program would keep between steps; tracegraph allocates per call).
+template <bool kBackward>
+void BM_ConvReference(benchmark::State& state) {
+  const int threads = tg::config::num_threads();
+  auto buf = [](int64_t n) { return std::vector<float>(static_cast<std::size_t>(n), 0.01f); };
+  const int n = static_cast<int>(kConvBatch);
+  auto x1 = buf(n * 28 * 28), w1 = buf(9 * 32), x2 = buf(n * 14 * 14 * 32), w2 = buf(9 * 32 * 64);
+  auto y1 = buf(n * 28 * 28 * 32), y2 = buf(n * 14 * 14 * 64), dw1 = buf(9 * 32), dw2 = buf(9 * 32 * 64),
+       dx2 = buf(n * 14 * 14 * 32), col = buf(int64_t{n} * 14 * 14 * 9 * 32);
+  namespace ref = tg_bench::reference;
+  for (auto _ : state) {
+    ref::conv2d_same(x1.data(), n, 28, 28, 1, w1.data(), 3, 3, 32, y1.data(), col.data(), threads);
+    ref::conv2d_same(x2.data(), n, 14, 14, 32, w2.data(), 3, 3, 64, y2.data(), col.data(), threads);
+    if (kBackward) {
+      // y1 and y2 stand in for the output gradients: same shapes, and the arithmetic does not
+      // depend on the values.
+      ref::conv2d_same_backward(x1.data(), n, 28, 28, 1, w1.data(), 3, 3, 32, y1.data(), dw1.data(), nullptr,
+                                col.data(), threads);
+      ref::conv2d_same_backward(x2.data(), n, 14, 14, 32, w2.data(), 3, 3, 64, y2.data(), dw2.data(),
+                                dx2.data(), col.data(), threads);
+    }
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_ConvReference<false>)->Name("cnn/conv2d/forward/reference")->MinTime(0.5)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ConvReference<true>)->Name("cnn/conv2d/forward_backward/reference")->MinTime(0.5)
+    ->Unit(benchmark::kMillisecond);
+
+}  // namespace

@@ -1,0 +1,86 @@
+// OpenBLAS runs on one thread, and tracegraph splits a large product across its own pool
+// instead: one set of threads for every kernel, which sleep when idle. With OpenBLAS's threads
+// as well, two pools share the cores, and OpenBLAS's idle workers spin on a core where the
+// pool's next chunk then waits for the scheduler.
+#include "ops/gemm.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <climits>
+#include <type_traits>
+
+#include "core/check.h"
+#include "core/thread_pool.h"
+
+namespace tg::detail {
+namespace {
+
+// Declared weak: with another BLAS behind libblas.so the symbol is absent, and that BLAS's own
+// threading stands.
+extern "C" void openblas_set_num_threads(int) __attribute__((weak));
+extern "C" int openblas_get_num_threads() __attribute__((weak));
+
+// Checked per product, not once: the setting is process-wide, and other code in the process (a
+// benchmark's reference, another library) may change it.
+void use_one_blas_thread() {
+  if (openblas_get_num_threads && openblas_set_num_threads && openblas_get_num_threads() != 1)
+    openblas_set_num_threads(1);
+}
+
+// A product worth splitting: each thread's share is large enough to pay for waking it.
+constexpr int64_t kParallelGemmFlops = int64_t{1} << 22;
+
+template <class T>
+void gemm_call(int m, int n, int k, const T* a, int lda, bool ta, const T* b, int ldb, bool tb, T* c,
+               int ldc, bool accumulate) {
+  const CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans;
+  const CBLAS_TRANSPOSE opb = tb ? CblasTrans : CblasNoTrans;
+  const T beta = accumulate ? T(1) : T(0);
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, opa, opb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+  else
+    cblas_dgemm(CblasRowMajor, opa, opb, m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc);
+}
+
+}  // namespace
+
+int blas_int(const char* op, int64_t v) {
+  if (v > INT_MAX)
+    op_error<InvalidArgumentError>(op, "a matrix dimension of ", v,
+                                   " exceeds what the BLAS interface accepts (", INT_MAX,
+                                   "); split the work into smaller blocks");
+  return static_cast<int>(v);
+}
+
+// Between thread counts the last bits can differ: OpenBLAS packs and blocks a smaller product
+// differently (as it does when its own threads split one).
+template <class T>
+void gemm(int m, int n, int k, const T* a, int lda, bool ta, const T* b, int ldb, bool tb, T* c,
+          int ldc, bool accumulate) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // an empty sum; BLAS must not see K = 0 with a zero leading dim
+    if (!accumulate)
+      for (int i = 0; i < m; ++i) std::fill(c + int64_t{i} * ldc, c + int64_t{i} * ldc + n, T(0));
+    return;
+  }
+  use_one_blas_thread();
+  const int64_t flops = int64_t{2} * m * n * k;
+  if (num_threads() == 1 || flops < 2 * kParallelGemmFlops || m < 32) {
+    gemm_call(m, n, k, a, lda, ta, b, ldb, tb, c, ldc, accumulate);
+    return;
+  }
+  const int64_t grain = std::max<int64_t>(16, kParallelGemmFlops / (int64_t{2} * n * k));
+  parallel_for(m, grain, [&](int64_t r0, int64_t r1) {
+    // Rows r0..r1 of op(A): rows of A, or columns of a transposed A.
+    const T* a_rows = ta ? a + r0 : a + r0 * lda;
+    gemm_call(static_cast<int>(r1 - r0), n, k, a_rows, lda, ta, b, ldb, tb, c + r0 * ldc, ldc,
+              accumulate);
+  });
+}
+
+template void gemm<float>(int, int, int, const float*, int, bool, const float*, int, bool, float*, int, bool);
+template void gemm<double>(int, int, int, const double*, int, bool, const double*, int, bool, double*, int,
+                           bool);
+
+}  // namespace tg::detail

@@ -1,0 +1,461 @@
+// Convolution and pooling: every op against a naive loop written here (in float64, from the
+// definitions: a window at out * stride - pad_before, SAME padding split with the extra after),
+// plus figures from TensorFlow's own tests where they pin a semantic down.
+#include <cmath>
+#include <limits>
+
+#include "core/thread_pool.h"
+#include "ops/conv.h"
+#include "support/op_case.h"
+#include "support/test_util.h"
+
+namespace tg {
+namespace {
+
+using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
+using Dims = std::vector<int64_t>;
+
+// Deterministic values in [-1, 1), distinct enough that max pooling has no ties.
+Tensor values(const Dims& dims, DType dtype, uint64_t seed) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  std::vector<double> v(static_cast<std::size_t>(n));
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (double& x : v) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    x = static_cast<double>(s >> 11) / 9007199254740992.0 * 2.0 - 1.0;
+  }
+  return cast(constant(v, TensorShape(dims), float64), dtype);
+}
+Tensor iota(const Dims& dims, DType dtype = float32) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  std::vector<double> v(static_cast<std::size_t>(n));
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(i + 1);
+  return cast(constant(v, TensorShape(dims), float64), dtype);
+}
+
+Tensor f32(std::vector<float> v, const Dims& dims) { return constant(v, TensorShape(dims), float32); }
+
+std::vector<double> f64(const Tensor& t) { return cast(t, float64).to_vector<double>(); }
+
+// One spatial dim, written from the definition (not shared with the library).
+struct Axis {
+  int64_t in, k, stride, dilation, out, before;
+  Axis(int64_t in_, int64_t k_, int64_t s, int64_t d, bool same) : in(in_), k(k_), stride(s), dilation(d) {
+    const int64_t span = (k - 1) * d + 1;
+    if (same) {
+      out = (in + s - 1) / s;
+      const int64_t total = std::max<int64_t>(0, (out - 1) * s + span - in);
+      before = total / 2;
+    } else {
+      out = in >= span ? (in - span) / s + 1 : 0;
+      before = 0;
+    }
+  }
+  // The input index the window of output o reads at tap t (may be outside [0, in)).
+  int64_t at(int64_t o, int64_t t) const { return o * stride - before + t * dilation; }
+};
+
+struct ConvRef {
+  int64_t n, c, oc;
+  Axis y, x;
+  ConvRef(const Dims& xd, const Dims& fd, Dims s, bool same, Dims d)
+      : n(xd[0]), c(xd[3]), oc(fd[3]), y(xd[1], fd[0], s[0], d[0], same), x(xd[2], fd[1], s[1], d[1], same) {}
+  int64_t xi(int64_t b, int64_t iy, int64_t ix, int64_t ch) const { return ((b * y.in + iy) * x.in + ix) * c + ch; }
+  int64_t fi(int64_t ky, int64_t kx, int64_t ch, int64_t o) const { return ((ky * x.k + kx) * c + ch) * oc + o; }
+  int64_t yi(int64_t b, int64_t oy, int64_t ox, int64_t o) const { return ((b * y.out + oy) * x.out + ox) * oc + o; }
+  // Calls fn(input index, filter index, output index) for every product of the convolution.
+  template <class F> void each(F fn) const {
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t oy = 0; oy < y.out; ++oy)
+        for (int64_t ox = 0; ox < x.out; ++ox)
+          for (int64_t ky = 0; ky < y.k; ++ky)
+            for (int64_t kx = 0; kx < x.k; ++kx) {
+              const int64_t iy = y.at(oy, ky), ix = x.at(ox, kx);
+              if (iy < 0 || iy >= y.in || ix < 0 || ix >= x.in) continue;
+              for (int64_t ch = 0; ch < c; ++ch)
+                for (int64_t o = 0; o < oc; ++o) fn(xi(b, iy, ix, ch), fi(ky, kx, ch, o), yi(b, oy, ox, o));
+            }
+  }
+  Dims out_dims() const { return {n, y.out, x.out, oc}; }
+};
+
+Tensor as(const std::vector<double>& v, const Dims& dims, DType dtype) {
+  return cast(constant(v, TensorShape(dims), float64), dtype);
+}
+
+Tensor ref_conv(const Tensor& xt, const Tensor& ft, Dims s, bool same, Dims d = {1, 1}) {
+  const ConvRef r(xt.shape().dims(), ft.shape().dims(), s, same, d);
+  const std::vector<double> x = f64(xt), f = f64(ft);
+  const Dims od = r.out_dims();
+  std::vector<double> y(static_cast<std::size_t>(od[0] * od[1] * od[2] * od[3]), 0.0);
+  r.each([&](int64_t i, int64_t j, int64_t o) { y[o] += x[i] * f[j]; });
+  return as(y, od, xt.dtype());
+}
+Tensor ref_backprop_input(const Tensor& like, const Tensor& ft, const Tensor& dyt, Dims s, bool same, Dims d) {
+  const ConvRef r(like.shape().dims(), ft.shape().dims(), s, same, d);
+  const std::vector<double> f = f64(ft), dy = f64(dyt);
+  std::vector<double> dx(static_cast<std::size_t>(like.num_elements()), 0.0);
+  r.each([&](int64_t i, int64_t j, int64_t o) { dx[i] += f[j] * dy[o]; });
+  return as(dx, like.shape().dims(), like.dtype());
+}
+Tensor ref_backprop_filter(const Tensor& xt, const Tensor& like, const Tensor& dyt, Dims s, bool same, Dims d) {
+  const ConvRef r(xt.shape().dims(), like.shape().dims(), s, same, d);
+  const std::vector<double> x = f64(xt), dy = f64(dyt);
+  std::vector<double> df(static_cast<std::size_t>(like.num_elements()), 0.0);
+  r.each([&](int64_t i, int64_t j, int64_t o) { df[j] += x[i] * dy[o]; });
+  return as(df, like.shape().dims(), like.dtype());
+}
+
+// Pooling: calls fn(output index, input indices of the window inside the input, in row order).
+template <class F>
+void each_window(const Dims& xd, Dims k, Dims s, bool same, F fn) {
+  const Axis y(xd[1], k[0], s[0], 1, same), x(xd[2], k[1], s[1], 1, same);
+  const int64_t c = xd[3];
+  for (int64_t b = 0; b < xd[0]; ++b)
+    for (int64_t oy = 0; oy < y.out; ++oy)
+      for (int64_t ox = 0; ox < x.out; ++ox)
+        for (int64_t ch = 0; ch < c; ++ch) {
+          std::vector<int64_t> in;
+          for (int64_t ky = 0; ky < k[0]; ++ky)
+            for (int64_t kx = 0; kx < k[1]; ++kx) {
+              const int64_t iy = y.at(oy, ky), ix = x.at(ox, kx);
+              if (iy >= 0 && iy < y.in && ix >= 0 && ix < x.in) in.push_back(((b * y.in + iy) * x.in + ix) * c + ch);
+            }
+          fn(((b * y.out + oy) * x.out + ox) * c + ch, in);
+        }
+}
+Dims pool_dims(const Dims& xd, Dims k, Dims s, bool same) {
+  return {xd[0], Axis(xd[1], k[0], s[0], 1, same).out, Axis(xd[2], k[1], s[1], 1, same).out, xd[3]};
+}
+// The first maximum of a window (ties: the first in row order).
+int64_t first_max(const std::vector<double>& x, const std::vector<int64_t>& in) {
+  int64_t best = in[0];
+  for (int64_t i : in)
+    if (x[i] > x[best]) best = i;
+  return best;
+}
+Tensor ref_max_pool(const Tensor& xt, Dims k, Dims s, bool same) {
+  const std::vector<double> x = f64(xt);
+  const Dims od = pool_dims(xt.shape().dims(), k, s, same);
+  std::vector<double> y(static_cast<std::size_t>(od[0] * od[1] * od[2] * od[3]));
+  each_window(xt.shape().dims(), k, s, same, [&](int64_t o, const std::vector<int64_t>& in) { y[o] = x[first_max(x, in)]; });
+  return as(y, od, xt.dtype());
+}
+Tensor ref_avg_pool(const Tensor& xt, Dims k, Dims s, bool same) {
+  const std::vector<double> x = f64(xt);
+  const Dims od = pool_dims(xt.shape().dims(), k, s, same);
+  std::vector<double> y(static_cast<std::size_t>(od[0] * od[1] * od[2] * od[3]));
+  each_window(xt.shape().dims(), k, s, same, [&](int64_t o, const std::vector<int64_t>& in) {
+    double sum = 0;
+    for (int64_t i : in) sum += x[i];
+    y[o] = sum / static_cast<double>(in.size());
+  });
+  return as(y, od, xt.dtype());
+}
+Tensor ref_max_pool_grad(const Tensor& xt, const Tensor& dyt, Dims k, Dims s, bool same) {
+  const std::vector<double> x = f64(xt), dy = f64(dyt);
+  std::vector<double> dx(x.size(), 0.0);
+  each_window(xt.shape().dims(), k, s, same,
+              [&](int64_t o, const std::vector<int64_t>& in) { dx[first_max(x, in)] += dy[o]; });
+  return as(dx, xt.shape().dims(), xt.dtype());
+}
+Tensor ref_max_pool_grad_grad(const Tensor& xt, const Tensor& gt, Dims k, Dims s, bool same) {
+  const std::vector<double> x = f64(xt), g = f64(gt);
+  const Dims od = pool_dims(xt.shape().dims(), k, s, same);
+  std::vector<double> y(static_cast<std::size_t>(od[0] * od[1] * od[2] * od[3]));
+  each_window(xt.shape().dims(), k, s, same, [&](int64_t o, const std::vector<int64_t>& in) { y[o] = g[first_max(x, in)]; });
+  return as(y, od, xt.dtype());
+}
+Tensor ref_avg_pool_grad(const Tensor& like, const Tensor& dyt, Dims k, Dims s, bool same) {
+  const std::vector<double> dy = f64(dyt);
+  std::vector<double> dx(static_cast<std::size_t>(like.num_elements()), 0.0);
+  each_window(like.shape().dims(), k, s, same, [&](int64_t o, const std::vector<int64_t>& in) {
+    for (int64_t i : in) dx[i] += dy[o] / static_cast<double>(in.size());
+  });
+  return as(dx, like.shape().dims(), like.dtype());
+}
+
+Padding pad(bool same) { return same ? Padding::Same : Padding::Valid; }
+detail::Conv2DAttrs conv_attrs(Dims s, bool same, Dims d) {
+  return detail::Conv2DAttrs{s, d, static_cast<int64_t>(pad(same))};
+}
+detail::Pool2DAttrs pool_attrs(Dims k, Dims s, bool same) {
+  return detail::Pool2DAttrs{k, s, static_cast<int64_t>(pad(same))};
+}
+
+// One geometry of a convolution: the cases of conv2d and of its two gradient ops.
+struct ConvShape {
+  std::string label;
+  Dims x, f, strides;
+  bool same;
+  Dims dilations{1, 1};
+  DType dtype = float32;
+};
+
+std::vector<testing::OpCase> conv_cases(const ConvShape& c, uint64_t seed) {
+  const double tol = c.dtype == float32 ? 2e-5 : 1e-12;
+  const Tensor x = values(c.x, c.dtype, seed), f = values(c.f, c.dtype, seed + 1);
+  const ConvRef r(c.x, c.f, c.strides, c.same, c.dilations);
+  const Tensor dy = values(r.out_dims(), c.dtype, seed + 2);
+  const Dims s = c.strides, d = c.dilations;
+  const bool same = c.same;
+  const detail::Conv2DAttrs a = conv_attrs(s, same, d);
+  return {
+      {"conv2d", c.label, [=](const std::vector<Tensor>& in) { return conv2d(in[0], in[1], s, pad(same), d); },
+       {x, f}, ref_conv(x, f, s, same, d), tol},
+      {"conv2d_backprop_input", c.label,
+       [=](const std::vector<Tensor>& in) { return detail::conv2d_backprop_input(in[0], in[1], in[2], a); },
+       {x, f, dy}, ref_backprop_input(x, f, dy, s, same, d), tol},
+      {"conv2d_backprop_filter", c.label,
+       [=](const std::vector<Tensor>& in) { return detail::conv2d_backprop_filter(in[0], in[1], in[2], a); },
+       {x, f, dy}, ref_backprop_filter(x, f, dy, s, same, d), tol},
+  };
+}
+
+struct PoolShape {
+  std::string label;
+  Dims x, k, strides;
+  bool same;
+  DType dtype = float32;
+};
+
+std::vector<testing::OpCase> pool_cases(const PoolShape& c, uint64_t seed) {
+  const double tol = c.dtype == float32 ? 1e-6 : 1e-13;
+  const Tensor x = values(c.x, c.dtype, seed);
+  const Dims k = c.k, s = c.strides;
+  const bool same = c.same;
+  const Tensor dy = values(pool_dims(c.x, k, s, same), c.dtype, seed + 1);
+  const Tensor g = values(c.x, c.dtype, seed + 2);
+  const detail::Pool2DAttrs a = pool_attrs(k, s, same);
+  return {
+      {"max_pool2d", c.label, [=](const std::vector<Tensor>& in) { return max_pool2d(in[0], k, s, pad(same)); },
+       {x}, ref_max_pool(x, k, s, same), 0.0},
+      {"avg_pool2d", c.label, [=](const std::vector<Tensor>& in) { return avg_pool2d(in[0], k, s, pad(same)); },
+       {x}, ref_avg_pool(x, k, s, same), tol},
+      {"max_pool2d_grad", c.label,
+       [=](const std::vector<Tensor>& in) { return detail::max_pool2d_grad(in[0], in[1], a); }, {x, dy},
+       ref_max_pool_grad(x, dy, k, s, same), tol},
+      {"max_pool2d_grad_grad", c.label,
+       [=](const std::vector<Tensor>& in) { return detail::max_pool2d_grad_grad(in[0], in[1], a); }, {x, g},
+       ref_max_pool_grad_grad(x, g, k, s, same), 0.0},
+      {"avg_pool2d_grad", c.label,
+       [=](const std::vector<Tensor>& in) { return detail::avg_pool2d_grad(in[0], in[1], a); }, {x, dy},
+       ref_avg_pool_grad(x, dy, k, s, same), tol},
+  };
+}
+
+TG_OP_CASES(conv) {
+  std::vector<testing::OpCase> cases;
+  const std::vector<ConvShape> convs = {
+      {"3x3 SAME stride 1, batch 1, 1 channel", {1, 5, 5, 1}, {3, 3, 1, 1}, {1, 1}, true},
+      {"3x3 SAME stride 2, odd/even sizes, 3 -> 8 channels, batch 3", {3, 6, 7, 3}, {3, 3, 3, 8}, {2, 2}, true},
+      {"2x3 VALID stride 2", {2, 7, 6, 3}, {2, 3, 3, 4}, {2, 2}, false},
+      {"3x3 SAME dilation 2", {1, 7, 7, 2}, {3, 3, 2, 3}, {1, 1}, true, {2, 2}},
+      {"2x2 VALID dilation (2, 1)", {2, 6, 5, 1}, {2, 2, 1, 2}, {1, 1}, false, {2, 1}},
+      {"1x1 VALID stride 1 (the input is its own im2col), 8 channels", {3, 4, 5, 8}, {1, 1, 8, 3}, {1, 1}, false},
+      {"1x1 SAME stride 2", {1, 5, 4, 3}, {1, 1, 3, 2}, {2, 2}, true},
+      {"4x4 SAME stride (1, 2), even padding", {2, 5, 6, 2}, {4, 4, 2, 2}, {1, 2}, true},
+      {"float64 3x2 SAME stride (2, 1)", {2, 5, 5, 3}, {3, 2, 3, 2}, {2, 1}, true, {1, 1}, float64},
+      {"window as large as the input, VALID", {2, 3, 4, 1}, {3, 4, 1, 2}, {1, 1}, false},
+      {"many image groups on the thread pool", {16, 16, 16, 8}, {3, 3, 8, 16}, {1, 1}, true},
+  };
+  uint64_t seed = 10;
+  for (const ConvShape& c : convs) {
+    for (auto& oc : conv_cases(c, seed)) cases.push_back(std::move(oc));
+    seed += 3;
+  }
+  const std::vector<PoolShape> pools = {
+      {"2x2 SAME stride 2 on odd 5x5, 3 channels", {2, 5, 5, 3}, {2, 2}, {2, 2}, true},
+      {"3x3 VALID stride 2, batch 3, 1 channel", {3, 7, 6, 1}, {3, 3}, {2, 2}, false},
+      {"3x3 SAME stride 1 (overlapping windows, clipped at every border)", {1, 4, 5, 8}, {3, 3}, {1, 1}, true},
+      {"2x3 VALID stride (1, 2)", {2, 4, 7, 2}, {2, 3}, {1, 2}, false},
+      {"float64 3x3 SAME stride 2", {1, 6, 6, 3}, {3, 3}, {2, 2}, true, float64},
+  };
+  for (const PoolShape& p : pools) {
+    for (auto& pc : pool_cases(p, seed)) cases.push_back(std::move(pc));
+    seed += 3;
+  }
+  auto conv_fn = [](Dims s, Padding p) {
+    return [=](const std::vector<Tensor>& in) { return conv2d(in[0], in[1], s, p); };
+  };
+  // TensorFlow's conv_ops_test figures: a 2x2 filter VALID, and a 1x1 filter.
+  cases.push_back({"conv2d", "TF's 2x2 filter test", conv_fn({1, 1}, Padding::Valid),
+                   {iota({1, 2, 3, 3}), iota({2, 2, 3, 3})},
+                   f32({2271.f, 2367.f, 2463.f, 2901.f, 3033.f, 3165.f}, {1, 1, 2, 3}), 0.0});
+  cases.push_back({"conv2d", "TF's 1x1 filter test", conv_fn({1, 1}, Padding::Valid),
+                   {iota({1, 2, 3, 3}), iota({1, 1, 3, 3})},
+                   f32({30.f, 36.f, 42.f, 66.f, 81.f, 96.f, 102.f, 126.f, 150.f, 138.f, 171.f, 204.f,
+                             174.f, 216.f, 258.f, 210.f, 261.f, 312.f}, {1, 2, 3, 3}),
+                   0.0});
+  // SAME with an odd total padding puts the extra row/column after: a 2x2 window of ones over
+  // [[1, 2], [3, 4]] pads one zero row below and one zero column right.
+  cases.push_back({"conv2d", "SAME odd padding goes after", conv_fn({1, 1}, Padding::Same),
+                   {iota({1, 2, 2, 1}), ones({2, 2, 1, 1})},
+                   f32({10.f, 6.f, 7.f, 4.f}, {1, 2, 2, 1}), 0.0});
+  // TF's arithmetic: a window larger than the input under VALID gives an empty output when
+  // (in - window + stride) / stride truncates to 0.
+  cases.push_back({"conv2d", "VALID window larger than the input: empty output", conv_fn({2, 2}, Padding::Valid),
+                   {iota({1, 1, 1, 1}), ones({3, 3, 1, 2})}, testing::empty<float>({1, 0, 0, 2}, float32), 0.0});
+  cases.push_back({"conv2d", "empty batch", conv_fn({1, 1}, Padding::Same),
+                   {testing::empty<float>({0, 4, 4, 1}, float32), ones({3, 3, 1, 2})},
+                   testing::empty<float>({0, 4, 4, 2}, float32), 0.0});
+  cases.push_back({"max_pool2d", "empty batch",
+                   [](const std::vector<Tensor>& in) { return max_pool2d(in[0], {2, 2}, {2, 2}, Padding::Same); },
+                   {testing::empty<float>({0, 5, 5, 3}, float32)}, testing::empty<float>({0, 3, 3, 3}, float32), 0.0});
+  cases.push_back({"avg_pool2d", "no channels",
+                   [](const std::vector<Tensor>& in) { return avg_pool2d(in[0], {3, 3}, {1, 1}, Padding::Valid); },
+                   {testing::empty<float>({2, 4, 4, 0}, float32)}, testing::empty<float>({2, 2, 2, 0}, float32), 0.0});
+  // TensorFlow's pooling_ops_test figures.
+  cases.push_back({"max_pool2d", "TF's SAME 2x2 stride 2 test",
+                   [](const std::vector<Tensor>& in) { return max_pool2d(in[0], {2, 2}, {2, 2}, Padding::Same); },
+                   {iota({1, 2, 3, 3})}, f32({13.f, 14.f, 15.f, 16.f, 17.f, 18.f}, {1, 1, 2, 3}),
+                   0.0});
+  cases.push_back({"avg_pool2d", "TF's SAME 2x2 stride 2 test",
+                   [](const std::vector<Tensor>& in) { return avg_pool2d(in[0], {2, 2}, {2, 2}, Padding::Same); },
+                   {iota({1, 2, 4, 3})}, f32({8.5f, 9.5f, 10.5f, 14.5f, 15.5f, 16.5f}, {1, 1, 2, 3}),
+                   0.0});
+  // SAME averages count only the elements inside the input.
+  cases.push_back({"avg_pool2d", "SAME border windows average fewer elements",
+                   [](const std::vector<Tensor>& in) { return avg_pool2d(in[0], {2, 2}, {1, 1}, Padding::Same); },
+                   {iota({1, 2, 2, 1})}, f32({2.5f, 3.f, 3.5f, 4.f}, {1, 2, 2, 1}), 0.0});
+  // Ties: the gradient goes to the first maximum in row order, as TF's CPU kernel routes it.
+  cases.push_back({"max_pool2d_grad", "ties go to the first maximum",
+                   [](const std::vector<Tensor>& in) {
+                     return detail::max_pool2d_grad(in[0], in[1], pool_attrs({2, 2}, {1, 1}, false));
+                   },
+                   {f32({5.f, 5.f, 1.f, 5.f, 5.f, 5.f}, {1, 2, 3, 1}),
+                    f32({1.f, 10.f}, {1, 1, 2, 1})},
+                   f32({1.f, 10.f, 0.f, 0.f, 0.f, 0.f}, {1, 2, 3, 1}), 0.0});
+  return cases;
+}
+
+TEST(Conv, NaNInAWindowPropagatesAndTakesTheGradient) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const Tensor x = f32({1.f, nan, 3.f, nan}, {1, 2, 2, 1});
+  const Tensor y = max_pool2d(x, {2, 2}, {2, 2}, Padding::Valid);
+  EXPECT_TRUE(std::isnan(y.to_vector<float>()[0]));
+  // The first NaN takes the gradient.
+  const Tensor dx = detail::max_pool2d_grad(x, ones({1, 1, 1, 1}), detail::Pool2DAttrs{{2, 2}, {2, 2}, 0});
+  EXPECT_EQ(dx.to_vector<float>(), (std::vector<float>{0.f, 1.f, 0.f, 0.f}));
+  // -inf everywhere is a maximum like any other (padding never wins).
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(max_pool2d(f32({-inf, -inf}, {1, 1, 2, 1}), {3, 3}, {1, 1}, Padding::Same)
+                .to_vector<float>(),
+            (std::vector<float>{-inf, -inf}));
+}
+
+TEST(Conv, StridesAndDilationsTakeOneTwoOrFourEntries) {
+  const Tensor x = values({2, 7, 7, 3}, float32, 1), f = values({3, 3, 3, 4}, float32, 2);
+  const Tensor ref = conv2d(x, f, {2, 2}, Padding::Same);
+  EXPECT_TENSOR_EQ(conv2d(x, f, {2}, Padding::Same), ref);
+  EXPECT_TENSOR_EQ(conv2d(x, f, {1, 2, 2, 1}, Padding::Same), ref);
+  EXPECT_TENSOR_EQ(conv2d(x, f, {1, 1}, Padding::Same, {2}), conv2d(x, f, {1, 1}, Padding::Same, {2, 2}));
+  EXPECT_TENSOR_EQ(max_pool2d(x, {1, 3, 3, 1}, {1, 2, 2, 1}, Padding::Valid), max_pool2d(x, {3}, {2}, Padding::Valid));
+}
+
+// The CNN demo traces its step with a None batch: shapes stay static where they can.
+TEST(Conv, TracesWithANoneBatchAndKeepsTheOtherDims) {
+  const Tensor f1 = values({3, 3, 1, 4}, float32, 3), f2 = values({3, 3, 4, 8}, float32, 4);
+  auto net = [&](const Tensor& x) {
+    const Tensor h = max_pool2d(relu(conv2d(x, f1, {1, 1}, Padding::Same)), {2, 2}, {2, 2}, Padding::Valid);
+    return avg_pool2d(conv2d(h, f2, {1, 1}, Padding::Same), {2, 2}, {2, 2}, Padding::Valid);
+  };
+  auto f = function(net, {.input_signature = std::vector<TensorSpec>{TensorSpec({None, 12, 12, 1}, float32)}});
+  const auto cf = f.get_concrete_function(TensorSpec({None, 12, 12, 1}, float32));
+  EXPECT_NE(cf.function_type().find("shape=(None, 3, 3, 8)"), std::string::npos) << cf.function_type();
+  for (int64_t batch : {1, 3}) {
+    const Tensor x = values({batch, 12, 12, 1}, float32, 5 + static_cast<uint64_t>(batch));
+    EXPECT_TENSOR_EQ(f(x), net(x));
+  }
+}
+
+// A training step's gradients traced with a None batch equal the eager ones.
+TEST(Conv, GradientsTracedWithANoneBatchEqualEager) {
+  const Tensor f1 = values({3, 3, 2, 4}, float32, 6);
+  auto loss_grads = [&](const Tensor& x, const Tensor& f) {
+    GradientTape tape;
+    tape.watch(x);
+    tape.watch(f);
+    const Tensor h = conv2d(x, f, {2, 2}, Padding::Same);
+    const Tensor loss = reduce_sum(square(avg_pool2d(max_pool2d(h, {2, 2}, {1, 1}, Padding::Same), {2, 2},
+                                                     {2, 2}, Padding::Same)));
+    return tape.gradient(loss, {x, f});
+  };
+  auto traced = function(loss_grads, {.input_signature = std::vector<TensorSpec>{
+                                          TensorSpec({None, 9, 9, 2}, float32), TensorSpec({3, 3, 2, 4}, float32)}});
+  const Tensor x = values({2, 9, 9, 2}, float32, 7);
+  const std::vector<Tensor> eager = loss_grads(x, f1), graph = traced(x, f1);
+  ASSERT_EQ(graph.size(), 2u);
+  EXPECT_TENSOR_EQ(graph[0], eager[0]);
+  EXPECT_TENSOR_EQ(graph[1], eager[1]);
+}
+
+// Second order: the filter gradient of <d loss / d x, v> (the gradient ops' own rules at work)
+// against central differences of that inner product.
+TEST(Conv, SecondOrderGradientsMatchFiniteDifferences) {
+  const Tensor x = values({2, 5, 5, 2}, float64, 21), v = values({2, 5, 5, 2}, float64, 22);
+  const Tensor w = values({3, 3, 2, 3}, float64, 23);
+  auto inner = [&](const Tensor& wv) {
+    GradientTape tape;
+    tape.watch(x);
+    const Tensor y = avg_pool2d(max_pool2d(conv2d(x, wv, {1, 1}, Padding::Same), {2, 2}, {1, 1}, Padding::Same),
+                                {2, 2}, {2, 2}, Padding::Same);
+    return reduce_sum(tape.gradient(reduce_sum(square(y)), x) * v);
+  };
+  GradientTape outer;
+  outer.watch(w);
+  const std::vector<double> tape_dw = outer.gradient(inner(w), w).to_vector<double>();
+  std::vector<double> wv = w.to_vector<double>();
+  const double eps = 1e-6;
+  for (std::size_t j = 0; j < wv.size(); ++j) {
+    const double keep = wv[j];
+    wv[j] = keep + eps;
+    const double up = inner(constant(wv, w.shape(), float64)).item<double>();
+    wv[j] = keep - eps;
+    const double down = inner(constant(wv, w.shape(), float64)).item<double>();
+    wv[j] = keep;
+    const double numeric = (up - down) / (2 * eps);
+    EXPECT_NEAR(tape_dw[j], numeric, 1e-6 * (1 + std::abs(numeric))) << "element " << j;
+  }
+}
+
+// The tape asks only for the gradients it needs: a layer fed with data gets no input gradient.
+TEST(Conv, AFilterGradientAloneBuildsNoInputGradient) {
+  auto f = function([](const Tensor& x, const Tensor& w) {
+    GradientTape tape;
+    tape.watch(w);
+    return tape.gradient(reduce_sum(conv2d(x, w, {1, 1}, Padding::Same)), w);
+  });
+  const auto cf = f.get_concrete_function(TensorSpec({None, 6, 6, 2}, float32), TensorSpec({3, 3, 2, 4}, float32));
+  bool filter = false, input = false;
+  for (const auto& node : cf.graph().nodes()) {
+    filter |= node.op == "conv2d_backprop_filter";
+    input |= node.op == "conv2d_backprop_input";
+  }
+  EXPECT_TRUE(filter) << cf.graph().to_string();
+  EXPECT_FALSE(input) << cf.graph().to_string();
+}
+
+// Large convolutions run on the pool: the same bits on every run at a given thread count, and
+// within rounding of one thread's result.
+TEST(Conv, ParallelResultsAreReproducible) {
+  const Tensor x = values({32, 14, 14, 16}, float32, 8), f = values({3, 3, 16, 32}, float32, 9);
+  const Tensor dy = values({32, 14, 14, 32}, float32, 10);
+  const detail::Conv2DAttrs a{{1, 1}, {1, 1}, 1};
+  auto run = [&] {
+    return std::vector<Tensor>{conv2d(x, f, {1, 1}, Padding::Same), detail::conv2d_backprop_input(x, f, dy, a),
+                               detail::conv2d_backprop_filter(x, f, dy, a)};
+  };
+  const int threads = detail::num_threads();
+  const std::vector<Tensor> first = run(), second = run();
+  for (std::size_t i = 0; i < first.size(); ++i) EXPECT_TENSOR_EQ(first[i], second[i]);
+  detail::set_num_threads(1);
+  const std::vector<Tensor> serial = run();
+  detail::set_num_threads(threads);
+  for (std::size_t i = 0; i < first.size(); ++i) EXPECT_TENSOR_NEAR(first[i], serial[i], 1e-5);
+}
+
+}  // namespace
+}  // namespace tg
