@@ -456,28 +456,32 @@ void dispatch_float(DType d, Fn&& fn) {
   else fn(float{});
 }
 
-void kernel_conv2d(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
+// The three convolution kernels share their frame: the geometry from inputs 0 and 1 (the
+// forward's input and filter, or the shape they stand for), nothing to do for an empty result,
+// and the pass run on the operands' float type.
+template <class Pass>
+void run_conv_pass(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out, Pass&& pass) {
   const ConvGeom g = conv_geometry(in[0], in[1], attrs.get<Conv2DAttrs>());
   if (out[0].impl()->shape.num_elements() == 0) return;
-  dispatch_float(in[0].impl()->dtype, [&](auto tag) {
+  dispatch_float(in[0].impl()->dtype, [&](auto tag) { pass(g, tag); });
+}
+
+void kernel_conv2d(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
+  run_conv_pass(in, attrs, out, [&](const ConvGeom& g, auto tag) {
     using T = decltype(tag);
     conv_forward<T>(g, data_of<T>(in[0]), data_of<T>(in[1]), data_of<T>(out[0]));
   });
 }
 
 void kernel_conv2d_backprop_input(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
-  const ConvGeom g = conv_geometry(in[0], in[1], attrs.get<Conv2DAttrs>());
-  if (out[0].impl()->shape.num_elements() == 0) return;
-  dispatch_float(in[0].impl()->dtype, [&](auto tag) {
+  run_conv_pass(in, attrs, out, [&](const ConvGeom& g, auto tag) {
     using T = decltype(tag);
     conv_backprop_input<T>(g, data_of<T>(in[1]), data_of<T>(in[2]), data_of<T>(out[0]));
   });
 }
 
 void kernel_conv2d_backprop_filter(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
-  const ConvGeom g = conv_geometry(in[0], in[1], attrs.get<Conv2DAttrs>());
-  if (out[0].impl()->shape.num_elements() == 0) return;
-  dispatch_float(in[0].impl()->dtype, [&](auto tag) {
+  run_conv_pass(in, attrs, out, [&](const ConvGeom& g, auto tag) {
     using T = decltype(tag);
     conv_backprop_filter<T>(g, data_of<T>(in[0]), data_of<T>(in[2]), data_of<T>(out[0]));
   });

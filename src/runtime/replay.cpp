@@ -94,11 +94,11 @@ std::vector<Tensor> replay_graph(const GraphIR& g, const std::vector<Tensor>& in
           }
           case OpId::ApplyAdam: {
             const AdamSlotsAttrs& a = node.attrs.get<AdamSlotsAttrs>();
-            const VariableState* vs[3] = {a.variable.get(), a.m.get(), a.v.get()};
+            const std::shared_ptr<VariableState>* vars[3] = {&a.variable, &a.m, &a.v};
             Tensor old[3];
-            for (int k = 0; k < 3; ++k) old[k] = variables.read(vs[k], VariableAttrs{k == 0 ? a.variable : k == 1 ? a.m : a.v});
+            for (int k = 0; k < 3; ++k) old[k] = variables.read(vars[k]->get(), VariableAttrs{*vars[k]});
             const std::vector<Tensor> updated = adam_values(old[0], old[1], old[2], args[0], {args.begin() + 1, args.end()});
-            for (int k = 0; k < 3; ++k) variables.write(vs[k], updated[static_cast<std::size_t>(k)]);
+            for (int k = 0; k < 3; ++k) variables.write(vars[k]->get(), updated[static_cast<std::size_t>(k)]);
             break;
           }
           default:
