@@ -100,4 +100,55 @@ Tensor sparse_softmax_cross_entropy(const Tensor& logits, const Tensor& labels);
 /// Fraction of rows whose argmax equals the label, as a float32 scalar.
 Tensor accuracy(const Tensor& logits, const Tensor& labels);
 
+// --- Convolution layers ----------------------------------------------------------------------
+
+/// The options of a Conv2D layer (Keras's Conv2D arguments, NHWC).
+struct Conv2DOptions {
+  std::vector<int64_t> strides{1, 1};    // one entry (both dims) or two (height, width)
+  Padding padding = Padding::Valid;      // Keras's default, "valid"
+  std::vector<int64_t> dilations{1, 1};  // one or two entries; > 1 only with stride 1, as TF
+  std::function<Tensor(const Tensor&)> activation = nullptr;
+  bool use_bias = true;
+  uint64_t seed = 0;                     // the Glorot-uniform kernel's seed
+  DType dtype = float32;
+  std::string name = "conv2d";
+};
+
+/// y = activation(conv2d(x, kernel) + bias), Keras's Conv2D: input (batch, height, width,
+/// in_channels), kernel (kh, kw, in_channels, filters) Glorot-uniform (fans include the
+/// receptive field), bias zeros(filters).
+///
+/// Like Dense, its Variables are created by the constructor (so in_channels is given); copies
+/// share them.
+///
+///   tg::nn::Conv2D conv(1, 32, {3, 3}, {.padding = tg::Padding::Same, .activation = tg::relu});
+///   tg::Tensor h = conv(images);   // (batch, 28, 28, 1) -> (batch, 28, 28, 32)
+class Conv2D {
+ public:
+  /// kernel_size has one entry (square) or two; throws tg::InvalidArgumentError unless
+  /// in_channels, filters, the kernel size, strides and dilations are positive and have one or
+  /// two entries, and tg::TypeError for a dtype that is not float32 or float64.
+  Conv2D(int64_t in_channels, int64_t filters, std::vector<int64_t> kernel_size, Conv2DOptions options = {});
+
+  /// x must have rank 4 with x.shape[3] == in_channels (or None while tracing) and the layer's
+  /// dtype; else tg::InvalidArgumentError. Height and width may be None.
+  Tensor operator()(const Tensor& x) const;
+
+  Variable& kernel() { return kernel_; }
+  const Variable& kernel() const { return kernel_; }
+  /// The bias Variable; tg::ValueError when the layer was built with use_bias = false.
+  const Variable& bias() const;
+  /// {kernel, bias}, or {kernel} without a bias.
+  std::vector<Variable> trainable_variables() const;
+  int64_t in_channels() const { return in_; }
+  int64_t filters() const { return filters_; }
+  const Conv2DOptions& options() const { return options_; }
+
+ private:
+  int64_t in_, filters_;
+  Conv2DOptions options_;
+  Variable kernel_;
+  std::optional<Variable> bias_;
+};
+
 }  // namespace tg::nn
