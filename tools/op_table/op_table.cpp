@@ -1,0 +1,143 @@
+// op_table: writes docs/ops.md, the table of every registry op, from src/ops/ops.def itself, so
+// the list in the docs cannot drift from the code. The op data (name, inputs, traits, serial,
+// attributes) comes from the compiled registry table; the family headings come from the comment
+// lines ("// family: ...") of ops.def, read from the file.
+//
+//   op_table OPS_DEF                 print the table
+//   op_table OPS_DEF --check FILE    exit 1 (saying how to regenerate) unless FILE holds the table
+//   op_table OPS_DEF --write FILE    write the table to FILE
+#include <cstdint>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "ops/op.h"
+
+namespace {
+
+using namespace tg::detail;
+
+struct OpRow {
+  const char* name;
+  int arity;
+  uint32_t traits;
+  int serial;
+  const char* attrs;
+};
+
+constexpr OpRow kOps[] = {
+#define TG_OP(id, name, arity, traits, serial, attrs) {name, arity, traits, serial, #attrs},
+#include "ops/ops.def"
+#undef TG_OP
+};
+
+std::string trait_words(uint32_t t) {
+  std::string s;
+  auto add = [&](uint32_t bit, const char* word) {
+    if (!(t & bit)) return;
+    if (!s.empty()) s += ", ";
+    s += word;
+  };
+  add(kElementwise, "elementwise (fusable)");
+  add(kCommutative, "commutative");
+  add(kInPlace, "may reuse an input buffer");
+  add(kView, "view of input 0");
+  add(kOwnOutputs, "makes its outputs");
+  add(kStateful, "stateful (kept in order)");
+  add(kSubgraphs, "sub-graphs");
+  return s.empty() ? "-" : s;
+}
+
+std::string gradient_word(uint32_t t) {
+  if (t & kDifferentiable) return "rule";
+  if (t & kNotDifferentiable) return "none";
+  return "-";
+}
+
+// The family of each op: the "// family: <name>" line above it in ops.def.
+std::map<std::string, std::string> families(const std::string& path, std::vector<std::string>& order) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  const std::string marker = "// family: ";
+  std::map<std::string, std::string> family;
+  std::string line, current;
+  while (std::getline(in, line)) {
+    if (line.rfind(marker, 0) == 0) current = line.substr(marker.size());
+    if (line.rfind("TG_OP(", 0) != 0) continue;
+    const auto q0 = line.find('"'), q1 = line.find('"', q0 + 1);
+    const std::string name = line.substr(q0 + 1, q1 - q0 - 1);
+    if (current.empty()) throw std::runtime_error("op '" + name + "' comes before any '" + marker + "' line");
+    family[name] = current;
+    order.push_back(name);
+  }
+  return family;
+}
+
+std::string table(const std::string& ops_def) {
+  std::vector<std::string> order;
+  const auto family = families(ops_def, order);
+  std::map<std::string, const OpRow*> by_name;
+  for (const OpRow& op : kOps) by_name[op.name] = &op;
+  if (order.size() != std::size(kOps) || by_name.size() != order.size())
+    throw std::runtime_error(ops_def + " lists " + std::to_string(order.size()) + " ops but the build has " +
+                             std::to_string(std::size(kOps)) + ": is it the ops.def this program was built from?");
+  std::ostringstream out;
+  out << "# The op registry\n\n"
+      << "<!-- Generated from src/ops/ops.def by tools/op_table: do not edit. The test op_table_is_current fails\n"
+      << "     when this file is stale; `cmake --build --preset release --target update_op_table` rewrites it. -->\n\n"
+      << "Every op tracegraph has, in registry order: " << std::size(kOps) << " ops. Each runs eagerly, traced and\n"
+      << "optimised through the same kernel. Columns: the op's registry name (also the name of its public\n"
+      << "function in `tg::` unless it is an internal op that gradients or the optimiser make); the stable\n"
+      << "serial the export format stores; the number of tensor inputs (`n` for a list); the attribute\n"
+      << "struct (fields: docs/export.md); whether it has a gradient rule (`rule`) or is marked as having\n"
+      << "none (`none`, as in TF); and its traits.\n";
+  std::string current;
+  for (const std::string& name : order) {
+    const auto it = by_name.find(name);
+    if (it == by_name.end()) throw std::runtime_error(ops_def + " has op '" + name + "', which the build does not");
+    const OpRow& op = *it->second;
+    const std::string& h = family.at(name);
+    if (h != current) {
+      out << "\n## " << h << "\n\n| op | serial | inputs | attributes | gradient | traits |\n|---|---|---|---|---|---|\n";
+      current = h;
+    }
+    out << "| `" << op.name << "` | " << op.serial << " | " << (op.arity < 0 ? "n" : std::to_string(op.arity)) << " | "
+        << (std::string(op.attrs) == "NoAttrs" ? "-" : "`" + std::string(op.attrs) + "`") << " | "
+        << gradient_word(op.traits) << " | " << trait_words(op.traits) << " |\n";
+  }
+  return out.str();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2 && argc != 4) {
+    std::cerr << "usage: op_table OPS_DEF [--check FILE | --write FILE]\n";
+    return 2;
+  }
+  try {
+    const std::string text = table(argv[1]);
+    if (argc == 2) {
+      std::cout << text;
+      return 0;
+    }
+    const std::string mode = argv[2], file = argv[3];
+    if (mode == "--write") {
+      std::ofstream(file) << text;
+      return 0;
+    }
+    std::ifstream in(file);
+    std::stringstream have;
+    have << in.rdbuf();
+    if (mode == "--check" && have.str() == text) return 0;
+    std::cerr << file << " does not match the registry (src/ops/ops.def). Regenerate it with\n"
+              << "  cmake --build --preset release --target update_op_table\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "op_table: " << e.what() << "\n";
+    return 2;
+  }
+}
