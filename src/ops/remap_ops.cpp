@@ -77,30 +77,54 @@ void for_each_mapped_row(const std::vector<int64_t>& in_dims, const std::vector<
   }
 }
 
+// The number of leading dims that are remapped: the trailing dims that maps leave as they are
+// (identity maps) are moved as blocks of `inner` elements, so that e.g. padding NHWC images
+// copies whole pixels rather than one channel at a time. 0 when nothing is remapped.
+std::size_t remapped_rank(const std::vector<int64_t>& in_dims, const std::vector<std::vector<int64_t>>& maps,
+                          int64_t& inner) {
+  inner = 1;
+  std::size_t kept = in_dims.size();
+  for (; kept > 0; --kept) {
+    const std::vector<int64_t>& m = maps[kept - 1];
+    bool identity = static_cast<int64_t>(m.size()) == in_dims[kept - 1];
+    for (std::size_t o = 0; identity && o < m.size(); ++o) identity = m[o] == static_cast<int64_t>(o);
+    if (!identity) break;
+    inner *= in_dims[kept - 1];
+  }
+  return kept;
+}
+
 // y (out_dims) = x (in_dims) remapped by `maps`, `fill` where a map says -1.
 template <class T>
 void remap_copy(const T* x, const std::vector<int64_t>& in_dims, T* y, const std::vector<int64_t>& out_dims,
                 const std::vector<std::vector<int64_t>>& maps, const T& fill) {
-  if (out_dims.empty()) {
-    *y = *x;
+  int64_t inner = 1;
+  const std::size_t kept = remapped_rank(in_dims, maps, inner);
+  if (kept == 0) {
+    std::copy_n(x, inner, y);
     return;
   }
-  const std::vector<Run> runs = runs_of(maps.back());
-  const int64_t row_len = out_dims.back();
-  for_each_mapped_row(in_dims, out_dims, maps, [&](int64_t out, int64_t src) {
-    T* yrow = y + out;
+  const std::vector<int64_t> in_k(in_dims.begin(), in_dims.begin() + static_cast<std::ptrdiff_t>(kept));
+  const std::vector<int64_t> out_k(out_dims.begin(), out_dims.begin() + static_cast<std::ptrdiff_t>(kept));
+  const std::vector<Run> runs = runs_of(maps[kept - 1]);
+  const int64_t row_len = out_k.back() * inner;
+  // Offsets from for_each_mapped_row count blocks of `inner` elements.
+  for_each_mapped_row(in_k, out_k, maps, [&](int64_t out, int64_t src) {
+    T* yrow = y + out * inner;
     if (src < 0) {
       std::fill_n(yrow, row_len, fill);
       return;
     }
-    const T* xrow = x + src;
+    const T* xrow = x + src * inner;
     for (const Run& run : runs) {
-      T* d = yrow + run.out;
-      if (run.src < 0) std::fill_n(d, run.len, fill);
-      else if (run.step == 1) std::copy_n(xrow + run.src, run.len, d);
-      else if (run.step == 0) std::fill_n(d, run.len, xrow[run.src]);
-      else
+      T* d = yrow + run.out * inner;
+      if (run.src < 0) std::fill_n(d, run.len * inner, fill);
+      else if (run.step == 1) std::copy_n(xrow + run.src * inner, run.len * inner, d);
+      else if (inner == 1 && run.step == 0) std::fill_n(d, run.len, xrow[run.src]);
+      else if (inner == 1)
         for (int64_t i = 0; i < run.len; ++i) d[i] = xrow[run.src - i];
+      else
+        for (int64_t i = 0; i < run.len; ++i) std::copy_n(xrow + (run.src + run.step * i) * inner, inner, d + i * inner);
     }
   });
 }
@@ -109,28 +133,32 @@ void remap_copy(const T* x, const std::vector<int64_t>& in_dims, T* y, const std
 template <class T>
 void remap_accumulate(const T* g, const std::vector<int64_t>& out_dims, T* y, const std::vector<int64_t>& in_dims,
                       const std::vector<std::vector<int64_t>>& maps) {
-  std::fill_n(y, product(in_dims, 0, in_dims.size()), T{});
-  if (out_dims.empty()) {
-    *y = *g;
+  int64_t inner = 1;
+  const std::size_t kept = remapped_rank(in_dims, maps, inner);
+  if (kept == 0) {
+    std::copy_n(g, inner, y);
     return;
   }
-  const std::vector<Run> runs = runs_of(maps.back());
-  for_each_mapped_row(in_dims, out_dims, maps, [&](int64_t out, int64_t src) {
+  std::fill_n(y, product(in_dims, 0, in_dims.size()), T{});
+  const std::vector<int64_t> in_k(in_dims.begin(), in_dims.begin() + static_cast<std::ptrdiff_t>(kept));
+  const std::vector<int64_t> out_k(out_dims.begin(), out_dims.begin() + static_cast<std::ptrdiff_t>(kept));
+  const std::vector<Run> runs = runs_of(maps[kept - 1]);
+  for_each_mapped_row(in_k, out_k, maps, [&](int64_t out, int64_t src) {
     if (src < 0) return;
-    const T* grow = g + out;
-    T* yrow = y + src;
+    const T* grow = g + out * inner;
+    T* yrow = y + src * inner;
     for (const Run& run : runs) {
-      const T* s = grow + run.out;
       if (run.src < 0) continue;
+      const T* s = grow + run.out * inner;
       if (run.step == 1) {
-        T* d = yrow + run.src;
-        for (int64_t i = 0; i < run.len; ++i) d[i] += s[i];
-      } else if (run.step == 0) {
-        T sum{};
-        for (int64_t i = 0; i < run.len; ++i) sum += s[i];
-        yrow[run.src] += sum;
+        T* d = yrow + run.src * inner;
+        for (int64_t i = 0; i < run.len * inner; ++i) d[i] += s[i];
       } else {
-        for (int64_t i = 0; i < run.len; ++i) yrow[run.src - i] += s[i];
+        for (int64_t i = 0; i < run.len; ++i) {
+          T* d = yrow + (run.src + run.step * i) * inner;
+          const T* b = s + i * inner;
+          for (int64_t k = 0; k < inner; ++k) d[k] += b[k];
+        }
       }
     }
   });

@@ -173,6 +173,28 @@ TEST(RemapOps, LargeInputsMatchAReferenceBuiltFromConcat) {
   EXPECT_TENSOR_EQ(pad(x, {{0, 0}, {4, 4}}, PadMode::Reflect), concat({left, x, right}, 1));
 }
 
+// Trailing dims left as they are move as blocks (whole NHWC pixels): the same values as the
+// element-wise definition built from slices, concat, reverse and gather.
+TEST(RemapOps, TrailingDimsMoveAsBlocks) {
+  const Tensor x = reshape(cast(range(0, 2 * 5 * 6 * 3), float32), {2, 5, 6, 3});
+  const Tensor h = concat({reverse(slice(x, {0, 0, 0, 0}, {-1, 2, -1, -1}), {1}), x,
+                           slice(x, {0, 4, 0, 0}, {-1, 1, -1, -1})}, 1);
+  const Tensor hw = concat({slice(h, {0, 0, 0, 0}, {-1, -1, 1, -1}), h,
+                            reverse(slice(h, {0, 0, 4, 0}, {-1, -1, 2, -1}), {2})}, 2);
+  EXPECT_TENSOR_EQ(pad(x, {{0, 0}, {2, 1}, {1, 2}, {0, 0}}, PadMode::Symmetric), hw);
+  EXPECT_TENSOR_EQ(pad(x, {{0, 0}, {1, 0}, {0, 0}, {0, 0}}, PadMode::Constant, 7.0),
+                   concat({fill(TensorShape{2, 1, 6, 3}, 7.f), x}, 1));
+  EXPECT_TENSOR_EQ(tile(x, {1, 2, 1, 1}), concat({x, x}, 1));
+  EXPECT_TENSOR_EQ(tile(slice(x, {0, 0, 0, 0}, {-1, 1, -1, -1}), {1, 3, 1, 1}),
+                   gather(x, constant({0, 0, 0}), 1));
+  EXPECT_TENSOR_EQ(reverse(x, {2}), gather(x, constant({5, 4, 3, 2, 1, 0}), 2));
+  const Tensor g = reshape(cast(range(0, 2 * 10 * 6 * 3), float32), {2, 10, 6, 3});
+  EXPECT_TENSOR_EQ(detail::tile_grad(g, x, {1, 2, 1, 1}),
+                   slice(g, {0, 0, 0, 0}, {-1, 5, -1, -1}) + slice(g, {0, 5, 0, 0}, {-1, 5, -1, -1}));
+  EXPECT_TENSOR_EQ(detail::tile_grad(g, slice(x, {0, 0, 0, 0}, {-1, 1, -1, -1}), {1, 10, 1, 1}),
+                   reduce_sum(g, {1}, true));
+}
+
 // Second order: the gradient of <d loss / d x, v> for loss = sum(f(x)^3), whose first gradient
 // runs the op's rule (tile_grad, mirror_pad_grad, slice_like, concat, scatter / gather), against
 // central differences of that inner product; eagerly and traced with None dims.
