@@ -579,6 +579,15 @@ std::vector<ValueType> infer_split(const std::vector<ValueType>& in, const OpAtt
     op_error<InvalidArgumentError>(op, "expected a number of pieces >= 1 or a list of piece sizes, got ",
                                    a.num == 0 ? std::string("an empty size list") : std::to_string(a.num),
                                    "; pass e.g. tg::split(x, 2) or tg::split(x, {2, 3})");
+  if (a.num > 0 && !a.sizes.empty())
+    op_error<InvalidArgumentError>(op, "got both a number of pieces (", a.num, ") and piece sizes ",
+                                   format_list(a.sizes), "; give one of them");
+  // Every piece is a graph value: a count beyond this is a corrupt attribute, not a model.
+  constexpr int64_t kMaxPieces = int64_t{1} << 20;
+  if (a.num > kMaxPieces || static_cast<int64_t>(a.sizes.size()) > kMaxPieces)
+    op_error<InvalidArgumentError>(op, "cannot make more than ", kMaxPieces, " pieces, got ",
+                                   std::max<int64_t>(a.num, static_cast<int64_t>(a.sizes.size())),
+                                   "; use tg::reshape or tg::gather for that many slices");
   int64_t infer_at = -1, known = 0;
   for (std::size_t i = 0; i < a.sizes.size(); ++i) {
     const int64_t s = a.sizes[i];

@@ -69,6 +69,9 @@ TEST(SplitErrors, CountsAndSizesFollowTensorFlow) {
   EXPECT_THROW_MSG(split(zeros({4}), {2, 3, -1}), InvalidArgumentError, "[split]", "besides the -1, more than");
   EXPECT_THROW_MSG(split(zeros({2, 4}), 2, 2), InvalidArgumentError, "[split]", "axis 2 is out of range");
   EXPECT_THROW_MSG(split(constant(1.f), 1), InvalidArgumentError, "[split]", "cannot split a scalar");
+  EXPECT_THROW_MSG(split(zeros({4}), int64_t{1} << 40), InvalidArgumentError, "[split]", "more than 1048576 pieces");
+  EXPECT_THROW_MSG(detail::apply_op(detail::OpId::Split, {zeros({4})}, detail::SplitAttrs{2, {2, 2}, 0}),
+                   InvalidArgumentError, "[split]", "both a number of pieces (2) and piece sizes [2, 2]");
 }
 
 TEST(SplitErrors, UnstackNeedsAKnownDim) {
