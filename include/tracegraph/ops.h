@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tracegraph/tensor.h"
@@ -134,6 +135,62 @@ Tensor one_hot(const Tensor& indices, int64_t depth, double on_value = 1.0,
 Tensor shape(const Tensor& x);
 /// The number of elements of x as an int32 scalar.
 Tensor size(const Tensor& x);
+
+// --- Tiling, padding, splitting, n-d indexing (TensorFlow's tf.tile, tf.pad, tf.split, ...) ---
+/// x repeated multiples[i] times along dim i (one entry >= 0 per dim; TF's tf.tile). The
+/// gradient sums the tiles.
+Tensor tile(const Tensor& x, std::vector<int64_t> multiples);
+/// How tg::pad fills the border (TF's mode strings "CONSTANT", "REFLECT", "SYMMETRIC").
+/// Reflect mirrors without the edge element ([1 2 3] padded by 2: [3 2 1 2 3 2 1]), so each
+/// padding must be <= dim - 1; Symmetric repeats it ([2 1 1 2 3 3 2]), padding <= dim.
+enum class PadMode : int64_t { Constant = 0, Reflect = 1, Symmetric = 2 };
+/// x with paddings[i] = (before, after) elements added around dim i (one pair per dim, sizes
+/// >= 0), filled with constant_values (Constant; integers must hold it exactly, strings pad
+/// with "") or mirrored. Mirror limits are checked against run-time dims too
+/// (InvalidArgumentError). The gradient slices the block (Constant) or adds the mirrored
+/// border back (Reflect, Symmetric).
+Tensor pad(const Tensor& x, const std::vector<std::pair<int64_t, int64_t>>& paddings,
+           PadMode mode = PadMode::Constant, double constant_values = 0.0);
+namespace detail {
+std::vector<Tensor> split_evenly(const Tensor& x, int64_t num_splits, int axis);
+}  // namespace detail
+/// x cut along `axis` into num_splits equal pieces (the dim must divide evenly, also at run
+/// time for a None dim). The gradient concatenates the pieces' gradients (zeros for pieces
+/// that did not reach the target).
+template <std::integral I>
+std::vector<Tensor> split(const Tensor& x, I num_splits, int axis = 0) {
+  return detail::split_evenly(x, static_cast<int64_t>(num_splits), axis);
+}
+/// x cut along `axis` into pieces of the given sizes (they add up to the dim; one may be -1:
+/// the rest). `split(x, {4})` is one piece of size 4, as in TF.
+std::vector<Tensor> split(const Tensor& x, std::vector<int64_t> size_splits, int axis = 0);
+/// The slices of x along `axis`, that dim removed (TF's tf.unstack). The dim's size must be
+/// known while tracing (ValueError otherwise: the number of results is static).
+std::vector<Tensor> unstack(const Tensor& x, int axis = 0);
+/// x with the listed dims reversed (each at most once; negative ones count from the end).
+Tensor reverse(const Tensor& x, std::vector<int64_t> axes);
+/// Slices of params named by index tuples in the last dim of `indices` (int32/int64, depth
+/// K <= rank(params)): the result has shape indices.shape[:-1] + params.shape[K:] (TF's
+/// tf.gather_nd without batch dims). An index out of range throws InvalidArgumentError, also at
+/// run time in a graph. The gradient scatters (repeats add).
+Tensor gather_nd(const Tensor& params, const Tensor& indices);
+/// Zeros of `shape` (a 1-D int tensor, or a static shape) with `updates` added at the index
+/// tuples of `indices` (repeats add): updates has shape indices.shape[:-1] + shape[K:]. Numeric
+/// dtypes; indices are bounds-checked.
+Tensor scatter_nd(const Tensor& indices, const Tensor& updates, const Tensor& shape);
+Tensor scatter_nd(const Tensor& indices, const Tensor& updates, const TensorShape& shape);
+/// A copy of `tensor` with `updates` added at the index tuples of `indices` (repeats add), as
+/// in scatter_nd.
+Tensor tensor_scatter_nd_add(const Tensor& tensor, const Tensor& indices, const Tensor& updates);
+/// The coordinates of the true (non-zero) elements of `condition`, in row-major order: int64 of
+/// shape (number of true elements, rank) - a size known only at run time, None while tracing
+/// (TF's one-argument tf.where). Not differentiable.
+Tensor where(const Tensor& condition);
+/// The slices of `tensor` where the bool `mask` is true: mask (rank k >= 1) has the shape of
+/// tensor's dims axis .. axis + k - 1, which the result replaces by one dim of size "number of
+/// true elements" (None while tracing; TF's tf.boolean_mask). The gradient goes to the kept
+/// positions, zeros elsewhere.
+Tensor boolean_mask(const Tensor& tensor, const Tensor& mask, int axis = 0);
 
 // --- Shapes known only at run time ------------------------------------------------------------
 // The shape is a 1-D int32/int64 tensor (e.g. built from tg::shape(x)), so these work on traced

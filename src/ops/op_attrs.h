@@ -254,12 +254,50 @@ struct Pool2DAttrs {
   bool operator==(const Pool2DAttrs&) const = default;
 };
 
+/// tile and tile_grad: how many copies along each dim (one entry per dim of the input).
+struct TileAttrs {
+  std::vector<int64_t> multiples;
+  template <class F> void for_each_field(F&& f) const { f("multiples", multiples); }
+  bool operator==(const TileAttrs&) const = default;
+};
+
+/// pad and mirror_pad_grad: (before, after) per dim, flattened; the mode (a tg::PadMode: 0
+/// constant, 1 reflect, 2 symmetric; the shape rule refuses other numbers, as a file may hold
+/// any) and the value of constant padding.
+struct PadAttrs {
+  std::vector<int64_t> paddings;
+  int64_t mode = 0;
+  double constant_value = 0.0;
+  template <class F> void for_each_field(F&& f) const {
+    f("paddings", paddings); f("mode", mode); f("constant_value", constant_value);
+  }
+  bool operator==(const PadAttrs&) const = default;
+};
+
+/// split: `num` equal pieces (num > 0), else one piece per entry of `sizes` (one may be -1:
+/// the rest of the dim), along `axis`.
+struct SplitAttrs {
+  int64_t num = 0;
+  std::vector<int64_t> sizes;
+  int64_t axis = 0;
+  template <class F> void for_each_field(F&& f) const { f("num", num); f("sizes", sizes); f("axis", axis); }
+  bool operator==(const SplitAttrs&) const = default;
+};
+
+/// reverse: the dims reversed (negative ones count from the end).
+struct ReverseAttrs {
+  std::vector<int64_t> axes;
+  template <class F> void for_each_field(F&& f) const { f("axes", axes); }
+  bool operator==(const ReverseAttrs&) const = default;
+};
+
 // The order of this list is the variant index; ops.def names structs, never indices.
 using AttrsVariant = std::variant<NoAttrs, ReduceAttrs, AxisAttrs, ArgReduceAttrs, CastAttrs, MatMulAttrs,
                                   ReshapeAttrs, TransposeAttrs, SqueezeAttrs, SliceAttrs, BlockAttrs,
                                   OneHotAttrs, IndexAttrs, PrintAttrs, VariableAttrs, FusedAttrs,
                                   ControlFlowAttrs, TensorArrayAttrs, ShapeValueAttrs, AdamSlotsAttrs,
-                                  RandomAttrs, Conv2DAttrs, Pool2DAttrs>;
+                                  RandomAttrs, Conv2DAttrs, Pool2DAttrs, TileAttrs, PadAttrs,
+                                  SplitAttrs, ReverseAttrs>;
 
 template <class T, class V> struct VariantIndex;
 template <class T, class... Ts> struct VariantIndex<T, std::variant<Ts...>> {

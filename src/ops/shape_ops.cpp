@@ -506,6 +506,25 @@ void kernel_reshape_like(const std::vector<Tensor>& in, const OpAttrs& attrs, st
   out[0] = make_view(in[0], in[1].impl()->shape);
 }
 
+// Copies x into the allocated pieces `out` along `axis` (each piece's size there read from its
+// shape): split's and split_like's kernel.
+void split_copy(const Tensor& x, int64_t axis, std::vector<Tensor>& out) {
+  const auto& xd = dims_of(x);
+  const auto a = static_cast<std::size_t>(axis);
+  const int64_t outer = product(xd, 0, a);
+  std::vector<int64_t> chunks;
+  for (const Tensor& piece : out) chunks.push_back(product(dims_of(piece), a, xd.size()));
+  visit_dtype(x.impl()->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* src = data_of<T>(x);
+    for (int64_t o = 0; o < outer; ++o)
+      for (std::size_t k = 0; k < out.size(); ++k) {
+        std::copy_n(src, chunks[k], data_of<T>(out[k]) + o * chunks[k]);
+        src += chunks[k];
+      }
+  });
+}
+
 std::vector<ValueType> infer_split_like(const std::vector<ValueType>& in, const OpAttrs& op_attrs) {
   const AxisAttrs& attrs = op_attrs.get<AxisAttrs>();
   const char* op = "split_like";
@@ -547,21 +566,76 @@ void kernel_split_like(const std::vector<Tensor>& in, const OpAttrs& op_attrs, s
   std::vector<ValueType> types;
   for (const Tensor& t : in) types.push_back(ValueType{t.impl()->dtype, t.impl()->shape});
   infer_split_like(types, attrs);
-  const auto& gd = dims_of(in[0]);
-  const auto axis = static_cast<std::size_t>(
-      normalize_axis("split_like", attrs.axis, static_cast<int64_t>(gd.size())));
-  const int64_t outer = product(gd, 0, axis);
-  std::vector<int64_t> chunks;
-  for (std::size_t k = 1; k < in.size(); ++k) chunks.push_back(product(dims_of(in[k]), axis, gd.size()));
-  visit_dtype(in[0].impl()->dtype, [&](auto tag) {
-    using T = decltype(tag);
-    const T* src = data_of<T>(in[0]);
-    for (int64_t o = 0; o < outer; ++o)
-      for (std::size_t k = 0; k < out.size(); ++k) {
-        std::copy_n(src, chunks[k], data_of<T>(out[k]) + o * chunks[k]);
-        src += chunks[k];
-      }
-  });
+  split_copy(in[0], normalize_axis("split_like", attrs.axis, static_cast<int64_t>(dims_of(in[0]).size())), out);
+}
+
+// ---- split ----
+
+// The pieces' shapes: `num` equal ones, or one per entry of `sizes` (one -1 takes the rest).
+std::vector<ValueType> infer_split(const std::vector<ValueType>& in, const OpAttrs& op_attrs) {
+  const SplitAttrs& a = op_attrs.get<SplitAttrs>();
+  const char* op = "split";
+  if (a.num < 0 || (a.num == 0 && a.sizes.empty()))
+    op_error<InvalidArgumentError>(op, "expected a number of pieces >= 1 or a list of piece sizes, got ",
+                                   a.num == 0 ? std::string("an empty size list") : std::to_string(a.num),
+                                   "; pass e.g. tg::split(x, 2) or tg::split(x, {2, 3})");
+  if (a.num > 0 && !a.sizes.empty())
+    op_error<InvalidArgumentError>(op, "got both a number of pieces (", a.num, ") and piece sizes ",
+                                   format_list(a.sizes), "; give one of them");
+  // Every piece is a graph value: a count beyond this is a corrupt attribute, not a model.
+  constexpr int64_t kMaxPieces = int64_t{1} << 20;
+  if (a.num > kMaxPieces || static_cast<int64_t>(a.sizes.size()) > kMaxPieces)
+    op_error<InvalidArgumentError>(op, "cannot make more than ", kMaxPieces, " pieces, got ",
+                                   std::max<int64_t>(a.num, static_cast<int64_t>(a.sizes.size())),
+                                   "; use tg::reshape or tg::gather for that many slices");
+  int64_t infer_at = -1, known = 0;
+  for (std::size_t i = 0; i < a.sizes.size(); ++i) {
+    const int64_t s = a.sizes[i];
+    if (s < -1)
+      op_error<InvalidArgumentError>(op, "size ", i, " is ", s, " in ", format_list(a.sizes),
+                                     "; expected sizes >= 0, or -1 (once) for the rest of the dimension");
+    if (s == -1 && infer_at >= 0)
+      op_error<InvalidArgumentError>(op, "at most one size may be -1, got ", format_list(a.sizes),
+                                     "; give every other size explicitly");
+    if (s == -1) infer_at = static_cast<int64_t>(i);
+    else if (__builtin_add_overflow(known, s, &known))
+      op_error<InvalidArgumentError>(op, "the sizes ", format_list(a.sizes), " overflow int64");
+  }
+  const std::size_t pieces = a.num > 0 ? static_cast<std::size_t>(a.num) : a.sizes.size();
+  const TensorShape& s = in[0].shape;
+  if (!s.has_rank()) return std::vector<ValueType>(pieces, ValueType{in[0].dtype, s});
+  if (s.rank() == 0)
+    op_error<InvalidArgumentError>(op, "cannot split a scalar (shape ()); expected rank >= 1");
+  const auto axis = static_cast<std::size_t>(normalize_axis(op, a.axis, s.rank()));
+  const int64_t d = s.dims()[axis];
+  std::vector<int64_t> sizes = a.sizes;
+  if (a.num > 0) {
+    if (d != None && d % a.num != 0)
+      op_error<InvalidArgumentError>(op, "dimension ", axis, " has size ", d, " (shape ", s.to_string(),
+                                     "), which is not divisible into ", a.num, " equal pieces; pass a list of "
+                                     "piece sizes instead");
+    sizes.assign(pieces, d == None ? None : d / a.num);
+  } else if (d != None) {
+    if (infer_at >= 0 ? known > d : known != d)
+      op_error<InvalidArgumentError>(op, "the sizes ", format_list(a.sizes), " add up to ", known,
+                                     infer_at >= 0 ? " besides the -1, more than" : " but", " dimension ", axis,
+                                     " has size ", d, " (shape ", s.to_string(), "); expected sizes that add up to ", d);
+    if (infer_at >= 0) sizes[static_cast<std::size_t>(infer_at)] = d - known;
+  } else if (infer_at >= 0) {
+    sizes[static_cast<std::size_t>(infer_at)] = None;  // the rest of a None dim
+  }
+  std::vector<ValueType> out;
+  for (int64_t size : sizes) {
+    std::vector<int64_t> dims = s.dims();
+    dims[axis] = size;
+    out.push_back(ValueType{in[0].dtype, TensorShape(dims)});
+  }
+  return out;
+}
+void kernel_split(const std::vector<Tensor>& in, const OpAttrs& op_attrs, std::vector<Tensor>& out) {
+  infer_split({ValueType{in[0].impl()->dtype, in[0].impl()->shape}}, op_attrs);  // sizes against a None dim
+  split_copy(in[0], normalize_axis("split", op_attrs.get<SplitAttrs>().axis,
+                                   static_cast<int64_t>(dims_of(in[0]).size())), out);
 }
 
 // ---- fill and broadcast_to: the shape is a 1-D int tensor ----
@@ -697,6 +771,10 @@ std::vector<Tensor> grad_reshape_like(const GradInputs& g) {
 // fill's value is every element: its gradient is the sum of the incoming one
 std::vector<Tensor> grad_fill(const GradInputs& g) { return {Tensor(), reduce_sum(g.grads[0])}; }
 std::vector<Tensor> grad_broadcast_to(const GradInputs& g) { return {sum_to_like(g.grads[0], g.inputs[0]), Tensor()}; }
+// The pieces joined again (a piece that did not reach the target brings zeros: GradInputs).
+std::vector<Tensor> grad_split(const GradInputs& g) {
+  return {concat(g.grads, static_cast<int>(g.attrs.get<SplitAttrs>().axis))};
+}
 std::vector<Tensor> grad_split_like(const GradInputs& g) {
   std::vector<Tensor> result(g.inputs.size());
   result[0] = concat(g.grads, static_cast<int>(g.attrs.get<AxisAttrs>().axis));
@@ -719,6 +797,7 @@ void register_shape_ops(OpDef* t) {
   set_op(t, OpId::SplitLike, &infer_split_like, &kernel_split_like);
   set_op(t, OpId::Fill, &infer_fill, &kernel_fill);
   set_op(t, OpId::BroadcastTo, &infer_broadcast_to, &kernel_broadcast_to);
+  set_op(t, OpId::Split, &infer_split, &kernel_split);
   set_grad(t, OpId::Reshape, &grad_reshape_like_input);
   set_grad(t, OpId::Transpose, &grad_transpose);
   set_grad(t, OpId::ExpandDims, &grad_reshape_like_input);
@@ -730,6 +809,7 @@ void register_shape_ops(OpDef* t) {
   set_grad(t, OpId::SplitLike, &grad_split_like);
   set_grad(t, OpId::Fill, &grad_fill);
   set_grad(t, OpId::BroadcastTo, &grad_broadcast_to);
+  set_grad(t, OpId::Split, &grad_split);
 }
 
 }  // namespace detail
@@ -796,6 +876,41 @@ Tensor ones_from_shape_tensor(const Tensor& shape, DType dtype) {
 
 Tensor broadcast_to(const Tensor& x, const Tensor& shape) {
   return detail::apply_op1(detail::OpId::BroadcastTo, {x, shape}, detail::shape_value_of("broadcast_to", shape));
+}
+
+std::vector<Tensor> split(const Tensor& x, std::vector<int64_t> size_splits, int axis) {
+  return detail::apply_op(detail::OpId::Split, {x}, detail::SplitAttrs{0, std::move(size_splits), axis});
+}
+
+namespace detail {
+std::vector<Tensor> split_evenly(const Tensor& x, int64_t num_splits, int axis) {
+  if (num_splits < 1)
+    op_error<InvalidArgumentError>("split", "expected a number of pieces >= 1, got ", num_splits,
+                                   "; pass e.g. tg::split(x, 2) or a list of piece sizes");
+  return apply_op(OpId::Split, {x}, SplitAttrs{num_splits, {}, axis});
+}
+}  // namespace detail
+
+// unstack is split into size-1 pieces, each squeezed: the number of pieces must be known.
+std::vector<Tensor> unstack(const Tensor& x, int axis) {
+  const char* op = "unstack";
+  if (!x.defined()) detail::op_error<ValueError>(op, "the input is an empty tg::Tensor");
+  const TensorShape& s = detail::static_shape(x);
+  if (!s.has_rank())
+    detail::op_error<ValueError>(op, "cannot unstack a tensor of unknown rank: the number of results must be known "
+                                 "while tracing; give the shape in the input signature");
+  if (s.rank() == 0)
+    detail::op_error<InvalidArgumentError>(op, "cannot unstack a scalar (shape ()); expected rank >= 1");
+  const auto a = static_cast<std::size_t>(detail::normalize_axis(op, axis, s.rank()));
+  const int64_t d = s.dims()[a];
+  if (d == None)
+    detail::op_error<ValueError>(op, "cannot unstack dimension ", a, " of shape ", s.to_string(),
+                                 ": its size is None while tracing, and the number of results must be known; give "
+                                 "that size in the input signature, or use tg::split / tg::gather");
+  if (d == 0) return {};
+  std::vector<Tensor> pieces = detail::split_evenly(x, d, axis);
+  for (Tensor& p : pieces) p = squeeze(p, {static_cast<int>(a)});
+  return pieces;
 }
 
 Tensor shape(const Tensor& x) { return detail::apply_op1(detail::OpId::Shape, {x}); }

@@ -7,6 +7,7 @@
 #include "ops/conv.h"
 #include "ops/grad_helpers.h"
 #include "ops/op.h"
+#include "ops/remap.h"
 
 namespace tg {
 namespace {
@@ -224,6 +225,58 @@ std::vector<GradCase> make_cases() {
          return detail::scatter_add_like(in[0], constant({1, 0, 1}), in[1], 0);
        },
        {u({3, 2}), u({2, 2})}},
+      // tile, pad, split, reverse and their adjoints (which differentiate back into tile / pad)
+      {"tile", "multiples {2, 3}", [](const std::vector<Tensor>& in) { return tile(in[0], {2, 3}); }, {u({2, 2})}},
+      {"tile", "a size-1 dim, multiples {1, 4}", [](const std::vector<Tensor>& in) { return tile(in[0], {1, 4}); },
+       {u({3, 1})}},
+      {"tile_grad", "multiples {2, 1}",
+       [](const std::vector<Tensor>& in) { return detail::tile_grad(in[0], in[1], {2, 1}); }, {u({4, 3}), u({2, 3})}},
+      {"pad", "constant, value 2", [](const std::vector<Tensor>& in) { return pad(in[0], {{1, 2}, {0, 1}}, PadMode::Constant, 2.0); },
+       {u({2, 3})}},
+      {"pad", "reflect", [](const std::vector<Tensor>& in) { return pad(in[0], {{1, 1}, {2, 2}}, PadMode::Reflect); },
+       {u({2, 3})}},
+      {"pad", "symmetric", [](const std::vector<Tensor>& in) { return pad(in[0], {{2, 1}, {3, 0}}, PadMode::Symmetric); },
+       {u({2, 3})}},
+      {"mirror_pad_grad", "reflect",
+       [](const std::vector<Tensor>& in) {
+         return detail::mirror_pad_grad(in[0], in[1], detail::PadAttrs{{1, 1, 2, 2}, 1, 0.0});
+       },
+       {u({4, 7}), u({2, 3})}},
+      {"mirror_pad_grad", "symmetric",
+       [](const std::vector<Tensor>& in) {
+         return detail::mirror_pad_grad(in[0], in[1], detail::PadAttrs{{2, 1, 0, 3}, 2, 0.0});
+       },
+       {u({5, 6}), u({2, 3})}},
+      {"split", "three pieces, the middle one unused",
+       [](const std::vector<Tensor>& in) {
+         const std::vector<Tensor> p = split(in[0], {1, -1, 2}, 1);
+         return concat({p[2] * p[2], p[0]}, 1);
+       },
+       {u({2, 5})}},
+      {"reverse", "axes {0, -1}", [](const std::vector<Tensor>& in) { return reverse(in[0], {0, -1}); }, {u({2, 3, 2})}},
+      // n-d indexing (indices held constant; boolean_mask's mask too)
+      {"gather_nd", "depth 1 and a repeat",
+       [](const std::vector<Tensor>& in) { return gather_nd(in[0], constant({{1}, {0}, {1}})); }, {u({2, 3})}},
+      {"gather_nd", "depth 2 elements",
+       [](const std::vector<Tensor>& in) { return gather_nd(in[0], constant({{1, 2}, {0, 0}, {1, 2}}, int64)); },
+       {u({2, 3})}},
+      {"scatter_nd", "rows with a repeat",
+       [](const std::vector<Tensor>& in) {
+         return scatter_nd(constant({{2}, {0}, {2}}), in[0], constant({4, 2}));
+       },
+       {u({3, 2})}},
+      {"tensor_scatter_nd_add", "elements with a repeat",
+       [](const std::vector<Tensor>& in) {
+         return tensor_scatter_nd_add(in[0], constant({{0, 1}, {1, 0}, {0, 1}}), in[1]);
+       },
+       {u({2, 2}), u({3})}},
+      {"boolean_mask", "rows", [](const std::vector<Tensor>& in) { return boolean_mask(in[0], constant({true, false, true})); },
+       {u({3, 2})}},
+      {"boolean_mask", "2-D mask at axis 1",
+       [](const std::vector<Tensor>& in) {
+         return boolean_mask(in[0], constant({{true, false}, {true, true}, {false, true}}), 1);
+       },
+       {u({2, 3, 2, 2})}},
   };
   return c;
 }
