@@ -89,8 +89,9 @@ std::string table(const std::string& ops_def) {
       << "<!-- Generated from src/ops/ops.def by tools/op_table: do not edit. The test op_table_is_current fails\n"
       << "     when this file is stale; `cmake --build --preset release --target update_op_table` rewrites it. -->\n\n"
       << "Every op tracegraph has, in registry order: " << std::size(kOps) << " ops. Each runs eagerly, traced and\n"
-      << "optimised through the same kernel. Columns: the op's registry name (also the name of its public\n"
-      << "function in `tg::` unless it is an internal op that gradients or the optimiser make); the stable\n"
+      << "optimised through the same kernel. Columns: the op's registry name (usually its public function\n"
+      << "is `tg::<name>`; docs/user-guide.md lists the functions, and the internal ops are made by gradient\n"
+      << "rules or the optimiser); the stable\n"
       << "serial the export format stores; the number of tensor inputs (`n` for a list); the attribute\n"
       << "struct (fields: docs/export.md); whether it has a gradient rule (`rule`) or is marked as having\n"
       << "none (`none`, as in TF); and its traits.\n";
