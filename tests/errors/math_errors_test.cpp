@@ -92,7 +92,7 @@ TEST(MathErrors, ClipByValueChecksDtypesAndShapes) {
   EXPECT_THROW_MSG(clip_by_value(constant({1.f, 2.f}), constant({{0.f, 1.f}, {0.f, 1.f}}), constant(3.f)),
                    ValueError, "[clip_by_value]", "lo of shape (2, 2)");
   EXPECT_THROW_MSG(clip_by_value(constant({1.f, 2.f, 3.f}), constant({0.f, 1.f}), constant(3.f)),
-                   InvalidArgumentError, "[minimum]");  // not broadcastable at all: the part's own error
+                   InvalidArgumentError, "[maximum]", "cannot be broadcast");  // not at all: the part's error
   EXPECT_THROW_MSG(clip_by_value(Tensor(), constant(0.f), constant(1.f)), ValueError, "[clip_by_value]", "empty");
 }
 
