@@ -278,7 +278,7 @@ TG_LIBM_UNARY_SIMD(SinF, std::sin(x), simd::sin_f32)
 TG_LIBM_UNARY_SIMD(CosF, std::cos(x), simd::cos_f32)
 TG_LIBM_UNARY(SqrtF, std::sqrt(x))
 TG_LIBM_UNARY(RsqrtF, T(1) / std::sqrt(x))
-// Scalar libm on every dtype: glibc's log1p, expm1 and erf are within 1 ULP (docs/performance.md
+// Scalar libm on both float dtypes: glibc's log1p, expm1 and erf are within 1 ULP (docs/performance.md
 // has the measured sweep), and no vectorised routine of ours beats them on accuracy.
 TG_LIBM_UNARY(Log1pF, std::log1p(x))
 TG_LIBM_UNARY(Expm1F, std::expm1(x))
@@ -303,7 +303,7 @@ struct SoftplusF : LibmUnary {
 // u = sqrt(2 / pi) (x + 0.044715 x^3), written without their cancellation for negative x (where
 // 1 + erf and 1 + tanh lose every digit): 0.5 x erfc(-x / sqrt 2) and x / (1 + e^(-2u)), the same
 // functions. float32 is evaluated in double: erfc and exp multiply their argument's relative
-// error by about 2 z^2 and |2u|, so a float32 x / sqrt 2 or u alone would cost up to ~100 ULP in
+// error by about 2 z^2 and |2u|, so a float32 x / sqrt 2 or u alone costs up to ~170 ULP in
 // the negative tail. Like TF's, both give NaN at -inf (-inf * 0, -inf / inf).
 template <class T>
 using GeluWide = std::conditional_t<std::is_same_v<T, float>, double, T>;
