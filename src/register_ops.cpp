@@ -19,6 +19,7 @@ void register_all_ops(OpDef* table) {
   register_random_ops(table);
   register_remap_ops(table);
   register_nd_index_ops(table);
+  register_math_ops(table);
   register_control_flow_ops(table);
   register_tensor_array_ops(table);
   register_control_flow_gradients(table);

@@ -67,6 +67,36 @@ Tensor cast(const Tensor& x, DType dtype);
 Tensor identity(const Tensor& x);
 Tensor zeros_like(const Tensor& x);
 Tensor ones_like(const Tensor& x);
+// Activations and special functions (TensorFlow's semantics; floating dtypes only unless said).
+// Each is one elementwise op: it fuses with its neighbours in an optimised graph, with results
+// bit for bit those of the unfused op. Accuracy against a double reference: docs/performance.md.
+Tensor log1p(const Tensor& x);     // log(1 + x), accurate near 0
+Tensor expm1(const Tensor& x);     // e^x - 1, accurate near 0
+Tensor erf(const Tensor& x);
+/// log(1 + e^x) without overflow (x itself for large x, e^x for very negative x).
+Tensor softplus(const Tensor& x);
+/// x * Phi(x): 0.5 x (1 + erf(x / sqrt 2)), or with `approximate` TF's tanh form
+/// 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))). Like TF's, gelu(-inf) is NaN.
+Tensor gelu(const Tensor& x, bool approximate = false);
+/// x for x >= 0, e^x - 1 below (tf.nn.elu).
+Tensor elu(const Tensor& x);
+/// x for x > 0, alpha * x elsewhere (tf.nn.leaky_relu; alpha may be any value, no gradient).
+Tensor leaky_relu(const Tensor& x, double alpha = 0.2);
+/// Round down / up / half to even (TF's round: 2.5 -> 2, -0.5 -> -0). floor and ceil take
+/// floating dtypes; round also integers (unchanged). No gradient (TF's None): they cut the path.
+Tensor floor(const Tensor& x);
+Tensor ceil(const Tensor& x);
+Tensor round(const Tensor& x);
+/// x clamped to [lo, hi]: maximum(minimum(x, hi), lo), so lo wins where lo > hi (TF documents
+/// lo <= hi as required and computes exactly this). lo and hi broadcast to x's shape but may not
+/// make it larger (ValueError, as TF's). The gradient is g inside [lo, hi]
+/// (ends included), 0 outside; lo and hi get the rest, summed to their shapes.
+Tensor clip_by_value(const Tensor& x, const Tensor& lo, const Tensor& hi);
+template <class L, class H>
+  requires(detail::is_scalar_like_v<L> && detail::is_scalar_like_v<H>)
+Tensor clip_by_value(const Tensor& x, const L& lo, const H& hi) {
+  return clip_by_value(x, detail::scalar_like(x, lo), detail::scalar_like(x, hi));
+}
 
 // --- Linear algebra --------------------------------------------------------------------------
 /// Matrix product of the last two dims; leading (batch) dims broadcast. Rank >= 2 each.
@@ -113,6 +143,19 @@ Tensor argmin(const Tensor& x, int axis = 0);
 /// Numerically stable (max-subtracted) softmax and log-softmax along `axis`.
 Tensor softmax(const Tensor& x, int axis = -1);
 Tensor log_softmax(const Tensor& x, int axis = -1);
+/// log(sum(exp(x))) over `axes`, stable: the max is subtracted first, so large inputs do not
+/// overflow; a slice of -inf gives -inf, +inf gives +inf (TF's reduce_logsumexp).
+Tensor reduce_logsumexp(const Tensor& x, std::vector<int> axes = {}, bool keepdims = false);
+/// x * rsqrt(max(sum(x^2 over axes), epsilon)) (tf.math.l2_normalize); floating dtypes.
+/// Empty axes (TF's axis=None): over every element.
+Tensor l2_normalize(const Tensor& x, std::vector<int> axes = {}, double epsilon = 1e-12);
+Tensor l2_normalize(const Tensor& x, int axis, double epsilon = 1e-12);
+/// Running sum / product along `axis` (tf.math.cumsum / cumprod): exclusive leaves element i
+/// out of result i (the first result is 0 / 1), reverse runs from the end. Numbers of every
+/// dtype (integers wrap around); rank >= 1. Differentiable; cumprod's gradient is exact where x
+/// holds zeros (TF's divides by x and gives 0 there).
+Tensor cumsum(const Tensor& x, int axis = 0, bool exclusive = false, bool reverse = false);
+Tensor cumprod(const Tensor& x, int axis = 0, bool exclusive = false, bool reverse = false);
 
 // --- Shape ops -------------------------------------------------------------------------------
 /// New shape with the same elements; at most one dim may be -1 (inferred). Zero-copy.
@@ -219,6 +262,14 @@ Tensor fill(const S& shape, const T& value, DType dtype = detail::default_dtype<
 }
 /// x broadcast (NumPy rules) to the shape `shape` holds. Its gradient sums back to x's shape.
 Tensor broadcast_to(const Tensor& x, const Tensor& shape);
+/// `num` evenly spaced values from start to stop, both included (tf.linspace): start + i *
+/// (stop - start) / (num - 1), the last one exactly stop; num 1 gives {start}, 0 an empty
+/// tensor. start and stop: float32/float64 scalars of one dtype (the result's); num: an
+/// int32/int64 scalar tensor (a run-time length: (None,) while tracing unless constant) or an
+/// integer. Differentiable in start and stop.
+Tensor linspace(const Tensor& start, const Tensor& stop, const Tensor& num);
+Tensor linspace(const Tensor& start, const Tensor& stop, int64_t num);
+Tensor linspace(double start, double stop, int64_t num, DType dtype = float32);
 
 // --- Random numbers -------------------------------------------------------------------------
 // TensorFlow 2's seeds. A random op's values come from two seeds, the global one

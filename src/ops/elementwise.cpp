@@ -289,6 +289,51 @@ std::vector<Tensor> grad_where(const GradInputs& g) {
           sum_to_like(where(c, zero, dz), g.inputs[2])};
 }
 
+std::vector<Tensor> grad_log1p(const GradInputs& g) {
+  const Tensor& x = g.inputs[0];
+  return {div(g.grads[0], add(scalar_like(x, 1.0), x))};
+}
+std::vector<Tensor> grad_expm1(const GradInputs& g) { return {mul(g.grads[0], exp(g.inputs[0]))}; }
+// d softplus / dx = sigmoid(x): the same value as TF's 1 / (1 + e^-x), and it composes.
+std::vector<Tensor> grad_softplus(const GradInputs& g) { return {mul(g.grads[0], sigmoid(g.inputs[0]))}; }
+// d/dx 0.5 x (1 + erf(x / sqrt 2)) = 0.5 (1 + erf(x / sqrt 2)) + x e^(-x^2 / 2) / sqrt(2 pi)
+std::vector<Tensor> grad_gelu(const GradInputs& g) {
+  const Tensor& x = g.inputs[0];
+  const Tensor cdf = mul(scalar_like(x, 0.5), add(scalar_like(x, 1.0), erf(mul(x, scalar_like(x, 0.7071067811865476)))));
+  const Tensor pdf = mul(scalar_like(x, 0.3989422804014327), exp(mul(square(x), scalar_like(x, -0.5))));
+  return {mul(g.grads[0], add(cdf, mul(x, pdf)))};
+}
+// With u = c (x + a x^3) and t = tanh(u): 0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 a x^2)
+std::vector<Tensor> grad_gelu_approximate(const GradInputs& g) {
+  const Tensor& x = g.inputs[0];
+  const Tensor x2 = square(x);
+  const Tensor t = tanh(mul(scalar_like(x, 0.7978845608028654),
+                            add(x, mul(scalar_like(x, 0.044715), mul(x2, x)))));
+  const Tensor du = mul(scalar_like(x, 0.7978845608028654),
+                        add(scalar_like(x, 1.0), mul(scalar_like(x, 3 * 0.044715), x2)));
+  const Tensor half_x = mul(scalar_like(x, 0.5), x);
+  const Tensor d = add(mul(scalar_like(x, 0.5), add(scalar_like(x, 1.0), t)),
+                       mul(half_x, mul(sub(scalar_like(x, 1.0), square(t)), du)));
+  return {mul(g.grads[0], d)};
+}
+// TF's EluGrad: (y + 1) g below 0 (y + 1 = e^x), g from 0 up.
+std::vector<Tensor> grad_elu(const GradInputs& g) {
+  const Tensor& y = g.outputs[0];
+  const Tensor& dy = g.grads[0];
+  return {where(less(y, zeros_like(y)), mul(dy, add(y, scalar_like(y, 1.0))), dy)};
+}
+// alpha is TF's attribute, not a differentiable input: it has no gradient.
+std::vector<Tensor> grad_leaky_relu(const GradInputs& g) {
+  const Tensor& x = g.inputs[0];
+  const Tensor& dy = g.grads[0];
+  return {where(greater(x, zeros_like(x)), dy, mul(dy, g.inputs[1])), Tensor()};
+}
+// d erf / dx = 2 / sqrt(pi) e^(-x^2)
+std::vector<Tensor> grad_erf(const GradInputs& g) {
+  const Tensor& x = g.inputs[0];
+  return {mul(g.grads[0], mul(scalar_like(x, 1.1283791670955126), exp(neg(square(x)))))};
+}
+
 // The eager side of an op of TG_ELEMENTWISE_FUNCTOR_OPS: the generic rule and loop for its arity,
 // but for identity (a zero-copy view), ones_like (which refuses strings with its own advice) and
 // where (a bool condition and two operands of one dtype).
@@ -332,6 +377,14 @@ void register_elementwise_ops(OpDef* t) {
   set_grad(t, OpId::Cast, &grad_cast);
   set_grad(t, OpId::Identity, &grad_identity);
   set_grad(t, OpId::Where, &grad_where);
+  set_grad(t, OpId::Log1p, &grad_log1p);
+  set_grad(t, OpId::Expm1, &grad_expm1);
+  set_grad(t, OpId::Softplus, &grad_softplus);
+  set_grad(t, OpId::Gelu, &grad_gelu);
+  set_grad(t, OpId::GeluApproximate, &grad_gelu_approximate);
+  set_grad(t, OpId::Elu, &grad_elu);
+  set_grad(t, OpId::LeakyRelu, &grad_leaky_relu);
+  set_grad(t, OpId::Erf, &grad_erf);
 }
 
 }  // namespace detail
@@ -376,7 +429,27 @@ TG_UNARY(logical_not, LogicalNot)
 TG_UNARY(identity, Identity)
 TG_UNARY(zeros_like, ZerosLike)
 TG_UNARY(ones_like, OnesLike)
+TG_UNARY(log1p, Log1p)
+TG_UNARY(expm1, Expm1)
+TG_UNARY(softplus, Softplus)
+TG_UNARY(elu, Elu)
+TG_UNARY(erf, Erf)
+TG_UNARY(floor, Floor)
+TG_UNARY(ceil, Ceil)
+TG_UNARY(round, Round)
 #undef TG_UNARY
+
+Tensor gelu(const Tensor& x, bool approximate) {
+  return detail::apply_op1(approximate ? detail::OpId::GeluApproximate : detail::OpId::Gelu, {x});
+}
+
+// alpha becomes a scalar of x's dtype (input 1). An empty or non-float x is passed as both
+// operands instead, so that it gets leaky_relu's own error rather than scalar_like's.
+Tensor leaky_relu(const Tensor& x, double alpha) {
+  if (!x.defined() || !is_floating(x.dtype()))
+    return detail::apply_op1(detail::OpId::LeakyRelu, {x, x});
+  return detail::apply_op1(detail::OpId::LeakyRelu, {x, detail::scalar_like(x, alpha)});
+}
 
 Tensor where(const Tensor& cond, const Tensor& x, const Tensor& y) {
   return detail::apply_op1(detail::OpId::Where, {cond, x, y});

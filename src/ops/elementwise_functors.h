@@ -278,8 +278,71 @@ TG_LIBM_UNARY_SIMD(SinF, std::sin(x), simd::sin_f32)
 TG_LIBM_UNARY_SIMD(CosF, std::cos(x), simd::cos_f32)
 TG_LIBM_UNARY(SqrtF, std::sqrt(x))
 TG_LIBM_UNARY(RsqrtF, T(1) / std::sqrt(x))
+// Scalar libm on both float dtypes: glibc's log1p, expm1 and erf are within 1 ULP (docs/performance.md
+// has the measured sweep), and no vectorised routine of ours beats them on accuracy.
+TG_LIBM_UNARY(Log1pF, std::log1p(x))
+TG_LIBM_UNARY(Expm1F, std::expm1(x))
+TG_LIBM_UNARY(ErfF, std::erf(x))
+TG_LIBM_UNARY(FloorF, std::floor(x))
+TG_LIBM_UNARY(CeilF, std::ceil(x))
 #undef TG_LIBM_UNARY_SIMD
 #undef TG_LIBM_UNARY
+
+// log(1 + e^x). Above -kSoftplusThreshold (TF's log(epsilon) + 2) 1 + e^x rounds to e^x, so the
+// result is x itself, as in TF, and e^x never overflows. Below it log1p(e^x): TF returns e^x
+// under log(epsilon) + 2 and log(e^x + 1) between, which costs up to 4 ULP near those bounds;
+// log1p(e^x) is the same function within 1 ULP everywhere (docs/DECISIONS.md).
+template <class T>
+constexpr T kSoftplusThreshold = std::is_same_v<T, float> ? T(-13.942385f)  // logf(2^-23) + 2
+                                                          : T(-34.04365338911715);  // log(2^-52) + 2
+struct SoftplusF : LibmUnary {
+  template <class T>
+  T operator()(T x) const { return x > -kSoftplusThreshold<T> ? x : std::log1p(std::exp(x)); }
+};
+// TF's two forms, 0.5 x (1 + erf(x / sqrt 2)) and 0.5 x (1 + tanh(u)) with
+// u = sqrt(2 / pi) (x + 0.044715 x^3), written without their cancellation for negative x (where
+// 1 + erf and 1 + tanh lose every digit): 0.5 x erfc(-x / sqrt 2) and x / (1 + e^(-2u)), the same
+// functions. float32 is evaluated in double: erfc and exp multiply their argument's relative
+// error by about 2 z^2 and |2u|, so a float32 x / sqrt 2 or u alone costs up to ~170 ULP in
+// the negative tail. Like TF's, both give NaN at -inf (-inf * 0, -inf / inf).
+template <class T>
+using GeluWide = std::conditional_t<std::is_same_v<T, float>, double, T>;
+struct GeluF : LibmUnary {
+  template <class T>
+  T operator()(T x) const {
+    const GeluWide<T> w = x;
+    return static_cast<T>(GeluWide<T>(0.5) * w * std::erfc(-w / GeluWide<T>(1.4142135623730951)));
+  }
+};
+struct GeluApproximateF : LibmUnary {
+  template <class T>
+  T operator()(T x) const {
+    using W = GeluWide<T>;
+    const W w = x;
+    const W u = W(0.7978845608028654) * (w + W(0.044715) * (w * w * w));
+    return static_cast<T>(w / (W(1) + std::exp(W(-2) * u)));
+  }
+};
+// e^x - 1 below 0 (as expm1, which keeps the digits e^x - 1 cancels), x from 0 up; NaN passes.
+struct EluF : LibmUnary {
+  template <class T>
+  T operator()(T x) const { return x < T(0) ? std::expm1(x) : x; }
+};
+// Half to even (TF's Round, NumPy's round): nearbyint under the default rounding mode. Integers
+// are already round.
+struct RoundF : Unary<kNum> {
+  static constexpr bool calls_libm = true;
+  template <class T>
+  T operator()(T x) const {
+    if constexpr (class_of<T>() == kInt) return x;
+    else return std::nearbyint(x);
+  }
+};
+// x above 0, alpha * x elsewhere (TF's select: alpha may be > 1 or negative, so not a max).
+struct LeakyReluF : Binary<kFloat> {
+  template <class T>
+  T operator()(T x, T alpha) const { return x > T(0) ? x : x * alpha; }
+};
 struct LogicalNotF : Unary<kBoolT> {
   template <class T>
   bool operator()(T x) const { return !x; }
@@ -341,4 +404,7 @@ To convert(From v) {
   X(Neg, NegF) X(Abs, AbsF) X(Sign, SignF) X(Square, SquareF) X(Relu, ReluF) X(Exp, ExpF)    \
   X(Log, LogF) X(Sqrt, SqrtF) X(Rsqrt, RsqrtF) X(Tanh, TanhF) X(Sigmoid, SigmoidF)           \
   X(Sin, SinF) X(Cos, CosF) X(LogicalNot, LogicalNotF) X(Identity, IdentityF)                \
-  X(ZerosLike, ZerosLikeF) X(OnesLike, OnesLikeF) X(Where, WhereF)
+  X(ZerosLike, ZerosLikeF) X(OnesLike, OnesLikeF) X(Where, WhereF)                          \
+  X(Log1p, Log1pF) X(Expm1, Expm1F) X(Softplus, SoftplusF) X(Gelu, GeluF)                    \
+  X(GeluApproximate, GeluApproximateF) X(Elu, EluF) X(LeakyRelu, LeakyReluF) X(Erf, ErfF)    \
+  X(Floor, FloorF) X(Ceil, CeilF) X(Round, RoundF)

@@ -291,13 +291,25 @@ struct ReverseAttrs {
   bool operator==(const ReverseAttrs&) const = default;
 };
 
+/// cumsum / cumprod: the axis scanned, whether result i leaves x_i out (exclusive) and whether
+/// the scan runs from the end (reverse), as TF's Cumsum / Cumprod attributes.
+struct ScanAttrs {
+  int64_t axis = 0;
+  bool exclusive = false;
+  bool reverse = false;
+  template <class F> void for_each_field(F&& f) const {
+    f("axis", axis); f("exclusive", exclusive); f("reverse", reverse);
+  }
+  bool operator==(const ScanAttrs&) const = default;
+};
+
 // The order of this list is the variant index; ops.def names structs, never indices.
 using AttrsVariant = std::variant<NoAttrs, ReduceAttrs, AxisAttrs, ArgReduceAttrs, CastAttrs, MatMulAttrs,
                                   ReshapeAttrs, TransposeAttrs, SqueezeAttrs, SliceAttrs, BlockAttrs,
                                   OneHotAttrs, IndexAttrs, PrintAttrs, VariableAttrs, FusedAttrs,
                                   ControlFlowAttrs, TensorArrayAttrs, ShapeValueAttrs, AdamSlotsAttrs,
                                   RandomAttrs, Conv2DAttrs, Pool2DAttrs, TileAttrs, PadAttrs,
-                                  SplitAttrs, ReverseAttrs>;
+                                  SplitAttrs, ReverseAttrs, ScanAttrs>;
 
 template <class T, class V> struct VariantIndex;
 template <class T, class... Ts> struct VariantIndex<T, std::variant<Ts...>> {

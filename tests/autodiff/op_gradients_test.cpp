@@ -37,6 +37,17 @@ CaseFn pool(Tensor (*f)(const Tensor&, std::vector<int64_t>, std::vector<int64_t
   return [=](const std::vector<Tensor>& in) { return f(in[0], ksize, strides, p); };
 }
 
+// The first derivative of sum(f(x)^2) / 2, as a function of x: its finite-difference check is
+// a check of the second derivative (the inner tape's backward ops are recorded by the outer
+// tape of the check).
+template <class F>
+Tensor second_order(const Tensor& x, F f) {
+  GradientTape tape;
+  tape.watch(x);
+  const Tensor y = f(x);
+  return tape.gradient(reduce_sum(y * y) * 0.5, x);
+}
+
 std::vector<GradCase> make_cases() {
   testing::Random r(1234);
   auto u = [&](TensorShape s, double lo = -1.0, double hi = 1.0) { return r.uniform(s, lo, hi); };
@@ -277,6 +288,55 @@ std::vector<GradCase> make_cases() {
          return boolean_mask(in[0], constant({{true, false}, {true, true}, {false, true}}), 1);
        },
        {u({2, 3, 2, 2})}},
+      // the math ops of issue 14 (kinks avoided: elu and leaky_relu away from 0)
+      {"log1p", "(2,3)", unary(log1p), {u({2, 3}, -0.5, 2.0)}},
+      {"expm1", "(2,3)", unary(expm1), {u({2, 3}, -2.0, 2.0)}},
+      {"erf", "(2,3)", unary(erf), {u({2, 3}, -2.0, 2.0)}},
+      {"softplus", "(2,3)", unary(softplus), {u({2, 3}, -4.0, 4.0)}},
+      {"gelu", "(2,3)", [](const std::vector<Tensor>& in) { return gelu(in[0]); }, {u({2, 3}, -3.0, 3.0)}},
+      {"gelu_approximate", "(2,3)", [](const std::vector<Tensor>& in) { return gelu(in[0], true); },
+       {u({2, 3}, -3.0, 3.0)}},
+      {"elu", "(2,3)", unary(elu), {nz({2, 3})}},
+      {"leaky_relu", "alpha 0.3", [](const std::vector<Tensor>& in) { return leaky_relu(in[0], 0.3); }, {nz({2, 3})}},
+      {"cumsum", "axis 1", [](const std::vector<Tensor>& in) { return cumsum(in[0], 1); }, {u({2, 4})}},
+      {"cumsum", "axis 0 exclusive reverse", [](const std::vector<Tensor>& in) { return cumsum(in[0], 0, true, true); },
+       {u({3, 2})}},
+      {"cumprod", "axis 1", [](const std::vector<Tensor>& in) { return cumprod(in[0], 1); }, {u({2, 4})}},
+      {"cumprod", "axis 0 exclusive", [](const std::vector<Tensor>& in) { return cumprod(in[0], 0, true); }, {u({4, 2})}},
+      {"cumprod", "axis -1 reverse", [](const std::vector<Tensor>& in) { return cumprod(in[0], -1, false, true); },
+       {u({2, 4})}},
+      // zeros in the input: exact where TF's rule (a division by x) gives 0
+      {"cumprod", "zeros, one and two per row",
+       [](const std::vector<Tensor>& in) { return cumprod(in[0] * constant({{1.0, 0.0, 1.0, 1.0}, {0.0, 1.0, 0.0, 1.0}}, float64), 1); },
+       {u({2, 4})}},
+      {"cumprod", "zeros, exclusive reverse",
+       [](const std::vector<Tensor>& in) {
+         return cumprod(in[0] * constant({{1.0, 1.0, 0.0, 1.0}, {1.0, 0.0, 1.0, 1.0}}, float64), 1, true, true);
+       },
+       {u({2, 4})}},
+      {"linspace", "start and stop, 5 values",
+       [](const std::vector<Tensor>& in) { return linspace(in[0], in[1], 5); }, {u({}), u({})}},
+      {"linspace", "num 1", [](const std::vector<Tensor>& in) { return linspace(in[0], in[1], 1); }, {u({}), u({})}},
+      // second order: the gradient rules are built from differentiable ops
+      {"cumprod", "second order, with a zero", [](const std::vector<Tensor>& in) { return second_order(in[0], [](const Tensor& x) {
+         return cumprod(x * constant({1.0, 0.0, 1.0, 1.0}, float64));
+       }); }, {u({4})}},
+      {"cumsum", "second order", [](const std::vector<Tensor>& in) { return second_order(in[0], [](const Tensor& x) {
+         return cumsum(x, 0, false, true);
+       }); }, {u({4})}},
+      {"gelu", "second order", [](const std::vector<Tensor>& in) { return second_order(in[0], [](const Tensor& x) {
+         return gelu(x);
+       }); }, {u({2, 3}, -2.0, 2.0)}},
+      {"gelu_approximate", "second order", [](const std::vector<Tensor>& in) { return second_order(in[0], [](const Tensor& x) {
+         return gelu(x, true);
+       }); }, {u({2, 3}, -2.0, 2.0)}},
+      {"softplus", "second order", [](const std::vector<Tensor>& in) { return second_order(in[0], &softplus); },
+       {u({2, 3}, -3.0, 3.0)}},
+      {"elu", "second order", [](const std::vector<Tensor>& in) { return second_order(in[0], &elu); }, {nz({2, 3})}},
+      {"erf", "second order", [](const std::vector<Tensor>& in) { return second_order(in[0], &erf); }, {u({2, 3})}},
+      {"log1p", "second order", [](const std::vector<Tensor>& in) { return second_order(in[0], &log1p); },
+       {u({2, 3}, 0.0, 2.0)}},
+      {"expm1", "second order", [](const std::vector<Tensor>& in) { return second_order(in[0], &expm1); }, {u({2, 3})}},
   };
   return c;
 }

@@ -70,11 +70,13 @@ TEST(FusedOps, TheFusableOpsAndDtypesAreExactlyThese) {
       {"mod", floats}, {"pow", floats}, {"maximum", num}, {"minimum", num},
       {"equal", compare + " bool"}, {"not_equal", compare + " bool"}, {"less", compare},
       {"less_equal", compare}, {"greater", compare}, {"greater_equal", compare},
-      {"logical_and", " bool"}, {"logical_or", " bool"}, {"neg", num}, {"abs", num}, {"sign", num},
+      {"logical_and", " bool"}, {"logical_or", " bool"}, {"leaky_relu", floats}, {"neg", num}, {"abs", num}, {"sign", num},
       {"square", num}, {"relu", num}, {"exp", floats}, {"log", floats}, {"sqrt", floats},
       {"rsqrt", floats}, {"tanh", floats}, {"sigmoid", floats}, {"sin", floats}, {"cos", floats},
       {"logical_not", " bool"}, {"cast", casts}, {"identity", num_bool}, {"zeros_like", num_bool},
       {"ones_like", num_bool}, {"where", num_bool}, {"stop_gradient", ""},
+      {"log1p", floats}, {"expm1", floats}, {"softplus", floats}, {"gelu", floats}, {"gelu_approximate", floats},
+      {"elu", floats}, {"erf", floats}, {"floor", floats}, {"ceil", floats}, {"round", num},
   };
   std::string expected;
   for (const auto& [op, pairs] : table) expected.append(op).append(":").append(pairs).append("\n");

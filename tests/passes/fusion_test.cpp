@@ -81,7 +81,7 @@ std::vector<Tensor> random_dag(const std::vector<Tensor>& in, uint32_t seed, int
     return fp ? cast(constant(v * 0.75 + 0.5, float64), dt) : cast(constant(v), dt);
   };
   for (int k = 0; k < num_ops; ++k) {
-    const unsigned choice = rng() % (fp ? 30 : 17);
+    const unsigned choice = rng() % (fp ? 41 : 17);
     const Tensor& a = pick();
     const Tensor b = rng() % 4 == 0 ? scalar() : pick();
     Tensor r;
@@ -115,6 +115,17 @@ std::vector<Tensor> random_dag(const std::vector<Tensor>& in, uint32_t seed, int
       case 26: r = sigmoid(a); break;
       case 27: r = sin(a); break;
       case 28: r = cos(a); break;
+      case 29: r = log1p(a); break;
+      case 30: r = expm1(a); break;
+      case 31: r = softplus(a); break;
+      case 32: r = gelu(a); break;
+      case 33: r = gelu(a, true); break;
+      case 34: r = elu(a); break;
+      case 35: r = leaky_relu(a, 0.25); break;
+      case 36: r = erf(a); break;
+      case 37: r = floor(a); break;
+      case 38: r = ceil(a); break;
+      case 39: r = round(a); break;
       default: r = cast(cast(a, float32), dt); break;
     }
     pool.push_back(r);
@@ -345,6 +356,53 @@ TEST(Fusion, RegisterChainsMatchTheSeparateSteps) {
     EXPECT_EQ(count_fused(*g), 1) << Graph(g).to_string();
     const auto after = detail::execute(*g, inputs);
     for (std::size_t k = 0; k < after.size(); ++k) EXPECT_TRUE(equal_up_to_nan_payload(after[k], before[k])) << k;
+  }
+}
+
+TEST(Fusion, TheMathOpsOfIssue14FuseAndMatchTheSeparateSteps) {
+  // Each new elementwise op in one group with register-chain ops around it, over special values
+  // (NaN, infinities, signed zeros, halves for the rounding ops, huge values for softplus), in
+  // both float dtypes and at sizes around the chain's blocks.
+  auto body = [](const std::vector<Tensor>& in) {
+    Tensor a = log1p(abs(in[0]));
+    a = softplus(expm1(a * 0.5f) * 3.0f - 2.0f);
+    a = gelu(gelu(a - 1.0f), true);
+    a = erf(leaky_relu(elu(a - 0.5f), 0.1)) * 2.0f;
+    Tensor b = round(ceil(floor(a * 1.5f) * 0.3f) * 2.5f);
+    return std::vector<Tensor>{b, relu(a) / 3.0f};
+  };
+  for (DType dt : {float32, float64}) {
+    for (int64_t n : {int64_t{1}, int64_t{17}, int64_t{200}, int64_t{5000}}) {
+      SCOPED_TRACE(to_string(dt) + " n=" + std::to_string(n));
+      std::vector<double> v = cast(random_input(float32, TensorShape({n}), 9), float64).to_vector<double>();
+      const double specials[] = {std::nan(""), INFINITY, -INFINITY, -0.0, 0.0, 0.5, -2.5, 1e30, -1e30, 40.0, -40.0};
+      for (std::size_t i = 0; i < v.size() && i < std::size(specials); ++i) v[i * 7 % v.size()] = specials[i];
+      const std::vector<Tensor> inputs{cast(constant(v, TensorShape({n}), float64), dt)};
+      auto g = trace_graph(body, inputs);
+      const auto before = detail::execute(*g, inputs);
+      detail::optimize_graph(g, "math ops");
+      EXPECT_EQ(count_fused(*g), 1) << Graph(g).to_string();
+      std::string fused_names = ",";
+      for (const auto& node : g->nodes)
+        if (node.kind == NodeKind::kOp && node.op == OpId::FusedElementwise)
+          for (OpId id : detail::fused_ops(node.attrs)) fused_names += std::string(detail::op_def(id).name) + ",";
+      for (const char* op : {"log1p", "expm1", "softplus", "gelu", "gelu_approximate", "elu", "leaky_relu", "erf",
+                             "floor", "ceil", "round"}) {
+        std::string needle = ",";
+        needle.append(op).push_back(',');
+        EXPECT_NE(fused_names.find(needle), std::string::npos) << op << " not fused: " << fused_names;
+      }
+      const auto after = detail::execute(*g, inputs);
+      for (std::size_t k = 0; k < after.size(); ++k) {
+        // Bit for bit but for NaN payloads (see equal_up_to_nan_payload), in either dtype.
+        const std::vector<double> va = cast(after[k], float64).to_vector<double>();
+        const std::vector<double> vb = cast(before[k], float64).to_vector<double>();
+        ASSERT_EQ(va.size(), vb.size());
+        for (std::size_t i = 0; i < va.size(); ++i)
+          EXPECT_TRUE((std::isnan(va[i]) && std::isnan(vb[i])) || std::memcmp(&va[i], &vb[i], sizeof(double)) == 0)
+              << "output " << k << " [" << i << "] fused " << va[i] << " vs unfused " << vb[i];
+      }
+    }
   }
 }
 

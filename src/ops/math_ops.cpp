@@ -1,0 +1,338 @@
+// Math ops that are not one-element functors: the scans cumsum / cumprod, linspace, and the
+// composites clip_by_value, reduce_logsumexp and l2_normalize (built from existing ops exactly
+// as TensorFlow builds them in Python, so their gradients are those of their parts).
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "core/check.h"
+#include "core/tensor_impl.h"
+#include "core/thread_pool.h"
+#include "ops/broadcast.h"
+#include "ops/elementwise_functors.h"
+#include "ops/grad_helpers.h"
+#include "tracegraph/ops.h"
+
+namespace tg {
+namespace detail {
+namespace {
+
+// ---- cumsum / cumprod ----
+
+template <bool kProd>
+constexpr const char* scan_name() { return kProd ? "cumprod" : "cumsum"; }
+
+template <bool kProd>
+std::vector<ValueType> infer_scan(const std::vector<ValueType>& in, const OpAttrs& attrs) {
+  const char* op = scan_name<kProd>();
+  require_dtype(op, in[0], {DType::Float32, DType::Float64, DType::Int32, DType::Int64});
+  const TensorShape& s = in[0].shape;
+  if (s.has_rank()) {
+    if (s.rank() == 0)
+      op_error<InvalidArgumentError>(op, "expected a tensor of rank >= 1 to scan along an axis, got a "
+                                     "scalar; reshape it to (1,) first");
+    normalize_axis(op, attrs.get<ScanAttrs>().axis, s.rank());
+  }
+  return {in[0]};
+}
+
+// The tensor as [outer, n, inner] around the scanned axis: every (outer, column) pair is one
+// independent scan of n elements, `inner` apart.
+struct ScanView {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+
+// Columns per unit of parallel work: whole rows of this many elements stay contiguous, so the
+// row-at-a-time loop below vectorises across columns.
+constexpr int64_t kScanColumns = 1024;
+
+// Scans columns [c0, c1) of one outer block, row by row in scan order: a row is combined with
+// the previous result row (exclusive: the previous input row into the previous result), so the
+// inner loop runs over contiguous columns. Accumulates in T, as TF's scan does.
+template <bool kProd, class T>
+void scan_block(const T* x, T* y, const ScanView& v, int64_t c0, int64_t c1, bool exclusive,
+                bool reverse) {
+  using Combine = std::conditional_t<kProd, MulF, AddF>;
+  const Combine f{};
+  const T init = kProd ? T(1) : T(0);
+  const int64_t inner = v.inner, width = c1 - c0;
+  for (int64_t k = 0; k < v.n; ++k) {
+    const int64_t row = reverse ? v.n - 1 - k : k;
+    const int64_t prev_row = reverse ? row + 1 : row - 1;
+    T* yr = y + row * inner + c0;
+    const T* xr = x + row * inner + c0;
+    if (k == 0) {
+      if (exclusive) std::fill(yr, yr + width, init);
+      else std::copy(xr, xr + width, yr);
+      continue;
+    }
+    const T* yp = y + prev_row * inner + c0;
+    const T* xs = exclusive ? x + prev_row * inner + c0 : xr;
+    for (int64_t i = 0; i < width; ++i) yr[i] = f(yp[i], xs[i]);
+  }
+}
+
+// One contiguous scan (inner == 1): a running accumulator.
+template <bool kProd, class T>
+void scan_line(const T* x, T* y, int64_t n, bool exclusive, bool reverse) {
+  using Combine = std::conditional_t<kProd, MulF, AddF>;
+  const Combine f{};
+  T acc = kProd ? T(1) : T(0);
+  for (int64_t k = 0; k < n; ++k) {
+    const int64_t i = reverse ? n - 1 - k : k;
+    if (exclusive) {
+      y[i] = acc;
+      acc = f(acc, x[i]);
+    } else {
+      acc = f(acc, x[i]);
+      y[i] = acc;
+    }
+  }
+}
+
+template <bool kProd>
+void kernel_scan(const std::vector<Tensor>& in, const OpAttrs& op_attrs, std::vector<Tensor>& out) {
+  const ScanAttrs& attrs = op_attrs.get<ScanAttrs>();
+  const auto& dims = in[0].impl()->shape.dims();
+  const auto axis = static_cast<std::size_t>(
+      normalize_axis(scan_name<kProd>(), attrs.axis, static_cast<int64_t>(dims.size())));
+  ScanView v;
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    if (i < axis) v.outer *= dims[i];
+    else if (i == axis) v.n = dims[i];
+    else v.inner *= dims[i];
+  }
+  if (v.outer * v.n * v.inner == 0) return;
+  visit_dtype(in[0].impl()->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
+      const T* x = data_of<T>(in[0]);
+      T* y = data_of<T>(out[0]);
+      const int64_t block = v.n * v.inner;
+      if (v.inner == 1) {
+        parallel_for(v.outer, std::max<int64_t>(1, kParallelMinElements / v.n), [&](int64_t b, int64_t e) {
+          for (int64_t o = b; o < e; ++o)
+            scan_line<kProd>(x + o * block, y + o * block, v.n, attrs.exclusive, attrs.reverse);
+        });
+        return;
+      }
+      // Units of work: (outer block, column chunk) pairs, independent of each other.
+      const int64_t chunks = (v.inner + kScanColumns - 1) / kScanColumns;
+      const int64_t unit = v.n * std::min(v.inner, kScanColumns);
+      parallel_for(v.outer * chunks, std::max<int64_t>(1, kParallelMinElements / unit), [&](int64_t b, int64_t e) {
+        for (int64_t u = b; u < e; ++u) {
+          const int64_t o = u / chunks, c0 = (u % chunks) * kScanColumns;
+          scan_block<kProd>(x + o * block, y + o * block, v, c0, std::min(v.inner, c0 + kScanColumns),
+                            attrs.exclusive, attrs.reverse);
+        }
+      });
+    }
+  });
+}
+
+// The gradient of a sum over the elements each result reads: the same scan the other way.
+std::vector<Tensor> grad_cumsum(const GradInputs& g) {
+  const ScanAttrs& a = g.attrs.get<ScanAttrs>();
+  return {cumsum(g.grads[0], static_cast<int>(a.axis), a.exclusive, !a.reverse)};
+}
+
+// TF's rule is cumsum(g * y, reverse flipped) / x, with 0 where x is 0 (div_no_nan), which is
+// wrong wherever x holds a zero. Exact instead, in scan order with z the first zero of a scan:
+// - before z (no zero yet) TF's quotient is right, x being nonzero there;
+// - at z, the products that skip x_z are those of x with x_z set to 1, so the gradient is the
+//   same reversed cumsum of g times cumprod of that x;
+// - after z every product still holds x_z = 0: the gradient is 0.
+// Built from scans, where and division, so it can be differentiated again.
+std::vector<Tensor> grad_cumprod(const GradInputs& g) {
+  const ScanAttrs& a = g.attrs.get<ScanAttrs>();
+  const int axis = static_cast<int>(a.axis);
+  const Tensor& x = g.inputs[0];
+  const Tensor& y = g.outputs[0];
+  const Tensor& dy = g.grads[0];
+  const Tensor zero = zeros_like(x), one = ones_like(x);
+  const Tensor is_zero = equal(x, zero);
+  const Tensor zero_count = cast(is_zero, x.dtype());
+  const Tensor no_zero_yet = equal(cumsum(zero_count, axis, false, a.reverse), zero);
+  const Tensor first_zero = logical_and(is_zero, equal(cumsum(zero_count, axis, true, a.reverse), zero));
+  const Tensor before = div(cumsum(mul(dy, y), axis, a.exclusive, !a.reverse), where(no_zero_yet, x, one));
+  const Tensor skip_zero = cumprod(where(first_zero, one, x), axis, a.exclusive, a.reverse);
+  const Tensor at_zero = cumsum(mul(dy, skip_zero), axis, a.exclusive, !a.reverse);
+  return {where(no_zero_yet, before, where(first_zero, at_zero, zero))};
+}
+
+// ---- linspace ----
+
+std::vector<ValueType> infer_linspace(const std::vector<ValueType>& in, const OpAttrs& attrs) {
+  require_dtype("linspace", in[0], {DType::Float32, DType::Float64}, "start");
+  if (in[1].dtype != in[0].dtype)
+    op_error<InvalidArgumentError>("linspace", "expected start and stop of one dtype, got ", to_string(in[0].dtype),
+                                   " and ", to_string(in[1].dtype), "; tg::cast one of them");
+  require_dtype("linspace", in[2], {DType::Int32, DType::Int64}, "num");
+  const char* names[] = {"start", "stop", "num"};
+  for (int i = 0; i < 3; ++i)
+    if (in[i].shape.has_rank() && in[i].shape.rank() != 0)
+      op_error<InvalidArgumentError>("linspace", "expected ", names[i], " to be a scalar (rank 0), got ",
+                                     describe(in[i]));
+  const ShapeValueAttrs& known = attrs.get<ShapeValueAttrs>();
+  return {ValueType{in[0].dtype, TensorShape{known.known && known.dims.size() == 1 ? known.dims[0] : None}}};
+}
+
+int64_t num_value(const TensorImpl& num) {
+  return num.dtype == DType::Int64 ? num.data<int64_t>()[0] : int64_t{num.data<int32_t>()[0]};
+}
+
+void check_num(int64_t num) {
+  if (num < 0)
+    op_error<InvalidArgumentError>("linspace", "num must be >= 0 (the number of values), got ", num);
+}
+
+void kernel_linspace(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
+  const int64_t num = num_value(*in[2].impl());
+  check_num(num);
+  const ShapeValueAttrs& known = attrs.get<ShapeValueAttrs>();
+  if (known.known && known.dims.size() == 1 && known.dims[0] != num)
+    op_error<InvalidArgumentError>("linspace", "num is ", num, " at run time but was known as ", known.dims[0],
+                                   " when the graph was built");
+  Tensor result = allocate_tensor(in[0].impl()->dtype, TensorShape{num});
+  visit_dtype(in[0].impl()->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_floating_point_v<T>) {
+      const T start = in[0].impl()->data<T>()[0], stop = in[1].impl()->data<T>()[0];
+      T* y = data_of<T>(result);
+      if (num == 0) return;
+      // TF's tf.linspace: start, then start + i * delta, then stop itself.
+      const T delta = (stop - start) / static_cast<T>(std::max<int64_t>(num - 1, 1));
+      y[0] = start;
+      for (int64_t i = 1; i < num - 1; ++i) y[i] = start + static_cast<T>(i) * delta;
+      if (num > 1) y[num - 1] = stop;
+    }
+  });
+  out[0] = std::move(result);
+}
+
+// y_i = start (1 - t_i) + stop t_i with t = linspace(0, 1, num): d/dstop = sum(g t),
+// d/dstart = sum(g) - that.
+std::vector<Tensor> grad_linspace(const GradInputs& g) {
+  const Tensor& start = g.inputs[0];
+  const Tensor t = linspace(zeros_like(start), ones_like(start), g.inputs[2]);
+  const Tensor dstop = reduce_sum(mul(g.grads[0], t));
+  return {sub(reduce_sum(g.grads[0]), dstop), dstop, Tensor()};
+}
+
+// ---- helpers of the composites ----
+
+void require_floating(const char* op, const Tensor& x) {
+  if (!x.defined()) op_error<ValueError>(op, "the input is an empty tg::Tensor");
+  if (!is_floating(x.dtype()))
+    op_error<InvalidArgumentError>(op, "does not support dtype ", to_string(x.dtype()),
+                                   "; expected float32 or float64. tg::cast the input first");
+}
+
+// Checks the axes against x's rank when it is known, so that a bad axis is reported under the
+// composite's own name rather than one of its parts'.
+void check_axes(const char* op, const Tensor& x, const std::vector<int>& axes) {
+  const TensorShape s = static_shape(x);
+  if (!s.has_rank()) return;
+  for (int a : axes) normalize_axis(op, a, s.rank());
+}
+
+}  // namespace
+
+void register_math_ops(OpDef* t) {
+  set_op(t, OpId::Cumsum, &infer_scan<false>, &kernel_scan<false>);
+  set_op(t, OpId::Cumprod, &infer_scan<true>, &kernel_scan<true>);
+  set_op(t, OpId::Linspace, &infer_linspace, &kernel_linspace);
+  set_grad(t, OpId::Cumsum, &grad_cumsum);
+  set_grad(t, OpId::Cumprod, &grad_cumprod);
+  set_grad(t, OpId::Linspace, &grad_linspace);
+}
+
+}  // namespace detail
+
+// ---- public front functions ----
+
+Tensor cumsum(const Tensor& x, int axis, bool exclusive, bool reverse) {
+  return detail::apply_op1(detail::OpId::Cumsum, {x}, detail::ScanAttrs{axis, exclusive, reverse});
+}
+Tensor cumprod(const Tensor& x, int axis, bool exclusive, bool reverse) {
+  return detail::apply_op1(detail::OpId::Cumprod, {x}, detail::ScanAttrs{axis, exclusive, reverse});
+}
+
+Tensor linspace(const Tensor& start, const Tensor& stop, const Tensor& num) {
+  const char* names[] = {"start", "stop", "num"};
+  const Tensor* args[] = {&start, &stop, &num};
+  for (int i = 0; i < 3; ++i)
+    if (!args[i]->defined()) detail::op_error<ValueError>("linspace", names[i], " is an empty tg::Tensor");
+  // An eager num fixes the result's length while tracing (TF's static shape (num,)).
+  detail::ShapeValueAttrs known;
+  const detail::TensorImpl& n = *num.impl();
+  if (!n.symbolic && n.shape.rank() == 0 && (n.dtype == DType::Int32 || n.dtype == DType::Int64)) {
+    known.known = true;
+    known.dims = {detail::num_value(n)};
+    detail::check_num(known.dims[0]);
+  }
+  return detail::apply_op1(detail::OpId::Linspace, {start, stop, num}, known);
+}
+Tensor linspace(const Tensor& start, const Tensor& stop, int64_t num) {
+  return linspace(start, stop, constant(num));
+}
+Tensor linspace(double start, double stop, int64_t num, DType dtype) {
+  if (!is_floating(dtype))
+    detail::op_error<InvalidArgumentError>("linspace", "expected a float32 or float64 dtype, got ", to_string(dtype));
+  return linspace(constant(start, dtype), constant(stop, dtype), constant(num));
+}
+
+// TF's clip_by_value: minimum with hi, then maximum with lo (so lo wins where lo > hi), each
+// result checked to have x's shape. The gradient is that of the two (ties go to x: g flows on
+// the closed range [lo, hi]).
+Tensor clip_by_value(const Tensor& x, const Tensor& lo, const Tensor& hi) {
+  const char* op = "clip_by_value";
+  if (!x.defined() || !lo.defined() || !hi.defined())
+    detail::op_error<ValueError>(op, "x, lo and hi must be defined tensors (one is an empty tg::Tensor)");
+  if (x.dtype() == DType::Bool || x.dtype() == DType::String)
+    detail::op_error<InvalidArgumentError>(op, "does not support dtype ", to_string(x.dtype()),
+                                           "; expected a number dtype. tg::cast the input first");
+  if (lo.dtype() != x.dtype() || hi.dtype() != x.dtype())
+    detail::op_error<InvalidArgumentError>(op, "expected x, lo and hi of one dtype, got ", to_string(x.dtype()),
+                                           ", ", to_string(lo.dtype()), " and ", to_string(hi.dtype()),
+                                           "; tg::cast them to x's dtype");
+  const TensorShape xs = detail::static_shape(x);
+  const auto check_shape = [&](const Tensor& r, const char* bound, const Tensor& b) {
+    if (!xs.is_compatible_with(detail::static_shape(r)))
+      detail::op_error<ValueError>(op, bound, " of shape ", detail::static_shape(b).to_string(),
+                                   " would broadcast x of shape ", xs.to_string(), " to ",
+                                   detail::static_shape(r).to_string(),
+                                   "; lo and hi must broadcast to x's shape without enlarging it");
+  };
+  const Tensor below_hi = minimum(x, hi);
+  check_shape(below_hi, "hi", hi);
+  const Tensor clipped = maximum(below_hi, lo);
+  check_shape(clipped, "lo", lo);
+  return clipped;
+}
+
+// TF's reduce_logsumexp: the max (0 where it is not finite, so that -inf / inf / NaN slices
+// come out as -inf / inf / NaN) is subtracted before exp and added back after log, outside the
+// gradient.
+Tensor reduce_logsumexp(const Tensor& x, std::vector<int> axes, bool keepdims) {
+  detail::require_floating("reduce_logsumexp", x);
+  detail::check_axes("reduce_logsumexp", x, axes);
+  const Tensor raw_max = reduce_max(x, axes, true);
+  const Tensor finite = less(abs(raw_max), detail::scalar_like(raw_max, std::numeric_limits<double>::infinity()));
+  // stop_gradient's op (tg::stop_gradient belongs to the autodiff layer, above this one)
+  const Tensor shift = detail::apply_op1(detail::OpId::StopGradient, {where(finite, raw_max, zeros_like(raw_max))});
+  const Tensor lse = log(reduce_sum(exp(sub(x, shift)), axes, keepdims));
+  return add(lse, keepdims ? shift : detail::reshape_like(shift, lse));
+}
+
+Tensor l2_normalize(const Tensor& x, std::vector<int> axes, double epsilon) {
+  detail::require_floating("l2_normalize", x);
+  detail::check_axes("l2_normalize", x, axes);
+  const Tensor square_sum = reduce_sum(square(x), axes, true);
+  return mul(x, rsqrt(maximum(square_sum, detail::scalar_like(x, epsilon))));
+}
+Tensor l2_normalize(const Tensor& x, int axis, double epsilon) {
+  return l2_normalize(x, std::vector<int>{axis}, epsilon);
+}
+
+}  // namespace tg

@@ -1,0 +1,348 @@
+// The math ops of issue 14: activations and special functions, rounding, cumsum / cumprod,
+// linspace, and the composites clip_by_value, reduce_logsumexp and l2_normalize. Expected
+// values come from double-precision libm and the definitions written here (TensorFlow's
+// documented behaviour where it pins one down), not from the library's own code.
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <limits>
+
+#include "core/tensor_impl.h"
+#include "ops/op.h"
+#include "support/op_case.h"
+#include "support/test_util.h"
+#include "support/ulp.h"
+#include "tracegraph/gradient.h"
+
+namespace tg {
+namespace {
+
+using namespace ::tg::testing::values;
+
+using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
+using UnaryFn = Tensor (*)(const Tensor&);
+
+Fn un(UnaryFn f) {
+  return [f](const std::vector<Tensor>& in) { return f(in[0]); };
+}
+
+// The definitions, in double.
+double ref_softplus(double x) { return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)); }
+// 0.5 x (1 + erf(x / sqrt 2)) and 0.5 x (1 + tanh(u)), in forms that keep their digits for
+// negative x (1 + erf(z) = erfc(-z), 1 + tanh(u) = 2 / (1 + e^(-2u))).
+double ref_gelu(double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); }
+double ref_gelu_tanh(double x) {
+  const double u = 0.7978845608028654 * (x + 0.044715 * (x * x * x));  // sqrt(2 / pi) (x + 0.044715 x^3)
+  return x / (1.0 + std::exp(-2.0 * u));
+}
+double ref_elu(double x) { return x < 0 ? std::expm1(x) : x; }
+
+// f applied to each value, in float32 / float64 (the double result rounded once).
+Tensor map_f32(const std::vector<double>& xs, double (*f)(double)) {
+  std::vector<float> y;
+  for (double x : xs) y.push_back(static_cast<float>(f(x)));
+  return constant(y, TensorShape{static_cast<int64_t>(y.size())}, float32);
+}
+Tensor map_f64(const std::vector<double>& xs, double (*f)(double)) {
+  std::vector<double> y;
+  for (double x : xs) y.push_back(f(x));
+  return constant(y, TensorShape{static_cast<int64_t>(y.size())}, float64);
+}
+Tensor f32v(const std::vector<double>& xs) {
+  return cast(constant(xs, TensorShape{static_cast<int64_t>(xs.size())}, float64), float32);
+}
+Tensor f64v(const std::vector<double>& xs) {
+  return constant(xs, TensorShape{static_cast<int64_t>(xs.size())}, float64);
+}
+
+// A unary op's cases in both float dtypes over `xs`, against f in double: tolerance 2e-7
+// relative for float32 (a few ULP), 1e-15 for float64.
+std::vector<testing::OpCase> unary_cases(const std::string& op, Fn fn, const std::vector<double>& xs,
+                                         double (*f)(double), const std::string& what) {
+  return {{op, "f32 " + what, fn, {f32v(xs)}, map_f32(xs, f), 4e-7},
+          {op, "f64 " + what, fn, {f64v(xs)}, map_f64(xs, f), 4e-15}};
+}
+
+void append(std::vector<testing::OpCase>& to, std::vector<testing::OpCase> more) {
+  for (auto& c : more) to.push_back(std::move(c));
+}
+
+Fn gelu_fn(bool approximate) {
+  return [approximate](const std::vector<Tensor>& in) { return gelu(in[0], approximate); };
+}
+Fn leaky(double alpha) {
+  return [alpha](const std::vector<Tensor>& in) { return leaky_relu(in[0], alpha); };
+}
+
+TG_OP_CASES(math_unary) {
+  std::vector<testing::OpCase> c;
+  const double tiny = 1e-10;
+  append(c, unary_cases("log1p", un(&log1p), {0.0, -0.0, tiny, -tiny, 0.5, -0.5, 1.0, 1e10, -1.0, -2.0, kInf, kNan},
+                        [](double x) { return std::log1p(x); }, "small, -1 -> -inf, below -1 -> nan, inf"));
+  append(c, unary_cases("expm1", un(&expm1), {0.0, -0.0, tiny, -tiny, 1.0, -1.0, 20.0, -40.0, 1000.0, -kInf, kInf, kNan},
+                        [](double x) { return std::expm1(x); }, "small, overflow to inf, -inf -> -1"));
+  append(c, unary_cases("erf", un(&erf), {0.0, -0.0, tiny, 0.5, -0.5, 1.5, 3.0, -6.0, kInf, -kInf, kNan},
+                        [](double x) { return std::erf(x); }, "odd, saturates to +-1"));
+  append(c, unary_cases("softplus", un(&softplus),
+                        {0.0, 1.0, -1.0, 5.0, -5.0, 13.0, -13.0, 15.0, -15.0, 40.0, -40.0, 100.0, -100.0, 1e30, kInf,
+                         -kInf, kNan},
+                        &ref_softplus, "all three regimes, no overflow"));
+  append(c, unary_cases("gelu", gelu_fn(false), {0.0, 0.5, -0.5, 1.0, -1.0, 3.0, -3.0, 10.0, -10.0, 1e30, kInf, -kInf, kNan},
+                        &ref_gelu, "erf form; -inf -> nan as TF"));
+  append(c, unary_cases("gelu_approximate", gelu_fn(true), {0.0, 0.5, -0.5, 1.0, -1.0, 3.0, -3.0, 10.0, -10.0, -kInf, kNan},
+                        &ref_gelu_tanh, "tanh form; -inf -> nan as TF"));
+  append(c, unary_cases("elu", un(&elu), {0.0, -0.0, 1e-8, -1e-8, 2.0, -1.0, -20.0, kInf, -kInf, kNan},
+                        &ref_elu, "expm1 below 0"));
+  c.push_back({"leaky_relu", "f32 alpha 0.2 (default)", un([](const Tensor& x) { return leaky_relu(x); }),
+               {f32v({-1.0, 0.0, -0.0, 2.0, -kInf, kInf, kNan})},
+               constant({-0.2f, 0.0f, -0.0f, 2.0f, -kInfF, kInfF, kNanF})});
+  c.push_back({"leaky_relu", "f64 alpha 3 (> 1: a select, not a max)", leaky(3.0), {f64v({-1.0, 2.0, -0.5})},
+               f64v({-3.0, 2.0, -1.5})});
+  c.push_back({"leaky_relu", "f32 negative alpha", leaky(-0.5), {f32v({-2.0, 4.0})}, constant({1.0f, 4.0f})});
+  c.push_back({"leaky_relu", "f32 (2,3)", leaky(0.1), {constant({{-1.f, 1.f, -10.f}, {0.f, 3.f, -0.5f}})},
+               constant({{-0.1f, 1.f, -1.f}, {0.f, 3.f, -0.05f}})});
+  // Rounding: half to even, signed zeros kept, integers unchanged.
+  const std::vector<double> halves = {-2.5, -1.5, -0.5, -0.0, 0.5, 1.5, 2.5, 0.49999997, 1e20, kInf, -kInf, kNan};
+  append(c, unary_cases("floor", un(&floor), halves, [](double x) { return std::floor(x); }, "halves and specials"));
+  append(c, unary_cases("ceil", un(&ceil), halves, [](double x) { return std::ceil(x); }, "halves and specials"));
+  c.push_back({"round", "f32 half to even", un(&round), {f32v(halves)},
+               f32v({-2.0, -2.0, -0.0, -0.0, 0.0, 2.0, 2.0, 0.0, 1e20, kInf, -kInf, kNan})});
+  c.push_back({"round", "f64 half to even", un(&round), {f64v({-3.5, 3.5, 0.5000000000000001, -0.49999999999999994})},
+               f64v({-4.0, 4.0, 1.0, -0.0})});
+  c.push_back({"round", "i32 unchanged", un(&round), {constant({-3, 0, 7, kI32Max})}, constant({-3, 0, 7, kI32Max})});
+  c.push_back({"round", "i64 unchanged", un(&round), {constant({kI64Min, int64_t{5}})}, constant({kI64Min, int64_t{5}})});
+  c.push_back({"log1p", "f32 (2,2)", un(&log1p), {constant({{0.f, 1.f}, {3.f, -0.75f}})},
+               map_f32({0.0, 1.0, 3.0, -0.75}, [](double x) { return std::log1p(x); }), 4e-7});
+  c.back().expected = reshape(c.back().expected, {2, 2});
+  c.push_back({"erf", "empty", un(&erf), {zeros({0, 3})}, zeros({0, 3})});
+  return c;
+}
+
+// ---- scans ----
+
+Fn scan(Tensor (*f)(const Tensor&, int, bool, bool), int axis, bool exclusive = false, bool reverse = false) {
+  return [=](const std::vector<Tensor>& in) { return f(in[0], axis, exclusive, reverse); };
+}
+
+TG_OP_CASES(math_scans) {
+  const Tensor v = constant({1.f, 2.f, 3.f, 4.f});
+  const Tensor m = constant({{1, 2, 3}, {4, 5, 6}});
+  return {
+      {"cumsum", "f32", scan(cumsum, 0), {v}, constant({1.f, 3.f, 6.f, 10.f})},
+      {"cumsum", "exclusive", scan(cumsum, 0, true), {v}, constant({0.f, 1.f, 3.f, 6.f})},
+      {"cumsum", "reverse", scan(cumsum, 0, false, true), {v}, constant({10.f, 9.f, 7.f, 4.f})},
+      {"cumsum", "exclusive reverse", scan(cumsum, 0, true, true), {v}, constant({9.f, 7.f, 4.f, 0.f})},
+      {"cumsum", "i32 axis 0", scan(cumsum, 0), {m}, constant({{1, 2, 3}, {5, 7, 9}})},
+      {"cumsum", "i32 axis 1", scan(cumsum, 1), {m}, constant({{1, 3, 6}, {4, 9, 15}})},
+      {"cumsum", "i32 axis -1 exclusive reverse", scan(cumsum, -1, true, true), {m}, constant({{5, 3, 0}, {11, 6, 0}})},
+      {"cumsum", "i32 wraps around", scan(cumsum, 0), {constant({kI32Max, 1})}, constant({kI32Max, kI32Min})},
+      {"cumsum", "i64 (2,2,2) axis 1", scan(cumsum, 1), {constant({{{int64_t{1}, int64_t{2}}, {int64_t{3}, int64_t{4}}},
+                                                                   {{int64_t{5}, int64_t{6}}, {int64_t{7}, int64_t{8}}}})},
+       constant({{{int64_t{1}, int64_t{2}}, {int64_t{4}, int64_t{6}}}, {{int64_t{5}, int64_t{6}}, {int64_t{12}, int64_t{14}}}})},
+      {"cumsum", "f64 inf and nan propagate", scan(cumsum, 0), {f64v({1.0, kInf, -kInf, 2.0})},
+       f64v({1.0, kInf, kNan, kNan})},
+      {"cumsum", "empty axis", scan(cumsum, 1), {zeros({2, 0})}, zeros({2, 0})},
+      {"cumsum", "length 1", scan(cumsum, 0, true), {constant({7.f})}, constant({0.f})},
+      {"cumprod", "f32", scan(cumprod, 0), {v}, constant({1.f, 2.f, 6.f, 24.f})},
+      {"cumprod", "exclusive", scan(cumprod, 0, true), {v}, constant({1.f, 1.f, 2.f, 6.f})},
+      {"cumprod", "reverse", scan(cumprod, 0, false, true), {v}, constant({24.f, 24.f, 12.f, 4.f})},
+      {"cumprod", "exclusive reverse", scan(cumprod, 0, true, true), {v}, constant({24.f, 12.f, 4.f, 1.f})},
+      {"cumprod", "zeros", scan(cumprod, 0), {constant({2.f, 0.f, 3.f, 0.f})}, constant({2.f, 0.f, 0.f, 0.f})},
+      {"cumprod", "i32 axis 0", scan(cumprod, 0), {m}, constant({{1, 2, 3}, {4, 10, 18}})},
+      {"cumprod", "i64 wraps around", scan(cumprod, 0), {constant({int64_t{1} << 62, int64_t{4}})},
+       constant({int64_t{1} << 62, int64_t{0}})},
+      {"cumprod", "f64 axis -1 reverse", scan(cumprod, -1, false, true), {f64v({2.0, -0.5, 4.0})}, f64v({-4.0, -2.0, 4.0})},
+  };
+}
+
+TEST(MathScans, LargeScansMatchASequentialLoopOnEveryLayout) {
+  // Past the parallel threshold and the column chunk, in both layouts.
+  for (const TensorShape& shape : {TensorShape{3, 70000}, TensorShape{70, 2100}, TensorShape{5, 3, 1500}}) {
+    for (int axis : {0, 1, -1}) {
+      for (bool exclusive : {false, true}) {
+        for (bool reverse : {false, true}) {
+          SCOPED_TRACE(shape.to_string() + " axis " + std::to_string(axis) + (exclusive ? " exclusive" : "") +
+                       (reverse ? " reverse" : ""));
+          Tensor x = cast(random_uniform(shape, -3.0f, 3.0f, uint64_t{11}) * 10.0f, int64);
+          std::vector<int64_t> xs = x.to_vector<int64_t>(), want(xs.size());
+          const auto& d = shape.dims();
+          const int64_t r = static_cast<int64_t>(d.size());
+          const int64_t a = axis < 0 ? axis + r : axis;
+          int64_t outer = 1, n = d[static_cast<std::size_t>(a)], inner = 1;
+          for (int64_t i = 0; i < a; ++i) outer *= d[static_cast<std::size_t>(i)];
+          for (int64_t i = a + 1; i < r; ++i) inner *= d[static_cast<std::size_t>(i)];
+          for (int64_t o = 0; o < outer; ++o)
+            for (int64_t c = 0; c < inner; ++c) {
+              int64_t acc = 0;
+              for (int64_t k = 0; k < n; ++k) {
+                const int64_t j = reverse ? n - 1 - k : k;
+                const auto at = static_cast<std::size_t>((o * n + j) * inner + c);
+                if (exclusive) {
+                  want[at] = acc;
+                  acc += xs[at];
+                } else {
+                  acc += xs[at];
+                  want[at] = acc;
+                }
+              }
+            }
+          EXPECT_EQ(cumsum(x, axis, exclusive, reverse).to_vector<int64_t>(), want);
+        }
+      }
+    }
+  }
+}
+
+// ---- linspace ----
+
+TG_OP_CASES(math_linspace) {
+  const Fn lin = [](const std::vector<Tensor>& in) { return linspace(in[0], in[1], in[2]); };
+  return {
+      {"linspace", "0 to 1, 5 values", lin, {constant(0.f), constant(1.f), constant(5)},
+       constant({0.f, 0.25f, 0.5f, 0.75f, 1.f})},
+      {"linspace", "f64 descending, int64 num", lin, {constant(10.0, float64), constant(-2.0, float64), constant(int64_t{4})},
+       f64v({10.0, 6.0, 2.0, -2.0})},
+      {"linspace", "the last value is exactly stop", lin, {constant(0.1, float64), constant(0.7, float64), constant(7)},
+       f64v({0.1, 0.1 + 1 * ((0.7 - 0.1) / 6), 0.1 + 2 * ((0.7 - 0.1) / 6), 0.1 + 3 * ((0.7 - 0.1) / 6),
+             0.1 + 4 * ((0.7 - 0.1) / 6), 0.1 + 5 * ((0.7 - 0.1) / 6), 0.7})},
+      {"linspace", "num 1 gives start", lin, {constant(3.f), constant(9.f), constant(1)}, constant({3.f})},
+      {"linspace", "num 0 gives an empty tensor", lin, {constant(3.f), constant(9.f), constant(0)}, zeros({0})},
+      {"linspace", "start == stop", lin, {constant(2.f), constant(2.f), constant(3)}, constant({2.f, 2.f, 2.f})},
+  };
+}
+
+TEST(MathLinspace, StaticLengthWhileTracingWhenNumIsKnown) {
+  auto f = function([](const Tensor& a, const Tensor& b) { return linspace(a, b, 4); });
+  auto cf = f.get_concrete_function(TensorSpec({}, float32), TensorSpec({}, float32));
+  EXPECT_NE(cf.function_type().find("shape=(4,)"), std::string::npos) << cf.function_type();
+  EXPECT_TRUE(testing::tensors_near(f(constant(0.f), constant(3.f)), constant({0.f, 1.f, 2.f, 3.f}), 0.0));
+  auto g = function([](const Tensor& n) { return linspace(0.0, 1.0, 3) + reduce_sum(linspace(constant(0.0), constant(1.0), n)); });
+  EXPECT_TRUE(testing::tensors_near(g(constant(3)), constant({1.5f, 2.0f, 2.5f}), 1e-7));
+  EXPECT_TRUE(testing::tensors_near(linspace(1.0, 2.0, 3, float64), f64v({1.0, 1.5, 2.0}), 0.0));
+}
+
+// ---- the composites: every mode against one reference, bit for bit between modes ----
+
+// Runs fn eagerly, traced, traced and optimised, and traced over None dims and unknown rank;
+// each must equal `expected` within tol and the eager result exactly.
+void expect_all_modes(const Fn& fn, const std::vector<Tensor>& inputs, const Tensor& expected, double tol) {
+  const Tensor eager = fn(inputs);
+  EXPECT_TRUE(testing::tensors_near(eager, expected, tol)) << "eager";
+  for (const bool optimize : {false, true}) {
+    auto traced = function([&](const std::vector<Tensor>& in) { return fn(in); }, {.optimize = optimize});
+    EXPECT_TRUE(testing::tensors_near(traced(inputs), eager, 0.0)) << (optimize ? "optimised" : "traced");
+  }
+  for (const bool unknown_rank : {false, true}) {
+    std::vector<TensorSpec> specs;
+    for (const Tensor& t : inputs)
+      specs.emplace_back(unknown_rank ? TensorShape::unknown_rank()
+                                      : TensorShape(std::vector<int64_t>(static_cast<std::size_t>(t.rank()), None)),
+                         t.dtype());
+    auto traced = function([&](const std::vector<Tensor>& in) { return fn(in); });
+    EXPECT_TRUE(testing::tensors_near(traced.get_concrete_function(specs)(inputs), eager, 0.0))
+        << (unknown_rank ? "unknown rank" : "None dims");
+  }
+}
+
+TEST(MathComposites, ClipByValueInEveryMode) {
+  const Fn clip = [](const std::vector<Tensor>& in) { return clip_by_value(in[0], in[1], in[2]); };
+  expect_all_modes(clip, {f32v({-3.0, -1.0, 0.0, 0.5, 1.0, 7.0, kInf, -kInf, kNan}), constant(-1.f), constant(1.f)},
+                   f32v({-1.0, -1.0, 0.0, 0.5, 1.0, 1.0, 1.0, -1.0, kNan}), 0.0);
+  // lo and hi broadcast (per column); lo > hi gives lo (minimum with hi first, then maximum).
+  expect_all_modes(clip, {constant({{0, 5, 9}, {-4, 2, 3}}), constant({1, 3, 4}), constant({2, 4, 1})},
+                   constant({{1, 4, 4}, {1, 3, 4}}), 0.0);
+  EXPECT_TRUE(testing::tensors_near(clip_by_value(constant({-2.0, 0.3, 9.0}, float64), -1, 1),
+                                    f64v({-1.0, 0.3, 1.0}), 0.0));
+  EXPECT_TRUE(testing::tensors_near(clip_by_value(constant({-2, 3, 9}), 0, 6), constant({0, 3, 6}), 0.0));
+}
+
+TEST(MathComposites, ClipByValueGradientIsZeroOutsideTheRangeAndPassesAtTheEnds) {
+  Tensor x = constant({-2.0, -1.0, 0.0, 1.0, 2.0}, float64);
+  Tensor lo = constant(-1.0, float64), hi = constant(1.0, float64);
+  GradientTape tape;
+  tape.watch(x);
+  tape.watch(lo);
+  tape.watch(hi);
+  Tensor y = clip_by_value(x, lo, hi);
+  auto g = tape.gradient(reduce_sum(y * constant({1.0, 2.0, 3.0, 4.0, 5.0}, float64)), {x, lo, hi});
+  EXPECT_TRUE(testing::tensors_near(g[0], f64v({0.0, 2.0, 3.0, 4.0, 0.0}), 0.0));
+  EXPECT_TRUE(testing::tensors_near(g[1], constant(1.0, float64), 0.0));  // below lo
+  EXPECT_TRUE(testing::tensors_near(g[2], constant(5.0, float64), 0.0));  // above hi
+}
+
+TEST(MathComposites, ReduceLogSumExpIsStableInEveryMode) {
+  const auto lse = [](std::vector<int> axes, bool keepdims) {
+    return Fn([=](const std::vector<Tensor>& in) { return reduce_logsumexp(in[0], axes, keepdims); });
+  };
+  // Large values do not overflow; -inf rows give -inf, +inf rows +inf, NaN rows NaN.
+  const Tensor x = constant({{1000.f, 1000.f, 999.f}, {-kInfF, -kInfF, -kInfF}, {1.f, kInfF, 0.f},
+                             {-1e30f, 0.f, kNanF}});
+  const double row0 = 1000.0 + std::log(2.0 + std::exp(-1.0));
+  expect_all_modes(lse({1}, false), {x}, f32v({row0, -kInf, kInf, kNan}), 1e-7);
+  expect_all_modes(lse({-1}, true), {x}, reshape(f32v({row0, -kInf, kInf, kNan}), {4, 1}), 1e-7);
+  const Tensor y = constant({{0.0, 1.0}, {2.0, 3.0}}, float64);
+  const double all = std::log(std::exp(0.0) + std::exp(1.0) + std::exp(2.0) + std::exp(3.0));
+  expect_all_modes(lse({}, false), {y}, constant(all, float64), 1e-15);
+  expect_all_modes(lse({0}, false), {y}, f64v({std::log(std::exp(0.0) + std::exp(2.0)), std::log(std::exp(1.0) + std::exp(3.0))}),
+                   1e-15);
+  EXPECT_TRUE(testing::tensors_near(reduce_logsumexp(zeros({0}), {0}), constant(-kInfF), 0.0));  // empty: log(0)
+}
+
+TEST(MathComposites, L2NormalizeInEveryMode) {
+  const auto l2 = [](std::vector<int> axes) {
+    return Fn([=](const std::vector<Tensor>& in) { return l2_normalize(in[0], axes); });
+  };
+  const Tensor x = constant({{3.0, 4.0}, {0.0, 0.0}}, float64);
+  expect_all_modes(l2({1}), {x}, constant({{0.6, 0.8}, {0.0, 0.0}}, float64), 1e-15);
+  expect_all_modes(l2({}), {x}, constant({{0.6, 0.8}, {0.0, 0.0}}, float64), 1e-15);
+  expect_all_modes(l2({0}), {x}, constant({{1.0, 1.0}, {0.0, 0.0}}, float64), 1e-15);
+  // epsilon bounds the norm from below: x * rsqrt(max(sum(x^2), eps)).
+  EXPECT_TRUE(testing::tensors_near(l2_normalize(constant({1e-4f, 0.f}), 0, 1e-4), constant({1e-2f, 0.f}), 1e-6));
+  EXPECT_TRUE(testing::tensors_near(l2_normalize(constant({{3.f, 4.f}}), -1), constant({{0.6f, 0.8f}}), 1e-7));
+}
+
+// ---- accuracy: max ULP against a double reference over a dense sweep of float32 ----
+
+// The public op run on the sweep's chunks (its eager kernel is the fused kernel's functor).
+struct SweptOp {
+  const char* name;
+  Tensor (*op)(const Tensor&);
+  double (*ref)(double);
+  double bound;  // docs/performance.md's measured figure, rounded up to the next half ULP
+};
+
+Tensor gelu_exact(const Tensor& x) { return gelu(x, false); }
+Tensor gelu_tanh(const Tensor& x) { return gelu(x, true); }
+Tensor elu_op(const Tensor& x) { return elu(x); }
+
+// Where the reference's value is below float32's smallest normal the error is taken against
+// the subnormal spacing (ulp_error's rule), which libm's float results meet too.
+TEST(MathAccuracy, DenseSweepStaysWithinTheDocumentedBound) {
+  const SweptOp ops[] = {
+      {"log1p", &log1p, [](double x) { return std::log1p(x); }, 1.0},
+      {"expm1", &expm1, [](double x) { return std::expm1(x); }, 1.0},
+      {"erf", &erf, [](double x) { return std::erf(x); }, 1.0},
+      {"softplus", &softplus, &ref_softplus, 1.5},
+      {"gelu", &gelu_exact, &ref_gelu, 1.0},
+      {"gelu_approximate", &gelu_tanh, &ref_gelu_tanh, 1.0},
+      {"elu", &elu_op, &ref_elu, 1.0},
+  };
+  for (const SweptOp& s : ops) {
+    using VecFn = std::function<void(const float*, float*, int64_t)>;
+    const std::vector<VecFn> fns = {[&](const float* x, float* y, int64_t n) {
+      const Tensor in = constant(std::vector<float>(x, x + n), TensorShape{n}, float32);
+      const Tensor out = s.op(in);
+      std::memcpy(y, detail::data_of<float>(out), static_cast<std::size_t>(n) * sizeof(float));
+    }};
+    const auto r = testing::ulp_sweep(fns, s.ref, 997, 1)[0];
+    EXPECT_LE(r.max_ulp, s.bound) << s.name << ": max " << r.max_ulp << " ULP at x = " << r.worst_x << " (got "
+                                  << r.worst_got << ", reference " << r.worst_ref << ")";
+    if (std::getenv("TG_PRINT_ULP"))
+      std::printf("%s: max %.3f ULP at x = %a\n", s.name, r.max_ulp, static_cast<double>(r.worst_x));
+  }
+}
+
+}  // namespace
+}  // namespace tg
