@@ -17,6 +17,7 @@ void register_all_ops(OpDef* table) {
   register_state_ops(table);
   register_fused_ops(table);
   register_random_ops(table);
+  register_sort_ops(table);
   register_control_flow_ops(table);
   register_tensor_array_ops(table);
   register_control_flow_gradients(table);

@@ -177,6 +177,7 @@ void register_index_ops(OpDef* table);
 void register_state_ops(OpDef* table);
 void register_fused_ops(OpDef* table);
 void register_random_ops(OpDef* table);
+void register_sort_ops(OpDef* table);
 
 /// Normalises a possibly negative axis against rank, or throws "[op] axis a is out of range".
 int64_t normalize_axis(const char* op, int64_t axis, int64_t rank);

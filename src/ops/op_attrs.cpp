@@ -16,7 +16,8 @@ const char* attrs_kind_name(std::size_t kind) {
       "NoAttrs",       "ReduceAttrs",  "AxisAttrs",     "ArgReduceAttrs", "CastAttrs",       "MatMulAttrs",
       "ReshapeAttrs",  "TransposeAttrs", "SqueezeAttrs", "SliceAttrs",    "BlockAttrs",      "OneHotAttrs",
       "IndexAttrs",    "PrintAttrs",   "VariableAttrs", "FusedAttrs",     "ControlFlowAttrs", "TensorArrayAttrs",
-      "ShapeValueAttrs", "AdamSlotsAttrs", "RandomAttrs", "Conv2DAttrs",  "Pool2DAttrs"};
+      "ShapeValueAttrs", "AdamSlotsAttrs", "RandomAttrs", "Conv2DAttrs",  "Pool2DAttrs",
+      "SortAttrs",     "TopKAttrs"};
   static_assert(std::size(kNames) == std::variant_size_v<AttrsVariant>, "one name per attribute struct");
   return kind < std::size(kNames) ? kNames[kind] : "?";
 }
