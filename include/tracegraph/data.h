@@ -17,7 +17,8 @@ struct IdxHeader {
 };
 
 /// Reads an IDX file into a tensor of its dims. Integer types (ubyte, sbyte, int16, int32)
-/// become int32, float32 stays float32, float64 stays float64 (tracegraph has no 8-bit dtype).
+/// become int32, float32 stays float32, float64 stays float64 (as before uint8 existed; the
+/// bytes of an image file as uint8: read_idx_image_bytes).
 ///
 /// The file may be gzip-compressed (recognised by its content, not its name) or plain. Every
 /// header field and the data size are checked against the file: a missing or unreadable file
@@ -31,7 +32,10 @@ IdxHeader read_idx_header(const std::string& path);
 /// An image file (magic 0x00000803: ubyte, 3 dims (count, rows, cols)) as float32 in [0, 1]
 /// (each byte divided by 255), shape (count, rows, cols). Any other magic is a tg::ValueError.
 Tensor read_idx_images(const std::string& path);
-/// A label file (magic 0x00000801: ubyte, 1 dim) as int32 or int64 (`dtype`), shape (count,).
+/// The same image file's bytes as they are: uint8, shape (count, rows, cols) (no copy to float;
+/// tg::cast and divide when the model wants floats).
+Tensor read_idx_image_bytes(const std::string& path);
+/// A label file (magic 0x00000801: ubyte, 1 dim) as int32, int64 or uint8 (`dtype`), shape (count,).
 Tensor read_idx_labels(const std::string& path, DType dtype = int32);
 
 /// Images flattened to (count, rows * cols) float32 in [0, 1], and their labels (count,).

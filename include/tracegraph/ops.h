@@ -372,6 +372,48 @@ Tensor dropout(const Tensor& x, double rate, const B& training, std::optional<ui
   return detail::dropout_with_flag(x, rate, training, seed);
 }
 
+// --- Sorting and einsum -----------------------------------------------------------------------
+/// The order of tg::sort and tg::argsort.
+enum class SortDirection { Ascending, Descending };
+
+/// x sorted along `axis` (tf.sort). Numbers of float32, float64, int32, int64 or uint8; a rank-0
+/// input is an InvalidArgumentError. NaN counts as larger than every number (it sorts last when
+/// ascending, first when descending); equal values keep their order. The gradient flows back
+/// through the permutation.
+Tensor sort(const Tensor& x, int64_t axis = -1, SortDirection direction = SortDirection::Ascending);
+/// The int32 positions that sort x along `axis` (tf.argsort): gather(x, argsort(x)) is
+/// sort(x) along the axis. Always stable (equal values in input order), so `stable` changes
+/// nothing. Not differentiable (integer output).
+Tensor argsort(const Tensor& x, int64_t axis = -1, SortDirection direction = SortDirection::Ascending,
+               bool stable = true);
+
+/// tf.math.top_k's result: the k largest values along the last axis and their int32 positions.
+struct TopK {
+  Tensor values;
+  Tensor indices;
+};
+/// The k largest entries of each row along the last axis (tf.math.top_k), largest first; of
+/// equal values the lower position comes first; NaN counts as the largest. k must be in
+/// [0, last dim] (InvalidArgumentError otherwise, at tracing when the dim is known, else when
+/// the graph runs). `sorted` = false allows any order; the result is sorted anyway. The
+/// gradient of values goes to the chosen positions (0 elsewhere).
+TopK top_k(const Tensor& x, int64_t k = 1, bool sorted = true);
+
+/// Einstein summation over one or two operands (tf.einsum), for equations with an explicit
+/// "->": each operand's subscripts are letters a-z/A-Z, one per dim; a letter in both operands
+/// and not in the output is summed over; a letter missing from the output is summed over.
+/// Supported: any two-operand contraction without a repeated letter within one operand
+/// (matmul "ij,jk->ik", batched "bij,bjk->bik", "ij,kj->ik", outer "i,j->ij", dot "i,i->",
+/// elementwise "ij,ij->ij", ...), and one operand with transposes and sums ("ij->ji",
+/// "ij->i") or a repeated letter with a known dim (trace "ii->", diagonal "ii->i"). Lowered to
+/// transpose, reshape, matmul, mul and reduce_sum, so gradients are theirs (a contraction that
+/// would merge several letters into one matrix dim while some dim is None is a broadcasting mul
+/// and reduce_sum instead, which takes more memory). No ellipsis ("...") or implicit output. A
+/// malformed equation, an unsupported form or dims that disagree raise InvalidArgumentError
+/// saying what is supported.
+Tensor einsum(const std::string& equation, const Tensor& a, const Tensor& b);
+Tensor einsum(const std::string& equation, const Tensor& a);
+
 // --- Operators: tensors with tensors, and tensors with C++ scalars ---------------------------
 #define TG_BINARY_OPERATOR(OP, FN)                                                     \
   inline Tensor operator OP(const Tensor& a, const Tensor& b) { return FN(a, b); }     \

@@ -1,6 +1,7 @@
 // tg::Tensor: an eager value, or a symbolic value while a function is being traced.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <iosfwd>
 #include <memory>
@@ -37,12 +38,21 @@ class Tensor {
   bool is_symbolic() const;
 
   /// A copy of the elements in row-major order. T must match dtype(): float, double,
-  /// int32_t, int64_t, bool or std::string; eager tensors only.
+  /// int32_t, int64_t, bool, std::string or uint8_t; eager tensors only.
   template <class T>
   std::vector<T> to_vector() const;
   /// The single element of a one-element tensor (any rank).
   template <class T>
   T item() const;
+
+  /// Eager tensors only: the address of the first element; the elements follow it contiguously
+  /// in row-major order (num_elements() of them; element_i is data<T>()[i]). No copy is made:
+  /// the pointer is valid while this tensor, or any tensor sharing its storage, lives. Tensors
+  /// are immutable, so the memory is read-only. A symbolic tensor raises tg::TypeError (it has no
+  /// value while tracing); data<T>() raises tg::TypeError when T is not dtype()'s C++ type.
+  const void* data() const;
+  template <class T>
+  const T* data() const;
 
   /// Eager: "tg.Tensor([1 2 3], shape=(3,), dtype=int32)" (NumPy formatting, long tensors
   /// summarised with "..."). Symbolic: "Tensor(\"x:0\", shape=(None,), dtype=int32)".
@@ -64,8 +74,8 @@ std::ostream& operator<<(std::ostream&, const Tensor&);
 
 // ---------------------------------------------------------------------------------------------
 // Construction. C++ values map to dtypes as TensorFlow maps Python values: integers of up to
-// 32 bits -> int32, 64-bit integers -> int64, float and double -> float32 (pass a DType for
-// float64), bool -> bool, const char* / std::string -> string.
+// 32 bits -> int32 (but uint8_t -> uint8), 64-bit integers -> int64, float and double -> float32
+// (pass a DType for float64), bool -> bool, const char* / std::string -> string.
 
 namespace detail {
 template <class T>
@@ -91,6 +101,7 @@ constexpr DType default_dtype() {
   if constexpr (is_string_like_v<T>) return DType::String;
   else if constexpr (std::is_same_v<U, bool>) return DType::Bool;
   else if constexpr (std::is_floating_point_v<U>) return DType::Float32;
+  else if constexpr (std::is_same_v<U, uint8_t>) return DType::UInt8;  // bytes stay bytes
   else if constexpr (sizeof(U) <= 4) return DType::Int32;
   else return DType::Int64;
 }
@@ -179,6 +190,20 @@ Tensor constant(const std::vector<T>& values, const TensorShape& shape,
   for (const auto& v : values) flat.push_back(static_cast<detail::carrier_t<T>>(v));
   return detail::constant_from<T>(flat, shape, dtype);
 }
+
+/// Wraps memory the caller already has as an eager tensor, without copying (zero-copy interop
+/// with other libraries and services). `data` holds shape.num_elements() elements of `dtype` in
+/// row-major order, aligned to the element size; it must stay valid and unchanged until
+/// `deleter(data)` is called, which happens once, when the last tensor sharing the memory
+/// (views, graph results that pass it through) is destroyed. An empty deleter means the caller
+/// keeps ownership and must keep the memory alive for as long as tensors may use it. tracegraph
+/// never writes into the memory: ops that reuse a dying input's buffer in place, and Variables
+/// that adopt an assigned value's buffer, copy borrowed memory instead. The deleter must not
+/// throw. String tensors cannot be wrapped. On an error (tg::InvalidArgumentError: null `data`,
+/// a shape that is not fully defined, misaligned memory; tg::TypeError: the string dtype) the
+/// deleter is not called and the memory stays the caller's.
+Tensor from_blob(void* data, const TensorShape& shape, DType dtype,
+                 std::function<void(void*)> deleter = {});
 
 /// A tensor of the given shape with every element 0 / 1 / `value`.
 Tensor zeros(const TensorShape& shape, DType dtype = float32);

@@ -196,7 +196,7 @@ std::shared_ptr<Buffer> Buffer::allocate(DType dtype, int64_t n) {
 
 std::shared_ptr<Buffer> Buffer::wrap(DType dtype, int64_t n, void* data, std::shared_ptr<const void> owner) {
   TG_CHECK(n >= 0 && dtype != DType::String && owner, "Buffer::wrap of ", n, " ", to_string(dtype), " elements");
-  TG_CHECK(reinterpret_cast<uintptr_t>(data) % kBufferAlignment == 0, "Buffer::wrap of unaligned memory");
+  TG_CHECK(reinterpret_cast<uintptr_t>(data) % dtype_size(dtype) == 0, "Buffer::wrap of unaligned memory");
   auto b = std::make_shared<Buffer>(dtype, n, data, 0);
   b->owner_ = std::move(owner);
   return b;

@@ -14,8 +14,10 @@ class Buffer {
   static std::shared_ptr<Buffer> allocate(DType dtype, int64_t n);
   Buffer(DType dtype, int64_t n, void* data, std::size_t bytes)
       : dtype_(dtype), count_(n), data_(data), bytes_(bytes) {}
-  /// Storage that lives elsewhere - a tensor of a memory-mapped model file - kept alive by
-  /// `owner` and never freed here. Numeric dtypes only; `data` must be 64-byte aligned.
+  /// Storage that lives elsewhere - a tensor of a memory-mapped model file, or a caller's memory
+  /// (tg::from_blob) - kept alive by `owner` and never freed here. Numeric dtypes only; `data`
+  /// must be aligned to the element size (views of tracegraph's own buffers start at any
+  /// element too, so no kernel counts on more).
   static std::shared_ptr<Buffer> wrap(DType dtype, int64_t n, void* data, std::shared_ptr<const void> owner);
   ~Buffer();
   Buffer(const Buffer&) = delete;

@@ -7,10 +7,15 @@
 
 namespace tg::detail {
 
+// A uint8 element is a number in messages, not the character ostream would print for it.
+template <class T>
+const T& str_piece(const T& v) { return v; }
+inline int str_piece(const unsigned char& v) { return v; }
+
 template <class... Args>
 std::string str_cat(const Args&... args) {
   std::ostringstream os;
-  (os << ... << args);
+  (os << ... << str_piece(args));
   return os.str();
 }
 

@@ -293,6 +293,10 @@ std::string format_values(const detail::TensorImpl& impl) {
       for (int64_t i : idx) elems.push_back(std::to_string(impl.data<int64_t>()[i]));
       elems = right_align(std::move(elems));
       break;
+    case DType::UInt8:
+      for (int64_t i : idx) elems.push_back(std::to_string(int{impl.data<uint8_t>()[i]}));
+      elems = right_align(std::move(elems));
+      break;
     case DType::Bool:
       // NumPy pads True to False's width in every array, even one without a False.
       for (int64_t i : idx)

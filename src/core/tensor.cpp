@@ -1,3 +1,4 @@
+#include <cstdio>
 #include <ostream>
 
 #include "core/check.h"
@@ -102,15 +103,64 @@ T Tensor::item() const {
   return *impl.data<T>();
 }
 
+const void* Tensor::data() const {
+  const auto& impl = detail::checked_eager(*this, "data");
+  return static_cast<const char*>(impl.buffer->data()) + impl.offset * static_cast<int64_t>(dtype_size(impl.dtype));
+}
+
+template <class T>
+const T* Tensor::data() const {
+  const auto& impl = detail::checked_eager(*this, "data");
+  detail::check_dtype<T>(impl, "data");
+  return impl.data<T>();
+}
+
+Tensor from_blob(void* data, const TensorShape& shape, DType dtype, std::function<void(void*)> deleter) {
+  using detail::op_error;
+  if (dtype == DType::String)
+    op_error<TypeError>("from_blob", "string tensors cannot wrap memory (their elements are C++ objects "
+                        "that tracegraph constructs); build them with tg::constant");
+  if (!shape.is_fully_defined())
+    op_error<InvalidArgumentError>("from_blob", "expected a fully defined shape, got ", shape.to_string(),
+                                   "; the memory holds a known number of elements, so give every dim");
+  if (data == nullptr)
+    op_error<InvalidArgumentError>("from_blob", "data is a null pointer (for shape ", shape.to_string(),
+                                   ", dtype ", to_string(dtype), "); pass the address of the elements");
+  const auto size = dtype_size(dtype);
+  if (reinterpret_cast<uintptr_t>(data) % size != 0)
+    op_error<InvalidArgumentError>("from_blob", "data ", data, " is not aligned to ", size, " bytes, the size of a ",
+                                   to_string(dtype), " element; copy the elements to aligned memory (e.g. a "
+                                   "std::vector of the element type) first");
+  // The deleter runs when the last Buffer (shared by every view) lets the owner go. A deleter
+  // that throws would end the program from a destructor, so its exception is reported, not thrown.
+  std::shared_ptr<const void> owner(data, [deleter = std::move(deleter)](const void* p) noexcept {
+    if (!deleter) return;
+    try {
+      deleter(const_cast<void*>(p));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "tracegraph: a tg::from_blob deleter threw (%s); deleters must not throw\n", e.what());
+    } catch (...) {
+      std::fprintf(stderr, "tracegraph: a tg::from_blob deleter threw; deleters must not throw\n");
+    }
+  });
+  auto impl = std::make_shared<detail::TensorImpl>();
+  impl->dtype = dtype;
+  impl->shape = shape;
+  impl->buffer = detail::Buffer::wrap(dtype, shape.num_elements(), data, std::move(owner));
+  return Tensor(std::move(impl));
+}
+
 #define TG_INSTANTIATE(T)                               \
   template std::vector<T> Tensor::to_vector<T>() const; \
-  template T Tensor::item<T>() const;
+  template T Tensor::item<T>() const;                   \
+  template const T* Tensor::data<T>() const;
 TG_INSTANTIATE(float)
 TG_INSTANTIATE(double)
 TG_INSTANTIATE(int32_t)
 TG_INSTANTIATE(int64_t)
 TG_INSTANTIATE(bool)
 TG_INSTANTIATE(std::string)
+TG_INSTANTIATE(uint8_t)
 #undef TG_INSTANTIATE
 
 Tensor::operator bool() const {
@@ -131,6 +181,7 @@ Tensor::operator bool() const {
     case DType::Float64: return *impl.data<double>() != 0;
     case DType::Int32: return *impl.data<int32_t>() != 0;
     case DType::Int64: return *impl.data<int64_t>() != 0;
+    case DType::UInt8: return *impl.data<uint8_t>() != 0;
     case DType::Bool: return *impl.data<bool>();
     case DType::String: break;
   }

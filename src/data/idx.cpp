@@ -251,16 +251,25 @@ Tensor read_idx_images(const std::string& path) {
   return t;
 }
 
+Tensor read_idx_image_bytes(const std::string& path) {
+  const IdxFile f = load("read_idx_image_bytes", path);
+  expect_magic("read_idx_image_bytes", path, f, 0x00000803, "ubyte images: count, rows, cols");
+  Tensor t = detail::allocate_tensor(uint8, TensorShape(f.header.dims));
+  if (f.count > 0) std::memcpy(detail::data_of<uint8_t>(t), f.bytes.data() + f.data_offset, static_cast<std::size_t>(f.count));
+  return t;
+}
+
 Tensor read_idx_labels(const std::string& path, DType dtype) {
-  if (dtype != int32 && dtype != int64)
-    op_error<TypeError>("read_idx_labels", "labels can be read as int32 or int64, not ",
+  if (dtype != int32 && dtype != int64 && dtype != uint8)
+    op_error<TypeError>("read_idx_labels", "labels can be read as int32, int64 or uint8, not ",
                         to_string(dtype));
   const IdxFile f = load("read_idx_labels", path);
   expect_magic("read_idx_labels", path, f, 0x00000801, "ubyte labels: count");
   Tensor t = detail::allocate_tensor(dtype, TensorShape(f.header.dims));
   const uint8_t* p = f.bytes.data() + f.data_offset;
   if (dtype == int32) convert<uint8_t>(p, detail::data_of<int32_t>(t), f.count);
-  else convert<uint8_t>(p, detail::data_of<int64_t>(t), f.count);
+  else if (dtype == int64) convert<uint8_t>(p, detail::data_of<int64_t>(t), f.count);
+  else convert<uint8_t>(p, detail::data_of<uint8_t>(t), f.count);
   return t;
 }
 

@@ -172,7 +172,8 @@ ElementFormat element_format(const std::string& source, const std::string& descr
       else return bad(str_cat("a ", bytes * 8, "-bit integer; ", supported));
       break;
     case 'u':
-      if (bytes == 1 || bytes == 2) f.dtype = DType::Int32;
+      if (bytes == 1) f.dtype = DType::UInt8;
+      else if (bytes == 2) f.dtype = DType::Int32;
       else if (bytes == 4) f.dtype = DType::Int64;
       else return bad(str_cat("a ", bytes * 8, "-bit unsigned integer, whose values may not fit int64; ", supported));
       break;
@@ -318,6 +319,7 @@ Tensor parse_npy(const uint8_t* data, std::size_t size, const std::string& sourc
     case DType::Int32: convert(elements, f, *dims, *fortran, data_of<int32_t>(t), count); break;
     case DType::Int64: convert(elements, f, *dims, *fortran, data_of<int64_t>(t), count); break;
     case DType::Bool: convert(elements, f, *dims, *fortran, data_of<bool>(t), count); break;
+    case DType::UInt8: convert(elements, f, *dims, *fortran, data_of<uint8_t>(t), count); break;
     case DType::String: TG_CHECK(false, "a .npy descr mapped to string");
   }
   return t;
@@ -335,6 +337,7 @@ std::string encode_npy(const Tensor& t) {
     case DType::Int32: descr = "<i4"; break;
     case DType::Int64: descr = "<i8"; break;
     case DType::Bool: descr = "|b1"; break;
+    case DType::UInt8: descr = "|u1"; break;
     case DType::String:
       op_error<TypeError>("save_npy", "a string tensor has no .npy form tracegraph writes; save numbers or bools");
   }
@@ -365,6 +368,7 @@ std::string encode_npy(const Tensor& t) {
     case DType::Int32: first = data_of<int32_t>(t); break;
     case DType::Int64: first = data_of<int64_t>(t); break;
     case DType::Bool: first = data_of<bool>(t); break;
+    case DType::UInt8: first = data_of<uint8_t>(t); break;
     case DType::String: break;
   }
   const char* p = static_cast<const char*>(first);

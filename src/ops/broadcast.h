@@ -38,7 +38,7 @@ void require_dtype(const char* op, const ValueType& in, std::initializer_list<DT
 void require_min_rank(const char* op, const ValueType& in, int64_t min_rank, const char* what);
 
 /// Calls fn with a value-initialised object of dtype's C++ type (float, double, int32_t,
-/// int64_t, bool, std::string): the one switch from a runtime dtype to a kernel template.
+/// int64_t, bool, std::string, uint8_t): the one switch from a runtime dtype to a kernel template.
 template <class Fn>
 void visit_dtype(DType d, Fn&& fn) {
   switch (d) {
@@ -48,6 +48,7 @@ void visit_dtype(DType d, Fn&& fn) {
     case DType::Int64: return fn(int64_t{});
     case DType::Bool: return fn(bool{});
     case DType::String: return fn(std::string{});
+    case DType::UInt8: return fn(uint8_t{});
   }
 }
 

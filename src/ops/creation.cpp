@@ -35,21 +35,25 @@ Tensor allocate_checked(const char* op, DType dtype, const TensorShape& shape, i
 
 template <class Int>
 Int checked_int(const char* op, double v) {
-  // The exclusive upper bound is -min (2^31, 2^63): max itself rounds up to 2^63 as a double,
-  // and converting 2^63 to int64 is undefined.
+  // The exclusive upper bound is max + 1 (2^8, 2^31, 2^63): int64's max itself rounds up to
+  // 2^63 as a double, and converting 2^63 to int64 is undefined.
   const double lo = static_cast<double>(std::numeric_limits<Int>::min());
-  if (!(v == std::floor(v)) || v < lo || v >= -lo)
+  const double hi = static_cast<double>(std::numeric_limits<Int>::max()) + 1.0;
+  if (!(v == std::floor(v)) || v < lo || v >= hi)
     op_error<InvalidArgumentError>(op, "the value ", v, " cannot be represented exactly as ",
                                    to_string(dtype_of_v<Int>),
                                    "; use a floating dtype or an integral value in range");
   return static_cast<Int>(v);
 }
 
-int32_t checked_int32(const char* op, int64_t v) {
-  if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max())
-    op_error<InvalidArgumentError>(op, "the value ", v,
-                                   " does not fit in int32; use tg::int64 for this tensor");
-  return static_cast<int32_t>(v);
+template <class Int>
+Int checked_narrow(const char* op, int64_t v) {
+  if (v < std::numeric_limits<Int>::min() || v > std::numeric_limits<Int>::max())
+    op_error<InvalidArgumentError>(op, "the value ", v, " does not fit in ", to_string(dtype_of_v<Int>),
+                                   " (", int64_t{std::numeric_limits<Int>::min()}, " to ",
+                                   int64_t{std::numeric_limits<Int>::max()},
+                                   "); use tg::int64 for this tensor, or tg::cast to wrap around");
+  return static_cast<Int>(v);
 }
 
 Tensor make_constant_named(const char* op, const double* values, int64_t n,
@@ -62,7 +66,9 @@ Tensor make_constant_named(const char* op, const double* values, int64_t n,
       case DType::Float64: data_of<double>(t)[i] = values[i]; break;
       case DType::Int32: data_of<int32_t>(t)[i] = checked_int<int32_t>(op, values[i]); break;
       case DType::Int64: data_of<int64_t>(t)[i] = checked_int<int64_t>(op, values[i]); break;
-      default: break;
+      case DType::UInt8: data_of<uint8_t>(t)[i] = checked_int<uint8_t>(op, values[i]); break;
+      case DType::Bool:
+      case DType::String: break;  // refused above
     }
   }
   return t;
@@ -76,9 +82,11 @@ Tensor make_constant_named(const char* op, const int64_t* values, int64_t n,
     switch (dtype) {
       case DType::Float32: data_of<float>(t)[i] = static_cast<float>(values[i]); break;
       case DType::Float64: data_of<double>(t)[i] = static_cast<double>(values[i]); break;
-      case DType::Int32: data_of<int32_t>(t)[i] = checked_int32(op, values[i]); break;
+      case DType::Int32: data_of<int32_t>(t)[i] = checked_narrow<int32_t>(op, values[i]); break;
       case DType::Int64: data_of<int64_t>(t)[i] = values[i]; break;
-      default: break;
+      case DType::UInt8: data_of<uint8_t>(t)[i] = checked_narrow<uint8_t>(op, values[i]); break;
+      case DType::Bool:
+      case DType::String: break;  // refused above
     }
   }
   return t;

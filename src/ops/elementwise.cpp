@@ -19,13 +19,18 @@ std::string accepted_list(unsigned acc) {
   auto add = [&](const char* n) { s += (s.empty() ? "" : ", ") + std::string(n); };
   if (acc & kFloat) { add("float32"); add("float64"); }
   if (acc & kInt) { add("int32"); add("int64"); }
+  if (acc & kU8) add("uint8");
   if (acc & kBoolT) add("bool");
   if (acc & kStr) add("string");
   return s;
 }
 
 void require_accepts(const char* op, unsigned acc, DType d) {
-  unsigned cls = is_floating(d) ? kFloat : is_integer(d) ? kInt : d == DType::Bool ? kBoolT : kStr;
+  const unsigned cls = is_floating(d)           ? kFloat
+                       : d == DType::UInt8       ? kU8
+                       : is_integer(d)           ? kInt
+                       : d == DType::Bool        ? kBoolT
+                                                 : kStr;
   if (!(acc & cls))
     op_error<InvalidArgumentError>(op, "does not support dtype ", to_string(d), "; expected one of: ",
                                    accepted_list(acc), ". tg::cast the input first");

@@ -25,7 +25,11 @@ namespace {
 
 // ---- what a functor is defined on ----
 
-enum DTypeClass : unsigned { kFloat = 1, kInt = 2, kBoolT = 4, kStr = 8, kNum = kFloat | kInt, kAny = 15 };
+// kU8 (uint8) is a class of its own, not part of kInt or kNum: TensorFlow defines only some ops
+// on uint8 (no neg, abs, pow, mod ...), so each functor that accepts it says so.
+enum DTypeClass : unsigned {
+  kFloat = 1, kInt = 2, kBoolT = 4, kStr = 8, kU8 = 16, kNum = kFloat | kInt, kAny = 31
+};
 
 /// Sixteen float32 lanes as one value (a GCC vector type). The fused kernel's register chains
 /// (fused_micro.inc, AVX-512 build) apply the arithmetic functors below to whole registers, so
@@ -36,8 +40,14 @@ template <class T>
 constexpr unsigned class_of() {
   if constexpr (std::is_same_v<T, bool>) return kBoolT;
   else if constexpr (std::is_same_v<T, std::string>) return kStr;
+  else if constexpr (std::is_same_v<T, uint8_t>) return kU8;
   else if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, F32x16>) return kFloat;
   else return kInt;
+}
+/// Signed or unsigned integers: the classes whose arithmetic wraps and whose division floors.
+template <class T>
+constexpr bool integral_class() {
+  return (class_of<T>() & (kInt | kU8)) != 0;
 }
 
 /// Every functor derives from one of these. accepts: the dtype classes it is defined on (shape
@@ -60,6 +70,10 @@ struct LibmUnary : Unary<kFloat> {
 };
 // floordiv, mod and pow: libm on floats; their integer forms can raise.
 struct LibmBinary : Binary<kFloat | kInt, kInt> {
+  static constexpr bool calls_libm = true;
+};
+// floordiv and mod, which TensorFlow also defines on uint8.
+struct LibmBinaryU8 : Binary<kFloat | kInt | kU8, kInt | kU8> {
   static constexpr bool calls_libm = true;
 };
 
@@ -97,24 +111,24 @@ T wrap_mul(T a, T b) { return static_cast<T>(static_cast<Unsigned<T>>(a) * stati
 
 // ---- binary ----
 
-struct AddF : Binary<kNum | kStr> {
+struct AddF : Binary<kNum | kU8 | kStr> {
   template <class T>
   T operator()(const T& a, const T& b) const {
-    if constexpr (class_of<T>() == kInt) return wrap_add(a, b);
+    if constexpr (integral_class<T>()) return wrap_add(a, b);
     else return a + b;
   }
 };
-struct SubF : Binary<kNum> {
+struct SubF : Binary<kNum | kU8> {
   template <class T>
   T operator()(T a, T b) const {
-    if constexpr (class_of<T>() == kInt) return wrap_sub(a, b);
+    if constexpr (integral_class<T>()) return wrap_sub(a, b);
     else return a - b;
   }
 };
-struct MulF : Binary<kNum> {
+struct MulF : Binary<kNum | kU8> {
   template <class T>
   T operator()(T a, T b) const {
-    if constexpr (class_of<T>() == kInt) return wrap_mul(a, b);
+    if constexpr (integral_class<T>()) return wrap_mul(a, b);
     else return a * b;
   }
 };
@@ -125,38 +139,46 @@ T int_floordiv(const char* op, T a, T b) {
   if (b == 0)
     op_error<InvalidArgumentError>(op, "integer division by zero (", a, " / 0); check the divisor "
                                    "or use a floating dtype, where x / 0 is inf");
-  if (a == kLowest<T> && b == -1) return a;
-  T q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-  return q;
+  if constexpr (std::is_unsigned_v<T>) {
+    return static_cast<T>(a / b);  // non-negative operands: truncation is the floor
+  } else {
+    if (a == kLowest<T> && b == -1) return a;
+    T q = a / b;
+    if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+    return q;
+  }
 }
 // Integer div floors, as floordiv does.
-struct DivF : Binary<kNum, kInt> {
+struct DivF : Binary<kNum | kU8, kInt | kU8> {
   template <class T>
   T operator()(T a, T b) const {
-    if constexpr (class_of<T>() == kInt) return int_floordiv("div", a, b);
+    if constexpr (integral_class<T>()) return int_floordiv("div", a, b);
     else return a / b;
   }
 };
-struct FloorDivF : LibmBinary {
+struct FloorDivF : LibmBinaryU8 {
   template <class T>
   T operator()(T a, T b) const {
-    if constexpr (class_of<T>() == kInt) return int_floordiv("floordiv", a, b);
+    if constexpr (integral_class<T>()) return int_floordiv("floordiv", a, b);
     else return std::floor(a / b);
   }
 };
 // The result takes the divisor's sign (Python's and TensorFlow's floormod).
-struct ModF : LibmBinary {
+struct ModF : LibmBinaryU8 {
   template <class T>
   T operator()(T a, T b) const {
-    if constexpr (class_of<T>() == kInt) {
+    if constexpr (integral_class<T>()) {
       if (b == 0)
         op_error<InvalidArgumentError>("mod", "integer modulo by zero (", a, " % 0); check the "
                                        "divisor or use a floating dtype");
-      if (b == -1) return 0;  // INT_MIN % -1 overflows in C++
-      T r = a % b;
-      if (r != 0 && ((r < 0) != (b < 0))) r += b;
-      return r;
+      if constexpr (std::is_unsigned_v<T>) {
+        return static_cast<T>(a % b);  // both non-negative: no sign to fix
+      } else {
+        if (b == -1) return 0;  // INT_MIN % -1 overflows in C++
+        T r = a % b;
+        if (r != 0 && ((r < 0) != (b < 0))) r += b;
+        return r;
+      }
     } else {
       T r = std::fmod(a, b);
       if (r != 0 && ((r < 0) != (b < 0))) r += b;
@@ -183,7 +205,7 @@ struct PowF : LibmBinary {
   }
 };
 // NaN in either operand gives NaN (TensorFlow's rule, unlike std::max).
-struct MaximumF : Binary<kNum> {
+struct MaximumF : Binary<kNum | kU8> {
   template <class T>
   T operator()(T a, T b) const {
     if constexpr (class_of<T>() == kFloat) {
@@ -192,7 +214,7 @@ struct MaximumF : Binary<kNum> {
     return a < b ? b : a;
   }
 };
-struct MinimumF : Binary<kNum> {
+struct MinimumF : Binary<kNum | kU8> {
   template <class T>
   T operator()(T a, T b) const {
     if constexpr (class_of<T>() == kFloat) {
@@ -206,12 +228,12 @@ struct MinimumF : Binary<kNum> {
     template <class T>                                             \
     bool operator()(const T& a, const T& b) const { return expr; } \
   };
-TG_PREDICATE(EqualF, a == b, kNum | kBoolT | kStr)
-TG_PREDICATE(NotEqualF, a != b, kNum | kBoolT | kStr)
-TG_PREDICATE(LessF, a < b, kNum)
-TG_PREDICATE(LessEqualF, a <= b, kNum)
-TG_PREDICATE(GreaterF, a > b, kNum)
-TG_PREDICATE(GreaterEqualF, a >= b, kNum)
+TG_PREDICATE(EqualF, a == b, kNum | kU8 | kBoolT | kStr)
+TG_PREDICATE(NotEqualF, a != b, kNum | kU8 | kBoolT | kStr)
+TG_PREDICATE(LessF, a < b, kNum | kU8)
+TG_PREDICATE(LessEqualF, a <= b, kNum | kU8)
+TG_PREDICATE(GreaterF, a > b, kNum | kU8)
+TG_PREDICATE(GreaterEqualF, a >= b, kNum | kU8)
 #undef TG_PREDICATE
 // Operands by value: both are loaded before && / || look at them, so the loops vectorise
 // (through references the second load would be conditional).
@@ -247,10 +269,10 @@ struct SignF : Unary<kNum> {
     return static_cast<T>((T(0) < x) - (x < T(0)));
   }
 };
-struct SquareF : Unary<kNum> {
+struct SquareF : Unary<kNum | kU8> {
   template <class T>
   T operator()(T x) const {
-    if constexpr (class_of<T>() == kInt) return wrap_mul(x, x);
+    if constexpr (integral_class<T>()) return wrap_mul(x, x);
     else return x * x;
   }
 };
@@ -355,7 +377,7 @@ struct ZerosLikeF : Unary<kAny> {
   template <class T>
   T operator()(const T&) const { return T{}; }
 };
-struct OnesLikeF : Unary<kNum | kBoolT> {
+struct OnesLikeF : Unary<kNum | kU8 | kBoolT> {
   template <class T>
   T operator()(const T&) const { return T(1); }
 };

@@ -59,10 +59,10 @@ const MicroTable& micro_table() {
       MicroTable fast;
       fused_avx512::fill_micro_table(fast);
       for (std::size_t op = 0; op < kNumOps; ++op)
-        for (std::size_t d = 0; d < 6; ++d)
+        for (std::size_t d = 0; d < kNumDTypes; ++d)
           if (fast.ops[op][d].fn[0]) t.ops[op][d] = fast.ops[op][d];
-      for (std::size_t a = 0; a < 6; ++a)
-        for (std::size_t b = 0; b < 6; ++b)
+      for (std::size_t a = 0; a < kNumDTypes; ++a)
+        for (std::size_t b = 0; b < kNumDTypes; ++b)
           if (fast.cast[a][b]) t.cast[a][b] = fast.cast[a][b];
       for (std::size_t a = 0; a < 2; ++a)
         for (std::size_t b = 0; b < 2; ++b) t.affine[a][b] = fast.affine[a][b];

@@ -36,8 +36,8 @@ struct RegisterChain {
 bool chainable_op(OpId op);
 
 struct MicroTable {
-  MicroSet ops[kNumOps][6];
-  MicroFn cast[6][6] = {};  // [from][to]
+  MicroSet ops[kNumOps][kNumDTypes];
+  MicroFn cast[kNumDTypes][kNumDTypes] = {};  // [from][to]; uint8 has no loops (never fused)
   // (x * m + c), then relu when [.][1]: args x (vector), m, c (scalars); [0] float32, [1] float64.
   // The same two roundings as mul then add (no FMA), so results equal the three steps'.
   MicroFn affine[2][2] = {};

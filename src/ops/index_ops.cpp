@@ -184,9 +184,9 @@ T onehot_value(double v, const char* which) {
   if constexpr (std::is_same_v<T, bool>) {
     return v != 0;
   } else if constexpr (std::is_integral_v<T>) {
-    // 2^63 and -2^63 are exact doubles; the int64 range is [-2^63, 2^63).
+    // The range is [min, max + 1): 2^63 and -2^63 are exact doubles (int64's max rounds to 2^63).
     const double lo = static_cast<double>(std::numeric_limits<T>::min());
-    const double hi = -lo;
+    const double hi = static_cast<double>(std::numeric_limits<T>::max()) + 1.0;
     if (!(v == std::floor(v)) || v < lo || v >= hi)
       op_error<InvalidArgumentError>("one_hot", which, " ", v, " cannot be represented exactly as ",
                                      to_string(dtype_of_v<T>),

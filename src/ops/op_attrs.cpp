@@ -18,7 +18,8 @@ const char* attrs_kind_name(std::size_t kind) {
       "IndexAttrs",    "PrintAttrs",   "VariableAttrs", "FusedAttrs",     "ControlFlowAttrs", "TensorArrayAttrs",
       "ShapeValueAttrs", "AdamSlotsAttrs", "RandomAttrs", "Conv2DAttrs",  "Pool2DAttrs",
       "TileAttrs",     "PadAttrs",     "SplitAttrs",    "ReverseAttrs",
-      "ScanAttrs"};
+      "ScanAttrs",
+      "SortAttrs",     "TopKAttrs"};
   static_assert(std::size(kNames) == std::variant_size_v<AttrsVariant>, "one name per attribute struct");
   return kind < std::size(kNames) ? kNames[kind] : "?";
 }

@@ -301,6 +301,20 @@ struct ScanAttrs {
     f("axis", axis); f("exclusive", exclusive); f("reverse", reverse);
   }
   bool operator==(const ScanAttrs&) const = default;
+/// sort: the direction (along the last axis; the front function moves another axis there).
+struct SortAttrs {
+  bool descending = false;
+  template <class F> void for_each_field(F&& f) const { f("descending", descending); }
+  bool operator==(const SortAttrs&) const = default;
+};
+
+/// top_k: how many of the largest along the last axis, and whether they must come sorted
+/// (they always do here).
+struct TopKAttrs {
+  int64_t k = 1;
+  bool sorted = true;
+  template <class F> void for_each_field(F&& f) const { f("k", k); f("sorted", sorted); }
+  bool operator==(const TopKAttrs&) const = default;
 };
 
 // The order of this list is the variant index; ops.def names structs, never indices.
@@ -309,7 +323,7 @@ using AttrsVariant = std::variant<NoAttrs, ReduceAttrs, AxisAttrs, ArgReduceAttr
                                   OneHotAttrs, IndexAttrs, PrintAttrs, VariableAttrs, FusedAttrs,
                                   ControlFlowAttrs, TensorArrayAttrs, ShapeValueAttrs, AdamSlotsAttrs,
                                   RandomAttrs, Conv2DAttrs, Pool2DAttrs, TileAttrs, PadAttrs,
-                                  SplitAttrs, ReverseAttrs, ScanAttrs>;
+                                  SplitAttrs, ReverseAttrs, ScanAttrs, SortAttrs, TopKAttrs>;
 
 template <class T, class V> struct VariantIndex;
 template <class T, class... Ts> struct VariantIndex<T, std::variant<Ts...>> {

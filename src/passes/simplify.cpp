@@ -56,6 +56,7 @@ bool is_neutral_const(const Match& m, std::size_t k, double value, Sign sign) {
     case DType::Float64: v = *data_of<double>(c.value); negative = std::signbit(v); break;
     case DType::Int32: v = *data_of<int32_t>(c.value); break;
     case DType::Int64: v = static_cast<double>(*data_of<int64_t>(c.value)); break;
+    case DType::UInt8: v = *data_of<uint8_t>(c.value); break;
     default: return false;
   }
   if (v != value) return false;

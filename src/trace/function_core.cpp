@@ -794,6 +794,7 @@ Tensor scalar_for_tensor_param(const ConcreteImpl& cf, std::size_t index, double
     case DType::Bool: exact = value == 0 || value == 1; break;
     case DType::Int32: exact = integer && *integer >= INT32_MIN && *integer <= INT32_MAX; break;
     case DType::Int64: exact = integer != nullptr; break;
+    case DType::UInt8: exact = integer && *integer >= 0 && *integer <= 255; break;
     case DType::String: break;
   }
   if (!exact)

@@ -8,6 +8,7 @@
 #include "ops/grad_helpers.h"
 #include "ops/op.h"
 #include "ops/remap.h"
+#include "ops/sort.h"
 
 namespace tg {
 namespace {
@@ -337,6 +338,19 @@ std::vector<GradCase> make_cases() {
       {"log1p", "second order", [](const std::vector<Tensor>& in) { return second_order(in[0], &log1p); },
        {u({2, 3}, 0.0, 2.0)}},
       {"expm1", "second order", [](const std::vector<Tensor>& in) { return second_order(in[0], &expm1); }, {u({2, 3})}},
+      // sorting (src/ops/sort.cpp): distinct random values, so no tie sits on a kink
+      {"sort", "ascending along the last axis", [](const std::vector<Tensor>& in) { return sort(in[0]); }, {u({3, 5})}},
+      {"sort", "descending along axis 0",
+       [](const std::vector<Tensor>& in) { return sort(in[0], 0, SortDirection::Descending); }, {u({4, 3})}},
+      {"top_k", "k = 2 of 5", [](const std::vector<Tensor>& in) { return top_k(in[0], 2).values; }, {u({3, 5})}},
+      {"gather_last_axis", "repeated index",
+       [](const std::vector<Tensor>& in) { return detail::gather_last_axis(in[0], constant({{2, 0, 2}, {1, 1, 0}})); },
+       {u({2, 3})}},
+      {"scatter_add_last_axis_like", "repeated index",
+       [](const std::vector<Tensor>& in) {
+         return detail::scatter_add_last_axis_like(in[0], constant({{2, 0, 2}, {1, 1, 0}}), in[1]);
+       },
+       {u({2, 3}), u({2, 4})}},
   };
   return c;
 }

@@ -53,7 +53,7 @@ TEST(ElementwiseErrors, UnsupportedDtypesNameTheOpAndTheAllowedDtypes) {
   EXPECT_THROW_MSG(tanh(constant({1})), InvalidArgumentError, "[tanh]", "int32",
                    "float32, float64");
   EXPECT_THROW_MSG(add(constant(true), constant(false)), InvalidArgumentError, "[add]", "bool",
-                   "float32, float64, int32, int64, string");
+                   "float32, float64, int32, int64, uint8, string");
   EXPECT_THROW_MSG(sub(constant("a"), constant("b")), InvalidArgumentError, "[sub]", "string",
                    "float32, float64, int32, int64");
   EXPECT_THROW_MSG(less(constant("a"), constant("b")), InvalidArgumentError, "[less]", "string");

@@ -331,3 +331,41 @@ TEST(Checkpoint, AModelFileRestoresItsVariablesIntoATrainingLoop) {
 
 }  // namespace
 }  // namespace tg
+
+namespace tg {
+namespace {
+
+// uint8 (dtype code 7) in signatures, graphs, constants and Variables.
+TEST(Export, UInt8FunctionsRoundTrip) {
+  Variable offset(constant({1, 2, 3}, uint8), "offset");
+  const Tensor lut = constant({10, 20, 30}, uint8);
+  auto f = function([&](const Tensor& img) { return std::pair{img + offset + lut, cast(img, float32) / 255.0f}; },
+                    {.name = "bytes", .arg_names = {"img"}});
+  const Tensor img = constant({250, 0, 128}, uint8);
+  const auto [sum, scaled] = f(img);
+  f.get_concrete_function(TensorSpec({None}, uint8));
+  TempFile file("uint8.tgx");
+  save(file.path, f);
+  LoadedFunction loaded = load(file.path);
+  bool mentions_uint8 = false;
+  for (const std::string& s : loaded.signatures()) mentions_uint8 |= s.find("dtype=tg.uint8") != std::string::npos;
+  EXPECT_TRUE(mentions_uint8);
+  const Outputs out = loaded(img);
+  EXPECT_TRUE(tensors_near(out[0], sum, 0.0));
+  EXPECT_TRUE(tensors_near(out[0], constant({5, 22, 161}, uint8), 0.0));
+  EXPECT_TRUE(tensors_near(out[1], scaled, 0.0));
+  ASSERT_EQ(loaded.variables().size(), 1u);
+  EXPECT_EQ(loaded.variables()[0].dtype(), uint8);
+}
+
+TEST(Export, UInt8Checkpoints) {
+  Variable v(constant({7, 255}, uint8), "v");
+  TempFile file("uint8.ckpt");
+  save_variables(file.path, {v});
+  Variable w(constant({0, 0}, uint8), "v");
+  restore_variables(file.path, {w});
+  EXPECT_TRUE(tensors_near(w.read_value(), constant({7, 255}, uint8), 0.0));
+}
+
+}  // namespace
+}  // namespace tg

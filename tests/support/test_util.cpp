@@ -47,6 +47,7 @@ template <class T>
     case DType::Int64: return compare<int64_t>(actual, expected, tol);
     case DType::Bool: return compare<bool>(actual, expected, tol);
     case DType::String: return compare<std::string>(actual, expected, tol);
+    case DType::UInt8: return compare<uint8_t>(actual, expected, tol);
   }
   return ::testing::AssertionFailure() << "unknown dtype";
 }

@@ -34,6 +34,10 @@ TEST(ReadIdx, PlainAndGzippedImagesAndLabels) {
     EXPECT_TENSOR_EQ(data::read_idx_labels(lp), constant({9, 3}));
     EXPECT_TENSOR_EQ(data::read_idx_labels(lp, int64), constant({int64_t{9}, int64_t{3}}));
     EXPECT_TENSOR_EQ(data::read_idx(lp), constant({9, 3}));
+    // The bytes as they are, as uint8 (read_idx keeps int32 for existing callers).
+    EXPECT_TENSOR_EQ(data::read_idx_image_bytes(ip), constant(pixels, {2, 2, 3}));
+    EXPECT_TENSOR_EQ(data::read_idx_labels(lp, uint8), constant({9, 3}, uint8));
+    EXPECT_THROW_MSG(data::read_idx_image_bytes(lp), ValueError, "[read_idx_image_bytes]", "expected 0x00000803");
     const data::IdxHeader h = data::read_idx_header(ip);
     EXPECT_EQ(h.magic(), 0x00000803u);
     EXPECT_EQ(h.dims, (std::vector<int64_t>{2, 2, 3}));
@@ -140,7 +144,7 @@ TEST(ReadIdxErrors, ImagesAndLabelsCheckTheirMagic) {
                    "0x00000803", "expected 0x00000801");
   const std::string ints = dir.write("n", idx_bytes(0x0C, {1}, {0, 0, 0, 1}));
   EXPECT_THROW_MSG(data::read_idx_labels(ints), ValueError, "0x00000C01", "int32");
-  EXPECT_THROW_MSG(data::read_idx_labels(labels, float32), TypeError, "int32 or int64");
+  EXPECT_THROW_MSG(data::read_idx_labels(labels, float32), TypeError, "int32, int64 or uint8", "not float32");
 }
 
 TEST(LoadMnist, FindsGzippedOrPlainFilesAndChecksCounts) {

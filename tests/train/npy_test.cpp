@@ -97,10 +97,10 @@ TEST(Npy, ReadsFilesAsNumPyWritesThem) {
   const Tensor f3 = parse(npy_image("{'descr': '<i4', 'fortran_order': True, 'shape': (2, 1, 2), }",
                                     bytes_of<int32_t>({1, 3, 2, 4})));
   EXPECT_EQ(f3.to_string(), reshape(constant({1, 2, 3, 4}), {2, 1, 2}).to_string());
-  // Narrow integers widen: uint8 and int16 to int32, uint32 to int64; bools stay bools.
+  // uint8 stays uint8; other narrow integers widen: int8/int16/uint16 to int32, uint32 to int64.
   const Tensor u8 = parse(npy_image("{'descr': '|u1', 'fortran_order': False, 'shape': (3,), }", {0, 128, 255}));
-  EXPECT_EQ(u8.dtype(), int32);
-  EXPECT_EQ(u8.to_vector<int32_t>(), (std::vector<int32_t>{0, 128, 255}));
+  EXPECT_EQ(u8.dtype(), uint8);
+  EXPECT_EQ(u8.to_vector<uint8_t>(), (std::vector<uint8_t>{0, 128, 255}));
   const Tensor i16 = parse(npy_image("{'descr': '>i2', 'fortran_order': False, 'shape': (2,), }",
                                      bytes_of<int16_t>({-300, 7}, true)));
   EXPECT_EQ(i16.to_vector<int32_t>(), (std::vector<int32_t>{-300, 7}));

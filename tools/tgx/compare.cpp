@@ -17,7 +17,8 @@ Family family_of(tg::DType d) {
     case tg::DType::Float32:
     case tg::DType::Float64: return Family::kFloat;
     case tg::DType::Int32:
-    case tg::DType::Int64: return Family::kInteger;
+    case tg::DType::Int64:
+    case tg::DType::UInt8: return Family::kInteger;
     case tg::DType::Bool: return Family::kBool;
     case tg::DType::String: return Family::kString;
   }
@@ -32,6 +33,10 @@ std::vector<double> as_doubles(const tg::Tensor& t) {
 
 std::vector<int64_t> as_integers(const tg::Tensor& t) {
   if (t.dtype() == tg::int64) return t.to_vector<int64_t>();
+  if (t.dtype() == tg::uint8) {
+    const std::vector<uint8_t> b = t.to_vector<uint8_t>();
+    return {b.begin(), b.end()};
+  }
   const std::vector<int32_t> v = t.to_vector<int32_t>();
   return {v.begin(), v.end()};
 }
