@@ -301,6 +301,8 @@ struct ScanAttrs {
     f("axis", axis); f("exclusive", exclusive); f("reverse", reverse);
   }
   bool operator==(const ScanAttrs&) const = default;
+};
+
 /// sort: the direction (along the last axis; the front function moves another axis there).
 struct SortAttrs {
   bool descending = false;
