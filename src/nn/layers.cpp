@@ -126,6 +126,11 @@ std::vector<int> batch_axes(const Tensor& x) {
 }  // namespace
 
 Tensor BatchNorm::train_step(const Tensor& x) const {
+  // An empty batch has no statistics: its NaN mean would silently poison the moving ones.
+  if (!x.is_symbolic() && x.num_elements() == 0)
+    op_error<InvalidArgumentError>("BatchNorm", "layer '", name_, "' got an empty batch (shape ",
+                                   x.shape().to_string(), ") in training mode; batch statistics need at "
+                                   "least one example per feature");
   const std::vector<int> axes = batch_axes(x);
   const Tensor mean = reduce_mean(x, axes);
   const Tensor variance = reduce_mean(square(x - mean), axes);  // biased, as Keras's moments

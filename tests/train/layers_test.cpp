@@ -257,6 +257,9 @@ TEST(BatchNorm, TypedErrors) {
   EXPECT_THROW_MSG(bn(zeros({4, 2}), constant(1)), TypeError, "bool scalar", "int32");
   EXPECT_THROW_MSG(bn(zeros({4, 2}), constant({true, false})), TypeError, "bool scalar");
   EXPECT_THROW_MSG(bn(zeros({4, 2}, float64), false), InvalidArgumentError, "dtype");
+  EXPECT_THROW_MSG(bn(zeros({0, 2}), true), InvalidArgumentError, "empty batch");
+  EXPECT_EQ(bn.moving_mean().read_value().to_vector<float>(), (std::vector<float>{0.0f, 0.0f}));
+  EXPECT_EQ(bn(zeros({0, 2}), false).shape(), TensorShape({0, 2}));  // inference is fine
 }
 
 }  // namespace
