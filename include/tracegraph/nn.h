@@ -5,6 +5,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tracegraph/ops.h"
@@ -90,6 +91,181 @@ class Dense {
   Variable kernel_;
   Variable bias_;
 };
+
+// ---- Embedding, normalisation and recurrent layers; regression and logit losses ----------------
+// Keras's definitions (keras.layers.Embedding, LayerNormalization, BatchNormalization, GRUCell,
+// LSTMCell; keras.losses). Like Dense, each layer creates its Variables in its constructor:
+// build layers outside a tg::function (or on its first trace only). Copies share the Variables.
+
+/// Orthogonal initializer (Keras's Orthogonal): a (rows, cols) matrix, rows = product of all
+/// but the last dim, with orthonormal columns (rows >= cols) or rows, times `gain`. Drawn on the
+/// host from (seed) and returned as a constant, so it is the same eagerly and inside a trace.
+/// tg::InvalidArgumentError for rank < 2 or a shape that is not fully defined.
+Tensor orthogonal(const TensorShape& shape, uint64_t seed, double gain = 1.0, DType dtype = float32);
+
+/// keras.layers.Embedding: a (vocab, dim) table, initialised uniform in [-0.05, 0.05);
+/// `layer(ids)` gathers rows: ids of any shape, int32/int64, give ids.shape + (dim,). An eager
+/// id outside [0, vocab) throws tg::InvalidArgumentError naming it (inside a trace the gather
+/// kernel checks the ids when the graph runs, with the same error type).
+class Embedding {
+ public:
+  /// tg::InvalidArgumentError unless vocab > 0 and dim > 0.
+  Embedding(int64_t vocab, int64_t dim, uint64_t seed = 0, DType dtype = float32,
+            std::string name = "embedding");
+  Tensor operator()(const Tensor& ids) const;
+  Variable& embeddings() { return embeddings_; }
+  const Variable& embeddings() const { return embeddings_; }
+  std::vector<Variable> trainable_variables() const { return {embeddings_}; }
+
+ private:
+  int64_t vocab_, dim_;
+  std::string name_;
+  Variable embeddings_;
+};
+
+/// keras.layers.LayerNormalization over the last axis (of size `features`):
+///   y = (x - mean) / sqrt(variance + epsilon) * gamma + beta
+/// with the mean and (biased) variance of each row along the last axis; gamma ones, beta zeros.
+class LayerNorm {
+ public:
+  /// tg::InvalidArgumentError unless features > 0 and epsilon >= 0 is finite.
+  explicit LayerNorm(int64_t features, double epsilon = 1e-3, DType dtype = float32,
+                     std::string name = "layer_norm");
+  /// x: rank >= 1, last dim `features` (or None while tracing), the layer's dtype.
+  Tensor operator()(const Tensor& x) const;
+  Variable& gamma() { return gamma_; }
+  Variable& beta() { return beta_; }
+  const Variable& gamma() const { return gamma_; }
+  const Variable& beta() const { return beta_; }
+  double epsilon() const { return epsilon_; }
+  /// {gamma, beta}.
+  std::vector<Variable> trainable_variables() const { return {gamma_, beta_}; }
+
+ private:
+  int64_t features_;
+  double epsilon_;
+  std::string name_;
+  Variable gamma_, beta_;
+};
+
+/// keras.layers.BatchNormalization over the last axis (of size `features`).
+/// - training: normalises with the batch's mean and (biased) variance over every other axis,
+///   and updates the moving statistics, as ordered assigns (inside a tg::function they run at
+///   every call):  moving = moving * momentum + batch_statistic * (1 - momentum).
+///   Gradients flow through the batch statistics.
+/// - inference: normalises with moving_mean and moving_variance (nothing is updated).
+///   y = (x - mean) / sqrt(variance + epsilon) * gamma + beta.
+/// `training` is a C++ bool or a bool scalar tensor. A symbolic flag selects at run time: both
+/// normalisations are computed and tg::where picks one, and the assigns write the old values
+/// back when not training (nn may not use tg::cond; the result is the same).
+class BatchNorm {
+ public:
+  /// tg::InvalidArgumentError unless features > 0, momentum in [0, 1] and epsilon >= 0.
+  explicit BatchNorm(int64_t features, double momentum = 0.99, double epsilon = 1e-3,
+                     DType dtype = float32, std::string name = "batch_norm");
+  /// x: rank >= 2 (batch, ..., features) of the layer's dtype.
+  Tensor operator()(const Tensor& x, bool training) const;
+  /// `training`: a bool scalar tensor (tg::TypeError otherwise).
+  Tensor operator()(const Tensor& x, const Tensor& training) const;
+  Variable& gamma() { return gamma_; }
+  Variable& beta() { return beta_; }
+  Variable& moving_mean() { return moving_mean_; }
+  Variable& moving_variance() { return moving_variance_; }
+  const Variable& gamma() const { return gamma_; }
+  const Variable& beta() const { return beta_; }
+  const Variable& moving_mean() const { return moving_mean_; }
+  const Variable& moving_variance() const { return moving_variance_; }
+  /// {gamma, beta}; the moving statistics are not trainable.
+  std::vector<Variable> trainable_variables() const { return {gamma_, beta_}; }
+  /// {moving_mean, moving_variance}.
+  std::vector<Variable> non_trainable_variables() const { return {moving_mean_, moving_variance_}; }
+
+ private:
+  void check_input(const Tensor& x) const;
+  Tensor normalize(const Tensor& x, const Tensor& mean, const Tensor& variance) const;
+  Tensor train_step(const Tensor& x) const;  // batch statistics + moving updates
+
+  int64_t features_;
+  double momentum_, epsilon_;
+  std::string name_;
+  Variable gamma_, beta_, moving_mean_, moving_variance_;
+};
+
+/// The weights of a recurrent cell as read values. Inside a tg::while_loop / tg::for_range body
+/// that the tape differentiates, read them once before the loop (`cell.read_weights()`) and
+/// pass them to the cell: a Variable read inside a loop body cannot carry a gradient out of it.
+struct RecurrentWeights {
+  Tensor kernel;            // (input_dim, gates * units)
+  Tensor recurrent_kernel;  // (units, gates * units)
+  Tensor bias;              // GRU: (2, 3 * units) (input bias, recurrent bias); LSTM: (4 * units,)
+};
+
+/// keras.layers.GRUCell with Keras's defaults (tanh, sigmoid, reset_after=True), gates in
+/// Keras's order z (update), r (reset), h (candidate) along the last axis of the kernels:
+///   x_z, x_r, x_h = x @ kernel + bias[0];   h_z, h_r, h_h = h @ recurrent_kernel + bias[1]
+///   z = sigmoid(x_z + h_z);  r = sigmoid(x_r + h_r);  hh = tanh(x_h + r * h_h)
+///   h' = z * h + (1 - z) * hh
+/// kernel Glorot-uniform, recurrent kernel orthogonal, bias zeros.
+class GRUCell {
+ public:
+  GRUCell(int64_t input_dim, int64_t units, uint64_t seed = 0, DType dtype = float32,
+          std::string name = "gru_cell");
+  /// One step: x (batch, input_dim), h (batch, units) -> the new h (batch, units).
+  Tensor operator()(const Tensor& x, const Tensor& h) const;
+  Tensor operator()(const Tensor& x, const Tensor& h, const RecurrentWeights& weights) const;
+  RecurrentWeights read_weights() const;
+  /// {kernel, recurrent_kernel, bias}.
+  std::vector<Variable> trainable_variables() const { return {kernel_, recurrent_kernel_, bias_}; }
+  int64_t units() const { return units_; }
+
+ private:
+  int64_t input_dim_, units_;
+  std::string name_;
+  Variable kernel_, recurrent_kernel_, bias_;
+};
+
+/// keras.layers.LSTMCell with Keras's defaults (tanh, sigmoid, unit_forget_bias), gates in
+/// Keras's order i (input), f (forget), c (cell candidate), o (output):
+///   z = x @ kernel + h @ recurrent_kernel + bias;  i, f, g, o = split(z, 4)
+///   c' = sigmoid(f) * c + sigmoid(i) * tanh(g);  h' = sigmoid(o) * tanh(c')
+/// kernel Glorot-uniform, recurrent kernel orthogonal, bias zeros but ones for the forget gate.
+class LSTMCell {
+ public:
+  LSTMCell(int64_t input_dim, int64_t units, uint64_t seed = 0, DType dtype = float32,
+           std::string name = "lstm_cell");
+  /// One step: x (batch, input_dim), h and c (batch, units) -> {h', c'}.
+  std::pair<Tensor, Tensor> operator()(const Tensor& x, const Tensor& h, const Tensor& c) const;
+  std::pair<Tensor, Tensor> operator()(const Tensor& x, const Tensor& h, const Tensor& c,
+                                       const RecurrentWeights& weights) const;
+  RecurrentWeights read_weights() const;
+  /// {kernel, recurrent_kernel, bias}.
+  std::vector<Variable> trainable_variables() const { return {kernel_, recurrent_kernel_, bias_}; }
+  int64_t units() const { return units_; }
+
+ private:
+  int64_t input_dim_, units_;
+  std::string name_;
+  Variable kernel_, recurrent_kernel_, bias_;
+};
+
+// Losses, in Keras's argument order (targets first, then predictions or logits) and with its
+// default reduction: the per-example losses (the last axis averaged, or summed over the classes
+// for softmax) averaged over the batch, a scalar. Both arguments must be float32/float64 of one
+// dtype (tg::TypeError) and the same shape (tg::InvalidArgumentError; no broadcasting).
+
+/// mean((y_pred - y_true)^2).
+Tensor mean_squared_error(const Tensor& y_true, const Tensor& y_pred);
+/// TF's sigmoid_cross_entropy_with_logits, averaged: max(x, 0) - x * z + log(1 + exp(-|x|)) for
+/// logits x and labels z in [0, 1]; exact for logits of any size (no exp overflow).
+Tensor binary_crossentropy_with_logits(const Tensor& labels, const Tensor& logits);
+/// TF's softmax_cross_entropy_with_logits (dense labels, a distribution over the last axis),
+/// averaged over the other axes: mean(-sum(labels * log_softmax(logits), -1)).
+Tensor softmax_cross_entropy_with_logits(const Tensor& labels, const Tensor& logits);
+/// Huber: 0.5 * e^2 where |e| <= delta, else delta * |e| - 0.5 * delta^2 (e = y_pred - y_true),
+/// averaged. tg::ValueError unless delta > 0 is finite.
+Tensor huber(const Tensor& y_true, const Tensor& y_pred, double delta = 1.0);
+// ---- end of the embedding / normalisation / recurrent layers and their losses -----------------
+
 
 /// Mean over the batch of -log softmax(logits)[label]: logits (batch, classes) float32/float64,
 /// labels (batch,) int32/int64 class indices. Built from log_softmax, one_hot and reduce_mean,

@@ -14,6 +14,54 @@
 
 namespace tg::optim {
 
+/// A learning rate as a function of the optimizer's step (keras.optimizers.schedules).
+/// Subclass it for your own: operator() must build the rate from tensor ops on `step`, so that
+/// it works on the symbolic step counter of a traced train_step.
+class LearningRateSchedule {
+ public:
+  virtual ~LearningRateSchedule();
+  /// The rate at `step` (an integer or floating scalar tensor, eager or symbolic; optimizers pass
+  /// their step counter: the number of steps taken, from 0) as a float64 scalar.
+  virtual Tensor operator()(const Tensor& step) const = 0;
+  /// The same, eagerly, for a C++ step.
+  double value_at(int64_t step) const;
+};
+
+/// keras.optimizers.schedules.ExponentialDecay:
+///   initial_learning_rate * decay_rate ^ (step / decay_steps)
+/// with the exponent floored (a staircase) when `staircase`. Computed in float64.
+/// tg::ValueError unless decay_steps > 0 and the rates are finite.
+class ExponentialDecay : public LearningRateSchedule {
+ public:
+  ExponentialDecay(double initial_learning_rate, int64_t decay_steps, double decay_rate, bool staircase = false);
+  Tensor operator()(const Tensor& step) const override;
+
+ private:
+  double initial_, decay_rate_;
+  int64_t decay_steps_;
+  bool staircase_;
+};
+
+/// keras.optimizers.schedules.CosineDecay with its optional linear warm-up. Without a
+/// warmup_target:  s = min(step, decay_steps);
+///   initial_learning_rate * ((1 - alpha) * 0.5 * (1 + cos(pi * s / decay_steps)) + alpha).
+/// With one: s = min(step, warmup_steps + decay_steps); for s < warmup_steps the rate rises
+/// linearly, initial + (warmup_target - initial) * s / warmup_steps, then decays as above from
+/// warmup_target over (s - warmup_steps). Computed in float64. tg::ValueError unless
+/// decay_steps > 0, warmup_steps >= 0 and the rates are finite.
+class CosineDecay : public LearningRateSchedule {
+ public:
+  CosineDecay(double initial_learning_rate, int64_t decay_steps, double alpha = 0.0,
+              std::optional<double> warmup_target = std::nullopt, int64_t warmup_steps = 0);
+  Tensor operator()(const Tensor& step) const override;
+
+ private:
+  double initial_, alpha_;
+  int64_t decay_steps_;
+  std::optional<double> warmup_target_;
+  int64_t warmup_steps_;
+};
+
 /// The shared machinery of SGD and Adam: input validation, the step counter and the per-variable
 /// slot Variables.
 ///
@@ -56,9 +104,19 @@ class Optimizer {
   /// The step counter Variable (int64 scalar), created by the first apply_gradients.
   std::optional<Variable> iterations_variable() const { return iterations_; }
 
+  /// The learning rate of the next step: the Variable's value, or with a schedule its value at
+  /// iterations().
   double learning_rate() const;
-  /// Throws tg::ValueError for a negative or non-finite value.
+  /// Throws tg::ValueError for a negative or non-finite value, tg::TypeError when the optimizer
+  /// follows a schedule (as Keras: a scheduled learning rate is not settable).
   void set_learning_rate(double learning_rate);
+  /// Follows `schedule` from now on: each apply_gradients evaluates it on the step counter (the
+  /// steps already taken, from 0) inside the step, so a traced train_step reads the current
+  /// rate at every call and never retraces as the step advances. Set it before the first
+  /// apply_gradients (tg::ValueError afterwards: functions traced before would keep the old
+  /// rate); tg::ValueError for a null schedule.
+  void set_learning_rate_schedule(std::shared_ptr<const LearningRateSchedule> schedule);
+  const std::shared_ptr<const LearningRateSchedule>& learning_rate_schedule() const { return schedule_; }
 
   /// The slot `slot_name` ("momentum" for SGD, "m" / "v" for Adam) of `var`; throws
   /// tg::ValueError when the optimizer has no such slot for it (yet).
@@ -75,7 +133,7 @@ class Optimizer {
 
   /// Per-dtype constants of one apply_gradients call, computed once per call.
   struct StepValues {
-    Tensor learning_rate;  // the learning-rate Variable read, cast to the variable dtype
+    Tensor learning_rate;  // this step's rate (the Variable, or the schedule), in the variable dtype
     Tensor step;           // iterations + 1, cast to the variable dtype
   };
   /// Updates one variable with its gradient (same dtype and shape), reading and writing its
@@ -87,9 +145,12 @@ class Optimizer {
 
  private:
   void ensure_slots(const std::vector<const Variable*>& vars);
+  /// The float64 learning rate of the step whose counter (steps taken) is `counter`.
+  Tensor current_learning_rate(const Tensor& counter) const;
 
   std::string name_;
   Variable learning_rate_;
+  std::shared_ptr<const LearningRateSchedule> schedule_;
   std::optional<Variable> iterations_;
   std::unordered_map<uint64_t, std::vector<Variable>> slots_;
   std::vector<uint64_t> slot_order_;  // variable ids in slot creation order
@@ -143,11 +204,95 @@ class Adam : public Optimizer {
   const AdamOptions& options() const { return options_; }
 
  protected:
+  Adam(std::string name, AdamOptions options);  // for AdamW
   void update(const Tensor& grad, Variable& var, std::vector<Variable>& slots,
               const StepValues& step) override;
 
  private:
   AdamOptions options_;
 };
+
+// ---- AdamW, RMSprop and gradient clipping ----------------------------------------------------
+
+struct AdamWOptions {
+  double learning_rate = 0.001;
+  double weight_decay = 0.004;  // >= 0, Keras' default
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double epsilon = 1e-7;
+};
+
+/// AdamW (Loshchilov & Hutter) as Keras defines it: the decay is decoupled from the gradient and
+/// scaled by the current learning rate, applied before the Adam step of the same call:
+///   var -= var * (weight_decay * lr);   then Adam's update (see Adam) with the decayed var.
+/// Two passes over each weight: the one-pass descent op for the decay, apply_adam for the rest.
+class AdamW : public Adam {
+ public:
+  explicit AdamW(AdamWOptions options = {});
+  explicit AdamW(double learning_rate, double weight_decay = 0.004, double beta1 = 0.9,
+                 double beta2 = 0.999, double epsilon = 1e-7);
+  double weight_decay() const { return weight_decay_; }
+
+ protected:
+  void update(const Tensor& grad, Variable& var, std::vector<Variable>& slots,
+              const StepValues& step) override;
+
+ private:
+  double weight_decay_;
+};
+
+struct RMSpropOptions {
+  double learning_rate = 0.001;
+  double rho = 0.9;        // in [0, 1]
+  double momentum = 0.0;   // in [0, 1]; 0 = no momentum slot
+  double epsilon = 1e-7;   // >= 0
+  bool centered = false;   // also track the mean gradient and divide by the variance estimate
+};
+
+/// RMSprop as Keras defines it (epsilon inside the square root):
+///   velocity = rho * velocity + (1 - rho) * g^2
+///   centered: average_gradient = rho * average_gradient + (1 - rho) * g;
+///             denominator = velocity - average_gradient^2 + epsilon
+///   else:     denominator = velocity + epsilon
+///   increment = lr * g / sqrt(denominator)
+///   momentum > 0: momentum_slot = momentum * momentum_slot + increment; var -= momentum_slot
+///   else:         var -= increment
+/// Slots: "velocity", then "momentum" (momentum > 0), then "average_gradient" (centered).
+class RMSprop : public Optimizer {
+ public:
+  explicit RMSprop(RMSpropOptions options = {});
+  explicit RMSprop(double learning_rate, double rho = 0.9, double momentum = 0.0, double epsilon = 1e-7,
+                   bool centered = false);
+  std::vector<std::string> slot_names() const override;
+  const RMSpropOptions& options() const { return options_; }
+
+ protected:
+  void update(const Tensor& grad, Variable& var, std::vector<Variable>& slots,
+              const StepValues& step) override;
+
+ private:
+  RMSpropOptions options_;
+};
+
+// Gradient clipping (tf.clip_by_value over a list, tf.clip_by_global_norm). Both take the list
+// GradientTape::gradient returns; an undefined gradient (tg::Tensor{}) passes through as it is.
+// They work eagerly and inside traced functions.
+
+/// Each gradient clipped elementwise to [clip_value_min, clip_value_max] (TF's
+/// minimum(maximum(...))). tg::InvalidArgumentError unless min <= max (both not NaN);
+/// tg::TypeError for a non-floating gradient.
+std::vector<Tensor> clip_by_value(const std::vector<Tensor>& grads, double clip_value_min, double clip_value_max);
+
+/// sqrt(sum of every element squared) over the defined gradients, in their dtype (a scalar).
+/// tg::TypeError when they are not all float32 or all float64; tg::ValueError when none is
+/// defined.
+Tensor global_norm(const std::vector<Tensor>& grads);
+
+/// tf.clip_by_global_norm: every gradient times clip_norm / max(global_norm, clip_norm), so the
+/// clipped list's global norm is at most clip_norm; returns {clipped, global_norm} (the norm
+/// before clipping). A non-finite global norm (an inf or NaN gradient) makes every clipped
+/// value NaN, as in TF, so a bad step is visible rather than silently scaled to zero.
+/// tg::ValueError unless clip_norm > 0 is finite.
+std::pair<std::vector<Tensor>, Tensor> clip_by_global_norm(const std::vector<Tensor>& grads, double clip_norm);
 
 }  // namespace tg::optim

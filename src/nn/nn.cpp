@@ -4,12 +4,14 @@
 
 #include "core/check.h"
 #include "core/tensor_impl.h"
+#include "nn/init_seed.h"
 #include "tracegraph/nn.h"
 #include "tracegraph/ops.h"
 
 namespace tg::nn {
 
 using detail::op_error;
+using detail::seed_tensor;
 
 namespace {
 
@@ -35,8 +37,6 @@ Fans fans_of(const char* op, const TensorShape& shape, DType dtype) {
   }
   return f;
 }
-
-Tensor seed_tensor(uint64_t seed) { return constant({static_cast<int64_t>(seed), int64_t{0}}); }
 
 // The stddev of a normal whose 2-stddev truncation has stddev 1 (Keras's constant).
 constexpr double kTruncatedStddev = 0.87962566103423978;

@@ -5,7 +5,10 @@
 
 namespace tg::optim {
 
-Adam::Adam(AdamOptions options) : Optimizer("Adam", options.learning_rate), options_(options) {
+Adam::Adam(AdamOptions options) : Adam("Adam", options) {}
+
+Adam::Adam(std::string name, AdamOptions options)
+    : Optimizer(std::move(name), options.learning_rate), options_(options) {
   check_hyper("beta1", options_.beta1, 0.0, 1.0, /*hi_open=*/true);
   check_hyper("beta2", options_.beta2, 0.0, 1.0, /*hi_open=*/true);
   check_hyper("epsilon", options_.epsilon, 0.0, 1.0, /*hi_open=*/false);

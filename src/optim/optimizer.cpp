@@ -35,10 +35,38 @@ void Optimizer::check_hyper(const char* what, double value, double lo, double hi
                                      hi_open ? ")" : "]", ", got ", value));
 }
 
-double Optimizer::learning_rate() const { return learning_rate_.read_value().item<double>(); }
+double Optimizer::learning_rate() const {
+  if (schedule_) return schedule_->value_at(iterations());
+  return learning_rate_.read_value().item<double>();
+}
 
 void Optimizer::set_learning_rate(double learning_rate) {
+  if (schedule_)
+    throw TypeError(detail::str_cat("[", name_, ".set_learning_rate] this optimizer follows a learning-rate "
+                                    "schedule, so its learning rate is not settable; make a new optimizer "
+                                    "with a constant rate (or another schedule)"));
   learning_rate_.assign(learning_rate_value(name_, learning_rate));
+}
+
+void Optimizer::set_learning_rate_schedule(std::shared_ptr<const LearningRateSchedule> schedule) {
+  const std::string op = name_ + ".set_learning_rate_schedule";
+  if (!schedule) detail::op_error<ValueError>(op.c_str(), "got a null schedule");
+  if (iterations_)
+    detail::op_error<ValueError>(op.c_str(), "the optimizer has already taken steps (its step counter exists); "
+                                 "functions traced since would keep the old rate. Set the schedule before "
+                                 "the first apply_gradients");
+  schedule_ = std::move(schedule);
+}
+
+Tensor Optimizer::current_learning_rate(const Tensor& counter) const {
+  if (!schedule_) return learning_rate_.read_value();
+  const Tensor lr = (*schedule_)(counter);
+  if (!lr.defined() || !is_floating(lr.dtype()) || detail::static_shape(lr).rank() != 0)
+    throw TypeError(detail::str_cat("[", name_, ".apply_gradients] the learning-rate schedule must return a "
+                                    "float scalar tensor, got ",
+                                    lr.defined() ? to_string(lr.dtype()) + " " + detail::static_shape(lr).to_string()
+                                                 : std::string("an empty tg::Tensor")));
+  return lr.dtype() == float64 ? lr : cast(lr, float64);
 }
 
 int64_t Optimizer::iterations() const {
@@ -158,8 +186,9 @@ void Optimizer::apply_gradients(const std::vector<Tensor>& grads,
   ensure_slots(all);
 
   // One read of the counter and the learning rate per call, cast once per dtype.
-  const Tensor step64 = iterations_->read_value() + int64_t{1};
-  const Tensor lr64 = learning_rate_.read_value();
+  const Tensor counter = iterations_->read_value();
+  const Tensor step64 = counter + int64_t{1};
+  const Tensor lr64 = current_learning_rate(counter);  // a schedule reads the steps taken, from 0
   std::optional<StepValues> per_dtype[2];
   for (std::size_t i = 0; i < variables.size(); ++i) {
     if (!grads[i].defined()) continue;
