@@ -12,6 +12,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ops/op.h"
@@ -105,9 +106,13 @@ std::string table(const std::string& ops_def) {
       out << "\n## " << h << "\n\n| op | serial | inputs | attributes | gradient | traits |\n|---|---|---|---|---|---|\n";
       current = h;
     }
-    out << "| `" << op.name << "` | " << op.serial << " | " << (op.arity < 0 ? "n" : std::to_string(op.arity)) << " | "
-        << (std::string(op.attrs) == "NoAttrs" ? "-" : "`" + std::string(op.attrs) + "`") << " | "
-        << gradient_word(op.traits) << " | " << trait_words(op.traits) << " |\n";
+    out << "| `" << op.name << "` | " << op.serial << " | ";
+    if (op.arity < 0) out << "n";
+    else out << op.arity;
+    out << " | ";
+    if (std::string_view(op.attrs) == "NoAttrs") out << "-";
+    else out << "`" << op.attrs << "`";
+    out << " | " << gradient_word(op.traits) << " | " << trait_words(op.traits) << " |\n";
   }
   return out.str();
 }
