@@ -1,6 +1,7 @@
 // tg::GradientTape (tf.GradientTape): reverse-mode automatic differentiation, eagerly and inside
 // traced functions.
 #pragma once
+#include <concepts>
 #include <initializer_list>
 #include <memory>
 #include <variant>
@@ -80,10 +81,15 @@ class GradientTape {
                                UnconnectedGradients unconnected = UnconnectedGradients::kZero);
   std::vector<Tensor> gradient(const Tensor& target, const std::vector<Variable>& sources,
                                UnconnectedGradients unconnected = UnconnectedGradients::kZero);
-  Tensor gradient(const Tensor& target, const Tensor& source,
-                  UnconnectedGradients unconnected = UnconnectedGradients::kZero);
-  Tensor gradient(const Tensor& target, const Variable& source,
-                  UnconnectedGradients unconnected = UnconnectedGradients::kZero);
+  /// One source, one gradient. A template so that a one-element brace list, `{x}`, can never
+  /// select it (it deduces nothing): clang, unlike g++, would prefer a plain `const Tensor&`
+  /// overload to the brace-list one and return a Tensor where a vector was written.
+  template <class S>
+    requires(std::same_as<S, Tensor> || std::same_as<S, Variable>)
+  Tensor gradient(const Tensor& target, const S& source,
+                  UnconnectedGradients unconnected = UnconnectedGradients::kZero) {
+    return gradient(target, std::vector<S>{source}, unconnected)[0];
+  }
 
   /// Stops / resumes recording (tf.GradientTape.stop_recording as two calls).
   void stop_recording();

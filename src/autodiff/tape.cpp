@@ -607,14 +607,6 @@ std::vector<Tensor> GradientTape::gradient(const Tensor& target,
   return gradient(target, tensors, unconnected);
 }
 
-Tensor GradientTape::gradient(const Tensor& target, const Tensor& source, UnconnectedGradients u) {
-  return gradient(target, std::vector<Tensor>{source}, u)[0];
-}
-
-Tensor GradientTape::gradient(const Tensor& target, const Variable& source, UnconnectedGradients u) {
-  return gradient(target, std::vector<Variable>{source}, u)[0];
-}
-
 void GradientTape::stop_recording() { state_->set_recording(false); }
 void GradientTape::resume_recording() {
   if (!state_->spent) state_->set_recording(true);

@@ -168,11 +168,13 @@ TEST(ControlFlowGradients, VariablesReadInsideABranchOrBodyAreRefusedWithTheWork
   auto read_before = function([&](const Tensor& x) {
     GradientTape tape;
     const Tensor w_value = w.read_value();
-    auto [i, y] = while_loop([](const Tensor& i, const Tensor&) { return i < 2; },
-                             [&](const Tensor& i, const Tensor& y) {
-                               return std::tuple{i + 1, y * w_value};
-                             },
-                             std::tuple{constant(0), x});
+    // std::get, not a structured binding: clang 14 cannot capture one in the lambdas below.
+    const auto loop = while_loop([](const Tensor& i, const Tensor&) { return i < 2; },
+                                 [&](const Tensor& i, const Tensor& y) {
+                                   return std::tuple{i + 1, y * w_value};
+                                 },
+                                 std::tuple{constant(0), x});
+    const Tensor y = std::get<1>(loop);
     Tensor z = cond(x > 0.0, [&] { return y * w_value; }, [&] { return y; });
     return tape.gradient(z, w);
   });

@@ -27,7 +27,9 @@ TEST(MathErrors, FloatOnlyOpsRefuseOtherDtypes) {
   const std::pair<const char*, Unary> ops[] = {{"[log1p]", &log1p}, {"[expm1]", &expm1}, {"[erf]", &erf},
                                                {"[softplus]", &softplus}, {"[elu]", &elu}, {"[floor]", &floor},
                                                {"[ceil]", &ceil}};
-  for (const auto& [name, op] : ops) {
+  for (const auto& entry : ops) {  // not a structured binding: clang 14 cannot capture one
+    const char* name = entry.first;
+    const Unary op = entry.second;
     SCOPED_TRACE(name);
     EXPECT_THROW_MSG(op(constant({1, 2})), InvalidArgumentError, name, "does not support dtype int32",
                      "float32, float64", "tg::cast");

@@ -74,9 +74,11 @@ TEST(EinsumErrors, ShapesMustMatchTheSubscripts) {
 
 TEST(UInt8Errors, OpsTensorFlowDoesNotDefineOnUInt8) {
   const Tensor x = constant({1, 2}, uint8);
-  for (auto [name, fn] : std::vector<std::pair<std::string, Tensor (*)(const Tensor&)>>{
+  for (const auto& entry : std::vector<std::pair<std::string, Tensor (*)(const Tensor&)>>{
            {"neg", neg}, {"abs", abs}, {"sign", sign}, {"relu", relu}, {"exp", exp}, {"log", log},
            {"sqrt", sqrt}, {"tanh", tanh}, {"sigmoid", sigmoid}, {"logical_not", logical_not}}) {
+    const std::string& name = entry.first;  // not a structured binding: clang 14 cannot capture one
+    const auto fn = entry.second;
     SCOPED_TRACE(name);
     EXPECT_THROW_MSG(fn(x), InvalidArgumentError, "[" + name + "]", "uint8");
   }

@@ -28,7 +28,9 @@ TEST(StaticDims, EveryIntegerReadOfANoneDimRaises) {
       {"num_elements()", [](const Tensor& x) { (void)x.shape().num_elements(); }},
       {"num_elements()", [](const Tensor& x) { (void)x.num_elements(); }},
   };
-  for (const auto& [what, read] : reads) {
+  for (const auto& entry : reads) {
+    const char* what = entry.first;  // not a structured binding: clang 14 cannot capture one
+    const Read& read = entry.second;
     SCOPED_TRACE(what);
     auto f = function([&](const Tensor& x) {
       read(x);
