@@ -21,6 +21,7 @@ void register_all_ops(OpDef* table) {
   register_nd_index_ops(table);
   register_math_ops(table);
   register_sort_ops(table);
+  register_collective_ops(table);
   register_control_flow_ops(table);
   register_tensor_array_ops(table);
   register_control_flow_gradients(table);

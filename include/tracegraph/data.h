@@ -52,6 +52,13 @@ struct LabeledImages {
 /// tg::ValueError when the image and label counts differ.
 LabeledImages load_mnist(const std::string& dir, const std::string& split);
 
+/// Shard `index` of `num_shards` (tf.data's Dataset.shard): the examples index,
+/// index + num_shards, index + 2 * num_shards, ... Every shard gets size() / num_shards examples;
+/// the remainder is dropped, so that the ranks of a data-parallel job, one shard each, all run the
+/// same number of steps (a rank with one batch more would wait forever in its collective).
+/// Throws tg::InvalidArgumentError unless num_shards >= 1 and 0 <= index < num_shards.
+LabeledImages shard(const LabeledImages& data, int64_t num_shards, int64_t index);
+
 /// Where Debian's dataset-fashion-mnist package installs the (gzipped) files.
 inline constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace tg {
 
@@ -90,6 +91,33 @@ class FormatError : public Error {
  private:
   std::string section_;
   uint64_t offset_;
+};
+/// A collective operation of a distributed job (tg::dist) did not complete within its timeout
+/// (TF's DeadlineExceededError): a peer rank died, hangs, or stopped calling collectives.
+/// `ranks()` lists the ranks that neither arrived nor answered, as far as this rank could tell.
+class DeadlineExceededError : public Error {
+ public:
+  DeadlineExceededError(const std::string& m, std::vector<int> ranks)
+      : Error("EDEADLINE", m), ranks_(std::move(ranks)) {}
+  const std::vector<int>& ranks() const noexcept { return ranks_; }
+
+ private:
+  std::vector<int> ranks_;
+};
+/// The ranks of a distributed job reached different collectives at the same point of their
+/// programs, or traced different sequences of collectives into the same function: left alone,
+/// the job would hang or combine unrelated tensors. Raised on every rank; the message names the
+/// function and the first difference.
+class CollectiveMismatchError : public Error {
+ public:
+  explicit CollectiveMismatchError(const std::string& m) : Error("EDESYNC", m) {}
+};
+/// The communication layer of a distributed job failed (TF's UnavailableError): MPI reported an
+/// error (a lost peer, a broken connection), or an earlier collective failed and left the
+/// communicator unusable.
+class UnavailableError : public Error {
+ public:
+  explicit UnavailableError(const std::string& m) : Error("EUNAVAILABLE", m) {}
 };
 /// A broken internal invariant: a tracegraph bug, never the user's fault.
 class InternalError : public Error {

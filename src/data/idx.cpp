@@ -303,6 +303,18 @@ LabeledImages load_mnist(const std::string& dir, const std::string& split) {
   return out;
 }
 
+LabeledImages shard(const LabeledImages& data, int64_t num_shards, int64_t index) {
+  if (num_shards < 1 || index < 0 || index >= num_shards)
+    op_error<InvalidArgumentError>("shard", "shard ", index, " of ", num_shards, " does not exist; expected "
+                                   "num_shards >= 1 and 0 <= index < num_shards (a data-parallel job passes "
+                                   "tg::dist::size() and tg::dist::rank())");
+  const int64_t per_shard = data.size() / num_shards;
+  // Strided, as tf.data's shard: example i goes to shard i % num_shards. The remainder is
+  // dropped so that every shard - every rank - has as many examples, hence as many steps.
+  const Tensor rows = range(index, index + per_shard * num_shards, num_shards, int64);
+  return LabeledImages{gather(data.images, rows), gather(data.labels, rows)};
+}
+
 }  // namespace tg::data
 
 namespace tg::detail {

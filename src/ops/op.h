@@ -181,6 +181,7 @@ void register_remap_ops(OpDef* table);
 void register_nd_index_ops(OpDef* table);
 void register_math_ops(OpDef* table);
 void register_sort_ops(OpDef* table);
+void register_collective_ops(OpDef* table);
 
 /// Normalises a possibly negative axis against rank, or throws "[op] axis a is out of range".
 int64_t normalize_axis(const char* op, int64_t axis, int64_t rank);

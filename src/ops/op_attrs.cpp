@@ -19,7 +19,8 @@ const char* attrs_kind_name(std::size_t kind) {
       "ShapeValueAttrs", "AdamSlotsAttrs", "RandomAttrs", "Conv2DAttrs",  "Pool2DAttrs",
       "TileAttrs",     "PadAttrs",     "SplitAttrs",    "ReverseAttrs",
       "ScanAttrs",
-      "SortAttrs",     "TopKAttrs"};
+      "SortAttrs",     "TopKAttrs",
+      "CollectiveAttrs"};
   static_assert(std::size(kNames) == std::variant_size_v<AttrsVariant>, "one name per attribute struct");
   return kind < std::size(kNames) ? kNames[kind] : "?";
 }

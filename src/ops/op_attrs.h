@@ -319,13 +319,24 @@ struct TopKAttrs {
   bool operator==(const TopKAttrs&) const = default;
 };
 
+/// The collectives (all_reduce, collective_broadcast, all_gather, reduce_to_root,
+/// all_gather_grad): how values combine (a tg::detail::Reduction: 0 sum, 1 mean, 2 max, 3 min;
+/// all_reduce only) and the rank that broadcasts or receives (root).
+struct CollectiveAttrs {
+  int64_t reduction = 0;
+  int64_t root = 0;
+  template <class F> void for_each_field(F&& f) const { f("reduction", reduction); f("root", root); }
+  bool operator==(const CollectiveAttrs&) const = default;
+};
+
 // The order of this list is the variant index; ops.def names structs, never indices.
 using AttrsVariant = std::variant<NoAttrs, ReduceAttrs, AxisAttrs, ArgReduceAttrs, CastAttrs, MatMulAttrs,
                                   ReshapeAttrs, TransposeAttrs, SqueezeAttrs, SliceAttrs, BlockAttrs,
                                   OneHotAttrs, IndexAttrs, PrintAttrs, VariableAttrs, FusedAttrs,
                                   ControlFlowAttrs, TensorArrayAttrs, ShapeValueAttrs, AdamSlotsAttrs,
                                   RandomAttrs, Conv2DAttrs, Pool2DAttrs, TileAttrs, PadAttrs,
-                                  SplitAttrs, ReverseAttrs, ScanAttrs, SortAttrs, TopKAttrs>;
+                                  SplitAttrs, ReverseAttrs, ScanAttrs, SortAttrs, TopKAttrs,
+                                  CollectiveAttrs>;
 
 template <class T, class V> struct VariantIndex;
 template <class T, class... Ts> struct VariantIndex<T, std::variant<Ts...>> {

@@ -56,6 +56,10 @@ class ConcreteImpl {
   std::any skeleton;                 // the traced result with symbolic tensors
   std::string output_description;    // "TensorSpec(shape=(), dtype=tg.int32, name=None)"
   std::atomic<uint64_t> last_used{0};  // call number of the latest use (LRU eviction)
+  // The collectives of the graph as traced, one per line; empty when it has none. Every rank of
+  // a distributed job compares its own on the function's first run (check_collectives_once).
+  std::string collective_sequence;
+  mutable std::once_flag collectives_checked;
 };
 
 /// What a concrete function is made from: a graph as traced (or as read from a file) and what

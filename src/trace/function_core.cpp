@@ -14,6 +14,7 @@
 #include "core/check.h"
 #include "core/tensor_impl.h"
 #include "graph/graph_ir.h"
+#include "ops/collective.h"
 #include "passes/passes.h"
 #include "runtime/executor.h"
 #include "runtime/replay.h"
@@ -90,12 +91,60 @@ TraceTypePtr checked_custom_trace_type(TraceTypePtr type, const char* mangled_na
 thread_local CallObserver* t_call_observer = nullptr;
 
 namespace {
+// One line per collective, in the order the ranks run them; a cond's or a while loop's
+// sub-graphs are listed under their node, indented.
+void describe_collectives(const GraphIR& g, const std::string& indent, std::string& out) {
+  for (const GraphNode& node : g.nodes) {
+    if (node.kind != NodeKind::kOp) continue;
+    if (is_collective(node.op)) {
+      out += str_cat(indent, op_def(node.op).name, "(", format_attrs(node.attrs), ")");
+      for (std::size_t i = 0; i < node.inputs.size(); ++i) {
+        ValueType t = g.type_of(node.inputs[i]);
+        // The rows each rank gathers may differ; only the rest of the shape must agree.
+        const bool rows_differ = (node.op == OpId::AllGather && i == 0) || (node.op == OpId::AllGatherGrad && i == 1);
+        if (rows_differ && t.shape.has_rank() && t.shape.rank() > 0) {
+          std::vector<int64_t> dims = t.shape.dims();
+          dims[0] = None;
+          t.shape = TensorShape(dims);
+        }
+        out += str_cat(i ? ", " : " of ", to_string(t.dtype), " ", t.shape.to_string());
+      }
+      out += "\n";
+    }
+    for (const NamedSubgraph& sub : subgraphs_of(node)) {
+      std::string inner;
+      describe_collectives(*sub.graph, indent + "  ", inner);
+      if (!inner.empty()) out += str_cat(indent, node.name, " ", sub.role, ":\n", inner);
+    }
+  }
+}
+
+// The desync check: before the first run of a concrete function that holds collectives, every
+// rank must have traced the same ones (a rank that retraced for another shape would otherwise
+// wait forever in a collective the others never reach). Once per concrete function; a failed
+// check is tried again at the next call.
+void check_collectives_once(const ConcreteImpl& cf) {
+  Communicator* comm = communicator();
+  if (!comm || comm->size() == 1) return;
+  std::call_once(cf.collectives_checked, [&] {
+    comm->check_traced_collectives(cf.function_name, cf.input_type.to_string(), cf.collective_sequence);
+  });
+}
+}  // namespace
+
+namespace {
 // Runs a concrete function whose Variable parameters (if any) are bound already: inlined into
 // the trace being recorded on this thread - its graph as traced, its ops and side effects
 // recorded there, as TF's call of a function inside a tf.function runs at every call of the
 // outer one -, else through the call observer (a tape), else by the executor.
 std::vector<Tensor> run_graph(const ConcreteImpl& cf, const GraphIR& traced, const std::vector<Tensor>& inputs) {
   if (tracing_active()) return replay_graph(traced, inputs, nullptr);
+  if (cf.collective_sequence.empty()) {
+    if (CallObserver* o = t_call_observer) return o->run_call(cf, inputs);
+    return execute(*cf.plan, inputs);
+  }
+  check_collectives_once(cf);
+  CollectiveFunctionScope in_function(&cf.function_name);
   if (CallObserver* o = t_call_observer) return o->run_call(cf, inputs);
   return execute(*cf.plan, inputs);
 }
@@ -749,6 +798,7 @@ std::shared_ptr<ConcreteImpl> make_concrete(ConcreteParts parts) {
   cf->variable_parameters = std::move(parts.variable_parameters);
   cf->skeleton = std::move(parts.skeleton);
   cf->output_description = std::move(parts.output_description);
+  describe_collectives(cf->unoptimized_ir ? *cf->unoptimized_ir : *graph, "", cf->collective_sequence);
   return cf;
 }
 

@@ -30,6 +30,11 @@ CaseFn matmul_t(bool ta, bool tb) {
   return [=](const std::vector<Tensor>& in) { return matmul(in[0], in[1], ta, tb); };
 }
 
+// One collective of a single tensor (reduction 1: mean; the others ignore it).
+CaseFn collective(detail::OpId op, int64_t reduction) {
+  return [=](const std::vector<Tensor>& in) { return detail::apply_op1(op, {in[0]}, detail::CollectiveAttrs{reduction, 0}); };
+}
+
 CaseFn conv(Padding p, std::vector<int64_t> strides, std::vector<int64_t> dilations = {1, 1}) {
   return [=](const std::vector<Tensor>& in) { return conv2d(in[0], in[1], strides, p, dilations); };
 }
@@ -351,6 +356,23 @@ std::vector<GradCase> make_cases() {
          return detail::scatter_add_last_axis_like(in[0], constant({{2, 0, 2}, {1, 1, 0}}), in[1]);
        },
        {u({2, 3}), u({2, 4})}},
+      // collectives (src/ops/collective.cpp): in one process each is the identity, and so is
+      // its gradient; tests/dist checks the rules across two ranks
+      {"all_reduce", "sum of a bucket of two",
+       [](const std::vector<Tensor>& in) {
+         const auto out = detail::apply_op(detail::OpId::AllReduce, {in[0], in[1]}, detail::CollectiveAttrs{0, 0});
+         return out[0] * out[1];
+       },
+       {u({2, 3}), u({2, 3})}},
+      {"all_reduce", "mean", collective(detail::OpId::AllReduce, 1), {u({2, 3})}},
+      {"collective_broadcast", "root 0", collective(detail::OpId::CollectiveBroadcast, 0), {u({2, 3})}},
+      {"all_gather", "rows", collective(detail::OpId::AllGather, 0), {u({2, 3})}},
+      {"reduce_to_root", "root 0", collective(detail::OpId::ReduceToRoot, 0), {u({2, 3})}},
+      {"all_gather_grad", "rows",
+       [](const std::vector<Tensor>& in) {
+         return detail::apply_op1(detail::OpId::AllGatherGrad, {in[0], in[1]}, detail::CollectiveAttrs{});
+       },
+       {u({2, 3}), u({2, 3})}},
   };
   return c;
 }
