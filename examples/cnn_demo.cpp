@@ -19,11 +19,11 @@
 #include <string>
 #include <vector>
 
+#include "demo_util.h"
+
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-void section(const std::string& title) { std::cout << "\n== " << title << " ==\n"; }
+using namespace demo;  // the helpers both demos share
 
 constexpr int64_t kBatch = 128;
 constexpr double kDropout = 0.25;
@@ -69,26 +69,6 @@ std::pair<tg::Tensor, tg::Tensor> step_body(Cnn& model, tg::optim::Optimizer& op
   const std::vector<tg::Tensor> grads = tape.gradient(loss, vars);
   opt.apply_gradients(grads, vars);
   return {loss, tg::nn::accuracy(logits, y)};
-}
-
-std::pair<tg::Tensor, tg::Tensor> batch(const tg::data::LabeledImages& ds, const std::vector<int32_t>& idx,
-                                        std::size_t begin, std::size_t n) {
-  const std::vector<int32_t> rows(idx.begin() + static_cast<std::ptrdiff_t>(begin),
-                                  idx.begin() + static_cast<std::ptrdiff_t>(begin + n));
-  const tg::Tensor r = tg::constant(rows, {static_cast<int64_t>(n)});
-  return {tg::gather(ds.images, r), tg::gather(ds.labels, r)};
-}
-
-template <class F>
-double median_ms(F&& f, int n) {
-  std::vector<double> ms;
-  for (int i = 0; i < n; ++i) {
-    const auto t0 = Clock::now();
-    f();
-    ms.push_back(seconds_since(t0) * 1e3);
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
 }
 
 // PyTorch's median step time (ms) for the same network, batch and thread count, from

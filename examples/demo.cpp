@@ -21,14 +21,11 @@
 #include <string>
 #include <vector>
 
+#include "demo_util.h"
+
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-void section(const std::string& title) { std::cout << "\n== " << title << " ==\n"; }
+using namespace demo;  // the helpers both demos share
 
 struct Mlp {
   tg::nn::Dense hidden1{784, 256, tg::relu, /*seed=*/1, tg::float32, "hidden1"};
@@ -62,28 +59,6 @@ std::pair<tg::Tensor, tg::Tensor> step_body(Mlp& model, tg::optim::Optimizer& op
     for (auto& g : grads) g = g * grad_scale;
   opt.apply_gradients(grads, vars);
   return {loss, accuracy};
-}
-
-// Rows `idx[begin, begin + n)` of the data set: one batch.
-std::pair<tg::Tensor, tg::Tensor> batch(const tg::data::LabeledImages& ds,
-                                        const std::vector<int32_t>& idx, std::size_t begin,
-                                        std::size_t n) {
-  const std::vector<int32_t> rows(idx.begin() + static_cast<std::ptrdiff_t>(begin),
-                                  idx.begin() + static_cast<std::ptrdiff_t>(begin + n));
-  const tg::Tensor r = tg::constant(rows, {static_cast<int64_t>(n)});
-  return {tg::gather(ds.images, r), tg::gather(ds.labels, r)};
-}
-
-template <class F>
-double median_ms(F&& f, int n) {
-  std::vector<double> ms;
-  for (int i = 0; i < n; ++i) {
-    const auto t0 = Clock::now();
-    f();
-    ms.push_back(seconds_since(t0) * 1e3);
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
 }
 
 // Collects tracegraph's diagnostics (retrace lines, warnings) instead of printing to stderr.
