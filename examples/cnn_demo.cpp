@@ -19,11 +19,11 @@
 #include <string>
 #include <vector>
 
+#include "demo_util.h"
+
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-void section(const std::string& title) { std::cout << "\n== " << title << " ==\n"; }
+using namespace demo;  // the helpers both demos share
 
 constexpr int64_t kBatch = 128;
 constexpr double kDropout = 0.25;
@@ -69,26 +69,6 @@ std::pair<tg::Tensor, tg::Tensor> step_body(Cnn& model, tg::optim::Optimizer& op
   const std::vector<tg::Tensor> grads = tape.gradient(loss, vars);
   opt.apply_gradients(grads, vars);
   return {loss, tg::nn::accuracy(logits, y)};
-}
-
-std::pair<tg::Tensor, tg::Tensor> batch(const tg::data::LabeledImages& ds, const std::vector<int32_t>& idx,
-                                        std::size_t begin, std::size_t n) {
-  const std::vector<int32_t> rows(idx.begin() + static_cast<std::ptrdiff_t>(begin),
-                                  idx.begin() + static_cast<std::ptrdiff_t>(begin + n));
-  const tg::Tensor r = tg::constant(rows, {static_cast<int64_t>(n)});
-  return {tg::gather(ds.images, r), tg::gather(ds.labels, r)};
-}
-
-template <class F>
-double median_ms(F&& f, int n) {
-  std::vector<double> ms;
-  for (int i = 0; i < n; ++i) {
-    const auto t0 = Clock::now();
-    f();
-    ms.push_back(seconds_since(t0) * 1e3);
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
 }
 
 // PyTorch's median step time (ms) for the same network, batch and thread count, from
@@ -173,23 +153,13 @@ int main(int argc, char** argv) {
   for (int epoch = 1; epoch <= epochs; ++epoch) {
     if (epoch > 1) std::shuffle(order.begin(), order.end(), rng);
     const std::size_t first = epoch == 1 ? kEagerSteps * kBatch : 0;
-    double loss_sum = 0, acc_sum = 0;
-    std::size_t seen = 0;
-    const auto t0 = Clock::now();
-    for (std::size_t b = first; b < order.size(); b += kBatch) {
-      const std::size_t n = std::min<std::size_t>(kBatch, order.size() - b);
-      auto [x, y] = batch(train, order, b, n);
-      auto [loss, acc] = train_step(x, y);
-      loss_sum += loss.item<float>() * static_cast<double>(n);
-      acc_sum += acc.item<float>() * static_cast<double>(n);
-      seen += n;
-    }
-    const double secs = seconds_since(t0);
+    const EpochTotals totals = train_epoch(train_step, train, order, first, kBatch);
     final_accuracy = test_accuracy();
-    std::cout << std::fixed << "epoch " << epoch << "/" << epochs << ": loss " << std::setprecision(4) << loss_sum / seen
-              << "  train accuracy " << std::setprecision(1) << 100 * acc_sum / seen << "%  test accuracy "
-              << 100 * final_accuracy << "%  " << std::setprecision(0) << seen / secs << " examples/s ("
-              << std::setprecision(1) << secs << " s)" << std::endl;
+    std::cout << std::fixed << "epoch " << epoch << "/" << epochs << ": loss " << std::setprecision(4)
+              << totals.loss_sum / totals.examples << "  train accuracy " << std::setprecision(1)
+              << 100 * totals.accuracy_sum / totals.examples << "%  test accuracy " << 100 * final_accuracy << "%  "
+              << std::setprecision(0) << totals.examples / totals.seconds << " examples/s (" << std::setprecision(1)
+              << totals.seconds << " s)" << std::endl;
   }
   std::cout << "\nTest accuracy after " << epochs << " epochs: " << std::setprecision(2) << 100 * final_accuracy
             << "% (the target is 90%: " << (final_accuracy >= 0.90 ? "reached" : "NOT reached") << "); train_step traced "

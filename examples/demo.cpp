@@ -21,14 +21,11 @@
 #include <string>
 #include <vector>
 
+#include "demo_util.h"
+
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-void section(const std::string& title) { std::cout << "\n== " << title << " ==\n"; }
+using namespace demo;  // the helpers both demos share
 
 struct Mlp {
   tg::nn::Dense hidden1{784, 256, tg::relu, /*seed=*/1, tg::float32, "hidden1"};
@@ -62,28 +59,6 @@ std::pair<tg::Tensor, tg::Tensor> step_body(Mlp& model, tg::optim::Optimizer& op
     for (auto& g : grads) g = g * grad_scale;
   opt.apply_gradients(grads, vars);
   return {loss, accuracy};
-}
-
-// Rows `idx[begin, begin + n)` of the data set: one batch.
-std::pair<tg::Tensor, tg::Tensor> batch(const tg::data::LabeledImages& ds,
-                                        const std::vector<int32_t>& idx, std::size_t begin,
-                                        std::size_t n) {
-  const std::vector<int32_t> rows(idx.begin() + static_cast<std::ptrdiff_t>(begin),
-                                  idx.begin() + static_cast<std::ptrdiff_t>(begin + n));
-  const tg::Tensor r = tg::constant(rows, {static_cast<int64_t>(n)});
-  return {tg::gather(ds.images, r), tg::gather(ds.labels, r)};
-}
-
-template <class F>
-double median_ms(F&& f, int n) {
-  std::vector<double> ms;
-  for (int i = 0; i < n; ++i) {
-    const auto t0 = Clock::now();
-    f();
-    ms.push_back(seconds_since(t0) * 1e3);
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
 }
 
 // Collects tracegraph's diagnostics (retrace lines, warnings) instead of printing to stderr.
@@ -155,23 +130,18 @@ void export_section(const std::string& out, Mlp& model, Step& train_step, const 
   tg::LoadedFunction resumed = tg::load(out + "/train_step.tgx");
   std::cout << "Loaded train_step.tgx in " << std::setprecision(1) << seconds_since(t0) * 1e3 << " ms: "
             << resumed.variables().size() << " Variables, signature " << resumed.signatures().front() << "\n";
-  double loss_sum = 0;
-  std::size_t seen = 0;
-  t0 = Clock::now();
-  for (std::size_t b = 0; b < order.size(); b += batch_size) {
-    const std::size_t n = std::min(batch_size, order.size() - b);
-    auto [x, y] = batch(train, order, b, n);
+  auto resumed_step = [&](const tg::Tensor& x, const tg::Tensor& y) {
     const tg::Outputs loss_and_accuracy = resumed(x, y);
-    loss_sum += loss_and_accuracy[0].item<float>() * static_cast<double>(n);
-    seen += n;
-  }
-  const double secs = seconds_since(t0);
+    return std::pair{loss_and_accuracy[0], loss_and_accuracy[1]};
+  };
+  const EpochTotals totals = train_epoch(resumed_step, train, order, 0, batch_size);
   tg::save_variables(out + "/resumed.ckpt.tgx", resumed.variables());
   Mlp fresh;
   tg::restore_variables(out + "/resumed.ckpt.tgx", fresh.variables());
   const float resumed_acc = tg::nn::accuracy(fresh(test.images), test.labels).item<float>();
-  std::cout << "One more epoch with the loaded train_step: loss " << std::setprecision(4) << loss_sum / seen
-            << ", " << std::setprecision(0) << seen / secs << " examples/s; its Variables checkpointed and restored "
+  std::cout << "One more epoch with the loaded train_step: loss " << std::setprecision(4)
+            << totals.loss_sum / totals.examples << ", " << std::setprecision(0) << totals.examples / totals.seconds
+            << " examples/s; its Variables checkpointed and restored "
             << "by name into a fresh model: test accuracy " << std::setprecision(2) << 100 * resumed_acc << "%\n";
 }
 
@@ -235,24 +205,13 @@ int main(int argc, char** argv) {
   for (int epoch = 1; epoch <= epochs; ++epoch) {
     if (epoch > 1) std::shuffle(order.begin(), order.end(), rng);
     const std::size_t first = epoch == 1 ? 5 * kBatch : 0;  // the eager steps count in epoch 1
-    double loss_sum = 0, acc_sum = 0;
-    std::size_t seen = 0;
-    const auto t0 = Clock::now();
-    for (std::size_t b = first; b < order.size(); b += kBatch) {
-      const std::size_t n = std::min(kBatch, order.size() - b);
-      auto [x, y] = batch(train, order, b, n);
-      auto [loss, acc] = train_step(x, y);
-      loss_sum += loss.item<float>() * static_cast<double>(n);
-      acc_sum += acc.item<float>() * static_cast<double>(n);
-      seen += n;
-    }
-    const double secs = seconds_since(t0);
+    const EpochTotals totals = train_epoch(train_step, train, order, first, kBatch);
     const float test_acc = tg::nn::accuracy(model(test.images), test.labels).item<float>();
     std::cout << "epoch " << epoch << "/" << epochs << ": loss " << std::setprecision(4)
-              << loss_sum / seen << "  train accuracy " << std::setprecision(1)
-              << 100 * acc_sum / seen << "%  test accuracy " << 100 * test_acc << "%  "
-              << std::setprecision(0) << seen / secs << " examples/s (" << std::setprecision(1)
-              << secs << " s)\n";
+              << totals.loss_sum / totals.examples << "  train accuracy " << std::setprecision(1)
+              << 100 * totals.accuracy_sum / totals.examples << "%  test accuracy " << 100 * test_acc << "%  "
+              << std::setprecision(0) << totals.examples / totals.seconds << " examples/s (" << std::setprecision(1)
+              << totals.seconds << " s)\n";
   }
   const float test_acc = tg::nn::accuracy(model(test.images), test.labels).item<float>();
   std::cout << "\nTest accuracy after " << epochs << " epochs: " << std::setprecision(2)

@@ -200,28 +200,40 @@ struct RecurrentWeights {
   Tensor bias;              // GRU: (2, 3 * units) (input bias, recurrent bias); LSTM: (4 * units,)
 };
 
+/// What GRUCell and LSTMCell share (as PyTorch's RNNCellBase): their Variables - kernel
+/// (input_dim, gates * units) Glorot-uniform, recurrent_kernel (units, gates * units) orthogonal,
+/// and a bias whose layout is the cell's - and their reads.
+class RecurrentCell {
+ public:
+  RecurrentWeights read_weights() const;
+  /// {kernel, recurrent_kernel, bias}.
+  std::vector<Variable> trainable_variables() const { return {kernel_, recurrent_kernel_, bias_}; }
+  int64_t units() const { return units_; }
+
+ protected:
+  /// tg::InvalidArgumentError unless input_dim > 0 and units > 0, tg::TypeError unless dtype is
+  /// float32 or float64 (the errors start with "[<cell>]"); the recurrent kernel's seed is seed + 1.
+  RecurrentCell(const char* cell, int64_t input_dim, int64_t units, int64_t gates, uint64_t seed, DType dtype,
+                std::string name, Tensor (*initial_bias)(int64_t units, DType dtype));
+
+  int64_t input_dim_, units_;
+  std::string name_;
+  Variable kernel_, recurrent_kernel_, bias_;
+};
+
 /// keras.layers.GRUCell with Keras's defaults (tanh, sigmoid, reset_after=True), gates in
 /// Keras's order z (update), r (reset), h (candidate) along the last axis of the kernels:
 ///   x_z, x_r, x_h = x @ kernel + bias[0];   h_z, h_r, h_h = h @ recurrent_kernel + bias[1]
 ///   z = sigmoid(x_z + h_z);  r = sigmoid(x_r + h_r);  hh = tanh(x_h + r * h_h)
 ///   h' = z * h + (1 - z) * hh
 /// kernel Glorot-uniform, recurrent kernel orthogonal, bias zeros.
-class GRUCell {
+class GRUCell : public RecurrentCell {
  public:
   GRUCell(int64_t input_dim, int64_t units, uint64_t seed = 0, DType dtype = float32,
           std::string name = "gru_cell");
   /// One step: x (batch, input_dim), h (batch, units) -> the new h (batch, units).
   Tensor operator()(const Tensor& x, const Tensor& h) const;
   Tensor operator()(const Tensor& x, const Tensor& h, const RecurrentWeights& weights) const;
-  RecurrentWeights read_weights() const;
-  /// {kernel, recurrent_kernel, bias}.
-  std::vector<Variable> trainable_variables() const { return {kernel_, recurrent_kernel_, bias_}; }
-  int64_t units() const { return units_; }
-
- private:
-  int64_t input_dim_, units_;
-  std::string name_;
-  Variable kernel_, recurrent_kernel_, bias_;
 };
 
 /// keras.layers.LSTMCell with Keras's defaults (tanh, sigmoid, unit_forget_bias), gates in
@@ -229,7 +241,7 @@ class GRUCell {
 ///   z = x @ kernel + h @ recurrent_kernel + bias;  i, f, g, o = split(z, 4)
 ///   c' = sigmoid(f) * c + sigmoid(i) * tanh(g);  h' = sigmoid(o) * tanh(c')
 /// kernel Glorot-uniform, recurrent kernel orthogonal, bias zeros but ones for the forget gate.
-class LSTMCell {
+class LSTMCell : public RecurrentCell {
  public:
   LSTMCell(int64_t input_dim, int64_t units, uint64_t seed = 0, DType dtype = float32,
            std::string name = "lstm_cell");
@@ -237,15 +249,6 @@ class LSTMCell {
   std::pair<Tensor, Tensor> operator()(const Tensor& x, const Tensor& h, const Tensor& c) const;
   std::pair<Tensor, Tensor> operator()(const Tensor& x, const Tensor& h, const Tensor& c,
                                        const RecurrentWeights& weights) const;
-  RecurrentWeights read_weights() const;
-  /// {kernel, recurrent_kernel, bias}.
-  std::vector<Variable> trainable_variables() const { return {kernel_, recurrent_kernel_, bias_}; }
-  int64_t units() const { return units_; }
-
- private:
-  int64_t input_dim_, units_;
-  std::string name_;
-  Variable kernel_, recurrent_kernel_, bias_;
 };
 
 // Losses, in Keras's argument order (targets first, then predictions or logits) and with its

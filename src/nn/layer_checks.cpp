@@ -20,6 +20,13 @@ void check_float_dtype(const char* layer, DType dtype) {
     op_error<TypeError>(layer, "expected the dtype float32 or float64, got ", to_string(dtype));
 }
 
+std::string checked_layer_name(const char* layer, std::string name,
+                               std::initializer_list<std::pair<const char*, int64_t>> sizes, DType dtype) {
+  check_sizes(layer, name, sizes);
+  check_float_dtype(layer, dtype);
+  return name;
+}
+
 void check_features_input(const char* layer, const std::string& name, const Tensor& x, DType dtype,
                           int64_t features, int64_t min_rank) {
   if (!x.defined()) op_error<ValueError>(layer, "layer '", name, "' got an empty tg::Tensor");

@@ -35,15 +35,10 @@ void check_epsilon(const char* layer, double epsilon) {
 Embedding::Embedding(int64_t vocab, int64_t dim, uint64_t seed, DType dtype, std::string name)
     : vocab_(vocab),
       dim_(dim),
-      name_(std::move(name)),
-      embeddings_(
-          [&] {
-            check_sizes("Embedding", name_, {{"vocab", vocab}, {"dim", dim}});
-            check_float_dtype("Embedding", dtype);
-            // Keras's default embeddings_initializer "uniform": RandomUniform(-0.05, 0.05).
-            return stateless_random_uniform({vocab, dim}, detail::seed_tensor(seed), -0.05, 0.05, dtype);
-          }(),
-          name_ + "/embeddings") {}
+      name_(checked_layer_name("Embedding", std::move(name), {{"vocab", vocab}, {"dim", dim}}, dtype)),
+      // Keras's default embeddings_initializer "uniform": RandomUniform(-0.05, 0.05).
+      embeddings_(stateless_random_uniform({vocab, dim}, detail::seed_tensor(seed), -0.05, 0.05, dtype),
+                  name_ + "/embeddings") {}
 
 Tensor Embedding::operator()(const Tensor& ids) const {
   const char* op = "Embedding";
@@ -68,11 +63,9 @@ Tensor Embedding::operator()(const Tensor& ids) const {
 LayerNorm::LayerNorm(int64_t features, double epsilon, DType dtype, std::string name)
     : features_(features),
       epsilon_(epsilon),
-      name_(std::move(name)),
+      name_(checked_layer_name("LayerNorm", std::move(name), {{"features", features}}, dtype)),
       gamma_(
           [&] {
-            check_sizes("LayerNorm", name_, {{"features", features}});
-            check_float_dtype("LayerNorm", dtype);
             check_epsilon("LayerNorm", epsilon);
             return ones({features}, dtype);
           }(),
@@ -92,11 +85,9 @@ BatchNorm::BatchNorm(int64_t features, double momentum, double epsilon, DType dt
     : features_(features),
       momentum_(momentum),
       epsilon_(epsilon),
-      name_(std::move(name)),
+      name_(checked_layer_name("BatchNorm", std::move(name), {{"features", features}}, dtype)),
       gamma_(
           [&] {
-            check_sizes("BatchNorm", name_, {{"features", features}});
-            check_float_dtype("BatchNorm", dtype);
             check_epsilon("BatchNorm", epsilon);
             if (!(momentum >= 0.0 && momentum <= 1.0))
               op_error<InvalidArgumentError>("BatchNorm", "momentum must be in [0, 1] (the weight of the "

@@ -1,5 +1,6 @@
-// GRUCell and LSTMCell (Keras's formulas and gate order) and the orthogonal initializer of their
-// recurrent kernels. One step each; a sequence is a C++ loop, tg::while_loop or tg::for_range.
+// GRUCell and LSTMCell (Keras's formulas and gate order) on their shared RecurrentCell, and the
+// orthogonal initializer of their recurrent kernels. One step each; a sequence is a C++ loop,
+// tg::while_loop or tg::for_range.
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -72,32 +73,29 @@ void check_weights(const char* cell, const RecurrentWeights& w) {
 // Columns [k * units, (k + 1) * units) of a (batch, gates * units) matrix: gate k.
 Tensor gate(const Tensor& t, int64_t k, int64_t units) { return slice(t, {0, k * units}, {-1, units}); }
 
-// The first dimension's sizes must agree on top of each argument's own checks.
-void check_config(const char* cell, const std::string& name, int64_t input_dim, int64_t units, DType dtype) {
-  check_sizes(cell, name, {{"input_dim", input_dim}, {"units", units}});
-  check_float_dtype(cell, dtype);
-}
-
 }  // namespace
+
+// ---- RecurrentCell ----
+
+RecurrentCell::RecurrentCell(const char* cell, int64_t input_dim, int64_t units, int64_t gates, uint64_t seed,
+                             DType dtype, std::string name, Tensor (*initial_bias)(int64_t units, DType dtype))
+    : input_dim_(input_dim),
+      units_(units),
+      name_(checked_layer_name(cell, std::move(name), {{"input_dim", input_dim}, {"units", units}}, dtype)),
+      kernel_(glorot_uniform({input_dim, gates * units}, seed, dtype), name_ + "/kernel"),
+      recurrent_kernel_(orthogonal({units, gates * units}, seed + 1, 1.0, dtype), name_ + "/recurrent_kernel"),
+      bias_(initial_bias(units, dtype), name_ + "/bias") {}
+
+RecurrentWeights RecurrentCell::read_weights() const {
+  return {kernel_.read_value(), recurrent_kernel_.read_value(), bias_.read_value()};
+}
 
 // ---- GRUCell ----
 
 GRUCell::GRUCell(int64_t input_dim, int64_t units, uint64_t seed, DType dtype, std::string name)
-    : input_dim_(input_dim),
-      units_(units),
-      name_(std::move(name)),
-      kernel_(
-          [&] {
-            check_config("GRUCell", name_, input_dim, units, dtype);
-            return glorot_uniform({input_dim, 3 * units}, seed, dtype);
-          }(),
-          name_ + "/kernel"),
-      recurrent_kernel_(orthogonal({units, 3 * units}, seed + 1, 1.0, dtype), name_ + "/recurrent_kernel"),
-      bias_(zeros({2, 3 * units}, dtype), name_ + "/bias") {}
-
-RecurrentWeights GRUCell::read_weights() const {
-  return {kernel_.read_value(), recurrent_kernel_.read_value(), bias_.read_value()};
-}
+    : RecurrentCell("GRUCell", input_dim, units, /*gates=*/3, seed, dtype, std::move(name),
+                    // zeros: a row of input biases and a row of recurrent biases (reset_after)
+                    [](int64_t u, DType d) { return zeros({2, 3 * u}, d); }) {}
 
 Tensor GRUCell::operator()(const Tensor& x, const Tensor& h) const { return (*this)(x, h, read_weights()); }
 
@@ -121,23 +119,9 @@ Tensor GRUCell::operator()(const Tensor& x, const Tensor& h, const RecurrentWeig
 // ---- LSTMCell ----
 
 LSTMCell::LSTMCell(int64_t input_dim, int64_t units, uint64_t seed, DType dtype, std::string name)
-    : input_dim_(input_dim),
-      units_(units),
-      name_(std::move(name)),
-      kernel_(
-          [&] {
-            check_config("LSTMCell", name_, input_dim, units, dtype);
-            return glorot_uniform({input_dim, 4 * units}, seed, dtype);
-          }(),
-          name_ + "/kernel"),
-      recurrent_kernel_(orthogonal({units, 4 * units}, seed + 1, 1.0, dtype), name_ + "/recurrent_kernel"),
-      // unit_forget_bias: the forget gate starts at 1, so the cell remembers from the start.
-      bias_(concat({zeros({units}, dtype), ones({units}, dtype), zeros({2 * units}, dtype)}, 0),
-            name_ + "/bias") {}
-
-RecurrentWeights LSTMCell::read_weights() const {
-  return {kernel_.read_value(), recurrent_kernel_.read_value(), bias_.read_value()};
-}
+    : RecurrentCell("LSTMCell", input_dim, units, /*gates=*/4, seed, dtype, std::move(name),
+                    // unit_forget_bias: the forget gate starts at 1, so the cell remembers from the start.
+                    [](int64_t u, DType d) { return concat({zeros({u}, d), ones({u}, d), zeros({2 * u}, d)}, 0); }) {}
 
 std::pair<Tensor, Tensor> LSTMCell::operator()(const Tensor& x, const Tensor& h, const Tensor& c) const {
   return (*this)(x, h, c, read_weights());

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "support/op_case.h"
+
 namespace tg::testing {
 
 Tensor Random::uniform(const TensorShape& shape, double lo, double hi) {
@@ -124,13 +126,9 @@ void check_gradients(const GradCase& c, uint64_t seed) {
   EXPECT_EQ(traced.tracing_count(), 1);
 
   // Every dim None: rules must take shapes from the runtime values, not the static ones.
-  std::vector<TensorSpec> specs;
-  for (const Tensor& t : all)
-    specs.emplace_back(TensorShape(std::vector<int64_t>(static_cast<std::size_t>(t.rank()), None)),
-                       t.dtype());
   auto traced_none = traced_gradients(c);
   try {
-    auto cf = traced_none.get_concrete_function(specs);
+    auto cf = traced_none.get_concrete_function(generalised_specs(all, /*unknown_rank=*/false));
     EXPECT_TRUE(gradients_close(cf(all), numeric, c.tol)) << "(traced, None dims)";
   } catch (const Error& e) {
     ADD_FAILURE() << "(traced, None dims) failed: " << e.what();

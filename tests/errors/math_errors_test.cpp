@@ -1,5 +1,6 @@
 // The math ops of issue 14: every validation throws a typed error naming what was expected,
 // what was received and what to do, eagerly and while tracing (None dims, unknown rank).
+#include "support/op_case.h"
 #include "support/test_util.h"
 
 namespace tg {
@@ -10,16 +11,9 @@ namespace {
 template <class E>
 void expect_traced_throw(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
                          const std::vector<Tensor>& inputs, const std::vector<std::string>& fragments) {
-  for (const bool unknown_rank : {false, true}) {
-    std::vector<TensorSpec> specs;
-    for (const Tensor& t : inputs)
-      specs.emplace_back(unknown_rank ? TensorShape::unknown_rank()
-                                      : TensorShape(std::vector<int64_t>(static_cast<std::size_t>(t.rank()), None)),
-                         t.dtype());
-    auto f = function([&](const std::vector<Tensor>& in) { return fn(in); });
-    EXPECT_TRUE(testing::throws_with<E>([&] { f.get_concrete_function(specs)(inputs); }, fragments))
-        << (unknown_rank ? "unknown rank" : "None dims");
-  }
+  testing::for_each_generalised_trace(fn, inputs, [&](const std::function<Tensor()>& run, const char* label) {
+    EXPECT_TRUE(testing::throws_with<E>(run, fragments)) << label;
+  });
 }
 
 TEST(MathErrors, FloatOnlyOpsRefuseOtherDtypes) {

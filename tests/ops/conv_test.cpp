@@ -15,18 +15,9 @@ namespace {
 using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
 using Dims = std::vector<int64_t>;
 
-// Deterministic values in [-1, 1), distinct enough that max pooling has no ties.
-Tensor values(const Dims& dims, DType dtype, uint64_t seed) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  std::vector<double> v(static_cast<std::size_t>(n));
-  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (double& x : v) {
-    s = s * 6364136223846793005ull + 1442695040888963407ull;
-    x = static_cast<double>(s >> 11) / 9007199254740992.0 * 2.0 - 1.0;
-  }
-  return cast(constant(v, TensorShape(dims), float64), dtype);
-}
+// Full-precision draws: distinct enough that max pooling has no ties.
+using testing::seeded_values;
+
 Tensor iota(const Dims& dims, DType dtype = float32) {
   int64_t n = 1;
   for (int64_t d : dims) n *= d;
@@ -196,9 +187,9 @@ struct ConvShape {
 
 std::vector<testing::OpCase> conv_cases(const ConvShape& c, uint64_t seed) {
   const double tol = c.dtype == float32 ? 2e-5 : 1e-12;
-  const Tensor x = values(c.x, c.dtype, seed), f = values(c.f, c.dtype, seed + 1);
+  const Tensor x = seeded_values(c.x, c.dtype, seed), f = seeded_values(c.f, c.dtype, seed + 1);
   const ConvRef r(c.x, c.f, c.strides, c.same, c.dilations);
-  const Tensor dy = values(r.out_dims(), c.dtype, seed + 2);
+  const Tensor dy = seeded_values(r.out_dims(), c.dtype, seed + 2);
   const Dims s = c.strides, d = c.dilations;
   const bool same = c.same;
   const detail::Conv2DAttrs a = conv_attrs(s, same, d);
@@ -223,11 +214,11 @@ struct PoolShape {
 
 std::vector<testing::OpCase> pool_cases(const PoolShape& c, uint64_t seed) {
   const double tol = c.dtype == float32 ? 1e-6 : 1e-13;
-  const Tensor x = values(c.x, c.dtype, seed);
+  const Tensor x = seeded_values(c.x, c.dtype, seed);
   const Dims k = c.k, s = c.strides;
   const bool same = c.same;
-  const Tensor dy = values(pool_dims(c.x, k, s, same), c.dtype, seed + 1);
-  const Tensor g = values(c.x, c.dtype, seed + 2);
+  const Tensor dy = seeded_values(pool_dims(c.x, k, s, same), c.dtype, seed + 1);
+  const Tensor g = seeded_values(c.x, c.dtype, seed + 2);
   const detail::Pool2DAttrs a = pool_attrs(k, s, same);
   return {
       {"max_pool2d", c.label, [=](const std::vector<Tensor>& in) { return max_pool2d(in[0], k, s, pad(same)); },
@@ -347,7 +338,7 @@ TEST(Conv, NaNInAWindowPropagatesAndTakesTheGradient) {
 }
 
 TEST(Conv, StridesAndDilationsTakeOneTwoOrFourEntries) {
-  const Tensor x = values({2, 7, 7, 3}, float32, 1), f = values({3, 3, 3, 4}, float32, 2);
+  const Tensor x = seeded_values({2, 7, 7, 3}, float32, 1), f = seeded_values({3, 3, 3, 4}, float32, 2);
   const Tensor ref = conv2d(x, f, {2, 2}, Padding::Same);
   EXPECT_TENSOR_EQ(conv2d(x, f, {2}, Padding::Same), ref);
   EXPECT_TENSOR_EQ(conv2d(x, f, {1, 2, 2, 1}, Padding::Same), ref);
@@ -357,7 +348,7 @@ TEST(Conv, StridesAndDilationsTakeOneTwoOrFourEntries) {
 
 // The CNN demo traces its step with a None batch: shapes stay static where they can.
 TEST(Conv, TracesWithANoneBatchAndKeepsTheOtherDims) {
-  const Tensor f1 = values({3, 3, 1, 4}, float32, 3), f2 = values({3, 3, 4, 8}, float32, 4);
+  const Tensor f1 = seeded_values({3, 3, 1, 4}, float32, 3), f2 = seeded_values({3, 3, 4, 8}, float32, 4);
   auto net = [&](const Tensor& x) {
     const Tensor h = max_pool2d(relu(conv2d(x, f1, {1, 1}, Padding::Same)), {2, 2}, {2, 2}, Padding::Valid);
     return avg_pool2d(conv2d(h, f2, {1, 1}, Padding::Same), {2, 2}, {2, 2}, Padding::Valid);
@@ -366,14 +357,14 @@ TEST(Conv, TracesWithANoneBatchAndKeepsTheOtherDims) {
   const auto cf = f.get_concrete_function(TensorSpec({None, 12, 12, 1}, float32));
   EXPECT_NE(cf.function_type().find("shape=(None, 3, 3, 8)"), std::string::npos) << cf.function_type();
   for (int64_t batch : {1, 3}) {
-    const Tensor x = values({batch, 12, 12, 1}, float32, 5 + static_cast<uint64_t>(batch));
+    const Tensor x = seeded_values({batch, 12, 12, 1}, float32, 5 + static_cast<uint64_t>(batch));
     EXPECT_TENSOR_EQ(f(x), net(x));
   }
 }
 
 // A training step's gradients traced with a None batch equal the eager ones.
 TEST(Conv, GradientsTracedWithANoneBatchEqualEager) {
-  const Tensor f1 = values({3, 3, 2, 4}, float32, 6);
+  const Tensor f1 = seeded_values({3, 3, 2, 4}, float32, 6);
   auto loss_grads = [&](const Tensor& x, const Tensor& f) {
     GradientTape tape;
     tape.watch(x);
@@ -385,7 +376,7 @@ TEST(Conv, GradientsTracedWithANoneBatchEqualEager) {
   };
   auto traced = function(loss_grads, {.input_signature = std::vector<TensorSpec>{
                                           TensorSpec({None, 9, 9, 2}, float32), TensorSpec({3, 3, 2, 4}, float32)}});
-  const Tensor x = values({2, 9, 9, 2}, float32, 7);
+  const Tensor x = seeded_values({2, 9, 9, 2}, float32, 7);
   const std::vector<Tensor> eager = loss_grads(x, f1), graph = traced(x, f1);
   ASSERT_EQ(graph.size(), 2u);
   EXPECT_TENSOR_EQ(graph[0], eager[0]);
@@ -395,8 +386,8 @@ TEST(Conv, GradientsTracedWithANoneBatchEqualEager) {
 // Second order: the filter gradient of <d loss / d x, v> (the gradient ops' own rules at work)
 // against central differences of that inner product.
 TEST(Conv, SecondOrderGradientsMatchFiniteDifferences) {
-  const Tensor x = values({2, 5, 5, 2}, float64, 21), v = values({2, 5, 5, 2}, float64, 22);
-  const Tensor w = values({3, 3, 2, 3}, float64, 23);
+  const Tensor x = seeded_values({2, 5, 5, 2}, float64, 21), v = seeded_values({2, 5, 5, 2}, float64, 22);
+  const Tensor w = seeded_values({3, 3, 2, 3}, float64, 23);
   auto inner = [&](const Tensor& wv) {
     GradientTape tape;
     tape.watch(x);
@@ -441,8 +432,8 @@ TEST(Conv, AFilterGradientAloneBuildsNoInputGradient) {
 // Large convolutions run on the pool: the same bits on every run at a given thread count, and
 // within rounding of one thread's result.
 TEST(Conv, ParallelResultsAreReproducible) {
-  const Tensor x = values({32, 14, 14, 16}, float32, 8), f = values({3, 3, 16, 32}, float32, 9);
-  const Tensor dy = values({32, 14, 14, 32}, float32, 10);
+  const Tensor x = seeded_values({32, 14, 14, 16}, float32, 8), f = seeded_values({3, 3, 16, 32}, float32, 9);
+  const Tensor dy = seeded_values({32, 14, 14, 32}, float32, 10);
   const detail::Conv2DAttrs a{{1, 1}, {1, 1}, 1};
   auto run = [&] {
     return std::vector<Tensor>{conv2d(x, f, {1, 1}, Padding::Same), detail::conv2d_backprop_input(x, f, dy, a),

@@ -234,16 +234,9 @@ void expect_all_modes(const Fn& fn, const std::vector<Tensor>& inputs, const Ten
     auto traced = function([&](const std::vector<Tensor>& in) { return fn(in); }, {.optimize = optimize});
     EXPECT_TRUE(testing::tensors_near(traced(inputs), eager, 0.0)) << (optimize ? "optimised" : "traced");
   }
-  for (const bool unknown_rank : {false, true}) {
-    std::vector<TensorSpec> specs;
-    for (const Tensor& t : inputs)
-      specs.emplace_back(unknown_rank ? TensorShape::unknown_rank()
-                                      : TensorShape(std::vector<int64_t>(static_cast<std::size_t>(t.rank()), None)),
-                         t.dtype());
-    auto traced = function([&](const std::vector<Tensor>& in) { return fn(in); });
-    EXPECT_TRUE(testing::tensors_near(traced.get_concrete_function(specs)(inputs), eager, 0.0))
-        << (unknown_rank ? "unknown rank" : "None dims");
-  }
+  testing::for_each_generalised_trace(fn, inputs, [&](const std::function<Tensor()>& run, const char* label) {
+    EXPECT_TRUE(testing::tensors_near(run(), eager, 0.0)) << label;
+  });
 }
 
 TEST(MathComposites, ClipByValueInEveryMode) {

@@ -76,12 +76,7 @@ TEST(OpCases, EveryCaseTracesWithUnknownDimsAndUnknownRank) {
   for (const bool unknown_rank : {false, true}) {
     for (const auto& c : testing::op_cases()) {
       SCOPED_TRACE(c.op + ": " + c.label + (unknown_rank ? " (unknown rank)" : " (None dims)"));
-      std::vector<TensorSpec> specs;
-      for (const Tensor& t : c.inputs) {
-        TensorShape s = unknown_rank ? TensorShape::unknown_rank()
-                                     : TensorShape(std::vector<int64_t>(static_cast<std::size_t>(t.rank()), None));
-        specs.emplace_back(s, t.dtype());
-      }
+      const std::vector<TensorSpec> specs = testing::generalised_specs(c.inputs, unknown_rank);
       auto traced = function([&](const std::vector<Tensor>& in) { return c.fn(in); });
       try {
         auto cf = traced.get_concrete_function(specs);

@@ -17,17 +17,9 @@ using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
 using testing::values::kInf;
 using testing::values::kNan;
 
-// Deterministic values in [-1, 1) with ties (rounded to eighths).
+// Draws in [-1, 1) rounded to eighths, so that sorts meet ties, times scale.
 Tensor values(const std::vector<int64_t>& dims, DType dtype, uint64_t seed, double scale = 1.0) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  std::vector<double> v(static_cast<std::size_t>(n));
-  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (double& x : v) {
-    s = s * 6364136223846793005ull + 1442695040888963407ull;
-    x = std::round((static_cast<double>(s >> 11) / 9007199254740992.0 * 2.0 - 1.0) * 8.0) / 8.0 * scale;
-  }
-  return cast(constant(v, TensorShape(dims), float64), dtype);
+  return testing::seeded_values(dims, dtype, seed, {.step = 1.0 / 8, .scale = scale});
 }
 
 // The reference: each row of the last axis stably sorted (NaN largest), the first k kept.

@@ -29,6 +29,22 @@ template <class T>
 }
 }  // namespace
 
+Tensor seeded_values(const std::vector<int64_t>& dims, DType dtype, uint64_t seed, ValueGrid grid) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  std::vector<double> v(static_cast<std::size_t>(n));
+  // The golden-ratio multiply spreads small consecutive seeds apart before the LCG (Knuth's
+  // MMIX constants) runs; its top 53 bits make a double in [0, 1).
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (double& x : v) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    x = static_cast<double>(s >> 11) / 9007199254740992.0 * 2.0 - 1.0;
+    if (grid.step > 0) x = std::round(x / grid.step) * grid.step;
+    x *= grid.scale;
+  }
+  return cast(constant(v, TensorShape(dims), float64), dtype);
+}
+
 ::testing::AssertionResult tensors_near(const Tensor& actual, const Tensor& expected, double tol) {
   if (!actual.defined() || !expected.defined())
     return ::testing::AssertionFailure() << "an empty tensor was compared";

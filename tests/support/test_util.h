@@ -51,6 +51,19 @@ template <class E, class Fn>
   return ::testing::AssertionFailure() << "did not throw";
 }
 
+/// How seeded_values shapes its draws: each is rounded to a multiple of `step` (0 keeps every
+/// bit; a power-of-two step gives ties, and sums and products that float32 holds exactly), then
+/// multiplied by `scale`.
+struct ValueGrid {
+  double step = 0.0;
+  double scale = 1.0;
+};
+
+/// Deterministic test values in [-scale, scale], the same for the same dims and seed on every
+/// platform (a 64-bit linear congruential generator, not the library's random ops, so that a
+/// change there cannot move a test's inputs), drawn in float64 and cast to dtype.
+Tensor seeded_values(const std::vector<int64_t>& dims, DType dtype, uint64_t seed, ValueGrid grid = {});
+
 /// An empty tensor (a 0 in its shape) of C++ element type T and the given dtype.
 template <class T>
 Tensor empty(const TensorShape& shape, DType dtype) {

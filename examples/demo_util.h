@@ -1,0 +1,74 @@
+// The helpers both demos use (demo.cpp and cnn_demo.cpp): timing, section titles, batches and
+// the epoch loop.
+#pragma once
+#include <tracegraph/tracegraph.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <iostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace demo {
+
+using Clock = std::chrono::steady_clock;
+
+inline double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+inline void section(const std::string& title) { std::cout << "\n== " << title << " ==\n"; }
+
+// Rows `idx[begin, begin + n)` of the data set: one batch.
+inline std::pair<tg::Tensor, tg::Tensor> batch(const tg::data::LabeledImages& ds, const std::vector<int32_t>& idx,
+                                               std::size_t begin, std::size_t n) {
+  const std::vector<int32_t> rows(idx.begin() + static_cast<std::ptrdiff_t>(begin),
+                                  idx.begin() + static_cast<std::ptrdiff_t>(begin + n));
+  const tg::Tensor r = tg::constant(rows, {static_cast<int64_t>(n)});
+  return {tg::gather(ds.images, r), tg::gather(ds.labels, r)};
+}
+
+// What one epoch of training saw: sums over its examples, so a caller can print any mean.
+struct EpochTotals {
+  double loss_sum = 0, accuracy_sum = 0;  // train_step's batch means, each times its batch size
+  std::size_t examples = 0;
+  double seconds = 0;
+};
+
+// One pass of train_step(x, y) -> (loss, accuracy) over the rows order[first, end), in batches of
+// batch_size (the last may be smaller).
+template <class Step>
+EpochTotals train_epoch(Step& train_step, const tg::data::LabeledImages& ds, const std::vector<int32_t>& order,
+                        std::size_t first, std::size_t batch_size) {
+  EpochTotals totals;
+  const auto t0 = Clock::now();
+  for (std::size_t b = first; b < order.size(); b += batch_size) {
+    const std::size_t n = std::min(batch_size, order.size() - b);
+    auto [x, y] = batch(ds, order, b, n);
+    auto [loss, accuracy] = train_step(x, y);
+    totals.loss_sum += loss.template item<float>() * static_cast<double>(n);
+    totals.accuracy_sum += accuracy.template item<float>() * static_cast<double>(n);
+    totals.examples += n;
+  }
+  totals.seconds = seconds_since(t0);
+  return totals;
+}
+
+// The median of n timed calls of f, in milliseconds: steadier than the mean when another
+// process takes a core for a moment.
+template <class F>
+double median_ms(F&& f, int n) {
+  std::vector<double> ms;
+  for (int i = 0; i < n; ++i) {
+    const auto t0 = Clock::now();
+    f();
+    ms.push_back(seconds_since(t0) * 1e3);
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+}  // namespace demo
