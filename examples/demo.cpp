@@ -27,20 +27,6 @@ namespace {
 
 using namespace demo;  // the helpers both demos share
 
-struct Mlp {
-  tg::nn::Dense hidden1{784, 256, tg::relu, /*seed=*/1, tg::float32, "hidden1"};
-  tg::nn::Dense hidden2{256, 256, tg::relu, /*seed=*/2, tg::float32, "hidden2"};
-  tg::nn::Dense logits{256, 10, nullptr, /*seed=*/3, tg::float32, "logits"};
-
-  tg::Tensor operator()(const tg::Tensor& x) const { return logits(hidden2(hidden1(x))); }
-  std::vector<tg::Variable> variables() const {
-    std::vector<tg::Variable> v;
-    for (const auto* layer : {&hidden1, &hidden2, &logits})
-      for (const auto& var : layer->trainable_variables()) v.push_back(var);
-    return v;
-  }
-};
-
 // One optimisation step: forward under a tape, backward, Adam update. Returns (loss, accuracy).
 std::pair<tg::Tensor, tg::Tensor> step_body(Mlp& model, tg::optim::Optimizer& opt,
                                             const tg::Tensor& x, const tg::Tensor& y,

@@ -1,5 +1,5 @@
-// The helpers both demos use (demo.cpp and cnn_demo.cpp): timing, section titles, batches and
-// the epoch loop.
+// The helpers the demos share (demo.cpp, cnn_demo.cpp, dist_demo.cpp): the MLP, timing,
+// section titles, batches and the epoch loop.
 #pragma once
 #include <tracegraph/tracegraph.h>
 
@@ -19,6 +19,22 @@ using Clock = std::chrono::steady_clock;
 inline double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
+
+// The flagship demo's 784-256-256-10 MLP (relu, fixed seeds): demo.cpp trains it in one
+// process, dist_demo.cpp on every rank of an MPI job.
+struct Mlp {
+  tg::nn::Dense hidden1{784, 256, tg::relu, /*seed=*/1, tg::float32, "hidden1"};
+  tg::nn::Dense hidden2{256, 256, tg::relu, /*seed=*/2, tg::float32, "hidden2"};
+  tg::nn::Dense logits{256, 10, nullptr, /*seed=*/3, tg::float32, "logits"};
+
+  tg::Tensor operator()(const tg::Tensor& x) const { return logits(hidden2(hidden1(x))); }
+  std::vector<tg::Variable> variables() const {
+    std::vector<tg::Variable> v;
+    for (const auto* layer : {&hidden1, &hidden2, &logits})
+      for (const auto& var : layer->trainable_variables()) v.push_back(var);
+    return v;
+  }
+};
 
 inline void section(const std::string& title) { std::cout << "\n== " << title << " ==\n"; }
 
