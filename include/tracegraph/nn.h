@@ -118,7 +118,7 @@ class Embedding {
   std::vector<Variable> trainable_variables() const { return {embeddings_}; }
 
  private:
-  int64_t vocab_, dim_;
+  int64_t vocab_;
   std::string name_;
   Variable embeddings_;
 };

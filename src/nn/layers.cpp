@@ -34,7 +34,6 @@ void check_epsilon(const char* layer, double epsilon) {
 
 Embedding::Embedding(int64_t vocab, int64_t dim, uint64_t seed, DType dtype, std::string name)
     : vocab_(vocab),
-      dim_(dim),
       name_(checked_layer_name("Embedding", std::move(name), {{"vocab", vocab}, {"dim", dim}}, dtype)),
       // Keras's default embeddings_initializer "uniform": RandomUniform(-0.05, 0.05).
       embeddings_(stateless_random_uniform({vocab, dim}, detail::seed_tensor(seed), -0.05, 0.05, dtype),

@@ -189,12 +189,19 @@ void for_elements(int64_t n, F&& f) {
   else f(int64_t{0}, n);
 }
 
+// The compilers spell "no dependence between iterations" differently (clang warns on GCC's).
+#if defined(__clang__)
+#define TG_LOOP_IVDEP _Pragma("clang loop vectorize(assume_safety)")
+#else
+#define TG_LOOP_IVDEP _Pragma("GCC ivdep")
+#endif
+
 // Each element's update reads only that element of every array, so outputs that are the very
 // inputs (an update in place) carry no dependence between iterations: `ivdep` lets the loops
 // vectorise without runtime overlap checks (12 pointer pairs for Adam, more than GCC versions).
 template <class T>
 [[gnu::always_inline]] inline void gradient_descent_range(T* out, const T* var, const T* g, T lr, int64_t b, int64_t e) {
-#pragma GCC ivdep
+TG_LOOP_IVDEP
   for (int64_t i = b; i < e; ++i) out[i] = var[i] - lr * g[i];
 }
 
@@ -202,7 +209,7 @@ template <class T>
 template <class T>
 [[gnu::always_inline]] inline void adam_range(T* out_var, T* out_m, T* out_v, const T* var, const T* m, const T* v,
                                               const T* g, T alpha, T c1, T c2, T eps, int64_t b, int64_t e) {
-#pragma GCC ivdep
+TG_LOOP_IVDEP
   for (int64_t i = b; i < e; ++i) {
     const T gi = g[i];
     const T m_new = m[i] + (gi - m[i]) * c1;

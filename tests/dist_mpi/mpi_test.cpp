@@ -110,6 +110,18 @@ TEST_F(TwoRanks, BroadcastVariablesStartsEveryRankFromTheRootsWeights) {
   EXPECT_TRUE(testing::tensors_near(v.read_value(), constant({1.0f, 2.0f})));
 }
 
+TEST_F(TwoRanks, AJobResumesFromRankZerosCheckpoint) {
+  // Rank 0 saves; at the restart it restores and hands the weights to every rank.
+  const std::string path = ::testing::TempDir() + "/dist_resume.ckpt.tgx";
+  Variable trained(constant({{1.5f, -2.0f}}), "w");
+  if (dist::rank() == 0) save_variables(path, {trained});
+  dist::all_reduce(constant(0.0f));  // the file is written before anyone reads it
+  Variable fresh(constant({{r(), r()}}), "w");
+  if (dist::rank() == 0) restore_variables(path, {fresh});
+  dist::broadcast_variables({fresh});
+  EXPECT_TRUE(testing::tensors_near(fresh.read_value(), constant({{1.5f, -2.0f}})));
+}
+
 TEST_F(TwoRanks, RanksAtDifferentCollectivesGetAnErrorNotAHang) {
   const Tensor x = dist::rank() == 0 ? constant({1.0f, 2.0f, 3.0f}) : constant({1.0f, 2.0f, 3.0f, 4.0f});
   try {
