@@ -21,9 +21,10 @@ struct Options {
   /// tg::DeadlineExceededError naming the ranks that did not arrive. A rank that died, hangs or
   /// raised an error outside the collectives then never leaves the others waiting forever.
   double collective_timeout_seconds = 300.0;
-  /// Threads each rank computes on (tg::config::set_num_threads). 0: the machine's cores divided
-  /// by the ranks on this machine, unless TG_NUM_THREADS says otherwise; ranks that share a
-  /// machine would otherwise fight over its cores.
+  /// Threads each rank computes on (tg::config::set_num_threads). 0: the cores the launcher
+  /// bound this rank to, or, unbound, the machine's cores divided by the ranks on this machine -
+  /// unless TG_NUM_THREADS says otherwise. Ranks that share a machine would otherwise fight over
+  /// its cores.
   int threads_per_rank = 0;
 };
 

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <sched.h>
+
 #include <cstdlib>
 #include <memory>
 #include <mutex>
@@ -43,6 +45,19 @@ bool started_by_launcher() {
 }
 
 void finalize_at_exit() { finalize(); }
+
+// A rank's share of the machine: the cores the launcher bound it to (mpirun binds each of up
+// to two ranks to a core of its own), else the machine's cores split among its ranks. More
+// threads than that would time-share a core, which is slower than one thread.
+int default_threads(int local_size) {
+  const int machine = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) == 0) {
+    const int bound = CPU_COUNT(&allowed);
+    if (bound > 0 && bound < machine) return bound;
+  }
+  return std::max(1, machine / std::max(1, local_size));
+}
 
 detail::Reduction reduction_of(ReduceOp op) {
   switch (op) {
@@ -92,10 +107,7 @@ void init(const Options& options) {
     detail::set_communicator(j.comm);
   }
   int threads = options.threads_per_rank;
-  if (threads == 0 && !std::getenv("TG_NUM_THREADS")) {
-    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    threads = std::max(1, cores / j.local_size);
-  }
+  if (threads == 0 && !std::getenv("TG_NUM_THREADS")) threads = default_threads(j.local_size);
   if (threads > 0) config::set_num_threads(threads);
   j.initialized = true;
   static std::once_flag at_exit;
