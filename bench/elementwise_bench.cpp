@@ -1,5 +1,6 @@
 // Elementwise throughput: tg::add against memcpy of the same bytes (the bandwidth ceiling) in
-// the same run, and the libmvec-backed tanh / exp against a scalar libm loop (information only).
+// the same run, and the libmvec-backed tanh / exp against a scalar libm loop and the newer
+// vectorised ops against their own scalar path (information only).
 // Rows ending in "(info)" in bench/run's table explain the gap rather than set a target.
 #include <benchmark/benchmark.h>
 
@@ -11,6 +12,7 @@
 
 #include "bench_util.h"
 #include "core/tensor_impl.h"
+#include "ops/simd_math.h"
 #include "tracegraph/tracegraph.h"
 
 namespace {
@@ -124,6 +126,23 @@ void unary_libm(benchmark::State& state, int64_t n, float lo, float hi) {
   set_items(state, faults, n);
 }
 
+// An op's scalar path (its functor per element, what every CPU ran before issue 13 vectorised
+// it) over the same input into a reused buffer.
+void unary_scalar_path(benchmark::State& state, tg::detail::simd::MathFn f, int64_t n,
+                       float lo, float hi) {
+  const tg::Tensor x = tg::random_uniform({n}, lo, hi, 3);
+  AlignedFloats dst = warm_buffer(n);
+  const long faults = tg_bench::minor_faults();
+  for (auto _ : state) {
+    f(data(x), dst.get(), n);
+    benchmark::ClobberMemory();
+  }
+  set_items(state, faults, n);
+}
+
+tg::Tensor gelu_exact(const tg::Tensor& x) { return tg::gelu(x, false); }
+tg::Tensor gelu_tanh(const tg::Tensor& x) { return tg::gelu(x, true); }
+
 float libm_tanh(float x) { return std::tanh(x); }
 float libm_exp(float x) { return std::exp(x); }
 
@@ -149,6 +168,22 @@ const bool registered = [] {
   add_bench("tanh/1M/libm", unary_libm<&libm_tanh>, n, -3.f, 3.f);
   add_bench("exp/1M/tracegraph", unary_tracegraph<&tg::exp>, n, -10.f, 10.f);
   add_bench("exp/1M/libm", unary_libm<&libm_exp>, n, -10.f, 10.f);
+  namespace simd = tg::detail::simd;
+  const simd::MathFns& scalar = simd::math_fns(simd::Isa::kScalar);
+  add_bench("log1p/1M/tracegraph", unary_tracegraph<&tg::log1p>, n, -0.99f, 10.f);
+  add_bench("log1p/1M/scalar", unary_scalar_path, scalar.log1p, n, -0.99f, 10.f);
+  add_bench("expm1/1M/tracegraph", unary_tracegraph<&tg::expm1>, n, -5.f, 5.f);
+  add_bench("expm1/1M/scalar", unary_scalar_path, scalar.expm1, n, -5.f, 5.f);
+  add_bench("erf/1M/tracegraph", unary_tracegraph<&tg::erf>, n, -5.f, 5.f);
+  add_bench("erf/1M/scalar", unary_scalar_path, scalar.erf, n, -5.f, 5.f);
+  add_bench("softplus/1M/tracegraph", unary_tracegraph<&tg::softplus>, n, -5.f, 5.f);
+  add_bench("softplus/1M/scalar", unary_scalar_path, scalar.softplus, n, -5.f, 5.f);
+  add_bench("gelu/1M/tracegraph", unary_tracegraph<&gelu_exact>, n, -5.f, 5.f);
+  add_bench("gelu/1M/scalar", unary_scalar_path, scalar.gelu, n, -5.f, 5.f);
+  add_bench("gelu_tanh/1M/tracegraph", unary_tracegraph<&gelu_tanh>, n, -5.f, 5.f);
+  add_bench("gelu_tanh/1M/scalar", unary_scalar_path, scalar.gelu_tanh, n, -5.f, 5.f);
+  add_bench("elu/1M/tracegraph", unary_tracegraph<&tg::elu>, n, -5.f, 5.f);
+  add_bench("elu/1M/scalar", unary_scalar_path, scalar.elu, n, -5.f, 5.f);
   return true;
 }();
 

@@ -1,5 +1,6 @@
 // Float32 math throughput on an L1-resident buffer (4096 floats, in place of a kernel's tile):
-// tracegraph's routines on each instruction-set path against libmvec called directly and, when
+// tracegraph's routines on each instruction-set path against libmvec called directly (where
+// libmvec has the function; softplus, gelu and elu are built on its routines) and, when
 // the build finds libsleef, SLEEF's 1.0-ULP (u10) and 3.5-ULP (u35) routines, the library used
 // before (docs/DECISIONS.md). Items are elements: items_per_second / 1e9 is elements/ns.
 #include <benchmark/benchmark.h>
@@ -19,11 +20,17 @@ __m512 _ZGVeN16v_logf(__m512);
 __m512 _ZGVeN16v_tanhf(__m512);
 __m512 _ZGVeN16v_sinf(__m512);
 __m512 _ZGVeN16v_cosf(__m512);
+__m512 _ZGVeN16v_log1pf(__m512);
+__m512 _ZGVeN16v_expm1f(__m512);
+__m512 _ZGVeN16v_erff(__m512);
 __m256 _ZGVdN8v_expf(__m256);
 __m256 _ZGVdN8v_logf(__m256);
 __m256 _ZGVdN8v_tanhf(__m256);
 __m256 _ZGVdN8v_sinf(__m256);
 __m256 _ZGVdN8v_cosf(__m256);
+__m256 _ZGVdN8v_log1pf(__m256);
+__m256 _ZGVdN8v_expm1f(__m256);
+__m256 _ZGVdN8v_erff(__m256);
 #if TG_BENCH_HAVE_SLEEF
 // Declared here: sleef.h declares the vector forms only when the whole file targets the ISA.
 #define TG_SLEEF_DECLARE(f)                                                         \
@@ -118,8 +125,12 @@ void add(const std::string& name, auto fn, auto... args) {
 const bool registered = [] {
   const Range exp_r{-10.f, 10.f}, log_r{0.01f, 100.f}, tanh_r{-5.f, 5.f}, trig_r{-100.f, 100.f};
   // "tracegraph": the dispatched functions every kernel calls; the other paths by name.
-  const simd::MathFns dispatched = {"tracegraph",  &simd::exp_f32, &simd::log_f32, &simd::tanh_f32,
-                                    &simd::sigmoid_f32, &simd::sin_f32, &simd::cos_f32};
+  const Range log1p_r{-0.99f, 10.f};
+  const simd::MathFns dispatched = {
+      "tracegraph",        &simd::exp_f32,      &simd::log_f32,  &simd::tanh_f32,
+      &simd::sigmoid_f32,  &simd::sin_f32,      &simd::cos_f32,  &simd::log1p_f32,
+      &simd::expm1_f32,    &simd::erf_f32,      &simd::softplus_f32, &simd::gelu_f32,
+      &simd::gelu_tanh_f32, &simd::elu_f32};
   std::vector<const simd::MathFns*> paths = {&dispatched};
   for (simd::Isa isa : {simd::Isa::kAvx2, simd::Isa::kScalar})
     if (simd::cpu_has(isa)) paths.push_back(&simd::math_fns(isa));
@@ -131,6 +142,13 @@ const bool registered = [] {
     add("simd_math/sigmoid" + s, run_tracegraph, f->sigmoid, tanh_r);
     add("simd_math/sin" + s, run_tracegraph, f->sin, trig_r);
     add("simd_math/cos" + s, run_tracegraph, f->cos, trig_r);
+    add("simd_math/log1p" + s, run_tracegraph, f->log1p, log1p_r);
+    add("simd_math/expm1" + s, run_tracegraph, f->expm1, tanh_r);
+    add("simd_math/erf" + s, run_tracegraph, f->erf, tanh_r);
+    add("simd_math/softplus" + s, run_tracegraph, f->softplus, tanh_r);
+    add("simd_math/gelu" + s, run_tracegraph, f->gelu, tanh_r);
+    add("simd_math/gelu_tanh" + s, run_tracegraph, f->gelu_tanh, tanh_r);
+    add("simd_math/elu" + s, run_tracegraph, f->elu, tanh_r);
   }
   if (simd::cpu_has(simd::Isa::kAvx512)) {
     add("simd_math/exp/libmvec", run16<_ZGVeN16v_expf>, exp_r);
@@ -139,6 +157,9 @@ const bool registered = [] {
     add("simd_math/sigmoid/libmvec_naive", run16<sigmoid_naive16<_ZGVeN16v_expf>>, tanh_r);
     add("simd_math/sin/libmvec", run16<_ZGVeN16v_sinf>, trig_r);
     add("simd_math/cos/libmvec", run16<_ZGVeN16v_cosf>, trig_r);
+    add("simd_math/log1p/libmvec", run16<_ZGVeN16v_log1pf>, log1p_r);
+    add("simd_math/expm1/libmvec", run16<_ZGVeN16v_expm1f>, tanh_r);
+    add("simd_math/erf/libmvec", run16<_ZGVeN16v_erff>, tanh_r);
   }
   if (simd::cpu_has(simd::Isa::kAvx2)) {
     add("simd_math/exp/libmvec_avx2", run8<_ZGVdN8v_expf>, exp_r);
@@ -146,6 +167,9 @@ const bool registered = [] {
     add("simd_math/tanh/libmvec_avx2", run8<_ZGVdN8v_tanhf>, tanh_r);
     add("simd_math/sin/libmvec_avx2", run8<_ZGVdN8v_sinf>, trig_r);
     add("simd_math/cos/libmvec_avx2", run8<_ZGVdN8v_cosf>, trig_r);
+    add("simd_math/log1p/libmvec_avx2", run8<_ZGVdN8v_log1pf>, log1p_r);
+    add("simd_math/expm1/libmvec_avx2", run8<_ZGVdN8v_expm1f>, tanh_r);
+    add("simd_math/erf/libmvec_avx2", run8<_ZGVdN8v_erff>, tanh_r);
   }
 #if TG_BENCH_HAVE_SLEEF
   if (simd::cpu_has(simd::Isa::kAvx512)) {

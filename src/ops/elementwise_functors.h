@@ -300,53 +300,63 @@ TG_LIBM_UNARY_SIMD(SinF, std::sin(x), simd::sin_f32)
 TG_LIBM_UNARY_SIMD(CosF, std::cos(x), simd::cos_f32)
 TG_LIBM_UNARY(SqrtF, std::sqrt(x))
 TG_LIBM_UNARY(RsqrtF, T(1) / std::sqrt(x))
-// Scalar libm on both float dtypes: glibc's log1p, expm1 and erf are within 1 ULP (docs/performance.md
-// has the measured sweep), and no vectorised routine of ours beats them on accuracy.
-TG_LIBM_UNARY(Log1pF, std::log1p(x))
-TG_LIBM_UNARY(Expm1F, std::expm1(x))
-TG_LIBM_UNARY(ErfF, std::erf(x))
+// float32 runs libmvec's log1pf, expm1f and erff (up to a few ULP, simd_math.h); float64 and the
+// scalar path run glibc's libm, within 1 ULP.
+TG_LIBM_UNARY_SIMD(Log1pF, std::log1p(x), simd::log1p_f32)
+TG_LIBM_UNARY_SIMD(Expm1F, std::expm1(x), simd::expm1_f32)
+TG_LIBM_UNARY_SIMD(ErfF, std::erf(x), simd::erf_f32)
 TG_LIBM_UNARY(FloorF, std::floor(x))
 TG_LIBM_UNARY(CeilF, std::ceil(x))
 #undef TG_LIBM_UNARY_SIMD
 #undef TG_LIBM_UNARY
 
-// log(1 + e^x). Above -kSoftplusThreshold (TF's log(epsilon) + 2) 1 + e^x rounds to e^x, so the
+// The activations below are the definition of each op's formula: float64 and the scalar float32
+// path (simd_math.cpp) run operator() itself, and the vector paths (simd_math_impl.inc) evaluate
+// the same formula with the same constants (simd_math.h) on libmvec's routines.
+
+// log(1 + e^x). Above -(log(epsilon) + 2) (TF's threshold) 1 + e^x rounds to e^x, so the
 // result is x itself, as in TF, and e^x never overflows. Below it log1p(e^x): TF returns e^x
 // under log(epsilon) + 2 and log(e^x + 1) between, which costs up to 4 ULP near those bounds;
 // log1p(e^x) is the same function within 1 ULP everywhere (docs/DECISIONS.md).
 template <class T>
-constexpr T kSoftplusThreshold = std::is_same_v<T, float> ? T(-13.942385f)  // logf(2^-23) + 2
-                                                          : T(-34.04365338911715);  // log(2^-52) + 2
+constexpr T kSoftplusLinearAbove = std::is_same_v<T, float> ? T(simd::kSoftplusLinearAboveF32)
+                                                            : T(simd::kSoftplusLinearAboveF64);
 struct SoftplusF : LibmUnary {
+  static void vec_f32(const float* x, float* y, int64_t n) { simd::softplus_f32(x, y, n); }
   template <class T>
-  T operator()(T x) const { return x > -kSoftplusThreshold<T> ? x : std::log1p(std::exp(x)); }
+  T operator()(T x) const { return x > kSoftplusLinearAbove<T> ? x : std::log1p(std::exp(x)); }
 };
 // TF's two forms, 0.5 x (1 + erf(x / sqrt 2)) and 0.5 x (1 + tanh(u)) with
 // u = sqrt(2 / pi) (x + 0.044715 x^3), written without their cancellation for negative x (where
 // 1 + erf and 1 + tanh lose every digit): 0.5 x erfc(-x / sqrt 2) and x / (1 + e^(-2u)), the same
-// functions. float32 is evaluated in double: erfc and exp multiply their argument's relative
-// error by about 2 z^2 and |2u|, so a float32 x / sqrt 2 or u alone costs up to ~170 ULP in
-// the negative tail. Like TF's, both give NaN at -inf (-inf * 0, -inf / inf).
+// functions. float32 is evaluated in double (the vector paths too, on libmvec's float64 erfc and
+// exp): erfc and exp multiply their argument's relative error by about 2 z^2 and |2u|, so a
+// float32 x / sqrt 2 or u alone costs up to ~170 ULP in the negative tail. Like TF's, both give
+// NaN at -inf (-inf * 0, -inf / inf).
 template <class T>
 using GeluWide = std::conditional_t<std::is_same_v<T, float>, double, T>;
 struct GeluF : LibmUnary {
-  template <class T>
-  T operator()(T x) const {
-    const GeluWide<T> w = x;
-    return static_cast<T>(GeluWide<T>(0.5) * w * std::erfc(-w / GeluWide<T>(1.4142135623730951)));
-  }
-};
-struct GeluApproximateF : LibmUnary {
+  static void vec_f32(const float* x, float* y, int64_t n) { simd::gelu_f32(x, y, n); }
   template <class T>
   T operator()(T x) const {
     using W = GeluWide<T>;
     const W w = x;
-    const W u = W(0.7978845608028654) * (w + W(0.044715) * (w * w * w));
+    return static_cast<T>(W(0.5) * w * std::erfc(-w / W(simd::kSqrt2)));
+  }
+};
+struct GeluApproximateF : LibmUnary {
+  static void vec_f32(const float* x, float* y, int64_t n) { simd::gelu_tanh_f32(x, y, n); }
+  template <class T>
+  T operator()(T x) const {
+    using W = GeluWide<T>;
+    const W w = x;
+    const W u = W(simd::kSqrt2OverPi) * (w + W(simd::kGeluCubic) * (w * w * w));
     return static_cast<T>(w / (W(1) + std::exp(W(-2) * u)));
   }
 };
 // e^x - 1 below 0 (as expm1, which keeps the digits e^x - 1 cancels), x from 0 up; NaN passes.
 struct EluF : LibmUnary {
+  static void vec_f32(const float* x, float* y, int64_t n) { simd::elu_f32(x, y, n); }
   template <class T>
   T operator()(T x) const { return x < T(0) ? std::expm1(x) : x; }
 };

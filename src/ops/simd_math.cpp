@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "ops/elementwise_functors.h"
+
 namespace tg::detail::simd {
 
 extern const MathFns kAvx512Fns;  // simd_math_avx512.cpp
@@ -11,6 +13,12 @@ namespace {
 
 template <float (*f)(float)>
 void scalar_loop(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
+}
+// The newer ops' scalar path is their functor itself, the definition float64 runs as well.
+template <class F>
+void functor_loop(const float* x, float* y, int64_t n) {
+  const F f{};
   for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
 }
 float exp1(float v) { return std::exp(v); }
@@ -31,7 +39,14 @@ constexpr MathFns kScalarFns = {"scalar",
                                 &scalar_loop<tanh1>,
                                 &scalar_loop<sigmoid1>,
                                 &scalar_loop<sin1>,
-                                &scalar_loop<cos1>};
+                                &scalar_loop<cos1>,
+                                &functor_loop<Log1pF>,
+                                &functor_loop<Expm1F>,
+                                &functor_loop<ErfF>,
+                                &functor_loop<SoftplusF>,
+                                &functor_loop<GeluF>,
+                                &functor_loop<GeluApproximateF>,
+                                &functor_loop<EluF>};
 
 Isa detect() {
   if (cpu_has(Isa::kAvx512)) return Isa::kAvx512;
@@ -72,6 +87,13 @@ void tanh_f32(const float* x, float* y, int64_t n) { best().tanh(x, y, n); }
 void sigmoid_f32(const float* x, float* y, int64_t n) { best().sigmoid(x, y, n); }
 void sin_f32(const float* x, float* y, int64_t n) { best().sin(x, y, n); }
 void cos_f32(const float* x, float* y, int64_t n) { best().cos(x, y, n); }
+void log1p_f32(const float* x, float* y, int64_t n) { best().log1p(x, y, n); }
+void expm1_f32(const float* x, float* y, int64_t n) { best().expm1(x, y, n); }
+void erf_f32(const float* x, float* y, int64_t n) { best().erf(x, y, n); }
+void softplus_f32(const float* x, float* y, int64_t n) { best().softplus(x, y, n); }
+void gelu_f32(const float* x, float* y, int64_t n) { best().gelu(x, y, n); }
+void gelu_tanh_f32(const float* x, float* y, int64_t n) { best().gelu_tanh(x, y, n); }
+void elu_f32(const float* x, float* y, int64_t n) { best().elu(x, y, n); }
 const char* isa() { return best().name; }
 
 }  // namespace tg::detail::simd

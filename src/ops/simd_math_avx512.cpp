@@ -45,8 +45,31 @@ inline __m512 neg_abs(__m512 v) {
   return _mm512_castsi512_ps(
       _mm512_or_si512(_mm512_castps_si512(v), _mm512_set1_epi32(INT32_MIN)));
 }
+inline __m512 min_vec(__m512 a, __m512 b) { return min_ps(a, b); }
 inline __m512 select_negative(__m512 v, __m512 a, __m512 b) {
   return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ), b, a);
+}
+inline __m512 select_above(__m512 v, __m512 k, __m512 a, __m512 b) {
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, k, _CMP_GT_OQ), b, a);
+}
+// Each half of the sixteen lanes moves as four doubles (the float forms of extract and insert
+// need AVX512DQ). Full masks and real sources for the same GCC bug as above; in GCC 12 even
+// _mm512_castps512_ps256 is an extract with an "undefined" source.
+constexpr __mmask8 kAll8 = 0xff;
+inline __m256 half(__m512 v, int upper) {
+  const __m512d d = _mm512_castps_pd(v);
+  return _mm256_castpd_ps(upper ? _mm512_mask_extractf64x4_pd(_mm256_setzero_pd(), kAll8, d, 1)
+                                : _mm512_mask_extractf64x4_pd(_mm256_setzero_pd(), kAll8, d, 0));
+}
+inline __m512d widen(__m256 a) { return _mm512_mask_cvtps_pd(_mm512_setzero_pd(), kAll8, a); }
+inline __m256d narrow(__m512d a) {
+  return _mm256_castps_pd(_mm512_mask_cvtpd_ps(_mm256_setzero_ps(), kAll8, a));
+}
+template <__m512d (*f)(__m512d)>
+inline __m512 in_double(__m512 v) {
+  const __m512d zero = _mm512_setzero_pd();
+  const __m512d lo = _mm512_mask_insertf64x4(zero, kAll8, zero, narrow(f(widen(half(v, 0)))), 0);
+  return _mm512_castpd_ps(_mm512_mask_insertf64x4(lo, kAll8, lo, narrow(f(widen(half(v, 1)))), 1));
 }
 
 }  // namespace
@@ -57,9 +80,12 @@ inline __m512 select_negative(__m512 v, __m512 a, __m512 b) {
 #define NAME "avx512"
 #define FNS kAvx512Fns
 #define MVEC(fn) _ZGVeN16v_##fn##f
+#define DVEC __m512d
+#define DMVEC(fn) _ZGVeN8v_##fn
 #define LOAD _mm512_loadu_ps
 #define STORE _mm512_storeu_ps
 #define SET1 _mm512_set1_ps
+#define DSET1 _mm512_set1_pd
 #define ADD _mm512_add_ps
 #define DIV _mm512_div_ps
 #include "ops/simd_math_impl.inc"

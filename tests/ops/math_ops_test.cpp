@@ -29,15 +29,10 @@ Fn un(UnaryFn f) {
 }
 
 // The definitions, in double.
-double ref_softplus(double x) { return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)); }
-// 0.5 x (1 + erf(x / sqrt 2)) and 0.5 x (1 + tanh(u)), in forms that keep their digits for
-// negative x (1 + erf(z) = erfc(-z), 1 + tanh(u) = 2 / (1 + e^(-2u))).
-double ref_gelu(double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); }
-double ref_gelu_tanh(double x) {
-  const double u = 0.7978845608028654 * (x + 0.044715 * (x * x * x));  // sqrt(2 / pi) (x + 0.044715 x^3)
-  return x / (1.0 + std::exp(-2.0 * u));
-}
-double ref_elu(double x) { return x < 0 ? std::expm1(x) : x; }
+using testing::ref_elu;
+using testing::ref_gelu;
+using testing::ref_gelu_tanh;
+using testing::ref_softplus;
 
 // f applied to each value, in float32 / float64 (the double result rounded once).
 Tensor map_f32(const std::vector<double>& xs, double (*f)(double)) {
@@ -303,7 +298,9 @@ struct SweptOp {
   const char* name;
   Tensor (*op)(const Tensor&);
   double (*ref)(double);
-  double bound;  // docs/performance.md's measured figure, rounded up to the next half ULP
+  // docs/performance.md's figure for the worst of the paths (AVX-512, AVX2, scalar) this op
+  // may dispatch to, rounded up to the next half ULP; simd_math_test.cpp checks each path's own.
+  double bound;
 };
 
 Tensor gelu_exact(const Tensor& x) { return gelu(x, false); }
@@ -314,13 +311,13 @@ Tensor elu_op(const Tensor& x) { return elu(x); }
 // the subnormal spacing (ulp_error's rule), which libm's float results meet too.
 TEST(MathAccuracy, DenseSweepStaysWithinTheDocumentedBound) {
   const SweptOp ops[] = {
-      {"log1p", &log1p, [](double x) { return std::log1p(x); }, 1.0},
-      {"expm1", &expm1, [](double x) { return std::expm1(x); }, 1.0},
-      {"erf", &erf, [](double x) { return std::erf(x); }, 1.0},
-      {"softplus", &softplus, &ref_softplus, 1.5},
+      {"log1p", &log1p, [](double x) { return std::log1p(x); }, 2.0},
+      {"expm1", &expm1, [](double x) { return std::expm1(x); }, 2.5},
+      {"erf", &erf, [](double x) { return std::erf(x); }, 4.0},
+      {"softplus", &softplus, &ref_softplus, 3.5},
       {"gelu", &gelu_exact, &ref_gelu, 1.0},
       {"gelu_approximate", &gelu_tanh, &ref_gelu_tanh, 1.0},
-      {"elu", &elu_op, &ref_elu, 1.0},
+      {"elu", &elu_op, &ref_elu, 2.5},
   };
   for (const SweptOp& s : ops) {
     using VecFn = std::function<void(const float*, float*, int64_t)>;
