@@ -4,6 +4,7 @@
 #include <chrono>
 #include <climits>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <sstream>
 #include <thread>
@@ -336,7 +337,8 @@ void MpiCommunicator::report_mismatch(const CheckedFunction* checked) {
       difference, "\nWhat each rank is running:", doing, fix));
 }
 
-void MpiCommunicator::all_reduce(void* data, const CollectiveCall& call) {
+void MpiCommunicator::in_place_in_pieces(void* data, const CollectiveCall& call, const char* mpi_call,
+                                         const std::function<int(std::byte*, int, MPI_Request*)>& start) {
   std::lock_guard lock(mu_);
   begin(call.describe());
   agree(call.key());
@@ -345,48 +347,30 @@ void MpiCommunicator::all_reduce(void* data, const CollectiveCall& call) {
   for (int64_t done = 0; done < call.count;) {
     const int64_t n = std::min(call.count - done, kMaxElementsPerCall);
     MPI_Request request;
-    check(MPI_Iallreduce(MPI_IN_PLACE, p + static_cast<std::size_t>(done) * elem, static_cast<int>(n),
-                         mpi_type(call.dtype), mpi_op(call.reduction), data_, &request),
-          "MPI_Iallreduce");
+    check(start(p + static_cast<std::size_t>(done) * elem, static_cast<int>(n), &request), mpi_call);
     wait(request);
     done += n;
   }
+}
+
+void MpiCommunicator::all_reduce(void* data, const CollectiveCall& call) {
+  in_place_in_pieces(data, call, "MPI_Iallreduce", [&](std::byte* at, int n, MPI_Request* request) {
+    return MPI_Iallreduce(MPI_IN_PLACE, at, n, mpi_type(call.dtype), mpi_op(call.reduction), data_, request);
+  });
 }
 
 void MpiCommunicator::broadcast(void* data, const CollectiveCall& call) {
-  std::lock_guard lock(mu_);
-  begin(call.describe());
-  agree(call.key());
-  auto* p = static_cast<std::byte*>(data);
-  const std::size_t elem = dtype_size(call.dtype);
-  for (int64_t done = 0; done < call.count;) {
-    const int64_t n = std::min(call.count - done, kMaxElementsPerCall);
-    MPI_Request request;
-    check(MPI_Ibcast(p + static_cast<std::size_t>(done) * elem, static_cast<int>(n), mpi_type(call.dtype),
-                     static_cast<int>(call.root), data_, &request),
-          "MPI_Ibcast");
-    wait(request);
-    done += n;
-  }
+  in_place_in_pieces(data, call, "MPI_Ibcast", [&](std::byte* at, int n, MPI_Request* request) {
+    return MPI_Ibcast(at, n, mpi_type(call.dtype), static_cast<int>(call.root), data_, request);
+  });
 }
 
 void MpiCommunicator::reduce_to_root(void* data, const CollectiveCall& call) {
-  std::lock_guard lock(mu_);
-  begin(call.describe());
-  agree(call.key());
-  auto* p = static_cast<std::byte*>(data);
-  const std::size_t elem = dtype_size(call.dtype);
   const bool root = rank_ == call.root;
-  for (int64_t done = 0; done < call.count;) {
-    const int64_t n = std::min(call.count - done, kMaxElementsPerCall);
-    std::byte* at = p + static_cast<std::size_t>(done) * elem;
-    MPI_Request request;
-    check(MPI_Ireduce(root ? MPI_IN_PLACE : at, root ? at : nullptr, static_cast<int>(n), mpi_type(call.dtype),
-                      MPI_SUM, static_cast<int>(call.root), data_, &request),
-          "MPI_Ireduce");
-    wait(request);
-    done += n;
-  }
+  in_place_in_pieces(data, call, "MPI_Ireduce", [&](std::byte* at, int n, MPI_Request* request) {
+    return MPI_Ireduce(root ? MPI_IN_PLACE : at, root ? at : nullptr, n, mpi_type(call.dtype), MPI_SUM,
+                       static_cast<int>(call.root), data_, request);
+  });
 }
 
 std::vector<int64_t> MpiCommunicator::all_gather_counts(const CollectiveCall& call) {

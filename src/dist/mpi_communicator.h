@@ -3,7 +3,9 @@
 #include <mpi.h>
 
 #include <array>
+#include <cstddef>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -49,6 +51,10 @@ class MpiCommunicator final : public Communicator {
     const std::string* function;
     const std::string* sequence;
   };
+  // The steps of all_reduce, broadcast and reduce_to_root: begin, agree, then `start` the MPI
+  // call on pieces of at most 2^30 elements (MPI counts are ints) and wait for each.
+  void in_place_in_pieces(void* data, const CollectiveCall& call, const char* mpi_call,
+                          const std::function<int(std::byte*, int, MPI_Request*)>& start);
   // Starts collective number sequence_ + 1: raises at once when an earlier one failed.
   void begin(const std::string& text);
   // Step one of every collective: all ranks agree on `key`, or every rank raises
