@@ -104,6 +104,19 @@ TEST_F(TwoRanks, AveragedGradientsEqualTheSingleProcessGradientOfTheWholeBatch) 
   EXPECT_EQ(all_reduces, 1);
 }
 
+TEST_F(TwoRanks, CollectivesRunInsideAGraphLoopAndCond) {
+  // The loop runs n times on every rank (n is a tensor: a while node), each iteration an
+  // all_reduce; the cond's taken branch holds one more.
+  auto f = function([](const Tensor& n, const Tensor& x) {
+    const Tensor summed = for_range(n, x, [](const Tensor&, const Tensor& s) { return dist::all_reduce(s); });
+    return cond(reduce_sum(summed) > 0.0f, [&] { return dist::all_reduce(summed, dist::ReduceOp::kMax); },
+                [&] { return summed; });
+  }, {.name = "looped"});
+  // x = 1 + rank: after one all_reduce 3, after two 6, after three 12; the max keeps 12.
+  EXPECT_TRUE(testing::tensors_near(f(constant(3), constant({1.0f + r()})), constant({12.0f})));
+  EXPECT_TRUE(testing::tensors_near(f(constant(1), constant({1.0f + r()})), constant({3.0f})));
+}
+
 TEST_F(TwoRanks, BroadcastVariablesStartsEveryRankFromTheRootsWeights) {
   Variable v(constant({r(), 2.0f * r()}));
   dist::broadcast_variables({v}, 1);
