@@ -130,21 +130,17 @@ void check_collectives_once(const ConcreteImpl& cf) {
     comm->check_traced_collectives(cf.function_name, cf.input_type.to_string(), cf.collective_sequence);
   });
 }
-}  // namespace
 
-namespace {
 // Runs a concrete function whose Variable parameters (if any) are bound already: inlined into
 // the trace being recorded on this thread - its graph as traced, its ops and side effects
 // recorded there, as TF's call of a function inside a tf.function runs at every call of the
 // outer one -, else through the call observer (a tape), else by the executor.
 std::vector<Tensor> run_graph(const ConcreteImpl& cf, const GraphIR& traced, const std::vector<Tensor>& inputs) {
   if (tracing_active()) return replay_graph(traced, inputs, nullptr);
-  if (cf.collective_sequence.empty()) {
-    if (CallObserver* o = t_call_observer) return o->run_call(cf, inputs);
-    return execute(*cf.plan, inputs);
-  }
-  check_collectives_once(cf);
-  CollectiveFunctionScope in_function(&cf.function_name);
+  const bool collectives = !cf.collective_sequence.empty();
+  if (collectives) check_collectives_once(cf);
+  // What the collectives' errors name; a function without any leaves the enclosing one's.
+  CollectiveFunctionScope in_function(collectives ? &cf.function_name : current_collective_function());
   if (CallObserver* o = t_call_observer) return o->run_call(cf, inputs);
   return execute(*cf.plan, inputs);
 }
