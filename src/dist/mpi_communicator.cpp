@@ -338,7 +338,7 @@ void MpiCommunicator::report_mismatch(const CheckedFunction* checked) {
 }
 
 void MpiCommunicator::in_place_in_pieces(void* data, const CollectiveCall& call, const char* mpi_call,
-                                         const std::function<int(std::byte*, int, MPI_Request*)>& start) {
+                                         const std::function<int(std::byte*, int)>& move) {
   std::lock_guard lock(mu_);
   begin(call.describe());
   agree(call.key());
@@ -346,30 +346,28 @@ void MpiCommunicator::in_place_in_pieces(void* data, const CollectiveCall& call,
   const std::size_t elem = dtype_size(call.dtype);
   for (int64_t done = 0; done < call.count;) {
     const int64_t n = std::min(call.count - done, kMaxElementsPerCall);
-    MPI_Request request;
-    check(start(p + static_cast<std::size_t>(done) * elem, static_cast<int>(n), &request), mpi_call);
-    wait(request);
+    check(move(p + static_cast<std::size_t>(done) * elem, static_cast<int>(n)), mpi_call);
     done += n;
   }
 }
 
 void MpiCommunicator::all_reduce(void* data, const CollectiveCall& call) {
-  in_place_in_pieces(data, call, "MPI_Iallreduce", [&](std::byte* at, int n, MPI_Request* request) {
-    return MPI_Iallreduce(MPI_IN_PLACE, at, n, mpi_type(call.dtype), mpi_op(call.reduction), data_, request);
+  in_place_in_pieces(data, call, "MPI_Allreduce", [&](std::byte* at, int n) {
+    return MPI_Allreduce(MPI_IN_PLACE, at, n, mpi_type(call.dtype), mpi_op(call.reduction), data_);
   });
 }
 
 void MpiCommunicator::broadcast(void* data, const CollectiveCall& call) {
-  in_place_in_pieces(data, call, "MPI_Ibcast", [&](std::byte* at, int n, MPI_Request* request) {
-    return MPI_Ibcast(at, n, mpi_type(call.dtype), static_cast<int>(call.root), data_, request);
+  in_place_in_pieces(data, call, "MPI_Bcast", [&](std::byte* at, int n) {
+    return MPI_Bcast(at, n, mpi_type(call.dtype), static_cast<int>(call.root), data_);
   });
 }
 
 void MpiCommunicator::reduce_to_root(void* data, const CollectiveCall& call) {
   const bool root = rank_ == call.root;
-  in_place_in_pieces(data, call, "MPI_Ireduce", [&](std::byte* at, int n, MPI_Request* request) {
-    return MPI_Ireduce(root ? MPI_IN_PLACE : at, root ? at : nullptr, n, mpi_type(call.dtype), MPI_SUM,
-                       static_cast<int>(call.root), data_, request);
+  in_place_in_pieces(data, call, "MPI_Reduce", [&](std::byte* at, int n) {
+    return MPI_Reduce(root ? MPI_IN_PLACE : at, root ? at : nullptr, n, mpi_type(call.dtype), MPI_SUM,
+                      static_cast<int>(call.root), data_);
   });
 }
 
@@ -379,9 +377,7 @@ std::vector<int64_t> MpiCommunicator::all_gather_counts(const CollectiveCall& ca
   agree(call.key());
   int64_t mine = call.count;
   std::vector<int64_t> all(static_cast<std::size_t>(size_));
-  MPI_Request request;
-  check(MPI_Iallgather(&mine, 1, MPI_INT64_T, all.data(), 1, MPI_INT64_T, data_, &request), "MPI_Iallgather");
-  wait(request);
+  check(MPI_Allgather(&mine, 1, MPI_INT64_T, all.data(), 1, MPI_INT64_T, data_), "MPI_Allgather");
   return all;
 }
 
@@ -406,19 +402,10 @@ void MpiCommunicator::all_gather(const void* send, void* recv, const std::vector
     displacements.push_back(at);
     at += static_cast<int>(c);
   }
-  MPI_Request request;
-  const int rc = MPI_Iallgatherv(send, static_cast<int>(call.count), row, recv, rows.data(), displacements.data(), row,
-                                 data_, &request);
-  if (rc == MPI_SUCCESS) {
-    try {
-      wait(request);
-    } catch (...) {
-      MPI_Type_free(&row);
-      throw;
-    }
-  }
+  const int rc =
+      MPI_Allgatherv(send, static_cast<int>(call.count), row, recv, rows.data(), displacements.data(), row, data_);
   MPI_Type_free(&row);
-  check(rc, "MPI_Iallgatherv");
+  check(rc, "MPI_Allgatherv");
 }
 
 void MpiCommunicator::check_traced_collectives(const std::string& function, const std::string& signature,

@@ -19,9 +19,12 @@ inline constexpr int kMpiAnswerBytes = 512;
 
 /// Every collective runs in two steps on its own duplicate of MPI_COMM_WORLD: first the ranks
 /// compare a key of what they are about to do (CollectiveCall::key: one 16-byte all-reduce), and
-/// only when all agree do the data move. Every wait is a nonblocking MPI call polled against a
-/// deadline; while it polls, a rank answers its peers' questions ("what are you waiting in?") on
-/// a second communicator, which is how a rank that timed out learns which peers are missing.
+/// only when all agree do the data move. The agreement is where a rank waits for the others, so it
+/// is a nonblocking MPI call polled against a deadline; while it polls, a rank answers its peers'
+/// questions ("what are you waiting in?") on a second communicator, which is how a rank that
+/// timed out learns which peers are missing. Once all agree, every rank is in the same collective
+/// and the data move with MPI's blocking calls, 1.6x (1 MiB) to 3.6x (16 MiB) faster than its
+/// nonblocking ones on this machine.
 class MpiCommunicator final : public Communicator {
  public:
   /// MPI must be initialised.
@@ -51,10 +54,10 @@ class MpiCommunicator final : public Communicator {
     const std::string* function;
     const std::string* sequence;
   };
-  // The steps of all_reduce, broadcast and reduce_to_root: begin, agree, then `start` the MPI
-  // call on pieces of at most 2^30 elements (MPI counts are ints) and wait for each.
+  // The steps of all_reduce, broadcast and reduce_to_root: begin, agree, then `move` the data
+  // with the MPI call in pieces of at most 2^30 elements (MPI counts are ints).
   void in_place_in_pieces(void* data, const CollectiveCall& call, const char* mpi_call,
-                          const std::function<int(std::byte*, int, MPI_Request*)>& start);
+                          const std::function<int(std::byte*, int)>& move);
   // Starts collective number sequence_ + 1: raises at once when an earlier one failed.
   void begin(const std::string& text);
   // Step one of every collective: all ranks agree on `key`, or every rank raises
