@@ -193,7 +193,8 @@ void MpiCommunicator::wait(MPI_Request& request) {
 void MpiCommunicator::timed_out() {
   // Ask every peer what it is doing. A peer that waits in a collective answers at once; one
   // that died, hangs, or left the collectives (an exception on that rank) does not.
-  static std::vector<std::unique_ptr<PendingInquiry>> never_freed;
+  // On the heap and never destroyed: no static destructor may free a buffer MPI still writes to.
+  static auto* never_freed = new std::vector<std::unique_ptr<PendingInquiry>>;
   auto inquiry = std::make_unique<PendingInquiry>();
   inquiry->question = rank_;
   inquiry->answers.resize(static_cast<std::size_t>(size_));
@@ -234,7 +235,7 @@ void MpiCommunicator::timed_out() {
     const std::string text = inquiry->answers[k].data();
     answers += str_cat(" Rank ", p, " is at ", text == doing_ ? std::string("the same collective") : text, ".");
   }
-  never_freed.push_back(std::move(inquiry));
+  never_freed->push_back(std::move(inquiry));
   std::string message = str_cat("[tg::dist] rank ", rank_, " waited ", timeout_seconds_, " s in ", doing_,
                                 " and the other ranks did not all arrive (the timeout is "
                                 "tg::dist::Options::collective_timeout_seconds).");
