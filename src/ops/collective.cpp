@@ -222,21 +222,24 @@ void divide_by(const Tensor& t, int size) {
 }
 
 void kernel_all_reduce(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
-  for (std::size_t i = 0; i < in.size(); ++i) copy_bytes(in[i], out[i]);
   Communicator* comm = communicator();
-  if (!comm || comm->size() == 1) return;  // one rank: the sum, mean, max and min of one value
+  if (!comm || comm->size() == 1) {  // one rank: the sum, mean, max and min of one value
+    for (std::size_t i = 0; i < in.size(); ++i) copy_bytes(in[i], out[i]);
+    return;
+  }
   int64_t total = 0;
   for (const Tensor& t : in) total += elements(t);
   CollectiveCall call = call_of("all_reduce", attrs, in[0].dtype(), total);
   call.tensors = static_cast<int>(in.size());
   if (out.size() == 1) {
+    copy_bytes(in[0], out[0]);
     comm->all_reduce(bytes_of(out[0]), call);
   } else {
     // A bucket: one buffer, one collective, however many tensors.
     const std::size_t elem = dtype_size(in[0].dtype());
     std::unique_ptr<std::byte[]> packed(new std::byte[static_cast<std::size_t>(total) * elem]);
     std::size_t at = 0;
-    for (const Tensor& t : out) {
+    for (const Tensor& t : in) {
       if (const std::size_t n = byte_size(t)) std::memcpy(packed.get() + at, bytes_of(t), n);
       at += byte_size(t);
     }
