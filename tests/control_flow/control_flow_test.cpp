@@ -6,6 +6,7 @@
 #include "graph/graph_ir.h"
 #include "trace/function_core.h"
 #include "passes/passes.h"
+#include "support/graph_util.h"
 #include "support/test_util.h"
 #include "trace/concrete.h"
 
@@ -13,12 +14,6 @@ namespace tg {
 namespace {
 
 using testing::PrintCapture;
-
-int count_op(const Graph& g, const std::string& op) {
-  int n = 0;
-  for (const auto& node : g.nodes()) n += node.op == op;
-  return n;
-}
 
 struct VerifyOn {
   VerifyOn() { detail::set_verify_graphs(true); }
@@ -51,8 +46,8 @@ TEST(Cond, TracedBuildsOneNodeAndChoosesAtRunTime) {
     EXPECT_EQ(traced_t, 1);  // both branches traced once, at the first call
     EXPECT_EQ(traced_f, 1);
     const Graph& g = f.get_concrete_function(constant({1.0f, 2.0f})).graph();
-    EXPECT_EQ(count_op(g, "cond"), 1) << g.to_string();
-    EXPECT_EQ(count_op(g, "mul"), 0) << "branch ops belong to the sub-graphs";
+    EXPECT_EQ(testing::count_op(g, "cond"), 1) << g.to_string();
+    EXPECT_EQ(testing::count_op(g, "mul"), 0) << "branch ops belong to the sub-graphs";
     EXPECT_NE(g.to_string().find("cond/then_branch:"), std::string::npos) << g.to_string();
     EXPECT_NE(g.to_dot().find("subgraph cluster_"), std::string::npos);
   }
@@ -95,7 +90,7 @@ TEST(Cond, CapturesOuterSymbolicTensorsAndNests) {
     for (int y : {-5, 4}) EXPECT_EQ(f(constant(x), constant(y)).item<int32_t>(), ref(x, y)) << x << "," << y;
   EXPECT_EQ(f.tracing_count(), 1);
   const Graph& g = f.get_concrete_function(constant(1), constant(1)).graph();
-  EXPECT_EQ(count_op(g, "cond"), 1);
+  EXPECT_EQ(testing::count_op(g, "cond"), 1);
   EXPECT_NE(g.to_string().find("cond/then_branch:"), std::string::npos);
 }
 
@@ -111,7 +106,7 @@ TEST(Cond, VoidBranchesWithPrintsRunAtEveryCall) {
   EXPECT_EQ(out.take(), "positive 1\nafter\nnot positive\nafter\npositive 5\nafter\n");
   EXPECT_EQ(f.tracing_count(), 1);
   const Graph& g = f.get_concrete_function(constant(1)).graph();
-  EXPECT_EQ(count_op(g, "stateful_cond"), 1) << g.to_string();
+  EXPECT_EQ(testing::count_op(g, "stateful_cond"), 1) << g.to_string();
 }
 
 TEST(Cond, VariableAssignsInBranchesAreKeptAndOrdered) {
@@ -156,7 +151,7 @@ TEST(WhileLoop, TracedBodyAppearsOnceWhateverTheTripCount) {
     for (int n : {0, 1, 5, 40}) EXPECT_EQ(f(constant(n)).item<int64_t>(), int64_t{1} << n) << n;
     EXPECT_EQ(body_traces, 1);
     const Graph& g = f.get_concrete_function(constant(3)).graph();
-    EXPECT_EQ(count_op(g, "while"), 1) << g.to_string();
+    EXPECT_EQ(testing::count_op(g, "while"), 1) << g.to_string();
     EXPECT_NE(g.to_string().find("while/body:"), std::string::npos);
   }
 }
@@ -202,7 +197,7 @@ TEST(WhileLoop, PrintAndAssignInTheBodyRunEveryIteration) {
   f(constant(2));
   EXPECT_EQ(out.take(), "i = 0\ni = 1\n");
   EXPECT_EQ(v.read_value().item<int32_t>(), 4);
-  EXPECT_EQ(count_op(f.get_concrete_function(constant(1)).graph(), "stateful_while"), 1);
+  EXPECT_EQ(testing::count_op(f.get_concrete_function(constant(1)).graph(), "stateful_while"), 1);
 }
 
 TEST(WhileLoop, MaximumIterations) {
@@ -236,7 +231,7 @@ TEST(WhileLoop, AConstantLoopStaysInTheGraphAndIsNotFolded) {
   EXPECT_EQ(f().item<int32_t>(), 5);
   EXPECT_EQ(f().item<int32_t>(), 5);
   EXPECT_EQ(body_traces, 1);
-  EXPECT_EQ(count_op(f.get_concrete_function().graph(), "while"), 1) << f.get_concrete_function().graph().to_string();
+  EXPECT_EQ(testing::count_op(f.get_concrete_function().graph(), "while"), 1) << f.get_concrete_function().graph().to_string();
 }
 
 TEST(Passes, DeadStatelessCondIsRemovedAStatefulOneIsKept) {
@@ -249,8 +244,8 @@ TEST(Passes, DeadStatelessCondIsRemovedAStatefulOneIsKept) {
   EXPECT_EQ(f(constant(1)).item<int32_t>(), 2);
   EXPECT_EQ(out.take(), "p\n");
   const Graph& g = f.get_concrete_function(constant(1)).optimized_graph();  // what the passes left
-  EXPECT_EQ(count_op(g, "cond"), 0) << g.to_string();
-  EXPECT_EQ(count_op(g, "stateful_cond"), 1) << g.to_string();
+  EXPECT_EQ(testing::count_op(g, "cond"), 0) << g.to_string();
+  EXPECT_EQ(testing::count_op(g, "stateful_cond"), 1) << g.to_string();
 }
 
 // ---- for_range and the guide's examples ----------------------------------------------------

@@ -4,6 +4,7 @@
 #include <tracegraph/dist.h>
 #include <tracegraph/tracegraph.h>
 
+#include "support/graph_util.h"
 #include "support/test_util.h"
 
 namespace tg {
@@ -13,12 +14,6 @@ class SingleProcess : public ::testing::Test {
  protected:
   static void SetUpTestSuite() { dist::init(); }
 };
-
-int count_op(const Graph& g, const std::string& op) {
-  int n = 0;
-  for (const auto& node : g.nodes()) n += node.op == op;
-  return n;
-}
 
 TEST_F(SingleProcess, IsAJobOfOne) {
   EXPECT_TRUE(dist::is_initialized());
@@ -71,12 +66,12 @@ TEST_F(SingleProcess, GradientsTravelInBucketsOfOneDtype) {
   // float32 gradients of a and b share a bucket; c's float64 one travels in its own.
   auto bucketed = step(64 << 20);
   const ConcreteFunction one_bucket = bucketed.get_concrete_function(TensorSpec({2}, float32));
-  EXPECT_EQ(count_op(one_bucket.graph(), "all_reduce"), 2);
+  EXPECT_EQ(testing::count_op(one_bucket.graph(), "all_reduce"), 2);
   auto per_tensor = step(0);
-  EXPECT_EQ(count_op(per_tensor.get_concrete_function(TensorSpec({2}, float32)).graph(), "all_reduce"), 3);
+  EXPECT_EQ(testing::count_op(per_tensor.get_concrete_function(TensorSpec({2}, float32)).graph(), "all_reduce"), 3);
   // A bucket of 8 bytes holds a's gradient (8 bytes) but not b's as well.
   auto small = step(8);
-  EXPECT_EQ(count_op(small.get_concrete_function(TensorSpec({2}, float32)).graph(), "all_reduce"), 3);
+  EXPECT_EQ(testing::count_op(small.get_concrete_function(TensorSpec({2}, float32)).graph(), "all_reduce"), 3);
   const std::vector<Tensor> g1 = bucketed(constant({1.0f, 2.0f}));
   const std::vector<Tensor> g2 = per_tensor(constant({1.0f, 2.0f}));
   ASSERT_EQ(g1.size(), 3u);

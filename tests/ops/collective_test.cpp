@@ -4,6 +4,7 @@
 #include "ops/collective.h"
 #include "ops/op.h"
 #include "support/op_case.h"
+#include "support/graph_util.h"
 #include "support/test_util.h"
 
 namespace tg {
@@ -73,12 +74,6 @@ TEST(Collectives, AMaxAcrossRanksHasNoGradient) {
                    "tg::stop_gradient");
 }
 
-int count_op(const Graph& g, const std::string& op) {
-  int n = 0;
-  for (const auto& node : g.nodes()) n += node.op == op;
-  return n;
-}
-
 TEST(Collectives, TheOptimiserNeverMergesFoldsOrRemovesThem) {
   // Two equal all_reduces of a constant, one of them unused: every rank must still run both,
   // in order, or the ranks' sequences would differ.
@@ -89,8 +84,8 @@ TEST(Collectives, TheOptimiserNeverMergesFoldsOrRemovesThem) {
     return a + b;
   });
   const ConcreteFunction cf = f.get_concrete_function(TensorSpec({2}, float32));
-  EXPECT_EQ(count_op(cf.graph(), "all_reduce"), 3);
-  EXPECT_EQ(count_op(cf.optimized_graph(), "all_reduce"), 3);
+  EXPECT_EQ(testing::count_op(cf.graph(), "all_reduce"), 3);
+  EXPECT_EQ(testing::count_op(cf.optimized_graph(), "all_reduce"), 3);
   EXPECT_TRUE(testing::tensors_near(f(constant({1.0f, 2.0f})), constant({2.0f, 4.0f})));
 }
 

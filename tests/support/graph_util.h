@@ -8,6 +8,7 @@
 #include "trace/function_core.h"
 #include "trace/concrete.h"
 #include "tracegraph/function.h"
+#include "tracegraph/graph.h"
 
 namespace tg::testing {
 
@@ -23,6 +24,14 @@ std::shared_ptr<detail::GraphIR> trace_graph(F fn, const std::vector<Tensor>& in
 inline int count_op(const detail::GraphIR& g, const std::string& op) {
   int n = 0;
   for (const auto& node : g.nodes) n += node.op_name() == op;
+  return n;
+}
+
+/// The same for a traced function's public graph view (ConcreteFunction::graph(),
+/// optimized_graph()).
+inline int count_op(const Graph& g, const std::string& op) {
+  int n = 0;
+  for (const auto& node : g.nodes()) n += node.op == op;
   return n;
 }
 
