@@ -194,15 +194,14 @@ std::vector<Tensor> all_reduce_gradients(const std::vector<Tensor>& gradients, c
     if (!g.defined()) continue;
     const TensorShape& s = detail::static_shape(g);
     const int64_t bytes = s.is_fully_defined() ? s.num_elements() * static_cast<int64_t>(dtype_size(g.dtype())) : -1;
+    if (bytes < 0 || options.bucket_bytes == 0) {
+      out[i] = all_reduce(g, options.op);
+      continue;
+    }
     Bucket* bucket = nullptr;
     for (Bucket& b : open)
       if (b.dtype == g.dtype()) bucket = &b;
     if (!bucket) bucket = &open.emplace_back(Bucket{g.dtype(), 0, {}});
-    if (bytes < 0 || options.bucket_bytes == 0) {
-      std::vector<Tensor> one = all_reduce(std::vector<Tensor>{g}, options.op);
-      out[i] = one[0];
-      continue;
-    }
     if (!bucket->members.empty() && bucket->bytes + bytes > options.bucket_bytes) flush(*bucket);
     bucket->members.push_back(i);
     bucket->bytes += bytes;
