@@ -11,14 +11,17 @@
 #include "ops/conv.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "core/check.h"
 #include "core/tensor_impl.h"
 #include "core/thread_pool.h"
 #include "ops/broadcast.h"
+#include "ops/conv_direct.h"
 #include "ops/gemm.h"
 #include "tracegraph/ops.h"
 
@@ -255,7 +258,7 @@ struct ConvGeom {
   int64_t k() const { return kh * kw * c; }  // the GEMM's inner dim
   int64_t pixels() const { return oh * ow; }  // output rows per image
   // A 1x1 window at stride 1 without padding: the input is its own im2col matrix.
-  bool direct() const { return kh == 1 && kw == 1 && sh == 1 && sw == 1 && pt == 0 && pl == 0; }
+  bool pointwise() const { return kh == 1 && kw == 1 && sh == 1 && sw == 1 && pt == 0 && pl == 0; }
 };
 
 ConvGeom conv_geometry(const Tensor& input, const Tensor& filter, const Conv2DAttrs& a) {
@@ -370,14 +373,104 @@ void for_each_tile(const ConvGeom& g, int64_t n0, int64_t n1, Fn&& fn) {
 
 constexpr const char* kConvOp = "conv2d";
 
+// ---- the direct float32 kernels (conv_direct.h) ----
+
+std::atomic<bool> direct_kernels_enabled{true};  // set_direct_conv_kernels
+
+// Whether float32 work of this geometry goes to the direct kernels: on a CPU that runs them, for
+// every window but the pointwise one, whose input already is its im2col matrix (OpenBLAS's
+// packed GEMM is the better kernel there).
+bool use_direct(const ConvGeom& g) {
+  static const bool available = conv_direct::available();
+  return available && direct_kernels_enabled.load(std::memory_order_relaxed) && !g.pointwise();
+}
+
+// One image (h, w, c) copied into a zero-padded (hp, wp, c) plane whose row `top` and column
+// `left` hold the image's first row and column; rows and columns past the image are zeros.
+void pad_image(const float* image, int64_t h, int64_t w, int64_t c, int64_t top, int64_t left, int64_t hp,
+               int64_t wp, float* padded) {
+  const int64_t x0 = std::min(left, wp), x1 = std::clamp(left + w, x0, wp);  // columns [x0, x1) from the image
+  for (int64_t yp = 0; yp < hp; ++yp) {
+    float* row = padded + yp * wp * c;
+    const int64_t iy = yp - top;
+    if (iy < 0 || iy >= h) {
+      std::fill_n(row, wp * c, 0.0f);
+      continue;
+    }
+    std::fill_n(row, x0 * c, 0.0f);
+    std::copy_n(image + (iy * w + x0 - left) * c, (x1 - x0) * c, row + x0 * c);
+    std::fill(row + x1 * c, row + wp * c, 0.0f);
+  }
+}
+
+// A stride-1 or strided window over an image padded for it: the padded plane's size, and the
+// kernels' view of it (taps owned here).
+struct PaddedWindow {
+  int64_t top = 0, left = 0, hp = 0, wp = 0, channels = 0;
+  std::vector<int64_t> taps;
+  conv_direct::ImageGeom view;
+};
+
+// The window (kh, kw) at dilation (dh, dw) and stride (sh, sw) over `channels` channels, for an
+// (out_h, out_w, out_c) output; top/left rows and columns of padding before the image.
+PaddedWindow padded_window(int64_t kh, int64_t kw, int64_t dh, int64_t dw, int64_t sh, int64_t sw, int64_t channels,
+                           int64_t top, int64_t left, int64_t out_h, int64_t out_w, int64_t out_c) {
+  PaddedWindow p;
+  p.top = top, p.left = left, p.channels = channels;
+  p.hp = (out_h - 1) * sh + (kh - 1) * dh + 1;
+  p.wp = (out_w - 1) * sw + (kw - 1) * dw + 1;
+  p.taps.reserve(static_cast<std::size_t>(kh * kw * channels));
+  for (int64_t ky = 0; ky < kh; ++ky)
+    for (int64_t kx = 0; kx < kw; ++kx)
+      for (int64_t ch = 0; ch < channels; ++ch) p.taps.push_back((ky * dh * p.wp + kx * dw) * channels + ch);
+  p.view = {out_h, out_w, sh * p.wp * channels, sw * channels, out_c, p.taps.data(), kh * kw * channels};
+  return p;
+}
+
+// The forward's window over the input: padding as the geometry says.
+PaddedWindow forward_window(const ConvGeom& g) {
+  return padded_window(g.kh, g.kw, g.dh, g.dw, g.sh, g.sw, g.c, g.pt, g.pl, g.oh, g.ow, g.oc);
+}
+
+// The padded copy of image n of an (n, h, w, channels) tensor for window p, in this thread's
+// scratch.
+const float* padded_image(const PaddedWindow& p, const float* images, int64_t n, int64_t h, int64_t w) {
+  float* plane = scratch<float>(p.hp * p.wp * p.channels);
+  pad_image(images + n * h * w * p.channels, h, w, p.channels, p.top, p.left, p.hp, p.wp, plane);
+  return plane;
+}
+
+
+// The filter of conv_backprop_input's convolution: HWIO (kh, kw, c, oc) flipped in both spatial
+// dims with its channel dims swapped, (kh, kw, oc, c).
+std::vector<float> flip_filter(const ConvGeom& g, const float* f) {
+  std::vector<float> flipped(static_cast<std::size_t>(g.k() * g.oc));
+  float* out = flipped.data();
+  for (int64_t ky = g.kh - 1; ky >= 0; --ky)
+    for (int64_t kx = g.kw - 1; kx >= 0; --kx)
+      for (int64_t o = 0; o < g.oc; ++o)
+        for (int64_t ch = 0; ch < g.c; ++ch) *out++ = f[((ky * g.kw + kx) * g.c + ch) * g.oc + o];
+  return flipped;
+}
+
 template <class T>
 void conv_forward(const ConvGeom& g, const T* x, const T* f, T* y) {
   const int64_t k = g.k(), rows = g.pixels();
   const Groups groups = plan_groups(g.n, rows);
+  if constexpr (std::is_same_v<T, float>) {
+    if (use_direct(g)) {
+      const PaddedWindow window = forward_window(g);
+      for_each_group(groups, 2 * groups.per * rows * k * g.oc, [&](int64_t i) {
+        for (int64_t n = i * groups.per, n1 = std::min(g.n, n + groups.per); n < n1; ++n)
+          conv_direct::forward_image(window.view, padded_image(window, x, n, g.h, g.w), f, y + n * rows * g.oc);
+      });
+      return;
+    }
+  }
   const int n_oc = blas_int(kConvOp, g.oc), n_k = blas_int(kConvOp, k);
   for_each_group(groups, 2 * groups.per * rows * k * g.oc, [&](int64_t i) {
     const int64_t n0 = i * groups.per, n1 = std::min(g.n, n0 + groups.per);
-    if (g.direct()) {
+    if (g.pointwise()) {
       gemm<T>(blas_int(kConvOp, (n1 - n0) * rows), n_oc, n_k, x + n0 * rows * k, n_k, false, f, n_oc, false,
               y + n0 * rows * g.oc, n_oc);
       return;
@@ -398,11 +491,26 @@ void conv_backprop_input(const ConvGeom& g, const T* f, const T* dy, T* dx) {
     std::fill_n(dx, g.n * image, T(0));
     return;
   }
+  if constexpr (std::is_same_v<T, float>) {
+    // At stride 1 the input gradient is a convolution of dy, padded by the window's span less
+    // the forward's padding, with the filter flipped in space and its channel dims swapped.
+    if (use_direct(g) && g.sh == 1 && g.sw == 1) {
+      const std::vector<float> flipped = flip_filter(g, f);
+      const PaddedWindow window = padded_window(g.kh, g.kw, g.dh, g.dw, 1, 1, g.oc, (g.kh - 1) * g.dh - g.pt,
+                                                (g.kw - 1) * g.dw - g.pl, g.h, g.w, g.c);
+      for_each_group(groups, 2 * groups.per * rows * k * g.oc, [&](int64_t i) {
+        for (int64_t n = i * groups.per, n1 = std::min(g.n, n + groups.per); n < n1; ++n)
+          conv_direct::forward_image(window.view, padded_image(window, dy, n, g.oh, g.ow), flipped.data(),
+                                     dx + n * image);
+      });
+      return;
+    }
+  }
   const int n_oc = blas_int(kConvOp, g.oc), n_k = blas_int(kConvOp, k);
   // Groups hold whole images, so no two groups add into the same dx element.
   for_each_group(groups, 2 * groups.per * rows * k * g.oc, [&](int64_t i) {
     const int64_t n0 = i * groups.per, n1 = std::min(g.n, n0 + groups.per);
-    if (g.direct()) {  // dx = dy f^T, written in place
+    if (g.pointwise()) {  // dx = dy f^T, written in place
       gemm<T>(blas_int(kConvOp, (n1 - n0) * rows), n_k, n_oc, dy + n0 * rows * g.oc, n_oc, false, f, n_oc, true,
               dx + n0 * image, n_k);
       return;
@@ -428,10 +536,22 @@ void conv_backprop_filter(const ConvGeom& g, const T* x, const T* dy, T* df) {
   // Group 0 writes df; the others write partials, summed in group order afterwards, so the
   // bits depend on the shapes alone.
   std::vector<T> partials(static_cast<std::size_t>((groups.count - 1) * fsize));
+  bool direct = false;
+  if constexpr (std::is_same_v<T, float>) direct = use_direct(g);
+  const PaddedWindow window = direct ? forward_window(g) : PaddedWindow{};
   for_each_group(groups, 2 * groups.per * rows * k * g.oc, [&](int64_t i) {
     const int64_t n0 = i * groups.per, n1 = std::min(g.n, n0 + groups.per);
     T* out = i == 0 ? df : partials.data() + (i - 1) * fsize;
-    if (g.direct()) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (direct) {
+        std::fill_n(out, fsize, 0.0f);
+        for (int64_t n = n0; n < n1; ++n)
+          conv_direct::filter_grad_image(window.view, padded_image(window, x, n, g.h, g.w), dy + n * rows * g.oc,
+                                         out);
+        return;
+      }
+    }
+    if (g.pointwise()) {
       gemm<T>(n_k, n_oc, blas_int(kConvOp, (n1 - n0) * rows), x + n0 * rows * k, n_k, true, dy + n0 * rows * g.oc,
               n_oc, false, out, n_oc);
       return;
@@ -773,6 +893,8 @@ Tensor max_pool2d_grad_grad(const Tensor& input, const Tensor& g, const Pool2DAt
 Tensor avg_pool2d_grad(const Tensor& input_like, const Tensor& grad, const Pool2DAttrs& attrs) {
   return apply_op1(OpId::AvgPool2DGrad, {input_like, grad}, attrs);
 }
+
+bool set_direct_conv_kernels(bool enabled) { return direct_kernels_enabled.exchange(enabled); }
 
 void register_conv_ops(OpDef* t) {
   set_op(t, OpId::Conv2D, &infer_conv2d, &kernel_conv2d);

@@ -6,6 +6,7 @@
 
 #include "core/thread_pool.h"
 #include "ops/conv.h"
+#include "ops/conv_direct.h"
 #include "support/op_case.h"
 #include "support/test_util.h"
 
@@ -251,6 +252,14 @@ TG_OP_CASES(conv) {
       {"float64 3x2 SAME stride (2, 1)", {2, 5, 5, 3}, {3, 2, 3, 2}, {2, 1}, true, {1, 1}, float64},
       {"window as large as the input, VALID", {2, 3, 4, 1}, {3, 4, 1, 2}, {1, 1}, false},
       {"many image groups on the thread pool", {16, 16, 16, 8}, {3, 3, 8, 16}, {1, 1}, true},
+      // Shapes for the direct float32 kernels' edges (conv_direct.h): channel counts that leave
+      // a masked vector, more than one block of 64 output channels, a window of more entries
+      // than one pass takes (512), pixel blocks cut by row and image ends.
+      {"3x3 SAME, 20 -> 37 channels (masked channel tails)", {2, 9, 11, 20}, {3, 3, 20, 37}, {1, 1}, true},
+      {"5x5 SAME, 3 -> 70 channels (two channel blocks)", {1, 12, 10, 3}, {5, 5, 3, 70}, {1, 1}, true},
+      {"3x3 VALID, 64 -> 5 channels (576 window entries: two passes)", {1, 6, 7, 64}, {3, 3, 64, 5}, {1, 1}, false},
+      {"3x3 SAME stride 2, 5 -> 130 channels", {2, 9, 8, 5}, {3, 3, 5, 130}, {2, 2}, true},
+      {"3x3 VALID dilation 2, 4 -> 17 channels", {1, 11, 12, 4}, {3, 3, 4, 17}, {1, 1}, false, {2, 2}},
   };
   uint64_t seed = 10;
   for (const ConvShape& c : convs) {
@@ -446,6 +455,43 @@ TEST(Conv, ParallelResultsAreReproducible) {
   const std::vector<Tensor> serial = run();
   detail::set_num_threads(threads);
   for (std::size_t i = 0; i < first.size(); ++i) EXPECT_TENSOR_NEAR(first[i], serial[i], 1e-5);
+}
+
+// The direct float32 kernels and im2col + GEMM compute the same sums in different orders: they
+// agree to rounding on every path (forward, both gradients) and geometry kind. A filter gradient
+// sums thousands of products of magnitude ~1 into entries of magnitude ~30, so an entry that
+// cancels to near 0 carries the absolute rounding of the whole sum: hence 1e-4.
+TEST(Conv, DirectKernelsAgreeWithIm2colAndGemm) {
+  if (!detail::conv_direct::available()) GTEST_SKIP() << "this CPU has no AVX-512F: only im2col + GEMM runs";
+  struct Geometry {
+    Dims x, f, strides;
+    bool same;
+    Dims dilations;
+  };
+  const std::vector<Geometry> geometries = {
+      {{4, 28, 28, 1}, {3, 3, 1, 32}, {1, 1}, true, {1, 1}},     // the demo CNN's first layer
+      {{4, 14, 14, 32}, {3, 3, 32, 64}, {1, 1}, true, {1, 1}},   // and its second
+      {{3, 13, 9, 7}, {5, 3, 7, 19}, {2, 1}, false, {1, 1}},
+      {{2, 10, 10, 6}, {3, 3, 6, 100}, {1, 1}, true, {2, 3}},
+      {{2, 8, 9, 70}, {2, 2, 70, 3}, {2, 2}, true, {1, 1}},
+  };
+  uint64_t seed = 40;
+  for (const Geometry& c : geometries) {
+    const Tensor x = seeded_values(c.x, float32, seed++), f = seeded_values(c.f, float32, seed++);
+    const Tensor dy = seeded_values(ConvRef(c.x, c.f, c.strides, c.same, c.dilations).out_dims(), float32, seed++);
+    const detail::Conv2DAttrs a = conv_attrs(c.strides, c.same, c.dilations);
+    auto run = [&] {
+      return std::vector<Tensor>{conv2d(x, f, c.strides, pad(c.same), c.dilations),
+                                 detail::conv2d_backprop_input(x, f, dy, a), detail::conv2d_backprop_filter(x, f, dy, a)};
+    };
+    const std::vector<Tensor> direct = run();
+    const bool was = detail::set_direct_conv_kernels(false);
+    const std::vector<Tensor> gemm = run();
+    detail::set_direct_conv_kernels(was);
+    for (std::size_t i = 0; i < direct.size(); ++i)
+      EXPECT_TENSOR_NEAR(direct[i], gemm[i], 1e-4) << "result " << i << " of x " << TensorShape(c.x).to_string()
+                                                   << ", filter " << TensorShape(c.f).to_string();
+  }
 }
 
 }  // namespace
