@@ -1,8 +1,9 @@
 // The two convolutions of a small Fashion-MNIST CNN at batch 128 (3x3, stride 1, SAME: 28x28x1
 // -> 32 channels, and 14x14x32 -> 64 after a 2x2 pool), forward and forward + backward (both
 // filter gradients and the second layer's input gradient: the first layer's input is data),
-// through tracegraph eagerly and traced, and through the hand-written im2col + cblas_sgemm
-// reference (reference_cpp.cpp). bench/torch_bench.py runs the same in PyTorch.
+// through tracegraph eagerly and traced, and through two hand-written references
+// (reference_cpp.cpp): im2col + cblas_sgemm, and direct loop nests. bench/torch_bench.py runs
+// the same in PyTorch.
 #include <vector>
 
 #include "bench_util.h"
@@ -104,6 +105,33 @@ void BM_ConvReference(benchmark::State& state) {
 BENCHMARK(BM_ConvReference<false>)->Name("cnn/conv2d/forward/reference")->MinTime(0.5)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ConvReference<true>)->Name("cnn/conv2d/forward_backward/reference")->MinTime(0.5)
+    ->Unit(benchmark::kMillisecond);
+
+// The direct loop nests of reference_cpp.cpp on the same buffers.
+template <bool kBackward>
+void BM_ConvReferenceDirect(benchmark::State& state) {
+  const int threads = tg::config::num_threads();
+  auto buf = [](int64_t n) { return std::vector<float>(static_cast<std::size_t>(n), 0.01f); };
+  const int n = static_cast<int>(kConvBatch);
+  auto x1 = buf(n * 28 * 28), w1 = buf(9 * 32), x2 = buf(n * 14 * 14 * 32), w2 = buf(9 * 32 * 64);
+  auto y1 = buf(n * 28 * 28 * 32), y2 = buf(n * 14 * 14 * 64), dw1 = buf(9 * 32), dw2 = buf(9 * 32 * 64),
+       dx2 = buf(n * 14 * 14 * 32), scratch = buf(int64_t{threads} * 9 * 32 * 64);
+  namespace ref = tg_bench::reference;
+  for (auto _ : state) {
+    ref::conv2d_same_direct(x1.data(), n, 28, 28, 1, w1.data(), 3, 3, 32, y1.data(), threads);
+    ref::conv2d_same_direct(x2.data(), n, 14, 14, 32, w2.data(), 3, 3, 64, y2.data(), threads);
+    if (kBackward) {  // y1 and y2 stand in for the output gradients, as above
+      ref::conv2d_same_direct_backward(x1.data(), n, 28, 28, 1, w1.data(), 3, 3, 32, y1.data(), dw1.data(), nullptr,
+                                       scratch.data(), threads);
+      ref::conv2d_same_direct_backward(x2.data(), n, 14, 14, 32, w2.data(), 3, 3, 64, y2.data(), dw2.data(),
+                                       dx2.data(), scratch.data(), threads);
+    }
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_ConvReferenceDirect<false>)->Name("cnn/conv2d/forward/reference_direct")->MinTime(0.5)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ConvReferenceDirect<true>)->Name("cnn/conv2d/forward_backward/reference_direct")->MinTime(0.5)
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -211,4 +211,77 @@ void conv2d_same_backward(const float* x, int n, int h, int w, int c, const floa
   }
 }
 
+// Calls fn(input pixel offset, filter offset of the tap) for every tap of output pixel (b, oy,
+// ox) that lands inside the image (SAME, stride 1: (k - 1) / 2 rows and columns before).
+template <class Fn>
+inline void each_tap_inside(int b, int oy, int ox, int h, int w, int c, int kh, int kw, int oc, Fn&& fn) {
+  for (int ky = 0; ky < kh; ++ky) {
+    const int iy = oy + ky - (kh - 1) / 2;
+    if (iy < 0 || iy >= h) continue;
+    for (int kx = 0; kx < kw; ++kx) {
+      const int ix = ox + kx - (kw - 1) / 2;
+      if (ix < 0 || ix >= w) continue;
+      fn(((static_cast<std::int64_t>(b) * h + iy) * w + ix) * c, static_cast<std::int64_t>(ky * kw + kx) * c * oc);
+    }
+  }
+}
+
+void conv2d_same_direct(const float* x, int n, int h, int w, int c, const float* f, int kh, int kw, int oc,
+                        float* y, int threads) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int b = 0; b < n; ++b)
+    for (int oy = 0; oy < h; ++oy)
+      for (int ox = 0; ox < w; ++ox) {
+        float* out = y + ((static_cast<std::int64_t>(b) * h + oy) * w + ox) * oc;
+        for (int o = 0; o < oc; ++o) out[o] = 0.0f;
+        each_tap_inside(b, oy, ox, h, w, c, kh, kw, oc, [&](std::int64_t in, std::int64_t tap) {
+          for (int ci = 0; ci < c; ++ci) {
+            const float v = x[in + ci];
+            const float* row = f + tap + static_cast<std::int64_t>(ci) * oc;
+#pragma omp simd
+            for (int o = 0; o < oc; ++o) out[o] += v * row[o];
+          }
+        });
+      }
+}
+
+void conv2d_same_direct_backward(const float* x, int n, int h, int w, int c, const float* f, int kh, int kw,
+                                 int oc, const float* dy, float* df, float* dx, float* scratch, int threads) {
+  const std::int64_t fsize = static_cast<std::int64_t>(kh) * kw * c * oc;
+  const std::int64_t image = static_cast<std::int64_t>(h) * w * c;
+#pragma omp parallel num_threads(threads)
+  {
+    float* partial = scratch + omp_get_thread_num() * fsize;
+    for (std::int64_t j = 0; j < fsize; ++j) partial[j] = 0.0f;
+#pragma omp for schedule(static)
+    for (int b = 0; b < n; ++b) {
+      if (dx)
+        for (std::int64_t e = 0; e < image; ++e) dx[b * image + e] = 0.0f;
+      for (int oy = 0; oy < h; ++oy)
+        for (int ox = 0; ox < w; ++ox) {
+          const float* g = dy + ((static_cast<std::int64_t>(b) * h + oy) * w + ox) * oc;
+          each_tap_inside(b, oy, ox, h, w, c, kh, kw, oc, [&](std::int64_t in, std::int64_t tap) {
+            for (int ci = 0; ci < c; ++ci) {
+              const float v = x[in + ci];
+              float* drow = partial + tap + static_cast<std::int64_t>(ci) * oc;
+#pragma omp simd
+              for (int o = 0; o < oc; ++o) drow[o] += v * g[o];
+              if (!dx) continue;
+              const float* frow = f + tap + static_cast<std::int64_t>(ci) * oc;
+              float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+              for (int o = 0; o < oc; ++o) sum += frow[o] * g[o];
+              dx[in + ci] += sum;
+            }
+          });
+        }
+    }
+  }
+  for (std::int64_t j = 0; j < fsize; ++j) {
+    float sum = 0.0f;
+    for (int t = 0; t < threads; ++t) sum += scratch[t * fsize + j];
+    df[j] = sum;
+  }
+}
+
 }  // namespace tg_bench::reference

@@ -45,5 +45,14 @@ void conv2d_same(const float* x, int n, int h, int w, int c, const float* f, int
 void conv2d_same_backward(const float* x, int n, int h, int w, int c, const float* f, int kh, int kw,
                           int oc, const float* dy, float* df, float* dx, float* col, int threads);
 
+// The same convolution and gradients as direct loop nests: per output pixel, every window tap
+// and input channel adds its product to the output channels (the innermost loop, which the
+// compiler vectorises); no im2col. The gradients take the same loops: df summed per thread into
+// part of scratch (threads * kh * kw * c * oc floats), dx scattered from each output pixel.
+void conv2d_same_direct(const float* x, int n, int h, int w, int c, const float* f, int kh, int kw, int oc,
+                        float* y, int threads);
+void conv2d_same_direct_backward(const float* x, int n, int h, int w, int c, const float* f, int kh, int kw,
+                                 int oc, const float* dy, float* df, float* dx, float* scratch, int threads);
+
 }  // namespace reference
 }  // namespace tg_bench
