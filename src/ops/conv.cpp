@@ -1,13 +1,21 @@
 // Convolution and pooling over NHWC tensors: front functions, shape/dtype rules, kernels and
 // gradients together. Output sizes and SAME padding follow TensorFlow's GetWindowedOutputSize.
 //
-// conv2d is im2col + GEMM: the windows of a tile of output pixels are laid out as the rows of a
-// (pixels, kh*kw*in_c) matrix whose column order (ky, kx, c) is the HWIO filter's row order, so
-// the filter is the GEMM's right operand as stored, and the product is the NHWC output as
-// stored. A 1x1 window at stride 1 needs no copy: the input is that matrix. The input gradient is the product with the filter transposed, scattered back
-// (col2im); the filter gradient is im2col^T times the output gradient. Groups of images are
-// spread over the thread pool; their boundaries depend only on the shapes, and the filter
-// gradient sums one partial per group in group order, so the bits never depend on timing.
+// float32 on a CPU with AVX-512F runs the direct kernels of conv_direct.h: each image is copied
+// once into a zero-padded plane, and the kernels read the windows from it in place. The input
+// gradient at stride 1 is the forward kernel over the padded output gradient with the filter
+// flipped (the strided one takes the GEMM path below).
+//
+// Otherwise (float64, other CPUs, and the pointwise window) conv2d is im2col + GEMM: the windows
+// of a tile of output pixels are laid out as the rows of a (pixels, kh*kw*in_c) matrix whose
+// column order (ky, kx, c) is the HWIO filter's row order, so the filter is the GEMM's right
+// operand as stored, and the product is the NHWC output as stored. A 1x1 window at stride 1
+// needs no copy: the input is that matrix. The input gradient is the product with the filter
+// transposed, scattered back (col2im); the filter gradient is im2col^T times the output gradient.
+//
+// Either way, groups of images are spread over the thread pool; their boundaries depend only on
+// the shapes, and the filter gradient sums one partial per group in group order, so the bits
+// never depend on timing.
 #include "ops/conv.h"
 
 #include <algorithm>
