@@ -1,8 +1,8 @@
 // Convolution and pooling over NHWC tensors: front functions, shape/dtype rules, kernels and
 // gradients together. Output sizes and SAME padding follow TensorFlow's GetWindowedOutputSize.
 //
-// float32 on a CPU with AVX-512F runs the direct kernels of conv_direct.h: each image is copied
-// once into a zero-padded plane, and the kernels read the windows from it in place. The input
+// float32 on a CPU with AVX-512F runs the implicit-GEMM kernels of implicit_gemm.h: each image
+// is copied once into a zero-padded plane, and the kernels read the windows from it in place. The input
 // gradient at stride 1 is the forward kernel over the padded output gradient with the filter
 // flipped (the strided one takes the GEMM path below).
 //
@@ -19,7 +19,6 @@
 #include "ops/conv.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -29,7 +28,7 @@
 #include "core/tensor_impl.h"
 #include "core/thread_pool.h"
 #include "ops/broadcast.h"
-#include "ops/conv_direct.h"
+#include "ops/implicit_gemm.h"
 #include "ops/gemm.h"
 #include "tracegraph/ops.h"
 
@@ -381,17 +380,12 @@ void for_each_tile(const ConvGeom& g, int64_t n0, int64_t n1, Fn&& fn) {
 
 constexpr const char* kConvOp = "conv2d";
 
-// ---- the direct float32 kernels (conv_direct.h) ----
+// ---- the direct float32 kernels (implicit_gemm.h) ----
 
-std::atomic<bool> direct_kernels_enabled{true};  // set_direct_conv_kernels
-
-// Whether float32 work of this geometry goes to the direct kernels: on a CPU that runs them, for
-// every window but the pointwise one, whose input already is its im2col matrix (OpenBLAS's
-// packed GEMM is the better kernel there).
-bool use_direct(const ConvGeom& g) {
-  static const bool available = conv_direct::available();
-  return available && direct_kernels_enabled.load(std::memory_order_relaxed) && !g.pointwise();
-}
+// Whether float32 work of this geometry goes to the direct kernels: wherever the AVX-512
+// kernels run, for every window but the pointwise one, whose input already is its im2col matrix
+// (it goes to gemm, which picks its kernel itself).
+bool use_direct(const ConvGeom& g) { return own_avx512_kernels() && !g.pointwise(); }
 
 // One image (h, w, c) copied into a zero-padded (hp, wp, c) plane whose row `top` and column
 // `left` hold the image's first row and column; rows and columns past the image are zeros.
@@ -416,7 +410,7 @@ void pad_image(const float* image, int64_t h, int64_t w, int64_t c, int64_t top,
 struct PaddedWindow {
   int64_t top = 0, left = 0, hp = 0, wp = 0, channels = 0;
   std::vector<int64_t> taps;
-  conv_direct::ImageGeom view;
+  implicit_gemm::Layout view;
 };
 
 // The window (kh, kw) at dilation (dh, dw) and stride (sh, sw) over `channels` channels, for an
@@ -431,7 +425,7 @@ PaddedWindow padded_window(int64_t kh, int64_t kw, int64_t dh, int64_t dw, int64
   for (int64_t ky = 0; ky < kh; ++ky)
     for (int64_t kx = 0; kx < kw; ++kx)
       for (int64_t ch = 0; ch < channels; ++ch) p.taps.push_back((ky * dh * p.wp + kx * dw) * channels + ch);
-  p.view = {out_h, out_w, sh * p.wp * channels, sw * channels, out_c, p.taps.data(), kh * kw * channels};
+  p.view = {out_h, out_w, sh * p.wp * channels, sw * channels, p.taps.data(), kh * kw * channels, out_c, out_c, out_c};
   return p;
 }
 
@@ -470,7 +464,7 @@ void conv_forward(const ConvGeom& g, const T* x, const T* f, T* y) {
       const PaddedWindow window = forward_window(g);
       for_each_group(groups, 2 * groups.per * rows * k * g.oc, [&](int64_t i) {
         for (int64_t n = i * groups.per, n1 = std::min(g.n, n + groups.per); n < n1; ++n)
-          conv_direct::forward_image(window.view, padded_image(window, x, n, g.h, g.w), f, y + n * rows * g.oc);
+          implicit_gemm::multiply(window.view, padded_image(window, x, n, g.h, g.w), f, y + n * rows * g.oc, false);
       });
       return;
     }
@@ -508,8 +502,8 @@ void conv_backprop_input(const ConvGeom& g, const T* f, const T* dy, T* dx) {
                                                 (g.kw - 1) * g.dw - g.pl, g.h, g.w, g.c);
       for_each_group(groups, 2 * groups.per * rows * k * g.oc, [&](int64_t i) {
         for (int64_t n = i * groups.per, n1 = std::min(g.n, n + groups.per); n < n1; ++n)
-          conv_direct::forward_image(window.view, padded_image(window, dy, n, g.oh, g.ow), flipped.data(),
-                                     dx + n * image);
+          implicit_gemm::multiply(window.view, padded_image(window, dy, n, g.oh, g.ow), flipped.data(),
+                                  dx + n * image, false);
       });
       return;
     }
@@ -554,8 +548,8 @@ void conv_backprop_filter(const ConvGeom& g, const T* x, const T* dy, T* df) {
       if (direct) {
         std::fill_n(out, fsize, 0.0f);
         for (int64_t n = n0; n < n1; ++n)
-          conv_direct::filter_grad_image(window.view, padded_image(window, x, n, g.h, g.w), dy + n * rows * g.oc,
-                                         out);
+          implicit_gemm::add_right_gradient(window.view, padded_image(window, x, n, g.h, g.w), dy + n * rows * g.oc,
+                                            out);
         return;
       }
     }
@@ -901,8 +895,6 @@ Tensor max_pool2d_grad_grad(const Tensor& input, const Tensor& g, const Pool2DAt
 Tensor avg_pool2d_grad(const Tensor& input_like, const Tensor& grad, const Pool2DAttrs& attrs) {
   return apply_op1(OpId::AvgPool2DGrad, {input_like, grad}, attrs);
 }
-
-bool set_direct_conv_kernels(bool enabled) { return direct_kernels_enabled.exchange(enabled); }
 
 void register_conv_ops(OpDef* t) {
   set_op(t, OpId::Conv2D, &infer_conv2d, &kernel_conv2d);

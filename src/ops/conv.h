@@ -25,9 +25,4 @@ Tensor max_pool2d_grad_grad(const Tensor& input, const Tensor& g, const Pool2DAt
 /// The gradient of avg_pool2d(input) given the gradient of its output, shaped like input_like.
 Tensor avg_pool2d_grad(const Tensor& input_like, const Tensor& grad, const Pool2DAttrs& attrs);
 
-/// Whether float32 convolutions may run on the direct AVX-512 kernels (ops/conv_direct.h) when
-/// the CPU has them, rather than im2col + GEMM; returns the previous setting. Both compute the
-/// same sums in a different order: tests compare them, and nothing else needs to switch.
-bool set_direct_conv_kernels(bool enabled);
-
 }  // namespace tg::detail

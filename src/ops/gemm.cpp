@@ -1,3 +1,7 @@
+// float32 products run on implicit_gemm.h's AVX-512 kernels where the CPU has them: on this
+// project's machines OpenBLAS 0.3.21 runs AVX2 kernels at half the vector width (DECISIONS,
+// "Matrix products"). Everything else goes to OpenBLAS.
+//
 // OpenBLAS runs on one thread, and tracegraph splits a large product across its own pool
 // instead: one set of threads for every kernel, which sleep when idle. With OpenBLAS's threads
 // as well, two pools share the cores, and OpenBLAS's idle workers spin on a core where the
@@ -7,11 +11,14 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <type_traits>
+#include <vector>
 
 #include "core/check.h"
 #include "core/thread_pool.h"
+#include "ops/implicit_gemm.h"
 
 namespace tg::detail {
 namespace {
@@ -31,9 +38,44 @@ void use_one_blas_thread() {
 // A product worth splitting: each thread's share is large enough to pay for waking it.
 constexpr int64_t kParallelGemmFlops = int64_t{1} << 22;
 
+std::atomic<bool> own_kernels_enabled{true};  // set_own_avx512_kernels
+
+// op(A) B through implicit_gemm: A's row p, entry i is at a[p * lda + i], or a[i * lda + p]
+// when transposed; B is not transposed (gemm packs a transposed B first).
+void own_sgemm(int m, int n, int k, const float* a, int lda, bool ta, const float* b, int ldb, float* c, int ldc,
+               bool accumulate) {
+  thread_local std::vector<int64_t> taps;
+  taps.resize(static_cast<std::size_t>(k));
+  for (int i = 0; i < k; ++i) taps[static_cast<std::size_t>(i)] = ta ? int64_t{i} * lda : i;
+  implicit_gemm::Layout l;
+  l.out_h = 1, l.out_w = m, l.col_step = ta ? 1 : lda;
+  l.taps = taps.data(), l.k = k, l.n = n, l.b_stride = ldb, l.c_stride = ldc;
+  implicit_gemm::multiply(l, a, b, c, accumulate);
+}
+
+// B^T (k x n) of a transposed right operand b (n x k, leading dim ldb) into this thread's
+// buffer, in 8 x 8 tiles so that both sides move by cache lines.
+const float* transposed_copy(int n, int k, const float* b, int ldb) {
+  thread_local std::vector<float> buffer;
+  buffer.resize(static_cast<std::size_t>(n) * static_cast<std::size_t>(k));
+  float* out = buffer.data();
+  constexpr int kTile = 8;
+  for (int o0 = 0; o0 < n; o0 += kTile)
+    for (int i0 = 0; i0 < k; i0 += kTile)
+      for (int o = o0; o < std::min(n, o0 + kTile); ++o)
+        for (int i = i0; i < std::min(k, i0 + kTile); ++i) out[int64_t{i} * n + o] = b[int64_t{o} * ldb + i];
+  return out;
+}
+
 template <class T>
 void gemm_call(int m, int n, int k, const T* a, int lda, bool ta, const T* b, int ldb, bool tb, T* c,
                int ldc, bool accumulate) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (!tb && own_avx512_kernels()) {
+      own_sgemm(m, n, k, a, lda, ta, b, ldb, c, ldc, accumulate);
+      return;
+    }
+  }
   const CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans;
   const CBLAS_TRANSPOSE opb = tb ? CblasTrans : CblasNoTrans;
   const T beta = accumulate ? T(1) : T(0);
@@ -44,6 +86,13 @@ void gemm_call(int m, int n, int k, const T* a, int lda, bool ta, const T* b, in
 }
 
 }  // namespace
+
+bool own_avx512_kernels() {
+  static const bool available = implicit_gemm::available();
+  return available && own_kernels_enabled.load(std::memory_order_relaxed);
+}
+
+bool set_own_avx512_kernels(bool enabled) { return own_kernels_enabled.exchange(enabled); }
 
 int blas_int(const char* op, int64_t v) {
   if (v > INT_MAX)
@@ -63,6 +112,12 @@ void gemm(int m, int n, int k, const T* a, int lda, bool ta, const T* b, int ldb
     if (!accumulate)
       for (int i = 0; i < m; ++i) std::fill(c + int64_t{i} * ldc, c + int64_t{i} * ldc + n, T(0));
     return;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (tb && own_avx512_kernels()) {  // packed once here, not per row block
+      b = transposed_copy(n, k, b, ldb);
+      ldb = n, tb = false;
+    }
   }
   use_one_blas_thread();
   const int64_t flops = int64_t{2} * m * n * k;

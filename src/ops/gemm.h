@@ -1,5 +1,6 @@
-// The one float GEMM entry point of the op layer: OpenBLAS on one thread per call, a large
-// product split by rows across tracegraph's thread pool. matmul and the convolutions use it.
+// The one float GEMM entry point of the op layer: float32 on implicit_gemm.h's AVX-512 kernels
+// where the CPU has them, else OpenBLAS on one thread per call; a large product split by rows
+// across tracegraph's thread pool. matmul and the convolutions use it.
 #pragma once
 #include <cstdint>
 
@@ -9,9 +10,17 @@ namespace tg::detail {
 /// InvalidArgumentError prefixed with [op].
 int blas_int(const char* op, int64_t v);
 
+/// Whether float32 products and convolutions run on tracegraph's AVX-512 kernels
+/// (implicit_gemm.h): the CPU has AVX-512F and set_own_avx512_kernels has not turned them off.
+bool own_avx512_kernels();
+/// Turns them on or off (on by default where the CPU has them); returns the previous setting.
+/// They and OpenBLAS sum in different orders: tests compare them, and nothing else switches.
+bool set_own_avx512_kernels(bool enabled);
+
 /// C (m x n, row-major, leading dim ldc) = op(A) op(B) (+ C when accumulate), T float or double.
 /// Large products are split across the pool by rows of C, in blocks fixed by the sizes and the
-/// thread count, so a given thread count always gives the same bits. Called from inside a
+/// thread count, so a given thread count always gives the same bits (with the AVX-512 kernels,
+/// every thread count does). Called from inside a
 /// parallel_for chunk it runs on the calling thread. k may be 0 (C becomes 0, or is kept).
 template <class T>
 void gemm(int m, int n, int k, const T* a, int lda, bool ta, const T* b, int ldb, bool tb, T* c,

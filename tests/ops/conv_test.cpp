@@ -6,7 +6,8 @@
 
 #include "core/thread_pool.h"
 #include "ops/conv.h"
-#include "ops/conv_direct.h"
+#include "ops/gemm.h"
+#include "ops/implicit_gemm.h"
 #include "support/op_case.h"
 #include "support/test_util.h"
 
@@ -252,7 +253,7 @@ TG_OP_CASES(conv) {
       {"float64 3x2 SAME stride (2, 1)", {2, 5, 5, 3}, {3, 2, 3, 2}, {2, 1}, true, {1, 1}, float64},
       {"window as large as the input, VALID", {2, 3, 4, 1}, {3, 4, 1, 2}, {1, 1}, false},
       {"many image groups on the thread pool", {16, 16, 16, 8}, {3, 3, 8, 16}, {1, 1}, true},
-      // Shapes for the direct float32 kernels' edges (conv_direct.h): channel counts that leave
+      // Shapes for the direct float32 kernels' edges (implicit_gemm.h): channel counts that leave
       // a masked vector, more than one block of 64 output channels, a window of more entries
       // than one pass takes (512), pixel blocks cut by row and image ends.
       {"3x3 SAME, 20 -> 37 channels (masked channel tails)", {2, 9, 11, 20}, {3, 3, 20, 37}, {1, 1}, true},
@@ -462,7 +463,7 @@ TEST(Conv, ParallelResultsAreReproducible) {
 // sums thousands of products of magnitude ~1 into entries of magnitude ~30, so an entry that
 // cancels to near 0 carries the absolute rounding of the whole sum: hence 1e-4.
 TEST(Conv, DirectKernelsAgreeWithIm2colAndGemm) {
-  if (!detail::conv_direct::available()) GTEST_SKIP() << "this CPU has no AVX-512F: only im2col + GEMM runs";
+  if (!detail::implicit_gemm::available()) GTEST_SKIP() << "this CPU has no AVX-512F: only im2col + GEMM runs";
   struct Geometry {
     Dims x, f, strides;
     bool same;
@@ -485,9 +486,9 @@ TEST(Conv, DirectKernelsAgreeWithIm2colAndGemm) {
                                  detail::conv2d_backprop_input(x, f, dy, a), detail::conv2d_backprop_filter(x, f, dy, a)};
     };
     const std::vector<Tensor> direct = run();
-    const bool was = detail::set_direct_conv_kernels(false);
+    const bool was = detail::set_own_avx512_kernels(false);
     const std::vector<Tensor> gemm = run();
-    detail::set_direct_conv_kernels(was);
+    detail::set_own_avx512_kernels(was);
     for (std::size_t i = 0; i < direct.size(); ++i)
       EXPECT_TENSOR_NEAR(direct[i], gemm[i], 1e-4) << "result " << i << " of x " << TensorShape(c.x).to_string()
                                                    << ", filter " << TensorShape(c.f).to_string();

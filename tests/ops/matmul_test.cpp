@@ -4,6 +4,7 @@
 #include <limits>
 #include <random>
 
+#include "ops/gemm.h"
 #include "ops/op.h"
 #include "support/op_case.h"
 #include "support/test_util.h"
@@ -253,7 +254,61 @@ void check_against_naive(double tol) {
 }
 
 TEST(MatMul, Float32MatchesNaiveLoop) { check_against_naive<float>(1e-4); }
+// Where the CPU has AVX-512, float32 runs on tracegraph's own kernels (ops/implicit_gemm.h);
+// OpenBLAS's path is checked too, so that both are tested on such a machine.
+TEST(MatMul, Float32OnOpenBlasMatchesNaiveLoop) {
+  const bool was = detail::set_own_avx512_kernels(false);
+  check_against_naive<float>(1e-4);
+  detail::set_own_avx512_kernels(was);
+}
 TEST(MatMul, Float64MatchesNaiveLoop) { check_against_naive<double>(1e-12); }
+
+// detail::gemm itself, on the edges matmul does not reach: leading dims wider than the matrix,
+// accumulation into C, sums longer than one pass of the AVX-512 kernel (512), every transpose,
+// and products large enough to be split across the pool. Own kernels and OpenBLAS both.
+TEST(Gemm, EveryLayoutAccumulatesAndMatchesADoubleLoop) {
+  struct Case { int m, n, k; bool ta, tb, accumulate; };
+  const std::vector<Case> cases = {
+      {1, 1, 1, false, false, false},     {7, 17, 5, true, false, true},     {33, 65, 600, false, true, false},
+      {64, 130, 513, true, true, true},    {200, 70, 300, false, false, true}, {5, 3, 1030, true, false, false},
+      {96, 256, 784, false, false, false}, {784, 64, 96, true, false, false}, {64, 784, 256, false, true, true},
+  };
+  std::mt19937_64 rng(77);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (const bool own : {true, false}) {
+    const bool was = detail::set_own_avx512_kernels(own);
+    for (const Case& c : cases) {
+      SCOPED_TRACE(::testing::Message() << "m " << c.m << " n " << c.n << " k " << c.k << " ta " << c.ta << " tb "
+                                      << c.tb << " accumulate " << c.accumulate << " own " << own);
+      // Stored shapes with 3 spare columns each: op(A) is m x k, op(B) is k x n.
+      const int a_rows = c.ta ? c.k : c.m, a_cols = c.ta ? c.m : c.k, lda = a_cols + 3;
+      const int b_rows = c.tb ? c.n : c.k, b_cols = c.tb ? c.k : c.n, ldb = b_cols + 3, ldc = c.n + 3;
+      std::vector<float> a(static_cast<std::size_t>(a_rows) * lda), b(static_cast<std::size_t>(b_rows) * ldb),
+          out(static_cast<std::size_t>(c.m) * ldc);
+      for (float& v : a) v = dist(rng);
+      for (float& v : b) v = dist(rng);
+      for (float& v : out) v = dist(rng);
+      const std::vector<float> before = out;
+      detail::gemm<float>(c.m, c.n, c.k, a.data(), lda, c.ta, b.data(), ldb, c.tb, out.data(), ldc, c.accumulate);
+      for (int i = 0; i < c.m; ++i)
+        for (int j = 0; j < ldc; ++j) {
+          const std::size_t at = static_cast<std::size_t>(i) * ldc + j;
+          if (j >= c.n) {  // the spare columns are never written
+            ASSERT_EQ(out[at], before[at]) << "row " << i << " spare column " << j;
+            continue;
+          }
+          double want = c.accumulate ? before[at] : 0.0;
+          for (int p = 0; p < c.k; ++p) {
+            const double x = a[c.ta ? static_cast<std::size_t>(p) * lda + i : static_cast<std::size_t>(i) * lda + p];
+            const double y = b[c.tb ? static_cast<std::size_t>(j) * ldb + p : static_cast<std::size_t>(p) * ldb + j];
+            want += x * y;
+          }
+          ASSERT_NEAR(out[at], want, 2e-6 * (c.k + 1)) << "row " << i << " column " << j;
+        }
+    }
+    detail::set_own_avx512_kernels(was);
+  }
+}
 TEST(MatMul, Int32MatchesNaiveLoop) { check_against_naive<int32_t>(0); }
 TEST(MatMul, Int64MatchesNaiveLoop) { check_against_naive<int64_t>(0); }
 

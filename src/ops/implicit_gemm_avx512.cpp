@@ -1,0 +1,228 @@
+// The kernels of implicit_gemm.h, built for AVX-512F (-mavx512f -mfma).
+//
+// Register blocking: a block holds R output rows x V vectors of 16 output columns (multiply),
+// or R entries of the sum x V vectors (add_right_gradient), 24 accumulators when the columns
+// allow, so that the two FMA pipes always have independent sums to work on. Each step of the
+// inner loop loads the V vectors of the right operand (or of the output's gradient) once and
+// broadcasts one left-operand value per row (or entry). The last vector of a column block is
+// masked, so any column count runs without a scalar tail, and masked-off lanes are never read
+// from memory.
+#include "ops/implicit_gemm.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <utility>
+
+namespace tg::detail::implicit_gemm {
+namespace {
+
+constexpr int kLanes = 16;
+constexpr int kMaxVectors = 4;  // columns per block: 64
+
+// Rows (or entries) of a block for a column block of v vectors: 24 accumulators, at most 16.
+constexpr int block_rows(int v) { return v == 4 ? 6 : v == 3 ? 8 : v == 2 ? 12 : 16; }
+
+// multiply's entries per pass over a block of rows: the right operand's rows a pass reads stay in
+// L2 (512 x 64 columns x 4 bytes = 128 KiB).
+constexpr int64_t kMultiplyKChunk = 512;
+// add_right_gradient reads a tile of the output gradient's rows once per block of entries: about
+// 24 KiB, so the tile stays in L1 while every block of entries runs over it.
+constexpr int64_t kGradientTileBytes = 24 * 1024;
+
+struct ColumnBlock {
+  int64_t first = 0;  // output column of lane 0 of vector 0
+  int vectors = 0;
+  __mmask16 mask[kMaxVectors] = {};
+};
+
+ColumnBlock column_block(int64_t n, int64_t first) {
+  ColumnBlock b;
+  b.first = first;
+  const int64_t left = std::min<int64_t>(n - first, kLanes * kMaxVectors);
+  b.vectors = static_cast<int>((left + kLanes - 1) / kLanes);
+  for (int v = 0; v < b.vectors; ++v) {
+    const int64_t lanes = std::min<int64_t>(kLanes, left - int64_t{v} * kLanes);
+    b.mask[v] = static_cast<__mmask16>(lanes == kLanes ? 0xFFFF : (1u << lanes) - 1);
+  }
+  return b;
+}
+
+// Runs fn.template operator()<V>(block) for each block of up to 64 output columns.
+template <class Fn>
+void each_column_block(int64_t n, Fn&& fn) {
+  for (int64_t first = 0; first < n; first += kLanes * kMaxVectors) {
+    const ColumnBlock cb = column_block(n, first);
+    switch (cb.vectors) {
+      case 4: fn.template operator()<4>(cb); break;
+      case 3: fn.template operator()<3>(cb); break;
+      case 2: fn.template operator()<2>(cb); break;
+      default: fn.template operator()<1>(cb); break;
+    }
+  }
+}
+
+// ---- multiply ----
+
+// R rows whose left-operand bases are a0, a0 + step, ..., entries [0, nk) of a pass (taps
+// and b already offset to it; b's rows b_stride apart), into out[r]; a null out[r] is a row
+// computed and dropped (see each_row_block). Sums start from out[r]'s values when `load`.
+template <int R, int V>
+void multiply_block(const float* a0, int64_t step, const int64_t* taps, int64_t nk, const float* b,
+                    int64_t b_stride, const __mmask16* mask, float* const* out, bool load) {
+  __m512 acc[R][V];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v)
+      acc[r][v] = load && out[r] ? _mm512_maskz_loadu_ps(mask[v], out[r] + v * kLanes) : _mm512_setzero_ps();
+  for (int64_t k = 0; k < nk; ++k, b += b_stride) {
+    const float* ak = a0 + taps[k];
+    __m512 w[V];
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) w[v] = _mm512_maskz_loadu_ps(mask[v], b + v * kLanes);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const __m512 x = _mm512_set1_ps(ak[r * step]);
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(x, w[v], acc[r][v]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+    if (out[r])
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v) _mm512_mask_storeu_ps(out[r] + v * kLanes, mask[v], acc[r][v]);
+}
+
+using MultiplyBlockFn = void (*)(const float*, int64_t, const int64_t*, int64_t, const float*, int64_t,
+                                 const __mmask16*, float* const*, bool);
+
+// multiply_block for 1 .. block_rows(V) rows: the last block of a row of pixels, or of a plain
+// product, takes the one of its exact size.
+template <int V, std::size_t... Rows>
+constexpr std::array<MultiplyBlockFn, sizeof...(Rows)> multiply_blocks(std::index_sequence<Rows...>) {
+  return {&multiply_block<static_cast<int>(Rows) + 1, V>...};
+}
+
+// Calls fn(left-operand offset, count, out pointers, row step) for blocks of up to `rows` output
+// rows covering the output. When the rows oy are a whole number of columns ox apart in the left
+// operand (a convolution at stride 1 along the width), the rows of consecutive oy are evenly
+// spaced, the window's overhang columns in between: blocks then run across the ends of oy rows,
+// computing the overhang rows and dropping them (null out). Otherwise each oy is blocked alone.
+template <class Fn>
+void each_row_block(const Layout& l, int64_t first_column, float* c, int rows, Fn&& fn) {
+  float* out[16];
+  const int64_t width = l.col_step > 0 && l.row_step % l.col_step == 0 ? l.row_step / l.col_step : 0;
+  if (l.out_h > 1 && width >= l.out_w && (width - l.out_w) * 4 <= width) {
+    const int64_t last = (l.out_h - 1) * width + l.out_w;  // rows on the virtual (oy, width) grid
+    for (int64_t q0 = 0; q0 < last; q0 += rows) {
+      const int count = static_cast<int>(std::min<int64_t>(rows, last - q0));
+      for (int i = 0; i < count; ++i) {
+        const int64_t oy = (q0 + i) / width, ox = (q0 + i) % width;
+        out[i] = ox < l.out_w ? c + (oy * l.out_w + ox) * l.c_stride + first_column : nullptr;
+      }
+      fn(q0 * l.col_step, count, out);
+    }
+    return;
+  }
+  for (int64_t oy = 0; oy < l.out_h; ++oy)
+    for (int64_t ox0 = 0; ox0 < l.out_w; ox0 += rows) {
+      const int count = static_cast<int>(std::min<int64_t>(rows, l.out_w - ox0));
+      for (int i = 0; i < count; ++i) out[i] = c + (oy * l.out_w + ox0 + i) * l.c_stride + first_column;
+      fn(oy * l.row_step + ox0 * l.col_step, count, out);
+    }
+}
+
+template <int V>
+void multiply_columns(const Layout& l, const ColumnBlock& cb, const float* a, const float* b, float* c,
+                      bool accumulate) {
+  static constexpr auto kBlocks = multiply_blocks<V>(std::make_index_sequence<block_rows(V)>());
+  for (int64_t k0 = 0; k0 < l.k; k0 += kMultiplyKChunk) {
+    const int64_t nk = std::min(kMultiplyKChunk, l.k - k0);
+    const float* bk = b + k0 * l.b_stride + cb.first;
+    const bool load = accumulate || k0 > 0;
+    each_row_block(l, cb.first, c, block_rows(V), [&](int64_t offset, int count, float* const* out) {
+      kBlocks[count - 1](a + offset, l.col_step, l.taps + k0, nk, bk, l.b_stride, cb.mask, out, load);
+    });
+  }
+}
+
+// ---- add_right_gradient ----
+
+// Entries taps[0..R) of the sum (g_b's rows from g_b, b_stride apart) summed over output rows
+// [oy0, oy1).
+template <int R, int V>
+void gradient_block(const Layout& l, const float* a, const int64_t* taps, const float* g_c, const __mmask16* mask,
+                    float* g_b, int64_t oy0, int64_t oy1) {
+  __m512 acc[R][V];
+  int64_t tap[R];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    tap[r] = taps[r];
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) acc[r][v] = _mm512_maskz_loadu_ps(mask[v], g_b + r * l.b_stride + v * kLanes);
+  }
+  for (int64_t oy = oy0; oy < oy1; ++oy) {
+    const float* x = a + oy * l.row_step;
+    const float* g = g_c + oy * l.out_w * l.c_stride;
+    for (int64_t ox = 0; ox < l.out_w; ++ox, x += l.col_step, g += l.c_stride) {
+      __m512 grad[V];
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v) grad[v] = _mm512_maskz_loadu_ps(mask[v], g + v * kLanes);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        const __m512 xv = _mm512_set1_ps(x[tap[r]]);
+#pragma GCC unroll 4
+        for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(xv, grad[v], acc[r][v]);
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) _mm512_mask_storeu_ps(g_b + r * l.b_stride + v * kLanes, mask[v], acc[r][v]);
+}
+
+using GradientBlockFn = void (*)(const Layout&, const float*, const int64_t*, const float*, const __mmask16*,
+                                 float*, int64_t, int64_t);
+
+// gradient_block for 1 .. block_rows(V) entries: the last block of the sum takes the one of its
+// exact size, so that every entry is summed in one pass over the tile.
+template <int V, std::size_t... Entries>
+constexpr std::array<GradientBlockFn, sizeof...(Entries)> gradient_blocks(std::index_sequence<Entries...>) {
+  return {&gradient_block<static_cast<int>(Entries) + 1, V>...};
+}
+
+template <int V>
+void gradient_columns(const Layout& l, const ColumnBlock& cb, const float* a, const float* g_c, float* g_b) {
+  static constexpr auto kBlocks = gradient_blocks<V>(std::make_index_sequence<block_rows(V)>());
+  constexpr int64_t kEntries = block_rows(V);
+  const int64_t row_bytes = l.out_w * cb.vectors * kLanes * static_cast<int64_t>(sizeof(float));
+  const int64_t tile = std::max<int64_t>(1, kGradientTileBytes / std::max<int64_t>(1, row_bytes));
+  g_c += cb.first;
+  g_b += cb.first;
+  for (int64_t oy0 = 0; oy0 < l.out_h; oy0 += tile) {
+    const int64_t oy1 = std::min(l.out_h, oy0 + tile);
+    for (int64_t k0 = 0; k0 < l.k; k0 += kEntries)
+      kBlocks[std::min(kEntries, l.k - k0) - 1](l, a, l.taps + k0, g_c, cb.mask, g_b + k0 * l.b_stride, oy0, oy1);
+  }
+}
+
+}  // namespace
+
+bool available() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f");
+}
+
+void multiply(const Layout& l, const float* a, const float* b, float* c, bool accumulate) {
+  each_column_block(l.n, [&]<int V>(const ColumnBlock& cb) { multiply_columns<V>(l, cb, a, b, c, accumulate); });
+}
+
+void add_right_gradient(const Layout& l, const float* a, const float* g_c, float* g_b) {
+  each_column_block(l.n, [&]<int V>(const ColumnBlock& cb) { gradient_columns<V>(l, cb, a, g_c, g_b); });
+}
+
+}  // namespace tg::detail::implicit_gemm
