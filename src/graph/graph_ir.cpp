@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <atomic>
 
-#include <optional>
 
 #include "core/check.h"
 
@@ -27,7 +26,9 @@ std::shared_ptr<const GraphIR> with_variables_bound(const std::shared_ptr<const 
   for (std::size_t i = 0; i < g->nodes.size(); ++i) {
     const GraphNode& node = g->nodes[i];
     if (node.kind != NodeKind::kOp) continue;
-    std::optional<OpAttrs> bound;
+    // Not std::optional<OpAttrs>: g++ 12 takes its shared_ptr for uninitialised
+    // (-Wmaybe-uninitialized), and a null OpAttrs is NoAttrs, never a rebinding.
+    OpAttrs bound;
     if (const auto* v = node.attrs.get_if<VariableAttrs>()) {
       for (const VariableBinding& b : bindings)
         if (b.parameter == v->variable.get()) bound = VariableAttrs{b.variable};
@@ -47,9 +48,9 @@ std::shared_ptr<const GraphIR> with_variables_bound(const std::shared_ptr<const 
       }
       if (changed) bound = ControlFlowAttrs{std::move(payload)};
     }
-    if (!bound) continue;
+    if (bound.kind() == attrs_kind_of<NoAttrs>) continue;
     if (!copy) copy = std::make_shared<GraphIR>(*g);
-    copy->nodes[i].attrs = std::move(*bound);
+    copy->nodes[i].attrs = std::move(bound);
   }
   if (!copy) return g;
   return copy;
