@@ -73,8 +73,10 @@ struct GraphNode {
 using NodeArray = ChunkedVector<GraphNode>;
 
 /// The names a graph has handed out, its removed nodes' included (a name is never handed out
-/// twice), each stored once in one character array with an open-addressed index over it:
-/// taking a name allocates nothing per node, and copying a graph copies two arrays.
+/// twice), each stored once in one character array (its length, then its characters) with an
+/// open-addressed index of 8-byte slots over it: taking a name allocates nothing per node, and
+/// copying a graph copies two arrays. At 100k nodes the index is megabytes, touched at random
+/// and copied with the traced graph, so a slot holds no more than it must.
 class NameRegistry {
  public:
   /// Takes `name` if no one has; false when someone has.
@@ -84,12 +86,12 @@ class NameRegistry {
 
  private:
   struct Slot {
-    std::size_t hash = 0;
-    uint32_t offset = 0;         // in chars_
-    uint32_t size_plus_one = 0;  // 0: a free slot (the empty name is a name too)
-    bool used() const { return size_plus_one != 0; }
+    uint32_t hash = 0;             // the name's hash, folded to 32 bits; also picks its home slot
+    uint32_t offset_plus_one = 0;  // where the name's length starts in chars_; 0: a free slot
+    bool used() const { return offset_plus_one != 0; }
   };
   void grow();
+  std::string_view name_at(const Slot& s) const;
 
   std::string chars_;  // every name taken, back to back
   std::vector<Slot> slots_;
