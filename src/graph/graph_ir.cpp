@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 
-#include <optional>
 
 #include "core/check.h"
 
@@ -27,7 +27,9 @@ std::shared_ptr<const GraphIR> with_variables_bound(const std::shared_ptr<const 
   for (std::size_t i = 0; i < g->nodes.size(); ++i) {
     const GraphNode& node = g->nodes[i];
     if (node.kind != NodeKind::kOp) continue;
-    std::optional<OpAttrs> bound;
+    // Not std::optional<OpAttrs>: g++ 12 takes its shared_ptr for uninitialised
+    // (-Wmaybe-uninitialized), and a null OpAttrs is NoAttrs, never a rebinding.
+    OpAttrs bound;
     if (const auto* v = node.attrs.get_if<VariableAttrs>()) {
       for (const VariableBinding& b : bindings)
         if (b.parameter == v->variable.get()) bound = VariableAttrs{b.variable};
@@ -47,9 +49,9 @@ std::shared_ptr<const GraphIR> with_variables_bound(const std::shared_ptr<const 
       }
       if (changed) bound = ControlFlowAttrs{std::move(payload)};
     }
-    if (!bound) continue;
+    if (bound.kind() == attrs_kind_of<NoAttrs>) continue;
     if (!copy) copy = std::make_shared<GraphIR>(*g);
-    copy->nodes[i].attrs = std::move(*bound);
+    copy->nodes[i].attrs = std::move(bound);
   }
   if (!copy) return g;
   return copy;
@@ -102,17 +104,27 @@ std::string GraphIR::unique_name(const std::string& base) {
   return name;
 }
 
+std::string_view NameRegistry::name_at(const Slot& s) const {
+  const std::size_t at = s.offset_plus_one - 1;
+  uint32_t size = 0;
+  std::memcpy(&size, chars_.data() + at, sizeof size);
+  return std::string_view(chars_).substr(at + sizeof size, size);
+}
+
 bool NameRegistry::take(std::string_view name) {
   if ((taken_ + 1) * 2 > slots_.size()) grow();
-  const std::size_t h = std::hash<std::string_view>{}(name);
+  const std::size_t full = std::hash<std::string_view>{}(name);
+  const auto h = static_cast<uint32_t>(full ^ (full >> 32));
   const std::size_t mask = slots_.size() - 1;
   std::size_t k = h & mask;
   for (; slots_[k].used(); k = (k + 1) & mask) {
     const Slot& s = slots_[k];
-    if (s.hash == h && std::string_view(chars_).substr(s.offset, s.size_plus_one - 1) == name) return false;
+    if (s.hash == h && name_at(s) == name) return false;
   }
-  TG_CHECK(chars_.size() + name.size() < UINT32_MAX, "a graph's node names exceed 4 GiB");
-  slots_[k] = Slot{h, static_cast<uint32_t>(chars_.size()), static_cast<uint32_t>(name.size() + 1)};
+  const auto size = static_cast<uint32_t>(name.size());
+  TG_CHECK(chars_.size() + sizeof size + name.size() < UINT32_MAX, "a graph's node names exceed 4 GiB");
+  slots_[k] = Slot{h, static_cast<uint32_t>(chars_.size() + 1)};
+  chars_.append(reinterpret_cast<const char*>(&size), sizeof size);
   chars_.append(name);
   ++taken_;
   return true;

@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/chunked_vector.h"
 #include "core/small_vector.h"
 #include "ops/control_flow_attrs.h"
 #include "ops/op.h"
@@ -66,9 +67,16 @@ struct GraphNode {
   std::string op_name() const;  // "Placeholder", "Const", "Identity" or the op's name
 };
 
+/// A graph's nodes. Chunked, since a trace appends them one by one to a size known only at its
+/// end: recording 100k ops into a std::vector spent a quarter of its time and half its page
+/// faults on the vector's doublings. A node's address is stable while it is in the graph.
+using NodeArray = ChunkedVector<GraphNode>;
+
 /// The names a graph has handed out, its removed nodes' included (a name is never handed out
-/// twice), each stored once in one character array with an open-addressed index over it:
-/// taking a name allocates nothing per node, and copying a graph copies two arrays.
+/// twice), each stored once in one character array (its length, then its characters) with an
+/// open-addressed index of 8-byte slots over it: taking a name allocates nothing per node, and
+/// copying a graph copies two arrays. At 100k nodes the index is megabytes, touched at random
+/// and copied with the traced graph, so a slot holds no more than it must.
 class NameRegistry {
  public:
   /// Takes `name` if no one has; false when someone has.
@@ -78,12 +86,12 @@ class NameRegistry {
 
  private:
   struct Slot {
-    std::size_t hash = 0;
-    uint32_t offset = 0;         // in chars_
-    uint32_t size_plus_one = 0;  // 0: a free slot (the empty name is a name too)
-    bool used() const { return size_plus_one != 0; }
+    uint32_t hash = 0;             // the name's hash, folded to 32 bits; also picks its home slot
+    uint32_t offset_plus_one = 0;  // where the name's length starts in chars_; 0: a free slot
+    bool used() const { return offset_plus_one != 0; }
   };
   void grow();
+  std::string_view name_at(const Slot& s) const;
 
   std::string chars_;  // every name taken, back to back
   std::vector<Slot> slots_;
@@ -100,7 +108,7 @@ class GraphIR {
   explicit GraphIR(uint64_t id) : id_(id) {}
   uint64_t id() const { return id_; }
 
-  std::vector<GraphNode> nodes;
+  NodeArray nodes;
   std::vector<int> placeholders;  // node index per function input, in argument order
   std::vector<int> outputs;       // kOutput node index per function result
 

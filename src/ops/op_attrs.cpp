@@ -25,6 +25,11 @@ const char* attrs_kind_name(std::size_t kind) {
   return kind < std::size(kNames) ? kNames[kind] : "?";
 }
 
+const AttrsVariant& OpAttrs::no_attrs() {
+  static const AttrsVariant kNone;
+  return kNone;
+}
+
 void OpAttrs::wrong_kind(std::size_t wanted) const {
   throw InternalError(str_cat("internal check failed: op attributes hold ", attrs_kind_name(kind()), " but ",
                               attrs_kind_name(wanted), " was read"));

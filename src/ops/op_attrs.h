@@ -359,33 +359,38 @@ std::size_t hash_attrs(const OpAttrs& attrs);
 /// The attributes as "name=value, ..." (referenced objects left out): for printers and messages.
 std::string format_attrs(const OpAttrs& attrs);
 
-/// The attributes of one op: exactly one family's struct. Reading the wrong family is a bug in
-/// tracegraph (the op and its attributes were paired wrongly), reported as InternalError.
+/// The attributes of one op: exactly one family's struct, immutable. Reading the wrong family
+/// is a bug in tracegraph (the op and its attributes were paired wrongly), reported as
+/// InternalError.
+///
+/// Held out of line and shared by copies: a graph node carries one, most nodes have none
+/// (NoAttrs costs no allocation), and graphs are copied whole (the traced graph is kept beside
+/// the optimised one), so an inline variant (56 bytes) made every node a third larger and every
+/// copy of one copy its vectors.
 class OpAttrs {
  public:
   OpAttrs() = default;
   template <class T, class = std::enable_if_t<(attrs_kind_of<T> < std::variant_size_v<AttrsVariant>)>>
-  OpAttrs(T attrs) : value_(std::move(attrs)) {}  // NOLINT: every family struct converts
+  OpAttrs(T attrs)  // NOLINT: every family struct converts
+      : value_(std::is_same_v<T, NoAttrs> ? nullptr : std::make_shared<const AttrsVariant>(std::move(attrs))) {}
 
   template <class T> const T& get() const {
-    const T* p = std::get_if<T>(&value_);
+    const T* p = get_if<T>();
     if (!p) wrong_kind(attrs_kind_of<T>);
     return *p;
   }
-  template <class T> T& get() {
-    T* p = std::get_if<T>(&value_);
-    if (!p) wrong_kind(attrs_kind_of<T>);
-    return *p;
-  }
-  template <class T> const T* get_if() const { return std::get_if<T>(&value_); }
-  std::size_t kind() const { return value_.index(); }
+  template <class T> const T* get_if() const { return std::get_if<T>(&held()); }
+  std::size_t kind() const { return held().index(); }
   /// Calls f(const Family&) with the struct held.
-  template <class F> decltype(auto) visit(F&& f) const { return std::visit(std::forward<F>(f), value_); }
-  bool operator==(const OpAttrs&) const = default;
+  template <class F> decltype(auto) visit(F&& f) const { return std::visit(std::forward<F>(f), held()); }
+  bool operator==(const OpAttrs& other) const { return value_ == other.value_ || held() == other.held(); }
 
  private:
   [[noreturn]] void wrong_kind(std::size_t wanted) const;
-  AttrsVariant value_;
+  static const AttrsVariant& no_attrs();
+  const AttrsVariant& held() const { return value_ ? *value_ : no_attrs(); }
+
+  std::shared_ptr<const AttrsVariant> value_;  // null: NoAttrs
 };
 
 }  // namespace tg::detail

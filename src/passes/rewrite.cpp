@@ -28,9 +28,7 @@ ValueRef Forwarding::resolve(ValueRef r) const {
 }
 
 GraphRebuilder::GraphRebuilder(GraphIR& g)
-    : g_(g), new_index_(g.nodes.size(), -1), values_(g.nodes.size()) {
-  nodes_.reserve(g.nodes.size());
-}
+    : g_(g), new_index_(g.nodes.size(), -1), values_(g.nodes.size()) {}
 
 ValueRef GraphRebuilder::renumbered(ValueRef old) const {
   const auto& replaced = values_[static_cast<std::size_t>(old.node)];
@@ -102,7 +100,7 @@ void compact(GraphIR& g, const std::vector<bool>& keep, const Forwarding* fwd) {
     if (next != i) g.nodes[next] = std::move(node);
     ++next;
   }
-  g.nodes.erase(g.nodes.begin() + static_cast<std::ptrdiff_t>(next), g.nodes.end());
+  g.nodes.truncate(next);
   for (int& p : g.placeholders) p = new_index[static_cast<std::size_t>(p)];
   for (int& o : g.outputs) o = new_index[static_cast<std::size_t>(o)];
 }

@@ -46,7 +46,7 @@ class GraphRebuilder {
   ValueRef renumbered(ValueRef old) const;
 
   GraphIR& g_;
-  std::vector<GraphNode> nodes_;
+  NodeArray nodes_;
   std::vector<int> new_index_;                 // old node -> new node (-1: not kept)
   std::vector<std::vector<ValueRef>> values_;  // old value -> new value (replacements)
 };

@@ -74,7 +74,7 @@ Tensor chunk_of(const Tensor& t, int64_t begin, int64_t n, int64_t total) {
 
 }  // namespace
 
-Plan::Plan(const GraphIR& graph) : nodes_(graph.nodes.data()) {
+Plan::Plan(const GraphIR& graph) : nodes_(&graph.nodes) {
   const MemoryPlan mp = plan_memory(graph);
   num_slots_ = mp.num_values;
   buffers_ = mp.buffers;
@@ -163,7 +163,7 @@ std::unique_ptr<Frame> Plan::make_frame() const {
     f->args[s].resize(step.in_slots.size());
     f->outs[s].resize(step.out_slots.size());
     if (step.memory != OutputMemory::kArena) continue;
-    const GraphNode& node = nodes_[static_cast<std::size_t>(step.node)];
+    const GraphNode& node = (*nodes_)[static_cast<std::size_t>(step.node)];
     for (std::size_t j = 0; j < step.out_slots.size(); ++j)
       f->outs[s][j] = make_view(f->arena[static_cast<std::size_t>(step.out_buffers[j])], node.outputs[j].shape);
   }
@@ -179,7 +179,7 @@ void Plan::run_step(const PlanStep& step, Frame& frame) const {
     if (step.move_in[k]) args[k] = std::move(value);
     else args[k] = value;
   }
-  const GraphNode& node = nodes_[static_cast<std::size_t>(step.node)];
+  const GraphNode& node = (*nodes_)[static_cast<std::size_t>(step.node)];
   if (step.memory != OutputMemory::kArena) {
     if (step.memory == OutputMemory::kByKernel && makes_own_outputs(step.def->traits)) {
       for (Tensor& o : outs) o = Tensor();

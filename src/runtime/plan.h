@@ -78,7 +78,7 @@ class Plan {
   std::unique_ptr<Frame> make_frame() const;
   void run_step(const PlanStep& step, Frame& frame) const;
 
-  const GraphNode* nodes_;
+  const NodeArray* nodes_;
   int num_slots_ = 0;
   std::vector<std::pair<int, int>> placeholder_slots_;  // (slot, input index)
   std::vector<std::pair<int, Tensor>> const_slots_;
