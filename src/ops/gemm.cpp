@@ -53,18 +53,12 @@ void own_sgemm(int m, int n, int k, const float* a, int lda, bool ta, const floa
   implicit_gemm::multiply(l, a, b, c, accumulate);
 }
 
-// B^T (k x n) of a transposed right operand b (n x k, leading dim ldb) into this thread's
-// buffer, in 8 x 8 tiles so that both sides move by cache lines.
+// B^T (k x n) of a transposed right operand b (n x k, leading dim ldb), in this thread's buffer.
 const float* transposed_copy(int n, int k, const float* b, int ldb) {
   thread_local std::vector<float> buffer;
   buffer.resize(static_cast<std::size_t>(n) * static_cast<std::size_t>(k));
-  float* out = buffer.data();
-  constexpr int kTile = 8;
-  for (int o0 = 0; o0 < n; o0 += kTile)
-    for (int i0 = 0; i0 < k; i0 += kTile)
-      for (int o = o0; o < std::min(n, o0 + kTile); ++o)
-        for (int i = i0; i < std::min(k, i0 + kTile); ++i) out[int64_t{i} * n + o] = b[int64_t{o} * ldb + i];
-  return out;
+  implicit_gemm::transpose(n, k, b, ldb, buffer.data(), n);
+  return buffer.data();
 }
 
 template <class T>

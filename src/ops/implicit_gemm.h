@@ -39,4 +39,8 @@ void multiply(const Layout& l, const float* a, const float* b, float* c, bool ac
 /// gradient with respect to its right operand, given the gradient g_c of its output.
 void add_right_gradient(const Layout& l, const float* a, const float* g_c, float* g_b);
 
+/// dst[c * ld_dst + r] = src[r * ld_src + c] for a (rows x cols) src: the copy that makes a
+/// transposed right operand one multiply reads by rows.
+void transpose(int64_t rows, int64_t cols, const float* src, int64_t ld_src, float* dst, int64_t ld_dst);
+
 }  // namespace tg::detail::implicit_gemm

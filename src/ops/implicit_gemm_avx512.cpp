@@ -210,7 +210,56 @@ void gradient_columns(const Layout& l, const ColumnBlock& cb, const float* a, co
   }
 }
 
+// dst[c * ld_dst + r] = src[r * ld_src + c] for a 16 x 16 tile: 32-bit then 64-bit interleaves
+// within 128-bit lanes, then two rounds of 128-bit lane shuffles. (GCC 12's avx512fintrin.h
+// gives the unpack intrinsics an undefined vector as their unused merge source, and its
+// -Wuninitialized then flags the header's own code once inlined here: a false positive.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+void transpose_tile(const float* src, int64_t ld_src, float* dst, int64_t ld_dst) {
+  __m512 r[16], t[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * ld_src);
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  // Lane L of r[4g + m] now holds column 4L + m of rows 4g .. 4g + 3.
+  auto lo = [](__m512 a, __m512 b) { return _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a), _mm512_castps_pd(b))); };
+  auto hi = [](__m512 a, __m512 b) { return _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a), _mm512_castps_pd(b))); };
+#pragma GCC unroll 4
+  for (int g = 0; g < 4; ++g) {
+    r[4 * g] = lo(t[4 * g], t[4 * g + 2]);
+    r[4 * g + 1] = hi(t[4 * g], t[4 * g + 2]);
+    r[4 * g + 2] = lo(t[4 * g + 1], t[4 * g + 3]);
+    r[4 * g + 3] = hi(t[4 * g + 1], t[4 * g + 3]);
+  }
+#pragma GCC unroll 4
+  for (int m = 0; m < 4; ++m) {
+    const __m512 even_top = _mm512_shuffle_f32x4(r[m], r[4 + m], 0x88), odd_top = _mm512_shuffle_f32x4(r[m], r[4 + m], 0xDD);
+    const __m512 even_low = _mm512_shuffle_f32x4(r[8 + m], r[12 + m], 0x88),
+                 odd_low = _mm512_shuffle_f32x4(r[8 + m], r[12 + m], 0xDD);
+    _mm512_storeu_ps(dst + m * ld_dst, _mm512_shuffle_f32x4(even_top, even_low, 0x88));
+    _mm512_storeu_ps(dst + (4 + m) * ld_dst, _mm512_shuffle_f32x4(odd_top, odd_low, 0x88));
+    _mm512_storeu_ps(dst + (8 + m) * ld_dst, _mm512_shuffle_f32x4(even_top, even_low, 0xDD));
+    _mm512_storeu_ps(dst + (12 + m) * ld_dst, _mm512_shuffle_f32x4(odd_top, odd_low, 0xDD));
+  }
+}
+#pragma GCC diagnostic pop
+
 }  // namespace
+
+void transpose(int64_t rows, int64_t cols, const float* src, int64_t ld_src, float* dst, int64_t ld_dst) {
+  const int64_t full_rows = rows / 16 * 16, full_cols = cols / 16 * 16;
+  for (int64_t r = 0; r < full_rows; r += 16)
+    for (int64_t c = 0; c < full_cols; c += 16) transpose_tile(src + r * ld_src + c, ld_src, dst + c * ld_dst + r, ld_dst);
+  // The edges: the last columns of every row, then the last rows.
+  for (int64_t r = 0; r < full_rows; ++r)
+    for (int64_t c = full_cols; c < cols; ++c) dst[c * ld_dst + r] = src[r * ld_src + c];
+  for (int64_t r = full_rows; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) dst[c * ld_dst + r] = src[r * ld_src + c];
+}
 
 bool available() {
   __builtin_cpu_init();
