@@ -24,6 +24,10 @@ int fold_constants(GraphIR& g);
 /// reshapes to the same shape. Every rule keeps results bit-identical (IEEE -0.0, NaN and
 /// broadcasting included). Removed nodes are gone; returns the number of rewrites.
 int simplify_algebra(GraphIR& g);
+/// Folds v.assign_sub(g * lr) - a Variable, a product of a gradient of its shape and a scalar
+/// that nothing else reads, and an updated value nothing reads - into apply_gradient_descent(v,
+/// lr, g): one pass over the Variable instead of two, bit-identical. Returns the number folded.
+int fold_scaled_updates(GraphIR& g);
 /// Elementwise fusion: connected elementwise ops (broadcasting included) whose outputs share
 /// one fully defined static shape become one fused_elementwise node (src/ops/fused.h) that
 /// walks the data once in tiles. Values used outside a group become outputs of its node;

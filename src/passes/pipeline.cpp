@@ -21,12 +21,13 @@ struct Pass {
   // replay sub-graph ops through the tape, and fused ops have no gradient.
   bool on_new_subgraphs;
 };
-// The one pass list, for graphs and sub-graphs. Simplification first removes no-op nodes;
-// folding then creates dead inputs and duplicate constants; CSE merges, DCE sweeps; fusion runs
+// The one pass list, for graphs and sub-graphs. Simplification first removes no-op nodes, and
+// hand-written gradient steps become one-pass updates (their products die); folding then creates dead inputs and duplicate constants; CSE merges, DCE sweeps; fusion runs
 // on the final set of ops, and a last DCE drops the constants that fused programs took in as
 // immediates.
 constexpr Pass kPipeline[] = {
     {"simplify", &simplify_algebra, false},
+    {"fold_scaled_updates", &fold_scaled_updates, false},
     {"constant_fold", &fold_constants, true},
     {"cse", &eliminate_common_subexpressions, true},
     {"dce", &eliminate_dead_code, true},

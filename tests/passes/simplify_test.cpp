@@ -140,5 +140,73 @@ TEST(Simplify, UnknownShapesAreHandled) {
   EXPECT_TRUE(same_bits(cf2(constant(2.0f)), constant({2.0f})));
 }
 
+// fold_scaled_updates: v.assign_sub(g * lr) becomes apply_gradient_descent where nothing else
+// reads the product or the updated value, with the Variable's bits unchanged.
+struct StepResult {
+  Tensor variable;
+  Graph graph;
+};
+template <class Step>
+StepResult run_step(Step step, const Tensor& start, const Tensor& g) {
+  Variable v(start);
+  auto f = function([&](const Tensor& grad) { return step(v, grad); });
+  f(g);
+  f(g);  // twice: the update reads what the first call wrote
+  return {v.read_value(), f.get_concrete_function(g).optimized_graph()};
+}
+
+TEST(FoldScaledUpdates, AHandWrittenStepBecomesOneUpdateWithTheSameBits) {
+  const Tensor start = testing::seeded_values({33, 17}, float32, 5), g = testing::seeded_values({33, 17}, float32, 6);
+  for (const bool lr_first : {false, true}) {
+    auto step = [lr_first](Variable& v, const Tensor& grad) {
+      v.assign_sub(lr_first ? 0.037f * grad : grad * 0.037f);
+      return grad;
+    };
+    const StepResult traced = run_step(step, start, g);
+    EXPECT_EQ(testing::count_op(traced.graph, "apply_gradient_descent"), 1) << traced.graph.to_string();
+    EXPECT_EQ(testing::count_op(traced.graph, "assign_sub_variable"), 0);
+    EXPECT_EQ(testing::count_op(traced.graph, "mul"), 0);
+    Variable eager(start);
+    for (int i = 0; i < 2; ++i) step(eager, g);
+    EXPECT_TRUE(same_bits(traced.variable, eager.read_value()));
+  }
+}
+
+TEST(FoldScaledUpdates, FloatSixtyFourAndATracedLearningRateFoldToo) {
+  const Tensor start = cast(testing::seeded_values({4, 3}, float64, 7), float64), g = cast(testing::seeded_values({4, 3}, float64, 8), float64);
+  Variable v(start);
+  auto f = function([&](const Tensor& grad, const Tensor& lr) {
+    v.assign_sub(grad * lr);
+    return grad;
+  });
+  const Tensor lr = constant(0.25, float64);
+  f(g, lr);
+  const Graph graph = f.get_concrete_function(g, lr).optimized_graph();
+  EXPECT_EQ(testing::count_op(graph, "apply_gradient_descent"), 1) << graph.to_string();
+  EXPECT_TRUE(same_bits(v.read_value(), start - g * lr));
+}
+
+TEST(FoldScaledUpdates, StaysWhenTheProductOrTheUpdatedValueIsRead) {
+  const Tensor start = testing::seeded_values({5, 4}, float32, 9), g = testing::seeded_values({5, 4}, float32, 10);
+  auto kept = [&](auto step, const char* why) {
+    const StepResult traced = run_step(step, start, g);
+    EXPECT_EQ(testing::count_op(traced.graph, "apply_gradient_descent"), 0) << why << "\n" << traced.graph.to_string();
+    EXPECT_EQ(testing::count_op(traced.graph, "assign_sub_variable"), 1) << why;
+    Variable eager(start);
+    for (int i = 0; i < 2; ++i) step(eager, g);
+    EXPECT_TRUE(same_bits(traced.variable, eager.read_value())) << why;
+  };
+  kept([](Variable& v, const Tensor& grad) {
+    const Tensor scaled = grad * 0.5f;
+    v.assign_sub(scaled);
+    return scaled;
+  }, "the product is also a result");
+  kept([](Variable& v, const Tensor& grad) { return v.assign_sub(grad * 0.5f) + 1.0f; }, "the updated value is read");
+  kept([](Variable& v, const Tensor& grad) {
+    v.assign_sub(grad * constant({0.5f, 0.25f, 1.0f, 2.0f}));
+    return grad;
+  }, "the scale is a vector, not a scalar");
+}
+
 }  // namespace
 }  // namespace tg
