@@ -213,9 +213,11 @@ void gradient_columns(const Layout& l, const ColumnBlock& cb, const float* a, co
 // dst[c * ld_dst + r] = src[r * ld_src + c] for a 16 x 16 tile: 32-bit then 64-bit interleaves
 // within 128-bit lanes, then two rounds of 128-bit lane shuffles. (GCC 12's avx512fintrin.h
 // gives the unpack intrinsics an undefined vector as their unused merge source, and its
-// -Wuninitialized then flags the header's own code once inlined here: a false positive.)
+// -Wuninitialized (-Wmaybe-uninitialized at -O1) then flags the header's own code once inlined
+// here: a false positive.)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 void transpose_tile(const float* src, int64_t ld_src, float* dst, int64_t ld_dst) {
   __m512 r[16], t[16];
 #pragma GCC unroll 16
