@@ -77,61 +77,47 @@ BENCHMARK(BM_ConvForwardBackward<false>)->Name("cnn/conv2d/forward_backward/eage
 BENCHMARK(BM_ConvForwardBackward<true>)->Name("cnn/conv2d/forward_backward/traced")->MinTime(0.5)
     ->Unit(benchmark::kMillisecond);
 
-// The reference on plain buffers allocated and touched once, outside the timed loop (it gets
-// what a hand-written program would keep between steps; tracegraph allocates per call).
-template <bool kBackward>
+// The references on plain buffers allocated and touched once, outside the timed loop (they get
+// what a hand-written program would keep between steps; tracegraph allocates per call):
+// im2col + cblas_sgemm, or the direct loop nests (kDirect).
+template <bool kBackward, bool kDirect>
 void BM_ConvReference(benchmark::State& state) {
   const int threads = tg::config::num_threads();
   auto buf = [](int64_t n) { return std::vector<float>(static_cast<std::size_t>(n), 0.01f); };
   const int n = static_cast<int>(kConvBatch);
   auto x1 = buf(n * 28 * 28), w1 = buf(9 * 32), x2 = buf(n * 14 * 14 * 32), w2 = buf(9 * 32 * 64);
   auto y1 = buf(n * 28 * 28 * 32), y2 = buf(n * 14 * 14 * 64), dw1 = buf(9 * 32), dw2 = buf(9 * 32 * 64),
-       dx2 = buf(n * 14 * 14 * 32), col = buf(int64_t{n} * 14 * 14 * 9 * 32);
+       dx2 = buf(n * 14 * 14 * 32);
+  // im2col's blocks, or the direct loops' per-thread filter-gradient partials.
+  auto scratch = buf(kDirect ? int64_t{threads} * 9 * 32 * 64 : int64_t{n} * 14 * 14 * 9 * 32);
   namespace ref = tg_bench::reference;
+  auto conv = [&](const float* x, int hw, int c, const float* w, int oc, float* y) {
+    if constexpr (kDirect) ref::conv2d_same_direct(x, n, hw, hw, c, w, 3, 3, oc, y, threads);
+    else ref::conv2d_same(x, n, hw, hw, c, w, 3, 3, oc, y, scratch.data(), threads);
+  };
+  auto backward = [&](const float* x, int hw, int c, const float* w, int oc, const float* dy, float* dw, float* dx) {
+    if constexpr (kDirect) ref::conv2d_same_direct_backward(x, n, hw, hw, c, w, 3, 3, oc, dy, dw, dx, scratch.data(), threads);
+    else ref::conv2d_same_backward(x, n, hw, hw, c, w, 3, 3, oc, dy, dw, dx, scratch.data(), threads);
+  };
   for (auto _ : state) {
-    ref::conv2d_same(x1.data(), n, 28, 28, 1, w1.data(), 3, 3, 32, y1.data(), col.data(), threads);
-    ref::conv2d_same(x2.data(), n, 14, 14, 32, w2.data(), 3, 3, 64, y2.data(), col.data(), threads);
+    conv(x1.data(), 28, 1, w1.data(), 32, y1.data());
+    conv(x2.data(), 14, 32, w2.data(), 64, y2.data());
     if (kBackward) {
       // y1 and y2 stand in for the output gradients: same shapes, and the arithmetic does not
       // depend on the values.
-      ref::conv2d_same_backward(x1.data(), n, 28, 28, 1, w1.data(), 3, 3, 32, y1.data(), dw1.data(), nullptr,
-                                col.data(), threads);
-      ref::conv2d_same_backward(x2.data(), n, 14, 14, 32, w2.data(), 3, 3, 64, y2.data(), dw2.data(),
-                                dx2.data(), col.data(), threads);
+      backward(x1.data(), 28, 1, w1.data(), 32, y1.data(), dw1.data(), nullptr);
+      backward(x2.data(), 14, 32, w2.data(), 64, y2.data(), dw2.data(), dx2.data());
     }
     benchmark::ClobberMemory();
   }
 }
-BENCHMARK(BM_ConvReference<false>)->Name("cnn/conv2d/forward/reference")->MinTime(0.5)
+BENCHMARK(BM_ConvReference<false, false>)->Name("cnn/conv2d/forward/reference")->MinTime(0.5)
     ->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_ConvReference<true>)->Name("cnn/conv2d/forward_backward/reference")->MinTime(0.5)
+BENCHMARK(BM_ConvReference<true, false>)->Name("cnn/conv2d/forward_backward/reference")->MinTime(0.5)
     ->Unit(benchmark::kMillisecond);
-
-// The direct loop nests of reference_cpp.cpp on the same buffers.
-template <bool kBackward>
-void BM_ConvReferenceDirect(benchmark::State& state) {
-  const int threads = tg::config::num_threads();
-  auto buf = [](int64_t n) { return std::vector<float>(static_cast<std::size_t>(n), 0.01f); };
-  const int n = static_cast<int>(kConvBatch);
-  auto x1 = buf(n * 28 * 28), w1 = buf(9 * 32), x2 = buf(n * 14 * 14 * 32), w2 = buf(9 * 32 * 64);
-  auto y1 = buf(n * 28 * 28 * 32), y2 = buf(n * 14 * 14 * 64), dw1 = buf(9 * 32), dw2 = buf(9 * 32 * 64),
-       dx2 = buf(n * 14 * 14 * 32), scratch = buf(int64_t{threads} * 9 * 32 * 64);
-  namespace ref = tg_bench::reference;
-  for (auto _ : state) {
-    ref::conv2d_same_direct(x1.data(), n, 28, 28, 1, w1.data(), 3, 3, 32, y1.data(), threads);
-    ref::conv2d_same_direct(x2.data(), n, 14, 14, 32, w2.data(), 3, 3, 64, y2.data(), threads);
-    if (kBackward) {  // y1 and y2 stand in for the output gradients, as above
-      ref::conv2d_same_direct_backward(x1.data(), n, 28, 28, 1, w1.data(), 3, 3, 32, y1.data(), dw1.data(), nullptr,
-                                       scratch.data(), threads);
-      ref::conv2d_same_direct_backward(x2.data(), n, 14, 14, 32, w2.data(), 3, 3, 64, y2.data(), dw2.data(),
-                                       dx2.data(), scratch.data(), threads);
-    }
-    benchmark::ClobberMemory();
-  }
-}
-BENCHMARK(BM_ConvReferenceDirect<false>)->Name("cnn/conv2d/forward/reference_direct")->MinTime(0.5)
+BENCHMARK(BM_ConvReference<false, true>)->Name("cnn/conv2d/forward/reference_direct")->MinTime(0.5)
     ->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_ConvReferenceDirect<true>)->Name("cnn/conv2d/forward_backward/reference_direct")->MinTime(0.5)
+BENCHMARK(BM_ConvReference<true, true>)->Name("cnn/conv2d/forward_backward/reference_direct")->MinTime(0.5)
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace
