@@ -2,9 +2,9 @@
 // gradients together. Output sizes and SAME padding follow TensorFlow's GetWindowedOutputSize.
 //
 // float32 on a CPU with AVX-512F runs the implicit-GEMM kernels of implicit_gemm.h: each image
-// is copied once into a zero-padded plane, and the kernels read the windows from it in place. The input
-// gradient at stride 1 is the forward kernel over the padded output gradient with the filter
-// flipped (the strided one takes the GEMM path below).
+// is copied once into a zero-padded plane, and the kernels read the windows from it in place.
+// The input gradient at stride 1 is the forward kernel over the padded output gradient with the
+// filter flipped (the strided one takes the GEMM path below).
 //
 // Otherwise (float64, other CPUs, and the pointwise window) conv2d is im2col + GEMM: the windows
 // of a tile of output pixels are laid out as the rows of a (pixels, kh*kw*in_c) matrix whose
@@ -405,12 +405,17 @@ void pad_image(const float* image, int64_t h, int64_t w, int64_t c, int64_t top,
   }
 }
 
-// A stride-1 or strided window over an image padded for it: the padded plane's size, and the
-// kernels' view of it (taps owned here).
+// A window over images padded for it: the padded plane's size, and the kernels' view of it.
+// Move-only: the view points into `taps`, whose buffer a move keeps and a copy would not.
 struct PaddedWindow {
   int64_t top = 0, left = 0, hp = 0, wp = 0, channels = 0;
   std::vector<int64_t> taps;
   implicit_gemm::Layout view;
+
+  PaddedWindow() = default;
+  PaddedWindow(PaddedWindow&&) = default;
+  PaddedWindow(const PaddedWindow&) = delete;
+  PaddedWindow& operator=(const PaddedWindow&) = delete;
 };
 
 // The window (kh, kw) at dilation (dh, dw) and stride (sh, sw) over `channels` channels, for an
@@ -441,7 +446,6 @@ const float* padded_image(const PaddedWindow& p, const float* images, int64_t n,
   pad_image(images + n * h * w * p.channels, h, w, p.channels, p.top, p.left, p.hp, p.wp, plane);
   return plane;
 }
-
 
 // The filter of conv_backprop_input's convolution: HWIO (kh, kw, c, oc) flipped in both spatial
 // dims with its channel dims swapped, (kh, kw, oc, c).
