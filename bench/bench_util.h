@@ -3,7 +3,9 @@
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
 
+#include <chrono>
 #include <exception>
+#include <thread>
 
 namespace tg_bench {
 
@@ -32,6 +34,15 @@ template <class Fn>
 void reach_steady_state(Fn&& fn) {
   fn();
   fn();
+}
+
+// Called at the end of a benchmark that ran OpenBLAS on several threads (a cblas reference):
+// OpenBLAS 0.3.21's idle workers spin in sched_yield for about 2^28 TSC cycles before they sleep
+// (measured: 0.12 s of a core's time after each multi-threaded call, on this 2-core VM), and
+// setting its thread count to 1 does not stop them. Sleeping past that, untimed, keeps the
+// spin out of the next benchmark (with random interleaving, a different one each repetition).
+inline void let_openblas_workers_sleep(int threads_used) {
+  if (threads_used > 1) std::this_thread::sleep_for(std::chrono::milliseconds(200));
 }
 
 // Runs a benchmark body and turns a tg:: error into a skipped benchmark with its message, so that

@@ -58,6 +58,7 @@ void sgemm_cblas(benchmark::State& state, int64_t n) {
   const long faults = tg_bench::minor_faults();
   for (auto _ : state) sgemm();
   set_flops(state, faults, n);
+  tg_bench::let_openblas_workers_sleep(tg::config::num_threads());
 }
 
 const bool registered = [] {

@@ -107,8 +107,6 @@ void gemm(int m, int n, int k, const T* a, int lda, bool ta, const T* b, int ldb
       for (int i = 0; i < m; ++i) std::fill(c + int64_t{i} * ldc, c + int64_t{i} * ldc + n, T(0));
     return;
   }
-  // Also before the AVX-512 kernels: OpenBLAS threads left spinning by other code in the
-  // process (sched_yield in a loop) would take a core from the pool.
   use_one_blas_thread();
   if constexpr (std::is_same_v<T, float>) {
     if (tb && own_avx512_kernels()) {  // packed once here, not per row block
