@@ -99,9 +99,22 @@ std::string node_base_name(OpId op, const OpAttrs& attrs) {
 }
 
 std::string GraphIR::unique_name(const std::string& base) {
-  std::string name = base;
-  while (!names_.take(name)) name = base + "_" + std::to_string(names_.next_suffix(base));
+  // Names are never given back, so a base found taken once stays taken: from then on its next
+  // suffix is tried first, one probe of the index per node instead of two (at 100k nodes the
+  // index is megabytes, and each probe a cache miss).
+  int* suffix = names_.suffix_count(base);
+  if (!suffix) {
+    if (names_.take(base)) return base;
+    suffix = &names_.start_suffixes(base);
+  }
+  std::string name;
+  do name = base + "_" + std::to_string(++*suffix); while (!names_.take(name));
   return name;
+}
+
+int* NameRegistry::suffix_count(const std::string& base) {
+  auto it = suffix_counts_.find(base);
+  return it == suffix_counts_.end() ? nullptr : &it->second;
 }
 
 std::string_view NameRegistry::name_at(const Slot& s) const {

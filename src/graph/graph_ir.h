@@ -81,8 +81,10 @@ class NameRegistry {
  public:
   /// Takes `name` if no one has; false when someone has.
   bool take(std::string_view name);
-  /// The next suffix to try after `base` was found taken: 1, then 2, ... per base.
-  int next_suffix(const std::string& base) { return ++suffix_counts_[base]; }
+  /// The last suffix tried for `base` (0 before its first), counted once `base` was found
+  /// taken; null before that. Stable while the registry lives.
+  int* suffix_count(const std::string& base);
+  int& start_suffixes(const std::string& base) { return suffix_counts_[base]; }
 
  private:
   struct Slot {
