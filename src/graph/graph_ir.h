@@ -55,9 +55,10 @@ struct GraphNode {
   NodeKind kind = NodeKind::kOp;
   OpId op = OpId::Identity;       // for kOp
   OpAttrs attrs;                  // for kOp
-  // Nearly every node reads one or two values: those cost no allocation of their own.
+  // Nearly every node reads one or two values and makes one: those cost no allocation of
+  // their own (a graph is recorded, copied and rebuilt node by node, 100k of them at times).
   SmallVector<ValueRef, 2> inputs;
-  std::vector<ValueType> outputs;  // static output types (dims may be None)
+  SmallVector<ValueType, 1> outputs;  // static output types (dims may be None)
   Tensor value;                    // for kConst
   int input_index = -1;            // for kPlaceholder: its position in GraphIR::placeholders
   // Ordering edge for stateful ops: the previous stateful node (or -1). Keeps tg::print and
