@@ -98,7 +98,21 @@ std::string node_base_name(OpId op, const OpAttrs& attrs) {
   return cf && cf->payload ? cf->payload->name : std::string(op_def(op).name);
 }
 
+std::shared_ptr<const GraphIR> GraphIR::copy_without_name_registry() const {
+  auto copy = std::make_shared<GraphIR>(id_);
+  copy->nodes = nodes;
+  copy->placeholders = placeholders;
+  copy->outputs = outputs;
+  copy->captured_names_ = captured_names_;
+  copy->names_from_nodes_ = true;
+  return copy;
+}
+
 std::string GraphIR::unique_name(const std::string& base) {
+  if (names_from_nodes_) {
+    names_from_nodes_ = false;
+    for (const GraphNode& node : nodes) names_.take(node.name);
+  }
   // Names are never given back, so a base found taken once stays taken: from then on its next
   // suffix is tried first, one probe of the index per node instead of two (at 100k nodes the
   // index is megabytes, and each probe a cache miss).

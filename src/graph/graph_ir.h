@@ -117,6 +117,11 @@ class GraphIR {
 
   /// `base`, or `base_1`, `base_2`... so that node names stay unique (TensorFlow's scheme).
   std::string unique_name(const std::string& base);
+  /// A copy without the name registry (megabytes at 100k nodes, most of a traced graph's copy
+  /// beside its nodes): for the traced graph, kept read-only beside the one the optimiser
+  /// rewrites. A copy of it that names a node takes its nodes' names first (so names of nodes
+  /// removed before the copy may come back; a traced graph has removed none).
+  std::shared_ptr<const GraphIR> copy_without_name_registry() const;
   int add_node(GraphNode node);
   /// Adds a "Const" node holding the eager tensor `value` (a capture); returns its index.
   int add_const(const Tensor& value);
@@ -140,6 +145,7 @@ class GraphIR {
  private:
   uint64_t id_;
   NameRegistry names_;
+  bool names_from_nodes_ = false;  // names_ left out: take the nodes' names before naming one
   std::vector<std::string> captured_names_;  // by input index; may stop before the last input
 };
 
