@@ -132,10 +132,12 @@ int* NameRegistry::suffix_count(const std::string& base) {
 }
 
 std::string_view NameRegistry::name_at(const Slot& s) const {
-  const std::size_t at = s.offset_plus_one - 1;
+  const uint32_t offset = s.offset_plus_one - 1;
+  const std::string& block = blocks_[offset >> kBlockShift];
+  const std::size_t at = offset & ((1u << kBlockShift) - 1);
   uint32_t size = 0;
-  std::memcpy(&size, chars_.data() + at, sizeof size);
-  return std::string_view(chars_).substr(at + sizeof size, size);
+  std::memcpy(&size, block.data() + at, sizeof size);
+  return std::string_view(block).substr(at + sizeof size, size);
 }
 
 bool NameRegistry::take(std::string_view name) {
@@ -149,10 +151,17 @@ bool NameRegistry::take(std::string_view name) {
     if (s.hash == h && name_at(s) == name) return false;
   }
   const auto size = static_cast<uint32_t>(name.size());
-  TG_CHECK(chars_.size() + sizeof size + name.size() < UINT32_MAX, "a graph's node names exceed 4 GiB");
-  slots_[k] = Slot{h, static_cast<uint32_t>(chars_.size() + 1)};
-  chars_.append(reinterpret_cast<const char*>(&size), sizeof size);
-  chars_.append(name);
+  constexpr std::size_t kBlockBytes = std::size_t{1} << kBlockShift;
+  const std::size_t need = sizeof size + name.size();
+  if (blocks_.empty() || blocks_.back().size() + need > kBlockBytes) {
+    TG_CHECK(blocks_.size() + 1 < (std::size_t{1} << (32 - kBlockShift)), "a graph's node names exceed 4 GiB");
+    blocks_.emplace_back().reserve(std::max(need, kBlockBytes));
+  }
+  std::string& block = blocks_.back();
+  const auto offset = static_cast<uint32_t>(((blocks_.size() - 1) << kBlockShift) | block.size());
+  slots_[k] = Slot{h, offset + 1};
+  block.append(reinterpret_cast<const char*>(&size), sizeof size);
+  block.append(name);
   ++taken_;
   return true;
 }

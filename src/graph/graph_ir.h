@@ -74,10 +74,11 @@ struct GraphNode {
 using NodeArray = ChunkedVector<GraphNode>;
 
 /// The names a graph has handed out, its removed nodes' included (a name is never handed out
-/// twice), each stored once in one character array (its length, then its characters) with an
-/// open-addressed index of 8-byte slots over it: taking a name allocates nothing per node, and
-/// copying a graph copies two arrays. At 100k nodes the index is megabytes, touched at random
-/// and copied with the traced graph, so a slot holds no more than it must.
+/// twice), each stored once in blocks of characters (its length, then its characters) with an
+/// open-addressed index of 8-byte slots over them: taking a name allocates nothing per node.
+/// At 100k nodes the index is megabytes, touched at random, so a slot holds no more than it
+/// must; the characters are megabytes too, in fixed blocks, since one array grown by doubling
+/// copied them into fresh pages at every doubling.
 class NameRegistry {
  public:
   /// Takes `name` if no one has; false when someone has.
@@ -90,13 +91,16 @@ class NameRegistry {
  private:
   struct Slot {
     uint32_t hash = 0;             // the name's hash, folded to 32 bits; also picks its home slot
-    uint32_t offset_plus_one = 0;  // where the name's length starts in chars_; 0: a free slot
+    uint32_t offset_plus_one = 0;  // where the name's length starts (see kBlockShift); 0: free
     bool used() const { return offset_plus_one != 0; }
   };
   void grow();
   std::string_view name_at(const Slot& s) const;
 
-  std::string chars_;  // every name taken, back to back
+  // A name's offset: its block's index, then its position in the block. A block holds names
+  // back to back up to kBlockShift bits of positions; a longer name has a block of its own.
+  static constexpr unsigned kBlockShift = 16;
+  std::vector<std::string> blocks_;  // every name taken
   std::vector<Slot> slots_;
   std::size_t taken_ = 0;
   // Only bases that were asked for while taken ("mul", "Const"): a handful per graph.

@@ -83,6 +83,13 @@ TEST(GraphNames, ACopyWithoutTheRegistryNamesAfterItsNodes) {
   EXPECT_EQ(add_node(copy, "Const_1"), "Const_1_1");
   EXPECT_EQ(add_node(copy, "x"), "x");
   EXPECT_EQ(add_node(g, "Const"), "Const_3") << "the original keeps its own registry";
+  // Names are kept in 64 KiB blocks; a longer one gets a block of its own.
+  const std::string long_name(70000, 'n');
+  EXPECT_EQ(add_node(g, long_name), long_name);
+  EXPECT_EQ(add_node(g, long_name), long_name + "_1");
+  for (int i = 0; i < 10000; ++i) add_node(g, "filler");
+  EXPECT_EQ(add_node(g, "Const"), "Const_4");
+  EXPECT_EQ(add_node(g, "filler_9999"), "filler_9999_1");
 }
 
 TEST(Passes, ConstantFoldingComputesOpsOnConstants) {
