@@ -6,6 +6,7 @@
 #include <initializer_list>
 #include <memory>
 #include <new>
+#include <stdexcept>
 #include <utility>
 #include <vector>
 
@@ -56,6 +57,10 @@ class SmallVector {
   const T* end() const { return data() + size_; }
   T& operator[](std::size_t i) { return data()[i]; }
   const T& operator[](std::size_t i) const { return data()[i]; }
+  const T& at(std::size_t i) const {
+    if (i >= size_) throw std::out_of_range("SmallVector::at");
+    return data()[i];
+  }
   T& front() { return data()[0]; }
   const T& front() const { return data()[0]; }
   T& back() { return data()[size_ - 1]; }

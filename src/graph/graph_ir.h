@@ -55,9 +55,10 @@ struct GraphNode {
   NodeKind kind = NodeKind::kOp;
   OpId op = OpId::Identity;       // for kOp
   OpAttrs attrs;                  // for kOp
-  // Nearly every node reads one or two values: those cost no allocation of their own.
+  // Nearly every node reads one or two values and makes one: those cost no allocation of
+  // their own (a graph is recorded, copied and rebuilt node by node, 100k of them at times).
   SmallVector<ValueRef, 2> inputs;
-  std::vector<ValueType> outputs;  // static output types (dims may be None)
+  SmallVector<ValueType, 1> outputs;  // static output types (dims may be None)
   Tensor value;                    // for kConst
   int input_index = -1;            // for kPlaceholder: its position in GraphIR::placeholders
   // Ordering edge for stateful ops: the previous stateful node (or -1). Keeps tg::print and
@@ -73,27 +74,33 @@ struct GraphNode {
 using NodeArray = ChunkedVector<GraphNode>;
 
 /// The names a graph has handed out, its removed nodes' included (a name is never handed out
-/// twice), each stored once in one character array (its length, then its characters) with an
-/// open-addressed index of 8-byte slots over it: taking a name allocates nothing per node, and
-/// copying a graph copies two arrays. At 100k nodes the index is megabytes, touched at random
-/// and copied with the traced graph, so a slot holds no more than it must.
+/// twice), each stored once in blocks of characters (its length, then its characters) with an
+/// open-addressed index of 8-byte slots over them: taking a name allocates nothing per node.
+/// At 100k nodes the index is megabytes, touched at random, so a slot holds no more than it
+/// must; the characters are megabytes too, in fixed blocks, since one array grown by doubling
+/// copied them into fresh pages at every doubling.
 class NameRegistry {
  public:
   /// Takes `name` if no one has; false when someone has.
   bool take(std::string_view name);
-  /// The next suffix to try after `base` was found taken: 1, then 2, ... per base.
-  int next_suffix(const std::string& base) { return ++suffix_counts_[base]; }
+  /// The last suffix tried for `base` (0 before its first), counted once `base` was found
+  /// taken; null before that. Stable while the registry lives.
+  int* suffix_count(const std::string& base);
+  int& start_suffixes(const std::string& base) { return suffix_counts_[base]; }
 
  private:
   struct Slot {
     uint32_t hash = 0;             // the name's hash, folded to 32 bits; also picks its home slot
-    uint32_t offset_plus_one = 0;  // where the name's length starts in chars_; 0: a free slot
+    uint32_t offset_plus_one = 0;  // where the name's length starts (see kBlockShift); 0: free
     bool used() const { return offset_plus_one != 0; }
   };
   void grow();
   std::string_view name_at(const Slot& s) const;
 
-  std::string chars_;  // every name taken, back to back
+  // A name's offset: its block's index, then its position in the block. A block holds names
+  // back to back up to kBlockShift bits of positions; a longer name has a block of its own.
+  static constexpr unsigned kBlockShift = 16;
+  std::vector<std::string> blocks_;  // every name taken
   std::vector<Slot> slots_;
   std::size_t taken_ = 0;
   // Only bases that were asked for while taken ("mul", "Const"): a handful per graph.
@@ -114,6 +121,11 @@ class GraphIR {
 
   /// `base`, or `base_1`, `base_2`... so that node names stay unique (TensorFlow's scheme).
   std::string unique_name(const std::string& base);
+  /// A copy without the name registry (megabytes at 100k nodes, most of a traced graph's copy
+  /// beside its nodes): for the traced graph, kept read-only beside the one the optimiser
+  /// rewrites. A copy of it that names a node takes its nodes' names first (so names of nodes
+  /// removed before the copy may come back; a traced graph has removed none).
+  std::shared_ptr<const GraphIR> copy_without_name_registry() const;
   int add_node(GraphNode node);
   /// Adds a "Const" node holding the eager tensor `value` (a capture); returns its index.
   int add_const(const Tensor& value);
@@ -137,6 +149,7 @@ class GraphIR {
  private:
   uint64_t id_;
   NameRegistry names_;
+  bool names_from_nodes_ = false;  // names_ left out: take the nodes' names before naming one
   std::vector<std::string> captured_names_;  // by input index; may stop before the last input
 };
 

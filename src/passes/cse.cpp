@@ -1,4 +1,5 @@
 // Common-subexpression elimination.
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <string_view>
@@ -26,7 +27,9 @@ bool same_constant(const Tensor& a, const Tensor& b) {
 }
 
 // The nodes seen so far by hash: open addressing over one array sized for the whole graph (a
-// node-based map would allocate per entry). Entries are never removed.
+// node-based map would allocate per entry). Entries are never removed. A slot keeps 32 bits of
+// the hash (a mismatch there rules a node out; a match is still compared): at 100k nodes the
+// array is megabytes of fresh pages, half of them with the full hash.
 class SeenNodes {
  public:
   explicit SeenNodes(std::size_t max_entries) {
@@ -40,20 +43,21 @@ class SeenNodes {
     for (std::size_t k = home(h);; k = (k + 1) & mask()) {
       const Slot& slot = slots_[k];
       if (slot.node < 0) return -1;
-      if (slot.hash == h && same(slot.node)) return slot.node;
+      if (slot.hash == folded(h) && same(slot.node)) return slot.node;
     }
   }
   void add(std::size_t h, int node) {
     std::size_t k = home(h);
     while (slots_[k].node >= 0) k = (k + 1) & mask();
-    slots_[k] = Slot{h, node};
+    slots_[k] = Slot{folded(h), node};
   }
 
  private:
   struct Slot {
-    std::size_t hash = 0;
+    uint32_t hash = 0;
     int node = -1;
   };
+  static uint32_t folded(std::size_t h) { return static_cast<uint32_t>(h ^ (h >> 32)); }
   std::size_t mask() const { return slots_.size() - 1; }
   // Fibonacci hashing: the top bits of a multiple, since hash_combine leaves the low bits weak.
   std::size_t home(std::size_t h) const { return (h * 0x9e3779b97f4a7c15ull) >> shift_; }

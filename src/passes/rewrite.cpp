@@ -27,12 +27,11 @@ ValueRef Forwarding::resolve(ValueRef r) const {
   return map_[first_value_[static_cast<std::size_t>(r.node)] + static_cast<std::size_t>(r.output)];
 }
 
-GraphRebuilder::GraphRebuilder(GraphIR& g)
-    : g_(g), new_index_(g.nodes.size(), -1), values_(g.nodes.size()) {}
+GraphRebuilder::GraphRebuilder(GraphIR& g) : g_(g), new_index_(g.nodes.size(), -1) {}
 
 ValueRef GraphRebuilder::renumbered(ValueRef old) const {
-  const auto& replaced = values_[static_cast<std::size_t>(old.node)];
-  if (!replaced.empty()) {
+  if (auto it = replaced_.find(old.node); it != replaced_.end()) {
+    const std::vector<ValueRef>& replaced = it->second;
     TG_CHECK(static_cast<std::size_t>(old.output) < replaced.size(), "a replaced node has no output ", old.output);
     return replaced[static_cast<std::size_t>(old.output)];
   }
@@ -60,7 +59,7 @@ int GraphRebuilder::add(GraphNode node) {
 }
 
 void GraphRebuilder::replace(ValueRef old, ValueRef now) {
-  auto& replaced = values_[static_cast<std::size_t>(old.node)];
+  std::vector<ValueRef>& replaced = replaced_[old.node];
   if (replaced.size() <= static_cast<std::size_t>(old.output)) replaced.resize(static_cast<std::size_t>(old.output) + 1);
   replaced[static_cast<std::size_t>(old.output)] = now;
 }

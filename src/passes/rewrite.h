@@ -1,6 +1,7 @@
 // Shared machinery for passes: forwarding a node's outputs to other values, and the one way to
 // rebuild a graph after a pass removed, replaced or reordered nodes.
 #pragma once
+#include <unordered_map>
 #include <vector>
 
 #include "graph/graph_ir.h"
@@ -47,8 +48,10 @@ class GraphRebuilder {
 
   GraphIR& g_;
   NodeArray nodes_;
-  std::vector<int> new_index_;                 // old node -> new node (-1: not kept)
-  std::vector<std::vector<ValueRef>> values_;  // old value -> new value (replacements)
+  std::vector<int> new_index_;  // old node -> new node (-1: not kept)
+  // Old node -> its outputs' new values, for the few replaced nodes only (a list per node was
+  // 24 bytes a node, megabytes of fresh pages at 100k nodes).
+  std::unordered_map<int, std::vector<ValueRef>> replaced_;
 };
 
 /// Keeps the nodes with keep[i], in order and in place, rewriting inputs through `fwd` (when

@@ -778,7 +778,7 @@ std::shared_ptr<ConcreteImpl> make_concrete(ConcreteParts parts) {
   std::shared_ptr<GraphIR>& graph = parts.graph;
   std::shared_ptr<const GraphIR> unoptimized;
   if (parts.optimize) {
-    unoptimized = std::make_shared<const GraphIR>(*graph);
+    unoptimized = graph->copy_without_name_registry();  // only the optimised graph names nodes
     optimize_graph(graph, parts.function_name + ".trace" + std::to_string(parts.index));
   }
   auto cf = std::make_shared<ConcreteImpl>();

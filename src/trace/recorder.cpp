@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cctype>
+#include <cstring>
 
 #include "core/check.h"
 #include "core/tensor_impl.h"
@@ -187,9 +188,33 @@ ValueRef GraphRecorder::value_of(const Tensor& t, const char* user) {
   // Eager tensors the body captured become constants of the graph (once per tensor).
   auto it = constants_.find(impl.get());
   if (it != constants_.end()) return ValueRef{it->second, 0};
+  // Each `x * 1.01f` captures a fresh scalar tensor. Its node still gets a Const of its own (the
+  // traced graph is what the body did), but holding the first equal scalar's tensor, so the
+  // fresh one dies with its expression: tracing 100k ops then reuses one scalar's memory
+  // instead of keeping tens of thousands (a quarter of the trace's page faults). Only tensors
+  // that own their memory: a from_blob scalar's memory is its caller's to change.
+  const ScalarBits key = scalar_bits(t);
+  if (key.dtype != DType::String) {
+    auto [first, inserted] = scalar_constants_.try_emplace(key, -1);
+    if (!inserted) return ValueRef{graph_->add_const(graph_->node(first->second).value), 0};
+    first->second = graph_->add_const(t);
+    constants_.emplace(impl.get(), first->second);
+    return ValueRef{first->second, 0};
+  }
   const int idx = graph_->add_const(t);
   constants_.emplace(impl.get(), idx);
   return ValueRef{idx, 0};
+}
+
+GraphRecorder::ScalarBits GraphRecorder::scalar_bits(const Tensor& t) {
+  const TensorImpl& impl = *t.impl();
+  ScalarBits key{DType::String, 0};
+  if (impl.dtype == DType::String || impl.shape.rank() != 0 || !impl.buffer || !impl.buffer->owns_memory())
+    return key;
+  const std::size_t size = dtype_size(impl.dtype);
+  std::memcpy(&key.bits, static_cast<const char*>(impl.buffer->data()) + static_cast<std::size_t>(impl.offset) * size, size);
+  key.dtype = impl.dtype;
+  return key;
 }
 
 Tensor GraphRecorder::symbolic_output(int node, int output) {

@@ -76,6 +76,20 @@ class GraphRecorder final : public TraceRecorder, public PlaceholderContext {
   ValueRef value_of(const Tensor& t, const char* user);
   Tensor symbolic_output(int node, int output);
 
+  /// A numeric scalar's dtype and bits: what tells two captured scalars apart.
+  struct ScalarBits {
+    DType dtype;
+    uint64_t bits;
+    bool operator==(const ScalarBits&) const = default;
+  };
+  struct ScalarBitsHash {
+    std::size_t operator()(const ScalarBits& s) const {
+      return std::hash<uint64_t>{}(s.bits * 31 + static_cast<uint64_t>(s.dtype));
+    }
+  };
+  /// A numeric, rank-0 tensor that owns its memory: its dtype and bits; others: DType::String.
+  static ScalarBits scalar_bits(const Tensor& t);
+
   std::shared_ptr<GraphIR> graph_;
   CapturePolicy policy_;
   std::string label_;
@@ -87,6 +101,9 @@ class GraphRecorder final : public TraceRecorder, public PlaceholderContext {
   std::vector<std::shared_ptr<VariableState>> variable_params_;
   std::unordered_map<const void*, int> capture_nodes_;  // outer symbolic value -> placeholder
   std::unordered_map<const void*, int> constants_;      // captured eager tensor -> Const node
+  // The first Const node made for each scalar value: a later equal scalar's node holds that
+  // node's tensor (see value_of).
+  std::unordered_map<ScalarBits, int, ScalarBitsHash> scalar_constants_;
 };
 
 /// A graph input's name from an argument path: "batch[1]" -> "batch_1", "cfg['lr']" -> "cfg_lr";

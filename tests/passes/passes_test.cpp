@@ -62,6 +62,36 @@ TEST(Passes, DceKeepsStatefulOpsInOrder) {
   EXPECT_EQ(count_op(g, "mul"), 0) << "dead work is gone";
 }
 
+// The traced graph is kept as a copy without the name registry; a copy of that copy which
+// names nodes must still hand out names no node has.
+TEST(GraphNames, ACopyWithoutTheRegistryNamesAfterItsNodes) {
+  GraphIR g(1);
+  auto add_node = [](GraphIR& graph, const std::string& base) {
+    detail::GraphNode n;
+    n.kind = NodeKind::kConst;
+    n.name = graph.unique_name(base);
+    n.value = constant(1.0f);
+    n.outputs = {detail::ValueType{float32, TensorShape{}}};
+    graph.add_node(std::move(n));
+    return graph.nodes.back().name;
+  };
+  EXPECT_EQ(add_node(g, "Const"), "Const");
+  EXPECT_EQ(add_node(g, "Const"), "Const_1");
+  EXPECT_EQ(add_node(g, "Const_2"), "Const_2");
+  GraphIR copy = *g.copy_without_name_registry();
+  EXPECT_EQ(add_node(copy, "Const"), "Const_3");
+  EXPECT_EQ(add_node(copy, "Const_1"), "Const_1_1");
+  EXPECT_EQ(add_node(copy, "x"), "x");
+  EXPECT_EQ(add_node(g, "Const"), "Const_3") << "the original keeps its own registry";
+  // Names are kept in 64 KiB blocks; a longer one gets a block of its own.
+  const std::string long_name(70000, 'n');
+  EXPECT_EQ(add_node(g, long_name), long_name);
+  EXPECT_EQ(add_node(g, long_name), long_name + "_1");
+  for (int i = 0; i < 10000; ++i) add_node(g, "filler");
+  EXPECT_EQ(add_node(g, "Const"), "Const_4");
+  EXPECT_EQ(add_node(g, "filler_9999"), "filler_9999_1");
+}
+
 TEST(Passes, ConstantFoldingComputesOpsOnConstants) {
   GraphIR g(1);
   auto add_const = [&](Tensor t, const std::string& name) {

@@ -1,10 +1,12 @@
 // tg::function: tracing, the trace cache, dispatch by trace type, signatures (the guide's rules).
 #include <atomic>
+#include <cmath>
 #include <map>
 #include <optional>
 #include <sstream>
 #include <thread>
 
+#include "graph/graph_ir.h"
 #include "support/test_util.h"
 
 namespace tg {
@@ -306,6 +308,30 @@ TEST(Function, CapturedEagerTensorsBecomeConstants) {
   auto cf = f.get_concrete_function(constant({3.0f, 4.0f}));
   EXPECT_EQ(cf.graph().to_string(), "[] -> x\n[] -> Const\n[x, Const] -> mul\n[mul] -> Identity\n");
   EXPECT_EQ(f(constant({3.0f, 4.0f})).to_vector<float>(), (std::vector<float>{3.0f, 8.0f}));
+}
+
+// Equal scalars captured one after another share one tensor (the recorder's memory saving),
+// but each use keeps its own Const node, and scalars that differ only in their bits (-0.0 and
+// +0.0) or their dtype stay apart.
+TEST(Function, EqualCapturedScalarsKeepTheirOwnConstNodes) {
+  auto f = function([](const Tensor& x) {
+    const Tensor y = x + -0.0f;
+    const Tensor z = (y + 0.0f) + 0.0f;  // +0.0 for x = -0.0: unless it became y's -0.0
+    return tg::cast(z * 1.0f, float64) * 1.0 * tg::cast(x, float64);
+  }, {.arg_names = {"x"}, .optimize = false});
+  auto cf = f.get_concrete_function(constant(-0.0f));
+  EXPECT_EQ(cf.graph().to_string(),
+            "[] -> x\n[] -> Const\n[x, Const] -> add\n[] -> Const_1\n[add, Const_1] -> add_1\n"
+            "[] -> Const_2\n[add_1, Const_2] -> add_2\n[x] -> cast\n[] -> Const_3\n"
+            "[add_2, Const_3] -> mul\n[mul] -> cast_1\n[] -> Const_4\n[cast_1, Const_4] -> mul_1\n"
+            "[mul_1, cast] -> mul_2\n[mul_2] -> Identity\n");
+  const detail::GraphIR& ir = detail::GraphAccess::ir(cf.graph());
+  auto impl_of = [&](int node) { return ir.node(node).value.impl().get(); };  // Const..Const_2: 1, 3, 5
+  EXPECT_EQ(impl_of(3), impl_of(5)) << "the second +0.0 holds the first one's tensor";
+  EXPECT_NE(impl_of(1), impl_of(3)) << "-0.0 and +0.0 differ";
+  const Tensor out = f(constant(-0.0f));
+  EXPECT_EQ(out.dtype(), float64);
+  EXPECT_TRUE(std::signbit(out.item<double>())) << "+0.0 * -0.0 is -0.0";
 }
 
 struct Config {
