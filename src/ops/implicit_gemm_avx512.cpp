@@ -217,7 +217,9 @@ void gradient_columns(const Layout& l, const ColumnBlock& cb, const float* a, co
 // here: a false positive.)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#ifndef __clang__  // clang has no such group (and no such false positive)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 void transpose_tile(const float* src, int64_t ld_src, float* dst, int64_t ld_dst) {
   __m512 r[16], t[16];
 #pragma GCC unroll 16
