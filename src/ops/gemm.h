@@ -18,9 +18,10 @@ bool own_avx512_kernels();
 bool set_own_avx512_kernels(bool enabled);
 
 /// C (m x n, row-major, leading dim ldc) = op(A) op(B) (+ C when accumulate), T float or double.
-/// Large products are split across the pool by rows of C, in blocks fixed by the sizes and the
-/// thread count, so a given thread count always gives the same bits (with the AVX-512 kernels,
-/// every thread count does). Called from inside a
+/// Large products are split across the pool by rows of C (by columns, on the AVX-512 kernels,
+/// when C has more columns than rows), in blocks fixed by the sizes and the thread count, so a
+/// given thread count always gives the same bits (with the AVX-512 kernels, every thread count
+/// does). Called from inside a
 /// parallel_for chunk it runs on the calling thread. k may be 0 (C becomes 0, or is kept).
 template <class T>
 void gemm(int m, int n, int k, const T* a, int lda, bool ta, const T* b, int ldb, bool tb, T* c,
