@@ -114,27 +114,26 @@ void gemm(int m, int n, int k, const T* a, int lda, bool ta, const T* b, int ldb
       ldb = n, tb = false;
     }
   }
+  // A split by rows gives every thread all of B, a split by columns all of A. The AVX-512
+  // kernels sum each element the same way either way, so there the smaller copy decides: for
+  // the MLP's x W1 (64 x 784 times 784 x 256), rows made each thread stream the whole 800 KB of
+  // W1, and the two threads' products ran 1.7x slower per flop than one thread's. (OpenBLAS's
+  // bits change with a column split, so it keeps rows; a transposed B was packed above.)
+  bool by_columns = false;
+  if constexpr (std::is_same_v<T, float>) by_columns = !tb && n > m && own_avx512_kernels();
   const int64_t flops = int64_t{2} * m * n * k;
-  if (num_threads() == 1 || flops < 2 * kParallelGemmFlops || (m < 32 && n < 128)) {
+  if (num_threads() == 1 || flops < 2 * kParallelGemmFlops || (m < 32 && !(by_columns && n >= 128))) {
     gemm_call(m, n, k, a, lda, ta, b, ldb, tb, c, ldc, accumulate);
     return;
   }
   if constexpr (std::is_same_v<T, float>) {
-    // A split by rows gives every thread all of B, a split by columns all of A: the kernels sum
-    // each element the same way either way, so the smaller copy decides. For the MLP's x W1
-    // (64 x 784 times 784 x 256), rows made each thread stream the whole 800 KB of W1, and the
-    // two threads' products ran 1.7x slower per flop than one thread's.
-    if (!tb && own_avx512_kernels() && n > m) {
+    if (by_columns) {
       const int64_t grain = std::max<int64_t>(64, kParallelGemmFlops / (int64_t{2} * m * k)) / 16 * 16;
       parallel_for(n, grain, [&](int64_t c0, int64_t c1) {
         own_sgemm(m, static_cast<int>(c1 - c0), k, a, lda, ta, b + c0, ldb, c + c0, ldc, accumulate);
       });
       return;
     }
-  }
-  if (m < 32) {
-    gemm_call(m, n, k, a, lda, ta, b, ldb, tb, c, ldc, accumulate);
-    return;
   }
   const int64_t grain = std::max<int64_t>(16, kParallelGemmFlops / (int64_t{2} * n * k));
   parallel_for(m, grain, [&](int64_t r0, int64_t r1) {
