@@ -1,5 +1,6 @@
 // Shape/dtype rule helpers shared by op families, and the strided loop broadcasting kernels use.
 #pragma once
+#include <algorithm>
 #include <array>
 #include <string>
 #include <cstdint>
@@ -72,6 +73,25 @@ std::vector<int64_t> row_major_strides(const std::vector<int64_t>& dims);
 template <std::size_t N, class Fn>
 void for_each_broadcast_run(const std::vector<int64_t>& out_dims,
                             const std::array<const std::vector<int64_t>*, N>& in_dims, Fn&& fn) {
+  // The usual case first, without the stride tables below (two heap vectors, a third of a
+  // cached scalar call): every input has the output's dims or is a single element, so the
+  // whole output is one run.
+  {
+    int64_t total = 1;
+    for (int64_t d : out_dims) total *= d;
+    std::array<int64_t, N> run_strides{};
+    bool one_run = true;
+    for (std::size_t k = 0; k < N && one_run; ++k) {
+      if (*in_dims[k] == out_dims) run_strides[k] = 1;
+      else if (std::all_of(in_dims[k]->begin(), in_dims[k]->end(), [](int64_t d) { return d == 1; }))
+        run_strides[k] = 0;
+      else one_run = false;
+    }
+    if (one_run) {
+      if (total > 0) fn(std::array<int64_t, N>{}, run_strides, total);
+      return;
+    }
+  }
   const std::size_t rank = out_dims.size();
   // Per input strides aligned to the output's dims (0 where the input broadcasts).
   std::vector<std::array<int64_t, N>> strides(rank);
