@@ -3,6 +3,8 @@
 
 #include <cstdint>
 
+#include "ops/simd_math_avx512.h"
+
 namespace {
 
 // GCC 12's unmasked forms of these four pass an "undefined" source register that
@@ -79,6 +81,7 @@ inline __m512 in_double(__m512 v) {
 #define SUFFIX avx512
 #define NAME "avx512"
 #define FNS kAvx512Fns
+#define REGISTER_FNS kAvx512RegisterFns
 #define MVEC(fn) _ZGVeN16v_##fn##f
 #define DVEC __m512d
 #define DMVEC(fn) _ZGVeN8v_##fn
