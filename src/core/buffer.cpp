@@ -19,6 +19,7 @@ namespace tg::detail {
 namespace {
 
 constexpr std::size_t kCacheMinBytes = std::size_t{1} << 20;    // cache blocks from 1 MiB
+constexpr std::size_t kSmallMaxBytes = 1024;                 // per-thread lists up to 1 KiB
 constexpr std::size_t kCacheMaxBytes = std::size_t{512} << 20;  // park at most 512 MiB
 
 // Rounds a request to its size class: multiples of 64 bytes for small blocks, and for cached
@@ -43,7 +44,11 @@ BlockCache& cache() {
 std::atomic<std::size_t> g_live_bytes{0};
 std::atomic<std::size_t> g_peak_bytes{0};
 
+// Blocks of the small size classes are not counted: the two atomic operations would cost a tenth
+// of a cached scalar call once the process has threads, and the counts serve memory benchmarks
+// and tests of large tensors.
 void count_acquired(std::size_t bytes) {
+  if (bytes <= kSmallMaxBytes) return;
   const std::size_t live = g_live_bytes.fetch_add(bytes, std::memory_order_relaxed) + bytes;
   if (live > g_peak_bytes.load(std::memory_order_relaxed))
     g_peak_bytes.store(live, std::memory_order_relaxed);
@@ -74,7 +79,6 @@ std::size_t max_buffer_bytes() {
 // allocation path is slow for them (it consolidates the heap), and a traced function's cached
 // call allocates little else than its small results. Each size class keeps at most
 // kSmallPerClass blocks; a block freed on another thread joins that thread's lists.
-constexpr std::size_t kSmallMaxBytes = 1024;
 constexpr std::size_t kSmallClasses = kSmallMaxBytes / kBufferAlignment;
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 constexpr std::size_t kSmallPerClass = 0;  // sanitizers see every block freed and reused
@@ -144,7 +148,7 @@ void* acquire(std::size_t bytes) {
 }
 
 void release(void* p, std::size_t bytes) {
-  g_live_bytes.fetch_sub(bytes, std::memory_order_relaxed);
+  if (bytes > kSmallMaxBytes) g_live_bytes.fetch_sub(bytes, std::memory_order_relaxed);
   if (bytes <= kSmallMaxBytes && keep_small(p, bytes)) return;
   if (bytes >= kCacheMinBytes) {
     BlockCache& c = cache();

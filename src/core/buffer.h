@@ -44,9 +44,10 @@ std::size_t release_cached_blocks();
 /// Bytes currently parked in the cache.
 std::size_t cached_block_bytes();
 
-/// Bytes held by live Buffers (their size classes; cached blocks not included), and the highest
-/// value since the last reset_peak_buffer_bytes(). For memory benchmarks and tests; relaxed
-/// atomics, so concurrent callers see approximate peaks.
+/// Bytes held by live Buffers larger than 1 KiB (their size classes; cached blocks not included),
+/// and the highest value since the last reset_peak_buffer_bytes(). For memory benchmarks and
+/// tests of large tensors (counting the small ones would put two atomic operations on every
+/// scalar op); relaxed atomics, so concurrent callers see approximate peaks.
 std::size_t live_buffer_bytes();
 std::size_t peak_buffer_bytes();
 void reset_peak_buffer_bytes();
