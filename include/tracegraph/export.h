@@ -61,7 +61,7 @@ void save_function(const std::string& path, const FunctionCore& core, const std:
 /// for the cached path), or a TypeError listing every saved signature.
 std::shared_ptr<ConcreteImpl> find_loaded(const LoadedState& state, std::vector<TraceTypePtr> types,
                                           const ArgContext& ctx, const std::size_t* fast_hash);
-Outputs run_loaded(const LoadedState& state, const ConcreteImpl& cf, const std::vector<Tensor>& leaves,
+Outputs run_loaded(const LoadedState& state, const ConcreteImpl& cf, std::vector<Tensor> leaves,
                    const std::vector<Variable>& variables);
 const FunctionCore& loaded_core(const LoadedState& state);
 }  // namespace detail
@@ -86,7 +86,7 @@ class LoadedFunction {
           return detail::find_loaded(*state_, std::move(types), ctx, fast_hash);
         },
         args...);
-    return detail::run_loaded(*state_, *cf, leaves, variables);
+    return detail::run_loaded(*state_, *cf, std::move(leaves), variables);
   }
   /// Calls with one tensor per positional parameter (what tools without C++ types use).
   Outputs call(const std::vector<Tensor>& positional) const;

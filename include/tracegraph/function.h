@@ -94,7 +94,7 @@ std::shared_ptr<ConcreteImpl> dispatch_or_trace(FunctionCore& core, std::vector<
                                                 TraceBody body, const std::size_t* fast_hash);
 /// Runs a concrete function of `core` on the call's flat tensors, its Variable parameters bound
 /// to the call's distinct Variables (ArgContext::variables).
-std::vector<Tensor> run(const FunctionCore& core, const ConcreteImpl& cf, const std::vector<Tensor>& leaves,
+std::vector<Tensor> run(const FunctionCore& core, const ConcreteImpl& cf, std::vector<Tensor> leaves,
                         const std::vector<Variable>& variables = {});
 std::vector<ConcreteFunction> concrete_functions(const FunctionCore& core);
 int64_t tracing_count(const FunctionCore& core);
@@ -192,7 +192,7 @@ class PolymorphicFunction {
         *core_, leaves, variables,
         [&](detail::ArgContext& ctx, const std::size_t* fast_hash) { return concrete_for(ctx, fast_hash, args...); },
         args...);
-    std::vector<Tensor> out = detail::run(*core_, *cf, leaves, variables);
+    std::vector<Tensor> out = detail::run(*core_, *cf, std::move(leaves), variables);
     if constexpr (std::is_void_v<R>) {
       return;
     } else {

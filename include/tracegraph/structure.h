@@ -555,9 +555,13 @@ struct TensorStructure {
   }
 
   /// A structure like `like` whose tensors are flat[pos], flat[pos + 1], ... (pos advances).
-  static T rebuild(const T& like, const std::vector<Tensor>& flat, std::size_t& pos) {
+  /// From a non-const `flat` the tensors are moved out (a function's results: a copied handle
+  /// costs an atomic increment and decrement).
+  template <class Flat>
+  static T rebuild(const T& like, Flat& flat, std::size_t& pos) {
     if constexpr (!is_container_v<T>) {
-      return TensorLeaf<T>::with_tensor(like, flat.at(pos++));
+      if constexpr (std::is_const_v<Flat>) return TensorLeaf<T>::with_tensor(like, flat.at(pos++));
+      else return TensorLeaf<T>::with_tensor(like, std::move(flat.at(pos++)));
     } else {
       return Container<T>::transform(like, [&](const auto& x, const auto&) {
         return TensorStructure<std::decay_t<decltype(x)>>::rebuild(x, flat, pos);

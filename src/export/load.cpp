@@ -608,9 +608,9 @@ std::shared_ptr<ConcreteImpl> find_loaded(const LoadedState& state, std::vector<
   return cf;
 }
 
-Outputs run_loaded(const LoadedState& state, const ConcreteImpl& cf, const std::vector<Tensor>& leaves,
+Outputs run_loaded(const LoadedState& state, const ConcreteImpl& cf, std::vector<Tensor> leaves,
                    const std::vector<Variable>& variables) {
-  std::vector<Tensor> out = state.core->run(cf, leaves, variables);
+  std::vector<Tensor> out = state.core->run(cf, std::move(leaves), variables);
   return Outputs(std::move(out), cf.skeleton.has_value() && cf.skeleton.type() == typeid(Tensor));
 }
 
@@ -634,7 +634,7 @@ Outputs LoadedFunction::call(const std::vector<Tensor>& positional) const {
   std::vector<TraceTypePtr> types;
   for (const Tensor& t : positional) types.push_back(detail::ArgTraits<Tensor>::trace_type(t, ctx));
   const auto cf = detail::find_loaded(*state_, std::move(types), ctx, nullptr);
-  return detail::run_loaded(*state_, *cf, ctx.leaves, ctx.variables);
+  return detail::run_loaded(*state_, *cf, std::move(ctx.leaves), ctx.variables);
 }
 
 const std::string& LoadedFunction::name() const { return state_->core->name(); }

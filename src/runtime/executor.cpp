@@ -1,6 +1,8 @@
 #include "runtime/executor.h"
 
 #include <algorithm>
+#include <type_traits>
+#include <utility>
 
 #include "core/check.h"
 #include "core/tensor_impl.h"
@@ -117,6 +119,9 @@ Plan::Plan(const GraphIR& graph) : nodes_(&graph.nodes) {
       }
     }
   }
+  for (std::size_t i = 0; i < placeholder_slots_.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (placeholder_slots_[i].second == placeholder_slots_[j].second) inputs_movable_ = false;
   for (int out_node : graph.outputs)
     output_slots_.push_back(mp.value_of(graph.node(out_node).inputs[0]));
   for (int v = 0; v < num_slots_; ++v) {
@@ -228,13 +233,24 @@ void Plan::run_step(const PlanStep& step, Frame& frame) const {
   for (int slot : step.release) frame.values[static_cast<std::size_t>(slot)] = Tensor();
 }
 
-std::vector<Tensor> Plan::run(const std::vector<Tensor>& inputs) const {
+std::vector<Tensor> Plan::run(const std::vector<Tensor>& inputs) const { return run_with(inputs); }
+
+std::vector<Tensor> Plan::run(std::vector<Tensor>&& inputs) const {
+  if (inputs_movable_) return run_with(std::move(inputs));
+  return run_with(inputs);
+}
+
+template <class Inputs>
+std::vector<Tensor> Plan::run_with(Inputs&& inputs) const {
   TG_CHECK(inputs.size() == placeholder_slots_.size(), "graph takes ", placeholder_slots_.size(),
            " inputs, got ", inputs.size());
   std::unique_ptr<Frame> frame(spare_.exchange(nullptr, std::memory_order_acquire));
   if (!frame) frame = make_frame();
-  for (const auto& [slot, index] : placeholder_slots_)
-    frame->values[static_cast<std::size_t>(slot)] = inputs[static_cast<std::size_t>(index)];
+  for (const auto& [slot, index] : placeholder_slots_) {
+    Tensor& value = frame->values[static_cast<std::size_t>(slot)];
+    if constexpr (std::is_lvalue_reference_v<Inputs>) value = inputs[static_cast<std::size_t>(index)];
+    else value = std::move(inputs[static_cast<std::size_t>(index)]);
+  }
   // On an exception the frame is dropped with whatever it holds; the next call builds another.
   for (const PlanStep& step : steps_) run_step(step, *frame);
   std::vector<Tensor> results;
@@ -254,6 +270,8 @@ std::vector<Tensor> Plan::run(const std::vector<Tensor>& inputs) const {
 std::shared_ptr<const Plan> make_plan(const GraphIR& graph) { return std::make_shared<const Plan>(graph); }
 
 std::vector<Tensor> execute(const Plan& plan, const std::vector<Tensor>& inputs) { return plan.run(inputs); }
+
+std::vector<Tensor> execute(const Plan& plan, std::vector<Tensor>&& inputs) { return plan.run(std::move(inputs)); }
 
 std::vector<Tensor> execute(const GraphIR& graph, const std::vector<Tensor>& inputs) {
   return Plan(graph).run(inputs);

@@ -72,15 +72,19 @@ class Plan {
   Plan& operator=(const Plan&) = delete;
 
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
+  std::vector<Tensor> run(std::vector<Tensor>&& inputs) const;  // moves the inputs in
   const PlanStats& stats() const { return stats_; }
 
  private:
   std::unique_ptr<Frame> make_frame() const;
+  template <class Inputs>
+  std::vector<Tensor> run_with(Inputs&& inputs) const;
   void run_step(const PlanStep& step, Frame& frame) const;
 
   const NodeArray* nodes_;
   int num_slots_ = 0;
   std::vector<std::pair<int, int>> placeholder_slots_;  // (slot, input index)
+  bool inputs_movable_ = true;  // no input index feeds two placeholders
   std::vector<std::pair<int, Tensor>> const_slots_;
   std::vector<PlanStep> steps_;
   std::vector<int> output_slots_;

@@ -92,7 +92,7 @@ inline void set_call_observer(CallObserver* o) { t_call_observer = o; }
 /// Runs a concrete function's graph on its flat inputs, with its Variable parameters bound to
 /// `variables` (the call's distinct Variables; through the call observer, when one is
 /// installed; inlined into the trace being recorded, when there is one).
-std::vector<Tensor> run_concrete(const ConcreteImpl& cf, const std::vector<Tensor>& inputs,
+std::vector<Tensor> run_concrete(const ConcreteImpl& cf, std::vector<Tensor> inputs,
                                  const std::vector<Variable>& variables);
 
 }  // namespace tg::detail

@@ -135,24 +135,24 @@ void check_collectives_once(const ConcreteImpl& cf) {
 // the trace being recorded on this thread - its graph as traced, its ops and side effects
 // recorded there, as TF's call of a function inside a tf.function runs at every call of the
 // outer one -, else through the call observer (a tape), else by the executor.
-std::vector<Tensor> run_graph(const ConcreteImpl& cf, const GraphIR& traced, const std::vector<Tensor>& inputs) {
+std::vector<Tensor> run_graph(const ConcreteImpl& cf, const GraphIR& traced, std::vector<Tensor> inputs) {
   if (tracing_active()) return replay_graph(traced, inputs, nullptr);
   const bool collectives = !cf.collective_sequence.empty();
   if (collectives) check_collectives_once(cf);
   // What the collectives' errors name; a function without any leaves the enclosing one's.
   CollectiveFunctionScope in_function(collectives ? &cf.function_name : current_collective_function());
   if (CallObserver* o = t_call_observer) return o->run_call(cf, inputs);
-  return execute(*cf.plan, inputs);
+  return execute(*cf.plan, std::move(inputs));
 }
 }  // namespace
 
-std::vector<Tensor> run_concrete(const ConcreteImpl& cf, const std::vector<Tensor>& inputs,
+std::vector<Tensor> run_concrete(const ConcreteImpl& cf, std::vector<Tensor> inputs,
                                  const std::vector<Variable>& variables) {
   TG_CHECK(variables.size() == cf.variable_parameters.size(), "concrete function '", cf.function_name,
            "' has ", cf.variable_parameters.size(), " Variable parameters but the call bound ",
            variables.size());
   const GraphIR& traced = cf.unoptimized_ir ? *cf.unoptimized_ir : *cf.ir;
-  if (variables.empty()) return run_graph(cf, traced, inputs);  // most functions take no Variable
+  if (variables.empty()) return run_graph(cf, traced, std::move(inputs));  // most functions take no Variable
   std::vector<VariableBinding> bindings;
   for (std::size_t i = 0; i < variables.size(); ++i)
     bindings.push_back({cf.variable_parameters[i].get(), variables[i].state()});
@@ -163,7 +163,7 @@ std::vector<Tensor> run_concrete(const ConcreteImpl& cf, const std::vector<Tenso
     return replay_graph(*with_variables_bound(traced_ir, bindings), inputs, nullptr);
   }
   VariableBindingScope bound(std::move(bindings));
-  return run_graph(cf, traced, inputs);
+  return run_graph(cf, traced, std::move(inputs));
 }
 
 std::size_t tensor_type_hash(const Tensor& t) {
@@ -582,9 +582,9 @@ std::shared_ptr<ConcreteImpl> dispatch_or_trace(FunctionCore& core, std::vector<
                                                 TraceBody body, const std::size_t* fast_hash) {
   return core.dispatch_or_trace(std::move(arg_types), body, fast_hash);
 }
-std::vector<Tensor> run(const FunctionCore& core, const ConcreteImpl& cf, const std::vector<Tensor>& leaves,
+std::vector<Tensor> run(const FunctionCore& core, const ConcreteImpl& cf, std::vector<Tensor> leaves,
                         const std::vector<Variable>& variables) {
-  return core.run(cf, leaves, variables);
+  return core.run(cf, std::move(leaves), variables);
 }
 std::vector<ConcreteFunction> concrete_functions(const FunctionCore& core) {
   std::vector<ConcreteFunction> out;
@@ -798,7 +798,7 @@ std::shared_ptr<ConcreteImpl> make_concrete(ConcreteParts parts) {
   return cf;
 }
 
-std::vector<Tensor> FunctionCore::run(const ConcreteImpl& cf, const std::vector<Tensor>& leaves,
+std::vector<Tensor> FunctionCore::run(const ConcreteImpl& cf, std::vector<Tensor> leaves,
                                       const std::vector<Variable>& variables) const {
   if (leaves.size() != cf.ir->placeholders.size())
     throw TypeError(str_cat(
@@ -806,7 +806,7 @@ std::vector<Tensor> FunctionCore::run(const ConcreteImpl& cf, const std::vector<
         leaves.size() == 1 ? "" : "s", " but its trace takes ", cf.ir->placeholders.size(),
         ". TensorSpec arguments only describe inputs for get_concrete_function; call the "
         "function with tensors"));
-  return run_concrete(cf, leaves, variables);
+  return run_concrete(cf, std::move(leaves), variables);
 }
 
 // ---- ConcreteFunction ----------------------------------------------------------------------
