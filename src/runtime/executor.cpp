@@ -253,7 +253,15 @@ std::vector<Tensor> Plan::run_with(Inputs&& inputs) const {
   }
   // On an exception the frame is dropped with whatever it holds; the next call builds another.
   for (const PlanStep& step : steps_) run_step(step, *frame);
+  // The results go into the moved-in inputs' vector when it is big enough: one heap allocation
+  // and free fewer per call (a tenth of a cached scalar call's instructions).
   std::vector<Tensor> results;
+  if constexpr (!std::is_lvalue_reference_v<Inputs>) {
+    if (inputs.capacity() >= output_slots_.size()) {
+      results = std::move(inputs);
+      results.clear();
+    }
+  }
   results.reserve(output_slots_.size());
   for (std::size_t k = 0; k < output_slots_.size(); ++k) {
     Tensor& value = frame->values[static_cast<std::size_t>(output_slots_[k])];
