@@ -108,32 +108,39 @@ void gemm(int m, int n, int k, const T* a, int lda, bool ta, const T* b, int ldb
     return;
   }
   use_one_blas_thread();
-  if constexpr (std::is_same_v<T, float>) {
-    if (tb && own_avx512_kernels()) {  // packed once here, not per row block
-      b = transposed_copy(n, k, b, ldb);
-      ldb = n, tb = false;
-    }
-  }
+  // The AVX-512 kernels read B untransposed: a transposed B is packed first, by the thread that
+  // multiplies it (packed on one thread and read on another, it crossed between the cores'
+  // caches, and the MLP's dz W2^T ran slower on two threads than on one).
+  bool own = false;
+  if constexpr (std::is_same_v<T, float>) own = own_avx512_kernels();
   // A split by rows gives every thread all of B, a split by columns all of A. The AVX-512
   // kernels sum each element the same way either way, so there the smaller copy decides: for
   // the MLP's x W1 (64 x 784 times 784 x 256), rows made each thread stream the whole 800 KB of
   // W1, and the two threads' products ran 1.7x slower per flop than one thread's. (OpenBLAS's
-  // bits change with a column split, so it keeps rows; a transposed B was packed above.)
-  bool by_columns = false;
-  if constexpr (std::is_same_v<T, float>) by_columns = !tb && n > m && own_avx512_kernels();
+  // bits change with a column split, so it keeps rows.)
+  const bool by_columns = own && n > m;
   const int64_t flops = int64_t{2} * m * n * k;
-  if (num_threads() == 1 || flops < 2 * kParallelGemmFlops || (m < 32 && !(by_columns && n >= 128))) {
-    gemm_call(m, n, k, a, lda, ta, b, ldb, tb, c, ldc, accumulate);
-    return;
-  }
+  const bool serial = num_threads() == 1 || flops < 2 * kParallelGemmFlops || (m < 32 && !(by_columns && n >= 128));
   if constexpr (std::is_same_v<T, float>) {
-    if (by_columns) {
-      const int64_t grain = std::max<int64_t>(64, kParallelGemmFlops / (int64_t{2} * m * k)) / 16 * 16;
-      parallel_for(n, grain, [&](int64_t c0, int64_t c1) {
-        own_sgemm(m, static_cast<int>(c1 - c0), k, a, lda, ta, b + c0, ldb, c + c0, ldc, accumulate);
-      });
+    if (own && (serial || by_columns)) {
+      // Columns c0..c1 of C: B's columns, or rows of a transposed B packed into columns.
+      auto columns = [&](int64_t c0, int64_t c1) {
+        const int w = static_cast<int>(c1 - c0);
+        const float* bp = tb ? transposed_copy(w, k, b + c0 * ldb, ldb) : b + c0;
+        own_sgemm(m, w, k, a, lda, ta, bp, tb ? w : ldb, c + c0, ldc, accumulate);
+      };
+      if (serial) columns(0, n);
+      else parallel_for(n, std::max<int64_t>(64, kParallelGemmFlops / (int64_t{2} * m * k)) / 16 * 16, columns);
       return;
     }
+    if (own && tb) {  // rows: packed once here, not per row block
+      b = transposed_copy(n, k, b, ldb);
+      ldb = n, tb = false;
+    }
+  }
+  if (serial) {
+    gemm_call(m, n, k, a, lda, ta, b, ldb, tb, c, ldc, accumulate);
+    return;
   }
   const int64_t grain = std::max<int64_t>(16, kParallelGemmFlops / (int64_t{2} * n * k));
   parallel_for(m, grain, [&](int64_t r0, int64_t r1) {

@@ -1,6 +1,7 @@
 // matmul: values for every dtype, transposes, batch broadcasting, empty dims, shape inference
 // with unknown dims, and a property check against a naive triple loop.
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 
@@ -309,6 +310,33 @@ TEST(Gemm, EveryLayoutAccumulatesAndMatchesADoubleLoop) {
     detail::set_own_avx512_kernels(was);
   }
 }
+// The AVX-512 kernels sum every element in the same order however the product is split, so one
+// thread and two give the same bits: a split by columns (with a transposed B, each thread packs
+// the columns it multiplies) and a split by rows.
+TEST(Gemm, OwnKernelsGiveTheSameBitsOnOneAndTwoThreads) {
+  if (!detail::own_avx512_kernels()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  struct Case { int m, n, k; bool ta, tb; };
+  const std::vector<Case> cases = {{64, 784, 256, false, true}, {64, 256, 784, false, false},
+                                   {784, 256, 64, true, false}, {300, 96, 200, false, true}};
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  const int threads_before = config::num_threads();
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::Message() << "m " << c.m << " n " << c.n << " k " << c.k << " tb " << c.tb);
+    std::vector<float> a(static_cast<std::size_t>(c.m) * c.k), b(static_cast<std::size_t>(c.k) * c.n);
+    for (float& v : a) v = dist(rng);
+    for (float& v : b) v = dist(rng);
+    const int lda = c.ta ? c.m : c.k, ldb = c.tb ? c.k : c.n;
+    std::vector<float> one(static_cast<std::size_t>(c.m) * c.n), two(one.size());
+    config::set_num_threads(1);
+    detail::gemm<float>(c.m, c.n, c.k, a.data(), lda, c.ta, b.data(), ldb, c.tb, one.data(), c.n, false);
+    config::set_num_threads(2);
+    detail::gemm<float>(c.m, c.n, c.k, a.data(), lda, c.ta, b.data(), ldb, c.tb, two.data(), c.n, false);
+    EXPECT_EQ(0, std::memcmp(one.data(), two.data(), one.size() * sizeof(float)));
+  }
+  config::set_num_threads(threads_before);
+}
+
 TEST(MatMul, Int32MatchesNaiveLoop) { check_against_naive<int32_t>(0); }
 TEST(MatMul, Int64MatchesNaiveLoop) { check_against_naive<int64_t>(0); }
 
