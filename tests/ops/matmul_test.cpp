@@ -273,6 +273,7 @@ TEST(Gemm, EveryLayoutAccumulatesAndMatchesADoubleLoop) {
       {1, 1, 1, false, false, false},     {7, 17, 5, true, false, true},     {33, 65, 600, false, true, false},
       {64, 130, 513, true, true, true},    {200, 70, 300, false, false, true}, {5, 3, 1030, true, false, false},
       {96, 256, 784, false, false, false}, {784, 64, 96, true, false, false}, {64, 784, 256, false, true, true},
+      {64, 256, 300, false, true, true},  // B^T packed with padded rows (n and the halves multiples of 64)
   };
   std::mt19937_64 rng(77);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
@@ -317,7 +318,8 @@ TEST(Gemm, OwnKernelsGiveTheSameBitsOnOneAndTwoThreads) {
   if (!detail::own_avx512_kernels()) GTEST_SKIP() << "no AVX-512 on this CPU";
   struct Case { int m, n, k; bool ta, tb; };
   const std::vector<Case> cases = {{64, 784, 256, false, true}, {64, 256, 784, false, false},
-                                   {784, 256, 64, true, false}, {300, 96, 200, false, true}};
+                                   {784, 256, 64, true, false}, {300, 96, 200, false, true},
+                                   {64, 256, 256, false, true}};
   std::mt19937_64 rng(5);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   const int threads_before = config::num_threads();
