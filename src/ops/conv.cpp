@@ -447,6 +447,18 @@ const float* padded_image(const PaddedWindow& p, const float* images, int64_t n,
   return plane;
 }
 
+// out's image n (out_image floats each) = window's product of images' padded image n (h x w
+// pixels) with filter, for every image, a group of images per pool chunk. The forward and the
+// stride-1 input gradient are both this, over different windows, images and filters.
+void multiply_padded_images(const Groups& groups, int64_t num_images, int64_t flops_per_group,
+                            const PaddedWindow& window, const float* images, int64_t h, int64_t w,
+                            const float* filter, float* out, int64_t out_image) {
+  for_each_group(groups, flops_per_group, [&](int64_t i) {
+    for (int64_t n = i * groups.per, n1 = std::min(num_images, n + groups.per); n < n1; ++n)
+      implicit_gemm::multiply(window.view, padded_image(window, images, n, h, w), filter, out + n * out_image, false);
+  });
+}
+
 // The filter of conv_backprop_input's convolution: HWIO (kh, kw, c, oc) flipped in both spatial
 // dims with its channel dims swapped, (kh, kw, oc, c).
 std::vector<float> flip_filter(const ConvGeom& g, const float* f) {
@@ -465,11 +477,8 @@ void conv_forward(const ConvGeom& g, const T* x, const T* f, T* y) {
   const Groups groups = plan_groups(g.n, rows);
   if constexpr (std::is_same_v<T, float>) {
     if (use_direct(g)) {
-      const PaddedWindow window = forward_window(g);
-      for_each_group(groups, 2 * groups.per * rows * k * g.oc, [&](int64_t i) {
-        for (int64_t n = i * groups.per, n1 = std::min(g.n, n + groups.per); n < n1; ++n)
-          implicit_gemm::multiply(window.view, padded_image(window, x, n, g.h, g.w), f, y + n * rows * g.oc, false);
-      });
+      multiply_padded_images(groups, g.n, 2 * groups.per * rows * k * g.oc, forward_window(g), x, g.h, g.w, f, y,
+                             rows * g.oc);
       return;
     }
   }
@@ -504,11 +513,8 @@ void conv_backprop_input(const ConvGeom& g, const T* f, const T* dy, T* dx) {
       const std::vector<float> flipped = flip_filter(g, f);
       const PaddedWindow window = padded_window(g.kh, g.kw, g.dh, g.dw, 1, 1, g.oc, (g.kh - 1) * g.dh - g.pt,
                                                 (g.kw - 1) * g.dw - g.pl, g.h, g.w, g.c);
-      for_each_group(groups, 2 * groups.per * rows * k * g.oc, [&](int64_t i) {
-        for (int64_t n = i * groups.per, n1 = std::min(g.n, n + groups.per); n < n1; ++n)
-          implicit_gemm::multiply(window.view, padded_image(window, dy, n, g.oh, g.ow), flipped.data(),
-                                  dx + n * image, false);
-      });
+      multiply_padded_images(groups, g.n, 2 * groups.per * rows * k * g.oc, window, dy, g.oh, g.ow, flipped.data(),
+                             dx, image);
       return;
     }
   }
