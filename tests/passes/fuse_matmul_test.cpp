@@ -50,9 +50,12 @@ struct Layer {
 
 TEST(FuseMatMul, DenseLayersBecomeOneNodeWithTheUnfusedBits) {
   GemmSettings restore;
-  // 64 x 784 x 256 splits by columns on two threads, 512 x 256 x 64 by rows; the rest run on
-  // one thread (small), transposed, or with an empty sum (k = 0).
+  // 64 x 784 x 256 splits by columns on two threads, 512 x 256 x 64 by rows; 16 x 2048 x 256
+  // and x 200 by columns into blocks small enough for the program's register chains, the last
+  // block of 200 columns 8 wide; the rest run on one thread (small), transposed, or with an
+  // empty sum (k = 0).
   const std::vector<Layer> layers = {{64, 784, 256, false, false}, {512, 256, 64, false, false},
+                                     {16, 2048, 256, false, false}, {16, 2048, 200, false, true},
                                      {300, 96, 200, false, true},  {256, 64, 300, true, false},
                                      {7, 5, 3, true, true},        {4, 0, 6, false, false}};
   for (const DType dtype : {float32, float64}) {
