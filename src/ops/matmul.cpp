@@ -235,19 +235,24 @@ std::vector<ValueType> infer_fused_matmul(const std::vector<ValueType>& in, cons
   if (product[0].shape.has_rank() && product[0].shape.rank() != 2)
     op_error<InvalidArgumentError>(kFusedOp, "multiplies matrices only; the product would have shape ",
                                    product[0].shape.to_string());
-  return op_def(OpId::FusedElementwise).infer(program_inputs(in, attrs, product[0]), fused_attrs(attrs.program));
+  std::vector<ValueType> out =
+      op_def(OpId::FusedElementwise).infer(program_inputs(in, attrs, product[0]), fused_attrs(attrs.program));
+  out.push_back(product[0]);
+  return out;
 }
 
-// The product goes into a buffer of its own, and each block of it the gemm finishes runs
-// through the program at once, on the thread that computed it: the block is still in that
-// core's cache (unfused, the elementwise kernel read it back from memory, or from the other
-// core's cache). Same products, same steps: the bits of the unfused pair.
+// The product goes into the node's last output, a buffer the plan reuses (nothing reads it),
+// and each block of it the gemm finishes runs through the program at once, on the thread that
+// computed it: the block is still in that core's cache (unfused, the elementwise kernel read it
+// back from memory, or from the other core's cache). Same products, same steps: the bits of the
+// unfused pair.
 template <class T>
 void fused_matmul_float(const std::vector<Tensor>& in, const FusedMatMulAttrs& attrs, std::vector<Tensor>& out) {
   const Gemm g = gemm_geometry(in[0], in[1], MatMulAttrs{attrs.transpose_a, attrs.transpose_b});
-  Tensor product = allocate_tensor(in[0].impl()->dtype, TensorShape({g.m, g.n}));
+  Tensor& product = out.back();
   const std::vector<Tensor> program_in = program_inputs(in, attrs, product);
-  const FusedBlocks epilogue(*attrs.program, program_in, out, static_cast<int>(attrs.product_input));
+  std::vector<Tensor> program_out(out.begin(), out.end() - 1);
+  const FusedBlocks epilogue(*attrs.program, program_in, program_out, static_cast<int>(attrs.product_input));
   if (!epilogue.by_blocks()) {
     kernel_float<T>(in[0], in[1], product, g);
     epilogue.run_whole();

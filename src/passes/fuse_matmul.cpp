@@ -54,6 +54,7 @@ int fuse_matmul_epilogues(GraphIR& g) {
     node.op = OpId::FusedMatMul;
     node.attrs = std::move(attrs);
     node.inputs = std::move(inputs);
+    node.outputs.push_back(mm.outputs[0]);  // the product: the plan gives it a reused buffer
     node.name = g.unique_name(op_def(node.op).name);  // dumps and errors name what runs
     ++fused;  // the matmul is dead now: DCE removes it
   }

@@ -36,7 +36,8 @@ Tensor fused_matmul_relu(const std::vector<Tensor>& in) {
   FusedStep relu_step{OpId::Relu, float32, float32, {2, -1, -1}, 1};
   p.steps = {add, relu_step};
   p.outputs = {3};
-  return apply_op1(OpId::FusedMatMul, in, FusedMatMulAttrs{false, false, 1, make_fused_program(std::move(p))});
+  // Outputs: the program's, then the product.
+  return apply_op(OpId::FusedMatMul, in, FusedMatMulAttrs{false, false, 1, make_fused_program(std::move(p))}).at(0);
 }
 
 TG_OP_CASES(fused) {
