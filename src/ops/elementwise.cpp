@@ -208,21 +208,21 @@ void kernel_where(const std::vector<Tensor>& in, const OpAttrs&, std::vector<Ten
 // Binary ops broadcast, so each input's gradient is summed back to that input's shape.
 
 std::vector<Tensor> grad_add(const GradInputs& g) {
-  return {sum_to_like(g.grads[0], g.inputs[0]), sum_to_like(g.grads[0], g.inputs[1])};
+  return {sum_to_operand(g.grads[0], g.inputs, 0), sum_to_operand(g.grads[0], g.inputs, 1)};
 }
 std::vector<Tensor> grad_sub(const GradInputs& g) {
-  return {sum_to_like(g.grads[0], g.inputs[0]), sum_to_like(neg(g.grads[0]), g.inputs[1])};
+  return {sum_to_operand(g.grads[0], g.inputs, 0), sum_to_operand(neg(g.grads[0]), g.inputs, 1)};
 }
 std::vector<Tensor> grad_mul(const GradInputs& g) {
   const Tensor& a = g.inputs[0];
   const Tensor& b = g.inputs[1];
-  return {sum_to_like(mul(g.grads[0], b), a), sum_to_like(mul(g.grads[0], a), b)};
+  return {sum_to_operand(mul(g.grads[0], b), g.inputs, 0), sum_to_operand(mul(g.grads[0], a), g.inputs, 1)};
 }
 std::vector<Tensor> grad_div(const GradInputs& g) {
   const Tensor& a = g.inputs[0];
   const Tensor& b = g.inputs[1];
   const Tensor& dz = g.grads[0];
-  return {sum_to_like(div(dz, b), a), sum_to_like(div(mul(neg(dz), a), square(b)), b)};
+  return {sum_to_operand(div(dz, b), g.inputs, 0), sum_to_operand(div(mul(neg(dz), a), square(b)), g.inputs, 1)};
 }
 // d(a^b)/db = a^b log(a), taken as 0 where a <= 0 (where log is undefined), as TensorFlow does.
 std::vector<Tensor> grad_pow(const GradInputs& g) {
@@ -233,7 +233,7 @@ std::vector<Tensor> grad_pow(const GradInputs& g) {
   const Tensor positive = greater(a, zeros_like(a));
   const Tensor log_a = where(positive, log(where(positive, a, ones_like(a))), zeros_like(a));
   const Tensor db = mul(dz, mul(g.outputs[0], log_a));
-  return {sum_to_like(da, a), sum_to_like(db, b)};
+  return {sum_to_operand(da, g.inputs, 0), sum_to_operand(db, g.inputs, 1)};
 }
 // maximum/minimum: on ties the gradient goes to the first input (TensorFlow's choice).
 template <bool kMax>
@@ -243,7 +243,7 @@ std::vector<Tensor> grad_extreme(const GradInputs& g) {
   const Tensor& dz = g.grads[0];
   const Tensor first = kMax ? greater_equal(a, b) : less_equal(a, b);
   const Tensor zero = zeros_like(dz);
-  return {sum_to_like(where(first, dz, zero), a), sum_to_like(where(first, zero, dz), b)};
+  return {sum_to_operand(where(first, dz, zero), g.inputs, 0), sum_to_operand(where(first, zero, dz), g.inputs, 1)};
 }
 
 std::vector<Tensor> grad_neg(const GradInputs& g) { return {neg(g.grads[0])}; }
@@ -290,8 +290,7 @@ std::vector<Tensor> grad_where(const GradInputs& g) {
   const Tensor& c = g.inputs[0];
   const Tensor& dz = g.grads[0];
   const Tensor zero = zeros_like(dz);
-  return {Tensor(), sum_to_like(where(c, dz, zero), g.inputs[1]),
-          sum_to_like(where(c, zero, dz), g.inputs[2])};
+  return {Tensor(), sum_to_operand(where(c, dz, zero), g.inputs, 1), sum_to_operand(where(c, zero, dz), g.inputs, 2)};
 }
 
 std::vector<Tensor> grad_log1p(const GradInputs& g) {

@@ -302,6 +302,10 @@ std::vector<Tensor> grad_matmul(const GradInputs& g) {
     da = matmul(b, dc, true, true);
     db = matmul(dc, a, true, true);
   }
+  // Matrices have no batch dims to sum over: da and db have a's and b's shapes at every run-time
+  // size of their None dims (matmul checks that the inner dims agree).
+  auto is_matrix = [](const Tensor& t) { return static_shape(t).has_rank() && static_shape(t).rank() == 2; };
+  if (is_matrix(a) && is_matrix(b)) return {da, db};
   return {sum_to_like(da, a), sum_to_like(db, b)};
 }
 

@@ -831,6 +831,31 @@ Tensor sum_to_like(const Tensor& g, const Tensor& like) {
   return apply_op1(OpId::SumToLike, {g, like});
 }
 
+namespace {
+// sum_to_operand's proof, on static shapes.
+bool keeps_operand_shape(const TensorShape& sg, const std::vector<Tensor>& operands, std::size_t i) {
+  const TensorShape& sx = static_shape(operands[i]);
+  if (!sg.has_rank() || !sx.has_rank() || sg.rank() != sx.rank()) return false;
+  const std::size_t rank = sx.dims().size();
+  for (std::size_t d = 0; d < rank; ++d) {
+    if (sx.dims()[d] != None && sx.dims()[d] == sg.dims()[d]) continue;
+    for (std::size_t j = 0; j < operands.size(); ++j) {
+      if (j == i) continue;
+      const TensorShape& so = static_shape(operands[j]);
+      if (!so.has_rank() || so.dims().size() > rank) return false;
+      const std::size_t lead = rank - so.dims().size();  // dims operand j does not have
+      if (d >= lead && so.dims()[d - lead] != 1) return false;
+    }
+  }
+  return true;
+}
+}  // namespace
+
+Tensor sum_to_operand(const Tensor& g, const std::vector<Tensor>& operands, std::size_t i) {
+  if (keeps_operand_shape(static_shape(g), operands, i)) return g;
+  return sum_to_like(g, operands[i]);
+}
+
 Tensor broadcast_like(const Tensor& x, const Tensor& like) {
   if (same_static_shape(x, like)) return x;
   return apply_op1(OpId::BroadcastLike, {x, like});
