@@ -219,8 +219,8 @@ class FunctionWriter {
           static_assert(std::is_same_v<T, std::shared_ptr<const FusedProgram>>, "a field type export does not know");
           // Files hold graphs as traced and fusion runs again when they are loaded; a fused
           // node in a graph as traced was put there by hand (the optimiser alone makes them).
-          throw ValueError(str_cat("[tg::save] node '", n.name, "' of function '", function_, "' is a ", n.op_name(),
-                                   " node recorded by hand; a file holds graphs as traced (fusion runs again at load), "
+          throw ValueError(str_cat("[tg::save] node '", n.name, "' of function '", function_, "' is a fused_elementwise "
+                                   "node recorded by hand; a file holds graphs as traced (fusion runs again at load), "
                                    "so record the elementwise ops themselves"));
         }
       });

@@ -41,11 +41,6 @@ std::string dot_escape(const std::string& s) {
   return out;
 }
 
-// A fused node, whose printed form lists the ops of its program.
-bool has_program(const detail::GraphNode& n) {
-  return n.kind == detail::NodeKind::kOp && (n.op == detail::OpId::FusedElementwise || n.op == detail::OpId::FusedMatMul);
-}
-
 // One line per node; a control-flow node's sub-graphs follow it, indented under their roles.
 void write_text(std::ostringstream& os, const std::shared_ptr<const detail::GraphIR>& ir, const std::string& indent) {
   const std::vector<Graph::Node> nodes = Graph(ir).nodes();
@@ -56,7 +51,8 @@ void write_text(std::ostringstream& os, const std::shared_ptr<const detail::Grap
     for (std::size_t i = 0; i < n.inputs.size(); ++i) os << (i ? ", " : "") << n.inputs[i];
     os << "] -> " << n.name;
     const auto& node = ir->nodes[k];
-    if (has_program(node)) os << "{" << detail::fused_summary(node.attrs) << "}";  // the fused ops, in order
+    if (node.kind == detail::NodeKind::kOp && node.op == detail::OpId::FusedElementwise)
+      os << "{" << detail::fused_summary(node.attrs) << "}";  // the fused ops, in order
     os << "\n";
     if (node.kind != detail::NodeKind::kOp) continue;
     for (const auto& sub : detail::subgraphs_of(node)) {
@@ -76,7 +72,8 @@ void write_dot(std::ostringstream& os, const detail::GraphIR& ir, const std::str
     os << indent << prefix << i << " [label=\"" << n.name << "\\n";
     if (!captured.empty()) os << "capture of " << dot_escape(captured);
     else os << n.op_name();
-    if (has_program(n)) os << "{" << detail::fused_summary(n.attrs) << "}";
+    if (n.kind == detail::NodeKind::kOp && n.op == detail::OpId::FusedElementwise)
+      os << "{" << detail::fused_summary(n.attrs) << "}";
     if (n.kind == detail::NodeKind::kOp) {
       std::string attrs = detail::format_attrs(n.attrs);
       // the Variable a read or an assignment is about (format_attrs leaves references out)

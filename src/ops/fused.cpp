@@ -459,10 +459,9 @@ std::shared_ptr<const FusedProgram> make_fused_program(FusedProgram p) {
 
 
 const FusedProgram& fused_program(const OpAttrs& attrs) {
-  const auto* matmul = attrs.get_if<FusedMatMulAttrs>();
-  const auto& program = matmul ? matmul->program : attrs.get<FusedAttrs>().program;
-  TG_CHECK(program, "fused node without a program");
-  return *program;
+  const auto& fused = attrs.get<FusedAttrs>();
+  TG_CHECK(fused.program, "fused_elementwise without a program");
+  return *fused.program;
 }
 
 OpAttrs fused_attrs(std::shared_ptr<const FusedProgram> program) {
@@ -716,11 +715,7 @@ struct FusedRun {
   std::byte* const* out_base;
   Reducer* reducer;
 
-  void operator()(int64_t begin, int64_t end) const { run_rows(begin, end - begin, 1, 0); }
-
-  // `count` runs of `len` elements, the first at `begin` and each `stride` elements after the
-  // last (a block of rows x columns), with the per-run set-up done once.
-  void run_rows(int64_t begin, int64_t len, int64_t count, int64_t stride) const {
+  void operator()(int64_t begin, int64_t end) const {
     const std::size_t num_slots = plan.slots.size();
     const std::size_t num_ptrs = num_slots + plan.splats.size();
     thread_local Scratch scratch;
@@ -741,19 +736,15 @@ struct FusedRun {
     for (int s : plan.buffer_slots)
       ptr[s] = base + static_cast<std::size_t>(plan.slots[static_cast<std::size_t>(s)].index) * kBufferBytes;
     run_steps(plan.scalar_steps, ptr, 1);
-    for (std::size_t k = 0; k < plan.splats.size(); ++k) {
-      const auto [slot, buffer] = plan.splats[k];
-      void* dst = base + static_cast<std::size_t>(buffer) * kBufferBytes;
-      fill(dst, ptr[slot], plan.slots[static_cast<std::size_t>(slot)].elem_size, std::min(kTile, len));
-      ptr[num_slots + k] = dst;
-    }
-    for (int64_t r = 0; r < count; ++r) run_range(ptr, begin + r * stride, begin + r * stride + len);
-  }
-
-  void run_range(void** ptr, int64_t begin, int64_t end) const {
     for (const auto& [slot, k] : plan.scalar_outputs) {
       const std::size_t elem = plan.slots[static_cast<std::size_t>(slot)].elem_size;
       fill(out_base[static_cast<std::size_t>(k)] + begin * static_cast<int64_t>(elem), ptr[slot], elem, end - begin);
+    }
+    for (std::size_t k = 0; k < plan.splats.size(); ++k) {
+      const auto [slot, buffer] = plan.splats[k];
+      void* dst = base + static_cast<std::size_t>(buffer) * kBufferBytes;
+      fill(dst, ptr[slot], plan.slots[static_cast<std::size_t>(slot)].elem_size, std::min(kTile, end - begin));
+      ptr[num_slots + k] = dst;
     }
     if (plan.tile_steps.empty() && !reducer) return;
     const std::vector<int64_t>& dims = plan.dims;
@@ -888,29 +879,15 @@ void run_step_by_step(const FusedProgram& p, const std::vector<Tensor>& in, std:
               out.back());
 }
 
-// The plan `p` runs with on inputs `in`: its own, or the one for their run-time shapes over
-// None dims (which `keep` then holds). Null: the steps do not share one shape at run time, and
-// the program runs step by step.
-const FusedPlan* plan_for(const FusedProgram& p, const std::vector<Tensor>& in,
-                          std::shared_ptr<const DynamicPlans::Entry>& keep) {
-  if (p.plan) return p.plan.get();
-  keep = resolve(p, [&](std::size_t i) -> const TensorShape& { return in[i].impl()->shape; });
-  return keep->plan.get();
-}
-
-// Where each input's and output's data starts, for FusedRun.
-void fill_bases(const std::vector<Tensor>& in, const std::vector<Tensor>& out, std::vector<std::byte*>& in_base,
-                std::vector<std::byte*>& out_base) {
-  in_base.resize(in.size());
-  out_base.resize(out.size());
-  for (std::size_t i = 0; i < in.size(); ++i) in_base[i] = bytes_of(in[i]);
-  for (std::size_t i = 0; i < out.size(); ++i) out_base[i] = bytes_of(out[i]);
-}
-
-void run_fused(const FusedProgram& p, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
-  std::shared_ptr<const DynamicPlans::Entry> keep;  // a run-time plan, alive while it runs
-  const FusedPlan* planned = plan_for(p, in, keep);
-  if (!planned) return run_step_by_step(p, in, out);
+void kernel_fused(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
+  const FusedProgram& p = fused_program(attrs);
+  const FusedPlan* planned = p.plan.get();
+  std::shared_ptr<const DynamicPlans::Entry> entry;  // keeps a run-time plan alive while it runs
+  if (!planned) {
+    entry = resolve(p, [&](std::size_t i) -> const TensorShape& { return in[i].impl()->shape; });
+    if (!entry->plan) return run_step_by_step(p, in, out);
+    planned = entry->plan.get();
+  }
   const FusedPlan& plan = *planned;
   std::unique_ptr<Reducer> reducer = p.has_reduce() ? make_reducer(p, plan) : nullptr;
   if (plan.total == 0) {
@@ -919,7 +896,10 @@ void run_fused(const FusedProgram& p, const std::vector<Tensor>& in, std::vector
   }
   // Reused per thread: no allocation on the call path once warm.
   thread_local std::vector<std::byte*> in_base, out_base;
-  fill_bases(in, out, in_base, out_base);
+  in_base.resize(in.size());
+  out_base.resize(out.size());
+  for (std::size_t i = 0; i < in.size(); ++i) in_base[i] = bytes_of(in[i]);
+  for (std::size_t i = 0; i < out.size(); ++i) out_base[i] = bytes_of(out[i]);
   const FusedRun run{p, plan, in_base.data(), out_base.data(), reducer.get()};
   const int64_t row = p.has_reduce() ? plan.reduce_row : 1;
   if (plan.total < 2 * plan.grain || row == plan.total) {
@@ -933,10 +913,6 @@ void run_fused(const FusedProgram& p, const std::vector<Tensor>& in, std::vector
                  [&](int64_t b, int64_t e) { run(b * row, e * row); });
   }
   if (reducer) reducer->finish(bytes_of(out.back()));
-}
-
-void kernel_fused(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
-  run_fused(fused_program(attrs), in, out);
 }
 
 // Inputs may be less specific than the program's (tracing with None dims), never different.
@@ -962,34 +938,6 @@ std::vector<ValueType> infer_fused(const std::vector<ValueType>& in, const OpAtt
 }
 
 }  // namespace
-
-FusedBlocks::FusedBlocks(const FusedProgram& p, const std::vector<Tensor>& in, std::vector<Tensor>& out, int produced)
-    : p_(p), in_(in), out_(out) {
-  TG_CHECK(!p.has_reduce() && produced >= 0 && static_cast<std::size_t>(produced) < in.size(),
-           "fused blocks of a program with a reduction, or input ", produced);
-  std::shared_ptr<const DynamicPlans::Entry> entry;
-  plan_ = plan_for(p, in, entry);
-  keep_ = std::move(entry);
-  const TensorShape& made = in[static_cast<std::size_t>(produced)].impl()->shape;
-  // Blocks are rows and columns of the produced matrix, which must be every step's shape (not
-  // broadcast into a larger one).
-  if (!plan_ || made.rank() != 2 || plan_->dims != made.dims() || plan_->total == 0 ||
-      plan_->slots[static_cast<std::size_t>(produced)].kind != FusedPlan::kFullInput) {
-    plan_ = nullptr;
-    return;
-  }
-  columns_ = made.dims()[1];
-  fill_bases(in, out, in_base_, out_base_);
-}
-
-void FusedBlocks::run_block(int64_t r0, int64_t r1, int64_t c0, int64_t c1) const {
-  TG_CHECK(plan_, "fused blocks run whole");
-  const FusedRun run{p_, *plan_, in_base_.data(), out_base_.data(), nullptr};
-  if (c0 == 0 && c1 == columns_) run(r0 * columns_, r1 * columns_);  // whole rows: one range
-  else run.run_rows(r0 * columns_ + c0, c1 - c0, r1 - r0, columns_);
-}
-
-void FusedBlocks::run_whole() const { run_fused(p_, in_, out_); }
 
 void register_fused_ops(OpDef* t) { set_op(t, OpId::FusedElementwise, &infer_fused, &kernel_fused); }
 

@@ -1,8 +1,6 @@
 // The fused_elementwise op: a DAG of elementwise ops run as one kernel. Only the optimiser makes
 // these nodes (src/passes/fuse_elementwise.cpp); the program rides in FusedAttrs.
 #pragma once
-#include <cstddef>
-#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -60,35 +58,6 @@ struct FusedProgram {
   DType slot_dtype(int slot) const;
 };
 
-/// A program without a reduction run behind an op that produces one of its inputs, a matrix,
-/// block by block: each block of rows x columns runs as soon as the producer has written that
-/// block of the input, on the same thread, while it is in that core's cache (fused_matmul's
-/// epilogue). The results are those of the fused_elementwise kernel: the same steps on the same
-/// elements.
-class FusedBlocks {
- public:
-  /// `in` and `out` as the fused_elementwise kernel takes them; input `produced` may not hold
-  /// its values yet. They must outlive this object.
-  FusedBlocks(const FusedProgram& p, const std::vector<Tensor>& in, std::vector<Tensor>& out, int produced);
-  /// False when the run-time shapes rule blocks out (the produced matrix broadcasts into a larger
-  /// shape, the steps' shapes differ over None dims, or there is nothing to run): then the
-  /// producer finishes first and calls run_whole().
-  bool by_blocks() const { return plan_ != nullptr; }
-  /// Rows [r0, r1) x columns [c0, c1) of the program's shape. Blocks may run concurrently.
-  void run_block(int64_t r0, int64_t r1, int64_t c0, int64_t c1) const;
-  /// The whole program, as the fused_elementwise kernel runs it.
-  void run_whole() const;
-
- private:
-  const FusedProgram& p_;
-  const std::vector<Tensor>& in_;
-  std::vector<Tensor>& out_;
-  const FusedPlan* plan_ = nullptr;
-  std::shared_ptr<const void> keep_;  // keeps a run-time plan over None dims alive
-  int64_t columns_ = 0;
-  std::vector<std::byte*> in_base_, out_base_;
-};
-
 /// Checks the program and derives its execution plan. Throws tg::InternalError on a malformed
 /// program (a pass bug).
 std::shared_ptr<const FusedProgram> make_fused_program(FusedProgram p);
@@ -97,8 +66,7 @@ std::shared_ptr<const FusedProgram> make_fused_program(FusedProgram p);
 bool fusable_op(OpId op, DType in_dtype, DType out_dtype);
 /// True when the fused kernel can fold reduction `op` of a value of dtype `dtype`.
 bool fusable_reduce(OpId op, DType dtype);
-/// The program of a fused_elementwise node (FusedAttrs) or a fused_matmul node's epilogue
-/// (FusedMatMulAttrs).
+/// The program of a fused_elementwise node (FusedAttrs).
 const FusedProgram& fused_program(const OpAttrs& attrs);
 /// The ops of a fused node's program, in program order.
 std::vector<OpId> fused_ops(const OpAttrs& attrs);

@@ -109,15 +109,11 @@ int blas_int(const char* op, int64_t v) {
 // differently (as it does when its own threads split one).
 template <class T>
 void gemm(int m, int n, int k, const T* a, int lda, bool ta, const T* b, int ldb, bool tb, T* c,
-          int ldc, bool accumulate, const GemmBlockDone* done) {
+          int ldc, bool accumulate) {
   if (m == 0 || n == 0) return;
-  auto finished = [done](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-    if (done) (*done)(r0, r1, c0, c1);
-  };
   if (k == 0) {  // an empty sum; BLAS must not see K = 0 with a zero leading dim
     if (!accumulate)
       for (int i = 0; i < m; ++i) std::fill(c + int64_t{i} * ldc, c + int64_t{i} * ldc + n, T(0));
-    finished(0, m, 0, n);
     return;
   }
   use_one_blas_thread();
@@ -141,7 +137,6 @@ void gemm(int m, int n, int k, const T* a, int lda, bool ta, const T* b, int ldb
         const int w = static_cast<int>(c1 - c0);
         const PackedB bp = tb ? transposed_copy(w, k, b + c0 * ldb, ldb) : PackedB{b + c0, ldb};
         own_sgemm(m, w, k, a, lda, ta, bp.data, bp.ld, c + c0, ldc, accumulate);
-        finished(0, m, c0, c1);
       };
       if (serial) columns(0, n);
       else parallel_for(n, std::max<int64_t>(64, kParallelGemmFlops / (int64_t{2} * m * k)) / 16 * 16, columns);
@@ -154,7 +149,6 @@ void gemm(int m, int n, int k, const T* a, int lda, bool ta, const T* b, int ldb
   }
   if (serial) {
     gemm_call(m, n, k, a, lda, ta, b, ldb, tb, c, ldc, accumulate);
-    finished(0, m, 0, n);
     return;
   }
   const int64_t grain = std::max<int64_t>(16, kParallelGemmFlops / (int64_t{2} * n * k));
@@ -163,13 +157,11 @@ void gemm(int m, int n, int k, const T* a, int lda, bool ta, const T* b, int ldb
     const T* a_rows = ta ? a + r0 : a + r0 * lda;
     gemm_call(static_cast<int>(r1 - r0), n, k, a_rows, lda, ta, b, ldb, tb, c + r0 * ldc, ldc,
               accumulate);
-    finished(r0, r1, 0, n);
   });
 }
 
-template void gemm<float>(int, int, int, const float*, int, bool, const float*, int, bool, float*, int, bool,
-                          const GemmBlockDone*);
+template void gemm<float>(int, int, int, const float*, int, bool, const float*, int, bool, float*, int, bool);
 template void gemm<double>(int, int, int, const double*, int, bool, const double*, int, bool, double*, int,
-                           bool, const GemmBlockDone*);
+                           bool);
 
 }  // namespace tg::detail

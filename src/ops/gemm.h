@@ -3,7 +3,6 @@
 // across tracegraph's thread pool. matmul and the convolutions use it.
 #pragma once
 #include <cstdint>
-#include <functional>
 
 namespace tg::detail {
 
@@ -18,11 +17,6 @@ bool own_avx512_kernels();
 /// They and OpenBLAS sum in different orders: tests compare them, and nothing else switches.
 bool set_own_avx512_kernels(bool enabled);
 
-/// Called with each block of C as soon as it is final, on the thread that computed it: rows
-/// [r0, r1) and columns [c0, c1). The blocks cover C once. An epilogue that runs here reads the
-/// block while it is still in that core's cache (fused_matmul).
-using GemmBlockDone = std::function<void(int64_t r0, int64_t r1, int64_t c0, int64_t c1)>;
-
 /// C (m x n, row-major, leading dim ldc) = op(A) op(B) (+ C when accumulate), T float or double.
 /// Large products are split across the pool by rows of C (by columns, on the AVX-512 kernels,
 /// when C has more columns than rows), in blocks fixed by the sizes and the thread count, so a
@@ -31,6 +25,6 @@ using GemmBlockDone = std::function<void(int64_t r0, int64_t r1, int64_t c0, int
 /// parallel_for chunk it runs on the calling thread. k may be 0 (C becomes 0, or is kept).
 template <class T>
 void gemm(int m, int n, int k, const T* a, int lda, bool ta, const T* b, int ldb, bool tb, T* c,
-          int ldc, bool accumulate = false, const GemmBlockDone* done = nullptr);
+          int ldc, bool accumulate = false);
 
 }  // namespace tg::detail

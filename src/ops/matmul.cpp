@@ -1,5 +1,4 @@
-// Matrix product: front function, shape/dtype rule and kernels together; and fused_matmul, the
-// optimiser's product with an elementwise epilogue.
+// Matrix product: front function, shape/dtype rule and kernels together.
 // Floats go to OpenBLAS (one gemm per batch entry, transposes passed as flags so nothing is
 // copied); integers use an i-k-j loop in unsigned arithmetic, so overflow wraps (as in
 // TensorFlow) without undefined behaviour.
@@ -10,7 +9,6 @@
 #include "core/check.h"
 #include "core/tensor_impl.h"
 #include "ops/broadcast.h"
-#include "ops/fused.h"
 #include "ops/gemm.h"
 #include "ops/grad_helpers.h"
 #include "tracegraph/ops.h"
@@ -92,7 +90,8 @@ struct Gemm {
   bool ta, tb;
 };
 
-Gemm gemm_geometry(const Tensor& a, const Tensor& b, const MatMulAttrs& attrs) {
+Gemm gemm_geometry(const Tensor& a, const Tensor& b, const OpAttrs& op_attrs) {
+  const MatMulAttrs& attrs = op_attrs.get<MatMulAttrs>();
   const auto& da = a.impl()->shape.dims();
   const auto& db = b.impl()->shape.dims();
   const std::size_t ra = da.size(), rb = db.size();
@@ -202,76 +201,13 @@ void kernel_int(const Tensor& a, const Tensor& b, Tensor& out, const Gemm& g) {
 
 void kernel_matmul(const std::vector<Tensor>& in, const OpAttrs& attrs,
                    std::vector<Tensor>& out) {
-  const Gemm g = gemm_geometry(in[0], in[1], attrs.get<MatMulAttrs>());
+  const Gemm g = gemm_geometry(in[0], in[1], attrs);
   switch (in[0].impl()->dtype) {
     case DType::Float32: return kernel_float<float>(in[0], in[1], out[0], g);
     case DType::Float64: return kernel_float<double>(in[0], in[1], out[0], g);
     case DType::Int32: return kernel_int<int32_t>(in[0], in[1], out[0], g);
     case DType::Int64: return kernel_int<int64_t>(in[0], in[1], out[0], g);
     default: TG_CHECK(false, "matmul kernel reached with dtype ", to_string(in[0].impl()->dtype));
-  }
-}
-
-// ---- fused_matmul: a product of two matrices and the elementwise program it feeds ----
-
-constexpr const char* kFusedOp = "fused_matmul";
-
-// The program's inputs: the node's inputs after a and b, with the product at its place.
-template <class T>  // Tensor or ValueType
-std::vector<T> program_inputs(const std::vector<T>& in, const FusedMatMulAttrs& attrs, T product) {
-  std::vector<T> out(in.begin() + 2, in.end());
-  out.insert(out.begin() + static_cast<std::ptrdiff_t>(attrs.product_input), std::move(product));
-  return out;
-}
-
-std::vector<ValueType> infer_fused_matmul(const std::vector<ValueType>& in, const OpAttrs& op_attrs) {
-  const FusedMatMulAttrs& attrs = op_attrs.get<FusedMatMulAttrs>();
-  if (!attrs.program)
-    op_error<InvalidArgumentError>(kFusedOp, "has no program; fused_matmul nodes are made by the graph optimiser only");
-  if (in.size() < 2 || attrs.product_input < 0 || attrs.product_input > static_cast<int64_t>(in.size() - 2))
-    op_error<InvalidArgumentError>(kFusedOp, "expected a, b and the program's other inputs, with the product as input ",
-                                   attrs.product_input, "; got ", in.size(), " inputs");
-  const std::vector<ValueType> product = infer_matmul({in[0], in[1]}, MatMulAttrs{attrs.transpose_a, attrs.transpose_b});
-  if (product[0].shape.has_rank() && product[0].shape.rank() != 2)
-    op_error<InvalidArgumentError>(kFusedOp, "multiplies matrices only; the product would have shape ",
-                                   product[0].shape.to_string());
-  std::vector<ValueType> out =
-      op_def(OpId::FusedElementwise).infer(program_inputs(in, attrs, product[0]), fused_attrs(attrs.program));
-  out.push_back(product[0]);
-  return out;
-}
-
-// The product goes into the node's last output, a buffer the plan reuses (nothing reads it),
-// and each block of it the gemm finishes runs through the program at once, on the thread that
-// computed it: the block is still in that core's cache (unfused, the elementwise kernel read it
-// back from memory, or from the other core's cache). Same products, same steps: the bits of the
-// unfused pair.
-template <class T>
-void fused_matmul_float(const std::vector<Tensor>& in, const FusedMatMulAttrs& attrs, std::vector<Tensor>& out) {
-  const Gemm g = gemm_geometry(in[0], in[1], MatMulAttrs{attrs.transpose_a, attrs.transpose_b});
-  Tensor& product = out.back();
-  const std::vector<Tensor> program_in = program_inputs(in, attrs, product);
-  std::vector<Tensor> program_out(out.begin(), out.end() - 1);
-  const FusedBlocks epilogue(*attrs.program, program_in, program_out, static_cast<int>(attrs.product_input));
-  if (!epilogue.by_blocks()) {
-    kernel_float<T>(in[0], in[1], product, g);
-    epilogue.run_whole();
-    return;
-  }
-  const GemmBlockDone done = [&epilogue](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-    epilogue.run_block(r0, r1, c0, c1);
-  };
-  gemm<T>(blas_int(g.m), blas_int(g.n), blas_int(g.k), data_of<T>(in[0]), blas_int(g.a_cols), g.ta,
-          data_of<T>(in[1]), blas_int(g.b_cols), g.tb, data_of<T>(product), blas_int(g.n), false, &done);
-}
-
-void kernel_fused_matmul(const std::vector<Tensor>& in, const OpAttrs& op_attrs, std::vector<Tensor>& out) {
-  const FusedMatMulAttrs& attrs = op_attrs.get<FusedMatMulAttrs>();
-  TG_CHECK(in[0].impl()->shape.rank() == 2 && in[1].impl()->shape.rank() == 2, "fused_matmul of a batch");
-  switch (in[0].impl()->dtype) {
-    case DType::Float32: return fused_matmul_float<float>(in, attrs, out);
-    case DType::Float64: return fused_matmul_float<double>(in, attrs, out);
-    default: TG_CHECK(false, "fused_matmul kernel reached with dtype ", to_string(in[0].impl()->dtype));
   }
 }
 
@@ -314,7 +250,6 @@ std::vector<Tensor> grad_matmul(const GradInputs& g) {
 void register_matmul_ops(OpDef* t) {
   set_op(t, OpId::MatMul, &infer_matmul, &kernel_matmul);
   set_grad(t, OpId::MatMul, &grad_matmul);
-  set_op(t, OpId::FusedMatMul, &infer_fused_matmul, &kernel_fused_matmul);
 }
 
 }  // namespace detail

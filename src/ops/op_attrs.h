@@ -155,22 +155,6 @@ struct FusedAttrs {
   bool operator==(const FusedAttrs&) const = default;
 };
 
-/// fused_matmul: the product's transposes, and the program its product feeds as input
-/// `product_input` (the node's inputs after a and b are the program's others, in order).
-struct FusedMatMulAttrs {
-  bool transpose_a = false;
-  bool transpose_b = false;
-  int64_t product_input = 0;
-  std::shared_ptr<const FusedProgram> program;
-  template <class F> void for_each_field(F&& f) const {
-    f("transpose_a", transpose_a);
-    f("transpose_b", transpose_b);
-    f("product_input", product_input);
-    f("program", program);
-  }
-  bool operator==(const FusedMatMulAttrs&) const = default;
-};
-
 /// cond / while (and their stateful variants): the sub-graphs and how inputs feed them.
 struct ControlFlowAttrs {
   std::shared_ptr<const ControlFlowPayload> payload;
@@ -352,7 +336,7 @@ using AttrsVariant = std::variant<NoAttrs, ReduceAttrs, AxisAttrs, ArgReduceAttr
                                   ControlFlowAttrs, TensorArrayAttrs, ShapeValueAttrs, AdamSlotsAttrs,
                                   RandomAttrs, Conv2DAttrs, Pool2DAttrs, TileAttrs, PadAttrs,
                                   SplitAttrs, ReverseAttrs, ScanAttrs, SortAttrs, TopKAttrs,
-                                  CollectiveAttrs, FusedMatMulAttrs>;
+                                  CollectiveAttrs>;
 
 template <class T, class V> struct VariantIndex;
 template <class T, class... Ts> struct VariantIndex<T, std::variant<Ts...>> {

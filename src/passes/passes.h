@@ -33,12 +33,6 @@ int fold_scaled_updates(GraphIR& g);
 /// walks the data once in tiles. Values used outside a group become outputs of its node;
 /// one-element constants become immediates of the program. Returns the number of fused nodes.
 int fuse_elementwise(GraphIR& g);
-/// Epilogue fusion: a matmul of two float matrices whose product only one fused_elementwise
-/// node reads (no reduction, every step of the product's shape) becomes one fused_matmul node
-/// that runs the program on each block of the product as the gemm finishes it, in that core's
-/// cache. Bit-identical. Returns the number fused.
-int fuse_matmul_epilogues(GraphIR& g);
-
 inline constexpr int64_t kMaxFoldedElements = int64_t{1} << 16;
 
 /// Runs the pipeline on a freshly traced graph. TG_DUMP_GRAPHS=<dir> writes the graph after

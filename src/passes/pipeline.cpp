@@ -23,9 +23,8 @@ struct Pass {
 };
 // The one pass list, for graphs and sub-graphs. Simplification first removes no-op nodes, and
 // hand-written gradient steps become one-pass updates (their products die); folding then creates dead inputs and duplicate constants; CSE merges, DCE sweeps; fusion runs
-// on the final set of ops, matmuls then take over the fused programs that alone read their
-// products, and a last DCE drops the constants that fused programs took in as immediates and
-// the matmuls fused away.
+// on the final set of ops, and a last DCE drops the constants that fused programs took in as
+// immediates.
 constexpr Pass kPipeline[] = {
     {"simplify", &simplify_algebra, false},
     {"fold_scaled_updates", &fold_scaled_updates, false},
@@ -33,7 +32,6 @@ constexpr Pass kPipeline[] = {
     {"cse", &eliminate_common_subexpressions, true},
     {"dce", &eliminate_dead_code, true},
     {"fuse_elementwise", &fuse_elementwise, false},
-    {"fuse_matmul_epilogues", &fuse_matmul_epilogues, false},
     {"dce", &eliminate_dead_code, false},
 };
 

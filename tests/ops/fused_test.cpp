@@ -1,6 +1,5 @@
-// The fused_elementwise and fused_matmul ops (made by the optimiser; see
-// tests/passes/fusion_test.cpp and fuse_matmul_test.cpp for the passes): their registry cases,
-// run eagerly, traced and traced+optimised like every op.
+// The fused_elementwise op (made by the optimiser; see tests/passes/fusion_test.cpp for the
+// pass): its registry case, run eagerly, traced and traced+optimised like every op.
 #include <cmath>
 
 #include "ops/fused.h"
@@ -25,21 +24,6 @@ Tensor fused_tanh_affine(const std::vector<Tensor>& in) {
   return apply_op1(OpId::FusedElementwise, in, fused_attrs(make_fused_program(std::move(p))));
 }
 
-// relu(a b + c) with a (2, 3), b (3, 2) and c (2,) broadcast: the program's input 1 is the
-// product, the node's third input its input 0.
-Tensor fused_matmul_relu(const std::vector<Tensor>& in) {
-  using namespace detail;
-  FusedProgram p;
-  p.inputs = {ValueType{float32, TensorShape({2})}, ValueType{float32, TensorShape({2, 2})}};
-  p.shape = TensorShape({2, 2});
-  FusedStep add{OpId::Add, float32, float32, {1, 0, -1}, 2};
-  FusedStep relu_step{OpId::Relu, float32, float32, {2, -1, -1}, 1};
-  p.steps = {add, relu_step};
-  p.outputs = {3};
-  // Outputs: the program's, then the product.
-  return apply_op(OpId::FusedMatMul, in, FusedMatMulAttrs{false, false, 1, make_fused_program(std::move(p))}).at(0);
-}
-
 TG_OP_CASES(fused) {
   const Tensor x = constant({{0.5f, -1.0f, 0.0f}, {2.0f, -0.25f, 1.0f}});
   const Tensor b = constant({0.1f, 0.2f, -0.3f});
@@ -50,10 +34,6 @@ TG_OP_CASES(fused) {
   return {
       {"fused_elementwise", "tanh(x * 2 + b), b broadcast", &fused_tanh_affine, {x, b},
        constant(expected, TensorShape({2, 3})), 1e-6},
-      // [[0.5, -1, 0], [2, -0.25, 1]] times [[1, 0], [0, 1], [1, -1]] = [[0.5, -1], [3, -1.25]]
-      {"fused_matmul", "relu(x w + c), c broadcast", &fused_matmul_relu,
-       {x, constant({{1.0f, 0.0f}, {0.0f, 1.0f}, {1.0f, -1.0f}}), constant({0.25f, 0.5f})},
-       constant({{0.75f, 0.0f}, {3.25f, 0.0f}}), 1e-6},
   };
 }
 

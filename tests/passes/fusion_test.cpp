@@ -23,11 +23,9 @@ using detail::OpId;
 
 using testing::trace_graph;
 
-// Nodes that run a fused program (a fused_matmul's epilogue is one of the groups fusion made).
 int count_fused(const GraphIR& g) {
   int n = 0;
-  for (const auto& node : g.nodes)
-    n += node.kind == NodeKind::kOp && (node.op == OpId::FusedElementwise || node.op == OpId::FusedMatMul);
+  for (const auto& node : g.nodes) n += node.kind == NodeKind::kOp && node.op == OpId::FusedElementwise;
   return n;
 }
 
