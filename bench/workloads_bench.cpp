@@ -140,6 +140,20 @@ void BM_MlpTape(benchmark::State& state) {
 }
 BENCHMARK(BM_MlpTape<false>)->Name("mlp/train_step/eager")->MinTime(0.3)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_MlpTape<true>)->Name("mlp/train_step/traced")->MinTime(0.3)->Unit(benchmark::kMicrosecond);
+
+// The same step traced once for any batch size (the batch dim None, as the demo's train_step),
+// run at batch 64: what a graph that cannot see the batch size costs over one that can.
+void BM_MlpTapeNoneBatch(benchmark::State& state) {
+  tg_bench::guarded(state, [&] {
+    Mlp m;
+    auto f = tg::function([&m](const Tensor& x, const Tensor& y) { return train_step_tape(m, x, y); },
+                          {.input_signature = std::vector<tg::TensorSpec>{tg::TensorSpec({tg::None, kIn}, tg::float32),
+                                                                          tg::TensorSpec({tg::None, kOut}, tg::float32)}});
+    tg_bench::reach_steady_state([&] { benchmark::DoNotOptimize(f(m.x, m.y)); });
+    for (auto _ : state) benchmark::DoNotOptimize(f(m.x, m.y));
+  });
+}
+BENCHMARK(BM_MlpTapeNoneBatch)->Name("mlp/train_step/traced_none_batch")->MinTime(0.3)->Unit(benchmark::kMicrosecond);
 #endif
 
 // The step's eight GEMMs (three forward; dW3, dH2, dW2, dH1, dW1 backward) through cblas
