@@ -239,10 +239,20 @@ std::vector<Tensor> grad_matmul(const GradInputs& g) {
     db = matmul(dc, a, true, true);
   }
   // Matrices have no batch dims to sum over: da and db have a's and b's shapes at every run-time
-  // size of their None dims (matmul checks that the inner dims agree).
+  // size of their None dims (matmul checks that the inner dims agree). They pass as they are
+  // when their static shapes also know every dim a's and b's know (a dim of a known only through
+  // an operand of None dims would otherwise come back None).
   auto is_matrix = [](const Tensor& t) { return static_shape(t).has_rank() && static_shape(t).rank() == 2; };
-  if (is_matrix(a) && is_matrix(b)) return {da, db};
-  return {sum_to_like(da, a), sum_to_like(db, b)};
+  const bool matrices = is_matrix(a) && is_matrix(b);
+  auto knows_as_much = [](const TensorShape& d, const TensorShape& x) {
+    for (std::size_t k = 0; k < 2; ++k)
+      if (x.dims()[k] != None && d.dims()[k] != x.dims()[k]) return false;
+    return true;
+  };
+  auto summed = [&](const Tensor& d, const Tensor& x) {
+    return matrices && is_matrix(d) && knows_as_much(static_shape(d), static_shape(x)) ? d : sum_to_like(d, x);
+  };
+  return {summed(da, a), summed(db, b)};
 }
 
 }  // namespace

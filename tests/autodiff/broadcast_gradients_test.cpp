@@ -94,5 +94,31 @@ TEST(BroadcastGradients, ADenseLayerOverNoneRowsSumsOnlyTheBiasGradient) {
   }
 }
 
+// When an operand's dim is static but the other operand's matching dim is None, the product's
+// gradient would come back with that dim None; it goes through sum_to_like then, so the gradient
+// keeps the operand's static shape (what optimizer updates and fusion read). A gradient that
+// knows more than its operand (b's rows are a's static columns) passes as it is.
+TEST(BroadcastGradients, AMatrixGradientKeepsTheOperandsStaticShape) {
+  auto grads = [](const Tensor& a, const Tensor& b) {
+    GradientTape tape;
+    tape.watch(a);
+    tape.watch(b);
+    return tape.gradient(reduce_sum(matmul(a, b)), {a, b});
+  };
+  const std::vector<TensorSpec> specs = {TensorSpec({2, 3}, float32), TensorSpec({None, 4}, float32)};
+  auto traced = function(grads, {.input_signature = specs});
+  const Graph g = traced.get_concrete_function(specs[0], specs[1]).graph();
+  std::vector<TensorShape> results;
+  for (const auto& node : g.nodes())
+    if (node.op == "Identity") results.push_back(node.outputs.at(0).shape);
+  ASSERT_EQ(results.size(), 2u) << g.to_string();
+  EXPECT_TRUE(results[0] == TensorShape({2, 3})) << results[0].to_string();
+  EXPECT_TRUE(results[1] == TensorShape({3, 4})) << results[1].to_string();
+  EXPECT_EQ(count_ops(g, "sum_to_like"), 1) << g.to_string();
+  const Tensor a = random_uniform({2, 3}, -1.0f, 1.0f), b = random_uniform({3, 4}, -1.0f, 1.0f);
+  const std::vector<Tensor> got = traced(a, b), want = grads(a, b);
+  for (std::size_t i = 0; i < 2; ++i) EXPECT_TRUE(testing::tensors_near(got[i], want[i], 0.0)) << i;
+}
+
 }  // namespace
 }  // namespace tg
