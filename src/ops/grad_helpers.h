@@ -17,8 +17,8 @@ Tensor sum_to_like(const Tensor& g, const Tensor& like);
 /// The gradient of operand i of a broadcasting elementwise op, from g of the op's output shape:
 /// g itself when the static shapes prove that broadcasting left the operand's shape as it was
 /// at every run-time size of its None dims, else sum_to_like(g, operands[i]). A dim qualifies
-/// when it is static and equal to g's, or when no other operand has it (counting from the right)
-/// or every other operand has it as a static 1. So the bias add of a batch of None rows,
+/// when it is static and equal to g's, or when it is None and no other operand has it (counting
+/// from the right) or every other operand has it as a static 1. So the bias add of a batch of None rows,
 /// (None, n) + (n), passes its gradient to (None, n) untouched instead of through a sum_to_like
 /// that copies it at run time.
 Tensor sum_to_operand(const Tensor& g, const std::vector<Tensor>& operands, std::size_t i);

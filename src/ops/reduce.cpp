@@ -838,7 +838,12 @@ bool keeps_operand_shape(const TensorShape& sg, const std::vector<Tensor>& opera
   if (!sg.has_rank() || !sx.has_rank() || sg.rank() != sx.rank()) return false;
   const std::size_t rank = sx.dims().size();
   for (std::size_t d = 0; d < rank; ++d) {
-    if (sx.dims()[d] != None && sx.dims()[d] == sg.dims()[d]) continue;
+    // A static dim must be g's too: else the operand was broadcast along it, or g's static shape
+    // lost it (passing g would then lose it for whatever reads the gradient).
+    if (sx.dims()[d] != None) {
+      if (sx.dims()[d] == sg.dims()[d]) continue;
+      return false;
+    }
     for (std::size_t j = 0; j < operands.size(); ++j) {
       if (j == i) continue;
       const TensorShape& so = static_shape(operands[j]);
