@@ -148,9 +148,32 @@ A reduce_row(const X* x, int64_t n) {
 // summed directly), so the error grows with log(red) as for contiguous rows. `scratch` holds
 // one inner-sized buffer per level of recursion.
 constexpr int64_t kRowBlock = 32;
+
+// pairwise_rows' leaf for float32 rows: each y[k] sums its column in double, row after row, as
+// the generic loop below does (vectorised across k, every element keeps its order, so its bits).
+// One copy per ISA: the library is built for baseline x86-64, where this loop - most of a dense
+// layer's bias gradient - converts and adds two doubles at a time.
+#define TG_COLUMN_SUMS(suffix, target)                                                        \
+  target void column_sums_##suffix(const float* x, int64_t red, int64_t inner, double* y) {  \
+    for (int64_t k = 0; k < inner; ++k) y[k] = 0.0;                                           \
+    for (int64_t r = 0; r < red; ++r) {                                                       \
+      const float* row = x + r * inner;                                                       \
+      for (int64_t k = 0; k < inner; ++k) y[k] += static_cast<double>(row[k]);               \
+    }                                                                                         \
+  }
+TG_COLUMN_SUMS(avx512, __attribute__((target("avx512f"))))
+TG_COLUMN_SUMS(baseline, )
+#undef TG_COLUMN_SUMS
+
+void column_sums(const float* x, int64_t red, int64_t inner, double* y) {
+  static const auto fn = simd::cpu_has(simd::Isa::kAvx512) ? &column_sums_avx512 : &column_sums_baseline;
+  fn(x, red, inner, y);
+}
+
 template <class A, class X>
 void pairwise_rows(const X* x, int64_t red, int64_t inner, A* y, A* scratch) {
   if (red <= kRowBlock) {
+    if constexpr (std::is_same_v<A, double> && std::is_same_v<X, float>) return column_sums(x, red, inner, y);
     for (int64_t k = 0; k < inner; ++k) y[k] = A(0);
     for (int64_t r = 0; r < red; ++r) {
       const X* row = x + r * inner;
@@ -183,8 +206,12 @@ void reduce_block(const X* x, int64_t outer, int64_t red, int64_t inner, A* y) {
   }
   for (int64_t o = 0; o < outer; ++o) {
     A* yo = y + o * inner;
-    for (int64_t k = 0; k < inner; ++k) yo[k] = identity<R, A>();
     const X* xo = x + o * red * inner;
+    if constexpr ((R == Red::Sum || R == Red::Mean) && std::is_same_v<A, double> && std::is_same_v<X, float>) {
+      column_sums(xo, red, inner, yo);
+      continue;
+    }
+    for (int64_t k = 0; k < inner; ++k) yo[k] = identity<R, A>();
     for (int64_t r = 0; r < red; ++r) {
       const X* row = xo + r * inner;
       for (int64_t k = 0; k < inner; ++k) yo[k] = combine<R>(yo[k], row[k]);

@@ -315,6 +315,38 @@ TEST(Reduce, Float32SumsAreAccurate) {
               exact64 / 2, exact64 * 1e-13);
 }
 
+// float32 sums over leading rows accumulate each column in double, row after row within blocks
+// of 32 rows, and blocks pairwise (halving until a block has at most 32 rows), then round once.
+// The bits are pinned here, since the column loop has a copy per ISA (reduce.cpp).
+double pairwise_column(const std::vector<float>& x, int64_t rows, int64_t inner, int64_t first, int64_t k) {
+  if (rows <= 32) {
+    double s = 0.0;
+    for (int64_t r = 0; r < rows; ++r) s += static_cast<double>(x[static_cast<std::size_t>((first + r) * inner + k)]);
+    return s;
+  }
+  const int64_t half = rows / 2;
+  const double a = pairwise_column(x, half, inner, first, k);
+  return a + pairwise_column(x, rows - half, inner, first + half, k);
+}
+
+TEST(Reduce, Float32ColumnSumsHaveTheBitsOfRowOrderDoubleSums) {
+  for (const int64_t rows : {int64_t{1}, int64_t{7}, int64_t{32}, int64_t{33}, int64_t{128}, int64_t{1000}}) {
+    for (const int64_t inner : {int64_t{3}, int64_t{16}, int64_t{257}}) {
+      SCOPED_TRACE(::testing::Message() << rows << " x " << inner);
+      const Tensor x = random_uniform({rows, inner}, -1000.0f, 1000.0f, 11);
+      const std::vector<float> v = x.to_vector<float>();
+      std::vector<float> want_sum, want_mean;
+      for (int64_t k = 0; k < inner; ++k) {
+        const double s = pairwise_column(v, rows, inner, 0, k);
+        want_sum.push_back(static_cast<float>(s));
+        want_mean.push_back(static_cast<float>(s / static_cast<double>(rows)));
+      }
+      EXPECT_EQ(reduce_sum(x, {0}).to_vector<float>(), want_sum);
+      EXPECT_EQ(reduce_mean(x, {0}).to_vector<float>(), want_mean);
+    }
+  }
+}
+
 TEST(Reduce, AgreesWithAnElementwiseReferenceOnEveryAxisSet) {
   // Every subset of axes of a (3, 1, 4, 5) tensor, with keepdims both ways, against a loop.
   const std::vector<int64_t> dims = {3, 1, 4, 5};
