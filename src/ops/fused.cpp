@@ -557,7 +557,11 @@ void gather_as(const T* src, const std::vector<int64_t>& dims, const std::vector
   int64_t done = 0;
   while (done < len) {
     const int64_t run = std::min(inner - idx[rank - 1], len - done);
-    for (int64_t i = 0; i < run; ++i) dst[done + i] = src[offset + i * inner_stride];
+    // A bias row (stride 1) is a block copy and a repeated value (stride 0) a fill; the library's
+    // baseline-ISA build copied them one element at a time, most of a bias + relu program's time.
+    if (inner_stride == 1) std::memcpy(dst + done, src + offset, static_cast<std::size_t>(run) * sizeof(T));
+    else if (inner_stride == 0) std::fill(dst + done, dst + done + run, src[offset]);
+    else for (int64_t i = 0; i < run; ++i) dst[done + i] = src[offset + i * inner_stride];
     done += run;
     offset += run * inner_stride;
     idx[rank - 1] += run;
