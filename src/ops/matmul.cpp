@@ -244,13 +244,8 @@ std::vector<Tensor> grad_matmul(const GradInputs& g) {
   // an operand of None dims would otherwise come back None).
   auto is_matrix = [](const Tensor& t) { return static_shape(t).has_rank() && static_shape(t).rank() == 2; };
   const bool matrices = is_matrix(a) && is_matrix(b);
-  auto knows_as_much = [](const TensorShape& d, const TensorShape& x) {
-    for (std::size_t k = 0; k < 2; ++k)
-      if (x.dims()[k] != None && d.dims()[k] != x.dims()[k]) return false;
-    return true;
-  };
   auto summed = [&](const Tensor& d, const Tensor& x) {
-    return matrices && is_matrix(d) && knows_as_much(static_shape(d), static_shape(x)) ? d : sum_to_like(d, x);
+    return matrices && static_shape(d).is_subtype_of(static_shape(x)) ? d : sum_to_like(d, x);
   };
   return {summed(da, a), summed(db, b)};
 }

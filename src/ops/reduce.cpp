@@ -862,15 +862,12 @@ namespace {
 // sum_to_operand's proof, on static shapes.
 bool keeps_operand_shape(const TensorShape& sg, const std::vector<Tensor>& operands, std::size_t i) {
   const TensorShape& sx = static_shape(operands[i]);
-  if (!sg.has_rank() || !sx.has_rank() || sg.rank() != sx.rank()) return false;
+  // g has the operand's rank and each of its static dims: else the operand was broadcast along
+  // one, or g's static shape lost it (passing g would then lose it for whatever reads it).
+  if (!sx.has_rank() || !sg.is_subtype_of(sx)) return false;
   const std::size_t rank = sx.dims().size();
   for (std::size_t d = 0; d < rank; ++d) {
-    // A static dim must be g's too: else the operand was broadcast along it, or g's static shape
-    // lost it (passing g would then lose it for whatever reads the gradient).
-    if (sx.dims()[d] != None) {
-      if (sx.dims()[d] == sg.dims()[d]) continue;
-      return false;
-    }
+    if (sx.dims()[d] != None) continue;
     for (std::size_t j = 0; j < operands.size(); ++j) {
       if (j == i) continue;
       const TensorShape& so = static_shape(operands[j]);
