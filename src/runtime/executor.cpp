@@ -119,9 +119,14 @@ Plan::Plan(const GraphIR& graph) : nodes_(&graph.nodes) {
       }
     }
   }
-  for (std::size_t i = 0; i < placeholder_slots_.size(); ++i)
-    for (std::size_t j = 0; j < i; ++j)
-      if (placeholder_slots_[i].second == placeholder_slots_[j].second) inputs_movable_ = false;
+  // One pass over the placeholders, not over their pairs: a function may take thousands of tensors.
+  std::vector<char> input_seen;
+  for (const auto& placeholder : placeholder_slots_) {
+    const auto k = static_cast<std::size_t>(placeholder.second);
+    if (k >= input_seen.size()) input_seen.resize(k + 1, 0);
+    if (input_seen[k]) inputs_movable_ = false;
+    input_seen[k] = 1;
+  }
   for (int out_node : graph.outputs)
     output_slots_.push_back(mp.value_of(graph.node(out_node).inputs[0]));
   for (int v = 0; v < num_slots_; ++v) {

@@ -44,6 +44,39 @@ void expect_near(const std::vector<float>& got, const std::vector<float>& want) 
   for (std::size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-5f) << "at " << i;
 }
 
+// A graph whose two placeholders read the same input index (the executor takes one input per
+// placeholder, so input 1 goes unread): a run on moved-in inputs must not move input 0 into the
+// first placeholder and leave the second an empty handle.
+TEST(PlannedExecutor, PlaceholdersSharingAnInputBothGetItFromMovedInputs) {
+  detail::GraphIR g{detail::new_graph_id()};
+  const detail::ValueType f32_3{float32, TensorShape({3})};
+  for (int k = 0; k < 2; ++k) {
+    detail::GraphNode p;
+    p.kind = detail::NodeKind::kPlaceholder;
+    p.name = g.unique_name("x");
+    p.input_index = 0;
+    p.outputs = {f32_3};
+    g.placeholders.push_back(g.add_node(std::move(p)));
+  }
+  detail::GraphNode add;
+  add.op = detail::OpId::Add;
+  add.name = g.unique_name("add");
+  add.inputs = {detail::ValueRef{0, 0}, detail::ValueRef{1, 0}};
+  add.outputs = {f32_3};
+  const int sum = g.add_node(std::move(add));
+  detail::GraphNode out;
+  out.kind = detail::NodeKind::kOutput;
+  out.name = g.unique_name("Identity");
+  out.inputs = {detail::ValueRef{sum, 0}};
+  out.outputs = {f32_3};
+  g.outputs.push_back(g.add_node(std::move(out)));
+  const detail::Plan plan(g);
+  for (int call = 0; call < 2; ++call) {
+    std::vector<Tensor> inputs{constant({1.0f, 2.0f, 3.0f}), constant({7.0f, 7.0f, 7.0f})};
+    EXPECT_EQ(plan.run(std::move(inputs)).at(0).to_vector<float>(), (std::vector<float>{2.0f, 4.0f, 6.0f}));
+  }
+}
+
 TEST(PlannedExecutor, ChainRunsInOneArenaBufferInPlace) {
   auto f = function([](const Tensor& x) { return chain(x, 10); }, {.optimize = false});
   const Tensor x = constant(iota_values(1000), TensorShape({1000}));
