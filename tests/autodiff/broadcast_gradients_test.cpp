@@ -2,17 +2,12 @@
 // operand kept its shape (a batch of None rows plus a bias of static width), the gradient
 // passes through without a sum_to_like node; where they do not, the sum stays, and run-time
 // broadcasting of a None dim still sums. Either way the values are the eager ones.
+#include "support/graph_util.h"
 #include "support/test_util.h"
 #include "tracegraph/tracegraph.h"
 
 namespace tg {
 namespace {
-
-int count_ops(const Graph& g, const std::string& op) {
-  int n = 0;
-  for (const auto& node : g.nodes()) n += node.op == op;
-  return n;
-}
 
 // The gradients of reduce_sum(square(f(x, y))) with respect to x and y.
 template <class F>
@@ -59,7 +54,7 @@ TEST(BroadcastGradients, ProvenShapesPassTheGradientAndEveryRunMatchesEager) {
     auto traced = function([f](const Tensor& x, const Tensor& y) { return gradients(f, x, y); },
                            {.input_signature = std::vector<TensorSpec>{c.x_spec, c.y_spec}});
     const Graph g = traced.get_concrete_function(c.x_spec, c.y_spec).graph();
-    EXPECT_EQ(count_ops(g, "sum_to_like"), c.sums) << g.to_string();
+    EXPECT_EQ(testing::count_op(g, "sum_to_like"), c.sums) << g.to_string();
     for (const auto& [xs, ys] : c.runs) {
       SCOPED_TRACE(xs.to_string() + " and " + ys.to_string());
       const Tensor x = random_uniform(xs, -1.0f, 1.0f), y = random_uniform(ys, 0.5f, 1.5f);
@@ -85,7 +80,7 @@ TEST(BroadcastGradients, ADenseLayerOverNoneRowsSumsOnlyTheBiasGradient) {
   const std::vector<TensorSpec> specs = {TensorSpec({None, 5}, float32), TensorSpec({5, 4}, float32),
                                          TensorSpec({4}, float32)};
   auto traced = function(layer, {.input_signature = specs});
-  EXPECT_EQ(count_ops(traced.get_concrete_function(specs[0], specs[1], specs[2]).graph(), "sum_to_like"), 1);
+  EXPECT_EQ(testing::count_op(traced.get_concrete_function(specs[0], specs[1], specs[2]).graph(), "sum_to_like"), 1);
   const Tensor w = random_uniform({5, 4}, -1.0f, 1.0f), b = random_uniform({4}, -1.0f, 1.0f);
   for (const int64_t rows : {int64_t{6}, int64_t{1}}) {
     const Tensor x = random_uniform({rows, 5}, -1.0f, 1.0f);
@@ -114,7 +109,7 @@ TEST(BroadcastGradients, AMatrixGradientKeepsTheOperandsStaticShape) {
   ASSERT_EQ(results.size(), 2u) << g.to_string();
   EXPECT_TRUE(results[0] == TensorShape({2, 3})) << results[0].to_string();
   EXPECT_TRUE(results[1] == TensorShape({3, 4})) << results[1].to_string();
-  EXPECT_EQ(count_ops(g, "sum_to_like"), 1) << g.to_string();
+  EXPECT_EQ(testing::count_op(g, "sum_to_like"), 1) << g.to_string();
   const Tensor a = random_uniform({2, 3}, -1.0f, 1.0f), b = random_uniform({3, 4}, -1.0f, 1.0f);
   const std::vector<Tensor> got = traced(a, b), want = grads(a, b);
   for (std::size_t i = 0; i < 2; ++i) EXPECT_TRUE(testing::tensors_near(got[i], want[i], 0.0)) << i;
