@@ -141,6 +141,32 @@ std::string_view NameRegistry::name_at(const Slot& s) const {
 }
 
 bool NameRegistry::take(std::string_view name) {
+  // "base_n": n in decimal without a leading zero, 1 <= n < kMaxNumber, base not empty.
+  std::size_t digits = 0;
+  while (digits < name.size() && name[name.size() - 1 - digits] >= '0' && name[name.size() - 1 - digits] <= '9')
+    ++digits;
+  const std::size_t underscore = name.size() - digits - 1;
+  if (digits == 0 || digits > 7 || digits + 2 > name.size() || name[underscore] != '_' || name[underscore + 1] == '0')
+    return take_other(name);
+  uint32_t number = 0;
+  for (char c : name.substr(underscore + 1)) number = number * 10 + static_cast<uint32_t>(c - '0');
+  if (number >= kMaxNumber) return take_other(name);
+  return take_number(name.substr(0, underscore), number);
+}
+
+bool NameRegistry::take_number(std::string_view base, uint32_t number) {
+  auto it = numbered_.find(base);
+  if (it == numbered_.end()) it = numbered_.emplace(std::string(base), std::vector<uint64_t>{}).first;
+  std::vector<uint64_t>& bits = it->second;
+  const std::size_t word = number / 64;
+  const uint64_t bit = uint64_t{1} << (number % 64);
+  if (word >= bits.size()) bits.resize(std::max(word + 1, bits.size() * 2), 0);
+  if (bits[word] & bit) return false;
+  bits[word] |= bit;
+  return true;
+}
+
+bool NameRegistry::take_other(std::string_view name) {
   if ((taken_ + 1) * 2 > slots_.size()) grow();
   const std::size_t full = std::hash<std::string_view>{}(name);
   const auto h = static_cast<uint32_t>(full ^ (full >> 32));

@@ -74,11 +74,13 @@ struct GraphNode {
 using NodeArray = ChunkedVector<GraphNode>;
 
 /// The names a graph has handed out, its removed nodes' included (a name is never handed out
-/// twice), each stored once in blocks of characters (its length, then its characters) with an
-/// open-addressed index of 8-byte slots over them: taking a name allocates nothing per node.
-/// At 100k nodes the index is megabytes, touched at random, so a slot holds no more than it
-/// must; the characters are megabytes too, in fixed blocks, since one array grown by doubling
-/// copied them into fresh pages at every doubling.
+/// twice). Almost every name is a base and a number ("mul_41327", as unique_name makes them):
+/// those are kept as one bit per number under their base, so that taking the next one touches
+/// a few cache lines however large the graph (a hash table over 100k names is megabytes, each
+/// probe a cache miss). Where a name is kept depends on the name alone, so a name can only be
+/// found where it would have been put. Other names are stored once in blocks of characters (its
+/// length, then its characters) with an open-addressed index of 8-byte slots over them: taking a
+/// name allocates nothing per node.
 class NameRegistry {
  public:
   /// Takes `name` if no one has; false when someone has.
@@ -89,6 +91,16 @@ class NameRegistry {
   int& start_suffixes(const std::string& base) { return suffix_counts_[base]; }
 
  private:
+  // Numbers kept as bits: up to 2^22 per base (512 KB of bits at most); a larger number (or
+  // one written with a leading zero) is kept with the other names.
+  static constexpr uint32_t kMaxNumber = uint32_t{1} << 22;
+  struct TransparentHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  bool take_number(std::string_view base, uint32_t number);
+  bool take_other(std::string_view name);
+
   struct Slot {
     uint32_t hash = 0;             // the name's hash, folded to 32 bits; also picks its home slot
     uint32_t offset_plus_one = 0;  // where the name's length starts (see kBlockShift); 0: free
@@ -100,9 +112,11 @@ class NameRegistry {
   // A name's offset: its block's index, then its position in the block. A block holds names
   // back to back up to kBlockShift bits of positions; a longer name has a block of its own.
   static constexpr unsigned kBlockShift = 16;
-  std::vector<std::string> blocks_;  // every name taken
+  std::vector<std::string> blocks_;  // every name taken that is not a base and a number
   std::vector<Slot> slots_;
   std::size_t taken_ = 0;
+  // Per base, bit n set when "base_n" is taken.
+  std::unordered_map<std::string, std::vector<uint64_t>, TransparentHash, std::equal_to<>> numbered_;
   // Only bases that were asked for while taken ("mul", "Const"): a handful per graph.
   std::unordered_map<std::string, int> suffix_counts_;
 };

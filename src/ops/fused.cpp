@@ -85,12 +85,14 @@ bool chainable_op(OpId op) { return fused_baseline::chain_arithmetic(op) || fuse
 
 struct FusedPlan {
   enum Kind : uint8_t { kScalar, kFullInput, kBcastInput, kTileStep, kOutputStep };
+  // One per value of the program: 12 bytes, since a traced chain of 100k ops has 100k of them
+  // and the plan is built in fresh memory (the strides of the few broadcast inputs live in
+  // bcast_strides).
   struct Slot {
     Kind kind = kScalar;
+    uint8_t elem_size = 0;
     int index = -1;       // input index (inputs), buffer (tile steps, bcast inputs), output index
     int scalar = -1;      // scalar steps: the slot in scalar storage
-    std::size_t elem_size = 0;
-    std::vector<int64_t> strides;  // bcast inputs: per dim of the program's shape, 0 = broadcast
   };
   struct Exec {
     MicroFn fn = nullptr;
@@ -108,6 +110,9 @@ struct FusedPlan {
   int num_scalars = 0;
   int64_t total = 0;
   std::vector<int64_t> dims;    // the shape every step has
+  // Broadcast input b (its Slot::index; they take buffers 0, 1, ... first): its stride per dim
+  // of `dims`, 0 where it repeats, at b * dims.size().
+  std::vector<int64_t> bcast_strides;
   int64_t reduce_row = 1;       // elements folded into each reduced result
   int64_t reduce_outputs = 0;   // reduced results
   // Derived from `slots` once, so that a run touches only the slots it must point somewhere
@@ -160,7 +165,7 @@ std::shared_ptr<const FusedPlan> build_plan(const FusedProgram& p, const std::ve
     TG_CHECK(s.is_fully_defined() && s.rank() <= shape.rank(), "fused input ", i, " has shape ", s.to_string());
     FusedPlan::Slot& slot = plan->slots[i];
     slot.index = static_cast<int>(i);
-    slot.elem_size = dtype_size(p.inputs[i].dtype);
+    slot.elem_size = static_cast<uint8_t>(dtype_size(p.inputs[i].dtype));
     if (s.num_elements() == 1) {
       slot.kind = FusedPlan::kScalar;
     } else if (s.num_elements() == plan->total) {
@@ -168,13 +173,14 @@ std::shared_ptr<const FusedPlan> build_plan(const FusedProgram& p, const std::ve
     } else {
       slot.kind = FusedPlan::kBcastInput;
       slot.index = next_buffer++;
-      slot.strides.assign(dims.size(), 0);
+      plan->bcast_strides.resize(plan->bcast_strides.size() + dims.size(), 0);
+      int64_t* strides = plan->bcast_strides.data() + static_cast<std::size_t>(slot.index) * dims.size();
       int64_t stride = 1;
       for (std::size_t k = 0; k < s.dims().size(); ++k) {
         const int64_t d = s.dims()[s.dims().size() - 1 - k];
         const std::size_t od = dims.size() - 1 - k;
         TG_CHECK(d == 1 || d == dims[od], "fused input ", i, " does not broadcast to the program's shape");
-        slot.strides[od] = d == 1 ? 0 : stride;
+        strides[od] = d == 1 ? 0 : stride;
         stride *= d;
       }
     }
@@ -184,7 +190,7 @@ std::shared_ptr<const FusedPlan> build_plan(const FusedProgram& p, const std::ve
     TG_CHECK(p.immediates[i].num_elements() == 1 && p.immediates[i].dtype() != DType::String);
     FusedPlan::Slot& slot = plan->slots[p.inputs.size() + i];
     slot.kind = FusedPlan::kScalar;
-    slot.elem_size = dtype_size(p.immediates[i].dtype());
+    slot.elem_size = static_cast<uint8_t>(dtype_size(p.immediates[i].dtype()));
   }
   std::vector<int> output_of(static_cast<std::size_t>(num_slots), -1);
   for (std::size_t k = 0; k < p.outputs.size(); ++k) {
@@ -228,12 +234,12 @@ std::shared_ptr<const FusedPlan> build_plan(const FusedProgram& p, const std::ve
     for (std::size_t j = k; j + 1 < k + len; ++j) {
       FusedPlan::Slot& elided = plan->slots[static_cast<std::size_t>(first_step) + j];
       elided.kind = FusedPlan::kTileStep;  // never materialised: only the run's loop reads it
-      elided.elem_size = elem_size;
+      elided.elem_size = static_cast<uint8_t>(elem_size);
     }
     const std::size_t last = k + len - 1;
     const int out_slot = first_step + static_cast<int>(last);
     FusedPlan::Slot& slot = plan->slots[static_cast<std::size_t>(out_slot)];
-    slot.elem_size = elem_size;
+    slot.elem_size = static_cast<uint8_t>(elem_size);
     e.out = out_slot;
     if (output_of[static_cast<std::size_t>(out_slot)] >= 0) {
       slot.kind = FusedPlan::kOutputStep;
@@ -267,7 +273,7 @@ std::shared_ptr<const FusedPlan> build_plan(const FusedProgram& p, const std::ve
     if (st.num_args != 2 || st.op == OpId::Neg || st.op == OpId::Relu || st.op == OpId::Square) return -1;
     for (int side = 0; side < 2; ++side) {
       if (!is_constant(st.args[side]) || !is_value(st.args[1 - side])) continue;
-      op.constant_side = side;
+      op.constant_side = static_cast<int8_t>(side);
       op.constant = *data_of<float>(p.immediates[static_cast<std::size_t>(st.args[side] - first_imm)]);
       return st.args[1 - side];
     }
@@ -279,24 +285,25 @@ std::shared_ptr<const FusedPlan> build_plan(const FusedProgram& p, const std::ve
     // A register chain: a run of float32 ops, each reading only the value before it (used by
     // nothing else) and at most one constant, computed without a tile buffer in between.
     if (table.chain_f32 && plan->total <= kChainMaxElements) {
-      auto chain = std::make_unique<RegisterChain>();
+      // Measured first, then filled at its exact size: a traced chain can be 100k ops long.
       ChainOp op;
       const int chain_in = chain_op(k, -1, op);
       std::size_t len = 0;
       if (chain_in >= 0) {
-        chain->ops.push_back(op);
         len = 1;
         for (;;) {
           const int value = first_step + static_cast<int>(k + len - 1);
-          ChainOp next;
           if (k + len >= p.steps.size() || use_count[static_cast<std::size_t>(value)] != 1 ||
-              output_of[static_cast<std::size_t>(value)] >= 0 || chain_op(k + len, value, next) != value)
+              output_of[static_cast<std::size_t>(value)] >= 0 || chain_op(k + len, value, op) != value)
             break;
-          chain->ops.push_back(next);
           ++len;
         }
       }
       if (len >= 2) {
+        auto chain = std::make_unique<RegisterChain>();
+        chain->ops.resize(len);
+        chain_op(k, -1, chain->ops[0]);
+        for (std::size_t j = 1; j < len; ++j) chain_op(k + j, first_step + static_cast<int>(k + j - 1), chain->ops[j]);
         FusedPlan::Exec e;
         e.fn = table.chain_f32;
         e.args[0] = chain_in;
@@ -339,7 +346,7 @@ std::shared_ptr<const FusedPlan> build_plan(const FusedProgram& p, const std::ve
                            ? table.cast[static_cast<std::size_t>(st.in_dtype)][static_cast<std::size_t>(st.out_dtype)]
                            : set->fn[0];
     FusedPlan::Slot& slot = plan->slots[static_cast<std::size_t>(out_slot)];
-    slot.elem_size = dtype_size(st.out_dtype);
+    slot.elem_size = static_cast<uint8_t>(dtype_size(st.out_dtype));
     bool all_scalar = true;
     for (int a = 0; a < st.num_args; ++a)
       all_scalar &= plan->slots[static_cast<std::size_t>(st.args[a])].kind == FusedPlan::kScalar;
@@ -541,7 +548,7 @@ void fill(void* dst, const void* value, std::size_t elem_size, int64_t n) {
 
 // Copies elements [start, start + len) of src broadcast to dims (strides 0 where it repeats).
 template <class T>
-void gather_as(const T* src, const std::vector<int64_t>& dims, const std::vector<int64_t>& strides,
+void gather_as(const T* src, const std::vector<int64_t>& dims, const int64_t* strides,
                int64_t start, int64_t len, T* dst) {
   const std::size_t rank = dims.size();
   int64_t idx[16];
@@ -575,7 +582,7 @@ void gather_as(const T* src, const std::vector<int64_t>& dims, const std::vector
   }
 }
 void gather(const void* src, std::size_t elem_size, const std::vector<int64_t>& dims,
-            const std::vector<int64_t>& strides, int64_t start, int64_t len, void* dst) {
+            const int64_t* strides, int64_t start, int64_t len, void* dst) {
   switch (elem_size) {
     case 1: return gather_as(static_cast<const uint8_t*>(src), dims, strides, start, len, static_cast<uint8_t*>(dst));
     case 4: return gather_as(static_cast<const uint32_t*>(src), dims, strides, start, len, static_cast<uint32_t*>(dst));
@@ -759,7 +766,8 @@ struct FusedRun {
         if (slot.kind == FusedPlan::kFullInput)
           ptr[s] = in_base[s] + start * static_cast<int64_t>(slot.elem_size);
         else
-          gather(in_base[s], slot.elem_size, dims, slot.strides, start, len, ptr[s]);
+          gather(in_base[s], slot.elem_size, dims,
+                 plan.bcast_strides.data() + static_cast<std::size_t>(slot.index) * dims.size(), start, len, ptr[s]);
       }
       for (int s : plan.tile_outputs) {
         const FusedPlan::Slot& slot = plan.slots[static_cast<std::size_t>(s)];

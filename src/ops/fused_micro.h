@@ -20,9 +20,9 @@ struct MicroSet {
 
 /// One op of a register chain: `op` applied to the previous op's result (or the chain's input),
 /// with `constant` as its first (constant_side 0) or second (1) operand; unary ops have -1.
-struct ChainOp {
+struct ChainOp {  // 16 bytes: a traced chain may hold 100k of them
   OpId op = OpId::Identity;
-  int constant_side = -1;
+  int8_t constant_side = -1;
   float constant = 0.0f;
   void (*routine)(const float*, float*, int64_t) = nullptr;  // the op's vectorised routine, if it has one
 };

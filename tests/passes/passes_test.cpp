@@ -92,6 +92,45 @@ TEST(GraphNames, ACopyWithoutTheRegistryNamesAfterItsNodes) {
   EXPECT_EQ(add_node(g, "filler_9999"), "filler_9999_1");
 }
 
+// A name "base_n" is kept as a bit under its base, others in a table: each name must collide
+// with itself however it was made, and only with itself.
+TEST(GraphNames, NumberedNamesCollideExactlyWithThemselves) {
+  GraphIR g(1);
+  auto name = [&](const std::string& base) { return g.unique_name(base); };
+  EXPECT_EQ(name("mul_2"), "mul_2") << "taken by hand before the counter reaches it";
+  EXPECT_EQ(name("mul"), "mul");
+  EXPECT_EQ(name("mul"), "mul_1");
+  EXPECT_EQ(name("mul"), "mul_3") << "mul_2 was taken";
+  EXPECT_EQ(name("mul_3"), "mul_3_1");
+  // Not "base_n" forms: a leading zero, n = 0, no base, no number, too many digits.
+  EXPECT_EQ(name("mul_03"), "mul_03");
+  EXPECT_EQ(name("mul_03"), "mul_03_1");
+  EXPECT_EQ(name("mul_0"), "mul_0");
+  EXPECT_EQ(name("mul_0"), "mul_0_1");
+  EXPECT_EQ(name("_5"), "_5");
+  EXPECT_EQ(name("_5"), "_5_1");
+  EXPECT_EQ(name("5"), "5");
+  EXPECT_EQ(name("5"), "5_1");
+  EXPECT_EQ(name("mul_"), "mul_");
+  EXPECT_EQ(name("mul_"), "mul__1");
+  EXPECT_EQ(name("mul_4194304"), "mul_4194304") << "past the largest number kept as a bit";
+  EXPECT_EQ(name("mul_4194304"), "mul_4194304_1");
+  EXPECT_EQ(name("mul_4194303"), "mul_4194303") << "the largest kept as a bit";
+  EXPECT_EQ(name("mul_4194303"), "mul_4194303_1");
+  EXPECT_EQ(name("mul_12345678"), "mul_12345678");
+  EXPECT_EQ(name("mul_12345678"), "mul_12345678_1");
+  // Bases differ by their whole text, numbers included.
+  EXPECT_EQ(name("a_1_2"), "a_1_2");
+  EXPECT_EQ(name("a_1"), "a_1");
+  EXPECT_EQ(name("a_1"), "a_1_1");
+  EXPECT_EQ(name("a_1"), "a_1_3") << "a_1_2 was taken";
+  // Many numbers under one base, taken out of order.
+  for (int i = 20000; i > 10; --i) EXPECT_EQ(name("n_" + std::to_string(i)), "n_" + std::to_string(i));
+  EXPECT_EQ(name("n"), "n");
+  for (int i = 1; i <= 10; ++i) EXPECT_EQ(name("n"), "n_" + std::to_string(i));
+  EXPECT_EQ(name("n"), "n_20001");
+}
+
 TEST(Passes, ConstantFoldingComputesOpsOnConstants) {
   GraphIR g(1);
   auto add_const = [&](Tensor t, const std::string& name) {
