@@ -4,27 +4,22 @@
 
 namespace tg::detail {
 
-Forwarding::Forwarding(const GraphIR& g) {
-  first_value_.reserve(g.nodes.size());
-  std::size_t values = 0;
-  for (const GraphNode& node : g.nodes) {
-    first_value_.push_back(values);
-    values += node.outputs.size();
-  }
-  map_.reserve(values);
-  for (std::size_t i = 0; i < g.nodes.size(); ++i)
-    for (std::size_t k = 0; k < g.nodes[i].outputs.size(); ++k)
-      map_.push_back(ValueRef{static_cast<int>(i), static_cast<int>(k)});
-}
-
 void Forwarding::forward(ValueRef from, ValueRef to) {
   TG_CHECK(to.node < from.node, "values may only forward to earlier nodes");
-  at(from) = resolve(to);
-}
-
-ValueRef Forwarding::resolve(ValueRef r) const {
-  // Targets are always resolved when set, so one step suffices.
-  return map_[first_value_[static_cast<std::size_t>(r.node)] + static_cast<std::size_t>(r.output)];
+  if (map_.empty()) {
+    first_value_.reserve(g_.nodes.size());
+    std::size_t values = 0;
+    for (const GraphNode& node : g_.nodes) {
+      first_value_.push_back(values);
+      values += node.outputs.size();
+    }
+    map_.reserve(values);
+    for (std::size_t i = 0; i < g_.nodes.size(); ++i)
+      for (std::size_t k = 0; k < g_.nodes[i].outputs.size(); ++k)
+        map_.push_back(ValueRef{static_cast<int>(i), static_cast<int>(k)});
+  }
+  const ValueRef target = resolve(to);
+  map_[first_value_[static_cast<std::size_t>(from.node)] + static_cast<std::size_t>(from.output)] = target;
 }
 
 GraphRebuilder::GraphRebuilder(GraphIR& g) : g_(g), new_index_(g.nodes.size(), -1) {}
