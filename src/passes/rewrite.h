@@ -8,7 +8,9 @@
 
 namespace tg::detail {
 
-/// Per node and output, the value that now stands for it (initially itself).
+/// Per node and output, the value that now stands for it (initially itself). The graph's node
+/// list must not change while a Forwarding over it is in use (passes rebuild through compact or
+/// GraphRebuilder only once they are done forwarding).
 class Forwarding {
  public:
   explicit Forwarding(const GraphIR& g) : g_(g) {}
