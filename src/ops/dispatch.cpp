@@ -56,7 +56,7 @@ std::vector<Tensor> dispatch(OpId id, const std::vector<Tensor>& inputs, const O
           " was used outside the trace that created it. Symbolic tensors only exist while a "
           "tg::function is traced; return the value from the function and use the returned "
           "tensor instead of keeping the symbolic one (e.g. in a global or a captured variable)");
-    std::vector<Tensor> out = rec->record(id, inputs, attrs, out_types);
+    std::vector<Tensor> out = rec->record(id, inputs, attrs, std::move(out_types));
     if (OpObserver* o = current_op_observer()) o->on_op(id, inputs, attrs, out);
     return out;
   }

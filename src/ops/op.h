@@ -131,9 +131,11 @@ std::vector<Tensor> run_op_eager(const OpDef& def, const std::vector<Tensor>& in
 class TraceRecorder {
  public:
   virtual ~TraceRecorder() = default;
+  /// Takes the output types over (the node keeps them): a trace records ops by the hundred
+  /// thousand, and copying each type was a heap block per op for its shape.
   virtual std::vector<Tensor> record(OpId id, const std::vector<Tensor>& inputs,
                                      const OpAttrs& attrs,
-                                     const std::vector<ValueType>& output_types) = 0;
+                                     std::vector<ValueType>&& output_types) = 0;
 };
 TraceRecorder* current_recorder();
 void set_current_recorder(TraceRecorder* r);

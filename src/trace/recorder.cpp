@@ -106,7 +106,7 @@ Tensor GraphRecorder::add_input(const ValueType& type, const std::string& name) 
 
 std::vector<Tensor> GraphRecorder::record(OpId id, const std::vector<Tensor>& inputs,
                                           const OpAttrs& attrs,
-                                          const std::vector<ValueType>& output_types) {
+                                          std::vector<ValueType>&& output_types) {
   const OpDef& def = op_def(id);
   GraphNode node;
   node.kind = NodeKind::kOp;
@@ -115,14 +115,16 @@ std::vector<Tensor> GraphRecorder::record(OpId id, const std::vector<Tensor>& in
   node.name = graph_->unique_name(node_base_name(id, attrs));
   node.inputs.reserve(inputs.size());
   for (const Tensor& t : inputs) node.inputs.push_back(value_of(t, def.name));
-  node.outputs = output_types;
+  const std::size_t num_outputs = output_types.size();
+  node.outputs.reserve(num_outputs);
+  for (ValueType& t : output_types) node.outputs.push_back(std::move(t));
   const bool stateful = def.traits & kStateful;
   if (stateful) node.control_input = last_stateful_;
   const int idx = graph_->add_node(std::move(node));
   if (stateful) last_stateful_ = idx;
   std::vector<Tensor> out;
-  out.reserve(output_types.size());
-  for (std::size_t i = 0; i < output_types.size(); ++i) out.push_back(symbolic_output(idx, static_cast<int>(i)));
+  out.reserve(num_outputs);
+  for (std::size_t i = 0; i < num_outputs; ++i) out.push_back(symbolic_output(idx, static_cast<int>(i)));
   return out;
 }
 

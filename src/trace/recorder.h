@@ -57,7 +57,7 @@ class GraphRecorder final : public TraceRecorder, public PlaceholderContext {
   const std::vector<std::shared_ptr<VariableState>>& variable_parameters() const { return variable_params_; }
 
   std::vector<Tensor> record(OpId id, const std::vector<Tensor>& inputs, const OpAttrs& attrs,
-                             const std::vector<ValueType>& output_types) override;
+                             std::vector<ValueType>&& output_types) override;
 
   /// Adds "Identity" output nodes for the traced results.
   void add_outputs(const std::vector<Tensor>& outputs, const char* user);
