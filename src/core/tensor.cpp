@@ -23,7 +23,7 @@ Tensor make_view(const Tensor& x, const TensorShape& shape, int64_t extra_offset
   TG_CHECK(src && src->buffer, "views need an eager tensor");
   TG_CHECK(extra_offset >= 0 && src->offset + extra_offset + shape.num_elements() <=
                                     src->buffer->count());
-  auto impl = std::make_shared<TensorImpl>();
+  auto impl = std::allocate_shared<TensorImpl>(RecyclingAllocator<TensorImpl>());
   impl->dtype = src->dtype;
   impl->shape = shape;
   impl->buffer = src->buffer;

@@ -221,12 +221,14 @@ GraphRecorder::ScalarBits GraphRecorder::scalar_bits(const Tensor& t) {
 
 Tensor GraphRecorder::symbolic_output(int node, int output) {
   const GraphNode& n = graph_->node(node);
-  auto v = std::make_shared<RecordedValue>();
+  // From the per-thread object lists, as eager tensors' handles are: a trace makes and drops two
+  // of these per op (the previous op's symbolic result usually dies as the next is recorded).
+  auto v = std::allocate_shared<RecordedValue>(RecyclingAllocator<RecordedValue>());
   v->graph_id = graph_->id();
   v->ref = ValueRef{node, output};
   v->node_name = n.name;
   v->origin_suffix = origin_suffix_;
-  auto impl = std::make_shared<TensorImpl>();
+  auto impl = std::allocate_shared<TensorImpl>(RecyclingAllocator<TensorImpl>());
   const ValueType& type = n.outputs[static_cast<std::size_t>(output)];
   impl->dtype = type.dtype;
   impl->shape = type.shape;
