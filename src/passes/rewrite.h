@@ -8,9 +8,10 @@
 
 namespace tg::detail {
 
-/// Per node and output, the value that now stands for it (initially itself). The graph's node
-/// list must not change while a Forwarding over it is in use (passes rebuild through compact or
-/// GraphRebuilder only once they are done forwarding).
+/// Per node and output, the value that now stands for it (initially itself). Its arrays are
+/// built at the first forward() from the graph's node list as it stands then, by node index:
+/// a pass forwards before it changes the node list (compact and GraphRebuilder then resolve
+/// through it by the old indices).
 class Forwarding {
  public:
   explicit Forwarding(const GraphIR& g) : g_(g) {}
