@@ -11,7 +11,7 @@ namespace detail {
 Tensor allocate_tensor(DType dtype, const TensorShape& shape) {
   TG_CHECK(shape.is_fully_defined(), "eager tensors need a fully defined shape, got ",
            shape.to_string());
-  auto impl = std::allocate_shared<TensorImpl>(RecyclingAllocator<TensorImpl>());
+  auto impl = new_tensor_impl();
   impl->dtype = dtype;
   impl->shape = shape;
   impl->buffer = Buffer::allocate(dtype, shape.num_elements());
@@ -23,7 +23,7 @@ Tensor make_view(const Tensor& x, const TensorShape& shape, int64_t extra_offset
   TG_CHECK(src && src->buffer, "views need an eager tensor");
   TG_CHECK(extra_offset >= 0 && src->offset + extra_offset + shape.num_elements() <=
                                     src->buffer->count());
-  auto impl = std::allocate_shared<TensorImpl>(RecyclingAllocator<TensorImpl>());
+  auto impl = new_tensor_impl();
   impl->dtype = src->dtype;
   impl->shape = shape;
   impl->buffer = src->buffer;

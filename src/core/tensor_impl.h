@@ -41,6 +41,13 @@ struct TensorImpl {
 /// unknown, never raising. (Tensor::shape() of a symbolic tensor checks what user code reads.)
 inline const TensorShape& static_shape(const Tensor& t) { return t.impl()->shape; }
 
+/// An empty handle, from the per-thread object lists (buffer.h): every op call and every
+/// recorded op makes and drops a few, where glibc's malloc and free would cost a tenth of a
+/// cached call each.
+inline std::shared_ptr<TensorImpl> new_tensor_impl() {
+  return std::allocate_shared<TensorImpl>(RecyclingAllocator<TensorImpl>());
+}
+
 /// A fresh eager tensor with uninitialised (numeric) storage of a fully defined shape.
 Tensor allocate_tensor(DType dtype, const TensorShape& shape);
 /// An eager tensor that shares x's storage under another shape with the same element count.

@@ -300,7 +300,7 @@ Tensor Container::make_tensor(uint64_t index) const {
   if (e.dtype != DType::String) {
     if (reinterpret_cast<uintptr_t>(p) % kBufferAlignment == 0 && e.elements > 0) {
       // Zero-copy: the tensor is the file's memory (a private mapping: writes stay in the process).
-      auto impl = std::make_shared<TensorImpl>();
+      auto impl = new_tensor_impl();
       impl->dtype = e.dtype;
       impl->shape = e.shape;
       impl->buffer = Buffer::wrap(e.dtype, e.elements, const_cast<uint8_t*>(p), owner_);

@@ -228,7 +228,7 @@ Tensor GraphRecorder::symbolic_output(int node, int output) {
   v->ref = ValueRef{node, output};
   v->node_name = n.name;
   v->origin_suffix = origin_suffix_;
-  auto impl = std::allocate_shared<TensorImpl>(RecyclingAllocator<TensorImpl>());
+  auto impl = new_tensor_impl();
   const ValueType& type = n.outputs[static_cast<std::size_t>(output)];
   impl->dtype = type.dtype;
   impl->shape = type.shape;
