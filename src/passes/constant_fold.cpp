@@ -34,7 +34,7 @@ int fold_constants(GraphIR& g) {
       const GraphNode& src = g.node_of(in);
       if (src.kind == NodeKind::kConst) {
         args.push_back(src.value);
-      } else if (const Tensor* value = folded.empty() ? nullptr : folded_value(in)) {
+      } else if (const Tensor* value = folded_value(in)) {
         args.push_back(*value);
       } else {
         all_const = false;
