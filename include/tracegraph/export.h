@@ -61,8 +61,7 @@ void save_function(const std::string& path, const FunctionCore& core, const std:
 /// for the cached path), or a TypeError listing every saved signature.
 std::shared_ptr<ConcreteImpl> find_loaded(const LoadedState& state, std::vector<TraceTypePtr> types,
                                           const ArgContext& ctx, const std::size_t* fast_hash);
-Outputs run_loaded(const LoadedState& state, const ConcreteImpl& cf, std::vector<Tensor> leaves,
-                   const std::vector<Variable>& variables);
+Outputs run_loaded(const LoadedState& state, const ConcreteImpl& cf, CallInputs&& inputs);
 const FunctionCore& loaded_core(const LoadedState& state);
 }  // namespace detail
 
@@ -76,17 +75,15 @@ class LoadedFunction {
 
   template <class... Args>
   Outputs operator()(const Args&... args) const {
-    std::vector<Tensor> leaves;
-    leaves.reserve(sizeof...(Args));  // one allocation for the usual one tensor per argument
-    std::vector<Variable> variables;
+    detail::CallInputs inputs;
     const auto cf = detail::resolve_call(
-        detail::loaded_core(*state_), leaves, variables,
+        detail::loaded_core(*state_), inputs,
         [&](detail::ArgContext& ctx, const std::size_t* fast_hash) {
           std::vector<TraceTypePtr> types{detail::ArgTraits<std::decay_t<Args>>::trace_type(args, ctx)...};
           return detail::find_loaded(*state_, std::move(types), ctx, fast_hash);
         },
         args...);
-    return detail::run_loaded(*state_, *cf, std::move(leaves), variables);
+    return detail::run_loaded(*state_, *cf, std::move(inputs));
   }
   /// Calls with one tensor per positional parameter (what tools without C++ types use).
   Outputs call(const std::vector<Tensor>& positional) const;

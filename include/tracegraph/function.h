@@ -92,10 +92,17 @@ std::shared_ptr<ConcreteImpl> repeat_call(const FunctionCore& core, FastMatch ma
 /// a fast hash, the result is remembered for fast_lookup.
 std::shared_ptr<ConcreteImpl> dispatch_or_trace(FunctionCore& core, std::vector<TraceTypePtr> arg_types,
                                                 TraceBody body, const std::size_t* fast_hash);
+/// A call's tensors and Variables as resolve_call found them: lent by the caller on the cached
+/// path (no Variable takes it), collected as owned handles with the trace types otherwise.
+struct CallInputs {
+  bool lent = false;
+  LentTensors lent_tensors;
+  std::vector<Tensor> tensors;
+  std::vector<Variable> variables;  // distinct, in order (ArgContext::variables)
+};
 /// Runs a concrete function of `core` on the call's flat tensors, its Variable parameters bound
-/// to the call's distinct Variables (ArgContext::variables).
-std::vector<Tensor> run(const FunctionCore& core, const ConcreteImpl& cf, std::vector<Tensor> leaves,
-                        const std::vector<Variable>& variables = {});
+/// to the call's distinct Variables.
+std::vector<Tensor> run(const FunctionCore& core, const ConcreteImpl& cf, CallInputs&& inputs);
 std::vector<ConcreteFunction> concrete_functions(const FunctionCore& core);
 int64_t tracing_count(const FunctionCore& core);
 std::vector<TraceRecord> trace_history(const FunctionCore& core);
@@ -115,35 +122,39 @@ bool fast_equal_all(const std::vector<TraceTypePtr>& types, std::index_sequence<
   return types.size() == sizeof...(Args) && (ArgTraits<std::decay_t<Args>>::fast_equal(args, *types[I]) && ...);
 }
 
-/// The concrete function a call goes to, with the call's tensors (`leaves`) and distinct
-/// Variables: the cached path first - an earlier call of exactly these types, found by a hash
-/// and confirmed without allocating -, else `resolve(ctx, fast_hash)`, which builds the trace
-/// types into `ctx` and dispatches (a tg::function may trace; a loaded function never does).
-/// Written once for tg::function and tg::LoadedFunction.
+/// The concrete function a call goes to, with the call's tensors and distinct Variables in
+/// `inputs`: the cached path first - an earlier call of exactly these types, found by a hash and
+/// confirmed without allocating, its tensors lent -, else `resolve(ctx, fast_hash)`, which builds
+/// the trace types into `ctx` and dispatches (a tg::function may trace; a loaded function never
+/// does). Written once for tg::function and tg::LoadedFunction.
 template <class Resolve, class... Args>
-std::shared_ptr<ConcreteImpl> resolve_call(const FunctionCore& core, std::vector<Tensor>& leaves,
-                                           std::vector<Variable>& variables, Resolve&& resolve, const Args&... args) {
+std::shared_ptr<ConcreteImpl> resolve_call(const FunctionCore& core, CallInputs& inputs, Resolve&& resolve,
+                                           const Args&... args) {
   auto match = [&](const std::vector<TraceTypePtr>& types) {
     return fast_equal_all(types, std::index_sequence_for<Args...>{}, args...);
+  };
+  auto lend = [&] {
+    inputs.lent = true;
+    (ArgTraits<std::decay_t<Args>>::leaves(args, inputs.lent_tensors), ...);
   };
   // A repeat of this thread's last call: compared, not hashed (fast_equal is false for any
   // argument the cached path cannot compare, so a match is exact).
   if (std::shared_ptr<ConcreteImpl> cf = repeat_call(core, FastMatch(match))) {
-    (ArgTraits<std::decay_t<Args>>::leaves(args, leaves), ...);
+    lend();
     return cf;
   }
   std::size_t fast_hash = 0x7467;
   const bool fast = (ArgTraits<std::decay_t<Args>>::fast_hash(args, fast_hash) && ...);
   if (fast) {
     if (std::shared_ptr<ConcreteImpl> cf = fast_lookup(core, fast_hash, FastMatch(match))) {
-      (ArgTraits<std::decay_t<Args>>::leaves(args, leaves), ...);
+      lend();
       return cf;  // only the general path sees Variables (no Variable takes the fast path)
     }
   }
   ArgContext ctx;
   std::shared_ptr<ConcreteImpl> cf = resolve(ctx, fast ? &fast_hash : nullptr);
-  leaves = std::move(ctx.leaves);
-  variables = std::move(ctx.variables);
+  inputs.tensors = std::move(ctx.leaves);
+  inputs.variables = std::move(ctx.variables);
   return cf;
 }
 
@@ -185,14 +196,12 @@ class PolymorphicFunction {
                         "eagerly; TensorSpecs only describe inputs for get_concrete_function. "
                         "Call it with tensors");
     }
-    std::vector<Tensor> leaves;
-    leaves.reserve(sizeof...(Args));  // one allocation for the usual one tensor per argument
-    std::vector<Variable> variables;
+    detail::CallInputs inputs;
     const std::shared_ptr<detail::ConcreteImpl> cf = detail::resolve_call(
-        *core_, leaves, variables,
+        *core_, inputs,
         [&](detail::ArgContext& ctx, const std::size_t* fast_hash) { return concrete_for(ctx, fast_hash, args...); },
         args...);
-    std::vector<Tensor> out = detail::run(*core_, *cf, std::move(leaves), variables);
+    std::vector<Tensor> out = detail::run(*core_, *cf, std::move(inputs));
     if constexpr (std::is_void_v<R>) {
       return;
     } else {

@@ -608,9 +608,8 @@ std::shared_ptr<ConcreteImpl> find_loaded(const LoadedState& state, std::vector<
   return cf;
 }
 
-Outputs run_loaded(const LoadedState& state, const ConcreteImpl& cf, std::vector<Tensor> leaves,
-                   const std::vector<Variable>& variables) {
-  std::vector<Tensor> out = state.core->run(cf, std::move(leaves), variables);
+Outputs run_loaded(const LoadedState& state, const ConcreteImpl& cf, CallInputs&& inputs) {
+  std::vector<Tensor> out = state.core->run(cf, std::move(inputs));
   return Outputs(std::move(out), cf.skeleton.has_value() && cf.skeleton.type() == typeid(Tensor));
 }
 
@@ -634,7 +633,10 @@ Outputs LoadedFunction::call(const std::vector<Tensor>& positional) const {
   std::vector<TraceTypePtr> types;
   for (const Tensor& t : positional) types.push_back(detail::ArgTraits<Tensor>::trace_type(t, ctx));
   const auto cf = detail::find_loaded(*state_, std::move(types), ctx, nullptr);
-  return detail::run_loaded(*state_, *cf, std::move(ctx.leaves), ctx.variables);
+  detail::CallInputs inputs;
+  inputs.tensors = std::move(ctx.leaves);
+  inputs.variables = std::move(ctx.variables);
+  return detail::run_loaded(*state_, *cf, std::move(inputs));
 }
 
 const std::string& LoadedFunction::name() const { return state_->core->name(); }

@@ -35,6 +35,14 @@ Tensor reuse_or_allocate(std::vector<Tensor>& kept, std::size_t j, const ValueTy
   return fresh;
 }
 
+// A handle to t's tensor that owns nothing (the aliasing constructor with an empty owner):
+// copying and dropping it touches no reference count. Only the caller's own handle keeps the
+// tensor alive, so a lent handle must not outlive the call (Plan::lendable_).
+Tensor lend(const Tensor& t) {
+  return Tensor(std::shared_ptr<TensorImpl>(std::shared_ptr<TensorImpl>(), t.impl().get()));
+}
+bool is_lent(const Tensor& t) { return t.impl() != nullptr && t.impl().use_count() == 0; }
+
 // Elementwise, one output big enough to be worth splitting, and every operand either the output's
 // size or a single element: chunks of the flat range are then independent.
 bool splits_over_threads(const GraphNode& node, const MemoryPlan& mp) {
@@ -129,6 +137,14 @@ Plan::Plan(const GraphIR& graph) : nodes_(&graph.nodes) {
   }
   for (int out_node : graph.outputs)
     output_slots_.push_back(mp.value_of(graph.node(out_node).inputs[0]));
+  std::vector<char> kept(static_cast<std::size_t>(num_slots_), 0);  // may outlive the call
+  for (const GraphNode& node : graph.nodes)
+    if (node.kind == NodeKind::kOp && runs_by_kernel(node))
+      for (const auto& in : node.inputs) kept[static_cast<std::size_t>(mp.value_of(in))] = 1;
+  for (int v : output_slots_) kept[static_cast<std::size_t>(v)] = 1;
+  lendable_.assign(input_seen.size(), 1);
+  for (const auto& [slot, index] : placeholder_slots_)
+    if (kept[static_cast<std::size_t>(slot)]) lendable_[static_cast<std::size_t>(index)] = 0;
   for (int v = 0; v < num_slots_; ++v) {
     const int after = mp.drop_after[static_cast<std::size_t>(v)];
     if (after == MemoryPlan::kAtEnd) end_release_.push_back(v);
@@ -154,11 +170,12 @@ Plan::Plan(const GraphIR& graph) : nodes_(&graph.nodes) {
     stats_.reused_per_call += step.memory == OutputMemory::kFreshKept;
   }
   for (char c : mp.in_place) stats_.in_place += c;
+  for (char c : lendable_) stats_.lent_inputs += c;
   stats_.arena_buffers = static_cast<int>(buffers_.size());
   for (const auto& b : buffers_) stats_.arena_bytes += b.count * static_cast<int64_t>(dtype_size(b.dtype));
 }
 
-Plan::~Plan() { delete spare_.load(); }
+Plan::~Plan() = default;
 
 std::unique_ptr<Frame> Plan::make_frame() const {
   auto f = std::make_unique<Frame>();
@@ -245,38 +262,54 @@ std::vector<Tensor> Plan::run(std::vector<Tensor>&& inputs) const {
   return run_with(inputs);
 }
 
+std::vector<Tensor> Plan::run(std::span<const Tensor* const> inputs) const { return run_with(inputs); }
+
 template <class Inputs>
 std::vector<Tensor> Plan::run_with(Inputs&& inputs) const {
+  using In = std::remove_cvref_t<Inputs>;
+  constexpr bool kLent = std::is_same_v<In, std::span<const Tensor* const>>;
   TG_CHECK(inputs.size() == placeholder_slots_.size(), "graph takes ", placeholder_slots_.size(),
            " inputs, got ", inputs.size());
-  std::unique_ptr<Frame> frame(spare_.exchange(nullptr, std::memory_order_acquire));
-  if (!frame) frame = make_frame();
-  for (const auto& [slot, index] : placeholder_slots_) {
-    Tensor& value = frame->values[static_cast<std::size_t>(slot)];
-    if constexpr (std::is_lvalue_reference_v<Inputs>) value = inputs[static_cast<std::size_t>(index)];
-    else value = std::move(inputs[static_cast<std::size_t>(index)]);
-  }
-  // On an exception the frame is dropped with whatever it holds; the next call builds another.
-  for (const PlanStep& step : steps_) run_step(step, *frame);
-  // The results go into the moved-in inputs' vector when it is big enough: one heap allocation
-  // and free fewer per call (a tenth of a cached scalar call's instructions).
+  const bool own_frame = !frame_in_use_.exchange(true, std::memory_order_acquire);
+  std::unique_ptr<Frame> call_frame;  // when another call holds the plan's
+  if (own_frame && !frame_) frame_ = make_frame();
+  if (!own_frame) call_frame = make_frame();
+  Frame& frame = own_frame ? *frame_ : *call_frame;
   std::vector<Tensor> results;
-  if constexpr (!std::is_lvalue_reference_v<Inputs>) {
-    if (inputs.capacity() >= output_slots_.size()) {
-      results = std::move(inputs);
-      results.clear();
+  try {
+    for (const auto& [slot, index] : placeholder_slots_) {
+      Tensor& value = frame.values[static_cast<std::size_t>(slot)];
+      const auto k = static_cast<std::size_t>(index);
+      if constexpr (kLent) value = lendable_[k] ? lend(*inputs[k]) : *inputs[k];
+      else if constexpr (std::is_lvalue_reference_v<Inputs>) value = inputs[k];
+      else value = std::move(inputs[k]);
     }
+    for (const PlanStep& step : steps_) run_step(step, frame);
+    // The results go into the moved-in inputs' vector when it is big enough: one heap allocation
+    // and free fewer per call (a tenth of a cached scalar call's instructions).
+    if constexpr (!kLent && !std::is_lvalue_reference_v<Inputs>) {
+      if (inputs.capacity() >= output_slots_.size()) {
+        results = std::move(inputs);
+        results.clear();
+      }
+    }
+    results.reserve(output_slots_.size());
+    for (std::size_t k = 0; k < output_slots_.size(); ++k) {
+      Tensor& value = frame.values[static_cast<std::size_t>(output_slots_[k])];
+      TG_CHECK(!is_lent(value), "a lent input reached output ", k, " of the graph");
+      if (move_out_[k]) results.push_back(std::move(value));
+      else results.push_back(value);
+    }
+    for (int slot : end_release_) frame.values[static_cast<std::size_t>(slot)] = Tensor();
+  } catch (...) {
+    // The frame is dropped with whatever it holds; the next call builds another.
+    if (own_frame) {
+      frame_.reset();
+      frame_in_use_.store(false, std::memory_order_release);
+    }
+    throw;
   }
-  results.reserve(output_slots_.size());
-  for (std::size_t k = 0; k < output_slots_.size(); ++k) {
-    Tensor& value = frame->values[static_cast<std::size_t>(output_slots_[k])];
-    if (move_out_[k]) results.push_back(std::move(value));
-    else results.push_back(value);
-  }
-  for (int slot : end_release_) frame->values[static_cast<std::size_t>(slot)] = Tensor();
-  Frame* expected = nullptr;
-  if (spare_.compare_exchange_strong(expected, frame.get(), std::memory_order_release))
-    frame.release();
+  if (own_frame) frame_in_use_.store(false, std::memory_order_release);
   return results;
 }
 
@@ -285,6 +318,8 @@ std::shared_ptr<const Plan> make_plan(const GraphIR& graph) { return std::make_s
 std::vector<Tensor> execute(const Plan& plan, const std::vector<Tensor>& inputs) { return plan.run(inputs); }
 
 std::vector<Tensor> execute(const Plan& plan, std::vector<Tensor>&& inputs) { return plan.run(std::move(inputs)); }
+
+std::vector<Tensor> execute_lent(const Plan& plan, std::span<const Tensor* const> inputs) { return plan.run(inputs); }
 
 std::vector<Tensor> execute(const GraphIR& graph, const std::vector<Tensor>& inputs) {
   return Plan(graph).run(inputs);

@@ -3,6 +3,7 @@
 // a concrete function the plan of its graph, a plan the plans of its cond / while sub-graphs.
 #pragma once
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "graph/graph_ir.h"
@@ -21,6 +22,11 @@ std::vector<Tensor> execute(const Plan& plan, const std::vector<Tensor>& inputs)
 /// The same, moving the inputs into the run instead of copying their handles (each copy is an
 /// atomic increment and decrement, a tenth of a cached scalar call once the process has threads).
 std::vector<Tensor> execute(const Plan& plan, std::vector<Tensor>&& inputs);
+/// The same on handles the caller lends: they must stay alive, unchanged, until execute_lent
+/// returns. An input that only kernels writing into given outputs read reaches them without a
+/// copy of its handle (none of a cached call's reference counting); any other is copied, so no
+/// result and no Variable keeps a lent handle.
+std::vector<Tensor> execute_lent(const Plan& plan, std::span<const Tensor* const> inputs);
 
 /// Plans `graph` for this one call and runs it: for graphs run once (tests, a pass comparing
 /// results before and after a rewrite). Keep a plan instead to run a graph repeatedly.

@@ -8,13 +8,6 @@ namespace tg::detail {
 
 namespace {
 
-// Kernels that make their own outputs and whose inputs may outlive the call: views, stateful ops
-// (a Variable keeps the assigned tensor; every Variable op is stateful) and control flow.
-bool runs_by_kernel(const GraphNode& node) {
-  const uint32_t traits = op_def(node.op).traits;
-  return makes_own_outputs(traits) || (traits & (kStateful | kSubgraphs));
-}
-
 // The arena's buffers. Free ones are handed out first-fit in the order they were freed, so that
 // a graph always gets the same plan.
 class BufferPool {
@@ -41,6 +34,11 @@ class BufferPool {
 };
 
 }  // namespace
+
+bool runs_by_kernel(const GraphNode& node) {
+  const uint32_t traits = op_def(node.op).traits;
+  return makes_own_outputs(traits) || (traits & (kStateful | kSubgraphs));
+}
 
 bool output_aliases_input(const GraphNode& node) {
   return node.kind == NodeKind::kOp && (op_def(node.op).traits & kView) && !node.inputs.empty();

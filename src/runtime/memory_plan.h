@@ -75,4 +75,9 @@ MemoryPlan plan_memory(const GraphIR& graph);
 /// control-flow ops, which may keep their inputs - are kOwnOutputs, and their values escape.)
 bool output_aliases_input(const GraphNode& node);
 
+/// Whether `node`'s kernel makes its own outputs or may keep its inputs past the call: views,
+/// stateful ops (a Variable keeps the assigned tensor; every Variable op is stateful) and control
+/// flow. Every other kernel writes into the outputs it is given and keeps nothing.
+bool runs_by_kernel(const GraphNode& node);
+
 }  // namespace tg::detail

@@ -10,12 +10,16 @@
 // - Frames: the per-call state (slot values, argument vectors, arena buffers) is built once and
 //   parked in the plan between calls, so a cached call allocates only its output tensors.
 //   Concurrent calls of one graph each take a frame of their own.
+// - Lent inputs: the cached call path passes the caller's own handles (run(span)), and an input
+//   that only kernels writing into given outputs read is lent to them as a handle that owns
+//   nothing, so that the call copies and drops no reference count for it.
 // - Sub-graphs: a cond / while step holds the plans of its node's sub-graphs, which its kernel
 //   runs through run_subgraph (runtime/executor.h). No plan is kept in a GraphIR.
 #pragma once
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "graph/graph_ir.h"
@@ -58,6 +62,7 @@ struct PlanStats {
   int reused_per_call = 0;   // None-dim steps whose buffers the frame keeps between calls
   int64_t arena_bytes = 0;   // sum of the arena buffers' sizes
   bool dynamic = false;      // some step infers shapes per call
+  int lent_inputs = 0;       // inputs the cached call path lends to kernels (Plan::lendable_)
 };
 
 struct Frame;
@@ -73,6 +78,8 @@ class Plan {
 
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
   std::vector<Tensor> run(std::vector<Tensor>&& inputs) const;  // moves the inputs in
+  /// On handles the caller keeps alive until run returns (execute_lent).
+  std::vector<Tensor> run(std::span<const Tensor* const> inputs) const;
   const PlanStats& stats() const { return stats_; }
 
  private:
@@ -85,6 +92,10 @@ class Plan {
   int num_slots_ = 0;
   std::vector<std::pair<int, int>> placeholder_slots_;  // (slot, input index)
   bool inputs_movable_ = true;  // no input index feeds two placeholders
+  // Per input index: every placeholder of it is read only by kernels that write into given
+  // outputs (not runs_by_kernel: those may keep an input) and is no graph output, so a lent
+  // handle cannot outlive the call.
+  std::vector<char> lendable_;
   std::vector<std::pair<int, Tensor>> const_slots_;
   std::vector<PlanStep> steps_;
   std::vector<int> output_slots_;
@@ -92,7 +103,11 @@ class Plan {
   std::vector<char> move_out_;    // per output: its slot is cleared at the end and named once
   std::vector<ArenaBufferSpec> buffers_;
   PlanStats stats_;
-  mutable std::atomic<Frame*> spare_{nullptr};
+  // The frame parked between calls, held by at most one call at a time: taking it is one
+  // exchange of the flag and giving it back a plain store (a pointer exchanged out and
+  // compare-exchanged back was two locked instructions per call).
+  mutable std::unique_ptr<Frame> frame_;
+  mutable std::atomic<bool> frame_in_use_{false};
 };
 
 }  // namespace tg::detail

@@ -131,18 +131,31 @@ void check_collectives_once(const ConcreteImpl& cf) {
   });
 }
 
+using LentSpan = std::span<const Tensor* const>;
+std::vector<Tensor> owned(LentSpan lent) {
+  std::vector<Tensor> out;
+  out.reserve(lent.size());
+  for (const Tensor* t : lent) out.push_back(*t);
+  return out;
+}
+std::vector<Tensor>&& owned(std::vector<Tensor>&& inputs) { return std::move(inputs); }
+
 // Runs a concrete function whose Variable parameters (if any) are bound already: inlined into
 // the trace being recorded on this thread - its graph as traced, its ops and side effects
 // recorded there, as TF's call of a function inside a tf.function runs at every call of the
-// outer one -, else through the call observer (a tape), else by the executor.
-std::vector<Tensor> run_graph(const ConcreteImpl& cf, const GraphIR& traced, std::vector<Tensor> inputs) {
-  if (tracing_active()) return replay_graph(traced, inputs, nullptr);
+// outer one -, else through the call observer (a tape), else by the executor. `inputs` are owned
+// handles or the cached path's lent ones; only the executor takes lent handles as they are (a
+// trace or a tape may keep its inputs, so they get owned copies).
+template <class Inputs>
+std::vector<Tensor> run_graph(const ConcreteImpl& cf, const GraphIR& traced, Inputs inputs) {
+  if (tracing_active()) return replay_graph(traced, owned(std::move(inputs)), nullptr);
   const bool collectives = !cf.collective_sequence.empty();
   if (collectives) check_collectives_once(cf);
   // What the collectives' errors name; a function without any leaves the enclosing one's.
   CollectiveFunctionScope in_function(collectives ? &cf.function_name : current_collective_function());
-  if (CallObserver* o = t_call_observer) return o->run_call(cf, inputs);
-  return execute(*cf.plan, std::move(inputs));
+  if (CallObserver* o = t_call_observer) return o->run_call(cf, owned(std::move(inputs)));
+  if constexpr (std::is_same_v<Inputs, LentSpan>) return execute_lent(*cf.plan, inputs);
+  else return execute(*cf.plan, std::move(inputs));
 }
 }  // namespace
 
@@ -582,9 +595,8 @@ std::shared_ptr<ConcreteImpl> dispatch_or_trace(FunctionCore& core, std::vector<
                                                 TraceBody body, const std::size_t* fast_hash) {
   return core.dispatch_or_trace(std::move(arg_types), body, fast_hash);
 }
-std::vector<Tensor> run(const FunctionCore& core, const ConcreteImpl& cf, std::vector<Tensor> leaves,
-                        const std::vector<Variable>& variables) {
-  return core.run(cf, std::move(leaves), variables);
+std::vector<Tensor> run(const FunctionCore& core, const ConcreteImpl& cf, CallInputs&& inputs) {
+  return core.run(cf, std::move(inputs));
 }
 std::vector<ConcreteFunction> concrete_functions(const FunctionCore& core) {
   std::vector<ConcreteFunction> out;
@@ -798,15 +810,19 @@ std::shared_ptr<ConcreteImpl> make_concrete(ConcreteParts parts) {
   return cf;
 }
 
-std::vector<Tensor> FunctionCore::run(const ConcreteImpl& cf, std::vector<Tensor> leaves,
-                                      const std::vector<Variable>& variables) const {
-  if (leaves.size() != cf.ir->placeholders.size())
+std::vector<Tensor> FunctionCore::run(const ConcreteImpl& cf, CallInputs&& inputs) const {
+  const std::size_t n = inputs.lent ? inputs.lent_tensors.size() : inputs.tensors.size();
+  if (n != cf.ir->placeholders.size())
     throw TypeError(str_cat(
-        "function '", cf.function_name, "' was called with ", leaves.size(), " tensor",
-        leaves.size() == 1 ? "" : "s", " but its trace takes ", cf.ir->placeholders.size(),
+        "function '", cf.function_name, "' was called with ", n, " tensor", n == 1 ? "" : "s",
+        " but its trace takes ", cf.ir->placeholders.size(),
         ". TensorSpec arguments only describe inputs for get_concrete_function; call the "
         "function with tensors"));
-  return run_concrete(cf, std::move(leaves), variables);
+  if (inputs.lent) {  // the cached path: no Variable parameters
+    TG_CHECK(cf.variable_parameters.empty(), "a call with Variables took the cached path");
+    return run_graph(cf, cf.unoptimized_ir ? *cf.unoptimized_ir : *cf.ir, inputs.lent_tensors.view());
+  }
+  return run_concrete(cf, std::move(inputs.tensors), inputs.variables);
 }
 
 // ---- ConcreteFunction ----------------------------------------------------------------------

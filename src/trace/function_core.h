@@ -38,8 +38,7 @@ class FunctionCore {
   /// the most specific one the call is a subtype of - without ever tracing: nullptr if none.
   /// With a fast hash, a match is remembered for fast_lookup (as dispatch_or_trace does).
   std::shared_ptr<ConcreteImpl> find(std::vector<TraceTypePtr> arg_types, const std::size_t* fast_hash = nullptr) const;
-  std::vector<Tensor> run(const ConcreteImpl& cf, std::vector<Tensor> leaves,
-                          const std::vector<Variable>& variables) const;
+  std::vector<Tensor> run(const ConcreteImpl& cf, CallInputs&& inputs) const;
   int64_t tracing_count() const;
   std::vector<std::shared_ptr<ConcreteImpl>> concrete_functions() const;
   std::vector<TraceRecord> trace_history() const;

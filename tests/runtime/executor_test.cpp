@@ -14,6 +14,7 @@
 #include "support/test_util.h"
 #include "trace/function_core.h"
 #include "tracegraph/control_flow.h"
+#include "tracegraph/gradient.h"
 
 namespace tg {
 namespace {
@@ -182,6 +183,122 @@ TEST(PlannedExecutor, ConcurrentCallsGetTheirOwnFrames) {
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(bad, (std::vector<int>{0, 0, 0, 0}));
+}
+
+// The cached call path lends the caller's tensors to the plan without copying their handles. An
+// input that a kernel may keep (a Variable, a view, control flow) or that is itself a result is
+// copied instead. Each function below runs on the cached path (its second call), and the
+// caller's tensor dies before the result is read: under ASan a lent handle that escaped would be
+// a use after free.
+template <class F>
+std::vector<float> cached_call_after_input_dies(F& f, const std::vector<float>& values) {
+  {
+    const Tensor warm = constant(values, TensorShape({static_cast<int64_t>(values.size())}));
+    f(warm);  // traces
+  }
+  Tensor result;
+  {
+    const Tensor x = constant(values, TensorShape({static_cast<int64_t>(values.size())}));
+    result = f(x);  // the cached path: x is lent
+  }
+  return result.to_vector<float>();
+}
+
+int lent_inputs(const ConcreteFunction& cf) { return plan_of(cf).stats().lent_inputs; }
+
+TEST(PlannedExecutor, PureReadersBorrowTheCallersTensors) {
+  auto add = function([](const Tensor& a, const Tensor& b) { return a * b + a; });
+  const Tensor a = constant({1.0f, 2.0f}), b = constant({3.0f, 4.0f});
+  EXPECT_EQ(lent_inputs(add.get_concrete_function(a, b)), 2);
+  EXPECT_EQ(add(a, b).to_vector<float>(), (std::vector<float>{4, 10}));
+  EXPECT_EQ(add(a, b).to_vector<float>(), (std::vector<float>{4, 10}));
+  EXPECT_EQ(a.impl().use_count(), 1) << "the calls kept no handle of the caller's tensor";
+}
+
+TEST(PlannedExecutor, AnInputReturnedAsIsIsCopiedNotLent) {
+  auto identity = function([](const Tensor& x) { return x; });
+  auto both = function([](const Tensor& x) { return std::vector<Tensor>{x, x * 2.0f}; });
+  EXPECT_EQ(cached_call_after_input_dies(identity, {1, 2, 3}), (std::vector<float>{1, 2, 3}));
+  {
+    const Tensor warm = constant({1.0f});
+    both(warm);
+  }
+  std::vector<Tensor> r;
+  {
+    const Tensor x = constant({5.0f});
+    r = both(x);
+  }
+  EXPECT_EQ(r[0].to_vector<float>(), (std::vector<float>{5}));
+  EXPECT_EQ(r[1].to_vector<float>(), (std::vector<float>{10}));
+  EXPECT_EQ(lent_inputs(identity.get_concrete_function(constant({1.0f}))), 0);
+  EXPECT_EQ(lent_inputs(both.get_concrete_function(constant({1.0f}))), 0);
+}
+
+TEST(PlannedExecutor, InputsAKernelMayKeepAreCopiedNotLent) {
+  Variable v(zeros({3}));
+  auto store = function([&](const Tensor& x) {
+    v.assign(x);
+    return x + 1.0f;
+  });
+  auto view = function([](const Tensor& x) { return reshape(x, {3, 1}); });
+  auto branch = function([](const Tensor& p, const Tensor& x) {
+    return cond(p, [&] { return x; }, [&] { return x * 2.0f; });
+  });
+  auto loop = function([](const Tensor& n, const Tensor& x) {
+    auto [i, y] = while_loop([&](const Tensor& i, const Tensor&) { return i < n; },
+                             [](const Tensor& i, const Tensor& y) { return std::tuple{i + 1, y}; },
+                             std::tuple{constant(0), x});
+    return y;
+  });
+  EXPECT_EQ(cached_call_after_input_dies(store, {1, 2, 3}), (std::vector<float>{2, 3, 4}));
+  EXPECT_EQ(v.read_value().to_vector<float>(), (std::vector<float>{1, 2, 3})) << "the Variable owns what it was given";
+  EXPECT_EQ(cached_call_after_input_dies(view, {1, 2, 3}), (std::vector<float>{1, 2, 3}));
+  const Tensor yes = constant(true), three = constant(3);
+  auto branch_of = [&](const Tensor& x) { return branch(yes, x); };
+  auto loop_of = [&](const Tensor& x) { return loop(three, x); };
+  EXPECT_EQ(cached_call_after_input_dies(branch_of, {4, 5}), (std::vector<float>{4, 5}));
+  EXPECT_EQ(cached_call_after_input_dies(loop_of, {6, 7}), (std::vector<float>{6, 7}));
+  const Tensor x3 = constant({1.0f, 2.0f, 3.0f});
+  EXPECT_EQ(lent_inputs(store.get_concrete_function(x3)), 0);
+  EXPECT_EQ(lent_inputs(view.get_concrete_function(x3)), 0);
+  EXPECT_EQ(lent_inputs(branch.get_concrete_function(yes, x3)), 0) << "the cond node reads both";
+}
+
+// A tape observing a call, and a trace inlining one, may keep the call's inputs: the cached path
+// gives them owned handles.
+TEST(PlannedExecutor, TapesAndTracesGetOwnedInputsFromTheCachedPath) {
+  auto square = function([](const Tensor& x) { return x * x; });
+  square(constant({1.0f, 2.0f}));
+  const Tensor x = constant({3.0f, 4.0f});
+  GradientTape tape;
+  tape.watch(x);
+  Tensor y;
+  {
+    const Tensor z = x * 1.0f;  // dies before the tape reads it back
+    y = square(z);
+  }
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{9, 16}));
+  EXPECT_EQ(tape.gradient(reduce_sum(y), x).to_vector<float>(), (std::vector<float>{6, 8}));
+  auto outer = function([&](const Tensor& x) { return square(x) + 1.0f; });
+  EXPECT_EQ(cached_call_after_input_dies(outer, {2, 3}), (std::vector<float>{5, 10}));
+}
+
+// More tensors than the call's inline room (eight): the lent pointers move to the heap.
+TEST(PlannedExecutor, CallsOfManyTensorsLendThemAll) {
+  auto sum = function([](const std::vector<Tensor>& xs) {
+    Tensor s = xs[0];
+    for (std::size_t i = 1; i < xs.size(); ++i) s = s + xs[i] * static_cast<float>(i + 1);
+    return s;
+  });
+  std::vector<Tensor> xs;
+  float want = 0;
+  for (int i = 0; i < 12; ++i) {
+    xs.push_back(constant(static_cast<float>(i)));
+    want += static_cast<float>(i) * static_cast<float>(i + 1);
+  }
+  EXPECT_EQ(sum(xs).item<float>(), want);
+  EXPECT_EQ(sum(xs).item<float>(), want);
+  EXPECT_EQ(lent_inputs(sum.get_concrete_function(xs)), 12);
 }
 
 long allocations_of_run(const ConcreteFunction& cf, const std::vector<Tensor>& inputs) {
