@@ -76,14 +76,14 @@ class LoadedFunction {
   template <class... Args>
   Outputs operator()(const Args&... args) const {
     detail::CallInputs inputs;
-    const auto cf = detail::resolve_call(
+    const detail::CalledConcrete called = detail::resolve_call(
         detail::loaded_core(*state_), inputs,
         [&](detail::ArgContext& ctx, const std::size_t* fast_hash) {
           std::vector<TraceTypePtr> types{detail::ArgTraits<std::decay_t<Args>>::trace_type(args, ctx)...};
           return detail::find_loaded(*state_, std::move(types), ctx, fast_hash);
         },
         args...);
-    return detail::run_loaded(*state_, *cf, std::move(inputs));
+    return detail::run_loaded(*state_, *called.cf, std::move(inputs));
   }
   /// Calls with one tensor per positional parameter (what tools without C++ types use).
   Outputs call(const std::vector<Tensor>& positional) const;

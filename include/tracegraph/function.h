@@ -81,13 +81,23 @@ using FastMatch = FunctionRef<bool(const std::vector<TraceTypePtr>&)>;
 class FunctionCore;
 std::shared_ptr<FunctionCore> make_function_core(FunctionOptions options, std::string callable_type);
 const FunctionOptions& options_of(const FunctionCore& core);
+/// The concrete function a call runs, and what keeps it alive until the call returns. On the
+/// cached path of a function whose cache never evicts (max_cached_traces = 0), nothing: the
+/// function holds every concrete function it made for its whole life, so a pointer is enough
+/// and the call takes no reference (a locked increment and decrement once the process has a
+/// second thread). Otherwise a reference.
+struct CalledConcrete {
+  ConcreteImpl* cf = nullptr;
+  std::shared_ptr<ConcreteImpl> keep;
+  explicit operator bool() const { return cf != nullptr; }
+};
 /// The cached-call path: the concrete function an earlier call of exactly this type went to,
-/// found by `fast_hash` and confirmed by `match`, without building trace types. nullptr if
-/// there is none (then dispatch_or_trace decides).
-std::shared_ptr<ConcreteImpl> fast_lookup(const FunctionCore& core, std::size_t fast_hash, FastMatch match);
+/// found by `fast_hash` and confirmed by `match`, without building trace types. Empty if there
+/// is none (then dispatch_or_trace decides).
+CalledConcrete fast_lookup(const FunctionCore& core, std::size_t fast_hash, FastMatch match);
 /// Before any hashing: the concrete function of this thread's last cached call, when it was a
-/// call of `core` with argument types `match` confirms. nullptr otherwise.
-std::shared_ptr<ConcreteImpl> repeat_call(const FunctionCore& core, FastMatch match);
+/// call of `core` with argument types `match` confirms. Empty otherwise.
+CalledConcrete repeat_call(const FunctionCore& core, FastMatch match);
 /// Finds the concrete function for a call's argument types, or traces one with `body`. With
 /// a fast hash, the result is remembered for fast_lookup.
 std::shared_ptr<ConcreteImpl> dispatch_or_trace(FunctionCore& core, std::vector<TraceTypePtr> arg_types,
@@ -128,8 +138,7 @@ bool fast_equal_all(const std::vector<TraceTypePtr>& types, std::index_sequence<
 /// the trace types into `ctx` and dispatches (a tg::function may trace; a loaded function never
 /// does). Written once for tg::function and tg::LoadedFunction.
 template <class Resolve, class... Args>
-std::shared_ptr<ConcreteImpl> resolve_call(const FunctionCore& core, CallInputs& inputs, Resolve&& resolve,
-                                           const Args&... args) {
+CalledConcrete resolve_call(const FunctionCore& core, CallInputs& inputs, Resolve&& resolve, const Args&... args) {
   auto match = [&](const std::vector<TraceTypePtr>& types) {
     return fast_equal_all(types, std::index_sequence_for<Args...>{}, args...);
   };
@@ -139,23 +148,24 @@ std::shared_ptr<ConcreteImpl> resolve_call(const FunctionCore& core, CallInputs&
   };
   // A repeat of this thread's last call: compared, not hashed (fast_equal is false for any
   // argument the cached path cannot compare, so a match is exact).
-  if (std::shared_ptr<ConcreteImpl> cf = repeat_call(core, FastMatch(match))) {
+  if (CalledConcrete called = repeat_call(core, FastMatch(match))) {
     lend();
-    return cf;
+    return called;
   }
   std::size_t fast_hash = 0x7467;
   const bool fast = (ArgTraits<std::decay_t<Args>>::fast_hash(args, fast_hash) && ...);
   if (fast) {
-    if (std::shared_ptr<ConcreteImpl> cf = fast_lookup(core, fast_hash, FastMatch(match))) {
+    if (CalledConcrete called = fast_lookup(core, fast_hash, FastMatch(match))) {
       lend();
-      return cf;  // only the general path sees Variables (no Variable takes the fast path)
+      return called;  // only the general path sees Variables (no Variable takes the fast path)
     }
   }
   ArgContext ctx;
   std::shared_ptr<ConcreteImpl> cf = resolve(ctx, fast ? &fast_hash : nullptr);
   inputs.tensors = std::move(ctx.leaves);
   inputs.variables = std::move(ctx.variables);
-  return cf;
+  ConcreteImpl* raw = cf.get();
+  return CalledConcrete{raw, std::move(cf)};
 }
 
 }  // namespace detail
@@ -197,16 +207,17 @@ class PolymorphicFunction {
                         "Call it with tensors");
     }
     detail::CallInputs inputs;
-    const std::shared_ptr<detail::ConcreteImpl> cf = detail::resolve_call(
+    const detail::CalledConcrete called = detail::resolve_call(
         *core_, inputs,
         [&](detail::ArgContext& ctx, const std::size_t* fast_hash) { return concrete_for(ctx, fast_hash, args...); },
         args...);
-    std::vector<Tensor> out = detail::run(*core_, *cf, std::move(inputs));
+    const detail::ConcreteImpl& cf = *called.cf;
+    std::vector<Tensor> out = detail::run(*core_, cf, std::move(inputs));
     if constexpr (std::is_void_v<R>) {
       return;
     } else {
       std::size_t i = 0;
-      return detail::TensorStructure<R>::rebuild(std::any_cast<const R&>(detail::skeleton_of(*cf)), out, i);
+      return detail::TensorStructure<R>::rebuild(std::any_cast<const R&>(detail::skeleton_of(cf)), out, i);
     }
   }
 

@@ -318,12 +318,14 @@ uint64_t next_core_id() {
 
 // The last cached call this thread made, of any function: a loop calling one function with the
 // same argument types finds it with direct comparisons, before any hashing or locking. Weak, so
-// that a destroyed function's graphs are not kept alive by the record.
+// that a destroyed function's graphs are not kept alive by the record; `raw` is read only when
+// core_id names the function being called and its cache never evicts (CalledConcrete).
 struct LastCall {
   uint64_t core_id = 0;
   uint64_t epoch = 0;
   std::vector<TraceTypePtr> call_types;
   std::weak_ptr<ConcreteImpl> cf;
+  ConcreteImpl* raw = nullptr;
 };
 thread_local LastCall t_last_call;
 
@@ -336,6 +338,7 @@ void record_last_call(uint64_t core_id, uint64_t epoch, const std::vector<TraceT
   last.epoch = epoch;
   last.call_types.assign(call_types.begin(), call_types.end());
   last.cf = cf;
+  last.raw = cf.get();
 }
 }  // namespace
 
@@ -587,10 +590,10 @@ std::shared_ptr<FunctionCore> make_function_core(FunctionOptions options, std::s
   return std::make_shared<FunctionCore>(std::move(options), std::move(callable_type));
 }
 const FunctionOptions& options_of(const FunctionCore& core) { return core.options(); }
-std::shared_ptr<ConcreteImpl> fast_lookup(const FunctionCore& core, std::size_t fast_hash, FastMatch match) {
+CalledConcrete fast_lookup(const FunctionCore& core, std::size_t fast_hash, FastMatch match) {
   return core.fast_lookup(fast_hash, match);
 }
-std::shared_ptr<ConcreteImpl> repeat_call(const FunctionCore& core, FastMatch match) { return core.repeat_call(match); }
+CalledConcrete repeat_call(const FunctionCore& core, FastMatch match) { return core.repeat_call(match); }
 std::shared_ptr<ConcreteImpl> dispatch_or_trace(FunctionCore& core, std::vector<TraceTypePtr> arg_types,
                                                 TraceBody body, const std::size_t* fast_hash) {
   return core.dispatch_or_trace(std::move(arg_types), body, fast_hash);
@@ -610,39 +613,46 @@ std::optional<std::vector<TensorSpec>> suggested_input_signature(const FunctionC
 }
 std::string retracing_report(const FunctionCore& core) { return core.retracing_report(); }
 
-std::shared_ptr<ConcreteImpl> FunctionCore::repeat_call(FastMatch match) const {
+CalledConcrete FunctionCore::repeat_call(FastMatch match) const {
   State& s = *state_;
   LastCall& last = t_last_call;
   if (last.core_id != s.id || last.epoch != s.fast_epoch.load(std::memory_order_acquire) || !match(last.call_types))
-    return nullptr;
-  std::shared_ptr<ConcreteImpl> cf = last.cf.lock();
-  if (cf) {
-    s.diag->on_call();
-    if (s.options.max_cached_traces > 0) cf->last_used.store(s.diag->calls(), std::memory_order_relaxed);
+    return {};
+  CalledConcrete called;
+  if (s.options.max_cached_traces > 0) {  // an eviction may drop it while this call runs
+    called.keep = last.cf.lock();
+    called.cf = called.keep.get();
+  } else {
+    called.cf = last.raw;  // never evicted: alive as long as this function
   }
-  return cf;
+  if (called) {
+    s.diag->on_call();
+    if (s.options.max_cached_traces > 0) called.cf->last_used.store(s.diag->calls(), std::memory_order_relaxed);
+  }
+  return called;
 }
 
-std::shared_ptr<ConcreteImpl> FunctionCore::fast_lookup(std::size_t fast_hash, FastMatch match) const {
+CalledConcrete FunctionCore::fast_lookup(std::size_t fast_hash, FastMatch match) const {
   State& s = *state_;
-  std::shared_ptr<ConcreteImpl> cf;
+  CalledConcrete called;
   {
     std::shared_lock lock(s.mu);
     auto range = s.fast.equal_range(fast_hash);
     for (auto it = range.first; it != range.second; ++it)
       if (match(it->second.call_types)) {
-        cf = it->second.cf;
+        called.cf = it->second.cf.get();
+        if (s.options.max_cached_traces > 0) called.keep = it->second.cf;  // see repeat_call
         // Read under the lock: a clear after this makes the record stale.
-        record_last_call(s.id, s.fast_epoch.load(std::memory_order_relaxed), it->second.call_types, cf);
+        record_last_call(s.id, s.fast_epoch.load(std::memory_order_relaxed), it->second.call_types, it->second.cf);
         break;
       }
   }
-  if (cf) {
+  if (called) {
     s.diag->on_call();  // TF's "5 traces within 10 calls" rule counts calls
     if (s.options.max_cached_traces > 0)  // the LRU stamp only matters with a bounded cache
-      cf->last_used.store(s.diag->calls(), std::memory_order_relaxed);
+      called.cf->last_used.store(s.diag->calls(), std::memory_order_relaxed);
   }
-  return cf;
+  return called;
 }
 
 std::shared_ptr<ConcreteImpl> FunctionCore::dispatch_or_trace(std::vector<TraceTypePtr> arg_types,

@@ -23,10 +23,10 @@ class FunctionCore {
   /// The cached-call path: the concrete function an earlier call of exactly this type went to,
   /// found by `fast_hash` and confirmed by `match`, without building trace types. nullptr if
   /// there is none (then dispatch_or_trace decides).
-  std::shared_ptr<ConcreteImpl> fast_lookup(std::size_t fast_hash, FastMatch match) const;
+  CalledConcrete fast_lookup(std::size_t fast_hash, FastMatch match) const;
   /// The concrete function of this thread's last cached call, if that call was of this function
   /// with argument types `match` confirms (checked by comparison alone); else nullptr.
-  std::shared_ptr<ConcreteImpl> repeat_call(FastMatch match) const;
+  CalledConcrete repeat_call(FastMatch match) const;
   /// Finds the concrete function for a call's argument types, or traces one with `body`. With
   /// a fast hash, the result is remembered for fast_lookup.
   std::shared_ptr<ConcreteImpl> dispatch_or_trace(std::vector<TraceTypePtr> arg_types,

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "export/loaded.h"
+#include "runtime/executor.h"
 #include "support/allocation_counter.h"
 #include "trace/function_core.h"
 #include "support/test_util.h"
@@ -15,8 +16,7 @@ namespace tg {
 namespace {
 
 template <class... Args>
-std::shared_ptr<detail::ConcreteImpl> fast_dispatch_core(const detail::FunctionCore& core, long* allocations,
-                                                        const Args&... args) {
+detail::ConcreteImpl* fast_dispatch_core(const detail::FunctionCore& core, long* allocations, const Args&... args) {
   testing::CountAllocations counter;
   std::size_t h = 0x7467;
   const bool ok = (detail::ArgTraits<Args>::fast_hash(args, h) && ...);
@@ -24,27 +24,26 @@ std::shared_ptr<detail::ConcreteImpl> fast_dispatch_core(const detail::FunctionC
     std::size_t i = 0;
     return types.size() == sizeof...(Args) && (detail::ArgTraits<Args>::fast_equal(args, *types[i++]) && ...);
   };
-  auto cf = ok ? detail::fast_lookup(core, h, detail::FastMatch(match)) : nullptr;
+  detail::ConcreteImpl* cf = ok ? detail::fast_lookup(core, h, detail::FastMatch(match)).cf : nullptr;
   *allocations = counter.count();
   return cf;
 }
 
 // The first step of the cached path: a repeat of this thread's last call, found by comparison.
 template <class... Args>
-std::shared_ptr<detail::ConcreteImpl> repeat_dispatch_core(const detail::FunctionCore& core, long* allocations,
-                                                          const Args&... args) {
+detail::ConcreteImpl* repeat_dispatch_core(const detail::FunctionCore& core, long* allocations, const Args&... args) {
   testing::CountAllocations counter;
   auto match = [&](const std::vector<TraceTypePtr>& types) {
     std::size_t i = 0;
     return types.size() == sizeof...(Args) && (detail::ArgTraits<Args>::fast_equal(args, *types[i++]) && ...);
   };
-  auto cf = detail::repeat_call(core, detail::FastMatch(match));
+  detail::ConcreteImpl* cf = detail::repeat_call(core, detail::FastMatch(match)).cf;
   *allocations = counter.count();
   return cf;
 }
 
 template <class F, class... Args>
-std::shared_ptr<detail::ConcreteImpl> fast_dispatch(F& f, long* allocations, const Args&... args) {
+detail::ConcreteImpl* fast_dispatch(F& f, long* allocations, const Args&... args) {
   return fast_dispatch_core(detail::FunctionAccess::core(f), allocations, args...);
 }
 
@@ -111,6 +110,35 @@ TEST(FastPath, EvictionInvalidatesCachedCalls) {
   EXPECT_EQ(f.concrete_functions().size(), 1u);
   EXPECT_EQ(f(ones({3})).to_vector<float>(), (std::vector<float>{2.0f, 2.0f, 2.0f}));
   EXPECT_EQ(traces, 3) << "a call whose trace was evicted must trace again, not run the evicted graph";
+}
+
+// The cached path takes no reference to the concrete function when the cache never evicts (the
+// function holds it for its whole life), and one when it may: an eviction while the call runs
+// must not free the graph under it.
+TEST(FastPath, CachedCallsHoldTheirConcreteFunctionOnlyWhenTheCacheEvicts) {
+  auto repeat = [](auto& f, const Tensor& x) {
+    auto match = [&](const std::vector<TraceTypePtr>& types) {
+      return types.size() == 1 && detail::ArgTraits<Tensor>::fast_equal(x, *types[0]);
+    };
+    return detail::repeat_call(detail::FunctionAccess::core(f), detail::FastMatch(match));
+  };
+  const Tensor x3 = ones({3}), x4 = ones({4});
+  auto unbounded = function([](const Tensor& x) { return x * 2.0f; });
+  unbounded(x3);
+  unbounded(x3);
+  const detail::CalledConcrete plain = repeat(unbounded, x3);
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(plain.keep, nullptr);
+
+  auto bounded = function([](const Tensor& x) { return x * 2.0f; }, {.max_cached_traces = 1});
+  bounded(x3);
+  bounded(x3);
+  const detail::CalledConcrete held = repeat(bounded, x3);
+  ASSERT_TRUE(held);
+  EXPECT_EQ(held.keep.get(), held.cf);
+  bounded(x4);  // evicts the (3,) trace, which `held` still keeps alive
+  EXPECT_EQ(bounded.concrete_functions().size(), 1u);
+  EXPECT_EQ(detail::execute(*held.cf->plan, {x3})[0].to_vector<float>(), (std::vector<float>{2, 2, 2}));
 }
 
 TEST(FastPath, LiteralTypesAreComparedExactly) {
