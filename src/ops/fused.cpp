@@ -147,6 +147,26 @@ bool fusable_op(OpId op, DType in_dtype, DType out_dtype) {
 
 namespace {
 
+// A Mul by a constant followed by an Add of a constant (its second operand), and a Relu after
+// that, become one op of the chain (ChainOp::then): a third of the dispatches for the x * m + c,
+// relu chains. The Add must take the constant second, as the merged op applies it.
+void merge_multiply_adds(std::vector<ChainOp>& ops) {
+  std::size_t kept = 0;
+  for (std::size_t r = 0; r < ops.size(); ++kept) {
+    ChainOp c = ops[r++];
+    if (c.op == OpId::Mul && r < ops.size() && ops[r].op == OpId::Add && ops[r].constant_side == 1) {
+      c.added = ops[r++].constant;
+      c.then = ChainOp::kAdd;
+      if (r < ops.size() && ops[r].op == OpId::Relu) {
+        c.then = ChainOp::kAddRelu;
+        ++r;
+      }
+    }
+    ops[kept] = c;
+  }
+  ops.resize(kept);
+}
+
 // How the kernel runs `p` when its inputs have `input_shapes` and every step has `shape` (all
 // fully defined). Throws tg::InternalError on a malformed program (a pass bug).
 std::shared_ptr<const FusedPlan> build_plan(const FusedProgram& p, const std::vector<TensorShape>& input_shapes,
@@ -304,6 +324,7 @@ std::shared_ptr<const FusedPlan> build_plan(const FusedProgram& p, const std::ve
         chain->ops.resize(len);
         chain_op(k, -1, chain->ops[0]);
         for (std::size_t j = 1; j < len; ++j) chain_op(k + j, first_step + static_cast<int>(k + j - 1), chain->ops[j]);
+        merge_multiply_adds(chain->ops);
         FusedPlan::Exec e;
         e.fn = table.chain_f32;
         e.args[0] = chain_in;

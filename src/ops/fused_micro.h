@@ -20,11 +20,19 @@ struct MicroSet {
 
 /// One op of a register chain: `op` applied to the previous op's result (or the chain's input),
 /// with `constant` as its first (constant_side 0) or second (1) operand; unary ops have -1.
+/// A Mul by a constant may carry the Add of a constant that follows it, and a Relu after that
+/// (`then`): x * m + c, relu, the pattern of the benchmark chains, in one dispatch of the chain
+/// loop instead of three. The same operations in the same order: two roundings, never an FMA.
 struct ChainOp {  // 16 bytes: a traced chain may hold 100k of them
+  enum Then : uint8_t { kNothing, kAdd, kAddRelu };
   OpId op = OpId::Identity;
   int8_t constant_side = -1;
+  Then then = kNothing;  // op == Mul only
   float constant = 0.0f;
-  void (*routine)(const float*, float*, int64_t) = nullptr;  // the op's vectorised routine, if it has one
+  union {
+    void (*routine)(const float*, float*, int64_t) = nullptr;  // then == kNothing: the op's vectorised routine, if any
+    float added;  // then != kNothing: the Add's constant, its second operand
+  };
 };
 /// A run of float32 elementwise ops, each reading only the one before it and a constant, applied
 /// to a block of values kept in registers through the whole run (see fused.cpp's planner).

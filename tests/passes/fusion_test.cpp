@@ -334,7 +334,9 @@ TEST(Fusion, RegisterChainsMatchTheSeparateSteps) {
   // non-constant operand. Sizes around the 16-lane registers and the 8-register blocks, and
   // past the size where tile loops take over.
   auto body = [](const std::vector<Tensor>& in) {
-    const Tensor x = in[0];
+    // x * m + c (+ relu) runs as one op of the chain when the Add takes its constant second;
+    // each form here, and ones that do not merge (constant first, nothing after the Mul).
+    const Tensor x = relu(0.5f + relu((2.0f * in[0] + 0.5f) * 1.01f + -0.25f) * 3.0f) * 0.5f;
     Tensor a = tanh(relu(0.75f - x * 1.5f) / 3.0f + 0.25f);
     Tensor b = square(-exp(a - 1.0f)) * 2.0f;
     Tensor c = sigmoid(2.0f / (b + 1.0f));
