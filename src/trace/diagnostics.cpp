@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "core/check.h"
+#include "core/json.h"
 #include "core/sink.h"
 #include "trace/trace_diff.h"
 
@@ -61,27 +62,6 @@ std::string kept_text(const std::string& text) {
   s += hash;
   s += ")";
   return s;
-}
-
-std::string json_escape(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out + "\"";
 }
 
 std::string signature_text(const std::vector<TensorSpec>& sig) {
@@ -505,8 +485,8 @@ std::string Diagnostics::report_json(int64_t trace_count, std::size_t cached) co
   const Advice a = advise();
   std::ostringstream os;
   os << "{\n  \"schema\": \"tracegraph.retracing_report\",\n  \"version\": 1,\n";
-  os << "  \"function\": " << json_escape(name_) << ",\n";
-  os << "  \"callable_type\": " << json_escape(callable_type_) << ",\n";
+  os << "  \"function\": " << json_string(name_) << ",\n";
+  os << "  \"callable_type\": " << json_string(callable_type_) << ",\n";
   os << "  \"instances_of_callable\": " << instance_ << ",\n";
   os << "  \"calls\": " << calls_.load() << ",\n  \"trace_count\": " << trace_count << ",\n";
   os << "  \"cached_traces\": " << cached << ",\n  \"evictions\": " << evictions_ << ",\n";
@@ -516,12 +496,12 @@ std::string Diagnostics::report_json(int64_t trace_count, std::size_t cached) co
   os << "  \"arguments\": [";
   bool first = true;
   for (const auto& [path, st] : leaves_) {
-    os << (first ? "\n" : ",\n") << "    {\"path\": " << json_escape(path) << ", \"kind\": " << json_escape(st.kind);
+    os << (first ? "\n" : ",\n") << "    {\"path\": " << json_string(path) << ", \"kind\": " << json_string(st.kind);
     first = false;
     if (st.tensor) {
       os << ", \"dtypes\": [";
       bool f2 = true;
-      for (const auto& d : st.dtypes.values) os << (f2 ? "" : ", ") << json_escape(d), f2 = false;
+      for (const auto& d : st.dtypes.values) os << (f2 ? "" : ", ") << json_string(d), f2 = false;
       os << "], \"ranks\": [";
       f2 = true;
       for (int64_t r : st.ranks.values) os << (f2 ? "" : ", ") << r, f2 = false;
@@ -539,7 +519,7 @@ std::string Diagnostics::report_json(int64_t trace_count, std::size_t cached) co
     } else {
       os << ", \"distinct_values\": " << st.values.values.size() << ", \"values\": [";
       bool f2 = true;
-      for (const auto& v : st.values.values) os << (f2 ? "" : ", ") << json_escape(v), f2 = false;
+      for (const auto& v : st.values.values) os << (f2 ? "" : ", ") << json_string(v), f2 = false;
       os << "]";
     }
     bool truncated = st.dtypes.more || st.ranks.more || st.shapes.more || st.values.more;
@@ -550,9 +530,9 @@ std::string Diagnostics::report_json(int64_t trace_count, std::size_t cached) co
   os << (first ? "" : "\n  ") << "],\n  \"traces\": [";
   first = true;
   for (const auto& r : history_) {
-    os << (first ? "\n" : ",\n") << "    {\"index\": " << r.index << ", \"function_type\": " << json_escape(r.function_type)
-       << ", \"reason\": " << json_escape(r.reason) << ", \"changed_arguments\": [";
-    for (std::size_t i = 0; i < r.changed_arguments.size(); ++i) os << (i ? ", " : "") << json_escape(r.changed_arguments[i]);
+    os << (first ? "\n" : ",\n") << "    {\"index\": " << r.index << ", \"function_type\": " << json_string(r.function_type)
+       << ", \"reason\": " << json_string(r.reason) << ", \"changed_arguments\": [";
+    for (std::size_t i = 0; i < r.changed_arguments.size(); ++i) os << (i ? ", " : "") << json_string(r.changed_arguments[i]);
     os << "]}";
     first = false;
   }
@@ -563,8 +543,8 @@ std::string Diagnostics::report_json(int64_t trace_count, std::size_t cached) co
       DType d;
       TensorShape s;
       as_tensor_type(*signature_[i], &d, &s);
-      os << (i ? ", " : "") << "{\"name\": " << json_escape(i < top_level_names_.size() ? top_level_names_[i] : "")
-         << ", \"dtype\": " << json_escape(to_string(d)) << ", \"shape\": ";
+      os << (i ? ", " : "") << "{\"name\": " << json_string(i < top_level_names_.size() ? top_level_names_[i] : "")
+         << ", \"dtype\": " << json_string(to_string(d)) << ", \"shape\": ";
       if (!s.has_rank()) {
         os << "null";
       } else {
@@ -579,14 +559,14 @@ std::string Diagnostics::report_json(int64_t trace_count, std::size_t cached) co
   } else {
     os << "null";
   }
-  os << ",\n  \"root_cause\": " << json_escape(a.root_cause) << ",\n  \"workarounds\": [";
+  os << ",\n  \"root_cause\": " << json_string(a.root_cause) << ",\n  \"workarounds\": [";
   for (std::size_t i = 0; i < a.workarounds.size(); ++i)
-    os << (i ? ", " : "") << "\n    {\"rank\": " << i + 1 << ", \"action\": " << json_escape(a.workarounds[i].first)
-       << ", \"why\": " << json_escape(a.workarounds[i].second) << "}";
+    os << (i ? ", " : "") << "\n    {\"rank\": " << i + 1 << ", \"action\": " << json_string(a.workarounds[i].first)
+       << ", \"why\": " << json_string(a.workarounds[i].second) << "}";
   os << (a.workarounds.empty() ? "" : "\n  ") << "],\n  \"dead_ends\": [";
   for (std::size_t i = 0; i < a.dead_ends.size(); ++i)
-    os << (i ? ", " : "") << "\n    {\"action\": " << json_escape(a.dead_ends[i].first)
-       << ", \"why_it_fails\": " << json_escape(a.dead_ends[i].second) << "}";
+    os << (i ? ", " : "") << "\n    {\"action\": " << json_string(a.dead_ends[i].first)
+       << ", \"why_it_fails\": " << json_string(a.dead_ends[i].second) << "}";
   os << (a.dead_ends.empty() ? "" : "\n  ") << "]\n}\n";
   return os.str();
 }

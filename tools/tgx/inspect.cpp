@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "core/json.h"
 #include "commands.h"
 #include "signature.h"
 
@@ -49,29 +50,7 @@ Exit codes: 0 the file is valid; 1 usage error (no such file); 2 the file is inv
 
 namespace {
 
-// JSON text of a string: quotes, backslashes and control characters escaped.
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += ch;
-        }
-    }
-  }
-  return out + "\"";
-}
+using tg::detail::json_string;
 
 // [2, null, 4], or null for an unknown rank.
 std::string json_shape(const tg::TensorShape& shape) {
