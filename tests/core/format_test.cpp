@@ -5,6 +5,7 @@
 #include <limits>
 #include <sstream>
 
+#include "core/json.h"
 #include "core/tensor_impl.h"
 #include "support/test_util.h"
 
@@ -227,6 +228,16 @@ TEST(Format, SymbolicTensorsPrintTheirGraphName) {
   impl->shape = TensorShape{None};
   impl->symbolic = std::make_shared<FakeSymbol>();
   EXPECT_EQ(Tensor(impl).to_string(), "Tensor(\"x:0\", shape=(None,), dtype=int32)");
+}
+
+// The retracing report and `tgx inspect --json` write strings through json_string: what JSON
+// requires escaped is, and nothing else is.
+TEST(JsonString, EscapesQuotesBackslashesAndControlCharacters) {
+  EXPECT_EQ(detail::json_string("plain (3,) float32"), "\"plain (3,) float32\"");
+  EXPECT_EQ(detail::json_string("a\"b\\c"), "\"a\\\"b\\\\c\"");
+  EXPECT_EQ(detail::json_string("1\n2\r3\t4"), "\"1\\n2\\r3\\t4\"");
+  EXPECT_EQ(detail::json_string(std::string("x\x01y\x1f", 4)), "\"x\\u0001y\\u001f\"");
+  EXPECT_EQ(detail::json_string("caf\xc3\xa9"), "\"caf\xc3\xa9\"") << "UTF-8 passes through";
 }
 
 }  // namespace
