@@ -264,52 +264,70 @@ std::vector<Tensor> Plan::run(std::vector<Tensor>&& inputs) const {
 
 std::vector<Tensor> Plan::run(std::span<const Tensor* const> inputs) const { return run_with(inputs); }
 
+// The frame a call runs in: the plan's parked one when no other call holds it (one exchange of
+// the flag to take it, a plain store to give it back), else one for this call only. Unless the
+// call reaches done(), an exception is on its way: the parked frame is dropped with whatever it
+// holds, and the next call builds another.
+class Plan::FrameLease {
+ public:
+  explicit FrameLease(const Plan& plan)
+      : plan_(plan), parked_(!plan.frame_in_use_.exchange(true, std::memory_order_acquire)) {}
+  ~FrameLease() {
+    if (!parked_) return;
+    if (!done_) plan_.frame_.reset();
+    plan_.frame_in_use_.store(false, std::memory_order_release);
+  }
+  FrameLease(const FrameLease&) = delete;
+  FrameLease& operator=(const FrameLease&) = delete;
+
+  Frame& frame() {
+    std::unique_ptr<Frame>& f = parked_ ? plan_.frame_ : own_;
+    if (!f) f = plan_.make_frame();
+    return *f;
+  }
+  void done() { done_ = true; }
+
+ private:
+  const Plan& plan_;
+  const bool parked_;
+  bool done_ = false;
+  std::unique_ptr<Frame> own_;
+};
+
 template <class Inputs>
 std::vector<Tensor> Plan::run_with(Inputs&& inputs) const {
   using In = std::remove_cvref_t<Inputs>;
   constexpr bool kLent = std::is_same_v<In, std::span<const Tensor* const>>;
   TG_CHECK(inputs.size() == placeholder_slots_.size(), "graph takes ", placeholder_slots_.size(),
            " inputs, got ", inputs.size());
-  const bool own_frame = !frame_in_use_.exchange(true, std::memory_order_acquire);
-  std::unique_ptr<Frame> call_frame;  // when another call holds the plan's
-  if (own_frame && !frame_) frame_ = make_frame();
-  if (!own_frame) call_frame = make_frame();
-  Frame& frame = own_frame ? *frame_ : *call_frame;
-  std::vector<Tensor> results;
-  try {
-    for (const auto& [slot, index] : placeholder_slots_) {
-      Tensor& value = frame.values[static_cast<std::size_t>(slot)];
-      const auto k = static_cast<std::size_t>(index);
-      if constexpr (kLent) value = lendable_[k] ? lend(*inputs[k]) : *inputs[k];
-      else if constexpr (std::is_lvalue_reference_v<Inputs>) value = inputs[k];
-      else value = std::move(inputs[k]);
-    }
-    for (const PlanStep& step : steps_) run_step(step, frame);
-    // The results go into the moved-in inputs' vector when it is big enough: one heap allocation
-    // and free fewer per call (a tenth of a cached scalar call's instructions).
-    if constexpr (!kLent && !std::is_lvalue_reference_v<Inputs>) {
-      if (inputs.capacity() >= output_slots_.size()) {
-        results = std::move(inputs);
-        results.clear();
-      }
-    }
-    results.reserve(output_slots_.size());
-    for (std::size_t k = 0; k < output_slots_.size(); ++k) {
-      Tensor& value = frame.values[static_cast<std::size_t>(output_slots_[k])];
-      TG_CHECK(!is_lent(value), "a lent input reached output ", k, " of the graph");
-      if (move_out_[k]) results.push_back(std::move(value));
-      else results.push_back(value);
-    }
-    for (int slot : end_release_) frame.values[static_cast<std::size_t>(slot)] = Tensor();
-  } catch (...) {
-    // The frame is dropped with whatever it holds; the next call builds another.
-    if (own_frame) {
-      frame_.reset();
-      frame_in_use_.store(false, std::memory_order_release);
-    }
-    throw;
+  FrameLease lease(*this);
+  Frame& frame = lease.frame();
+  for (const auto& [slot, index] : placeholder_slots_) {
+    Tensor& value = frame.values[static_cast<std::size_t>(slot)];
+    const auto k = static_cast<std::size_t>(index);
+    if constexpr (kLent) value = lendable_[k] ? lend(*inputs[k]) : *inputs[k];
+    else if constexpr (std::is_lvalue_reference_v<Inputs>) value = inputs[k];
+    else value = std::move(inputs[k]);
   }
-  if (own_frame) frame_in_use_.store(false, std::memory_order_release);
+  for (const PlanStep& step : steps_) run_step(step, frame);
+  // The results go into the moved-in inputs' vector when it is big enough: one heap allocation
+  // and free fewer per call (a tenth of a cached scalar call's instructions).
+  std::vector<Tensor> results;
+  if constexpr (!kLent && !std::is_lvalue_reference_v<Inputs>) {
+    if (inputs.capacity() >= output_slots_.size()) {
+      results = std::move(inputs);
+      results.clear();
+    }
+  }
+  results.reserve(output_slots_.size());
+  for (std::size_t k = 0; k < output_slots_.size(); ++k) {
+    Tensor& value = frame.values[static_cast<std::size_t>(output_slots_[k])];
+    TG_CHECK(!is_lent(value), "a lent input reached output ", k, " of the graph");
+    if (move_out_[k]) results.push_back(std::move(value));
+    else results.push_back(value);
+  }
+  for (int slot : end_release_) frame.values[static_cast<std::size_t>(slot)] = Tensor();
+  lease.done();
   return results;
 }
 

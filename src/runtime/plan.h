@@ -83,6 +83,7 @@ class Plan {
   const PlanStats& stats() const { return stats_; }
 
  private:
+  class FrameLease;
   std::unique_ptr<Frame> make_frame() const;
   template <class Inputs>
   std::vector<Tensor> run_with(Inputs&& inputs) const;
