@@ -6,12 +6,14 @@
 #include <cstdlib>
 #include <mutex>
 #include <new>
+#include <sys/mman.h>
 #include <unistd.h>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "core/check.h"
+#include "core/chunked_vector.h"
 #include "tracegraph/tensor.h"
 
 namespace tg::detail {
@@ -237,6 +239,23 @@ std::size_t peak_buffer_bytes() { return g_peak_bytes.load(std::memory_order_rel
 void reset_peak_buffer_bytes() {
   g_peak_bytes.store(g_live_bytes.load(std::memory_order_relaxed), std::memory_order_relaxed);
 }
+
+void* acquire_huge_block() {
+  // Twice the size, trimmed to the aligned 2 MiB inside: mmap aligns to pages only.
+  const std::size_t span = 2 * kHugeBlockBytes;
+  void* raw = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return nullptr;
+  const auto start = reinterpret_cast<std::uintptr_t>(raw);
+  const std::uintptr_t aligned = (start + kHugeBlockBytes - 1) & ~(kHugeBlockBytes - 1);
+  if (aligned > start) munmap(raw, aligned - start);
+  const std::uintptr_t end = aligned + kHugeBlockBytes;
+  if (start + span > end) munmap(reinterpret_cast<void*>(end), start + span - end);
+  void* block = reinterpret_cast<void*>(aligned);
+  madvise(block, kHugeBlockBytes, MADV_HUGEPAGE);  // a hint: without it, 4 KiB pages as before
+  return block;
+}
+
+void release_huge_block(void* block) { munmap(block, kHugeBlockBytes); }
 
 }  // namespace tg::detail
 

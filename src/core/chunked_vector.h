@@ -1,5 +1,6 @@
 // A vector whose elements live in fixed-size chunks, so that growing it never moves them.
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <iterator>
 #include <memory>
@@ -8,6 +9,12 @@
 #include <vector>
 
 namespace tg::detail {
+
+/// 2 MiB aligned to 2 MiB, marked for the kernel to back with one huge page (MADV_HUGEPAGE), or
+/// nullptr when it cannot be had. For the chunks of large ChunkedVectors (buffer.cpp).
+inline constexpr std::size_t kHugeBlockBytes = std::size_t{2} << 20;
+void* acquire_huge_block();
+void release_huge_block(void* block);
 
 /// For arrays that grow one element at a time to a size nobody knows in advance, by the hundred
 /// thousand (a traced graph's nodes). A std::vector doubles: every element is moved once per
@@ -64,7 +71,11 @@ class ChunkedVector {
     for (const T& item : other) push_back(item);
   }
   ChunkedVector(ChunkedVector&& other) noexcept
-      : chunks_(std::move(other.chunks_)), size_(std::exchange(other.size_, 0)) {}
+      : chunks_(std::move(other.chunks_)),
+        size_(std::exchange(other.size_, 0)),
+        blocks_(std::move(other.blocks_)),
+        huge_failed_(std::exchange(other.huge_failed_, false)),
+        huge_chunks_(std::exchange(other.huge_chunks_, 0)) {}
   ChunkedVector& operator=(const ChunkedVector& other) {
     if (this != &other) {
       ChunkedVector copy(other);
@@ -77,6 +88,9 @@ class ChunkedVector {
       release();
       chunks_ = std::move(other.chunks_);
       size_ = std::exchange(other.size_, 0);
+      blocks_ = std::move(other.blocks_);
+      huge_failed_ = std::exchange(other.huge_failed_, false);
+      huge_chunks_ = std::exchange(other.huge_chunks_, 0);
     }
     return *this;
   }
@@ -103,26 +117,67 @@ class ChunkedVector {
   /// Frees the chunks past the last element.
   void shrink_to_fit() {
     const std::size_t used = (size_ + kMask) >> kChunkShift;
-    for (std::size_t c = used; c < chunks_.size(); ++c) free_chunk(chunks_[c]);
-    chunks_.resize(used);
+    drop_chunks_from(used);
     chunks_.shrink_to_fit();
   }
 
  private:
   T* next_slot() {
-    if ((size_ >> kChunkShift) == chunks_.size())
-      chunks_.push_back(static_cast<T*>(::operator new(kChunk * sizeof(T))));
+    if ((size_ >> kChunkShift) == chunks_.size()) chunks_.push_back(new_chunk());
     return &chunks_[size_ >> kChunkShift][size_ & kMask];
   }
-  static void free_chunk(T* chunk) { ::operator delete(chunk); }
+  bool carved(std::size_t c) const { return c >= kFirstHugeChunk && c - kFirstHugeChunk < huge_chunks_; }
+  T* new_chunk() {
+    const std::size_t c = chunks_.size();
+    if (kChunksPerBlock >= 8 && c >= kFirstHugeChunk && c - kFirstHugeChunk == huge_chunks_ && !huge_failed_) {
+      const std::size_t k = c - kFirstHugeChunk;
+      if (k % kChunksPerBlock == 0 && k / kChunksPerBlock == blocks_.size()) {
+        void* block = acquire_huge_block();
+        if (!block) {
+          huge_failed_ = true;
+          return static_cast<T*>(::operator new(kChunk * sizeof(T)));
+        }
+        blocks_.push_back(block);
+      }
+      ++huge_chunks_;
+      return reinterpret_cast<T*>(static_cast<char*>(blocks_[k / kChunksPerBlock]) +
+                                  (k % kChunksPerBlock) * kChunk * sizeof(T));
+    }
+    return static_cast<T*>(::operator new(kChunk * sizeof(T)));
+  }
+  // Frees chunks [n, end): those from operator new one by one, and the huge blocks none of whose
+  // chunks stay (a block keeps its place: chunk c is always carved from the same block).
+  void drop_chunks_from(std::size_t n) {
+    for (std::size_t c = n; c < chunks_.size(); ++c)
+      if (!carved(c)) ::operator delete(chunks_[c]);
+    if (n < kFirstHugeChunk + huge_chunks_) {
+      huge_chunks_ = n > kFirstHugeChunk ? n - kFirstHugeChunk : 0;
+      const std::size_t blocks_kept = (huge_chunks_ + kChunksPerBlock - 1) / std::max<std::size_t>(kChunksPerBlock, 1);
+      while (blocks_.size() > blocks_kept) {
+        release_huge_block(blocks_.back());
+        blocks_.pop_back();
+      }
+    }
+    chunks_.resize(std::min(n, chunks_.size()));
+  }
   void release() {
     truncate(0);
-    for (T* chunk : chunks_) free_chunk(chunk);
-    chunks_.clear();
+    drop_chunks_from(0);
+    huge_failed_ = false;
   }
 
   std::vector<T*> chunks_;  // each holds kChunk slots, the first size_ of all constructed
   std::size_t size_ = 0;
+  // Chunks from kFirstHugeChunk on are carved from huge blocks, kChunksPerBlock each, chunk c
+  // from block (c - kFirstHugeChunk) / kChunksPerBlock: a 100k-node graph is tens of MB, whose
+  // 4 KiB pages each cost a fault of ~10 us on a paravirtualised VM, and a TLB entry per page in
+  // every pass. Small vectors (most graphs) never reach them. When a block cannot be had, the
+  // rest of the chunks come from operator new (huge_failed_).
+  static constexpr std::size_t kChunksPerBlock = kHugeBlockBytes / (kChunk * sizeof(T));
+  static constexpr std::size_t kFirstHugeChunk = 16;
+  std::vector<void*> blocks_;
+  bool huge_failed_ = false;
+  std::size_t huge_chunks_ = 0;  // chunks_[kFirstHugeChunk, kFirstHugeChunk + huge_chunks_) are carved
 };
 
 }  // namespace tg::detail
