@@ -248,6 +248,9 @@ void Plan::run_step(const PlanStep& step, Frame& frame) const {
   } else {
     for (std::size_t j = 0; j < outs.size(); ++j) {
       TG_CHECK(outs[j].defined(), "kernel of ", step.def->name, " left output ", j, " empty");
+      // Only kernels that write into given outputs read lent inputs; one that handed an input
+      // back as its output would let the handle outlive the call (into a Variable, a result).
+      TG_CHECK(!is_lent(outs[j]), "kernel of ", step.def->name, " returned a lent input as output ", j);
       frame.values[static_cast<std::size_t>(step.out_slots[j])] = std::move(outs[j]);
     }
   }
