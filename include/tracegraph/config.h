@@ -32,8 +32,9 @@ int num_threads();
 /// pool first. n < 1, or a call from inside a kernel, is a tg::ValueError.
 void set_num_threads(int n);
 
-/// Frees the large tensor buffers tracegraph keeps for reuse (at most 512 MiB are kept; blocks
-/// of 1 MiB or more are cached when freed). Returns the bytes released.
+/// Frees the memory tracegraph keeps for reuse: large tensor buffers (blocks of 1 MiB or more
+/// are cached when freed) and the large arrays tracing builds (a graph's nodes, per-node
+/// tables of the optimiser, from 64 KiB), at most 512 MiB in all. Returns the bytes released.
 std::size_t release_cached_memory();
 
 }  // namespace tg::config

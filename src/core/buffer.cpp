@@ -24,18 +24,23 @@ constexpr std::size_t kCacheMinBytes = std::size_t{1} << 20;    // cache blocks 
 constexpr std::size_t kSmallMaxBytes = 1024;                 // per-thread lists up to 1 KiB
 constexpr std::size_t kCacheMaxBytes = std::size_t{512} << 20;  // park at most 512 MiB
 
-// Rounds a request to its size class: multiples of 64 bytes for small blocks, and for cached
-// ones an eighth of the power of two below, so a reused block wastes at most 12.5%.
-std::size_t size_class(std::size_t bytes) {
-  if (bytes < kCacheMinBytes) return (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
+// A cached block's size class: a multiple of an eighth of the power of two below, so that a
+// reused block wastes at most 12.5%.
+std::size_t cached_class(std::size_t bytes) {
   const std::size_t step = std::bit_floor(bytes) / 8;
   return (bytes + step - 1) / step * step;
+}
+// Rounds a buffer request to its size class: multiples of 64 bytes below the cached sizes.
+std::size_t size_class(std::size_t bytes) {
+  if (bytes < kCacheMinBytes) return (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
+  return cached_class(bytes);
 }
 
 struct BlockCache {
   std::mutex mu;
   std::unordered_map<std::size_t, std::vector<void*>> free_blocks;  // by size class
-  std::size_t bytes = 0;
+  std::vector<void*> huge_blocks;  // acquire_huge_block's, kept apart: mapped, and aligned to 2 MiB
+  std::size_t bytes = 0;           // of both
 };
 // Never destroyed: buffers owned by static tensors may be freed after other statics are gone.
 BlockCache& cache() {
@@ -124,14 +129,17 @@ bool keep_small(void* p, std::size_t bytes) {
   return true;
 }
 
-void* acquire(std::size_t bytes) {
-  if (bytes <= kSmallMaxBytes) {
-    if (void* p = take_small(bytes)) {
-      count_acquired(bytes);
-      return p;
-    }
-  }
-  if (bytes >= kCacheMinBytes) {
+// A fresh block, after emptying the cache if the system is out of memory; null if even that
+// fails.
+void* allocate_block(std::size_t bytes) {
+  void* p = std::aligned_alloc(kBufferAlignment, bytes);
+  if (!p && release_cached_blocks() > 0) p = std::aligned_alloc(kBufferAlignment, bytes);
+  return p;
+}
+
+// A parked block of exactly `bytes` (a cached size class), else a fresh one.
+void* take_cached(std::size_t bytes) {
+  {
     BlockCache& c = cache();
     std::lock_guard lock(c.mu);
     auto it = c.free_blocks.find(bytes);
@@ -139,20 +147,15 @@ void* acquire(std::size_t bytes) {
       void* p = it->second.back();
       it->second.pop_back();
       c.bytes -= bytes;
-      count_acquired(bytes);
       return p;
     }
   }
-  void* p = std::aligned_alloc(kBufferAlignment, bytes);
-  if (!p && release_cached_blocks() > 0) p = std::aligned_alloc(kBufferAlignment, bytes);
-  if (p) count_acquired(bytes);
-  return p;
+  return allocate_block(bytes);
 }
 
-void release(void* p, std::size_t bytes) {
-  if (bytes > kSmallMaxBytes) g_live_bytes.fetch_sub(bytes, std::memory_order_relaxed);
-  if (bytes <= kSmallMaxBytes && keep_small(p, bytes)) return;
-  if (bytes >= kCacheMinBytes) {
+// Parks a block of a cached size class, or frees it when the cache is full.
+void park(void* p, std::size_t bytes) {
+  {
     BlockCache& c = cache();
     std::lock_guard lock(c.mu);
     if (c.bytes + bytes <= kCacheMaxBytes) {
@@ -161,6 +164,25 @@ void release(void* p, std::size_t bytes) {
       return;
     }
   }
+  std::free(p);
+}
+
+void* acquire(std::size_t bytes) {
+  if (bytes <= kSmallMaxBytes) {
+    if (void* p = take_small(bytes)) {
+      count_acquired(bytes);
+      return p;
+    }
+  }
+  void* p = bytes >= kCacheMinBytes ? take_cached(bytes) : allocate_block(bytes);
+  if (p) count_acquired(bytes);
+  return p;
+}
+
+void release(void* p, std::size_t bytes) {
+  if (bytes > kSmallMaxBytes) g_live_bytes.fetch_sub(bytes, std::memory_order_relaxed);
+  if (bytes <= kSmallMaxBytes && keep_small(p, bytes)) return;
+  if (bytes >= kCacheMinBytes) return park(p, bytes);
   std::free(p);
 }
 
@@ -179,6 +201,18 @@ void release_object_memory(void* p, std::size_t bytes) {
   const std::size_t rounded = size_class(bytes);
   if (rounded <= kSmallMaxBytes && keep_small(p, rounded)) return;
   std::free(p);
+}
+
+void* acquire_cached_array(std::size_t bytes) {
+  if (bytes < kCachedArrayMinBytes || !kParkCachedArrays) return ::operator new(bytes);
+  void* p = take_cached(cached_class(bytes));
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+
+void release_cached_array(void* p, std::size_t bytes) {
+  if (bytes < kCachedArrayMinBytes || !kParkCachedArrays) return ::operator delete(p);
+  park(p, cached_class(bytes));
 }
 
 std::shared_ptr<Buffer> Buffer::allocate(DType dtype, int64_t n) {
@@ -224,6 +258,8 @@ std::size_t release_cached_blocks() {
   for (auto& [size, blocks] : c.free_blocks)
     for (void* p : blocks) std::free(p);
   c.free_blocks.clear();
+  for (void* block : c.huge_blocks) munmap(block, kHugeBlockBytes);
+  c.huge_blocks.clear();
   c.bytes = 0;
   return released;
 }
@@ -241,6 +277,16 @@ void reset_peak_buffer_bytes() {
 }
 
 void* acquire_huge_block() {
+  {
+    BlockCache& c = cache();
+    std::lock_guard lock(c.mu);
+    if (!c.huge_blocks.empty()) {
+      void* block = c.huge_blocks.back();
+      c.huge_blocks.pop_back();
+      c.bytes -= kHugeBlockBytes;
+      return block;
+    }
+  }
   // Twice the size, trimmed to the aligned 2 MiB inside: mmap aligns to pages only.
   const std::size_t span = 2 * kHugeBlockBytes;
   void* raw = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -255,7 +301,18 @@ void* acquire_huge_block() {
   return block;
 }
 
-void release_huge_block(void* block) { munmap(block, kHugeBlockBytes); }
+void release_huge_block(void* block) {
+  {
+    BlockCache& c = cache();
+    std::lock_guard lock(c.mu);
+    if (kParkCachedArrays && c.bytes + kHugeBlockBytes <= kCacheMaxBytes) {
+      c.huge_blocks.push_back(block);
+      c.bytes += kHugeBlockBytes;
+      return;
+    }
+  }
+  munmap(block, kHugeBlockBytes);
+}
 
 }  // namespace tg::detail
 

@@ -2,6 +2,8 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <new>
+#include <vector>
 
 #include "tracegraph/dtype.h"
 
@@ -37,7 +39,7 @@ class Buffer {
   std::shared_ptr<const void> owner_;  // set for wrapped memory
 };
 
-/// Large blocks (>= 1 MiB) are parked in a size-class cache when freed and handed out again,
+/// Large blocks (>= 1 MiB, and scratch arrays from 64 KiB) are parked in a size-class cache when freed and handed out again,
 /// so a tensor that is recomputed every call reuses warm memory instead of paying the kernel's
 /// page faults for a fresh mapping each time. Returns the bytes released.
 std::size_t release_cached_blocks();
@@ -79,5 +81,40 @@ struct RecyclingAllocator {
   template <class U>
   bool operator==(const RecyclingAllocator<U>&) const { return true; }
 };
+
+/// Memory for the large arrays tracing builds: a pass's per-node tables, a fused program's
+/// steps, a megabyte each at 100k nodes. Blocks of 64 KiB or more are parked in the same cache
+/// as large tensor buffers when freed, so that the next trace (a retrace, another function)
+/// reuses pages that are already mapped. glibc hands large blocks back to the kernel on free,
+/// and a fresh page costs microseconds on a paravirtualised VM: a warm 100k-op trace spent a
+/// quarter of its time faulting them in. Smaller ones come from operator new. Not counted as
+/// buffer bytes.
+inline constexpr std::size_t kCachedArrayMinBytes = std::size_t{64} << 10;
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr bool kParkCachedArrays = false;  // sanitizers see every array freed and reused
+#else
+inline constexpr bool kParkCachedArrays = true;
+#endif
+void* acquire_cached_array(std::size_t bytes);
+void release_cached_array(void* p, std::size_t bytes);
+
+template <class T>
+struct CachedAllocator {
+  static_assert(alignof(T) <= kBufferAlignment);
+  using value_type = T;
+  CachedAllocator() = default;
+  template <class U>
+  CachedAllocator(const CachedAllocator<U>&) {}  // NOLINT: rebinding, as allocators do
+  T* allocate(std::size_t n) {
+    if (n > SIZE_MAX / sizeof(T)) throw std::bad_array_new_length();
+    return static_cast<T*>(acquire_cached_array(n * sizeof(T)));
+  }
+  void deallocate(T* p, std::size_t n) { release_cached_array(p, n * sizeof(T)); }
+  template <class U>
+  bool operator==(const CachedAllocator<U>&) const { return true; }
+};
+/// A std::vector over CachedAllocator, for arrays sized by a graph (see above).
+template <class T>
+using CachedVector = std::vector<T, CachedAllocator<T>>;
 
 }  // namespace tg::detail

@@ -11,7 +11,9 @@
 namespace tg::detail {
 
 /// 2 MiB aligned to 2 MiB, marked for the kernel to back with one huge page (MADV_HUGEPAGE), or
-/// nullptr when it cannot be had. For the chunks of large ChunkedVectors (buffer.cpp).
+/// nullptr when it cannot be had. For the chunks of large ChunkedVectors (buffer.cpp). Released
+/// blocks are parked in the large-block cache (tg::config::release_cached_memory frees them),
+/// so the next large graph reuses mapped pages.
 inline constexpr std::size_t kHugeBlockBytes = std::size_t{2} << 20;
 void* acquire_huge_block();
 void release_huge_block(void* block);

@@ -233,7 +233,7 @@ NodeUsers GraphIR::users() const {
   each_use([&](std::size_t used, int) { ++out.start_[used + 1]; });
   for (std::size_t k = 0; k < nodes.size(); ++k) out.start_[k + 1] += out.start_[k];
   out.users_.resize(out.start_.back());
-  std::vector<std::size_t> next(out.start_.begin(), out.start_.end() - 1);
+  CachedVector<std::size_t> next(out.start_.begin(), out.start_.end() - 1);
   each_use([&](std::size_t used, int user) { out.users_[next[used]++] = user; });
   return out;
 }

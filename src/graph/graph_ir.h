@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/buffer.h"
 #include "core/chunked_vector.h"
 #include "core/small_vector.h"
 #include "ops/control_flow_attrs.h"
@@ -46,8 +47,8 @@ class NodeUsers {
 
  private:
   friend class GraphIR;
-  std::vector<std::size_t> start_;  // per node, where its users begin in users_ (and one past the last)
-  std::vector<int> users_;
+  CachedVector<std::size_t> start_;  // per node, where its users begin in users_ (and one past the last)
+  CachedVector<int> users_;
 };
 
 struct GraphNode {

@@ -3,6 +3,7 @@
 // its loop vectorises on its own; values with uses outside the node are written straight into
 // the node's outputs. Each micro-op applies the functor the unfused kernel applies
 // (elementwise_functors.h), so results are bit-identical.
+#include "core/buffer.h"
 #include "ops/fused.h"
 
 #include <algorithm>
@@ -95,7 +96,7 @@ struct FusedPlan {
     int args[3] = {-1, -1, -1};
     const void* extra = nullptr;  // passed as the second operand (a register chain's ops)
   };
-  std::vector<Slot> slots;
+  CachedVector<Slot> slots;
   std::vector<Exec> scalar_steps;
   std::vector<Exec> tile_steps;
   std::vector<std::pair<int, int>> splats;  // (scalar slot, buffer): a scalar spread over a tile
@@ -145,7 +146,7 @@ namespace {
 // A Mul by a constant followed by an Add of a constant (its second operand), and a Relu after
 // that, become one op of the chain (ChainOp::then): a third of the dispatches for the x * m + c,
 // relu chains. The Add must take the constant second, as the merged op applies it.
-void merge_multiply_adds(std::vector<ChainOp>& ops) {
+void merge_multiply_adds(CachedVector<ChainOp>& ops) {
   std::size_t kept = 0;
   for (std::size_t r = 0; r < ops.size(); ++kept) {
     ChainOp c = ops[r++];
@@ -207,14 +208,14 @@ std::shared_ptr<const FusedPlan> build_plan(const FusedProgram& p, const std::ve
     slot.kind = FusedPlan::kScalar;
     slot.elem_size = static_cast<uint8_t>(dtype_size(p.immediates[i].dtype()));
   }
-  std::vector<int> output_of(static_cast<std::size_t>(num_slots), -1);
+  CachedVector<int> output_of(static_cast<std::size_t>(num_slots), -1);
   for (std::size_t k = 0; k < p.outputs.size(); ++k) {
     const int s = p.outputs[k];
     TG_CHECK(s >= first_step && s < num_slots && output_of[static_cast<std::size_t>(s)] < 0, "bad fused output slot ", s);
     output_of[static_cast<std::size_t>(s)] = static_cast<int>(k);
   }
   // Last tile step reading each slot, for buffer reuse.
-  std::vector<int> last_use(static_cast<std::size_t>(num_slots), -1);
+  CachedVector<int> last_use(static_cast<std::size_t>(num_slots), -1);
   for (std::size_t k = 0; k < p.steps.size(); ++k) {
     const FusedStep& st = p.steps[k];
     TG_CHECK(st.num_args >= 1 && st.num_args <= 3);
@@ -231,7 +232,7 @@ std::shared_ptr<const FusedPlan> build_plan(const FusedProgram& p, const std::ve
     return b;
   };
   const MicroTable& table = micro_table();
-  std::vector<int> use_count(static_cast<std::size_t>(num_slots), 0);
+  CachedVector<int> use_count(static_cast<std::size_t>(num_slots), 0);
   for (const FusedStep& st : p.steps)
     for (int a = 0; a < st.num_args; ++a) ++use_count[static_cast<std::size_t>(st.args[a])];
   auto is_scalar_slot = [&](int s) { return plan->slots[static_cast<std::size_t>(s)].kind == FusedPlan::kScalar; };

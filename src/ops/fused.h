@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/buffer.h"
 #include "ops/op.h"
 
 namespace tg::detail {
@@ -46,7 +47,7 @@ struct DynamicPlans;  // plans of a program over None dims, one per run-time sha
 struct FusedProgram {
   std::vector<ValueType> inputs;   // static shapes of known rank, broadcastable to `shape`
   std::vector<Tensor> immediates;  // eager one-element tensors
-  std::vector<FusedStep> steps;
+  CachedVector<FusedStep> steps;
   std::vector<int> outputs;        // step slots, one per node output, no repeats
   TensorShape shape;               // known rank, dims may be None
   FusedReduce reduce;

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/buffer.h"
 #include "ops/op.h"
 
 namespace tg::detail {
@@ -37,7 +38,7 @@ struct ChainOp {  // 16 bytes: a traced chain may hold 100k of them
 /// A run of float32 elementwise ops, each reading only the one before it and a constant, applied
 /// to a block of values kept in registers through the whole run (see fused.cpp's planner).
 struct RegisterChain {
-  std::vector<ChainOp> ops;
+  CachedVector<ChainOp> ops;
 };
 /// Whether the register chain loop applies `op` (the arithmetic ops whose functors work on whole
 /// registers, and the float32 ops with a vectorised routine).

@@ -5,6 +5,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/buffer.h"
 #include "core/tensor_impl.h"
 #include "passes/passes.h"
 #include "passes/rewrite.h"
@@ -62,7 +63,7 @@ class SeenNodes {
   // Fibonacci hashing: the top bits of a multiple, since hash_combine leaves the low bits weak.
   std::size_t home(std::size_t h) const { return (h * 0x9e3779b97f4a7c15ull) >> shift_; }
   int shift_ = 60;
-  std::vector<Slot> slots_;
+  CachedVector<Slot> slots_;
 };
 
 }  // namespace

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <queue>
 
+#include "core/buffer.h"
 #include "core/check.h"
 #include "core/tensor_impl.h"
 #include "ops/fused.h"
@@ -59,14 +60,14 @@ Folded folded_reduction(const GraphNode& r, int64_t rank) {
 int fuse_elementwise(GraphIR& g) {
   const std::size_t n = g.nodes.size();
   const NodeUsers users = g.users();
-  std::vector<int> group_of(n, -1);
+  CachedVector<int> group_of(n, -1);
   std::vector<Group> groups;
   // Would adding a node whose operand comes from q (outside the group) close a cycle through
   // the group? Only if q depends on a member: search q's ancestors down to the first member.
   // A node in another group stands for its whole group once fused, so that group's later
   // members are searched too. (The floor cut is not exact at group level - an early ancestor
   // may belong to a group with later members - so the emission below breaks any cycle left.)
-  std::vector<int> stamp(n, 0), group_stamp;
+  CachedVector<int> stamp(n, 0), group_stamp;
   int current_stamp = 0;
   std::vector<int> stack;
   auto depends_on_group = [&](int q, int gid) {
@@ -149,12 +150,12 @@ int fuse_elementwise(GraphIR& g) {
   // Per node, while its group's program is built: its step, the immediate it is, or the input
   // slot of its outputs. Indexed by node rather than kept in maps, so that building a program of
   // k steps costs O(k) whatever the graph's size; each group resets what it set.
-  std::vector<int> step_of(n, -1), immediate_of(n, -1);
+  CachedVector<int> step_of(n, -1), immediate_of(n, -1);
   // The input slots by value, at first_value[node] + output: one flat array (a list per node
   // was 24 bytes a node, megabytes of fresh pages at 100k nodes).
-  std::vector<std::size_t> first_value(n + 1, 0);
+  CachedVector<std::size_t> first_value(n + 1, 0);
   for (std::size_t i = 0; i < n; ++i) first_value[i + 1] = first_value[i] + g.nodes[i].outputs.size();
-  std::vector<int> input_slot_of(first_value[n], -1);
+  CachedVector<int> input_slot_of(first_value[n], -1);
   for (std::size_t gi = 0; gi < groups.size(); ++gi) {
     const Group& grp = groups[gi];
     const int red = reduce_of[gi];
@@ -164,6 +165,8 @@ int fuse_elementwise(GraphIR& g) {
     std::vector<int> touched;                 // nodes whose step_of / immediate_of / input_slot_of is set
     std::vector<std::pair<int, int>> pending;  // (step, arg) holding an immediate index
     Fused& f = fused[gi];
+    p.steps.reserve(grp.members.size());
+    touched.reserve(grp.members.size());
     for (int m : grp.members) {
       const GraphNode& node = g.node(m);
       FusedStep st;
@@ -247,7 +250,7 @@ int fuse_elementwise(GraphIR& g) {
   const std::size_t num_units = n + groups.size();
   std::vector<int> order;
   for (;;) {
-    std::vector<int> key(num_units, -1), indegree(num_units, 0);
+    CachedVector<int> key(num_units, -1), indegree(num_units, 0);
     for (std::size_t i = 0; i < n; ++i) {
       const int u = unit_of(static_cast<int>(i));
       key[static_cast<std::size_t>(u)] = std::max(key[static_cast<std::size_t>(u)], static_cast<int>(i));
@@ -264,14 +267,14 @@ int fuse_elementwise(GraphIR& g) {
         if (g.nodes[i].control_input >= 0) edge(g.nodes[i].control_input);
       }
     };
-    std::vector<std::size_t> succ_start(num_units + 1, 0);
+    CachedVector<std::size_t> succ_start(num_units + 1, 0);
     each_edge([&](std::size_t from, int to) {
       ++succ_start[from + 1];
       ++indegree[static_cast<std::size_t>(to)];
     });
     for (std::size_t u = 0; u < num_units; ++u) succ_start[u + 1] += succ_start[u];
-    std::vector<int> succ(succ_start.back());
-    std::vector<std::size_t> succ_next(succ_start.begin(), succ_start.end() - 1);
+    CachedVector<int> succ(succ_start.back());
+    CachedVector<std::size_t> succ_next(succ_start.begin(), succ_start.end() - 1);
     each_edge([&](std::size_t from, int to) { succ[succ_next[from]++] = to; });
     using Item = std::pair<int, int>;  // (key, unit)
     std::priority_queue<Item, std::vector<Item>, std::greater<>> ready;

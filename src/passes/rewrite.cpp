@@ -68,10 +68,10 @@ void compact(GraphIR& g, const std::vector<bool>& keep, const Forwarding* fwd) {
   // so a pass that only drops nodes allocates no second node array (for a large graph, tens of
   // MB of fresh pages per pass).
   const std::size_t n = g.nodes.size();
-  std::vector<int> new_index(n, -1);
+  CachedVector<int> new_index(n, -1);
   // Per node, the new index a control edge to it goes to: its own if kept, else its control
   // predecessor's (found before that predecessor's slot is overwritten).
-  std::vector<int> control_target(n, -1);
+  CachedVector<int> control_target(n, -1);
   std::size_t next = 0;
   for (std::size_t i = 0; i < n; ++i) {
     GraphNode& node = g.nodes[i];

@@ -4,6 +4,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/buffer.h"
 #include "graph/graph_ir.h"
 
 namespace tg::detail {
@@ -27,8 +28,8 @@ class Forwarding {
   // allocates two arrays, not one per node, and only once it forwards a value (most passes
   // over most graphs forward none, and at 100k nodes the arrays are megabytes of fresh pages).
   const GraphIR& g_;
-  std::vector<std::size_t> first_value_;
-  std::vector<ValueRef> map_;
+  CachedVector<std::size_t> first_value_;
+  CachedVector<ValueRef> map_;
 };
 
 /// Rebuilds a graph node by node, in the order the pass emits them. Every pass that changes
@@ -54,7 +55,7 @@ class GraphRebuilder {
 
   GraphIR& g_;
   NodeArray nodes_;
-  std::vector<int> new_index_;  // old node -> new node (-1: not kept)
+  CachedVector<int> new_index_;  // old node -> new node (-1: not kept)
   // Old node -> its outputs' new values, for the few replaced nodes only (a list per node was
   // 24 bytes a node, megabytes of fresh pages at 100k nodes).
   std::unordered_map<int, std::vector<ValueRef>> replaced_;

@@ -1,3 +1,4 @@
+#include "core/buffer.h"
 #include "runtime/memory_plan.h"
 
 #include <algorithm>
@@ -71,7 +72,7 @@ MemoryPlan plan_memory(const GraphIR& graph) {
   // live in memory a later call overwrites.
   mp.storage_of.resize(nv);
   for (int v = 0; v < mp.num_values; ++v) at(mp.storage_of, v) = v;
-  std::vector<char> escapes(nv, 0);
+  CachedVector<char> escapes(nv, 0);
   for (std::size_t i = 0; i < n; ++i) {
     const GraphNode& node = graph.nodes[i];
     const int first = mp.first_value[i];
@@ -87,7 +88,7 @@ MemoryPlan plan_memory(const GraphIR& graph) {
       for (std::size_t j = 0; j < node.outputs.size(); ++j) at(escapes, first + static_cast<int>(j)) = 1;
     }
   }
-  std::vector<char> is_output(nv, 0);
+  CachedVector<char> is_output(nv, 0);
   for (int out_node : graph.outputs) {
     const GraphNode& node = graph.node(out_node);
     TG_CHECK(node.kind == NodeKind::kOutput && node.inputs.size() == 1);
@@ -112,7 +113,7 @@ MemoryPlan plan_memory(const GraphIR& graph) {
   // Liveness: when each value's slot can be dropped, and how many reads each storage has left
   // (through any view of it).
   mp.drop_after.assign(nv, -1);
-  std::vector<int> readers_left(nv, 0);
+  CachedVector<int> readers_left(nv, 0);
   for (std::size_t i = 0; i < n; ++i) {
     const GraphNode& node = graph.nodes[i];
     if (node.kind != NodeKind::kOp) continue;

@@ -8,7 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "core/buffer.h"
 #include "core/chunked_vector.h"
+#include "tracegraph/config.h"
 
 namespace tg::detail {
 namespace {
@@ -80,6 +82,29 @@ TEST(ChunkedVector, CopiesAndMovesHoldTheSameItems) {
   expect_items(v, 2500);
   fill(v, 2500, 3100);
   expect_items(v, 3100);
+}
+
+// Freed huge blocks are parked in the large-block cache for the next large graph (but not in a
+// sanitized build, where a chunk used after its release should fault), and released with it.
+TEST(ChunkedVector, FreedHugeBlocksAreParkedForTheNextLargeVector) {
+  config::release_cached_memory();
+  {
+    Vec v;
+    fill(v, 0, 1000);  // items 256 to 999: two huge blocks
+  }
+  if (!kParkCachedArrays) {
+    EXPECT_EQ(cached_block_bytes(), 0u);
+    return;
+  }
+  EXPECT_EQ(cached_block_bytes(), 2 * kHugeBlockBytes);
+  {
+    Vec v;
+    fill(v, 0, 600);  // takes one of them back
+    EXPECT_EQ(cached_block_bytes(), kHugeBlockBytes);
+    expect_items(v, 600);
+  }
+  EXPECT_EQ(config::release_cached_memory(), 2 * kHugeBlockBytes);
+  EXPECT_EQ(cached_block_bytes(), 0u);
 }
 
 }  // namespace

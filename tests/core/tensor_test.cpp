@@ -130,5 +130,32 @@ TEST(BufferCache, LargeBuffersAreReusedAndCanBeReleased) {
   EXPECT_GE(config::release_cached_memory(), std::size_t{2} << 20);
   EXPECT_EQ(detail::cached_block_bytes(), 0u);
 }
+
+// The large arrays tracing builds (CachedVector) go through the same cache from 64 KiB, so a
+// retrace reuses mapped pages; smaller ones, and every one in a sanitized build, do not.
+TEST(BufferCache, LargeArraysOfTracingAreReusedAndCanBeReleased) {
+  config::release_cached_memory();
+  const std::size_t ints = detail::kCachedArrayMinBytes / sizeof(int) * 3;  // 192 KiB
+  const void* first = nullptr;
+  {
+    detail::CachedVector<int> a(ints, 7);
+    first = a.data();
+  }
+  {
+    detail::CachedVector<int> small(100, 1);
+  }
+  if (!detail::kParkCachedArrays) {
+    EXPECT_EQ(detail::cached_block_bytes(), 0u);
+    return;
+  }
+  EXPECT_EQ(detail::cached_block_bytes(), ints * sizeof(int)) << "only the large array is parked";
+  detail::CachedVector<int> b(ints, 0);
+  EXPECT_EQ(b.data(), first) << "a freed array of the same size class is reused";
+  EXPECT_EQ(b[ints - 1], 0);
+  EXPECT_EQ(detail::cached_block_bytes(), 0u);
+  b = detail::CachedVector<int>();
+  EXPECT_EQ(config::release_cached_memory(), ints * sizeof(int));
+  EXPECT_EQ(detail::cached_block_bytes(), 0u);
+}
 }  // namespace
 }  // namespace tg
