@@ -39,9 +39,11 @@ class Buffer {
   std::shared_ptr<const void> owner_;  // set for wrapped memory
 };
 
-/// Large blocks (>= 1 MiB, and scratch arrays from 64 KiB) are parked in a size-class cache when freed and handed out again,
-/// so a tensor that is recomputed every call reuses warm memory instead of paying the kernel's
-/// page faults for a fresh mapping each time. Returns the bytes released.
+/// Large blocks are parked in a size-class cache when freed and handed out again (tensor
+/// buffers from 1 MiB, CachedVector arrays from 64 KiB, ChunkedVector's huge blocks), so a
+/// tensor that is recomputed every call, or a graph that is traced again, reuses warm memory
+/// instead of paying the kernel's page faults for a fresh mapping each time. Returns the bytes
+/// released.
 std::size_t release_cached_blocks();
 /// Bytes currently parked in the cache.
 std::size_t cached_block_bytes();
@@ -100,7 +102,7 @@ void release_cached_array(void* p, std::size_t bytes);
 
 template <class T>
 struct CachedAllocator {
-  static_assert(alignof(T) <= kBufferAlignment);
+  static_assert(alignof(T) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__, "small arrays come from plain operator new");
   using value_type = T;
   CachedAllocator() = default;
   template <class U>

@@ -3,7 +3,6 @@
 // its loop vectorises on its own; values with uses outside the node are written straight into
 // the node's outputs. Each micro-op applies the functor the unfused kernel applies
 // (elementwise_functors.h), so results are bit-identical.
-#include "core/buffer.h"
 #include "ops/fused.h"
 
 #include <algorithm>

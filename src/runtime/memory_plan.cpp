@@ -1,8 +1,8 @@
-#include "core/buffer.h"
 #include "runtime/memory_plan.h"
 
 #include <algorithm>
 
+#include "core/buffer.h"
 #include "core/check.h"
 
 namespace tg::detail {
