@@ -1,5 +1,7 @@
 #include "ops/broadcast.h"
 
+#include <algorithm>
+
 #include "core/check.h"
 #include "core/tensor_impl.h"
 
@@ -94,7 +96,12 @@ void broadcast_copy(const Tensor& src, const std::vector<int64_t>& src_dims, Ten
     for_each_broadcast_run<1>(out.impl()->shape.dims(), {&src_dims},
                               [&](const std::array<int64_t, 1>& off,
                                   const std::array<int64_t, 1>& st, int64_t n) {
-                                for (int64_t i = 0; i < n; ++i) y[pos + i] = x[off[0] + i * st[0]];
+                                // A fill and a copy for the two strides nearly every run has
+                                // (the loop with a run-time stride stays scalar: a gradient's
+                                // broadcast of a scalar over 800k floats took 250 us).
+                                if (st[0] == 0) std::fill_n(y + pos, n, x[off[0]]);
+                                else if (st[0] == 1) std::copy_n(x + off[0], n, y + pos);
+                                else for (int64_t i = 0; i < n; ++i) y[pos + i] = x[off[0] + i * st[0]];
                                 pos += n;
                               });
   });
