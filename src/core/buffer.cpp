@@ -41,6 +41,22 @@ struct BlockCache {
   std::unordered_map<std::size_t, std::vector<void*>> free_blocks;  // by size class
   std::vector<void*> huge_blocks;  // acquire_huge_block's, kept apart: mapped, and aligned to 2 MiB
   std::size_t bytes = 0;           // of both
+
+  // Under mu: a block taken from `list`, whose blocks are `size` bytes each (null when it is
+  // empty), and one parked in it (false when that would pass kCacheMaxBytes).
+  void* pop(std::vector<void*>& list, std::size_t size) {
+    if (list.empty()) return nullptr;
+    void* p = list.back();
+    list.pop_back();
+    bytes -= size;
+    return p;
+  }
+  bool push(std::vector<void*>& list, void* p, std::size_t size) {
+    if (bytes + size > kCacheMaxBytes) return false;
+    list.push_back(p);
+    bytes += size;
+    return true;
+  }
 };
 // Never destroyed: buffers owned by static tensors may be freed after other statics are gone.
 BlockCache& cache() {
@@ -142,13 +158,8 @@ void* take_cached(std::size_t bytes) {
   {
     BlockCache& c = cache();
     std::lock_guard lock(c.mu);
-    auto it = c.free_blocks.find(bytes);
-    if (it != c.free_blocks.end() && !it->second.empty()) {
-      void* p = it->second.back();
-      it->second.pop_back();
-      c.bytes -= bytes;
-      return p;
-    }
+    if (auto it = c.free_blocks.find(bytes); it != c.free_blocks.end())
+      if (void* p = c.pop(it->second, bytes)) return p;
   }
   return allocate_block(bytes);
 }
@@ -158,11 +169,7 @@ void park(void* p, std::size_t bytes) {
   {
     BlockCache& c = cache();
     std::lock_guard lock(c.mu);
-    if (c.bytes + bytes <= kCacheMaxBytes) {
-      c.free_blocks[bytes].push_back(p);
-      c.bytes += bytes;
-      return;
-    }
+    if (c.push(c.free_blocks[bytes], p, bytes)) return;
   }
   std::free(p);
 }
@@ -280,12 +287,7 @@ void* acquire_huge_block() {
   {
     BlockCache& c = cache();
     std::lock_guard lock(c.mu);
-    if (!c.huge_blocks.empty()) {
-      void* block = c.huge_blocks.back();
-      c.huge_blocks.pop_back();
-      c.bytes -= kHugeBlockBytes;
-      return block;
-    }
+    if (void* block = c.pop(c.huge_blocks, kHugeBlockBytes)) return block;
   }
   // Twice the size, trimmed to the aligned 2 MiB inside: mmap aligns to pages only.
   const std::size_t span = 2 * kHugeBlockBytes;
@@ -305,11 +307,7 @@ void release_huge_block(void* block) {
   {
     BlockCache& c = cache();
     std::lock_guard lock(c.mu);
-    if (kParkCachedArrays && c.bytes + kHugeBlockBytes <= kCacheMaxBytes) {
-      c.huge_blocks.push_back(block);
-      c.bytes += kHugeBlockBytes;
-      return;
-    }
+    if (kParkCachedArrays && c.push(c.huge_blocks, block, kHugeBlockBytes)) return;
   }
   munmap(block, kHugeBlockBytes);
 }
