@@ -27,7 +27,8 @@ int num_threads();
 /// Elementwise, fused and reduction results do not depend on it (chunks are fixed by sizes and
 /// each element is computed by one thread, in order); matrix products give the same bits for a
 /// given count, and may differ in the last bits between counts (OpenBLAS blocks a smaller
-/// product differently).
+/// product differently, and a product with a long inner dimension is split over it, each
+/// thread summing a part).
 /// Safe while functions run on other threads: a running parallel kernel finishes on the old
 /// pool first. n < 1, or a call from inside a kernel, is a tg::ValueError.
 void set_num_threads(int n);

@@ -35,4 +35,16 @@ void parallel_for(int64_t n, int64_t grain, F&& f) {
       static_cast<void*>(&f));
 }
 
+/// Calls fn(p) once for each part p in [0, parts), whole parts per thread: with parts <=
+/// num_threads(), each part on a thread of its own. Part p runs on the calling thread when the
+/// pool runs serially.
+template <class F>
+void parallel_parts(int parts, F&& fn) {
+  // parallel_for rounds inner chunk boundaries down to multiples of 16: 16 units per part keep
+  // every boundary between two parts.
+  parallel_for(int64_t{parts} * 16, 16, [&](int64_t b, int64_t e) {
+    for (int64_t p = b / 16; p < e / 16; ++p) fn(static_cast<int>(p));
+  });
+}
+
 }  // namespace tg::detail

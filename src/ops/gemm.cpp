@@ -70,6 +70,40 @@ PackedB transposed_copy(int n, int k, const float* b, int ldb) {
   return {buffer.data(), ld};
 }
 
+// A product split over k into `parts` partial products, added by rows at the end: part p
+// multiplies A's columns [k_p, k_p+1) by B's rows [k_p, k_p+1), into C itself (part 0) or a
+// partial of its own. Only the m x n partials cross between the threads' caches, where a split
+// by rows hands every thread all of B (k x n) and one by columns all of A (m x k); the partials
+// are the smallest of the three when k >= 2 max(m, n). For the MLP's x W1 (128 x 784 times
+// 784 x 256) the slices of W1 are also the rows its optimizer update writes on each core, so W1
+// stays in one core's cache from the update to the next product (see gemm()).
+void own_sgemm_split_k(int parts, int m, int n, int k, const float* a, int lda, bool ta, const float* b, int ldb,
+                       bool tb, float* c, int ldc, bool accumulate) {
+  // The calling thread's: the parts' threads write it, and it is added up here after they finish.
+  thread_local std::vector<float> partials;
+  const std::size_t mn = static_cast<std::size_t>(m) * static_cast<std::size_t>(n);
+  partials.resize(mn * static_cast<std::size_t>(parts - 1));
+  float* const partial = partials.data();
+  parallel_parts(parts, [&](int p) {
+    const int k0 = static_cast<int>(int64_t{k} * p / parts), k1 = static_cast<int>(int64_t{k} * (p + 1) / parts);
+    const float* a_part = ta ? a + int64_t{k0} * lda : a + k0;
+    // B's rows k0..k1 (columns of a transposed B, packed by the thread that multiplies them).
+    const PackedB b_part = tb ? transposed_copy(n, k1 - k0, b + k0, ldb) : PackedB{b + int64_t{k0} * ldb, ldb};
+    if (p == 0) own_sgemm(m, n, k1 - k0, a_part, lda, ta, b_part.data, b_part.ld, c, ldc, accumulate);
+    else own_sgemm(m, n, k1 - k0, a_part, lda, ta, b_part.data, b_part.ld, partial + mn * (p - 1), n, false);
+  });
+  // Whole rows of C per thread, in halves as the next elementwise node splits them.
+  parallel_for(m, std::max<int64_t>(1, kParallelMinElements / 16 / n), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      float* row = c + r * ldc;
+      for (int p = 1; p < parts; ++p) {
+        const float* add = partial + mn * static_cast<std::size_t>(p - 1) + static_cast<std::size_t>(r) * n;
+        for (int j = 0; j < n; ++j) row[j] += add[j];
+      }
+    }
+  });
+}
+
 template <class T>
 void gemm_call(int m, int n, int k, const T* a, int lda, bool ta, const T* b, int ldb, bool tb, T* c,
                int ldc, bool accumulate) {
@@ -106,7 +140,8 @@ int blas_int(const char* op, int64_t v) {
 }
 
 // Between thread counts the last bits can differ: OpenBLAS packs and blocks a smaller product
-// differently (as it does when its own threads split one).
+// differently (as it does when its own threads split one), and a split over k adds its parts'
+// sums at the end. For a given thread count the bits are always the same.
 template <class T>
 void gemm(int m, int n, int k, const T* a, int lda, bool ta, const T* b, int ldb, bool tb, T* c,
           int ldc, bool accumulate) {
@@ -122,15 +157,26 @@ void gemm(int m, int n, int k, const T* a, int lda, bool ta, const T* b, int ldb
   // caches, and the MLP's dz W2^T ran slower on two threads than on one).
   bool own = false;
   if constexpr (std::is_same_v<T, float>) own = own_avx512_kernels();
-  // A split by rows gives every thread all of B, a split by columns all of A. The AVX-512
-  // kernels sum each element the same way either way, so there the smaller copy decides: for
-  // the MLP's x W1 (64 x 784 times 784 x 256), rows made each thread stream the whole 800 KB of
-  // W1, and the two threads' products ran 1.7x slower per flop than one thread's. (OpenBLAS's
-  // bits change with a column split, so it keeps rows.)
+  // A split by rows gives every thread all of B, a split by columns all of A, and a split over
+  // k (the AVX-512 kernels only) every thread an m x n partial to add. What one thread reads
+  // that another wrote is the cost to keep small on this machine (DECISIONS, "Matrix
+  // products"), so the smallest of the three decides. Rows and columns sum each element the
+  // same way; a split over k does not, and is taken only when it saves the most: k >= 2 max(m, n)
+  // (the MLP's x W1, 128 x 784 times 784 x 256: 149-160 -> 138 us on two threads, and W1's
+  // Adam update 84 -> 50 us, since the update's halves of W1 are the product's). For x W1 split
+  // by rows instead, each thread streamed the whole 800 KB of W1 and ran 1.7x slower per flop
+  // than one thread. (OpenBLAS's bits change with a column split, so it keeps rows.)
   const bool by_columns = own && n > m;
   const int64_t flops = int64_t{2} * m * n * k;
   const bool serial = num_threads() == 1 || flops < 2 * kParallelGemmFlops || (m < 32 && !(by_columns && n >= 128));
   if constexpr (std::is_same_v<T, float>) {
+    // Parts of at least 128 of k, and partials of at most 4 MB in all (the calling thread keeps
+    // its buffer for the next product).
+    const int64_t k_parts = std::min<int64_t>({num_threads(), k / 128, 1 + (int64_t{1} << 20) / (int64_t{m} * n)});
+    if (own && !serial && k_parts >= 2 && k >= 2 * std::max(m, n)) {
+      own_sgemm_split_k(static_cast<int>(k_parts), m, n, k, a, lda, ta, b, ldb, tb, c, ldc, accumulate);
+      return;
+    }
     if (own && (serial || by_columns)) {
       // Columns c0..c1 of C: B's columns, or rows of a transposed B packed into columns.
       auto columns = [&](int64_t c0, int64_t c1) {

@@ -266,7 +266,8 @@ TEST(MatMul, Float64MatchesNaiveLoop) { check_against_naive<double>(1e-12); }
 
 // detail::gemm itself, on the edges matmul does not reach: leading dims wider than the matrix,
 // accumulation into C, sums longer than one pass of the AVX-512 kernel (512), every transpose,
-// and products large enough to be split across the pool. Own kernels and OpenBLAS both.
+// and products large enough to be split across the pool, on one thread and on two (where the own
+// kernels split {64, 130, 513} and {96, 256, 784} over k). Own kernels and OpenBLAS both.
 TEST(Gemm, EveryLayoutAccumulatesAndMatchesADoubleLoop) {
   struct Case { int m, n, k; bool ta, tb, accumulate; };
   const std::vector<Case> cases = {
@@ -277,11 +278,14 @@ TEST(Gemm, EveryLayoutAccumulatesAndMatchesADoubleLoop) {
   };
   std::mt19937_64 rng(77);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  for (const bool own : {true, false}) {
+  const int threads_before = config::num_threads();
+  for (const auto& [own, threads] : {std::pair{true, 1}, std::pair{true, 2}, std::pair{false, 1}, std::pair{false, 2}}) {
     const bool was = detail::set_own_avx512_kernels(own);
+    config::set_num_threads(threads);
     for (const Case& c : cases) {
       SCOPED_TRACE(::testing::Message() << "m " << c.m << " n " << c.n << " k " << c.k << " ta " << c.ta << " tb "
-                                      << c.tb << " accumulate " << c.accumulate << " own " << own);
+                                      << c.tb << " accumulate " << c.accumulate << " own " << own << " threads "
+                                      << threads);
       // Stored shapes with 3 spare columns each: op(A) is m x k, op(B) is k x n.
       const int a_rows = c.ta ? c.k : c.m, a_cols = c.ta ? c.m : c.k, lda = a_cols + 3;
       const int b_rows = c.tb ? c.n : c.k, b_cols = c.tb ? c.k : c.n, ldb = b_cols + 3, ldc = c.n + 3;
@@ -310,16 +314,17 @@ TEST(Gemm, EveryLayoutAccumulatesAndMatchesADoubleLoop) {
     }
     detail::set_own_avx512_kernels(was);
   }
+  config::set_num_threads(threads_before);
 }
-// The AVX-512 kernels sum every element in the same order however the product is split, so one
-// thread and two give the same bits: a split by columns (with a transposed B, each thread packs
-// the columns it multiplies) and a split by rows.
+// The AVX-512 kernels sum every element in the same order when a product is split by rows or by
+// columns, so one thread and two give the same bits: a split by columns (with a transposed B,
+// each thread packs the columns it multiplies) and a split by rows. (A split over k, as for
+// 64 x 784 times 784 x 256, adds two partial sums: see the next test.)
 TEST(Gemm, OwnKernelsGiveTheSameBitsOnOneAndTwoThreads) {
   if (!detail::own_avx512_kernels()) GTEST_SKIP() << "no AVX-512 on this CPU";
   struct Case { int m, n, k; bool ta, tb; };
-  const std::vector<Case> cases = {{64, 784, 256, false, true}, {64, 256, 784, false, false},
-                                   {784, 256, 64, true, false}, {300, 96, 200, false, true},
-                                   {64, 256, 256, false, true}};
+  const std::vector<Case> cases = {{64, 784, 256, false, true}, {784, 256, 64, true, false},
+                                   {300, 96, 200, false, true}, {64, 256, 256, false, true}};
   std::mt19937_64 rng(5);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   const int threads_before = config::num_threads();
@@ -335,6 +340,34 @@ TEST(Gemm, OwnKernelsGiveTheSameBitsOnOneAndTwoThreads) {
     config::set_num_threads(2);
     detail::gemm<float>(c.m, c.n, c.k, a.data(), lda, c.ta, b.data(), ldb, c.tb, two.data(), c.n, false);
     EXPECT_EQ(0, std::memcmp(one.data(), two.data(), one.size() * sizeof(float)));
+  }
+  config::set_num_threads(threads_before);
+}
+
+// A product split over k on two threads (k >= 2 max(m, n): each thread multiplies half of k, and
+// the halves' sums are added at the end) gives the same bits on every run, and agrees with one
+// thread's product to rounding.
+TEST(Gemm, SplitOverKRepeatsItsBitsAndAgreesWithOneThread) {
+  if (!detail::own_avx512_kernels()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  struct Case { int m, n, k; bool ta, tb; };
+  const std::vector<Case> cases = {{128, 256, 784, false, false}, {64, 200, 600, true, true}};
+  std::mt19937_64 rng(9);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  const int threads_before = config::num_threads();
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::Message() << "m " << c.m << " n " << c.n << " k " << c.k << " ta " << c.ta << " tb " << c.tb);
+    std::vector<float> a(static_cast<std::size_t>(c.m) * c.k), b(static_cast<std::size_t>(c.k) * c.n);
+    for (float& v : a) v = dist(rng);
+    for (float& v : b) v = dist(rng);
+    const int lda = c.ta ? c.m : c.k, ldb = c.tb ? c.k : c.n;
+    std::vector<float> one(static_cast<std::size_t>(c.m) * c.n), two(one.size()), again(one.size());
+    config::set_num_threads(1);
+    detail::gemm<float>(c.m, c.n, c.k, a.data(), lda, c.ta, b.data(), ldb, c.tb, one.data(), c.n, false);
+    config::set_num_threads(2);
+    detail::gemm<float>(c.m, c.n, c.k, a.data(), lda, c.ta, b.data(), ldb, c.tb, two.data(), c.n, false);
+    detail::gemm<float>(c.m, c.n, c.k, a.data(), lda, c.ta, b.data(), ldb, c.tb, again.data(), c.n, false);
+    EXPECT_EQ(0, std::memcmp(two.data(), again.data(), two.size() * sizeof(float)));
+    for (std::size_t i = 0; i < one.size(); ++i) ASSERT_NEAR(two[i], one[i], 1e-6f * c.k) << "element " << i;
   }
   config::set_num_threads(threads_before);
 }
