@@ -64,10 +64,6 @@ void check_index_type(const char* op, const ValueType& index) {
     op_error<TypeError>(op, "the index must be an int32 or int64 scalar, got ", describe(index));
 }
 
-char* bytes_of(const Tensor& t) {
-  const auto& impl = t.impl();
-  return static_cast<char*>(impl->buffer->data()) + impl->offset * static_cast<int64_t>(dtype_size(impl->dtype));
-}
 
 [[noreturn]] void out_of_range(const char* op, int64_t i, int64_t count, bool dynamic) {
   op_error<InvalidArgumentError>(op, "index ", i, " is out of range for a TensorArray of size ", count,
@@ -117,7 +113,7 @@ void kernel_write(const std::vector<Tensor>& in, const OpAttrs& op_attrs, std::v
   dims.insert(dims.end(), vshape.dims().begin(), vshape.dims().end());
   Tensor result = allocate_tensor(flow.impl()->dtype, TensorShape(dims));
   const std::size_t row = static_cast<std::size_t>(vshape.num_elements()) * dtype_size(flow.impl()->dtype);
-  char* dst = bytes_of(result);
+  std::byte* dst = bytes_of(result);
   std::memset(dst, 0, row * static_cast<std::size_t>(count));
   if (old_count) std::memcpy(dst, bytes_of(flow), row * static_cast<std::size_t>(old_count));
   std::memcpy(dst + row * static_cast<std::size_t>(i), bytes_of(value), row);

@@ -1,5 +1,6 @@
 // What a Tensor handle points at.
 #pragma once
+#include <cstddef>
 #include <memory>
 
 #include "core/buffer.h"
@@ -59,6 +60,13 @@ std::string format_values(const Tensor& t);
 template <class T>
 T* data_of(const Tensor& t) {
   return t.impl()->template data<T>();
+}
+/// Raw pointer to the first byte of an eager tensor's elements, whatever its dtype (null for a
+/// tensor without storage).
+inline std::byte* bytes_of(const Tensor& t) {
+  const TensorImpl& impl = *t.impl();
+  if (!impl.buffer) return nullptr;
+  return static_cast<std::byte*>(impl.buffer->data()) + impl.offset * static_cast<int64_t>(dtype_size(impl.dtype));
 }
 
 }  // namespace tg::detail

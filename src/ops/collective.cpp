@@ -179,11 +179,6 @@ std::vector<ValueType> infer_all_gather_grad(const std::vector<ValueType>& in, c
 
 // ---- kernels ----
 
-std::byte* bytes_of(const Tensor& t) {
-  const TensorImpl& impl = *t.impl();
-  if (!impl.buffer) return nullptr;
-  return static_cast<std::byte*>(impl.buffer->data()) + impl.offset * static_cast<int64_t>(dtype_size(impl.dtype));
-}
 int64_t elements(const Tensor& t) { return t.impl()->shape.num_elements(); }
 std::size_t byte_size(const Tensor& t) { return static_cast<std::size_t>(elements(t)) * dtype_size(t.dtype()); }
 void copy_bytes(const Tensor& from, const Tensor& to) {

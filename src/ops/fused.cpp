@@ -541,11 +541,6 @@ struct Scratch {
   }
 };
 
-std::byte* bytes_of(const Tensor& t) {
-  const TensorImpl& impl = *t.impl();
-  return static_cast<std::byte*>(impl.buffer->data()) + impl.offset * static_cast<int64_t>(dtype_size(impl.dtype));
-}
-
 template <class T>
 void fill_as(void* dst, const void* value, int64_t n) {
   T v;
