@@ -406,8 +406,9 @@ class FunctionReader {
         if (!def)
           r.fail_at(op_at, str_cat("node '", node.name, "' has op serial ", serial, ", which no op of ", this_producer(),
                                    " has; the file needs a newer tracegraph"));
-        if (def->id == OpId::FusedElementwise)
-          r.fail_at(op_at, str_cat("node '", node.name, "' is a fused node; files hold graphs as traced, which fusion never touched"));
+        if (def->traits & kOptimizerOnly)
+          r.fail_at(op_at, str_cat("node '", node.name, "' is a ", def->name, " node, which only the optimiser makes; "
+                                   "files hold graphs as traced, which the optimiser never touched"));
         node.op = def->id;
         node.attrs = read_attrs(r, *def, node.name, depth);
         break;

@@ -169,6 +169,12 @@ class FunctionWriter {
           break;
         case NodeKind::kConst: w.u32(tensors_.add(n.value)); break;
         case NodeKind::kOp:
+          // Files hold graphs as traced and the optimiser runs again when they are loaded; a
+          // node only the optimiser makes, in a graph as traced, was put there by hand.
+          if (op_def(n.op).traits & kOptimizerOnly)
+            throw ValueError(str_cat("[tg::save] node '", n.name, "' of function '", function_, "' is a ",
+                                     op_def(n.op).name, " node recorded by hand; a file holds graphs as traced (the "
+                                     "optimiser runs again at load), so record the ops it stands for themselves"));
           w.u16(static_cast<uint16_t>(op_def(n.op).serial));
           write_attrs(w, n);
           break;
@@ -217,11 +223,7 @@ class FunctionWriter {
           write_payload(fields, *value);
         } else {
           static_assert(std::is_same_v<T, std::shared_ptr<const FusedProgram>>, "a field type export does not know");
-          // Files hold graphs as traced and fusion runs again when they are loaded; a fused
-          // node in a graph as traced was put there by hand (the optimiser alone makes them).
-          throw ValueError(str_cat("[tg::save] node '", n.name, "' of function '", function_, "' is a fused_elementwise "
-                                   "node recorded by hand; a file holds graphs as traced (fusion runs again at load), "
-                                   "so record the elementwise ops themselves"));
+          TG_CHECK(false, "a fused program reached the writer (optimiser-only nodes are refused first)");
         }
       });
     });

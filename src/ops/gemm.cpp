@@ -43,14 +43,14 @@ std::atomic<bool> own_kernels_enabled{true};  // set_own_avx512_kernels
 // op(A) B through implicit_gemm: A's row p, entry i is at a[p * lda + i], or a[i * lda + p]
 // when transposed; B is not transposed (gemm packs a transposed B first).
 void own_sgemm(int m, int n, int k, const float* a, int lda, bool ta, const float* b, int ldb, float* c, int ldc,
-               bool accumulate) {
+               bool accumulate, const GemmEpilogue* epilogue = nullptr, int64_t first_column = 0) {
   thread_local std::vector<int64_t> taps;
   taps.resize(static_cast<std::size_t>(k));
   for (int i = 0; i < k; ++i) taps[static_cast<std::size_t>(i)] = ta ? int64_t{i} * lda : i;
   implicit_gemm::Layout l;
   l.out_h = 1, l.out_w = m, l.col_step = ta ? 1 : lda;
   l.taps = taps.data(), l.k = k, l.n = n, l.b_stride = ldb, l.c_stride = ldc;
-  implicit_gemm::multiply(l, a, b, c, accumulate);
+  implicit_gemm::multiply(l, a, b, c, accumulate, epilogue, first_column);
 }
 
 // B^T (k x n) of a transposed right operand b (n x k, leading dim ldb), in this thread's buffer,
@@ -70,6 +70,12 @@ PackedB transposed_copy(int n, int k, const float* b, int ldb) {
   return {buffer.data(), ld};
 }
 
+// The epilogue on rows [r0, r1), columns [c0, c1) of C (none when null).
+void epilogue_rows(const GemmEpilogue* e, float* c, int ldc, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  if (e)
+    for (int64_t r = r0; r < r1; ++r) apply_epilogue(*e, c + r * ldc, r, c0, c1);
+}
+
 // A product split over k into `parts` partial products, added by rows at the end: part p
 // multiplies A's columns [k_p, k_p+1) by B's rows [k_p, k_p+1), into C itself (part 0) or a
 // partial of its own. Only the m x n partials cross between the threads' caches, where a split
@@ -78,7 +84,7 @@ PackedB transposed_copy(int n, int k, const float* b, int ldb) {
 // 784 x 256) the slices of W1 are also the rows its optimizer update writes on each core, so W1
 // stays in one core's cache from the update to the next product (see gemm()).
 void own_sgemm_split_k(int parts, int m, int n, int k, const float* a, int lda, bool ta, const float* b, int ldb,
-                       bool tb, float* c, int ldc, bool accumulate) {
+                       bool tb, float* c, int ldc, bool accumulate, const GemmEpilogue* epilogue) {
   // The calling thread's: the parts' threads write it, and it is added up here after they finish.
   thread_local std::vector<float> partials;
   const std::size_t mn = static_cast<std::size_t>(m) * static_cast<std::size_t>(n);
@@ -101,6 +107,7 @@ void own_sgemm_split_k(int parts, int m, int n, int k, const float* a, int lda, 
         for (int j = 0; j < n; ++j) row[j] += add[j];
       }
     }
+    epilogue_rows(epilogue, c, ldc, r0, r1, 0, n);
   });
 }
 
@@ -144,11 +151,17 @@ int blas_int(const char* op, int64_t v) {
 // sums at the end. For a given thread count the bits are always the same.
 template <class T>
 void gemm(int m, int n, int k, const T* a, int lda, bool ta, const T* b, int ldb, bool tb, T* c,
-          int ldc, bool accumulate) {
+          int ldc, bool accumulate, const GemmEpilogue* epilogue) {
   if (m == 0 || n == 0) return;
+  // The rows [r0, r1) and columns [c0, c1) a thread has just computed get the epilogue.
+  auto finish = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    if constexpr (std::is_same_v<T, float>) epilogue_rows(epilogue, c, ldc, r0, r1, c0, c1);
+    else TG_CHECK(!epilogue, "a gemm epilogue on float64");
+  };
   if (k == 0) {  // an empty sum; BLAS must not see K = 0 with a zero leading dim
     if (!accumulate)
       for (int i = 0; i < m; ++i) std::fill(c + int64_t{i} * ldc, c + int64_t{i} * ldc + n, T(0));
+    finish(0, m, 0, n);
     return;
   }
   use_one_blas_thread();
@@ -174,7 +187,7 @@ void gemm(int m, int n, int k, const T* a, int lda, bool ta, const T* b, int ldb
     // its buffer for the next product).
     const int64_t k_parts = std::min<int64_t>({num_threads(), k / 128, 1 + (int64_t{1} << 20) / (int64_t{m} * n)});
     if (own && !serial && k_parts >= 2 && k >= 2 * std::max(m, n)) {
-      own_sgemm_split_k(static_cast<int>(k_parts), m, n, k, a, lda, ta, b, ldb, tb, c, ldc, accumulate);
+      own_sgemm_split_k(static_cast<int>(k_parts), m, n, k, a, lda, ta, b, ldb, tb, c, ldc, accumulate, epilogue);
       return;
     }
     if (own && (serial || by_columns)) {
@@ -182,7 +195,7 @@ void gemm(int m, int n, int k, const T* a, int lda, bool ta, const T* b, int ldb
       auto columns = [&](int64_t c0, int64_t c1) {
         const int w = static_cast<int>(c1 - c0);
         const PackedB bp = tb ? transposed_copy(w, k, b + c0 * ldb, ldb) : PackedB{b + c0, ldb};
-        own_sgemm(m, w, k, a, lda, ta, bp.data, bp.ld, c + c0, ldc, accumulate);
+        own_sgemm(m, w, k, a, lda, ta, bp.data, bp.ld, c + c0, ldc, accumulate, epilogue, c0);
       };
       if (serial) columns(0, n);
       else parallel_for(n, std::max<int64_t>(64, kParallelGemmFlops / (int64_t{2} * m * k)) / 16 * 16, columns);
@@ -195,6 +208,7 @@ void gemm(int m, int n, int k, const T* a, int lda, bool ta, const T* b, int ldb
   }
   if (serial) {
     gemm_call(m, n, k, a, lda, ta, b, ldb, tb, c, ldc, accumulate);
+    finish(0, m, 0, n);
     return;
   }
   const int64_t grain = std::max<int64_t>(16, kParallelGemmFlops / (int64_t{2} * n * k));
@@ -203,11 +217,13 @@ void gemm(int m, int n, int k, const T* a, int lda, bool ta, const T* b, int ldb
     const T* a_rows = ta ? a + r0 : a + r0 * lda;
     gemm_call(static_cast<int>(r1 - r0), n, k, a_rows, lda, ta, b, ldb, tb, c + r0 * ldc, ldc,
               accumulate);
+    finish(r0, r1, 0, n);
   });
 }
 
-template void gemm<float>(int, int, int, const float*, int, bool, const float*, int, bool, float*, int, bool);
+template void gemm<float>(int, int, int, const float*, int, bool, const float*, int, bool, float*, int, bool,
+                          const GemmEpilogue*);
 template void gemm<double>(int, int, int, const double*, int, bool, const double*, int, bool, double*, int,
-                           bool);
+                           bool, const GemmEpilogue*);
 
 }  // namespace tg::detail

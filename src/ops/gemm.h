@@ -4,6 +4,8 @@
 #pragma once
 #include <cstdint>
 
+#include "ops/gemm_epilogue.h"
+
 namespace tg::detail {
 
 /// Checks that a GEMM dimension fits the BLAS interface's int, else throws
@@ -17,14 +19,14 @@ bool own_avx512_kernels();
 /// They and OpenBLAS sum in different orders: tests compare them, and nothing else switches.
 bool set_own_avx512_kernels(bool enabled);
 
-/// C (m x n, row-major, leading dim ldc) = op(A) op(B) (+ C when accumulate), T float or double.
-/// Large products are split across the pool by rows of C (by columns, on the AVX-512 kernels,
-/// when C has more columns than rows), in blocks fixed by the sizes and the thread count, so a
-/// given thread count always gives the same bits (with the AVX-512 kernels, every thread count
-/// does). Called from inside a
+/// C (m x n, row-major, leading dim ldc) = op(A) op(B) (+ C when accumulate), T float or double,
+/// then the epilogue on every row (float only; null: none). Large products are split across
+/// the pool by rows or columns of C, or (on the AVX-512 kernels, for a long k) over k, in blocks
+/// fixed by the sizes and the thread count, so a given thread count always gives the same bits
+/// (with the AVX-512 kernels, every thread count does unless k is split). Called from inside a
 /// parallel_for chunk it runs on the calling thread. k may be 0 (C becomes 0, or is kept).
 template <class T>
 void gemm(int m, int n, int k, const T* a, int lda, bool ta, const T* b, int ldb, bool tb, T* c,
-          int ldc, bool accumulate = false);
+          int ldc, bool accumulate = false, const GemmEpilogue* epilogue = nullptr);
 
 }  // namespace tg::detail

@@ -13,6 +13,10 @@
 #pragma once
 #include <cstdint>
 
+namespace tg::detail {
+struct GemmEpilogue;  // ops/gemm.h
+}
+
 namespace tg::detail::implicit_gemm {
 
 /// The operands' layout. Output row p = (oy, ox), p = oy * out_w + ox, reads entry k of the
@@ -33,7 +37,11 @@ struct Layout {
 bool available();
 
 /// c[p, o] = sum over k of A(p, k) * b[k * b_stride + o] (added to c's values when accumulate).
-void multiply(const Layout& l, const float* a, const float* b, float* c, bool accumulate);
+/// With an epilogue (a plain product: out_h = 1), each block of finished rows gets it right
+/// after its last store, while the block is in L1; c's column o is the epilogue's column
+/// first_column + o.
+void multiply(const Layout& l, const float* a, const float* b, float* c, bool accumulate,
+              const GemmEpilogue* epilogue = nullptr, int64_t first_column = 0);
 
 /// g_b[k * b_stride + o] += sum over rows p of A(p, k) * g_c[p * c_stride + o]: the product's
 /// gradient with respect to its right operand, given the gradient g_c of its output.

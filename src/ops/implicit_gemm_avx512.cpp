@@ -9,6 +9,9 @@
 // from memory.
 #include "ops/implicit_gemm.h"
 
+#include "core/check.h"
+#include "ops/gemm.h"
+
 #include <immintrin.h>
 
 #include <algorithm>
@@ -137,14 +140,24 @@ void each_row_block(const Layout& l, int64_t first_column, float* c, int rows, F
 
 template <int V>
 void multiply_columns(const Layout& l, const ColumnBlock& cb, const float* a, const float* b, float* c,
-                      bool accumulate) {
+                      bool accumulate, const GemmEpilogue* epilogue, int64_t first_column) {
   static constexpr auto kBlocks = multiply_blocks<V>(std::make_index_sequence<block_rows(V)>());
+  const int64_t width = std::min<int64_t>(l.n - cb.first, kLanes * kMaxVectors);
   for (int64_t k0 = 0; k0 < l.k; k0 += kMultiplyKChunk) {
     const int64_t nk = std::min(kMultiplyKChunk, l.k - k0);
     const float* bk = b + k0 * l.b_stride + cb.first;
     const bool load = accumulate || k0 > 0;
+    const bool last = k0 + nk == l.k;
     each_row_block(l, cb.first, c, block_rows(V), [&](int64_t offset, int count, float* const* out) {
       kBlocks[count - 1](a + offset, l.col_step, l.taps + k0, nk, bk, l.b_stride, cb.mask, out, load);
+      if (epilogue && last)
+        for (int r = 0; r < count; ++r) {
+          // out[r] is row p's column cb.first; the epilogue takes the row's column 0 of the
+          // whole product, first_column to the left of c's.
+          const int64_t p = (out[r] - c) / l.c_stride;
+          apply_epilogue(*epilogue, c + p * l.c_stride - first_column, p, first_column + cb.first,
+                         first_column + cb.first + width);
+        }
     });
   }
 }
@@ -270,8 +283,12 @@ bool available() {
   return __builtin_cpu_supports("avx512f");
 }
 
-void multiply(const Layout& l, const float* a, const float* b, float* c, bool accumulate) {
-  each_column_block(l.n, [&]<int V>(const ColumnBlock& cb) { multiply_columns<V>(l, cb, a, b, c, accumulate); });
+void multiply(const Layout& l, const float* a, const float* b, float* c, bool accumulate,
+              const GemmEpilogue* epilogue, int64_t first_column) {
+  TG_CHECK(!epilogue || l.out_h == 1, "a gemm epilogue on a convolution's layout");
+  each_column_block(l.n, [&]<int V>(const ColumnBlock& cb) {
+    multiply_columns<V>(l, cb, a, b, c, accumulate, epilogue, first_column);
+  });
 }
 
 void add_right_gradient(const Layout& l, const float* a, const float* g_c, float* g_b) {

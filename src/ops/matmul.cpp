@@ -4,6 +4,7 @@
 // TensorFlow) without undefined behaviour.
 #include <algorithm>
 #include <climits>
+#include <cstring>
 #include <type_traits>
 
 #include "core/check.h"
@@ -90,8 +91,7 @@ struct Gemm {
   bool ta, tb;
 };
 
-Gemm gemm_geometry(const Tensor& a, const Tensor& b, const OpAttrs& op_attrs) {
-  const MatMulAttrs& attrs = op_attrs.get<MatMulAttrs>();
+Gemm gemm_geometry(const Tensor& a, const Tensor& b, const MatMulAttrs& attrs) {
   const auto& da = a.impl()->shape.dims();
   const auto& db = b.impl()->shape.dims();
   const std::size_t ra = da.size(), rb = db.size();
@@ -201,7 +201,7 @@ void kernel_int(const Tensor& a, const Tensor& b, Tensor& out, const Gemm& g) {
 
 void kernel_matmul(const std::vector<Tensor>& in, const OpAttrs& attrs,
                    std::vector<Tensor>& out) {
-  const Gemm g = gemm_geometry(in[0], in[1], attrs);
+  const Gemm g = gemm_geometry(in[0], in[1], attrs.get<MatMulAttrs>());
   switch (in[0].impl()->dtype) {
     case DType::Float32: return kernel_float<float>(in[0], in[1], out[0], g);
     case DType::Float64: return kernel_float<double>(in[0], in[1], out[0], g);
@@ -209,6 +209,77 @@ void kernel_matmul(const std::vector<Tensor>& in, const OpAttrs& attrs,
     case DType::Int64: return kernel_int<int64_t>(in[0], in[1], out[0], g);
     default: TG_CHECK(false, "matmul kernel reached with dtype ", to_string(in[0].impl()->dtype));
   }
+}
+
+// ---- matmul_epilogue: a product and the elementwise ops after it (ops/gemm.h's GemmEpilogue),
+// made by the optimiser from a matmul and the fused node that alone reads it
+// (src/passes/fuse_matmul_epilogues.cpp) ----
+
+constexpr const char* kEpilogueOp = "matmul_epilogue";
+
+// The unfused ops in the epilogue's order, on types or on tensors: add the bias, the mask
+// out > 0, relu, where(mask, out, 0). `in` holds a, b, then the bias and the mask read.
+struct EpilogueSteps {
+  const MatMulEpilogueAttrs& e;
+  template <class V, class Run>
+  std::vector<V> run(const std::vector<V>& in, Run&& op) const {
+    std::size_t next = 2;
+    V out = op(OpId::MatMul, std::vector<V>{in[0], in[1]}, OpAttrs(MatMulAttrs{e.transpose_a, e.transpose_b}));
+    if (e.bias) out = op(OpId::Add, std::vector<V>{out, in[next++]}, OpAttrs{});
+    std::vector<V> outs;
+    if (e.mask_out) outs.push_back(op(OpId::Greater, std::vector<V>{out, op(OpId::ZerosLike, std::vector<V>{out}, OpAttrs{})}, OpAttrs{}));
+    if (e.relu) out = op(OpId::Relu, std::vector<V>{out}, OpAttrs{});
+    if (e.mask_in) out = op(OpId::Where, std::vector<V>{in[next++], out, op(OpId::ZerosLike, std::vector<V>{out}, OpAttrs{})}, OpAttrs{});
+    outs.insert(outs.begin(), out);
+    return outs;
+  }
+};
+
+std::size_t epilogue_arity(const MatMulEpilogueAttrs& e) { return 2 + std::size_t{e.bias} + std::size_t{e.mask_in}; }
+
+// The types the unfused ops give, by their own rules (and errors).
+std::vector<ValueType> infer_matmul_epilogue(const std::vector<ValueType>& in, const OpAttrs& attrs) {
+  const MatMulEpilogueAttrs& e = attrs.get<MatMulEpilogueAttrs>();
+  if (in.size() != epilogue_arity(e))
+    op_error<InvalidArgumentError>(kEpilogueOp, "expected ", epilogue_arity(e), " inputs, got ", in.size(),
+                                   "; matmul_epilogue nodes are made by the graph optimiser only");
+  for (std::size_t i = 0; i < 2; ++i)
+    if (in[i].dtype != DType::Float32 || (in[i].shape.has_rank() && in[i].shape.rank() != 2))
+      op_error<InvalidArgumentError>(kEpilogueOp, "expected float32 matrices, got input ", i, " ", describe(in[i]));
+  return EpilogueSteps{e}.run(in, [](OpId id, const std::vector<ValueType>& args, const OpAttrs& a) {
+    return op_def(id).infer(args, a).at(0);
+  });
+}
+
+void kernel_matmul_epilogue(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
+  const MatMulEpilogueAttrs& e = attrs.get<MatMulEpilogueAttrs>();
+  const Gemm g = gemm_geometry(in[0], in[1], MatMulAttrs{e.transpose_a, e.transpose_b});
+  const TensorShape product({g.m, g.n});
+  std::size_t next = 2;
+  const Tensor* bias = e.bias ? &in[next++] : nullptr;
+  const Tensor* mask = e.mask_in ? &in[next++] : nullptr;
+  // A None dim that broadcasts at run time (a bias of one value, a mask of one row) leaves
+  // the product's shape: then the ops run one by one, as the unfused graph would.
+  const bool covered = out[0].impl()->shape == product && (!bias || bias->impl()->shape == TensorShape({g.n})) &&
+                       (!mask || mask->impl()->shape == product);
+  if (!covered) {
+    const std::vector<Tensor> values = EpilogueSteps{e}.run(in, [](OpId id, const std::vector<Tensor>& args, const OpAttrs& a) {
+      return run_op_eager(op_def(id), args, a).at(0);
+    });
+    for (std::size_t k = 0; k < out.size(); ++k)
+      std::memcpy(bytes_of(out[k]), bytes_of(values[k]),
+                  static_cast<std::size_t>(values[k].impl()->shape.num_elements()) * dtype_size(values[k].dtype()));
+    return;
+  }
+  if (product.num_elements() == 0) return;
+  GemmEpilogue epilogue;
+  epilogue.bias = bias ? data_of<float>(*bias) : nullptr;
+  epilogue.mask_out = e.mask_out ? data_of<bool>(out[1]) : nullptr;
+  epilogue.relu = e.relu;
+  epilogue.mask_in = mask ? data_of<bool>(*mask) : nullptr;
+  epilogue.mask_ld = g.n;
+  gemm<float>(blas_int(g.m), blas_int(g.n), blas_int(g.k), data_of<float>(in[0]), blas_int(g.a_cols), g.ta,
+              data_of<float>(in[1]), blas_int(g.b_cols), g.tb, data_of<float>(out[0]), blas_int(g.n), false, &epilogue);
 }
 
 // ---- gradient rule ----
@@ -255,6 +326,7 @@ std::vector<Tensor> grad_matmul(const GradInputs& g) {
 void register_matmul_ops(OpDef* t) {
   set_op(t, OpId::MatMul, &infer_matmul, &kernel_matmul);
   set_grad(t, OpId::MatMul, &grad_matmul);
+  set_op(t, OpId::MatMulEpilogue, &infer_matmul_epilogue, &kernel_matmul_epilogue);
 }
 
 }  // namespace detail

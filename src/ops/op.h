@@ -28,6 +28,7 @@ enum OpTrait : uint32_t {
   kStateful = 1u << 6,  // has effects beyond its outputs: recorded in order, never removed
   kSubgraphs = 1u << 7,  // carries sub-graphs (ControlFlowAttrs): cond, while
   kOwnOutputs = 1u << 8,  // the kernel makes its outputs itself; nothing is allocated for them
+  kOptimizerOnly = 1u << 9,  // made by the graph optimiser only: never recorded, never in a file
 };
 /// Whether an op's kernel makes its own outputs (views, Variable, control-flow, TensorArray ops).
 inline constexpr bool makes_own_outputs(uint32_t traits) { return (traits & (kView | kOwnOutputs)) != 0; }

@@ -70,6 +70,24 @@ struct MatMulAttrs {
   bool operator==(const MatMulAttrs&) const = default;
 };
 
+/// matmul_epilogue (made by the optimiser from a matmul and the fused node after it): the
+/// product's transposes, and what its output gets, in this order (ops/gemm.h, GemmEpilogue):
+/// + bias (input 2), the mask out > 0 (output 1), relu, and out = mask ? out : 0 (the mask the
+/// last input).
+struct MatMulEpilogueAttrs {
+  bool transpose_a = false;
+  bool transpose_b = false;
+  bool bias = false;
+  bool mask_out = false;
+  bool relu = false;
+  bool mask_in = false;
+  template <class F> void for_each_field(F&& f) const {
+    f("transpose_a", transpose_a); f("transpose_b", transpose_b); f("bias", bias);
+    f("mask_out", mask_out); f("relu", relu); f("mask_in", mask_in);
+  }
+  bool operator==(const MatMulEpilogueAttrs&) const = default;
+};
+
 /// reshape: the target shape (one -1 is inferred).
 struct ReshapeAttrs {
   std::vector<int64_t> shape;
@@ -336,7 +354,7 @@ using AttrsVariant = std::variant<NoAttrs, ReduceAttrs, AxisAttrs, ArgReduceAttr
                                   ControlFlowAttrs, TensorArrayAttrs, ShapeValueAttrs, AdamSlotsAttrs,
                                   RandomAttrs, Conv2DAttrs, Pool2DAttrs, TileAttrs, PadAttrs,
                                   SplitAttrs, ReverseAttrs, ScanAttrs, SortAttrs, TopKAttrs,
-                                  CollectiveAttrs>;
+                                  CollectiveAttrs, MatMulEpilogueAttrs>;
 
 template <class T, class V> struct VariantIndex;
 template <class T, class... Ts> struct VariantIndex<T, std::variant<Ts...>> {

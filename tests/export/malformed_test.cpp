@@ -283,7 +283,10 @@ TEST(MalformedFiles, UnknownOpsAndAttributesAreRejectedByName) {
   EXPECT_TRUE(refused(file_of(type), "graphs", {"attribute 'keepdims'", "field type 1; expected 2"}));
   Parts fused;
   fused.nodes[2].serial = static_cast<uint16_t>(detail::op_def(detail::OpId::FusedElementwise).serial);
-  EXPECT_TRUE(refused(file_of(fused), "graphs", {"is a fused node"}));
+  EXPECT_TRUE(refused(file_of(fused), "graphs", {"is a fused_elementwise node", "only the optimiser makes"}));
+  Parts epilogue;
+  epilogue.nodes[2].serial = static_cast<uint16_t>(detail::op_def(detail::OpId::MatMulEpilogue).serial);
+  EXPECT_TRUE(refused(file_of(epilogue), "graphs", {"is a matmul_epilogue node", "only the optimiser makes"}));
 }
 
 TEST(MalformedFiles, GraphsAreAcyclicAndWellFormed) {

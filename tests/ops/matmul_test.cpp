@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <random>
 
 #include "ops/gemm.h"
@@ -21,6 +22,26 @@ template <class T>
 Tensor filled(const TensorShape& shape, T value) {
   return constant(std::vector<T>(static_cast<std::size_t>(shape.num_elements()), value), shape,
                   dtype_of_v<T>);
+}
+
+// matmul_epilogue as the optimiser makes it, recorded by hand: output `k` of the node.
+auto mm_epilogue(detail::MatMulEpilogueAttrs attrs, std::size_t k) {
+  return [attrs, k](const std::vector<Tensor>& in) { return detail::apply_op(detail::OpId::MatMulEpilogue, in, attrs).at(k); };
+}
+
+TG_OP_CASES(matmul_epilogue) {
+  const Tensor a = constant({{1.f, -2.f, 0.5f}, {-1.f, 3.f, 2.f}});
+  const Tensor b = constant({{0.5f, -1.f}, {1.f, 0.25f}, {-2.f, 1.f}});  // a b = {{-2.5, -1}, {-1.5, 3.75}}
+  const Tensor bias = constant({1.f, -1.f});
+  const Tensor mask = constant({{true, false}, {true, true}});
+  return {
+      {"matmul_epilogue", "relu(a b + bias)", mm_epilogue({.bias = true, .mask_out = true, .relu = true}, 0),
+       {a, b, bias}, constant({{0.f, 0.f}, {0.f, 2.75f}})},
+      {"matmul_epilogue", "the mask a b + bias > 0", mm_epilogue({.bias = true, .mask_out = true, .relu = true}, 1),
+       {a, b, bias}, constant({{false, false}, {false, true}})},
+      {"matmul_epilogue", "where(mask, a b^T, 0)", mm_epilogue({.transpose_b = true, .mask_in = true}, 0),
+       {a, transpose(b, {1, 0}), mask}, constant({{-2.5f, 0.f}, {-1.5f, 3.75f}})},
+  };
 }
 
 TG_OP_CASES(matmul) {
@@ -368,6 +389,67 @@ TEST(Gemm, SplitOverKRepeatsItsBitsAndAgreesWithOneThread) {
     detail::gemm<float>(c.m, c.n, c.k, a.data(), lda, c.ta, b.data(), ldb, c.tb, again.data(), c.n, false);
     EXPECT_EQ(0, std::memcmp(two.data(), again.data(), two.size() * sizeof(float)));
     for (std::size_t i = 0; i < one.size(); ++i) ASSERT_NEAR(two[i], one[i], 1e-6f * c.k) << "element " << i;
+  }
+  config::set_num_threads(threads_before);
+}
+
+// An epilogue gives the bits of the product followed by the ops (add, greater, relu, where) on
+// every path: one thread and two (rows, columns, a split over k), own kernels and OpenBLAS, and
+// writes no column beyond n.
+TEST(Gemm, EpiloguesGiveTheBitsOfTheProductAndTheOpsOnEveryPath) {
+  struct Case { int m, n, k; bool ta, tb; };
+  const std::vector<Case> cases = {{128, 256, 784, false, false}, {128, 256, 256, false, true},
+                                   {300, 96, 200, true, false},   {5, 3, 7, false, false},
+                                   {64, 130, 513, true, true}};
+  std::mt19937_64 rng(21);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  const int threads_before = config::num_threads();
+  for (const auto& [own, threads] : {std::pair{true, 1}, std::pair{true, 2}, std::pair{false, 1}, std::pair{false, 2}}) {
+    const bool was = detail::set_own_avx512_kernels(own);
+    config::set_num_threads(threads);
+    for (const Case& c : cases) {
+      for (const bool where : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << "m " << c.m << " n " << c.n << " k " << c.k << " own " << own << " threads "
+                                          << threads << (where ? " where" : " bias, mask, relu"));
+        const int lda = c.ta ? c.m : c.k, ldb = c.tb ? c.k : c.n, ldc = c.n + 3;
+        std::vector<float> a(static_cast<std::size_t>(c.m) * c.k), b(static_cast<std::size_t>(c.k) * c.n), bias(c.n);
+        for (float& v : a) v = dist(rng);
+        for (float& v : b) v = dist(rng);
+        for (float& v : bias) v = dist(rng);
+        const std::size_t mn = static_cast<std::size_t>(c.m) * c.n;
+        std::unique_ptr<bool[]> mask_in(new bool[mn]), mask_out(new bool[mn]);
+        for (std::size_t i = 0; i < mn; ++i) mask_in[i] = dist(rng) > 0;
+        std::vector<float> plain(static_cast<std::size_t>(c.m) * ldc, 7.0f), fused = plain;
+        detail::gemm<float>(c.m, c.n, c.k, a.data(), lda, c.ta, b.data(), ldb, c.tb, plain.data(), ldc);
+        detail::GemmEpilogue e;
+        if (where) {
+          e.mask_in = mask_in.get();
+        } else {
+          e.bias = bias.data(), e.mask_out = mask_out.get(), e.relu = true;
+        }
+        e.mask_ld = c.n;
+        detail::gemm<float>(c.m, c.n, c.k, a.data(), lda, c.ta, b.data(), ldb, c.tb, fused.data(), ldc, false, &e);
+        for (int i = 0; i < c.m; ++i)
+          for (int j = 0; j < ldc; ++j) {
+            const std::size_t at = static_cast<std::size_t>(i) * ldc + j, mat = static_cast<std::size_t>(i) * c.n + j;
+            if (j >= c.n) {
+              ASSERT_EQ(fused[at], 7.0f) << "row " << i << " spare column " << j;
+              continue;
+            }
+            float want = plain[at];
+            if (where) {
+              want = mask_in[mat] ? want : 0.0f;
+            } else {
+              want = want + bias[static_cast<std::size_t>(j)];
+              ASSERT_EQ(mask_out[mat], want > 0.0f) << "row " << i << " column " << j;
+              want = want < 0.0f ? 0.0f : want;
+            }
+            ASSERT_EQ(0, std::memcmp(&fused[at], &want, sizeof(float))) << "row " << i << " column " << j << ": "
+                                                                        << fused[at] << " vs " << want;
+          }
+      }
+    }
+    detail::set_own_avx512_kernels(was);
   }
   config::set_num_threads(threads_before);
 }

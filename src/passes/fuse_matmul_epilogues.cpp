@@ -1,0 +1,174 @@
+// Matmul epilogues: a 2-D float32 matmul whose output only one node reads - a fused node (or an
+// add) computing just what ops/gemm.h's GemmEpilogue does with it - becomes one matmul_epilogue
+// node. The product's output then gets the bias, relu and the gradient masks of a dense layer
+// on the thread that computed it, while it is in that core's cache, instead of in a node of its
+// own that reads it back (on two threads, from the other core's cache as often as not).
+#include <algorithm>
+#include <optional>
+#include <vector>
+
+#include "ops/fused.h"
+#include "passes/passes.h"
+
+namespace tg::detail {
+
+namespace {
+
+// What a fused program does with the product, when it is an epilogue: the program's input slots
+// of the product, the bias and the mask read, and the slots of the node's two results.
+struct Match {
+  MatMulEpilogueAttrs attrs;
+  int bias_input = -1;
+  int mask_input = -1;
+  int out_slot = -1;   // the product after the epilogue
+  int mask_slot = -1;  // the mask out > 0 (attrs.mask_out)
+};
+
+// The program's steps, read as the epilogue's stages in order: + bias, the mask out > 0, relu,
+// where(mask, out, 0). Each step must take the value the stages so far made (`out`); the
+// zeros_like steps feed only the mask and the where. Anything else is no epilogue.
+std::optional<Match> match_program(const FusedProgram& p, int product) {
+  if (p.has_reduce() || !p.shape.has_rank() || p.shape.rank() != 2 || !(p.inputs[static_cast<std::size_t>(product)].shape == p.shape))
+    return std::nullopt;
+  const int64_t n = p.shape.dims()[1];
+  Match m;
+  int out = product;    // the slot holding the product after the stages so far
+  int pre_relu = out;   // the value relu reads (the mask compares it, or relu's result, with 0)
+  std::vector<bool> zeros(static_cast<std::size_t>(p.first_step_slot()) + p.steps.size(), false);
+  enum Stage { kProduct, kBias, kRelu, kWhere } stage = kProduct;
+  for (std::size_t k = 0; k < p.steps.size(); ++k) {
+    const FusedStep& st = p.steps[k];
+    const int slot = p.first_step_slot() + static_cast<int>(k);
+    auto input = [&](int a) -> int {  // the input index of argument a, or -1
+      return st.args[a] < static_cast<int>(p.inputs.size()) && st.args[a] != product ? st.args[a] : -1;
+    };
+    if (st.in_dtype != DType::Float32) return std::nullopt;
+    switch (st.op) {
+      case OpId::Add: {
+        const int b = input(1);
+        if (stage != kProduct || m.attrs.mask_out || st.args[0] != out || b < 0) return std::nullopt;
+        const ValueType& bias = p.inputs[static_cast<std::size_t>(b)];
+        if (bias.dtype != DType::Float32 || !bias.shape.has_rank() || bias.shape.rank() != 1 || n == None ||
+            bias.shape.dims()[0] != n)
+          return std::nullopt;
+        m.attrs.bias = true, m.bias_input = b, stage = kBias;
+        out = pre_relu = slot;
+        break;
+      }
+      case OpId::ZerosLike:  // every step has the program's shape: these are its float32 zeros
+        zeros[static_cast<std::size_t>(slot)] = true;
+        break;
+      case OpId::Greater:
+        if (m.attrs.mask_out || stage == kWhere || (st.args[0] != pre_relu && st.args[0] != out) ||
+            !zeros[static_cast<std::size_t>(st.args[1])])
+          return std::nullopt;
+        m.attrs.mask_out = true, m.mask_slot = slot;
+        break;
+      case OpId::Relu:
+        if (stage == kRelu || stage == kWhere || st.args[0] != out) return std::nullopt;
+        m.attrs.relu = true, stage = kRelu;
+        out = slot;
+        break;
+      case OpId::Where: {
+        const int c = st.args[0] < static_cast<int>(p.inputs.size()) && st.args[0] != product ? st.args[0] : -1;
+        if (stage != kProduct || m.attrs.mask_out || c < 0 || st.args[1] != out ||
+            !zeros[static_cast<std::size_t>(st.args[2])])
+          return std::nullopt;
+        const ValueType& mask = p.inputs[static_cast<std::size_t>(c)];
+        if (mask.dtype != DType::Bool || !(mask.shape == p.shape)) return std::nullopt;
+        m.attrs.mask_in = true, m.mask_input = c, stage = kWhere;
+        out = slot;
+        break;
+      }
+      default: return std::nullopt;
+    }
+  }
+  // The node's results: the product after every stage, and the mask if one was made.
+  m.out_slot = out;
+  if (stage == kProduct) return std::nullopt;  // nothing the product gets (a mask alone)
+  for (int s : p.outputs)
+    if (s != out && s != m.mask_slot) return std::nullopt;
+  if (std::find(p.outputs.begin(), p.outputs.end(), out) == p.outputs.end()) return std::nullopt;
+  if (m.attrs.mask_out && std::find(p.outputs.begin(), p.outputs.end(), m.mask_slot) == p.outputs.end()) return std::nullopt;
+  return m;
+}
+
+// Whether `r` is the output of a 2-D float32 matmul that nothing but `reader` reads.
+bool is_lone_product(const GraphIR& g, const NodeUsers& users, ValueRef r, int reader) {
+  const GraphNode& mm = g.node_of(r);
+  if (mm.kind != NodeKind::kOp || mm.op != OpId::MatMul || mm.control_input >= 0) return false;
+  const auto readers = users.of(r.node);
+  if (readers.size() != 1 || readers[0] != reader) return false;
+  for (const ValueRef& in : mm.inputs) {
+    const ValueType& t = g.type_of(in);
+    if (t.dtype != DType::Float32 || !t.shape.has_rank() || t.shape.rank() != 2) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int fuse_matmul_epilogues(GraphIR& g) {
+  const NodeUsers users = g.users();
+  int count = 0;
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    GraphNode& node = g.nodes[i];
+    if (node.kind != NodeKind::kOp || node.control_input >= 0) continue;
+    const int self = static_cast<int>(i);
+    // The product's input, what the node does with it, and where its results go.
+    std::optional<Match> match;
+    int product = -1;
+    std::vector<int> old_output_of;  // per new output (0: out, 1: the mask), the node's old one
+    if (node.op == OpId::FusedElementwise) {
+      const FusedProgram& p = fused_program(node.attrs);
+      for (std::size_t k = 0; k < node.inputs.size() && !match; ++k)
+        if (is_lone_product(g, users, node.inputs[k], self)) {
+          match = match_program(p, static_cast<int>(k));
+          product = static_cast<int>(k);
+        }
+      if (!match) continue;
+      for (int slot : {match->out_slot, match->mask_slot})
+        if (slot >= 0)
+          old_output_of.push_back(static_cast<int>(std::find(p.outputs.begin(), p.outputs.end(), slot) - p.outputs.begin()));
+    } else if (node.op == OpId::Add && node.inputs.size() == 2 && is_lone_product(g, users, node.inputs[0], self)) {
+      // A lone bias add (a dense layer without an activation): no fused node was made for it.
+      const ValueType& z = g.type_of(node.inputs[0]);
+      const ValueType& bias = g.type_of(node.inputs[1]);
+      if (bias.dtype != DType::Float32 || !bias.shape.has_rank() || bias.shape.rank() != 1 || !z.shape.has_rank() ||
+          z.shape.dims()[1] == None || bias.shape.dims()[0] != z.shape.dims()[1] || !(node.outputs[0].shape == z.shape))
+        continue;
+      match = Match{};
+      match->attrs.bias = true, match->bias_input = 1;
+      product = 0;
+      old_output_of = {0};
+    } else {
+      continue;
+    }
+    const GraphNode& mm = g.node_of(node.inputs[static_cast<std::size_t>(product)]);
+    const MatMulAttrs& mm_attrs = mm.attrs.get<MatMulAttrs>();
+    match->attrs.transpose_a = mm_attrs.transpose_a;
+    match->attrs.transpose_b = mm_attrs.transpose_b;
+    SmallVector<ValueRef, 2> inputs;
+    inputs.push_back(mm.inputs[0]);
+    inputs.push_back(mm.inputs[1]);
+    if (match->bias_input >= 0) inputs.push_back(node.inputs[static_cast<std::size_t>(match->bias_input)]);
+    if (match->mask_input >= 0) inputs.push_back(node.inputs[static_cast<std::size_t>(match->mask_input)]);
+    SmallVector<ValueType, 1> outputs;
+    for (int old : old_output_of) outputs.push_back(node.outputs[static_cast<std::size_t>(old)]);
+    // The readers of the node's results, renumbered to the new order.
+    std::vector<int> new_output_of(node.outputs.size(), -1);
+    for (std::size_t k = 0; k < old_output_of.size(); ++k) new_output_of[static_cast<std::size_t>(old_output_of[k])] = static_cast<int>(k);
+    for (int reader : users.of(self))
+      for (ValueRef& in : g.nodes[static_cast<std::size_t>(reader)].inputs)
+        if (in.node == self) in.output = new_output_of[static_cast<std::size_t>(in.output)];
+    node.op = OpId::MatMulEpilogue;
+    node.name = g.unique_name("matmul_epilogue");
+    node.attrs = match->attrs;
+    node.inputs = std::move(inputs);
+    node.outputs = std::move(outputs);
+    ++count;  // the matmul is left without readers, for the sweep after this pass
+  }
+  return count;
+}
+
+}  // namespace tg::detail

@@ -1,0 +1,136 @@
+// Matmul epilogues (passes/fuse_matmul_epilogues.cpp): a dense layer's product takes in its bias,
+// relu and gradient masks, with the bits of the unoptimised graph; what is not an epilogue stays.
+#include <cstring>
+
+#include "core/tensor_impl.h"
+#include "graph/verify.h"
+#include "passes/passes.h"
+#include "support/graph_util.h"
+#include "support/test_util.h"
+
+namespace tg {
+namespace {
+
+using testing::count_op;
+
+// Same dtype, shape and bytes.
+::testing::AssertionResult same_bits(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || !(a.shape() == b.shape()))
+    return ::testing::AssertionFailure() << a.shape().to_string() << " vs " << b.shape().to_string();
+  const std::size_t bytes = static_cast<std::size_t>(a.num_elements()) * dtype_size(a.dtype());
+  if (bytes && std::memcmp(detail::data_of<char>(a), detail::data_of<char>(b), bytes) != 0)
+    return ::testing::AssertionFailure() << "values differ:\n" << a.to_string() << "\n" << b.to_string();
+  return ::testing::AssertionSuccess();
+}
+
+// Two dense relu layers and a logits layer, and the gradients of a loss with respect to each
+// weight: the forward products take bias + relu (+ the mask) and the bias, the backward one
+// relu's gradient.
+std::vector<Tensor> dense_step(const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2, const Tensor& b2) {
+  GradientTape tape;
+  tape.watch(w1);
+  tape.watch(w2);
+  const Tensor h = relu(matmul(x, w1) + b1);
+  const Tensor logits = matmul(h, w2) + b2;
+  const Tensor loss = reduce_sum(logits);
+  std::vector<Tensor> out = tape.gradient(loss, std::vector<Tensor>{w1, w2});
+  out.push_back(logits);
+  return out;
+}
+
+template <class F>
+std::vector<Tensor> run(F& f, const std::vector<Tensor>& in) { return f(in[0], in[1], in[2], in[3], in[4]); }
+
+std::vector<Tensor> dense_inputs(int64_t batch) {
+  return {random_uniform({batch, 300}, -1, 1, 1), random_uniform({300, 64}, -0.2, 0.2, 2), random_uniform({64}, -0.2, 0.2, 3),
+          random_uniform({64, 10}, -0.2, 0.2, 4), random_uniform({10}, -0.2, 0.2, 5)};
+}
+
+TEST(MatMulEpilogues, ADenseLayersProductsTakeInTheirElementwiseWorkWithTheSameBits) {
+  detail::set_verify_graphs(true);
+  const int threads_before = config::num_threads();
+  for (const int threads : {1, 2}) {
+    config::set_num_threads(threads);
+    SCOPED_TRACE(::testing::Message() << threads << " threads");
+    const std::vector<Tensor> in = dense_inputs(96);
+    auto optimised = function(dense_step);
+    auto plain = function(dense_step, {.optimize = false});
+    const std::vector<Tensor> got = run(optimised, in), want = run(plain, in);
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t k = 0; k < got.size(); ++k) EXPECT_TRUE(same_bits(got[k], want[k])) << "output " << k;
+    const Graph g = optimised.get_concrete_function(in[0], in[1], in[2], in[3], in[4]).optimized_graph();
+    // x w1 (+ b1, relu, mask), h w2 (+ b2), and dlogits w2^T (relu's gradient). The two weight
+    // gradients are products nothing elementwise follows.
+    EXPECT_EQ(count_op(g, "matmul_epilogue"), 3) << g.to_string();
+    EXPECT_EQ(count_op(g, "matmul"), 2) << g.to_string();
+  }
+  config::set_num_threads(threads_before);
+}
+
+// Over a None batch the node runs at every batch size; a mask that broadcasts at run time (one
+// row against four) leaves the product's shape, and the ops then run one by one, as unfused.
+TEST(MatMulEpilogues, NoneDimsRunAtAnySizeAndBroadcastingRunsTheOpsOneByOne) {
+  const std::vector<TensorSpec> specs = {TensorSpec({None, 300}, float32), TensorSpec({300, 64}, float32),
+                                         TensorSpec({64}, float32), TensorSpec({64, 10}, float32),
+                                         TensorSpec({10}, float32)};
+  auto optimised = function(dense_step, {.input_signature = specs});
+  auto plain = function(dense_step, {.input_signature = specs, .optimize = false});
+  for (const int64_t batch : {int64_t{96}, int64_t{1}, int64_t{7}}) {
+    SCOPED_TRACE(::testing::Message() << "batch " << batch);
+    const std::vector<Tensor> in = dense_inputs(batch);
+    const std::vector<Tensor> got = run(optimised, in), want = run(plain, in);
+    for (std::size_t k = 0; k < got.size(); ++k) EXPECT_TRUE(same_bits(got[k], want[k])) << "output " << k;
+  }
+  const std::vector<Tensor> three = dense_inputs(3);
+  EXPECT_EQ(count_op(optimised.get_concrete_function(three[0], three[1], three[2], three[3], three[4]).optimized_graph(),
+                     "matmul_epilogue"),
+            3);
+
+  auto masked = [](const Tensor& x, const Tensor& w, const Tensor& mask) {
+    const Tensor z = matmul(x, w);
+    return where(mask, z, zeros_like(z));
+  };
+  const std::vector<TensorSpec> masked_specs = {TensorSpec({None, 8}, float32), TensorSpec({8, 5}, float32),
+                                                TensorSpec({None, 5}, bool_)};
+  auto fused = function(masked, {.input_signature = masked_specs});
+  auto unfused = function(masked, {.input_signature = masked_specs, .optimize = false});
+  const Tensor a = random_uniform({4, 8}, -1, 1, 6), b = random_uniform({8, 5}, -1, 1, 7);
+  for (const Tensor& mask : {greater(random_uniform({4, 5}, -1, 1, 8), constant(0.0f)),
+                             greater(random_uniform({1, 5}, -1, 1, 9), constant(0.0f))}) {
+    SCOPED_TRACE("mask " + mask.shape().to_string());
+    EXPECT_TRUE(same_bits(fused(a, b, mask), unfused(a, b, mask)));
+  }
+  const Tensor mask = greater(random_uniform({4, 5}, -1, 1, 10), constant(0.0f));
+  EXPECT_EQ(count_op(fused.get_concrete_function(a, b, mask).optimized_graph(), "matmul_epilogue"), 1);
+}
+
+// What is not an epilogue stays as it was: a product read twice, a bias added on the left, a
+// bias that broadcasts, an op the epilogue does not have, float64, a mask before the bias.
+TEST(MatMulEpilogues, WhatIsNotAnEpilogueStaysAsItWas) {
+  const Tensor x = random_uniform({6, 8}, -1, 1, 1), w = random_uniform({8, 4}, -1, 1, 2);
+  const Tensor b = random_uniform({4}, -1, 1, 3), one = random_uniform({1}, -1, 1, 4);
+  using Body = std::function<Tensor(const std::vector<Tensor>&)>;
+  const std::vector<std::pair<const char*, Body>> bodies = {
+      {"product read twice", [](const std::vector<Tensor>& in) { const Tensor z = matmul(in[0], in[1]); return relu(z + in[2]) + z; }},
+      {"bias on the left", [](const std::vector<Tensor>& in) { return relu(in[2] + matmul(in[0], in[1])); }},
+      {"a bias of one value", [](const std::vector<Tensor>& in) { return relu(matmul(in[0], in[1]) + in[3]); }},
+      {"tanh", [](const std::vector<Tensor>& in) { return tanh(matmul(in[0], in[1]) + in[2]); }},
+      {"float64", [](const std::vector<Tensor>& in) { return relu(matmul(cast(in[0], float64), cast(in[1], float64)) + cast(in[2], float64)); }},
+      {"mask before the bias", [](const std::vector<Tensor>& in) {
+         const Tensor z = matmul(in[0], in[1]);
+         return where(greater(z, zeros_like(z)), z + in[2], zeros_like(z));
+       }},
+  };
+  for (const auto& [label, body] : bodies) {
+    SCOPED_TRACE(label);
+    const std::vector<Tensor> in = {x, w, b, one};
+    auto optimised = function(body);
+    auto plain = function(body, {.optimize = false});
+    EXPECT_TRUE(same_bits(optimised(in), plain(in)));
+    const Graph g = optimised.get_concrete_function(in).optimized_graph();
+    EXPECT_EQ(count_op(g, "matmul_epilogue"), 0) << g.to_string();
+  }
+}
+
+}  // namespace
+}  // namespace tg
