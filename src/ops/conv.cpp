@@ -28,6 +28,7 @@
 #include "core/tensor_impl.h"
 #include "core/thread_pool.h"
 #include "ops/broadcast.h"
+#include "ops/epilogue_steps.h"
 #include "ops/implicit_gemm.h"
 #include "ops/gemm.h"
 #include "tracegraph/ops.h"
@@ -452,10 +453,14 @@ const float* padded_image(const PaddedWindow& p, const float* images, int64_t n,
 // stride-1 input gradient are both this, over different windows, images and filters.
 void multiply_padded_images(const Groups& groups, int64_t num_images, int64_t flops_per_group,
                             const PaddedWindow& window, const float* images, int64_t h, int64_t w,
-                            const float* filter, float* out, int64_t out_image) {
+                            const float* filter, float* out, int64_t out_image, const GemmEpilogue* epilogue = nullptr) {
+  const int64_t rows = window.view.out_h * window.view.out_w;
   for_each_group(groups, flops_per_group, [&](int64_t i) {
-    for (int64_t n = i * groups.per, n1 = std::min(num_images, n + groups.per); n < n1; ++n)
-      implicit_gemm::multiply(window.view, padded_image(window, images, n, h, w), filter, out + n * out_image, false);
+    for (int64_t n = i * groups.per, n1 = std::min(num_images, n + groups.per); n < n1; ++n) {
+      const GemmEpilogue image_epilogue = epilogue ? epilogue->from_row(n * rows) : GemmEpilogue{};
+      implicit_gemm::multiply(window.view, padded_image(window, images, n, h, w), filter, out + n * out_image, false,
+                              epilogue ? &image_epilogue : nullptr);
+    }
   });
 }
 
@@ -471,28 +476,34 @@ std::vector<float> flip_filter(const ConvGeom& g, const float* f) {
   return flipped;
 }
 
+// With an epilogue (float only: conv2d_epilogue), every block of output pixels gets it on the
+// thread that computed the block.
 template <class T>
-void conv_forward(const ConvGeom& g, const T* x, const T* f, T* y) {
+void conv_forward(const ConvGeom& g, const T* x, const T* f, T* y, const GemmEpilogue* epilogue = nullptr) {
   const int64_t k = g.k(), rows = g.pixels();
   const Groups groups = plan_groups(g.n, rows);
   if constexpr (std::is_same_v<T, float>) {
     if (use_direct(g)) {
       multiply_padded_images(groups, g.n, 2 * groups.per * rows * k * g.oc, forward_window(g), x, g.h, g.w, f, y,
-                             rows * g.oc);
+                             rows * g.oc, epilogue);
       return;
     }
   }
+  // The epilogue of output rows from r on (each gemm below computes its block as rows 0, 1, ...).
+  auto rows_from = [&](int64_t r, GemmEpilogue& e) { return epilogue ? &(e = epilogue->from_row(r)) : nullptr; };
   const int n_oc = blas_int(kConvOp, g.oc), n_k = blas_int(kConvOp, k);
   for_each_group(groups, 2 * groups.per * rows * k * g.oc, [&](int64_t i) {
     const int64_t n0 = i * groups.per, n1 = std::min(g.n, n0 + groups.per);
+    GemmEpilogue block;
     if (g.pointwise()) {
       gemm<T>(blas_int(kConvOp, (n1 - n0) * rows), n_oc, n_k, x + n0 * rows * k, n_k, false, f, n_oc, false,
-              y + n0 * rows * g.oc, n_oc);
+              y + n0 * rows * g.oc, n_oc, false, rows_from(n0 * rows, block));
       return;
     }
     for_each_tile<T>(g, n0, n1, [&](int64_t r0, int64_t r1, T* col) {
       im2col(g, x, r0, r1, col);
-      gemm<T>(blas_int(kConvOp, r1 - r0), n_oc, n_k, col, n_k, false, f, n_oc, false, y + r0 * g.oc, n_oc);
+      gemm<T>(blas_int(kConvOp, r1 - r0), n_oc, n_k, col, n_k, false, f, n_oc, false, y + r0 * g.oc, n_oc, false,
+              rows_from(r0, block));
     });
   });
 }
@@ -603,6 +614,38 @@ void kernel_conv2d(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vec
     using T = decltype(tag);
     conv_forward<T>(g, data_of<T>(in[0]), data_of<T>(in[1]), data_of<T>(out[0]));
   });
+}
+
+// ---- conv2d_epilogue: a float32 convolution and the elementwise ops after it (ops/gemm.h's
+// GemmEpilogue along the channels), made by the optimiser (src/passes/fuse_product_epilogues.cpp) ----
+
+OpAttrs product_attrs(const Conv2DEpilogueAttrs& e) { return Conv2DAttrs{e.strides, e.dilations, e.padding}; }
+
+std::vector<ValueType> infer_conv2d_epilogue(const std::vector<ValueType>& in, const OpAttrs& attrs) {
+  const Conv2DEpilogueAttrs& e = attrs.get<Conv2DEpilogueAttrs>();
+  const EpilogueParts parts = EpilogueParts::of(e);
+  if (in.size() != parts.arity())
+    op_error<InvalidArgumentError>("conv2d_epilogue", "expected ", parts.arity(), " inputs, got ", in.size(),
+                                   "; conv2d_epilogue nodes are made by the graph optimiser only");
+  for (std::size_t i = 0; i < 2; ++i)
+    if (in[i].dtype != DType::Float32)
+      op_error<InvalidArgumentError>("conv2d_epilogue", "expected float32 operands, got input ", i, " ", describe(in[i]));
+  return infer_epilogue_steps(OpId::Conv2D, product_attrs(e), parts, in);
+}
+
+void kernel_conv2d_epilogue(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
+  const Conv2DEpilogueAttrs& e = attrs.get<Conv2DEpilogueAttrs>();
+  const EpilogueParts parts = EpilogueParts::of(e);
+  const ConvGeom g = conv_geometry(in[0], in[1], product_attrs(e).get<Conv2DAttrs>());
+  const TensorShape product({g.n, g.oh, g.ow, g.oc});
+  // A None dim that broadcasts at run time leaves the convolution's shape: the ops one by one.
+  const std::size_t mask = 2 + std::size_t{e.bias};
+  const bool covered = out[0].impl()->shape == product && (!e.bias || in[2].impl()->shape == TensorShape({g.oc})) &&
+                       (!e.mask_in || in[mask].impl()->shape == product);
+  if (!covered) return run_epilogue_steps_eagerly(OpId::Conv2D, product_attrs(e), parts, in, out);
+  if (product.num_elements() == 0) return;
+  const GemmEpilogue epilogue = gemm_epilogue_of(parts, in, out, g.oc);
+  conv_forward<float>(g, data_of<float>(in[0]), data_of<float>(in[1]), data_of<float>(out[0]), &epilogue);
 }
 
 void kernel_conv2d_backprop_input(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
@@ -908,6 +951,7 @@ Tensor avg_pool2d_grad(const Tensor& input_like, const Tensor& grad, const Pool2
 
 void register_conv_ops(OpDef* t) {
   set_op(t, OpId::Conv2D, &infer_conv2d, &kernel_conv2d);
+  set_op(t, OpId::Conv2DEpilogue, &infer_conv2d_epilogue, &kernel_conv2d_epilogue);
   set_op(t, OpId::Conv2DBackpropInput, &infer_conv2d_backprop_input, &kernel_conv2d_backprop_input);
   set_op(t, OpId::Conv2DBackpropFilter, &infer_conv2d_backprop_filter, &kernel_conv2d_backprop_filter);
   set_op(t, OpId::MaxPool2D, &infer_max_pool2d, &kernel_max_pool2d);

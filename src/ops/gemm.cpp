@@ -72,8 +72,9 @@ PackedB transposed_copy(int n, int k, const float* b, int ldb) {
 
 // The epilogue on rows [r0, r1), columns [c0, c1) of C (none when null).
 void epilogue_rows(const GemmEpilogue* e, float* c, int ldc, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-  if (e)
-    for (int64_t r = r0; r < r1; ++r) apply_epilogue(*e, c + r * ldc, r, c0, c1);
+  if (!e) return;
+  const EpilogueRowFn row = epilogue_row_fn(*e);
+  for (int64_t r = r0; r < r1; ++r) row(*e, c + r * ldc, r, c0, c1);
 }
 
 // A product split over k into `parts` partial products, added by rows at the end: part p

@@ -37,8 +37,8 @@ struct Layout {
 bool available();
 
 /// c[p, o] = sum over k of A(p, k) * b[k * b_stride + o] (added to c's values when accumulate).
-/// With an epilogue (a plain product: out_h = 1), each block of finished rows gets it right
-/// after its last store, while the block is in L1; c's column o is the epilogue's column
+/// With an epilogue, each block of finished rows gets it right after its last store, while the
+/// block is in L1; c's row p is the epilogue's row p, and its column o the epilogue's column
 /// first_column + o.
 void multiply(const Layout& l, const float* a, const float* b, float* c, bool accumulate,
               const GemmEpilogue* epilogue = nullptr, int64_t first_column = 0);

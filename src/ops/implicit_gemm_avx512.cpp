@@ -9,7 +9,6 @@
 // from memory.
 #include "ops/implicit_gemm.h"
 
-#include "core/check.h"
 #include "ops/gemm.h"
 
 #include <immintrin.h>
@@ -143,6 +142,7 @@ void multiply_columns(const Layout& l, const ColumnBlock& cb, const float* a, co
                       bool accumulate, const GemmEpilogue* epilogue, int64_t first_column) {
   static constexpr auto kBlocks = multiply_blocks<V>(std::make_index_sequence<block_rows(V)>());
   const int64_t width = std::min<int64_t>(l.n - cb.first, kLanes * kMaxVectors);
+  const EpilogueRowFn epilogue_row = epilogue ? epilogue_row_fn(*epilogue) : nullptr;
   for (int64_t k0 = 0; k0 < l.k; k0 += kMultiplyKChunk) {
     const int64_t nk = std::min(kMultiplyKChunk, l.k - k0);
     const float* bk = b + k0 * l.b_stride + cb.first;
@@ -152,11 +152,12 @@ void multiply_columns(const Layout& l, const ColumnBlock& cb, const float* a, co
       kBlocks[count - 1](a + offset, l.col_step, l.taps + k0, nk, bk, l.b_stride, cb.mask, out, load);
       if (epilogue && last)
         for (int r = 0; r < count; ++r) {
+          if (!out[r]) continue;  // a row computed and dropped (see each_row_block)
           // out[r] is row p's column cb.first; the epilogue takes the row's column 0 of the
           // whole product, first_column to the left of c's.
           const int64_t p = (out[r] - c) / l.c_stride;
-          apply_epilogue(*epilogue, c + p * l.c_stride - first_column, p, first_column + cb.first,
-                         first_column + cb.first + width);
+          epilogue_row(*epilogue, c + p * l.c_stride - first_column, p, first_column + cb.first,
+                       first_column + cb.first + width);
         }
     });
   }
@@ -285,7 +286,6 @@ bool available() {
 
 void multiply(const Layout& l, const float* a, const float* b, float* c, bool accumulate,
               const GemmEpilogue* epilogue, int64_t first_column) {
-  TG_CHECK(!epilogue || l.out_h == 1, "a gemm epilogue on a convolution's layout");
   each_column_block(l.n, [&]<int V>(const ColumnBlock& cb) {
     multiply_columns<V>(l, cb, a, b, c, accumulate, epilogue, first_column);
   });

@@ -4,12 +4,12 @@
 // TensorFlow) without undefined behaviour.
 #include <algorithm>
 #include <climits>
-#include <cstring>
 #include <type_traits>
 
 #include "core/check.h"
 #include "core/tensor_impl.h"
 #include "ops/broadcast.h"
+#include "ops/epilogue_steps.h"
 #include "ops/gemm.h"
 #include "ops/grad_helpers.h"
 #include "tracegraph/ops.h"
@@ -213,71 +213,37 @@ void kernel_matmul(const std::vector<Tensor>& in, const OpAttrs& attrs,
 
 // ---- matmul_epilogue: a product and the elementwise ops after it (ops/gemm.h's GemmEpilogue),
 // made by the optimiser from a matmul and the fused node that alone reads it
-// (src/passes/fuse_matmul_epilogues.cpp) ----
+// (src/passes/fuse_product_epilogues.cpp) ----
 
 constexpr const char* kEpilogueOp = "matmul_epilogue";
 
-// The unfused ops in the epilogue's order, on types or on tensors: add the bias, the mask
-// out > 0, relu, where(mask, out, 0). `in` holds a, b, then the bias and the mask read.
-struct EpilogueSteps {
-  const MatMulEpilogueAttrs& e;
-  template <class V, class Run>
-  std::vector<V> run(const std::vector<V>& in, Run&& op) const {
-    std::size_t next = 2;
-    V out = op(OpId::MatMul, std::vector<V>{in[0], in[1]}, OpAttrs(MatMulAttrs{e.transpose_a, e.transpose_b}));
-    if (e.bias) out = op(OpId::Add, std::vector<V>{out, in[next++]}, OpAttrs{});
-    std::vector<V> outs;
-    if (e.mask_out) outs.push_back(op(OpId::Greater, std::vector<V>{out, op(OpId::ZerosLike, std::vector<V>{out}, OpAttrs{})}, OpAttrs{}));
-    if (e.relu) out = op(OpId::Relu, std::vector<V>{out}, OpAttrs{});
-    if (e.mask_in) out = op(OpId::Where, std::vector<V>{in[next++], out, op(OpId::ZerosLike, std::vector<V>{out}, OpAttrs{})}, OpAttrs{});
-    outs.insert(outs.begin(), out);
-    return outs;
-  }
-};
+OpAttrs product_attrs(const MatMulEpilogueAttrs& e) { return MatMulAttrs{e.transpose_a, e.transpose_b}; }
 
-std::size_t epilogue_arity(const MatMulEpilogueAttrs& e) { return 2 + std::size_t{e.bias} + std::size_t{e.mask_in}; }
-
-// The types the unfused ops give, by their own rules (and errors).
 std::vector<ValueType> infer_matmul_epilogue(const std::vector<ValueType>& in, const OpAttrs& attrs) {
   const MatMulEpilogueAttrs& e = attrs.get<MatMulEpilogueAttrs>();
-  if (in.size() != epilogue_arity(e))
-    op_error<InvalidArgumentError>(kEpilogueOp, "expected ", epilogue_arity(e), " inputs, got ", in.size(),
+  const EpilogueParts parts = EpilogueParts::of(e);
+  if (in.size() != parts.arity())
+    op_error<InvalidArgumentError>(kEpilogueOp, "expected ", parts.arity(), " inputs, got ", in.size(),
                                    "; matmul_epilogue nodes are made by the graph optimiser only");
   for (std::size_t i = 0; i < 2; ++i)
     if (in[i].dtype != DType::Float32 || (in[i].shape.has_rank() && in[i].shape.rank() != 2))
       op_error<InvalidArgumentError>(kEpilogueOp, "expected float32 matrices, got input ", i, " ", describe(in[i]));
-  return EpilogueSteps{e}.run(in, [](OpId id, const std::vector<ValueType>& args, const OpAttrs& a) {
-    return op_def(id).infer(args, a).at(0);
-  });
+  return infer_epilogue_steps(OpId::MatMul, product_attrs(e), parts, in);
 }
 
 void kernel_matmul_epilogue(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
   const MatMulEpilogueAttrs& e = attrs.get<MatMulEpilogueAttrs>();
+  const EpilogueParts parts = EpilogueParts::of(e);
   const Gemm g = gemm_geometry(in[0], in[1], MatMulAttrs{e.transpose_a, e.transpose_b});
   const TensorShape product({g.m, g.n});
-  std::size_t next = 2;
-  const Tensor* bias = e.bias ? &in[next++] : nullptr;
-  const Tensor* mask = e.mask_in ? &in[next++] : nullptr;
   // A None dim that broadcasts at run time (a bias of one value, a mask of one row) leaves
   // the product's shape: then the ops run one by one, as the unfused graph would.
-  const bool covered = out[0].impl()->shape == product && (!bias || bias->impl()->shape == TensorShape({g.n})) &&
-                       (!mask || mask->impl()->shape == product);
-  if (!covered) {
-    const std::vector<Tensor> values = EpilogueSteps{e}.run(in, [](OpId id, const std::vector<Tensor>& args, const OpAttrs& a) {
-      return run_op_eager(op_def(id), args, a).at(0);
-    });
-    for (std::size_t k = 0; k < out.size(); ++k)
-      std::memcpy(bytes_of(out[k]), bytes_of(values[k]),
-                  static_cast<std::size_t>(values[k].impl()->shape.num_elements()) * dtype_size(values[k].dtype()));
-    return;
-  }
+  const std::size_t mask = 2 + std::size_t{e.bias};
+  const bool covered = out[0].impl()->shape == product && (!e.bias || in[2].impl()->shape == TensorShape({g.n})) &&
+                       (!e.mask_in || in[mask].impl()->shape == product);
+  if (!covered) return run_epilogue_steps_eagerly(OpId::MatMul, product_attrs(e), parts, in, out);
   if (product.num_elements() == 0) return;
-  GemmEpilogue epilogue;
-  epilogue.bias = bias ? data_of<float>(*bias) : nullptr;
-  epilogue.mask_out = e.mask_out ? data_of<bool>(out[1]) : nullptr;
-  epilogue.relu = e.relu;
-  epilogue.mask_in = mask ? data_of<bool>(*mask) : nullptr;
-  epilogue.mask_ld = g.n;
+  const GemmEpilogue epilogue = gemm_epilogue_of(parts, in, out, g.n);
   gemm<float>(blas_int(g.m), blas_int(g.n), blas_int(g.k), data_of<float>(in[0]), blas_int(g.a_cols), g.ta,
               data_of<float>(in[1]), blas_int(g.b_cols), g.tb, data_of<float>(out[0]), blas_int(g.n), false, &epilogue);
 }

@@ -20,7 +20,7 @@ const char* attrs_kind_name(std::size_t kind) {
       "TileAttrs",     "PadAttrs",     "SplitAttrs",    "ReverseAttrs",
       "ScanAttrs",
       "SortAttrs",     "TopKAttrs",
-      "CollectiveAttrs", "MatMulEpilogueAttrs"};
+      "CollectiveAttrs", "MatMulEpilogueAttrs", "Conv2DEpilogueAttrs"};
   static_assert(std::size(kNames) == std::variant_size_v<AttrsVariant>, "one name per attribute struct");
   return kind < std::size(kNames) ? kNames[kind] : "?";
 }

@@ -262,6 +262,23 @@ struct Conv2DAttrs {
   bool operator==(const Conv2DAttrs&) const = default;
 };
 
+/// conv2d_epilogue (made by the optimiser from a conv2d and the fused node after it): the
+/// convolution's attributes, and the epilogue's parts as in MatMulEpilogueAttrs.
+struct Conv2DEpilogueAttrs {
+  std::vector<int64_t> strides{1, 1};
+  std::vector<int64_t> dilations{1, 1};
+  int64_t padding = 0;
+  bool bias = false;
+  bool mask_out = false;
+  bool relu = false;
+  bool mask_in = false;
+  template <class F> void for_each_field(F&& f) const {
+    f("strides", strides); f("dilations", dilations); f("padding", padding); f("bias", bias);
+    f("mask_out", mask_out); f("relu", relu); f("mask_in", mask_in);
+  }
+  bool operator==(const Conv2DEpilogueAttrs&) const = default;
+};
+
 /// max_pool2d / avg_pool2d and their gradient ops (NHWC): the window, its step and the padding
 /// (a tg::Padding, as in Conv2DAttrs).
 struct Pool2DAttrs {
@@ -354,7 +371,7 @@ using AttrsVariant = std::variant<NoAttrs, ReduceAttrs, AxisAttrs, ArgReduceAttr
                                   ControlFlowAttrs, TensorArrayAttrs, ShapeValueAttrs, AdamSlotsAttrs,
                                   RandomAttrs, Conv2DAttrs, Pool2DAttrs, TileAttrs, PadAttrs,
                                   SplitAttrs, ReverseAttrs, ScanAttrs, SortAttrs, TopKAttrs,
-                                  CollectiveAttrs, MatMulEpilogueAttrs>;
+                                  CollectiveAttrs, MatMulEpilogueAttrs, Conv2DEpilogueAttrs>;
 
 template <class T, class V> struct VariantIndex;
 template <class T, class... Ts> struct VariantIndex<T, std::variant<Ts...>> {

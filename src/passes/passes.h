@@ -33,11 +33,11 @@ int fold_scaled_updates(GraphIR& g);
 /// walks the data once in tiles. Values used outside a group become outputs of its node;
 /// one-element constants become immediates of the program. Returns the number of fused nodes.
 int fuse_elementwise(GraphIR& g);
-/// A 2-D float32 matmul that only a fused node reads, when that node computes nothing but a
-/// bias add, relu and the mask x > 0 (a dense layer) or where(mask, x, 0) (relu's gradient) from
-/// it, becomes one matmul_epilogue node (or with a lone bias add); same bits. Returns the
-/// number made.
-int fuse_matmul_epilogues(GraphIR& g);
+/// A 2-D float32 matmul or a float32 conv2d that only a fused node reads, when that node
+/// computes nothing but a bias add, relu and the mask x > 0 (a dense or convolution layer) or
+/// where(mask, x, 0) (relu's gradient) from it, becomes one matmul_epilogue or conv2d_epilogue
+/// node (so does a product with a lone bias add); same bits. Returns the number made.
+int fuse_product_epilogues(GraphIR& g);
 inline constexpr int64_t kMaxFoldedElements = int64_t{1} << 16;
 
 /// Runs the pipeline on a freshly traced graph. TG_DUMP_GRAPHS=<dir> writes the graph after

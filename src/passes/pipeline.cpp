@@ -32,7 +32,7 @@ constexpr Pass kPipeline[] = {
     {"cse", &eliminate_common_subexpressions, true},
     {"dce", &eliminate_dead_code, true},
     {"fuse_elementwise", &fuse_elementwise, false},
-    {"fuse_matmul_epilogues", &fuse_matmul_epilogues, false},
+    {"fuse_product_epilogues", &fuse_product_epilogues, false},
     {"dce", &eliminate_dead_code, false},
 };
 

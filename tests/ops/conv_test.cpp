@@ -8,6 +8,7 @@
 #include "ops/conv.h"
 #include "ops/gemm.h"
 #include "ops/implicit_gemm.h"
+#include "ops/op.h"
 #include "support/op_case.h"
 #include "support/test_util.h"
 
@@ -236,6 +237,30 @@ std::vector<testing::OpCase> pool_cases(const PoolShape& c, uint64_t seed) {
       {"avg_pool2d_grad", c.label,
        [=](const std::vector<Tensor>& in) { return detail::avg_pool2d_grad(in[0], in[1], a); }, {x, dy},
        ref_avg_pool_grad(x, dy, k, s, same), tol},
+  };
+}
+
+// conv2d_epilogue as the optimiser makes it, recorded by hand: output `k` of the node. The
+// expected values are the unfused ops' (conv2d has its own cases against a naive loop).
+auto conv_epilogue(detail::Conv2DEpilogueAttrs attrs, std::size_t k) {
+  return [attrs, k](const std::vector<Tensor>& in) { return detail::apply_op(detail::OpId::Conv2DEpilogue, in, attrs).at(k); };
+}
+
+TG_OP_CASES(conv2d_epilogue) {
+  const Tensor x = constant(std::vector<float>{0.5f, -1.f, 2.f, 1.5f, -0.5f, 1.f, -2.f, 0.25f, 3.f}, {1, 3, 3, 1});
+  const Tensor f = constant(std::vector<float>{1.f, -1.f, 0.5f, 2.f, -1.f, 0.25f, 1.f, -0.5f}, {2, 2, 1, 2});
+  const Tensor b = constant({0.5f, -0.75f});
+  const Tensor z = conv2d(x, f, {1, 1}, Padding::Valid) + b;  // (1, 2, 2, 2)
+  const Tensor mask = constant(std::vector<bool>{true, false, false, true, true, true, false, false}, {1, 2, 2, 2});
+  const Tensor dz = conv2d(x, f, {1, 1}, Padding::Valid);
+  const int64_t valid = static_cast<int64_t>(Padding::Valid);
+  return {
+      {"conv2d_epilogue", "relu(conv2d(x, f) + b)", conv_epilogue({{1, 1}, {1, 1}, valid, true, true, true, false}, 0),
+       {x, f, b}, relu(z)},
+      {"conv2d_epilogue", "the mask conv2d(x, f) + b > 0", conv_epilogue({{1, 1}, {1, 1}, valid, true, true, true, false}, 1),
+       {x, f, b}, greater(z, zeros_like(z))},
+      {"conv2d_epilogue", "where(mask, conv2d(x, f), 0)", conv_epilogue({{1, 1}, {1, 1}, valid, false, false, false, true}, 0),
+       {x, f, mask}, where(mask, dz, zeros_like(dz))},
   };
 }
 

@@ -1,12 +1,16 @@
-// Matmul epilogues: a 2-D float32 matmul whose output only one node reads - a fused node (or an
-// add) computing just what ops/gemm.h's GemmEpilogue does with it - becomes one matmul_epilogue
-// node. The product's output then gets the bias, relu and the gradient masks of a dense layer
-// on the thread that computed it, while it is in that core's cache, instead of in a node of its
-// own that reads it back (on two threads, from the other core's cache as often as not).
+// Product epilogues: a 2-D float32 matmul or a float32 conv2d whose output only one node reads -
+// a fused node (or an add) computing just what ops/gemm_epilogue.h's GemmEpilogue does with it -
+// becomes one matmul_epilogue or conv2d_epilogue node. The product's output then gets the bias,
+// relu and the gradient masks of a dense or convolution layer on the thread that computed it,
+// while it is in that core's cache, instead of in a node of its own that reads it back (from
+// memory for a convolution's megabytes; on two threads, from the other core's cache as often as
+// not).
 #include <algorithm>
 #include <optional>
+#include <utility>
 #include <vector>
 
+#include "ops/epilogue_steps.h"
 #include "ops/fused.h"
 #include "passes/passes.h"
 
@@ -17,7 +21,7 @@ namespace {
 // What a fused program does with the product, when it is an epilogue: the program's input slots
 // of the product, the bias and the mask read, and the slots of the node's two results.
 struct Match {
-  MatMulEpilogueAttrs attrs;
+  EpilogueParts parts;
   int bias_input = -1;
   int mask_input = -1;
   int out_slot = -1;   // the product after the epilogue
@@ -28,9 +32,9 @@ struct Match {
 // where(mask, out, 0). Each step must take the value the stages so far made (`out`); the
 // zeros_like steps feed only the mask and the where. Anything else is no epilogue.
 std::optional<Match> match_program(const FusedProgram& p, int product) {
-  if (p.has_reduce() || !p.shape.has_rank() || p.shape.rank() != 2 || !(p.inputs[static_cast<std::size_t>(product)].shape == p.shape))
+  if (p.has_reduce() || !p.shape.has_rank() || p.shape.rank() < 1 || !(p.inputs[static_cast<std::size_t>(product)].shape == p.shape))
     return std::nullopt;
-  const int64_t n = p.shape.dims()[1];
+  const int64_t n = p.shape.dims().back();  // the bias's length: the product's columns or channels
   Match m;
   int out = product;    // the slot holding the product after the stages so far
   int pre_relu = out;   // the value relu reads (the mask compares it, or relu's result, with 0)
@@ -46,12 +50,12 @@ std::optional<Match> match_program(const FusedProgram& p, int product) {
     switch (st.op) {
       case OpId::Add: {
         const int b = input(1);
-        if (stage != kProduct || m.attrs.mask_out || st.args[0] != out || b < 0) return std::nullopt;
+        if (stage != kProduct || m.parts.mask_out || st.args[0] != out || b < 0) return std::nullopt;
         const ValueType& bias = p.inputs[static_cast<std::size_t>(b)];
         if (bias.dtype != DType::Float32 || !bias.shape.has_rank() || bias.shape.rank() != 1 || n == None ||
             bias.shape.dims()[0] != n)
           return std::nullopt;
-        m.attrs.bias = true, m.bias_input = b, stage = kBias;
+        m.parts.bias = true, m.bias_input = b, stage = kBias;
         out = pre_relu = slot;
         break;
       }
@@ -59,24 +63,24 @@ std::optional<Match> match_program(const FusedProgram& p, int product) {
         zeros[static_cast<std::size_t>(slot)] = true;
         break;
       case OpId::Greater:
-        if (m.attrs.mask_out || stage == kWhere || (st.args[0] != pre_relu && st.args[0] != out) ||
+        if (m.parts.mask_out || stage == kWhere || (st.args[0] != pre_relu && st.args[0] != out) ||
             !zeros[static_cast<std::size_t>(st.args[1])])
           return std::nullopt;
-        m.attrs.mask_out = true, m.mask_slot = slot;
+        m.parts.mask_out = true, m.mask_slot = slot;
         break;
       case OpId::Relu:
         if (stage == kRelu || stage == kWhere || st.args[0] != out) return std::nullopt;
-        m.attrs.relu = true, stage = kRelu;
+        m.parts.relu = true, stage = kRelu;
         out = slot;
         break;
       case OpId::Where: {
         const int c = st.args[0] < static_cast<int>(p.inputs.size()) && st.args[0] != product ? st.args[0] : -1;
-        if (stage != kProduct || m.attrs.mask_out || c < 0 || st.args[1] != out ||
+        if (stage != kProduct || m.parts.mask_out || c < 0 || st.args[1] != out ||
             !zeros[static_cast<std::size_t>(st.args[2])])
           return std::nullopt;
         const ValueType& mask = p.inputs[static_cast<std::size_t>(c)];
         if (mask.dtype != DType::Bool || !(mask.shape == p.shape)) return std::nullopt;
-        m.attrs.mask_in = true, m.mask_input = c, stage = kWhere;
+        m.parts.mask_in = true, m.mask_input = c, stage = kWhere;
         out = slot;
         break;
       }
@@ -89,26 +93,38 @@ std::optional<Match> match_program(const FusedProgram& p, int product) {
   for (int s : p.outputs)
     if (s != out && s != m.mask_slot) return std::nullopt;
   if (std::find(p.outputs.begin(), p.outputs.end(), out) == p.outputs.end()) return std::nullopt;
-  if (m.attrs.mask_out && std::find(p.outputs.begin(), p.outputs.end(), m.mask_slot) == p.outputs.end()) return std::nullopt;
+  if (m.parts.mask_out && std::find(p.outputs.begin(), p.outputs.end(), m.mask_slot) == p.outputs.end()) return std::nullopt;
   return m;
 }
 
-// Whether `r` is the output of a 2-D float32 matmul that nothing but `reader` reads.
+// Whether `r` is the output of a 2-D float32 matmul or a float32 conv2d that nothing but
+// `reader` reads.
 bool is_lone_product(const GraphIR& g, const NodeUsers& users, ValueRef r, int reader) {
   const GraphNode& mm = g.node_of(r);
-  if (mm.kind != NodeKind::kOp || mm.op != OpId::MatMul || mm.control_input >= 0) return false;
+  if (mm.kind != NodeKind::kOp || (mm.op != OpId::MatMul && mm.op != OpId::Conv2D) || mm.control_input >= 0) return false;
   const auto readers = users.of(r.node);
   if (readers.size() != 1 || readers[0] != reader) return false;
+  const int64_t rank = mm.op == OpId::MatMul ? 2 : 4;
   for (const ValueRef& in : mm.inputs) {
     const ValueType& t = g.type_of(in);
-    if (t.dtype != DType::Float32 || !t.shape.has_rank() || t.shape.rank() != 2) return false;
+    if (t.dtype != DType::Float32 || !t.shape.has_rank() || t.shape.rank() != rank) return false;
   }
   return true;
 }
 
+// The node a product with this epilogue becomes: its op and attributes.
+std::pair<OpId, OpAttrs> epilogue_node(const GraphNode& product, const EpilogueParts& e) {
+  if (product.op == OpId::MatMul) {
+    const MatMulAttrs& a = product.attrs.get<MatMulAttrs>();
+    return {OpId::MatMulEpilogue, MatMulEpilogueAttrs{a.transpose_a, a.transpose_b, e.bias, e.mask_out, e.relu, e.mask_in}};
+  }
+  const Conv2DAttrs& a = product.attrs.get<Conv2DAttrs>();
+  return {OpId::Conv2DEpilogue, Conv2DEpilogueAttrs{a.strides, a.dilations, a.padding, e.bias, e.mask_out, e.relu, e.mask_in}};
+}
+
 }  // namespace
 
-int fuse_matmul_epilogues(GraphIR& g) {
+int fuse_product_epilogues(GraphIR& g) {
   const NodeUsers users = g.users();
   int count = 0;
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
@@ -135,19 +151,18 @@ int fuse_matmul_epilogues(GraphIR& g) {
       const ValueType& z = g.type_of(node.inputs[0]);
       const ValueType& bias = g.type_of(node.inputs[1]);
       if (bias.dtype != DType::Float32 || !bias.shape.has_rank() || bias.shape.rank() != 1 || !z.shape.has_rank() ||
-          z.shape.dims()[1] == None || bias.shape.dims()[0] != z.shape.dims()[1] || !(node.outputs[0].shape == z.shape))
+          z.shape.rank() < 1 || z.shape.dims().back() == None || bias.shape.dims()[0] != z.shape.dims().back() ||
+          !(node.outputs[0].shape == z.shape))
         continue;
       match = Match{};
-      match->attrs.bias = true, match->bias_input = 1;
+      match->parts.bias = true, match->bias_input = 1;
       product = 0;
       old_output_of = {0};
     } else {
       continue;
     }
     const GraphNode& mm = g.node_of(node.inputs[static_cast<std::size_t>(product)]);
-    const MatMulAttrs& mm_attrs = mm.attrs.get<MatMulAttrs>();
-    match->attrs.transpose_a = mm_attrs.transpose_a;
-    match->attrs.transpose_b = mm_attrs.transpose_b;
+    auto [op, attrs] = epilogue_node(mm, match->parts);
     SmallVector<ValueRef, 2> inputs;
     inputs.push_back(mm.inputs[0]);
     inputs.push_back(mm.inputs[1]);
@@ -161,12 +176,12 @@ int fuse_matmul_epilogues(GraphIR& g) {
     for (int reader : users.of(self))
       for (ValueRef& in : g.nodes[static_cast<std::size_t>(reader)].inputs)
         if (in.node == self) in.output = new_output_of[static_cast<std::size_t>(in.output)];
-    node.op = OpId::MatMulEpilogue;
-    node.name = g.unique_name("matmul_epilogue");
-    node.attrs = match->attrs;
+    node.op = op;
+    node.name = g.unique_name(op_def(op).name);
+    node.attrs = std::move(attrs);
     node.inputs = std::move(inputs);
     node.outputs = std::move(outputs);
-    ++count;  // the matmul is left without readers, for the sweep after this pass
+    ++count;  // the product is left without readers, for the sweep after this pass
   }
   return count;
 }

@@ -1,9 +1,11 @@
-// Matmul epilogues (passes/fuse_matmul_epilogues.cpp): a dense layer's product takes in its bias,
-// relu and gradient masks, with the bits of the unoptimised graph; what is not an epilogue stays.
+// Product epilogues (passes/fuse_product_epilogues.cpp): a dense or convolution layer's product
+// takes in its bias, relu and gradient masks, with the bits of the unoptimised graph; what is not
+// an epilogue stays.
 #include <cstring>
 
 #include "core/tensor_impl.h"
 #include "graph/verify.h"
+#include "ops/gemm.h"
 #include "passes/passes.h"
 #include "support/graph_util.h"
 #include "support/test_util.h"
@@ -46,7 +48,7 @@ std::vector<Tensor> dense_inputs(int64_t batch) {
           random_uniform({64, 10}, -0.2, 0.2, 4), random_uniform({10}, -0.2, 0.2, 5)};
 }
 
-TEST(MatMulEpilogues, ADenseLayersProductsTakeInTheirElementwiseWorkWithTheSameBits) {
+TEST(ProductEpilogues, ADenseLayersProductsTakeInTheirElementwiseWorkWithTheSameBits) {
   detail::set_verify_graphs(true);
   const int threads_before = config::num_threads();
   for (const int threads : {1, 2}) {
@@ -67,9 +69,42 @@ TEST(MatMulEpilogues, ADenseLayersProductsTakeInTheirElementwiseWorkWithTheSameB
   config::set_num_threads(threads_before);
 }
 
+// A convolution layer's forward (relu(conv2d + b) and the mask its gradient reads) on every
+// path of the convolution: own kernels (direct windows) and im2col with OpenBLAS, a 1x1 filter
+// (a plain product), stride 2, one thread and two.
+TEST(ProductEpilogues, AConvolutionLayerTakesInItsBiasReluAndMaskWithTheSameBits) {
+  detail::set_verify_graphs(true);
+  auto layer = [](const Tensor& x, const Tensor& f, const Tensor& b, int64_t stride) {
+    GradientTape tape;
+    tape.watch(f);
+    const Tensor y = relu(conv2d(x, f, {stride, stride}, Padding::Same) + b);
+    std::vector<Tensor> out = tape.gradient(reduce_sum(y), std::vector<Tensor>{f});
+    out.push_back(y);
+    return out;
+  };
+  struct Case { int64_t k, stride; };
+  const int threads_before = config::num_threads();
+  for (const bool own : {true, false})
+    for (const int threads : {1, 2})
+      for (const Case c : {Case{3, 1}, Case{1, 1}, Case{3, 2}}) {
+        SCOPED_TRACE(::testing::Message() << "own " << own << " threads " << threads << " filter " << c.k << " stride " << c.stride);
+        const bool was = detail::set_own_avx512_kernels(own);
+        config::set_num_threads(threads);
+        const Tensor x = random_uniform({9, 12, 12, 5}, -1, 1, 1), f = random_uniform({c.k, c.k, 5, 24}, -0.5, 0.5, 2);
+        const Tensor b = random_uniform({24}, -0.5, 0.5, 3);
+        auto optimised = function(layer);
+        auto plain = function(layer, {.optimize = false});
+        const std::vector<Tensor> got = optimised(x, f, b, c.stride), want = plain(x, f, b, c.stride);
+        for (std::size_t k = 0; k < got.size(); ++k) EXPECT_TRUE(same_bits(got[k], want[k])) << "output " << k;
+        EXPECT_EQ(count_op(optimised.get_concrete_function(x, f, b, c.stride).optimized_graph(), "conv2d_epilogue"), 1);
+        detail::set_own_avx512_kernels(was);
+      }
+  config::set_num_threads(threads_before);
+}
+
 // Over a None batch the node runs at every batch size; a mask that broadcasts at run time (one
 // row against four) leaves the product's shape, and the ops then run one by one, as unfused.
-TEST(MatMulEpilogues, NoneDimsRunAtAnySizeAndBroadcastingRunsTheOpsOneByOne) {
+TEST(ProductEpilogues, NoneDimsRunAtAnySizeAndBroadcastingRunsTheOpsOneByOne) {
   const std::vector<TensorSpec> specs = {TensorSpec({None, 300}, float32), TensorSpec({300, 64}, float32),
                                          TensorSpec({64}, float32), TensorSpec({64, 10}, float32),
                                          TensorSpec({10}, float32)};
@@ -106,7 +141,7 @@ TEST(MatMulEpilogues, NoneDimsRunAtAnySizeAndBroadcastingRunsTheOpsOneByOne) {
 
 // What is not an epilogue stays as it was: a product read twice, a bias added on the left, a
 // bias that broadcasts, an op the epilogue does not have, float64, a mask before the bias.
-TEST(MatMulEpilogues, WhatIsNotAnEpilogueStaysAsItWas) {
+TEST(ProductEpilogues, WhatIsNotAnEpilogueStaysAsItWas) {
   const Tensor x = random_uniform({6, 8}, -1, 1, 1), w = random_uniform({8, 4}, -1, 1, 2);
   const Tensor b = random_uniform({4}, -1, 1, 3), one = random_uniform({1}, -1, 1, 4);
   using Body = std::function<Tensor(const std::vector<Tensor>&)>;

@@ -1,0 +1,54 @@
+// The ops a product-with-epilogue node (matmul_epilogue, conv2d_epilogue) stands for, in the
+// epilogue's order: the product, + bias, the mask out > 0, relu, where(mask, out, 0). Run on
+// types, they are the node's shape rule (each op's own, errors included); run on tensors, they
+// are its kernel for run-time shapes the epilogue does not cover (a None dim that broadcasts).
+#pragma once
+#include <vector>
+
+#include "ops/gemm_epilogue.h"
+#include "ops/op.h"
+
+namespace tg::detail {
+
+/// Which parts of GemmEpilogue a node has (the flags of its attributes).
+struct EpilogueParts {
+  bool bias = false, mask_out = false, relu = false, mask_in = false;
+  template <class Attrs>
+  static EpilogueParts of(const Attrs& a) { return {a.bias, a.mask_out, a.relu, a.mask_in}; }
+  /// The node's inputs: the product's two, then the bias and the mask read.
+  std::size_t arity() const { return 2 + std::size_t{bias} + std::size_t{mask_in}; }
+};
+
+/// `op(id, args, attrs)` for each op in order on `in` (the product's operands, then the bias
+/// and the mask read); returns the node's outputs: the result, then the mask made.
+template <class V, class Op>
+std::vector<V> run_epilogue_steps(OpId product, const OpAttrs& product_attrs, const EpilogueParts& e,
+                                  const std::vector<V>& in, Op&& op) {
+  std::size_t next = 2;
+  V out = op(product, std::vector<V>{in[0], in[1]}, product_attrs);
+  if (e.bias) out = op(OpId::Add, std::vector<V>{out, in[next++]}, OpAttrs{});
+  std::vector<V> outs{out};
+  if (e.mask_out) outs.push_back(op(OpId::Greater, std::vector<V>{out, op(OpId::ZerosLike, std::vector<V>{out}, OpAttrs{})}, OpAttrs{}));
+  if (e.relu) outs[0] = op(OpId::Relu, std::vector<V>{outs[0]}, OpAttrs{});
+  if (e.mask_in)
+    outs[0] = op(OpId::Where, std::vector<V>{in[next++], outs[0], op(OpId::ZerosLike, std::vector<V>{outs[0]}, OpAttrs{})}, OpAttrs{});
+  return outs;
+}
+
+/// The node's types by the ops' own rules.
+inline std::vector<ValueType> infer_epilogue_steps(OpId product, const OpAttrs& product_attrs, const EpilogueParts& e,
+                                                   const std::vector<ValueType>& in) {
+  return run_epilogue_steps(product, product_attrs, e, in, [](OpId id, const std::vector<ValueType>& args, const OpAttrs& a) {
+    return op_def(id).infer(args, a).at(0);
+  });
+}
+
+/// The node's outputs computed op by op with the ops' own kernels, copied into `out`.
+void run_epilogue_steps_eagerly(OpId product, const OpAttrs& product_attrs, const EpilogueParts& e,
+                                const std::vector<Tensor>& in, std::vector<Tensor>& out);
+
+/// The GemmEpilogue of a node's inputs and outputs (float32).
+GemmEpilogue gemm_epilogue_of(const EpilogueParts& e, const std::vector<Tensor>& in, std::vector<Tensor>& out,
+                              int64_t mask_ld);
+
+}  // namespace tg::detail
