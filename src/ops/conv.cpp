@@ -638,11 +638,7 @@ void kernel_conv2d_epilogue(const std::vector<Tensor>& in, const OpAttrs& attrs,
   const EpilogueParts parts = EpilogueParts::of(e);
   const ConvGeom g = conv_geometry(in[0], in[1], product_attrs(e).get<Conv2DAttrs>());
   const TensorShape product({g.n, g.oh, g.ow, g.oc});
-  // A None dim that broadcasts at run time leaves the convolution's shape: the ops one by one.
-  const std::size_t mask = 2 + std::size_t{e.bias};
-  const bool covered = out[0].impl()->shape == product && (!e.bias || in[2].impl()->shape == TensorShape({g.oc})) &&
-                       (!e.mask_in || in[mask].impl()->shape == product);
-  if (!covered) return run_epilogue_steps_eagerly(OpId::Conv2D, product_attrs(e), parts, in, out);
+  if (!epilogue_fits(parts, in, out, product)) return run_epilogue_steps_eagerly(OpId::Conv2D, product_attrs(e), parts, in, out);
   if (product.num_elements() == 0) return;
   const GemmEpilogue epilogue = gemm_epilogue_of(parts, in, out, g.oc);
   conv_forward<float>(g, data_of<float>(in[0]), data_of<float>(in[1]), data_of<float>(out[0]), &epilogue);

@@ -6,6 +6,14 @@
 
 namespace tg::detail {
 
+bool epilogue_fits(const EpilogueParts& e, const std::vector<Tensor>& in, const std::vector<Tensor>& out,
+                   const TensorShape& product) {
+  const std::size_t mask = 2 + std::size_t{e.bias};
+  return out[0].impl()->shape == product &&
+         (!e.bias || in[2].impl()->shape == TensorShape({product.dims().back()})) &&
+         (!e.mask_in || in[mask].impl()->shape == product);
+}
+
 void run_epilogue_steps_eagerly(OpId product, const OpAttrs& product_attrs, const EpilogueParts& e,
                                 const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   const std::vector<Tensor> values =

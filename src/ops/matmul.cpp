@@ -236,12 +236,7 @@ void kernel_matmul_epilogue(const std::vector<Tensor>& in, const OpAttrs& attrs,
   const EpilogueParts parts = EpilogueParts::of(e);
   const Gemm g = gemm_geometry(in[0], in[1], MatMulAttrs{e.transpose_a, e.transpose_b});
   const TensorShape product({g.m, g.n});
-  // A None dim that broadcasts at run time (a bias of one value, a mask of one row) leaves
-  // the product's shape: then the ops run one by one, as the unfused graph would.
-  const std::size_t mask = 2 + std::size_t{e.bias};
-  const bool covered = out[0].impl()->shape == product && (!e.bias || in[2].impl()->shape == TensorShape({g.n})) &&
-                       (!e.mask_in || in[mask].impl()->shape == product);
-  if (!covered) return run_epilogue_steps_eagerly(OpId::MatMul, product_attrs(e), parts, in, out);
+  if (!epilogue_fits(parts, in, out, product)) return run_epilogue_steps_eagerly(OpId::MatMul, product_attrs(e), parts, in, out);
   if (product.num_elements() == 0) return;
   const GemmEpilogue epilogue = gemm_epilogue_of(parts, in, out, g.n);
   gemm<float>(blas_int(g.m), blas_int(g.n), blas_int(g.k), data_of<float>(in[0]), blas_int(g.a_cols), g.ta,
