@@ -285,6 +285,21 @@ TEST(MatMul, Float32OnOpenBlasMatchesNaiveLoop) {
 }
 TEST(MatMul, Float64MatchesNaiveLoop) { check_against_naive<double>(1e-12); }
 
+// Runs fn(own, threads) with tracegraph's AVX-512 kernels on and off (OpenBLAS), each on one
+// thread and on two, and restores both settings.
+template <class Fn>
+void on_every_path(Fn&& fn) {
+  const int threads_before = config::num_threads();
+  for (const bool own : {true, false})
+    for (const int threads : {1, 2}) {
+      const bool was = detail::set_own_avx512_kernels(own);
+      config::set_num_threads(threads);
+      fn(own, threads);
+      detail::set_own_avx512_kernels(was);
+    }
+  config::set_num_threads(threads_before);
+}
+
 // detail::gemm itself, on the edges matmul does not reach: leading dims wider than the matrix,
 // accumulation into C, sums longer than one pass of the AVX-512 kernel (512), every transpose,
 // and products large enough to be split across the pool, on one thread and on two (where the own
@@ -299,10 +314,7 @@ TEST(Gemm, EveryLayoutAccumulatesAndMatchesADoubleLoop) {
   };
   std::mt19937_64 rng(77);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  const int threads_before = config::num_threads();
-  for (const auto& [own, threads] : {std::pair{true, 1}, std::pair{true, 2}, std::pair{false, 1}, std::pair{false, 2}}) {
-    const bool was = detail::set_own_avx512_kernels(own);
-    config::set_num_threads(threads);
+  on_every_path([&](bool own, int threads) {
     for (const Case& c : cases) {
       SCOPED_TRACE(::testing::Message() << "m " << c.m << " n " << c.n << " k " << c.k << " ta " << c.ta << " tb "
                                       << c.tb << " accumulate " << c.accumulate << " own " << own << " threads "
@@ -333,9 +345,7 @@ TEST(Gemm, EveryLayoutAccumulatesAndMatchesADoubleLoop) {
           ASSERT_NEAR(out[at], want, 2e-6 * (c.k + 1)) << "row " << i << " column " << j;
         }
     }
-    detail::set_own_avx512_kernels(was);
-  }
-  config::set_num_threads(threads_before);
+  });
 }
 // The AVX-512 kernels sum every element in the same order when a product is split by rows or by
 // columns, so one thread and two give the same bits: a split by columns (with a transposed B,
@@ -403,10 +413,7 @@ TEST(Gemm, EpiloguesGiveTheBitsOfTheProductAndTheOpsOnEveryPath) {
                                    {64, 130, 513, true, true}};
   std::mt19937_64 rng(21);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  const int threads_before = config::num_threads();
-  for (const auto& [own, threads] : {std::pair{true, 1}, std::pair{true, 2}, std::pair{false, 1}, std::pair{false, 2}}) {
-    const bool was = detail::set_own_avx512_kernels(own);
-    config::set_num_threads(threads);
+  on_every_path([&](bool own, int threads) {
     for (const Case& c : cases) {
       for (const bool where : {false, true}) {
         SCOPED_TRACE(::testing::Message() << "m " << c.m << " n " << c.n << " k " << c.k << " own " << own << " threads "
@@ -449,9 +456,7 @@ TEST(Gemm, EpiloguesGiveTheBitsOfTheProductAndTheOpsOnEveryPath) {
           }
       }
     }
-    detail::set_own_avx512_kernels(was);
-  }
-  config::set_num_threads(threads_before);
+  });
 }
 
 TEST(MatMul, Int32MatchesNaiveLoop) { check_against_naive<int32_t>(0); }

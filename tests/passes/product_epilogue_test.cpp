@@ -1,9 +1,6 @@
 // Product epilogues (passes/fuse_product_epilogues.cpp): a dense or convolution layer's product
 // takes in its bias, relu and gradient masks, with the bits of the unoptimised graph; what is not
 // an epilogue stays.
-#include <cstring>
-
-#include "core/tensor_impl.h"
 #include "graph/verify.h"
 #include "ops/gemm.h"
 #include "passes/passes.h"
@@ -14,16 +11,7 @@ namespace tg {
 namespace {
 
 using testing::count_op;
-
-// Same dtype, shape and bytes.
-::testing::AssertionResult same_bits(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || !(a.shape() == b.shape()))
-    return ::testing::AssertionFailure() << a.shape().to_string() << " vs " << b.shape().to_string();
-  const std::size_t bytes = static_cast<std::size_t>(a.num_elements()) * dtype_size(a.dtype());
-  if (bytes && std::memcmp(detail::data_of<char>(a), detail::data_of<char>(b), bytes) != 0)
-    return ::testing::AssertionFailure() << "values differ:\n" << a.to_string() << "\n" << b.to_string();
-  return ::testing::AssertionSuccess();
-}
+using testing::same_bits;
 
 // Two dense relu layers and a logits layer, and the gradients of a loss with respect to each
 // weight: the forward products take bias + relu (+ the mask) and the bias, the backward one

@@ -1,10 +1,8 @@
 // Algebraic simplification: which rewrites fire, and that none changes a result (IEEE -0.0,
 // NaN, inf and broadcasting included).
 #include <cmath>
-#include <cstring>
 #include <limits>
 
-#include "core/tensor_impl.h"
 #include "trace/function_core.h"
 #include "passes/passes.h"
 #include "graph/verify.h"
@@ -19,16 +17,8 @@ namespace {
 using detail::GraphIR;
 
 using testing::count_op;
+using testing::same_bits;
 using testing::trace_graph;
-
-::testing::AssertionResult same_bits(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || !(a.shape() == b.shape()))
-    return ::testing::AssertionFailure() << a.shape().to_string() << " vs " << b.shape().to_string();
-  const std::size_t bytes = static_cast<std::size_t>(a.num_elements()) * dtype_size(a.dtype());
-  if (bytes && std::memcmp(detail::data_of<char>(a), detail::data_of<char>(b), bytes) != 0)
-    return ::testing::AssertionFailure() << a.to_string() << " vs " << b.to_string();
-  return ::testing::AssertionSuccess();
-}
 
 // Simplifies the graph of fn and checks: `rewrites` rewrites, `op` count afterwards, results
 // bit-identical before and after.

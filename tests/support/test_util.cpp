@@ -1,6 +1,9 @@
 #include "support/test_util.h"
 
 #include <cmath>
+#include <cstring>
+
+#include "core/tensor_impl.h"
 
 namespace tg::testing {
 
@@ -66,6 +69,16 @@ Tensor seeded_values(const std::vector<int64_t>& dims, DType dtype, uint64_t see
     case DType::UInt8: return compare<uint8_t>(actual, expected, tol);
   }
   return ::testing::AssertionFailure() << "unknown dtype";
+}
+
+::testing::AssertionResult same_bits(const Tensor& actual, const Tensor& expected) {
+  if (actual.dtype() != expected.dtype() || !(actual.shape() == expected.shape()))
+    return ::testing::AssertionFailure() << "type " << to_string(actual.dtype()) << actual.shape().to_string() << " vs "
+                                         << to_string(expected.dtype()) << expected.shape().to_string();
+  const std::size_t bytes = static_cast<std::size_t>(actual.num_elements()) * dtype_size(actual.dtype());
+  if (bytes && std::memcmp(detail::bytes_of(actual), detail::bytes_of(expected), bytes) != 0)
+    return ::testing::AssertionFailure() << "values differ:\n  " << actual.to_string() << "\n  " << expected.to_string();
+  return ::testing::AssertionSuccess();
 }
 
 }  // namespace tg::testing

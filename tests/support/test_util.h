@@ -34,6 +34,10 @@ class PrintCapture {
 ::testing::AssertionResult tensors_near(const Tensor& actual, const Tensor& expected,
                                         double tol = 0.0);
 
+/// Checks dtype, shape and every byte: -0.0 against +0.0 and NaN payloads count as differences
+/// (what "the same bits" means for an optimised graph against its unoptimised one).
+::testing::AssertionResult same_bits(const Tensor& actual, const Tensor& expected);
+
 /// Runs `fn` and checks that it throws E with a message that contains every fragment.
 template <class E, class Fn>
 ::testing::AssertionResult throws_with(Fn&& fn, const std::vector<std::string>& fragments) {
