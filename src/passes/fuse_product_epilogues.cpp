@@ -25,8 +25,15 @@ struct Match {
   int bias_input = -1;
   int mask_input = -1;
   int out_slot = -1;   // the product after the epilogue
-  int mask_slot = -1;  // the mask out > 0 (attrs.mask_out)
+  int mask_slot = -1;  // the mask out > 0 (parts.mask_out)
 };
+
+// Whether `bias` is what the epilogue adds to a product of `shape`: float32, one value per
+// column (the last dim, known statically: a bias that broadcasts is no epilogue).
+bool is_bias_of(const ValueType& bias, const TensorShape& shape) {
+  return bias.dtype == DType::Float32 && bias.shape.has_rank() && bias.shape.rank() == 1 && shape.has_rank() &&
+         shape.rank() >= 1 && shape.dims().back() != None && bias.shape.dims()[0] == shape.dims().back();
+}
 
 // The program's steps, read as the epilogue's stages in order: + bias, the mask out > 0, relu,
 // where(mask, out, 0). Each step must take the value the stages so far made (`out`); the
@@ -34,7 +41,6 @@ struct Match {
 std::optional<Match> match_program(const FusedProgram& p, int product) {
   if (p.has_reduce() || !p.shape.has_rank() || p.shape.rank() < 1 || !(p.inputs[static_cast<std::size_t>(product)].shape == p.shape))
     return std::nullopt;
-  const int64_t n = p.shape.dims().back();  // the bias's length: the product's columns or channels
   Match m;
   int out = product;    // the slot holding the product after the stages so far
   int pre_relu = out;   // the value relu reads (the mask compares it, or relu's result, with 0)
@@ -51,10 +57,7 @@ std::optional<Match> match_program(const FusedProgram& p, int product) {
       case OpId::Add: {
         const int b = input(1);
         if (stage != kProduct || m.parts.mask_out || st.args[0] != out || b < 0) return std::nullopt;
-        const ValueType& bias = p.inputs[static_cast<std::size_t>(b)];
-        if (bias.dtype != DType::Float32 || !bias.shape.has_rank() || bias.shape.rank() != 1 || n == None ||
-            bias.shape.dims()[0] != n)
-          return std::nullopt;
+        if (!is_bias_of(p.inputs[static_cast<std::size_t>(b)], p.shape)) return std::nullopt;
         m.parts.bias = true, m.bias_input = b, stage = kBias;
         out = pre_relu = slot;
         break;
@@ -122,66 +125,82 @@ std::pair<OpId, OpAttrs> epilogue_node(const GraphNode& product, const EpilogueP
   return {OpId::Conv2DEpilogue, Conv2DEpilogueAttrs{a.strides, a.dilations, a.padding, e.bias, e.mask_out, e.relu, e.mask_in}};
 }
 
+// An epilogue found on a node: what it does, which input is the product, and for each of the
+// new node's outputs (the result, then the mask) the old node's output it replaces.
+struct Found {
+  Match match;
+  int product = -1;
+  std::vector<int> old_output_of;
+};
+
+// The epilogue node `self` (a fused node, or a lone bias add) is, if it is one.
+std::optional<Found> find_epilogue(const GraphIR& g, const NodeUsers& users, int self) {
+  const GraphNode& node = g.node(self);
+  if (node.kind != NodeKind::kOp || node.control_input >= 0) return std::nullopt;
+  Found f;
+  if (node.op == OpId::FusedElementwise) {
+    const FusedProgram& p = fused_program(node.attrs);
+    std::optional<Match> match;
+    for (std::size_t k = 0; k < node.inputs.size() && !match; ++k)
+      if (is_lone_product(g, users, node.inputs[k], self)) {
+        match = match_program(p, static_cast<int>(k));
+        f.product = static_cast<int>(k);
+      }
+    if (!match) return std::nullopt;
+    f.match = *match;
+    for (int slot : {f.match.out_slot, f.match.mask_slot})
+      if (slot >= 0)
+        f.old_output_of.push_back(static_cast<int>(std::find(p.outputs.begin(), p.outputs.end(), slot) - p.outputs.begin()));
+    return f;
+  }
+  // A lone bias add (a layer without an activation): no fused node was made for it.
+  if (node.op != OpId::Add || node.inputs.size() != 2 || !is_lone_product(g, users, node.inputs[0], self) ||
+      !is_bias_of(g.type_of(node.inputs[1]), g.type_of(node.inputs[0]).shape) ||
+      !(node.outputs[0].shape == g.type_of(node.inputs[0]).shape))
+    return std::nullopt;
+  f.match.parts.bias = true, f.match.bias_input = 1;
+  f.product = 0;
+  f.old_output_of = {0};
+  return f;
+}
+
+// Node `self` becomes the product with the epilogue `f` found on it; its readers follow its
+// outputs' new order.
+void rewrite_as_epilogue(GraphIR& g, const NodeUsers& users, int self, const Found& f) {
+  GraphNode& node = g.nodes[static_cast<std::size_t>(self)];
+  const GraphNode& product = g.node_of(node.inputs[static_cast<std::size_t>(f.product)]);
+  auto [op, attrs] = epilogue_node(product, f.match.parts);
+  SmallVector<ValueRef, 2> inputs;
+  inputs.push_back(product.inputs[0]);
+  inputs.push_back(product.inputs[1]);
+  if (f.match.bias_input >= 0) inputs.push_back(node.inputs[static_cast<std::size_t>(f.match.bias_input)]);
+  if (f.match.mask_input >= 0) inputs.push_back(node.inputs[static_cast<std::size_t>(f.match.mask_input)]);
+  SmallVector<ValueType, 1> outputs;
+  for (int old : f.old_output_of) outputs.push_back(node.outputs[static_cast<std::size_t>(old)]);
+  std::vector<int> new_output_of(node.outputs.size(), -1);
+  for (std::size_t k = 0; k < f.old_output_of.size(); ++k)
+    new_output_of[static_cast<std::size_t>(f.old_output_of[k])] = static_cast<int>(k);
+  for (int reader : users.of(self))
+    for (ValueRef& in : g.nodes[static_cast<std::size_t>(reader)].inputs)
+      if (in.node == self) in.output = new_output_of[static_cast<std::size_t>(in.output)];
+  node.op = op;
+  node.name = g.unique_name(op_def(op).name);
+  node.attrs = std::move(attrs);
+  node.inputs = std::move(inputs);
+  node.outputs = std::move(outputs);
+}
+
 }  // namespace
 
 int fuse_product_epilogues(GraphIR& g) {
   const NodeUsers users = g.users();
   int count = 0;
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
-    GraphNode& node = g.nodes[i];
-    if (node.kind != NodeKind::kOp || node.control_input >= 0) continue;
     const int self = static_cast<int>(i);
-    // The product's input, what the node does with it, and where its results go.
-    std::optional<Match> match;
-    int product = -1;
-    std::vector<int> old_output_of;  // per new output (0: out, 1: the mask), the node's old one
-    if (node.op == OpId::FusedElementwise) {
-      const FusedProgram& p = fused_program(node.attrs);
-      for (std::size_t k = 0; k < node.inputs.size() && !match; ++k)
-        if (is_lone_product(g, users, node.inputs[k], self)) {
-          match = match_program(p, static_cast<int>(k));
-          product = static_cast<int>(k);
-        }
-      if (!match) continue;
-      for (int slot : {match->out_slot, match->mask_slot})
-        if (slot >= 0)
-          old_output_of.push_back(static_cast<int>(std::find(p.outputs.begin(), p.outputs.end(), slot) - p.outputs.begin()));
-    } else if (node.op == OpId::Add && node.inputs.size() == 2 && is_lone_product(g, users, node.inputs[0], self)) {
-      // A lone bias add (a dense layer without an activation): no fused node was made for it.
-      const ValueType& z = g.type_of(node.inputs[0]);
-      const ValueType& bias = g.type_of(node.inputs[1]);
-      if (bias.dtype != DType::Float32 || !bias.shape.has_rank() || bias.shape.rank() != 1 || !z.shape.has_rank() ||
-          z.shape.rank() < 1 || z.shape.dims().back() == None || bias.shape.dims()[0] != z.shape.dims().back() ||
-          !(node.outputs[0].shape == z.shape))
-        continue;
-      match = Match{};
-      match->parts.bias = true, match->bias_input = 1;
-      product = 0;
-      old_output_of = {0};
-    } else {
-      continue;
+    if (const std::optional<Found> f = find_epilogue(g, users, self)) {
+      rewrite_as_epilogue(g, users, self, *f);
+      ++count;  // the product is left without readers, for the sweep after this pass
     }
-    const GraphNode& mm = g.node_of(node.inputs[static_cast<std::size_t>(product)]);
-    auto [op, attrs] = epilogue_node(mm, match->parts);
-    SmallVector<ValueRef, 2> inputs;
-    inputs.push_back(mm.inputs[0]);
-    inputs.push_back(mm.inputs[1]);
-    if (match->bias_input >= 0) inputs.push_back(node.inputs[static_cast<std::size_t>(match->bias_input)]);
-    if (match->mask_input >= 0) inputs.push_back(node.inputs[static_cast<std::size_t>(match->mask_input)]);
-    SmallVector<ValueType, 1> outputs;
-    for (int old : old_output_of) outputs.push_back(node.outputs[static_cast<std::size_t>(old)]);
-    // The readers of the node's results, renumbered to the new order.
-    std::vector<int> new_output_of(node.outputs.size(), -1);
-    for (std::size_t k = 0; k < old_output_of.size(); ++k) new_output_of[static_cast<std::size_t>(old_output_of[k])] = static_cast<int>(k);
-    for (int reader : users.of(self))
-      for (ValueRef& in : g.nodes[static_cast<std::size_t>(reader)].inputs)
-        if (in.node == self) in.output = new_output_of[static_cast<std::size_t>(in.output)];
-    node.op = op;
-    node.name = g.unique_name(op_def(op).name);
-    node.attrs = std::move(attrs);
-    node.inputs = std::move(inputs);
-    node.outputs = std::move(outputs);
-    ++count;  // the product is left without readers, for the sweep after this pass
   }
   return count;
 }
