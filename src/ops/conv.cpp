@@ -616,7 +616,7 @@ void kernel_conv2d(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vec
   });
 }
 
-// ---- conv2d_epilogue: a float32 convolution and the elementwise ops after it (ops/gemm.h's
+// ---- conv2d_epilogue: a float32 convolution and the elementwise ops after it (ops/gemm_epilogue.h's
 // GemmEpilogue along the channels), made by the optimiser (src/passes/fuse_product_epilogues.cpp) ----
 
 OpAttrs product_attrs(const Conv2DEpilogueAttrs& e) { return Conv2DAttrs{e.strides, e.dilations, e.padding}; }

@@ -14,7 +14,7 @@
 #include <cstdint>
 
 namespace tg::detail {
-struct GemmEpilogue;  // ops/gemm.h
+struct GemmEpilogue;  // ops/gemm_epilogue.h
 }
 
 namespace tg::detail::implicit_gemm {

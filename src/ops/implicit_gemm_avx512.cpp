@@ -9,7 +9,7 @@
 // from memory.
 #include "ops/implicit_gemm.h"
 
-#include "ops/gemm.h"
+#include "ops/gemm_epilogue.h"
 
 #include <immintrin.h>
 

@@ -211,7 +211,7 @@ void kernel_matmul(const std::vector<Tensor>& in, const OpAttrs& attrs,
   }
 }
 
-// ---- matmul_epilogue: a product and the elementwise ops after it (ops/gemm.h's GemmEpilogue),
+// ---- matmul_epilogue: a product and the elementwise ops after it (ops/gemm_epilogue.h),
 // made by the optimiser from a matmul and the fused node that alone reads it
 // (src/passes/fuse_product_epilogues.cpp) ----
 
