@@ -623,14 +623,7 @@ OpAttrs product_attrs(const Conv2DEpilogueAttrs& e) { return Conv2DAttrs{e.strid
 
 std::vector<ValueType> infer_conv2d_epilogue(const std::vector<ValueType>& in, const OpAttrs& attrs) {
   const Conv2DEpilogueAttrs& e = attrs.get<Conv2DEpilogueAttrs>();
-  const EpilogueParts parts = EpilogueParts::of(e);
-  if (in.size() != parts.arity())
-    op_error<InvalidArgumentError>("conv2d_epilogue", "expected ", parts.arity(), " inputs, got ", in.size(),
-                                   "; conv2d_epilogue nodes are made by the graph optimiser only");
-  for (std::size_t i = 0; i < 2; ++i)
-    if (in[i].dtype != DType::Float32)
-      op_error<InvalidArgumentError>("conv2d_epilogue", "expected float32 operands, got input ", i, " ", describe(in[i]));
-  return infer_epilogue_steps(OpId::Conv2D, product_attrs(e), parts, in);
+  return infer_epilogue_node("conv2d_epilogue", OpId::Conv2D, product_attrs(e), EpilogueParts::of(e), in);
 }
 
 void kernel_conv2d_epilogue(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {

@@ -6,12 +6,24 @@
 
 namespace tg::detail {
 
+std::vector<ValueType> infer_epilogue_node(const char* op, OpId product, const OpAttrs& product_attrs,
+                                           const EpilogueParts& e, const std::vector<ValueType>& in) {
+  if (in.size() != e.arity())
+    op_error<InvalidArgumentError>(op, "expected ", e.arity(), " inputs, got ", in.size(), "; ", op,
+                                   " nodes are made by the graph optimiser only");
+  for (std::size_t i = 0; i < 2; ++i)
+    if (in[i].dtype != DType::Float32)
+      op_error<InvalidArgumentError>(op, "expected float32 operands, got input ", i, " ", describe(in[i]));
+  return run_epilogue_steps(product, product_attrs, e, in, [](OpId id, const std::vector<ValueType>& args, const OpAttrs& a) {
+    return op_def(id).infer(args, a).at(0);
+  });
+}
+
 bool epilogue_fits(const EpilogueParts& e, const std::vector<Tensor>& in, const std::vector<Tensor>& out,
                    const TensorShape& product) {
-  const std::size_t mask = 2 + std::size_t{e.bias};
   return out[0].impl()->shape == product &&
-         (!e.bias || in[2].impl()->shape == TensorShape({product.dims().back()})) &&
-         (!e.mask_in || in[mask].impl()->shape == product);
+         (!e.bias || in[EpilogueParts::kBiasInput].impl()->shape == TensorShape({product.dims().back()})) &&
+         (!e.mask_in || in[e.mask_input()].impl()->shape == product);
 }
 
 void run_epilogue_steps_eagerly(OpId product, const OpAttrs& product_attrs, const EpilogueParts& e,
@@ -28,9 +40,8 @@ void run_epilogue_steps_eagerly(OpId product, const OpAttrs& product_attrs, cons
 GemmEpilogue gemm_epilogue_of(const EpilogueParts& e, const std::vector<Tensor>& in, std::vector<Tensor>& out,
                               int64_t mask_ld) {
   GemmEpilogue epilogue;
-  std::size_t next = 2;
-  if (e.bias) epilogue.bias = data_of<float>(in[next++]);
-  if (e.mask_in) epilogue.mask_in = data_of<bool>(in[next++]);
+  if (e.bias) epilogue.bias = data_of<float>(in[EpilogueParts::kBiasInput]);
+  if (e.mask_in) epilogue.mask_in = data_of<bool>(in[e.mask_input()]);
   if (e.mask_out) epilogue.mask_out = data_of<bool>(out[1]);
   epilogue.relu = e.relu;
   epilogue.mask_ld = mask_ld;

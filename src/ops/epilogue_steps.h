@@ -17,6 +17,9 @@ struct EpilogueParts {
   static EpilogueParts of(const Attrs& a) { return {a.bias, a.mask_out, a.relu, a.mask_in}; }
   /// The node's inputs: the product's two, then the bias and the mask read.
   std::size_t arity() const { return 2 + std::size_t{bias} + std::size_t{mask_in}; }
+  static constexpr std::size_t kBiasInput = 2;
+  /// Where the mask read is among the inputs (after the bias, if any).
+  std::size_t mask_input() const { return kBiasInput + std::size_t{bias}; }
 };
 
 /// `op(id, args, attrs)` for each op in order on `in` (the product's operands, then the bias
@@ -24,24 +27,20 @@ struct EpilogueParts {
 template <class V, class Op>
 std::vector<V> run_epilogue_steps(OpId product, const OpAttrs& product_attrs, const EpilogueParts& e,
                                   const std::vector<V>& in, Op&& op) {
-  std::size_t next = 2;
   V out = op(product, std::vector<V>{in[0], in[1]}, product_attrs);
-  if (e.bias) out = op(OpId::Add, std::vector<V>{out, in[next++]}, OpAttrs{});
+  if (e.bias) out = op(OpId::Add, std::vector<V>{out, in[EpilogueParts::kBiasInput]}, OpAttrs{});
   std::vector<V> outs{out};
   if (e.mask_out) outs.push_back(op(OpId::Greater, std::vector<V>{out, op(OpId::ZerosLike, std::vector<V>{out}, OpAttrs{})}, OpAttrs{}));
   if (e.relu) outs[0] = op(OpId::Relu, std::vector<V>{outs[0]}, OpAttrs{});
   if (e.mask_in)
-    outs[0] = op(OpId::Where, std::vector<V>{in[next++], outs[0], op(OpId::ZerosLike, std::vector<V>{outs[0]}, OpAttrs{})}, OpAttrs{});
+    outs[0] = op(OpId::Where, std::vector<V>{in[e.mask_input()], outs[0], op(OpId::ZerosLike, std::vector<V>{outs[0]}, OpAttrs{})}, OpAttrs{});
   return outs;
 }
 
-/// The node's types by the ops' own rules.
-inline std::vector<ValueType> infer_epilogue_steps(OpId product, const OpAttrs& product_attrs, const EpilogueParts& e,
-                                                   const std::vector<ValueType>& in) {
-  return run_epilogue_steps(product, product_attrs, e, in, [](OpId id, const std::vector<ValueType>& args, const OpAttrs& a) {
-    return op_def(id).infer(args, a).at(0);
-  });
-}
+/// The node's types by the ops' own rules, after checking that the node (`op`, made by the
+/// optimiser only) has its inputs and float32 operands.
+std::vector<ValueType> infer_epilogue_node(const char* op, OpId product, const OpAttrs& product_attrs,
+                                           const EpilogueParts& e, const std::vector<ValueType>& in);
 
 /// Whether the run-time shapes fit the epilogue: output 0 has the product's shape, the bias one
 /// value per column (the last dim), the mask read the product's shape. A None dim that

@@ -9,13 +9,13 @@
 // from memory.
 #include "ops/implicit_gemm.h"
 
-#include "ops/gemm_epilogue.h"
-
 #include <immintrin.h>
 
 #include <algorithm>
 #include <array>
 #include <utility>
+
+#include "ops/gemm_epilogue.h"
 
 namespace tg::detail::implicit_gemm {
 namespace {

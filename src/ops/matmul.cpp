@@ -221,20 +221,17 @@ OpAttrs product_attrs(const MatMulEpilogueAttrs& e) { return MatMulAttrs{e.trans
 
 std::vector<ValueType> infer_matmul_epilogue(const std::vector<ValueType>& in, const OpAttrs& attrs) {
   const MatMulEpilogueAttrs& e = attrs.get<MatMulEpilogueAttrs>();
-  const EpilogueParts parts = EpilogueParts::of(e);
-  if (in.size() != parts.arity())
-    op_error<InvalidArgumentError>(kEpilogueOp, "expected ", parts.arity(), " inputs, got ", in.size(),
-                                   "; matmul_epilogue nodes are made by the graph optimiser only");
-  for (std::size_t i = 0; i < 2; ++i)
-    if (in[i].dtype != DType::Float32 || (in[i].shape.has_rank() && in[i].shape.rank() != 2))
-      op_error<InvalidArgumentError>(kEpilogueOp, "expected float32 matrices, got input ", i, " ", describe(in[i]));
-  return infer_epilogue_steps(OpId::MatMul, product_attrs(e), parts, in);
+  // Matrices only: the kernel makes one product (matmul itself also takes batches).
+  for (std::size_t i = 0; i < std::min<std::size_t>(2, in.size()); ++i)
+    if (in[i].shape.has_rank() && in[i].shape.rank() != 2)
+      op_error<InvalidArgumentError>(kEpilogueOp, "expected matrices, got input ", i, " ", describe(in[i]));
+  return infer_epilogue_node(kEpilogueOp, OpId::MatMul, product_attrs(e), EpilogueParts::of(e), in);
 }
 
 void kernel_matmul_epilogue(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
   const MatMulEpilogueAttrs& e = attrs.get<MatMulEpilogueAttrs>();
   const EpilogueParts parts = EpilogueParts::of(e);
-  const Gemm g = gemm_geometry(in[0], in[1], MatMulAttrs{e.transpose_a, e.transpose_b});
+  const Gemm g = gemm_geometry(in[0], in[1], product_attrs(e).get<MatMulAttrs>());
   const TensorShape product({g.m, g.n});
   if (!epilogue_fits(parts, in, out, product)) return run_epilogue_steps_eagerly(OpId::MatMul, product_attrs(e), parts, in, out);
   if (product.num_elements() == 0) return;

@@ -77,7 +77,7 @@ std::optional<Match> match_program(const FusedProgram& p, int product) {
         out = slot;
         break;
       case OpId::Where: {
-        const int c = st.args[0] < static_cast<int>(p.inputs.size()) && st.args[0] != product ? st.args[0] : -1;
+        const int c = input(0);
         if (stage != kProduct || m.parts.mask_out || c < 0 || st.args[1] != out ||
             !zeros[static_cast<std::size_t>(st.args[2])])
           return std::nullopt;
