@@ -459,6 +459,26 @@ TEST(Gemm, EpiloguesGiveTheBitsOfTheProductAndTheOpsOnEveryPath) {
   });
 }
 
+// The epilogue ops are made by the optimiser; one recorded by hand with the wrong inputs gets a
+// typed error naming what was expected, not a read past its inputs.
+TEST(ProductEpilogueOps, WrongInputsAreTypedErrors) {
+  using detail::OpId;
+  const Tensor a = random_uniform({2, 3}), b = random_uniform({3, 4}), bias = random_uniform({4});
+  const detail::MatMulEpilogueAttrs with_bias{.bias = true, .relu = true};
+  EXPECT_THROW_MSG(detail::apply_op(OpId::MatMulEpilogue, {a, b}, with_bias), InvalidArgumentError, "matmul_epilogue",
+                   "expected 3 inputs, got 2", "made by the graph optimiser only");
+  EXPECT_THROW_MSG(detail::apply_op(OpId::MatMulEpilogue, {cast(a, float64), cast(b, float64), bias}, with_bias),
+                   InvalidArgumentError, "matmul_epilogue", "expected float32 operands, got input 0");
+  EXPECT_THROW_MSG(detail::apply_op(OpId::MatMulEpilogue, {random_uniform({2, 2, 3}), b, bias}, with_bias),
+                   InvalidArgumentError, "matmul_epilogue", "expected matrices, got input 0");
+  const detail::Conv2DEpilogueAttrs conv{.bias = true, .relu = true};
+  EXPECT_THROW_MSG(detail::apply_op(OpId::Conv2DEpilogue, {random_uniform({1, 3, 3, 1}), random_uniform({2, 2, 1, 4})}, conv),
+                   InvalidArgumentError, "conv2d_epilogue", "expected 3 inputs, got 2");
+  // A bias the product's columns do not take: the add's own error, as in the unfused graph.
+  EXPECT_THROW_MSG(detail::apply_op(OpId::MatMulEpilogue, {a, b, random_uniform({3})}, with_bias), InvalidArgumentError,
+                   "add");
+}
+
 TEST(MatMul, Int32MatchesNaiveLoop) { check_against_naive<int32_t>(0); }
 TEST(MatMul, Int64MatchesNaiveLoop) { check_against_naive<int64_t>(0); }
 
