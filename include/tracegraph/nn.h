@@ -271,9 +271,9 @@ Tensor huber(const Tensor& y_true, const Tensor& y_pred, double delta = 1.0);
 
 
 /// Mean over the batch of -log softmax(logits)[label]: logits (batch, classes) float32/float64,
-/// labels (batch,) int32/int64 class indices. Built from log_softmax, one_hot and reduce_mean,
-/// so it differentiates with respect to the logits. Eager labels outside [0, classes) throw
-/// tg::InvalidArgumentError (inside a trace they cannot be checked; they contribute 0).
+/// labels (batch,) int32/int64 class indices. One op per row loss and one for its gradient
+/// (TF's fused form), to any order with respect to the logits. A label outside [0, classes)
+/// throws tg::InvalidArgumentError when the op runs, eagerly or in a traced function.
 Tensor sparse_softmax_cross_entropy(const Tensor& logits, const Tensor& labels);
 
 /// Fraction of rows whose argmax equals the label, as a float32 scalar.

@@ -184,10 +184,12 @@ std::vector<Tensor> walk_back(TapeState& tape, const std::vector<Tensor>& target
     const TapeEntry& entry = tape.entries[e];
     bool any = false;
     std::vector<Tensor> out_grads;
+    std::vector<bool> reached;
     out_grads.reserve(entry.outputs.size());
     for (const Tensor& o : entry.outputs) {
       auto it = grads.find(o.impl().get());
       any |= it != grads.end();
+      reached.push_back(it != grads.end());
       out_grads.push_back(it != grads.end() ? it->second : zeros_like(o));
     }
     if (!any) continue;
@@ -201,7 +203,7 @@ std::vector<Tensor> walk_back(TapeState& tape, const std::vector<Tensor>& target
                                     "' is marked differentiable but has no gradient rule"));
       std::vector<bool> wanted(entry.inputs.size());
       for (std::size_t i = 0; i < wanted.size(); ++i) wanted[i] = reach.count(entry.inputs[i].impl().get()) != 0;
-      in_grads = def.grad(GradInputs{entry.inputs, entry.outputs, out_grads, entry.attrs, std::move(wanted)});
+      in_grads = def.grad(GradInputs{entry.inputs, entry.outputs, out_grads, entry.attrs, std::move(wanted), std::move(reached)});
     }
     TG_CHECK(in_grads.size() == entry.inputs.size(), "gradient rule of ",
              entry.custom ? "a function call" : op_def(entry.op).name, " returned ",

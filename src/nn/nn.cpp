@@ -5,6 +5,7 @@
 #include "core/check.h"
 #include "core/tensor_impl.h"
 #include "nn/init_seed.h"
+#include "ops/cross_entropy.h"
 #include "tracegraph/nn.h"
 #include "tracegraph/ops.h"
 
@@ -114,33 +115,11 @@ Tensor Dense::operator()(const Tensor& x) const {
 }
 
 Tensor sparse_softmax_cross_entropy(const Tensor& logits, const Tensor& labels) {
-  const char* op = "sparse_softmax_cross_entropy";
   if (!logits.defined() || !labels.defined())
-    op_error<ValueError>(op, "got an empty tg::Tensor");
-  if (logits.dtype() != float32 && logits.dtype() != float64)
-    op_error<TypeError>(op, "logits must be float32 or float64, got ", to_string(logits.dtype()));
-  if (labels.dtype() != int32 && labels.dtype() != int64)
-    op_error<TypeError>(op, "labels must be int32 or int64 class indices, got ",
-                        to_string(labels.dtype()), "; tg::cast them");
-  const TensorShape ls = detail::static_shape(logits), ys = detail::static_shape(labels);
-  if (!ls.has_rank() || ls.rank() != 2 || ls.dims()[1] == None)
-    op_error<InvalidArgumentError>(op, "logits must have shape (batch, classes) with a known "
-                                   "number of classes, got ", ls.to_string());
-  if (!ys.has_rank() || ys.rank() != 1)
-    op_error<InvalidArgumentError>(op, "labels must have shape (batch,), got ", ys.to_string());
-  if (ls.dims()[0] != None && ys.dims()[0] != None && ls.dims()[0] != ys.dims()[0])
-    op_error<InvalidArgumentError>(op, "logits have batch size ", ls.dims()[0], " but labels have ",
-                                   ys.dims()[0], "; pass one label per row");
-  const int64_t classes = ls.dims()[1];
-  if (!labels.is_symbolic()) {
-    const Tensor y64 = cast(labels, int64);
-    for (int64_t v : y64.to_vector<int64_t>())
-      if (v < 0 || v >= classes)
-        op_error<InvalidArgumentError>(op, "label ", v, " is outside [0, ", classes,
-                                       ") for logits with ", classes, " classes");
-  }
-  const Tensor target = one_hot(labels, classes, 1.0, 0.0, -1, logits.dtype());
-  return -reduce_mean(reduce_sum(target * log_softmax(logits, -1), {1}));
+    op_error<ValueError>("sparse_softmax_cross_entropy", "got an empty tg::Tensor");
+  // One op for the rows' losses (and one for their gradient), which checks the shapes when
+  // traced and the labels whenever it runs (src/ops/cross_entropy.cpp).
+  return reduce_mean(detail::sparse_softmax_cross_entropy_rows(logits, labels));
 }
 
 Tensor accuracy(const Tensor& logits, const Tensor& labels) {

@@ -75,6 +75,12 @@ struct GradInputs {
   /// input gradient, for one, is a large product nobody needs for a layer fed with data.
   std::vector<bool> wanted = {};
   bool wants(std::size_t input) const { return wanted.empty() || wanted[input]; }
+  /// Which outputs reached the target (empty: all of them); the others' grads are zero tensors.
+  /// A rule may skip the work for those (TF's _is_zeros_tensor): sparse_softmax_cross_entropy's
+  /// second output, its rows' log_softmax, is read by its gradient only, so it reaches a target
+  /// only in a gradient of a gradient.
+  std::vector<bool> reached = {};
+  bool got_gradient(std::size_t output) const { return reached.empty() || reached[output]; }
 };
 /// A vector-Jacobian product: one gradient per input, shaped like that input; an empty
 /// tg::Tensor where the input gets none (integer inputs, indices, predicates). Written with the
@@ -173,6 +179,7 @@ void register_all_ops(OpDef* table);
 // Per-family registration (each defined next to its ops, called by register_all_ops).
 void register_elementwise_ops(OpDef* table);
 void register_reduce_ops(OpDef* table);
+void register_cross_entropy_ops(OpDef* table);
 void register_matmul_ops(OpDef* table);
 void register_conv_ops(OpDef* table);
 void register_shape_ops(OpDef* table);

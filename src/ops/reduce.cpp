@@ -31,6 +31,7 @@
 #include "ops/grad_helpers.h"
 #include "ops/reduce_finish.h"
 #include "ops/simd_math.h"
+#include "ops/softmax_rows.h"
 #include "tracegraph/ops.h"
 
 namespace tg {
@@ -500,16 +501,6 @@ std::vector<ValueType> infer_softmax(const std::vector<ValueType>& in, const OpA
   return {in[0]};
 }
 
-// exp over n contiguous elements, in place.
-template <class T>
-void exp_inplace(T* v, int64_t n) {
-  if constexpr (std::is_same_v<T, float>) {
-    simd::exp_f32(v, v, n);
-  } else {
-    for (int64_t i = 0; i < n; ++i) v[i] = std::exp(v[i]);
-  }
-}
-
 // The max of a row, skipping NaNs (a plain compare-select, which vectorises): softmax needs no
 // NaN-aware max because a NaN reaches every output of its row through x - max anyway.
 template <class T>
@@ -547,7 +538,7 @@ void softmax_typed(const T* x, Split s, T* y) {
         std::memcpy(tmp.data(), e, sizeof(T) * static_cast<std::size_t>(len));
         e = tmp.data();
       }
-      exp_inplace(e, len);
+      exp_in_place(e, len);
       for (int64_t o = o0; o < o1; ++o) {
         T* yr = y + o * n;
         const double sum = pairwise_sum<double>(e + (o - o0) * n, n);
@@ -587,7 +578,7 @@ void softmax_typed(const T* x, Split s, T* y) {
         std::memcpy(tmp.data(), e, sizeof(T) * static_cast<std::size_t>(len));
         e = tmp.data();
       }
-      exp_inplace(e, len);
+      exp_in_place(e, len);
       for (int64_t r = 0; r < r1 - r0; ++r)
         for (int64_t k = 0; k < inner; ++k) sum[k] += e[r * inner + k];
     }
@@ -613,6 +604,28 @@ void kernel_softmax(const std::vector<Tensor>& in, const OpAttrs& op_attrs, std:
   else
     softmax_typed<kLog>(data_of<double>(in[0]), s, data_of<double>(out[0]));
 }
+
+}  // namespace
+
+template <class T>
+void exp_in_place(T* v, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    simd::exp_f32(v, v, n);
+  } else {
+    for (int64_t i = 0; i < n; ++i) v[i] = std::exp(v[i]);
+  }
+}
+template void exp_in_place<float>(float*, int64_t);
+template void exp_in_place<double>(double*, int64_t);
+
+template <class T>
+void log_softmax_rows(const T* x, int64_t rows, int64_t n, T* y) {
+  softmax_typed<true>(x, Split{rows, n, 1}, y);
+}
+template void log_softmax_rows<float>(const float*, int64_t, int64_t, float*);
+template void log_softmax_rows<double>(const double*, int64_t, int64_t, double*);
+
+namespace {
 
 // ---- gradient helpers: sum_to_like, broadcast_like, unreduce_like ----
 

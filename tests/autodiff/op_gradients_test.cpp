@@ -5,6 +5,7 @@
 
 #include "autodiff/grad_check.h"
 #include "ops/conv.h"
+#include "ops/cross_entropy.h"
 #include "ops/grad_helpers.h"
 #include "ops/op.h"
 #include "ops/remap.h"
@@ -128,6 +129,23 @@ std::vector<GradCase> make_cases() {
        {u({2, 4}, -2, 2)}},
       {"log_softmax", "axis 1 of 3", [](const std::vector<Tensor>& in) { return log_softmax(in[0], 1); },
        {u({2, 3, 2}, -2, 2)}},
+      // the fused cross-entropy and its gradient (labels held constant; the gradient op is
+      // differentiated in its log_softmax rows and the losses' gradient; second order goes through
+      // both, and through the loss op's log_softmax output)
+      {"sparse_softmax_cross_entropy", "(3,4) logits",
+       [](const std::vector<Tensor>& in) { return detail::sparse_softmax_cross_entropy_rows(in[0], constant({2, 0, 3})); },
+       {u({3, 4}, -2, 2)}},
+      {"sparse_softmax_cross_entropy_grad", "log_softmax rows and the losses' gradient",
+       [](const std::vector<Tensor>& in) {
+         return detail::apply_op1(detail::OpId::SparseSoftmaxCrossEntropyGrad,
+                                  {in[0], constant({int64_t{1}, int64_t{3}, int64_t{0}}), in[1]});
+       },
+       {u({3, 4}, -2, 2), u({3})}},
+      {"sparse_softmax_cross_entropy", "second order", [](const std::vector<Tensor>& in) {
+         return second_order(in[0], [](const Tensor& x) {
+           return detail::sparse_softmax_cross_entropy_rows(x, constant({1, 1, 0}));
+         });
+       }, {u({3, 4}, -2, 2)}},
       // shape ops
       {"reshape", "(2,3) -> (3,2)", [](const std::vector<Tensor>& in) { return reshape(in[0], {3, 2}); },
        {u({2, 3})}},
