@@ -1,8 +1,13 @@
 #include "ops/epilogue_steps.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <memory>
 
 #include "core/tensor_impl.h"
+#include "ops/column_sums.h"
+#include "ops/reduce_finish.h"
 
 namespace tg::detail {
 
@@ -35,6 +40,60 @@ void run_epilogue_steps_eagerly(OpId product, const OpAttrs& product_attrs, cons
   for (std::size_t k = 0; k < out.size(); ++k)
     std::memcpy(bytes_of(out[k]), bytes_of(values[k]),
                 static_cast<std::size_t>(values[k].impl()->shape.num_elements()) * dtype_size(values[k].dtype()));
+}
+
+namespace {
+
+// The buffers of EpilogueColumnSums, one set per thread that runs an epilogue node (the node's
+// calling thread; the pool's threads write through the pointers while it waits).
+struct ColumnSumBuffers {
+  std::vector<int32_t> leaf_of_row;
+  std::vector<int64_t> first_row, end_row;
+  std::vector<double> sums, total;
+  std::unique_ptr<std::atomic<bool>[]> summed;
+  std::size_t summed_size = 0;
+};
+thread_local ColumnSumBuffers t_column_sums;
+
+}  // namespace
+
+EpilogueColumnSums::EpilogueColumnSums(int64_t rows, int64_t columns) : rows_(rows), columns_(columns) {
+  ColumnSumBuffers& b = t_column_sums;
+  b.leaf_of_row.resize(static_cast<std::size_t>(rows));
+  b.first_row.clear(), b.end_row.clear();
+  // The leaves of reduce_sum's order, left to right (inner = 0: only visits them).
+  pairwise_over_rows<double>(0, rows, 0, nullptr, nullptr, [&](int64_t first, int64_t count, double*) {
+    std::fill_n(b.leaf_of_row.begin() + first, count, static_cast<int32_t>(b.first_row.size()));
+    b.first_row.push_back(first);
+    b.end_row.push_back(first + count);
+  });
+  const std::size_t leaves = b.first_row.size();
+  b.sums.resize(leaves * static_cast<std::size_t>(columns));
+  if (b.summed_size < leaves) b.summed.reset(new std::atomic<bool>[leaves]), b.summed_size = leaves;
+  for (std::size_t i = 0; i < leaves; ++i) b.summed[i].store(false, std::memory_order_relaxed);
+  leaves_ = ColumnSumLeaves{b.leaf_of_row.data(), b.first_row.data(), b.end_row.data(), b.sums.data(), columns,
+                            b.summed.get()};
+}
+
+void EpilogueColumnSums::finish(const float* out, float* sums) {
+  ColumnSumBuffers& b = t_column_sums;
+  if (rows_ == 1) {  // reduce_sum drops a size-1 dim and copies (not 0.0 + x: -0.0 stays -0.0)
+    for (int64_t k = 0; k < columns_; ++k) sums[k] = out[k];
+    return;
+  }
+  int64_t levels = 1;  // as reduce_sum counts them
+  for (int64_t r = rows_; r > kPairwiseRowLeaf; r = (r + 1) / 2) ++levels;
+  b.total.resize(static_cast<std::size_t>((levels + 1) * columns_));
+  int32_t leaf = 0;
+  pairwise_over_rows(0, rows_, columns_, b.total.data(), b.total.data() + columns_,
+                     [&](int64_t first, int64_t count, double* dst) {
+                       if (b.summed[static_cast<std::size_t>(leaf)].load(std::memory_order_relaxed))
+                         std::copy_n(b.sums.data() + leaf * columns_, columns_, dst);
+                       else
+                         column_sums(out + first * columns_, count, columns_, dst);
+                       ++leaf;
+                     });
+  for (int64_t k = 0; k < columns_; ++k) sums[k] = finish_reduction<false, float>(b.total[static_cast<std::size_t>(k)], rows_);
 }
 
 GemmEpilogue gemm_epilogue_of(const EpilogueParts& e, const std::vector<Tensor>& in, std::vector<Tensor>& out,

@@ -10,11 +10,18 @@
 
 namespace tg::detail {
 
-/// Which parts of GemmEpilogue a node has (the flags of its attributes).
+/// Which parts of GemmEpilogue a node has (the flags of its attributes). column_sums (matmul
+/// only): the result's sums over rows, a dense layer's bias gradient, as a last output shaped
+/// (n) or, with sums_keepdims, (1, n).
 struct EpilogueParts {
   bool bias = false, mask_out = false, relu = false, mask_in = false;
+  bool column_sums = false, sums_keepdims = false;
   template <class Attrs>
-  static EpilogueParts of(const Attrs& a) { return {a.bias, a.mask_out, a.relu, a.mask_in}; }
+  static EpilogueParts of(const Attrs& a) {
+    EpilogueParts e{a.bias, a.mask_out, a.relu, a.mask_in};
+    if constexpr (requires { a.column_sums; }) e.column_sums = a.column_sums, e.sums_keepdims = a.sums_keepdims;
+    return e;
+  }
   /// The node's inputs: the product's two, then the bias and the mask read.
   std::size_t arity() const { return 2 + std::size_t{bias} + std::size_t{mask_in}; }
   static constexpr std::size_t kBiasInput = 2;
@@ -23,7 +30,8 @@ struct EpilogueParts {
 };
 
 /// `op(id, args, attrs)` for each op in order on `in` (the product's operands, then the bias
-/// and the mask read); returns the node's outputs: the result, then the mask made.
+/// and the mask read); returns the node's outputs: the result, then the mask made, then the
+/// column sums.
 template <class V, class Op>
 std::vector<V> run_epilogue_steps(OpId product, const OpAttrs& product_attrs, const EpilogueParts& e,
                                   const std::vector<V>& in, Op&& op) {
@@ -34,6 +42,7 @@ std::vector<V> run_epilogue_steps(OpId product, const OpAttrs& product_attrs, co
   if (e.relu) outs[0] = op(OpId::Relu, std::vector<V>{outs[0]}, OpAttrs{});
   if (e.mask_in)
     outs[0] = op(OpId::Where, std::vector<V>{in[e.mask_input()], outs[0], op(OpId::ZerosLike, std::vector<V>{outs[0]}, OpAttrs{})}, OpAttrs{});
+  if (e.column_sums) outs.push_back(op(OpId::ReduceSum, std::vector<V>{outs[0]}, OpAttrs{ReduceAttrs{{0}, e.sums_keepdims}}));
   return outs;
 }
 
@@ -52,6 +61,22 @@ bool epilogue_fits(const EpilogueParts& e, const std::vector<Tensor>& in, const 
 /// The node's outputs computed op by op with the ops' own kernels, copied into `out`.
 void run_epilogue_steps_eagerly(OpId product, const OpAttrs& product_attrs, const EpilogueParts& e,
                                 const std::vector<Tensor>& in, std::vector<Tensor>& out);
+
+/// The column sums of an epilogue (EpilogueParts::column_sums) for a product of `rows` x
+/// `columns`: the leaves the epilogue fills (in this thread's buffers), and the rest after the
+/// product. The bits are reduce_sum's over rows (its leaves in its order).
+class EpilogueColumnSums {
+ public:
+  EpilogueColumnSums(int64_t rows, int64_t columns);
+  ColumnSumLeaves* leaves() { return &leaves_; }
+  /// After the product, `out` its result (rows x columns, contiguous): sums the leaves no
+  /// thread summed whole, adds the leaves up in reduce_sum's order, and writes the float32 sums.
+  void finish(const float* out, float* sums);
+
+ private:
+  int64_t rows_, columns_;
+  ColumnSumLeaves leaves_;
+};
 
 /// The GemmEpilogue of a node's inputs and outputs (float32).
 GemmEpilogue gemm_epilogue_of(const EpilogueParts& e, const std::vector<Tensor>& in, std::vector<Tensor>& out,

@@ -5,12 +5,30 @@
 // one for both).
 #pragma once
 #include <array>
+#include <atomic>
 #include <cstdint>
+#include <limits>
 #include <utility>
 
+#include "core/check.h"
+#include "ops/column_sums.h"
 #include "ops/elementwise_functors.h"
 
 namespace tg::detail {
+
+/// Column sums of a product's result (rows x ld), kept per leaf of reduce_sum's pairwise order
+/// over rows (reduce_finish.h's pairwise_over_rows; column_sums.h is its leaf). The thread that
+/// finishes all rows of a leaf adds them in double, row after row, as reduce_sum's leaf does, so
+/// that the leaves added up in that order give reduce_sum's bits (epilogue_steps.h's
+/// EpilogueColumnSums makes these and adds the leaves up).
+struct ColumnSumLeaves {
+  const int32_t* leaf_of_row = nullptr;     // per row of the product
+  const int64_t* leaf_first_row = nullptr;  // per leaf, and one past its last row
+  const int64_t* leaf_end_row = nullptr;
+  double* sums = nullptr;                   // leaves x ld
+  int64_t ld = 0;
+  std::atomic<bool>* summed = nullptr;      // per leaf: set by the thread that sums it
+};
 
 /// What a float32 product's output gets before anyone reads it, in this order (each part
 /// optional): out = out + bias[column]; mask_out = out > 0; out = relu(out); out = mask_in ?
@@ -24,18 +42,52 @@ struct GemmEpilogue {
   bool relu = false;
   const bool* mask_in = nullptr;
   int64_t mask_ld = 0;  // elements between two rows of the masks
+  /// The column sums of the result (a dense layer's bias gradient), by leaves of reduce_sum's
+  /// order over rows; null: none. gemm() adds them, once each thread has finished its rows or
+  /// columns; implicit_gemm::multiply applies the elementwise parts only.
+  ColumnSumLeaves* column_sums = nullptr;
+  /// The rows the thread running this epilogue finishes, all of them: a leaf of column sums is
+  /// summed here only when its rows are all among them (where rows are split across threads,
+  /// a leaf that straddles two threads is summed after the product).
+  int64_t rows_begin = 0, rows_end = std::numeric_limits<int64_t>::max();
 
   /// The same epilogue for the rows from `first` on, as rows 0, 1, ...: for a block of rows
-  /// computed as a product of its own (the masks advance; the bias is per column).
+  /// computed as a product of its own (the masks advance; the bias is per column). Column sums
+  /// are numbered by the product's rows, so they cannot be moved.
   GemmEpilogue from_row(int64_t first) const {
+    TG_CHECK(!column_sums, "column sums in an epilogue moved by rows");
     GemmEpilogue e = *this;
     if (e.mask_out) e.mask_out += first * mask_ld;
     if (e.mask_in) e.mask_in += first * mask_ld;
     return e;
   }
+  /// The same epilogue run by a thread that finishes rows [r0, r1).
+  GemmEpilogue owning(int64_t r0, int64_t r1) const {
+    GemmEpilogue e = *this;
+    e.rows_begin = r0, e.rows_end = r1;
+    return e;
+  }
 };
 
 namespace {
+
+// Rows [row, row + count) of the result (row r at base + r * ld), columns [c0, c1), added to
+// their leaves' column sums (GemmEpilogue::column_sums) where the calling thread finishes the
+// whole leaf. The rows come in order, a leaf's first row first.
+inline void add_rows_to_column_sums(const GemmEpilogue& e, const float* base, int64_t ld, int64_t row, int64_t count,
+                                    int64_t c0, int64_t c1) {
+  const ColumnSumLeaves& s = *e.column_sums;
+  for (int64_t r = row, end = row + count; r < end;) {
+    const int32_t leaf = s.leaf_of_row[r];
+    const int64_t first = s.leaf_first_row[leaf], last = s.leaf_end_row[leaf];
+    const int64_t stop = last < end ? last : end;
+    if (first >= e.rows_begin && last <= e.rows_end) {
+      if (r == first) s.summed[leaf].store(true, std::memory_order_relaxed);  // read after the threads join
+      add_column_sums(base + r * ld + c0, stop - r, ld, c1 - c0, r == first, s.sums + leaf * s.ld + c0);
+    }
+    r = stop;
+  }
+}
 
 // The epilogue's parts for one row, in one pass over the row (each part a compile-time choice,
 // so that the loop has no branch): columns [c0, c1) of row `row`, `out` the row's first element.
@@ -64,7 +116,8 @@ constexpr std::array<EpilogueRowFn, 16> epilogue_row_fns(std::index_sequence<I..
   return {&apply_epilogue_as<(I & 1) != 0, (I & 2) != 0, (I & 4) != 0, (I & 8) != 0>...};
 }
 
-// The row function for e's parts: taken once per block of rows, called per row.
+// The row function for e's elementwise parts: taken once per block of rows, called per row (the
+// column sums are added per block, add_rows_to_column_sums).
 inline EpilogueRowFn epilogue_row_fn(const GemmEpilogue& e) {
   static constexpr std::array<EpilogueRowFn, 16> kFns = epilogue_row_fns(std::make_index_sequence<16>());
   return kFns[(e.bias ? 1 : 0) | (e.mask_out ? 2 : 0) | (e.relu ? 4 : 0) | (e.mask_in ? 8 : 0)];

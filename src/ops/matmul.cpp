@@ -4,6 +4,7 @@
 // TensorFlow) without undefined behaviour.
 #include <algorithm>
 #include <climits>
+#include <optional>
 #include <type_traits>
 
 #include "core/check.h"
@@ -234,10 +235,17 @@ void kernel_matmul_epilogue(const std::vector<Tensor>& in, const OpAttrs& attrs,
   const Gemm g = gemm_geometry(in[0], in[1], product_attrs(e).get<MatMulAttrs>());
   const TensorShape product({g.m, g.n});
   if (!epilogue_fits(parts, in, out, product)) return run_epilogue_steps_eagerly(OpId::MatMul, product_attrs(e), parts, in, out);
-  if (product.num_elements() == 0) return;
-  const GemmEpilogue epilogue = gemm_epilogue_of(parts, in, out, g.n);
+  float* const sums = parts.column_sums ? data_of<float>(out.back()) : nullptr;
+  if (product.num_elements() == 0) {
+    if (sums) std::fill_n(sums, g.n, 0.0f);  // a sum of no rows
+    return;
+  }
+  GemmEpilogue epilogue = gemm_epilogue_of(parts, in, out, g.n);
+  std::optional<EpilogueColumnSums> column_sums;
+  if (sums) epilogue.column_sums = column_sums.emplace(g.m, g.n).leaves();
   gemm<float>(blas_int(g.m), blas_int(g.n), blas_int(g.k), data_of<float>(in[0]), blas_int(g.a_cols), g.ta,
               data_of<float>(in[1]), blas_int(g.b_cols), g.tb, data_of<float>(out[0]), blas_int(g.n), false, &epilogue);
+  if (sums) column_sums->finish(data_of<float>(out[0]), sums);
 }
 
 // ---- gradient rule ----

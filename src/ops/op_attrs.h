@@ -73,7 +73,7 @@ struct MatMulAttrs {
 /// matmul_epilogue (made by the optimiser from a matmul and the fused node after it): the
 /// product's transposes, and what its output gets, in this order (ops/gemm_epilogue.h):
 /// + bias (input 2), the mask out > 0 (output 1), relu, and out = mask ? out : 0 (the mask the
-/// last input).
+/// last input); then the result's column sums (the last output).
 struct MatMulEpilogueAttrs {
   bool transpose_a = false;
   bool transpose_b = false;
@@ -81,9 +81,12 @@ struct MatMulEpilogueAttrs {
   bool mask_out = false;
   bool relu = false;
   bool mask_in = false;
+  bool column_sums = false;    // the result's sums over rows, a last output (a dense layer's bias gradient)
+  bool sums_keepdims = false;  // shaped (1, n) rather than (n)
   template <class F> void for_each_field(F&& f) const {
     f("transpose_a", transpose_a); f("transpose_b", transpose_b); f("bias", bias);
-    f("mask_out", mask_out); f("relu", relu); f("mask_in", mask_in);
+    f("mask_out", mask_out); f("relu", relu); f("mask_in", mask_in); f("column_sums", column_sums);
+    f("sums_keepdims", sums_keepdims);
   }
   bool operator==(const MatMulEpilogueAttrs&) const = default;
 };

@@ -29,6 +29,7 @@
 #include "core/tensor_impl.h"
 #include "ops/broadcast.h"
 #include "ops/grad_helpers.h"
+#include "ops/column_sums.h"
 #include "ops/reduce_finish.h"
 #include "ops/simd_math.h"
 #include "ops/softmax_rows.h"
@@ -145,47 +146,54 @@ A reduce_row(const X* x, int64_t n) {
   }
 }
 
-// Floating sums of a [red, inner] block into y, pairwise over rows (blocks of kRowBlock rows
-// summed directly), so the error grows with log(red) as for contiguous rows. `scratch` holds
-// one inner-sized buffer per level of recursion.
-constexpr int64_t kRowBlock = 32;
-
-// pairwise_rows' leaf for float32 rows: each y[k] sums its column in double, row after row, as
-// the generic loop below does (vectorised across k, every element keeps its order, so its bits).
-// One copy per ISA: the library is built for baseline x86-64, where this loop - most of a dense
-// layer's bias gradient - converts and adds two doubles at a time.
-#define TG_COLUMN_SUMS(suffix, target)                                                        \
-  target void column_sums_##suffix(const float* x, int64_t red, int64_t inner, double* y) {  \
-    for (int64_t k = 0; k < inner; ++k) y[k] = 0.0;                                           \
-    for (int64_t r = 0; r < red; ++r) {                                                       \
-      const float* row = x + r * inner;                                                       \
-      for (int64_t k = 0; k < inner; ++k) y[k] += static_cast<double>(row[k]);               \
-    }                                                                                         \
+// pairwise_over_rows' leaf for float32 rows (reduce_finish.h): each y[k] sums its column in
+// double, row after row, as the generic loop below does. Vectorised across columns, in blocks of
+// 32 held in registers over the rows, every element keeps its order, so its bits. One copy per
+// ISA: the library is built for baseline x86-64, where this loop - a dense layer's bias gradient -
+// converts and adds two doubles at a time.
+#define TG_ADD_COLUMN_SUMS(suffix, target)                                                                   \
+  template <int W>                                                                                           \
+  target void add_column_block_##suffix(const float* x, int64_t rows, int64_t ld, bool fresh, double* y) {  \
+    double acc[W];                                                                                           \
+    _Pragma("GCC unroll 32") for (int l = 0; l < W; ++l) acc[l] = fresh ? 0.0 : y[l];                        \
+    for (int64_t r = 0; r < rows; ++r)                                                                       \
+      _Pragma("GCC unroll 32") for (int l = 0; l < W; ++l) acc[l] += static_cast<double>(x[r * ld + l]);    \
+    _Pragma("GCC unroll 32") for (int l = 0; l < W; ++l) y[l] = acc[l];                                      \
+  }                                                                                                          \
+  target void add_column_sums_##suffix(const float* x, int64_t rows, int64_t ld, int64_t n, bool fresh,     \
+                                       double* y) {                                                          \
+    int64_t k = 0;                                                                                           \
+    for (; k + 32 <= n; k += 32) add_column_block_##suffix<32>(x + k, rows, ld, fresh, y + k);              \
+    for (; k + 8 <= n; k += 8) add_column_block_##suffix<8>(x + k, rows, ld, fresh, y + k);                 \
+    for (; k < n; ++k) add_column_block_##suffix<1>(x + k, rows, ld, fresh, y + k);                         \
   }
-TG_COLUMN_SUMS(avx512, __attribute__((target("avx512f"))))
-TG_COLUMN_SUMS(baseline, )
-#undef TG_COLUMN_SUMS
+TG_ADD_COLUMN_SUMS(avx512, __attribute__((target("avx512f"))))
+TG_ADD_COLUMN_SUMS(baseline, )
+#undef TG_ADD_COLUMN_SUMS
 
-void column_sums(const float* x, int64_t red, int64_t inner, double* y) {
-  static const auto fn = simd::cpu_has(simd::Isa::kAvx512) ? &column_sums_avx512 : &column_sums_baseline;
-  fn(x, red, inner, y);
+}  // namespace
+
+void add_column_sums(const float* x, int64_t rows, int64_t ld, int64_t n, bool fresh, double* y) {
+  static const auto fn = simd::cpu_has(simd::Isa::kAvx512) ? &add_column_sums_avx512 : &add_column_sums_baseline;
+  fn(x, rows, ld, n, fresh, y);
 }
 
+void column_sums(const float* x, int64_t red, int64_t inner, double* y) { add_column_sums(x, red, inner, inner, true, y); }
+
+namespace {
+
+// Floating sums of a [red, inner] block into y, in pairwise_over_rows' order.
 template <class A, class X>
 void pairwise_rows(const X* x, int64_t red, int64_t inner, A* y, A* scratch) {
-  if (red <= kRowBlock) {
-    if constexpr (std::is_same_v<A, double> && std::is_same_v<X, float>) return column_sums(x, red, inner, y);
-    for (int64_t k = 0; k < inner; ++k) y[k] = A(0);
-    for (int64_t r = 0; r < red; ++r) {
-      const X* row = x + r * inner;
-      for (int64_t k = 0; k < inner; ++k) y[k] += static_cast<A>(row[k]);
+  pairwise_over_rows(0, red, inner, y, scratch, [&](int64_t first, int64_t rows, A* dst) {
+    const X* block = x + first * inner;
+    if constexpr (std::is_same_v<A, double> && std::is_same_v<X, float>) return column_sums(block, rows, inner, dst);
+    for (int64_t k = 0; k < inner; ++k) dst[k] = A(0);
+    for (int64_t r = 0; r < rows; ++r) {
+      const X* row = block + r * inner;
+      for (int64_t k = 0; k < inner; ++k) dst[k] += static_cast<A>(row[k]);
     }
-    return;
-  }
-  const int64_t half = red / 2;
-  pairwise_rows(x, half, inner, y, scratch);
-  pairwise_rows(x + half * inner, red - half, inner, scratch, scratch + inner);
-  for (int64_t k = 0; k < inner; ++k) y[k] += scratch[k];
+  });
 }
 
 // One [outer, red, inner] -> [outer, inner] reduction step.
@@ -196,9 +204,9 @@ void reduce_block(const X* x, int64_t outer, int64_t red, int64_t inner, A* y) {
     return;
   }
   if constexpr ((R == Red::Sum || R == Red::Mean) && std::is_floating_point_v<A>) {
-    if (red > kRowBlock) {
+    if (red > kPairwiseRowLeaf) {
       int64_t levels = 1;
-      for (int64_t r = red; r > kRowBlock; r = (r + 1) / 2) ++levels;
+      for (int64_t r = red; r > kPairwiseRowLeaf; r = (r + 1) / 2) ++levels;
       std::vector<A> scratch(static_cast<std::size_t>(levels * inner));
       for (int64_t o = 0; o < outer; ++o)
         pairwise_rows(x + o * red * inner, red, inner, y + o * inner, scratch.data());

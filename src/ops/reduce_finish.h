@@ -21,6 +21,25 @@ A sum_in_lanes(const X* x, int64_t n) {
   return s;
 }
 
+/// Rows per leaf of the pairwise sum over rows below.
+inline constexpr int64_t kPairwiseRowLeaf = 32;
+
+/// reduce_sum's order for floating sums over `rows` rows of `inner` columns (float32's leaf:
+/// ops/column_sums.h) (row r is global row
+/// first + r): pairwise, halving down to leaves of at most kPairwiseRowLeaf rows, so that the
+/// error grows with log(rows). leaf(first_row, row_count, dst) writes a leaf's column sums into
+/// dst; the halves are then added, y += scratch. `scratch` holds one inner-sized buffer per level.
+/// With inner == 0 (and null buffers) it only visits the leaves, left to right.
+template <class A, class Leaf>
+void pairwise_over_rows(int64_t first, int64_t rows, int64_t inner, A* y, A* scratch, Leaf&& leaf) {
+  if (rows <= kPairwiseRowLeaf) return leaf(first, rows, y);
+  const int64_t half = rows / 2;
+  pairwise_over_rows(first, half, inner, y, scratch, leaf);
+  pairwise_over_rows(first + half, rows - half, inner, scratch, scratch + inner, leaf);
+  for (int64_t k = 0; k < inner; ++k) y[k] += scratch[k];
+}
+
+
 /// Sum/max/min/prod: the accumulator cast to T. Mean: divided by `count` (NaN for an empty
 /// float mean, 0 for an empty integer one; integer means truncate, like TF).
 template <bool kMean, class T, class A>

@@ -1,6 +1,7 @@
 // Product epilogues: a 2-D float32 matmul or a float32 conv2d whose output only one node reads -
 // a fused node (or an add) computing just what ops/gemm_epilogue.h's GemmEpilogue does with it -
-// becomes one matmul_epilogue or conv2d_epilogue node. The product's output then gets the bias,
+// becomes one matmul_epilogue or conv2d_epilogue node. A matmul_epilogue also takes in the sum
+// over rows of its result (a dense layer's bias gradient). The product's output then gets the bias,
 // relu and the gradient masks of a dense or convolution layer on the thread that computed it,
 // while it is in that core's cache, instead of in a node of its own that reads it back (from
 // memory for a convolution's megabytes; on two threads, from the other core's cache as often as
@@ -190,6 +191,45 @@ void rewrite_as_epilogue(GraphIR& g, const NodeUsers& users, int self, const Fou
   node.outputs = std::move(outputs);
 }
 
+// Whether `sum` is sum_to_like(result, like) over the rows of `result` (rows x n, n static and
+// not 1): like is float32 (n) or (1, n). Rows of any size; a size-1 column dim would change
+// reduce_sum's order (its contiguous sum), so n = 1 stays a node.
+bool sums_rows_of(const GraphIR& g, const GraphNode& sum, ValueRef result) {
+  if (sum.kind != NodeKind::kOp || sum.op != OpId::SumToLike || sum.control_input >= 0 || !(sum.inputs[0] == result))
+    return false;
+  const TensorShape& r = g.type_of(result).shape;
+  const ValueType& like = g.type_of(sum.inputs[1]);
+  if (!r.has_rank() || r.rank() != 2 || r.dims()[1] == None || r.dims()[1] == 1 || r.dims()[0] == 1) return false;
+  if (like.dtype != DType::Float32 || !like.shape.has_rank()) return false;
+  const auto& d = like.shape.dims();
+  return (d.size() == 1 && d[0] == r.dims()[1]) || (d.size() == 2 && d[0] == 1 && d[1] == r.dims()[1]);
+}
+
+// A dense layer's bias gradient, the sum over rows of a matmul_epilogue's result that a
+// sum_to_like node makes, becomes the node's last output: each thread adds up the rows it
+// finishes while they are in its cache (ops/gemm_epilogue.h), where the sum_to_like read them
+// back - on two threads, half of them from the other core's cache. Readers of the sum move to
+// the new output; the sum_to_like is left for the sweep.
+void take_column_sums(GraphIR& g, const NodeUsers& users, int self) {
+  GraphNode& node = g.nodes[static_cast<std::size_t>(self)];
+  if (node.op != OpId::MatMulEpilogue || node.attrs.get<MatMulEpilogueAttrs>().column_sums) return;
+  const ValueRef result{self, 0};
+  for (int reader : users.of(self)) {
+    const GraphNode& sum = g.node(reader);
+    if (!sums_rows_of(g, sum, result)) continue;
+    MatMulEpilogueAttrs attrs = node.attrs.get<MatMulEpilogueAttrs>();
+    attrs.column_sums = true;
+    attrs.sums_keepdims = g.type_of(sum.inputs[1]).shape.rank() == 2;
+    node.attrs = attrs;
+    node.outputs.push_back(sum.outputs[0]);
+    const ValueRef sums{self, static_cast<int>(node.outputs.size()) - 1};
+    for (int r : users.of(reader))
+      for (ValueRef& in : g.nodes[static_cast<std::size_t>(r)].inputs)
+        if (in.node == reader) in = sums;
+    return;
+  }
+}
+
 }  // namespace
 
 int fuse_product_epilogues(GraphIR& g) {
@@ -200,6 +240,7 @@ int fuse_product_epilogues(GraphIR& g) {
     if (const std::optional<Found> f = find_epilogue(g, users, self)) {
       rewrite_as_epilogue(g, users, self, *f);
       ++count;  // the product is left without readers, for the sweep after this pass
+      take_column_sums(g, users, self);
     }
   }
   return count;

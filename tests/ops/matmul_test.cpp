@@ -6,6 +6,7 @@
 #include <memory>
 #include <random>
 
+#include "ops/epilogue_steps.h"
 #include "ops/gemm.h"
 #include "ops/op.h"
 #include "support/op_case.h"
@@ -406,6 +407,41 @@ TEST(Gemm, SplitOverKRepeatsItsBitsAndAgreesWithOneThread) {
 // An epilogue gives the bits of the product followed by the ops (add, greater, relu, where) on
 // every path: one thread and two (rows, columns, a split over k), own kernels and OpenBLAS, and
 // writes no column beyond n.
+// The column sums an epilogue takes (a dense layer's bias gradient) are reduce_sum's over the
+// rows, bit for bit, on every path: one thread's columns, two threads' halves of the columns,
+// rows split between two threads (91 rows split 46 + 45 cut a leaf of reduce_sum's order, which
+// is then summed after the product), the split over k, OpenBLAS's rows; rows in leaves of 32 and
+// of odd sizes, and no rows at all.
+TEST(Gemm, EpilogueColumnSumsGiveReduceSumsBitsOnEveryPath) {
+  struct Case { int m, n, k; bool tb; };
+  const std::vector<Case> cases = {{128, 256, 256, true}, {128, 256, 10, false}, {91, 64, 800, false},
+                                   {300, 40, 400, false}, {33, 70, 5, false},    {0, 16, 8, false}};
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  on_every_path([&](bool own, int threads) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(::testing::Message() << "m " << c.m << " n " << c.n << " k " << c.k << " own " << own << " threads " << threads);
+      std::vector<float> a(static_cast<std::size_t>(c.m) * c.k), b(static_cast<std::size_t>(c.k) * c.n);
+      for (float& v : a) v = dist(rng);
+      for (float& v : b) v = dist(rng);
+      const std::size_t mn = static_cast<std::size_t>(c.m) * c.n;
+      std::unique_ptr<bool[]> mask(new bool[mn]);
+      for (std::size_t i = 0; i < mn; ++i) mask[i] = dist(rng) > -0.5f;
+      std::vector<float> plain(mn), fused(mn), sums(static_cast<std::size_t>(c.n), 7.0f);
+      detail::GemmEpilogue e;
+      e.mask_in = mask.get(), e.mask_ld = c.n;
+      detail::gemm<float>(c.m, c.n, c.k, a.data(), c.k, false, b.data(), c.tb ? c.k : c.n, c.tb, plain.data(), c.n, false, &e);
+      detail::EpilogueColumnSums column_sums(c.m, c.n);
+      e.column_sums = column_sums.leaves();
+      detail::gemm<float>(c.m, c.n, c.k, a.data(), c.k, false, b.data(), c.tb ? c.k : c.n, c.tb, fused.data(), c.n, false, &e);
+      column_sums.finish(fused.data(), sums.data());
+      EXPECT_EQ(plain, fused);  // the sums leave the result as it was
+      const Tensor want = reduce_sum(constant(plain, {c.m, c.n}), {0});
+      EXPECT_TRUE(testing::same_bits(constant(sums, {c.n}), want));
+    }
+  });
+}
+
 TEST(Gemm, EpiloguesGiveTheBitsOfTheProductAndTheOpsOnEveryPath) {
   struct Case { int m, n, k; bool ta, tb; };
   const std::vector<Case> cases = {{128, 256, 784, false, false}, {128, 256, 256, false, true},

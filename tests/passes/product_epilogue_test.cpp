@@ -14,16 +14,15 @@ using testing::count_op;
 using testing::same_bits;
 
 // Two dense relu layers and a logits layer, and the gradients of a loss with respect to each
-// weight: the forward products take bias + relu (+ the mask) and the bias, the backward one
-// relu's gradient.
+// weight and bias: the forward products take bias + relu (+ the mask) and the bias, the backward
+// one relu's gradient and the sum over rows that is b1's gradient.
 std::vector<Tensor> dense_step(const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2, const Tensor& b2) {
   GradientTape tape;
-  tape.watch(w1);
-  tape.watch(w2);
+  for (const Tensor& v : {w1, b1, w2, b2}) tape.watch(v);
   const Tensor h = relu(matmul(x, w1) + b1);
   const Tensor logits = matmul(h, w2) + b2;
   const Tensor loss = reduce_sum(logits);
-  std::vector<Tensor> out = tape.gradient(loss, std::vector<Tensor>{w1, w2});
+  std::vector<Tensor> out = tape.gradient(loss, std::vector<Tensor>{w1, b1, w2, b2});
   out.push_back(logits);
   return out;
 }
@@ -49,10 +48,12 @@ TEST(ProductEpilogues, ADenseLayersProductsTakeInTheirElementwiseWorkWithTheSame
     ASSERT_EQ(got.size(), want.size());
     for (std::size_t k = 0; k < got.size(); ++k) EXPECT_TRUE(same_bits(got[k], want[k])) << "output " << k;
     const Graph g = optimised.get_concrete_function(in[0], in[1], in[2], in[3], in[4]).optimized_graph();
-    // x w1 (+ b1, relu, mask), h w2 (+ b2), and dlogits w2^T (relu's gradient). The two weight
-    // gradients are products nothing elementwise follows.
+    // x w1 (+ b1, relu, mask), h w2 (+ b2), and dlogits w2^T (relu's gradient, and its sum over
+    // rows for b1). The two weight gradients are products nothing elementwise follows; b2's
+    // gradient sums the loss's gradient, not a product.
     EXPECT_EQ(count_op(g, "matmul_epilogue"), 3) << g.to_string();
     EXPECT_EQ(count_op(g, "matmul"), 2) << g.to_string();
+    EXPECT_EQ(count_op(g, "sum_to_like"), 1) << g.to_string();
   }
   config::set_num_threads(threads_before);
 }
@@ -125,6 +126,43 @@ TEST(ProductEpilogues, NoneDimsRunAtAnySizeAndBroadcastingRunsTheOpsOneByOne) {
   }
   const Tensor mask = greater(random_uniform({4, 5}, -1, 1, 10), constant(0.0f));
   EXPECT_EQ(count_op(fused.get_concrete_function(a, b, mask).optimized_graph(), "matmul_epilogue"), 1);
+}
+
+// A dense layer's bias gradient, the sum over rows of relu's gradient, is added up inside the
+// product that makes it, with reduce_sum's bits: biases shaped (n) and (1, n), batches whose
+// leaves of reduce_sum's order split unevenly, one thread and two, own kernels and OpenBLAS. A
+// layer of one unit, and a batch of one, keep their sum_to_like (reduce_sum sums those
+// differently).
+TEST(ProductEpilogues, ABiasGradientIsSummedInTheProductThatMakesIt) {
+  detail::set_verify_graphs(true);
+  auto layer = [](const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2) {
+    GradientTape tape;
+    tape.watch(b1);
+    const Tensor h = relu(matmul(x, w1) + b1);
+    const Tensor out = matmul(h, w2);
+    return tape.gradient(reduce_sum(out * out), b1);
+  };
+  struct Case { int64_t batch, units; bool keepdims; int sums_left; };
+  const int threads_before = config::num_threads();
+  for (const bool own : {true, false})
+    for (const int threads : {1, 2})
+      for (const Case c : {Case{128, 256, false, 0}, Case{91, 96, true, 0}, Case{33, 40, false, 0}, Case{16, 1, false, 1},
+                           Case{1, 40, false, 1}}) {
+        SCOPED_TRACE(::testing::Message() << "own " << own << " threads " << threads << " batch " << c.batch << " units "
+                                          << c.units << " keepdims " << c.keepdims);
+        const bool was = detail::set_own_avx512_kernels(own);
+        config::set_num_threads(threads);
+        const Tensor x = random_uniform({c.batch, 300}, -1, 1, 1), w1 = random_uniform({300, c.units}, -0.2, 0.2, 2);
+        const Tensor b1 = random_uniform(c.keepdims ? TensorShape{1, c.units} : TensorShape{c.units}, -0.2, 0.2, 3);
+        const Tensor w2 = random_uniform({c.units, 10}, -0.2, 0.2, 4);
+        auto optimised = function(layer);
+        auto plain = function(layer, {.optimize = false});
+        EXPECT_TRUE(same_bits(optimised(x, w1, b1, w2), plain(x, w1, b1, w2)));
+        const Graph g = optimised.get_concrete_function(x, w1, b1, w2).optimized_graph();
+        EXPECT_EQ(count_op(g, "sum_to_like"), c.sums_left) << g.to_string();
+        detail::set_own_avx512_kernels(was);
+      }
+  config::set_num_threads(threads_before);
 }
 
 // What is not an epilogue stays as it was: a product read twice, a bias added on the left, a
