@@ -24,9 +24,12 @@
 #include <limits>
 #include <memory>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "core/check.h"
 #include "core/tensor_impl.h"
+#include "core/thread_pool.h"
 #include "ops/broadcast.h"
 #include "ops/grad_helpers.h"
 #include "ops/column_sums.h"
@@ -182,50 +185,105 @@ void column_sums(const float* x, int64_t red, int64_t inner, double* y) { add_co
 
 namespace {
 
-// Floating sums of a [red, inner] block into y, in pairwise_over_rows' order.
-template <class A, class X>
-void pairwise_rows(const X* x, int64_t red, int64_t inner, A* y, A* scratch) {
-  pairwise_over_rows(0, red, inner, y, scratch, [&](int64_t first, int64_t rows, A* dst) {
-    const X* block = x + first * inner;
-    if constexpr (std::is_same_v<A, double> && std::is_same_v<X, float>) return column_sums(block, rows, inner, dst);
-    for (int64_t k = 0; k < inner; ++k) dst[k] = A(0);
-    for (int64_t r = 0; r < rows; ++r) {
-      const X* row = block + r * inner;
-      for (int64_t k = 0; k < inner; ++k) dst[k] += static_cast<A>(row[k]);
-    }
-  });
+// Whether R over A sums floats (pairwise, in double for float32).
+template <Red R, class A>
+constexpr bool kFloatingSum = (R == Red::Sum || R == Red::Mean) && std::is_floating_point_v<A>;
+
+// Buffers per level of pairwise_over_rows over `red` rows.
+inline int64_t pairwise_levels(int64_t red) {
+  int64_t levels = 1;
+  for (int64_t r = red; r > kPairwiseRowLeaf; r = (r + 1) / 2) ++levels;
+  return levels;
 }
 
-// One [outer, red, inner] -> [outer, inner] reduction step.
+// Columns [0, n) of a block of `red` rows `ld` apart into y[0..n): floating sums in
+// pairwise_over_rows' order (scratch: pairwise_levels(red) x n), the other reductions row after
+// row.
+template <Red R, class A, class X>
+void reduce_columns(const X* x, int64_t red, int64_t ld, int64_t n, A* y, A* scratch) {
+  if constexpr (kFloatingSum<R, A>) {
+    pairwise_over_rows(0, red, n, y, scratch, [&](int64_t first, int64_t rows, A* dst) {
+      const X* block = x + first * ld;
+      if constexpr (std::is_same_v<A, double> && std::is_same_v<X, float>) return add_column_sums(block, rows, ld, n, true, dst);
+      for (int64_t k = 0; k < n; ++k) dst[k] = A(0);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t k = 0; k < n; ++k) dst[k] += static_cast<A>(block[r * ld + k]);
+    });
+  } else {
+    for (int64_t k = 0; k < n; ++k) y[k] = identity<R, A>();
+    for (int64_t r = 0; r < red; ++r)
+      for (int64_t k = 0; k < n; ++k) y[k] = combine<R>(y[k], x[r * ld + k]);
+  }
+}
+
+// pairwise_sum with its top levels on the pool: the subtrees 2^depth levels down are
+// independent sums, and adding them up the same tree gives the single-threaded bits.
+template <class A, class X>
+A pairwise_sum_on_pool(const X* x, int64_t n) {
+  int depth = 0;
+  while ((2 << depth) <= num_threads()) ++depth;
+  // Visits the subtrees `depth` levels down (or leaves, if shallower), left to right.
+  auto subtrees = [&](auto&& self, int64_t at, int64_t len, int d, auto&& visit) -> void {
+    if (d == 0 || len <= 128) return visit(at, len);
+    const int64_t half = (len / 2) & ~int64_t{7};  // pairwise_sum's split
+    self(self, at, half, d - 1, visit);
+    self(self, at + half, len - half, d - 1, visit);
+  };
+  std::vector<std::pair<int64_t, int64_t>> spans;
+  subtrees(subtrees, 0, n, depth, [&](int64_t at, int64_t len) { spans.emplace_back(at, len); });
+  std::vector<A> partial(spans.size());
+  parallel_parts(static_cast<int>(spans.size()), [&](int p) {
+    const auto [at, len] = spans[static_cast<std::size_t>(p)];
+    partial[static_cast<std::size_t>(p)] = pairwise_sum<A>(x + at, len);
+  });
+  std::size_t next = 0;
+  auto add_up = [&](auto&& self, int64_t len, int d) -> A {
+    if (d == 0 || len <= 128) return partial[next++];
+    const int64_t half = (len / 2) & ~int64_t{7};
+    const A left = self(self, half, d - 1);
+    return left + self(self, len - half, d - 1);
+  };
+  return add_up(add_up, n, depth);
+}
+
+// One [outer, red, inner] -> [outer, inner] reduction step. Large blocks are split across the
+// pool only where every output keeps its order of additions, so the bits do not depend on the
+// thread count: whole outputs per thread (rows of outer, or runs of inner), or the halves of
+// one contiguous pairwise sum.
 template <Red R, class A, class X>
 void reduce_block(const X* x, int64_t outer, int64_t red, int64_t inner, A* y) {
+  const bool split = num_threads() > 1 && outer * red * inner >= 2 * kParallelMinElements;
   if (inner == 1) {
-    for (int64_t o = 0; o < outer; ++o) y[o] = reduce_row<R, A>(x + o * red, red);
+    if constexpr (kFloatingSum<R, A>)
+      if (split && outer == 1) {
+        y[0] = pairwise_sum_on_pool<A>(x, red);
+        return;
+      }
+    auto rows = [&](int64_t o0, int64_t o1) {
+      for (int64_t o = o0; o < o1; ++o) y[o] = reduce_row<R, A>(x + o * red, red);
+    };
+    if (split && outer > 1) parallel_for(outer, std::max<int64_t>(1, kParallelMinElements / red), rows);
+    else rows(0, outer);
     return;
   }
-  if constexpr ((R == Red::Sum || R == Red::Mean) && std::is_floating_point_v<A>) {
-    if (red > kPairwiseRowLeaf) {
-      int64_t levels = 1;
-      for (int64_t r = red; r > kPairwiseRowLeaf; r = (r + 1) / 2) ++levels;
-      std::vector<A> scratch(static_cast<std::size_t>(levels * inner));
-      for (int64_t o = 0; o < outer; ++o)
-        pairwise_rows(x + o * red * inner, red, inner, y + o * inner, scratch.data());
-      return;
-    }
-  }
-  for (int64_t o = 0; o < outer; ++o) {
-    A* yo = y + o * inner;
-    const X* xo = x + o * red * inner;
-    if constexpr ((R == Red::Sum || R == Red::Mean) && std::is_same_v<A, double> && std::is_same_v<X, float>) {
-      column_sums(xo, red, inner, yo);
-      continue;
-    }
-    for (int64_t k = 0; k < inner; ++k) yo[k] = identity<R, A>();
-    for (int64_t r = 0; r < red; ++r) {
-      const X* row = xo + r * inner;
-      for (int64_t k = 0; k < inner; ++k) yo[k] = combine<R>(yo[k], row[k]);
-    }
-  }
+  // Columns [k0, k1) of every block.
+  auto columns = [&](int64_t k0, int64_t k1) {
+    std::unique_ptr<A[]> scratch;  // not std::vector: A may be bool
+    if constexpr (kFloatingSum<R, A>) scratch.reset(new A[static_cast<std::size_t>(pairwise_levels(red) * (k1 - k0))]);
+    for (int64_t o = 0; o < outer; ++o)
+      reduce_columns<R, A>(x + o * red * inner + k0, red, inner, k1 - k0, y + o * inner + k0, scratch.get());
+  };
+  // Whole blocks per thread when there are enough of them; else runs of columns, of whole cache
+  // lines of the outputs.
+  auto blocks = [&](int64_t o0, int64_t o1) {
+    std::unique_ptr<A[]> scratch;
+    if constexpr (kFloatingSum<R, A>) scratch.reset(new A[static_cast<std::size_t>(pairwise_levels(red) * inner)]);
+    for (int64_t o = o0; o < o1; ++o)
+      reduce_columns<R, A>(x + o * red * inner, red, inner, inner, y + o * inner, scratch.get());
+  };
+  if (split && outer >= num_threads()) parallel_for(outer, 1, blocks);
+  else if (split && inner >= 64) parallel_for(inner, std::max<int64_t>(64, kParallelMinElements / (outer * red)) / 16 * 16, columns);
+  else blocks(0, outer);
 }
 
 // A row-major shape regrouped into maximal runs of kept / reduced dims (size-1 dims dropped).

@@ -347,6 +347,40 @@ TEST(Reduce, Float32ColumnSumsHaveTheBitsOfRowOrderDoubleSums) {
   }
 }
 
+// Large reductions run on the pool only where every output keeps its order of additions: the
+// bits on two threads are one thread's, for sums over everything (pairwise_sum's halves), over
+// rows, over columns (whole outputs per thread), several axes at once, and every reduction kind.
+TEST(Reduce, LargeReductionsGiveTheSameBitsOnOneAndTwoThreads) {
+  using ReduceFn = Tensor (*)(const Tensor&, std::vector<int>, bool);
+  struct Case { TensorShape shape; std::vector<int> axes; };
+  const std::vector<Case> cases = {{{1000003}, {}},       {{1000, 1001}, {0}},  {{1001, 1000}, {1}},
+                                   {{3, 700, 257}, {1}},  {{700, 3, 257}, {0, 2}}, {{2, 300000}, {1}},
+                                   {{300000, 2}, {0}},    {{64, 4100}, {0}}};
+  const int threads_before = config::num_threads();
+  for (const Case& c : cases)
+    for (const DType dt : {float32, float64, int32}) {
+      SCOPED_TRACE(::testing::Message() << c.shape.to_string() << " axes " << c.axes.size() << " " << to_string(dt));
+      const Tensor x = dt == int32 ? cast(random_uniform(c.shape, -1000.0f, 1000.0f, 3), int32)
+                                   : cast(random_uniform(c.shape, -1000.0f, 1000.0f, 3), dt);
+      const std::vector<std::pair<const char*, ReduceFn>> fns = {
+          {"sum", &reduce_sum}, {"mean", &reduce_mean}, {"max", &reduce_max}, {"min", &reduce_min}, {"prod", &reduce_prod}};
+      for (const auto& [name, fn] : fns) {
+        SCOPED_TRACE(name);
+        config::set_num_threads(1);
+        const Tensor one = fn(x, c.axes, false);
+        config::set_num_threads(2);
+        EXPECT_TRUE(testing::same_bits(fn(x, c.axes, false), one));
+      }
+      const Tensor positive = x > (dt == int32 ? constant(0) : cast(constant(0.0f), dt));
+      config::set_num_threads(1);
+      const Tensor any1 = reduce_any(positive, c.axes), all1 = reduce_all(positive, c.axes);
+      config::set_num_threads(2);
+      EXPECT_TRUE(testing::same_bits(reduce_any(positive, c.axes), any1));
+      EXPECT_TRUE(testing::same_bits(reduce_all(positive, c.axes), all1));
+    }
+  config::set_num_threads(threads_before);
+}
+
 TEST(Reduce, AgreesWithAnElementwiseReferenceOnEveryAxisSet) {
   // Every subset of axes of a (3, 1, 4, 5) tensor, with keepdims both ways, against a loop.
   const std::vector<int64_t> dims = {3, 1, 4, 5};
