@@ -372,6 +372,51 @@ TEST(Conv, NaNInAWindowPropagatesAndTakesTheGradient) {
             (std::vector<float>{-inf, -inf}));
 }
 
+// Pools whose windows tile the input (ksize = strides, no padding) run their own kernel, per
+// ISA: it must pick the element the general rule picks (the first NaN, else the first maximum)
+// with ties, infinities and NaNs, rows and columns no window covers, SAME on even sizes, 3 x 3
+// windows, float64, and on one thread and two.
+TEST(Conv, TiledMaxPoolsPickTheElementsTheGeneralRulePicks) {
+  struct Case { Dims shape; int64_t k; Padding padding; DType dtype; };
+  const std::vector<Case> cases = {{{3, 28, 28, 32}, 2, Padding::Valid, float32}, {{2, 7, 9, 5}, 2, Padding::Valid, float32},
+                                   {{2, 8, 6, 3}, 2, Padding::Same, float32},    {{2, 9, 11, 17}, 3, Padding::Valid, float32},
+                                   {{2, 6, 6, 4}, 2, Padding::Valid, float64}};
+  const int threads_before = config::num_threads();
+  for (const Case& c : cases) {
+    // Few distinct values (ties), and some NaNs and infinities.
+    std::vector<double> v(static_cast<std::size_t>(c.shape[0] * c.shape[1] * c.shape[2] * c.shape[3]));
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      const std::size_t r = (i * 2654435761u) % 97;
+      v[i] = r == 0 ? std::numeric_limits<double>::quiet_NaN() : r == 1 ? -std::numeric_limits<double>::infinity()
+                                                                          : static_cast<double>(r % 7);
+    }
+    const Tensor x = constant(v, TensorShape(c.shape), c.dtype);
+    const int64_t n = c.shape[0], h = c.shape[1], w = c.shape[2], ch = c.shape[3], oh = h / c.k, ow = w / c.k;
+    std::vector<double> want;
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t oy = 0; oy < oh; ++oy)
+        for (int64_t ox = 0; ox < ow; ++ox)
+          for (int64_t q = 0; q < ch; ++q) {
+            double best = 0;
+            bool first = true;
+            for (int64_t iy = oy * c.k; iy < oy * c.k + c.k; ++iy)
+              for (int64_t ix = ox * c.k; ix < ox * c.k + c.k; ++ix) {
+                const double e = v[static_cast<std::size_t>(((b * h + iy) * w + ix) * ch + q)];
+                if (first || e > best || (std::isnan(e) && !std::isnan(best))) best = e;
+                first = false;
+              }
+            want.push_back(best);
+          }
+    const Tensor expected = constant(want, {n, oh, ow, ch}, c.dtype);
+    for (const int threads : {1, 2}) {
+      SCOPED_TRACE(::testing::Message() << TensorShape(c.shape).to_string() << " k " << c.k << " threads " << threads);
+      config::set_num_threads(threads);
+      EXPECT_TRUE(testing::same_bits(max_pool2d(x, {c.k}, {c.k}, c.padding), expected));
+    }
+  }
+  config::set_num_threads(threads_before);
+}
+
 TEST(Conv, StridesAndDilationsTakeOneTwoOrFourEntries) {
   const Tensor x = seeded_values({2, 7, 7, 3}, float32, 1), f = seeded_values({3, 3, 3, 4}, float32, 2);
   const Tensor ref = conv2d(x, f, {2, 2}, Padding::Same);
