@@ -178,6 +178,10 @@ TG_ADD_COLUMN_SUMS(baseline, )
 
 void add_column_sums(const float* x, int64_t rows, int64_t ld, int64_t n, bool fresh, double* y) {
   static const auto fn = simd::cpu_has(simd::Isa::kAvx512) ? &add_column_sums_avx512 : &add_column_sums_baseline;
+  if (rows == 0) {  // x may be null (an empty block): no column pointers to make
+    if (fresh) std::fill_n(y, n, 0.0);
+    return;
+  }
   fn(x, rows, ld, n, fresh, y);
 }
 

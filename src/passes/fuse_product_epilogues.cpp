@@ -1,7 +1,8 @@
 // Product epilogues: a 2-D float32 matmul or a float32 conv2d whose output only one node reads -
 // a fused node (or an add) computing just what ops/gemm_epilogue.h's GemmEpilogue does with it -
 // becomes one matmul_epilogue or conv2d_epilogue node. A matmul_epilogue also takes in the sum
-// over rows of its result (a dense layer's bias gradient). The product's output then gets the bias,
+// over rows of its result (a dense layer's bias gradient), and a float32 max_pool2d_grad the
+// where(mask, dx, 0) of relu's gradient after it (max_pool2d_grad_masked). The product's output then gets the bias,
 // relu and the gradient masks of a dense or convolution layer on the thread that computed it,
 // while it is in that core's cache, instead of in a node of its own that reads it back (from
 // memory for a convolution's megabytes; on two threads, from the other core's cache as often as
@@ -101,11 +102,13 @@ std::optional<Match> match_program(const FusedProgram& p, int product) {
   return m;
 }
 
-// Whether `r` is the output of a 2-D float32 matmul or a float32 conv2d that nothing but
-// `reader` reads.
+// Whether `r` is the output of a 2-D float32 matmul, a float32 conv2d or a float32
+// max_pool2d_grad that nothing but `reader` reads.
 bool is_lone_product(const GraphIR& g, const NodeUsers& users, ValueRef r, int reader) {
   const GraphNode& mm = g.node_of(r);
-  if (mm.kind != NodeKind::kOp || (mm.op != OpId::MatMul && mm.op != OpId::Conv2D) || mm.control_input >= 0) return false;
+  if (mm.kind != NodeKind::kOp || mm.control_input >= 0 ||
+      (mm.op != OpId::MatMul && mm.op != OpId::Conv2D && mm.op != OpId::MaxPool2DGrad))
+    return false;
   const auto readers = users.of(r.node);
   if (readers.size() != 1 || readers[0] != reader) return false;
   const int64_t rank = mm.op == OpId::MatMul ? 2 : 4;
@@ -116,8 +119,15 @@ bool is_lone_product(const GraphIR& g, const NodeUsers& users, ValueRef r, int r
   return true;
 }
 
+// Whether a product of this op takes these parts: a pooling gradient takes relu's gradient only
+// (where(mask, dx, 0)).
+bool takes(OpId product, const EpilogueParts& e) {
+  return product != OpId::MaxPool2DGrad || (e.mask_in && !e.bias && !e.mask_out && !e.relu);
+}
+
 // The node a product with this epilogue becomes: its op and attributes.
 std::pair<OpId, OpAttrs> epilogue_node(const GraphNode& product, const EpilogueParts& e) {
+  if (product.op == OpId::MaxPool2DGrad) return {OpId::MaxPool2DGradMasked, product.attrs};
   if (product.op == OpId::MatMul) {
     const MatMulAttrs& a = product.attrs.get<MatMulAttrs>();
     return {OpId::MatMulEpilogue, MatMulEpilogueAttrs{a.transpose_a, a.transpose_b, e.bias, e.mask_out, e.relu, e.mask_in}};
@@ -147,7 +157,7 @@ std::optional<Found> find_epilogue(const GraphIR& g, const NodeUsers& users, int
         match = match_program(p, static_cast<int>(k));
         f.product = static_cast<int>(k);
       }
-    if (!match) return std::nullopt;
+    if (!match || !takes(g.node_of(node.inputs[static_cast<std::size_t>(f.product)]).op, match->parts)) return std::nullopt;
     f.match = *match;
     for (int slot : {f.match.out_slot, f.match.mask_slot})
       if (slot >= 0)
@@ -156,6 +166,7 @@ std::optional<Found> find_epilogue(const GraphIR& g, const NodeUsers& users, int
   }
   // A lone bias add (a layer without an activation): no fused node was made for it.
   if (node.op != OpId::Add || node.inputs.size() != 2 || !is_lone_product(g, users, node.inputs[0], self) ||
+      g.node_of(node.inputs[0]).op == OpId::MaxPool2DGrad ||
       !is_bias_of(g.type_of(node.inputs[1]), g.type_of(node.inputs[0]).shape) ||
       !(node.outputs[0].shape == g.type_of(node.inputs[0]).shape))
     return std::nullopt;

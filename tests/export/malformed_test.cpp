@@ -281,12 +281,14 @@ TEST(MalformedFiles, UnknownOpsAndAttributesAreRejectedByName) {
     w.i64(1);
   };
   EXPECT_TRUE(refused(file_of(type), "graphs", {"attribute 'keepdims'", "field type 1; expected 2"}));
-  Parts fused;
-  fused.nodes[2].serial = static_cast<uint16_t>(detail::op_def(detail::OpId::FusedElementwise).serial);
-  EXPECT_TRUE(refused(file_of(fused), "graphs", {"is a fused_elementwise node", "only the optimiser makes"}));
-  Parts epilogue;
-  epilogue.nodes[2].serial = static_cast<uint16_t>(detail::op_def(detail::OpId::MatMulEpilogue).serial);
-  EXPECT_TRUE(refused(file_of(epilogue), "graphs", {"is a matmul_epilogue node", "only the optimiser makes"}));
+  // Every op only the optimiser makes (fused_elementwise, the epilogues, ...).
+  for (const detail::OpDef* d : detail::all_ops()) {
+    if (!(d->traits & detail::kOptimizerOnly)) continue;
+    SCOPED_TRACE(d->name);
+    Parts optimised;
+    optimised.nodes[2].serial = static_cast<uint16_t>(d->serial);
+    EXPECT_TRUE(refused(file_of(optimised), "graphs", {"is a " + std::string(d->name) + " node", "only the optimiser makes"}));
+  }
 }
 
 TEST(MalformedFiles, GraphsAreAcyclicAndWellFormed) {

@@ -246,6 +246,38 @@ auto conv_epilogue(detail::Conv2DEpilogueAttrs attrs, std::size_t k) {
   return [attrs, k](const std::vector<Tensor>& in) { return detail::apply_op(detail::OpId::Conv2DEpilogue, in, attrs).at(k); };
 }
 
+// max_pool2d_grad_masked as the optimiser makes it (where(mask, max_pool2d_grad(x, dy), 0)),
+// recorded by hand; expected: the unfused ops'. Windows that tile the input, and overlapping
+// ones (one input pixel the maximum of several windows, its gradient a sum).
+TG_OP_CASES(max_pool2d_grad_masked) {
+  const Tensor x = constant(std::vector<float>{1.f, 5.f, 2.f, 0.f, 3.f, -1.f, 4.f, 4.f, 0.5f, 2.f, 9.f, 1.f, 7.f, 7.f, -3.f, 6.f},
+                            {1, 4, 4, 1});
+  const Tensor mask = constant(std::vector<bool>{true, true, false, true, true, false, true, true, false, true, true, true,
+                                                 true, false, true, true},
+                               {1, 4, 4, 1});
+  std::vector<testing::OpCase> cases;
+  for (const auto& [label, attrs] : {std::pair{"2 x 2, stride 2", pool_attrs({2, 2}, {2, 2}, false)},
+                                     std::pair{"2 x 2, stride 1, SAME", pool_attrs({2, 2}, {1, 1}, true)}}) {
+    const Tensor dy = random_uniform(max_pool2d(x, attrs.ksize, attrs.strides, attrs.padding ? Padding::Same : Padding::Valid).shape(),
+                                     -1, 1, 5);
+    const Tensor dx = detail::max_pool2d_grad(x, dy, attrs);
+    cases.push_back({"max_pool2d_grad_masked", label,
+                     [a = attrs](const std::vector<Tensor>& in) {
+                       return detail::apply_op1(detail::OpId::MaxPool2DGradMasked, in, a);
+                     },
+                     {x, dy, mask}, where(mask, dx, zeros_like(dx))});
+  }
+  // A mask that broadcasts (one image for two): the two ops run by their own kernels.
+  const Tensor x2 = concat({x, x * 0.5f}, 0);
+  const detail::Pool2DAttrs a = pool_attrs({2, 2}, {2, 2}, false);
+  const Tensor dy2 = random_uniform({2, 2, 2, 1}, -1, 1, 6);
+  const Tensor dx2 = detail::max_pool2d_grad(x2, dy2, a);
+  cases.push_back({"max_pool2d_grad_masked", "a mask of one image for two",
+                   [a](const std::vector<Tensor>& in) { return detail::apply_op1(detail::OpId::MaxPool2DGradMasked, in, a); },
+                   {x2, dy2, mask}, where(mask, dx2, zeros_like(dx2))});
+  return cases;
+}
+
 TG_OP_CASES(conv2d_epilogue) {
   const Tensor x = constant(std::vector<float>{0.5f, -1.f, 2.f, 1.5f, -0.5f, 1.f, -2.f, 0.25f, 3.f}, {1, 3, 3, 1});
   const Tensor f = constant(std::vector<float>{1.f, -1.f, 0.5f, 2.f, -1.f, 0.25f, 1.f, -0.5f}, {2, 2, 1, 2});

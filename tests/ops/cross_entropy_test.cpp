@@ -107,6 +107,7 @@ TEST(CrossEntropy, GivesTheBitsOfTheCompositeEagerlyAndTraced) {
   std::vector<int> y(128);
   for (std::size_t i = 0; i < y.size(); ++i) y[i] = static_cast<int>((i * 7) % 10);
   const Tensor labels = constant(y, {static_cast<int64_t>(y.size())});
+  auto step = [](const Tensor& z, const Tensor& t) { return loss_and_gradient(z, t, true); };
   for (DType dt : {float32, float64}) {
     SCOPED_TRACE(to_string(dt));
     const Tensor logits = cast(random_normal({128, 10}, 0.0, 4.0, float32, 11), dt);
@@ -115,10 +116,9 @@ TEST(CrossEntropy, GivesTheBitsOfTheCompositeEagerlyAndTraced) {
     EXPECT_TRUE(testing::same_bits(eager[0], expected[0]));
     EXPECT_TRUE(testing::same_bits(eager[1], expected[1]));
     for (bool optimize : {false, true}) {
-      auto step = function([](const Tensor& z, const Tensor& t) { return loss_and_gradient(z, t, true); },
-                           {.input_signature = std::vector<TensorSpec>{TensorSpec({None, 10}, dt), TensorSpec({None}, int32)},
-                            .optimize = optimize});
-      const std::vector<Tensor> traced = step(logits, labels);
+      auto traced_step = function(step, {.input_signature = std::vector<TensorSpec>{TensorSpec({None, 10}, dt), TensorSpec({None}, int32)},
+                                         .optimize = optimize});
+      const std::vector<Tensor> traced = traced_step(logits, labels);
       EXPECT_TRUE(testing::same_bits(traced[0], expected[0])) << "optimize " << optimize;
       EXPECT_TRUE(testing::same_bits(traced[1], expected[1])) << "optimize " << optimize;
     }

@@ -42,6 +42,10 @@ TG_OP_CASES(matmul_epilogue) {
        {a, b, bias}, constant({{false, false}, {false, true}})},
       {"matmul_epilogue", "where(mask, a b^T, 0)", mm_epilogue({.transpose_b = true, .mask_in = true}, 0),
        {a, transpose(b, {1, 0}), mask}, constant({{-2.5f, 0.f}, {-1.5f, 3.75f}})},
+      {"matmul_epilogue", "the column sums of where(mask, a b, 0)", mm_epilogue({.mask_in = true, .column_sums = true}, 1),
+       {a, b, mask}, constant({-4.f, 3.75f})},
+      {"matmul_epilogue", "the column sums of a b + bias, kept as a row",
+       mm_epilogue({.bias = true, .column_sums = true, .sums_keepdims = true}, 1), {a, b, bias}, constant({{-2.f, 0.75f}})},
   };
 }
 

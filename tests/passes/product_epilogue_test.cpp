@@ -91,6 +91,37 @@ TEST(ProductEpilogues, AConvolutionLayerTakesInItsBiasReluAndMaskWithTheSameBits
   config::set_num_threads(threads_before);
 }
 
+// A convolution layer followed by a max pool: relu's gradient (where(mask, dx, 0)) is taken in
+// by the pooling gradient before it, with the bits of the unfused graph, for pools that tile the
+// input and pools that overlap, one thread and two.
+TEST(ProductEpilogues, APoolingGradientTakesInReluGradient) {
+  detail::set_verify_graphs(true);
+  auto layer = [](const Tensor& x, const Tensor& f, const Tensor& b, int64_t stride) {
+    GradientTape tape;
+    tape.watch(f);
+    tape.watch(b);
+    const Tensor h = relu(conv2d(x, f, {1, 1}, Padding::Same) + b);
+    const Tensor p = max_pool2d(h, {2, 2}, {stride, stride}, Padding::Same);
+    return tape.gradient(reduce_sum(p * p), std::vector<Tensor>{f, b});
+  };
+  auto optimised = function(layer);
+  auto plain = function(layer, {.optimize = false});
+  const int threads_before = config::num_threads();
+  for (const int threads : {1, 2})
+    for (const int64_t stride : {int64_t{2}, int64_t{1}}) {
+      SCOPED_TRACE(::testing::Message() << "threads " << threads << " stride " << stride);
+      config::set_num_threads(threads);
+      const Tensor x = random_uniform({6, 10, 10, 3}, -1, 1, 1), f = random_uniform({3, 3, 3, 16}, -0.5, 0.5, 2);
+      const Tensor b = random_uniform({16}, -0.5, 0.5, 3);
+      const std::vector<Tensor> got = optimised(x, f, b, stride), want = plain(x, f, b, stride);
+      for (std::size_t k = 0; k < got.size(); ++k) EXPECT_TRUE(same_bits(got[k], want[k])) << "output " << k;
+      const Graph g = optimised.get_concrete_function(x, f, b, stride).optimized_graph();
+      EXPECT_EQ(count_op(g, "max_pool2d_grad_masked"), 1) << g.to_string();
+      EXPECT_EQ(count_op(g, "max_pool2d_grad"), 0) << g.to_string();
+    }
+  config::set_num_threads(threads_before);
+}
+
 // Over a None batch the node runs at every batch size; a mask that broadcasts at run time (one
 // row against four) leaves the product's shape, and the ops then run one by one, as unfused.
 TEST(ProductEpilogues, NoneDimsRunAtAnySizeAndBroadcastingRunsTheOpsOneByOne) {
@@ -143,6 +174,8 @@ TEST(ProductEpilogues, ABiasGradientIsSummedInTheProductThatMakesIt) {
     return tape.gradient(reduce_sum(out * out), b1);
   };
   struct Case { int64_t batch, units; bool keepdims; int sums_left; };
+  auto optimised = function(layer);
+  auto plain = function(layer, {.optimize = false});
   const int threads_before = config::num_threads();
   for (const bool own : {true, false})
     for (const int threads : {1, 2})
@@ -155,8 +188,6 @@ TEST(ProductEpilogues, ABiasGradientIsSummedInTheProductThatMakesIt) {
         const Tensor x = random_uniform({c.batch, 300}, -1, 1, 1), w1 = random_uniform({300, c.units}, -0.2, 0.2, 2);
         const Tensor b1 = random_uniform(c.keepdims ? TensorShape{1, c.units} : TensorShape{c.units}, -0.2, 0.2, 3);
         const Tensor w2 = random_uniform({c.units, 10}, -0.2, 0.2, 4);
-        auto optimised = function(layer);
-        auto plain = function(layer, {.optimize = false});
         EXPECT_TRUE(same_bits(optimised(x, w1, b1, w2), plain(x, w1, b1, w2)));
         const Graph g = optimised.get_concrete_function(x, w1, b1, w2).optimized_graph();
         EXPECT_EQ(count_op(g, "sum_to_like"), c.sums_left) << g.to_string();
