@@ -98,12 +98,14 @@ TEST(Random, SeededDrawsKeepTheirValues) {
     }
     return b;
   };
-  // An op seed no other test takes: each (op, seed) stream keeps counting within the process.
+  // Both seeds set (set_random_seed also restarts every stream), so that what other tests drew
+  // before does not matter.
+  set_random_seed(1234);
   constexpr uint64_t kSeed = 20261127;
-  EXPECT_EQ(bits(random_uniform({4}, 0.0f, 1.0f, kSeed)), (std::vector<uint32_t>{0x3f7355fb, 0x3f17aba0, 0x3f01804e, 0x3f36c434}));
-  EXPECT_EQ(bits(random_normal({4}, 0, 1, float32, kSeed)), (std::vector<uint32_t>{0xbefebdde, 0xbe8711b9, 0x3dd85455, 0xbc01a0f7}));
+  EXPECT_EQ(bits(random_uniform({4}, 0.0f, 1.0f, kSeed)), (std::vector<uint32_t>{0x3f388d9e, 0x3f796cec, 0x3f52b32c, 0x3f0204fd}));
+  EXPECT_EQ(bits(random_normal({4}, 0, 1, float32, kSeed)), (std::vector<uint32_t>{0xbef6f512, 0x3f008d3c, 0xbef3f432, 0x3ed2964f}));
   EXPECT_EQ(bits(truncated_normal({4}, 0, 1, float32, kSeed)),
-            (std::vector<uint32_t>{0xbee1822f, 0xbf87c8c6, 0xbf7c1607, 0xbfc314fb}));
+            (std::vector<uint32_t>{0x3d565769, 0x3ff09b87, 0x3e7aa454, 0xbf29dbb0}));
 }
 
 TEST(RandomStatistics, UniformFloatsFillTheirRangeEvenly) {
