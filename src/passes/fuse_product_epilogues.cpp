@@ -1,12 +1,13 @@
 // Product epilogues: a 2-D float32 matmul or a float32 conv2d whose output only one node reads -
 // a fused node (or an add) computing just what ops/gemm_epilogue.h's GemmEpilogue does with it -
-// becomes one matmul_epilogue or conv2d_epilogue node. A matmul_epilogue also takes in the sum
-// over rows of its result (a dense layer's bias gradient), and a float32 max_pool2d_grad the
-// where(mask, dx, 0) of relu's gradient after it (max_pool2d_grad_masked). The product's output then gets the bias,
+// becomes one matmul_epilogue or conv2d_epilogue node. The product's output then gets the bias,
 // relu and the gradient masks of a dense or convolution layer on the thread that computed it,
 // while it is in that core's cache, instead of in a node of its own that reads it back (from
 // memory for a convolution's megabytes; on two threads, from the other core's cache as often as
-// not).
+// not). Two more of the same kind:
+// - a matmul_epilogue takes in the sum over rows of its result (a dense layer's bias gradient);
+// - a float32 max_pool2d_grad read only by where(mask, dx, 0) (relu's gradient before the pool)
+//   becomes max_pool2d_grad_masked.
 #include <algorithm>
 #include <optional>
 #include <utility>
