@@ -773,8 +773,9 @@ void for_each_max(const PoolGeom& g, const T* x, Begin&& begin, Pixel&& pixel) {
 // pixel instead of clipping it and filling -inf, and runs as one loop per pixel over the
 // channels. That loop has AVX-512 and AVX2 copies (the library is built for baseline x86-64).
 // Alone, the CNN demo's first pool (128 x 28 x 28 x 32) went 680-860 -> 170-310 us on two
-// threads and the second 180-300 -> 77-105 us; in the demo's step, 405 -> 239 and 341 -> 270 us. Same values as the general kernel: the same `replaces` order
-// from the first pixel (which always replaces the general kernel's -inf, or equals it).
+// threads and the second 180-300 -> 77-105 us; in the demo's step, 405 -> 239 and 341 -> 270
+// us. Same values as the general kernel: the same `replaces` order from the first pixel (which
+// always replaces the general kernel's -inf, or equals it).
 //
 // The gradient was tried the same way: every element of dx written once (dy at the window's
 // first maximum, 0 elsewhere) instead of zeros and a scatter. It ran no faster than the general
