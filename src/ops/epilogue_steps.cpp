@@ -81,9 +81,7 @@ void EpilogueColumnSums::finish(const float* out, float* sums) {
     for (int64_t k = 0; k < columns_; ++k) sums[k] = out[k];
     return;
   }
-  int64_t levels = 1;  // as reduce_sum counts them
-  for (int64_t r = rows_; r > kPairwiseRowLeaf; r = (r + 1) / 2) ++levels;
-  b.total.resize(static_cast<std::size_t>((levels + 1) * columns_));
+  b.total.resize(static_cast<std::size_t>((pairwise_levels(rows_) + 1) * columns_));
   int32_t leaf = 0;
   pairwise_over_rows(0, rows_, columns_, b.total.data(), b.total.data() + columns_,
                      [&](int64_t first, int64_t count, double* dst) {

@@ -193,13 +193,6 @@ namespace {
 template <Red R, class A>
 constexpr bool kFloatingSum = (R == Red::Sum || R == Red::Mean) && std::is_floating_point_v<A>;
 
-// Buffers per level of pairwise_over_rows over `red` rows.
-inline int64_t pairwise_levels(int64_t red) {
-  int64_t levels = 1;
-  for (int64_t r = red; r > kPairwiseRowLeaf; r = (r + 1) / 2) ++levels;
-  return levels;
-}
-
 // Columns [0, n) of a block of `red` rows `ld` apart into y[0..n): floating sums in
 // pairwise_over_rows' order (scratch: pairwise_levels(red) x n), the other reductions row after
 // row.
@@ -270,24 +263,22 @@ void reduce_block(const X* x, int64_t outer, int64_t red, int64_t inner, A* y) {
     else rows(0, outer);
     return;
   }
-  // Columns [k0, k1) of every block.
-  auto columns = [&](int64_t k0, int64_t k1) {
+  // Blocks [o0, o1), columns [k0, k1) of each.
+  auto part = [&](int64_t o0, int64_t o1, int64_t k0, int64_t k1) {
     std::unique_ptr<A[]> scratch;  // not std::vector: A may be bool
     if constexpr (kFloatingSum<R, A>) scratch.reset(new A[static_cast<std::size_t>(pairwise_levels(red) * (k1 - k0))]);
-    for (int64_t o = 0; o < outer; ++o)
+    for (int64_t o = o0; o < o1; ++o)
       reduce_columns<R, A>(x + o * red * inner + k0, red, inner, k1 - k0, y + o * inner + k0, scratch.get());
   };
   // Whole blocks per thread when there are enough of them; else runs of columns, of whole cache
   // lines of the outputs.
-  auto blocks = [&](int64_t o0, int64_t o1) {
-    std::unique_ptr<A[]> scratch;
-    if constexpr (kFloatingSum<R, A>) scratch.reset(new A[static_cast<std::size_t>(pairwise_levels(red) * inner)]);
-    for (int64_t o = o0; o < o1; ++o)
-      reduce_columns<R, A>(x + o * red * inner, red, inner, inner, y + o * inner, scratch.get());
-  };
-  if (split && outer >= num_threads()) parallel_for(outer, 1, blocks);
-  else if (split && inner >= 64) parallel_for(inner, std::max<int64_t>(64, kParallelMinElements / (outer * red)) / 16 * 16, columns);
-  else blocks(0, outer);
+  if (split && outer >= num_threads())
+    parallel_for(outer, 1, [&](int64_t o0, int64_t o1) { part(o0, o1, 0, inner); });
+  else if (split && inner >= 64)
+    parallel_for(inner, std::max<int64_t>(64, kParallelMinElements / (outer * red)) / 16 * 16,
+                 [&](int64_t k0, int64_t k1) { part(0, outer, k0, k1); });
+  else
+    part(0, outer, 0, inner);
 }
 
 // A row-major shape regrouped into maximal runs of kept / reduced dims (size-1 dims dropped).

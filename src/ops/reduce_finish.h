@@ -40,6 +40,13 @@ void pairwise_over_rows(int64_t first, int64_t rows, int64_t inner, A* y, A* scr
 }
 
 
+/// The scratch buffers pairwise_over_rows needs over `rows` rows: one per level of halving.
+inline int64_t pairwise_levels(int64_t rows) {
+  int64_t levels = 1;
+  for (int64_t r = rows; r > kPairwiseRowLeaf; r = (r + 1) / 2) ++levels;
+  return levels;
+}
+
 /// Sum/max/min/prod: the accumulator cast to T. Mean: divided by `count` (NaN for an empty
 /// float mean, 0 for an empty integer one; integer means truncate, like TF).
 template <bool kMean, class T, class A>
