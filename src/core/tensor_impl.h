@@ -1,6 +1,7 @@
 // What a Tensor handle points at.
 #pragma once
 #include <cstddef>
+#include <cstring>
 #include <memory>
 
 #include "core/buffer.h"
@@ -67,6 +68,13 @@ inline std::byte* bytes_of(const Tensor& t) {
   const TensorImpl& impl = *t.impl();
   if (!impl.buffer) return nullptr;
   return static_cast<std::byte*>(impl.buffer->data()) + impl.offset * static_cast<int64_t>(dtype_size(impl.dtype));
+}
+
+/// Copies an eager tensor's elements into another of as many elements of its dtype (nothing for
+/// an empty tensor, whose storage may be null).
+inline void copy_elements(const Tensor& from, const Tensor& to) {
+  const std::size_t n = static_cast<std::size_t>(from.impl()->shape.num_elements()) * dtype_size(from.impl()->dtype);
+  if (n) std::memcpy(bytes_of(to), bytes_of(from), n);
 }
 
 }  // namespace tg::detail

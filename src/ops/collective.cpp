@@ -181,9 +181,6 @@ std::vector<ValueType> infer_all_gather_grad(const std::vector<ValueType>& in, c
 
 int64_t elements(const Tensor& t) { return t.impl()->shape.num_elements(); }
 std::size_t byte_size(const Tensor& t) { return static_cast<std::size_t>(elements(t)) * dtype_size(t.dtype()); }
-void copy_bytes(const Tensor& from, const Tensor& to) {
-  if (const std::size_t n = byte_size(from)) std::memcpy(bytes_of(to), bytes_of(from), n);
-}
 
 CollectiveCall call_of(const char* op, const OpAttrs& attrs, DType dtype, int64_t count) {
   const auto& a = attrs.get<CollectiveAttrs>();
@@ -219,7 +216,7 @@ void divide_by(const Tensor& t, int size) {
 void kernel_all_reduce(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
   Communicator* comm = communicator();
   if (!comm || comm->size() == 1) {  // one rank: the sum, mean, max and min of one value
-    for (std::size_t i = 0; i < in.size(); ++i) copy_bytes(in[i], out[i]);
+    for (std::size_t i = 0; i < in.size(); ++i) copy_elements(in[i], out[i]);
     return;
   }
   int64_t total = 0;
@@ -227,7 +224,7 @@ void kernel_all_reduce(const std::vector<Tensor>& in, const OpAttrs& attrs, std:
   CollectiveCall call = call_of("all_reduce", attrs, in[0].dtype(), total);
   call.tensors = static_cast<int>(in.size());
   if (out.size() == 1) {
-    copy_bytes(in[0], out[0]);
+    copy_elements(in[0], out[0]);
     comm->all_reduce(bytes_of(out[0]), call);
   } else {
     // A bucket: one buffer, one collective, however many tensors.
@@ -250,7 +247,7 @@ void kernel_all_reduce(const std::vector<Tensor>& in, const OpAttrs& attrs, std:
 }
 
 void kernel_collective_broadcast(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
-  copy_bytes(in[0], out[0]);
+  copy_elements(in[0], out[0]);
   Communicator* comm = communicator();
   const int size = comm ? comm->size() : 1;
   check_root_in_job("collective_broadcast", attrs.get<CollectiveAttrs>().root, size);
@@ -259,7 +256,7 @@ void kernel_collective_broadcast(const std::vector<Tensor>& in, const OpAttrs& a
 }
 
 void kernel_reduce_to_root(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
-  copy_bytes(in[0], out[0]);
+  copy_elements(in[0], out[0]);
   Communicator* comm = communicator();
   const int size = comm ? comm->size() : 1;
   const int64_t root = attrs.get<CollectiveAttrs>().root;
@@ -289,7 +286,7 @@ void kernel_all_gather(const std::vector<Tensor>& in, const OpAttrs& attrs, std:
   Communicator* comm = communicator();
   if (!comm || comm->size() == 1) {
     out[0] = allocate_tensor(x.dtype(), x.impl()->shape);
-    copy_bytes(x, out[0]);
+    copy_elements(x, out[0]);
     return;
   }
   const CollectiveCall call = rows_call("all_gather", attrs, x);
@@ -325,7 +322,7 @@ void kernel_all_gather_grad(const std::vector<Tensor>& in, const OpAttrs& attrs,
   Tensor summed = dy;
   if (comm && comm->size() > 1) {
     summed = allocate_tensor(dy.dtype(), dy.impl()->shape);
-    copy_bytes(dy, summed);
+    copy_elements(dy, summed);
     comm->all_reduce(bytes_of(summed), call_of("all_gather_grad", attrs, dy.dtype(), elements(dy)));
   }
   const std::size_t row_bytes = static_cast<std::size_t>(row_elements(x)) * dtype_size(x.dtype());

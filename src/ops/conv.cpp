@@ -20,7 +20,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -927,8 +926,7 @@ void kernel_max_pool2d_grad_masked(const std::vector<Tensor>& in, const OpAttrs&
     const Tensor dx = run_op_eager(op_def(OpId::MaxPool2DGrad), {in[0], in[1]}, attrs).at(0);
     const Tensor zero = run_op_eager(op_def(OpId::ZerosLike), {dx}, OpAttrs{}).at(0);
     const Tensor r = run_op_eager(op_def(OpId::Where), {in[2], dx, zero}, OpAttrs{}).at(0);
-    std::memcpy(bytes_of(out[0]), bytes_of(r),
-                static_cast<std::size_t>(r.impl()->shape.num_elements()) * dtype_size(r.dtype()));
+    copy_elements(r, out[0]);
     return;
   }
   const PoolGeom g = pool_geometry(kMaskedPoolGrad, in[0], attrs.get<Pool2DAttrs>());

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstring>
 #include <memory>
 
 #include "core/tensor_impl.h"
@@ -37,9 +36,7 @@ void run_epilogue_steps_eagerly(OpId product, const OpAttrs& product_attrs, cons
       run_epilogue_steps(product, product_attrs, e, in, [](OpId id, const std::vector<Tensor>& args, const OpAttrs& a) {
         return run_op_eager(op_def(id), args, a).at(0);
       });
-  for (std::size_t k = 0; k < out.size(); ++k)
-    std::memcpy(bytes_of(out[k]), bytes_of(values[k]),
-                static_cast<std::size_t>(values[k].impl()->shape.num_elements()) * dtype_size(values[k].dtype()));
+  for (std::size_t k = 0; k < out.size(); ++k) copy_elements(values[k], out[k]);
 }
 
 namespace {

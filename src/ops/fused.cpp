@@ -883,7 +883,7 @@ std::shared_ptr<const DynamicPlans::Entry> resolve(const FusedProgram& p, ShapeO
 void copy_into(const Tensor& from, const Tensor& to) {
   TG_CHECK(from.impl()->shape == to.impl()->shape && from.dtype() == to.dtype(), "fused output ",
            to.impl()->shape.to_string(), " given ", from.impl()->shape.to_string());
-  std::memcpy(bytes_of(to), bytes_of(from), static_cast<std::size_t>(from.impl()->shape.num_elements()) * dtype_size(from.dtype()));
+  copy_elements(from, to);
 }
 
 // The program as the unfused graph would run it: each step by its op's kernel.
