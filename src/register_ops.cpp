@@ -16,6 +16,7 @@ void register_all_ops(OpDef* table) {
   register_shape_ops(table);
   register_index_ops(table);
   register_state_ops(table);
+  register_optimizer_update_ops(table);
   register_fused_ops(table);
   register_random_ops(table);
   register_remap_ops(table);

@@ -496,7 +496,7 @@ class FunctionReader {
       expect(FieldCode::kControlFlow);
       value = read_payload(r, depth);
     } else {
-      // Fused programs: never in a file (read_node refuses fused nodes before their attributes).
+      // Fused programs, update groups: never in a file (read_node refuses optimiser-only nodes first).
       r.fail_at(at, str_cat("attribute '", name, "' of node '", node, "' cannot be read from a file"));
     }
   }

@@ -222,8 +222,10 @@ class FunctionWriter {
           fields.u8(static_cast<uint8_t>(FieldCode::kControlFlow));
           write_payload(fields, *value);
         } else {
-          static_assert(std::is_same_v<T, std::shared_ptr<const FusedProgram>>, "a field type export does not know");
-          TG_CHECK(false, "a fused program reached the writer (optimiser-only nodes are refused first)");
+          static_assert(std::is_same_v<T, std::shared_ptr<const FusedProgram>> ||
+                            std::is_same_v<T, std::shared_ptr<const VariableGroup>>,
+                        "a field type export does not know");
+          TG_CHECK(false, "an optimiser-only node's attributes reached the writer (those nodes are refused first)");
         }
       });
     });

@@ -39,6 +39,16 @@ std::shared_ptr<const GraphIR> with_variables_bound(const std::shared_ptr<const 
         for (const VariableBinding& b : bindings)
           if (b.parameter == v->get()) *v = b.variable;
       if (!(rebound == *a)) bound = std::move(rebound);
+    } else if (const auto* group = node.attrs.get_if<VariableGroupAttrs>()) {
+      auto rebound = std::make_shared<VariableGroup>(*group->group);
+      bool changed = false;
+      for (auto& v : rebound->variables)
+        for (const VariableBinding& b : bindings)
+          if (b.parameter == v.get()) {
+            v = b.variable;
+            changed = true;
+          }
+      if (changed) bound = VariableGroupAttrs{std::move(rebound)};
     } else if (const auto* c = node.attrs.get_if<ControlFlowAttrs>(); c && c->payload) {
       auto payload = std::make_shared<ControlFlowPayload>(*c->payload);
       bool changed = false;
@@ -75,6 +85,12 @@ void add_uses(const GraphIR& g, VariableUses& uses) {
       for (const auto* v : {&a->variable, &a->m, &a->v}) {
         note(uses.reads, *v);
         note(uses.writes, *v);
+      }
+    }
+    if (const VariableGroupAttrs* a = n.attrs.get_if<VariableGroupAttrs>()) {
+      for (const auto& v : a->group->variables) {
+        note(uses.reads, v);
+        note(uses.writes, v);
       }
     }
     for (const NamedSubgraph& s : subgraphs_of(n)) add_uses(*s.graph, uses);

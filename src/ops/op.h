@@ -185,6 +185,7 @@ void register_conv_ops(OpDef* table);
 void register_shape_ops(OpDef* table);
 void register_index_ops(OpDef* table);
 void register_state_ops(OpDef* table);
+void register_optimizer_update_ops(OpDef* table);
 void register_fused_ops(OpDef* table);
 void register_random_ops(OpDef* table);
 void register_remap_ops(OpDef* table);

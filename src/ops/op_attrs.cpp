@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/check.h"
+#include "ops/variable_state.h"
 #include "tracegraph/hash.h"
 
 namespace tg::detail {
@@ -20,7 +21,7 @@ const char* attrs_kind_name(std::size_t kind) {
       "TileAttrs",     "PadAttrs",     "SplitAttrs",    "ReverseAttrs",
       "ScanAttrs",
       "SortAttrs",     "TopKAttrs",
-      "CollectiveAttrs", "MatMulEpilogueAttrs", "Conv2DEpilogueAttrs"};
+      "CollectiveAttrs", "MatMulEpilogueAttrs", "Conv2DEpilogueAttrs", "VariableGroupAttrs"};
   static_assert(std::size(kNames) == std::variant_size_v<AttrsVariant>, "one name per attribute struct");
   return kind < std::size(kNames) ? kNames[kind] : "?";
 }
@@ -81,6 +82,13 @@ struct FieldWriter {
     sep(name);
     os << "[";
     for (std::size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << '"' << v[i] << '"';
+    os << "]";
+  }
+  // An update group by its Variables' names (a dump says what the node updates).
+  void operator()(const char* name, const std::shared_ptr<const VariableGroup>& g) {
+    sep(name);
+    os << "[";
+    for (std::size_t i = 0; i < g->variables.size(); ++i) os << (i ? ", " : "") << g->variables[i]->name;
     os << "]";
   }
   template <class T> void operator()(const char*, const std::shared_ptr<T>&) {}

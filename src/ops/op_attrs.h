@@ -22,8 +22,8 @@ struct ControlFlowPayload;  // ops/control_flow_attrs.h: a cond / while node's s
 
 // Every struct lists its fields once, in for_each_field(f): f(name, value) for each. Field
 // types are limited to int64_t, bool, double, DType, std::vector<int64_t>,
-// std::vector<std::string> and shared_ptrs to the typed objects above, so that a generic
-// reader handles them all.
+// std::vector<std::string> and shared_ptrs to the typed objects above (and to VariableGroup,
+// below), so that a generic reader handles them all.
 
 /// Ops without attributes (elementwise arithmetic, shape, the *_like helpers without an axis).
 struct NoAttrs {
@@ -167,6 +167,21 @@ struct AdamSlotsAttrs {
   std::shared_ptr<VariableState> variable, m, v;
   template <class F> void for_each_field(F&& f) const { f("variable", variable); f("m", m); f("v", v); }
   bool operator==(const AdamSlotsAttrs&) const = default;
+};
+
+/// The Variables of a run of optimizer updates that the optimiser made one node
+/// (apply_gradient_descent_group: each update's Variable; apply_adam_group: each update's
+/// Variable, m and v), in the order the updates ran.
+struct VariableGroup {
+  std::vector<std::shared_ptr<VariableState>> variables;
+};
+
+/// apply_gradient_descent_group and apply_adam_group: their Variables, behind one pointer (a
+/// node's attributes hold references to typed objects, not lists of them).
+struct VariableGroupAttrs {
+  std::shared_ptr<const VariableGroup> group;
+  template <class F> void for_each_field(F&& f) const { f("group", group); }
+  bool operator==(const VariableGroupAttrs&) const = default;
 };
 
 /// fused_elementwise: the program of micro-ops it runs.
@@ -374,7 +389,7 @@ using AttrsVariant = std::variant<NoAttrs, ReduceAttrs, AxisAttrs, ArgReduceAttr
                                   ControlFlowAttrs, TensorArrayAttrs, ShapeValueAttrs, AdamSlotsAttrs,
                                   RandomAttrs, Conv2DAttrs, Pool2DAttrs, TileAttrs, PadAttrs,
                                   SplitAttrs, ReverseAttrs, ScanAttrs, SortAttrs, TopKAttrs,
-                                  CollectiveAttrs, MatMulEpilogueAttrs, Conv2DEpilogueAttrs>;
+                                  CollectiveAttrs, MatMulEpilogueAttrs, Conv2DEpilogueAttrs, VariableGroupAttrs>;
 
 template <class T, class V> struct VariantIndex;
 template <class T, class... Ts> struct VariantIndex<T, std::variant<Ts...>> {

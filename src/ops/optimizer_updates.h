@@ -18,6 +18,12 @@ void apply_gradient_descent(const Variable& var, const Tensor& lr, const Tensor&
 void apply_adam(const Variable& var, const Variable& m, const Variable& v, const Tensor& grad,
                 const Tensor& alpha, const Tensor& beta1, const Tensor& beta2, const Tensor& epsilon);
 
+/// The optimiser's update groups (src/passes/group_updates.cpp), recorded directly: for tests
+/// and the op cases. `variables` holds each update's Variable (and m, v for Adam), `inputs` each
+/// update's inputs as the single op takes them, update after update.
+void apply_gradient_descent_group(const std::vector<Variable>& variables, const std::vector<Tensor>& inputs);
+void apply_adam_group(const std::vector<Variable>& variables, const std::vector<Tensor>& inputs);
+
 /// apply_adam on values instead of Variables: the updated {var, m, v} (for graph replays, which
 /// keep Variables in a snapshot). `scalars` are alpha, beta1, beta2, epsilon.
 std::vector<Tensor> adam_values(const Tensor& var, const Tensor& m, const Tensor& v, const Tensor& grad,

@@ -38,6 +38,11 @@ int fuse_elementwise(GraphIR& g);
 /// where(mask, x, 0) (relu's gradient) from it, becomes one matmul_epilogue or conv2d_epilogue
 /// node (so does a product with a lone bias add); same bits. Returns the number made.
 int fuse_product_epilogues(GraphIR& g);
+/// A run of two or more apply_gradient_descent (or apply_adam) nodes that follow each other in
+/// the stateful chain, no two naming the same Variable, becomes one apply_gradient_descent_group
+/// (apply_adam_group) node: an optimizer's step over all its parameters in one pass, with the
+/// bits and the order of effects of the updates in turn. Returns the number of groups made.
+int group_variable_updates(GraphIR& g);
 inline constexpr int64_t kMaxFoldedElements = int64_t{1} << 16;
 
 /// Runs the pipeline on a freshly traced graph. TG_DUMP_GRAPHS=<dir> writes the graph after

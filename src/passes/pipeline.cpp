@@ -23,8 +23,9 @@ struct Pass {
 };
 // The one pass list, for graphs and sub-graphs. Simplification first removes no-op nodes, and
 // hand-written gradient steps become one-pass updates (their products die); folding then creates dead inputs and duplicate constants; CSE merges, DCE sweeps; fusion runs
-// on the final set of ops, products take in the fused nodes that finish them, and a last DCE
-// drops those products and the constants that fused programs took in as immediates.
+// on the final set of ops, products take in the fused nodes that finish them, an optimizer's
+// updates become one node, and a last DCE drops those products and the constants that fused
+// programs took in as immediates.
 constexpr Pass kPipeline[] = {
     {"simplify", &simplify_algebra, false},
     {"fold_scaled_updates", &fold_scaled_updates, false},
@@ -33,6 +34,7 @@ constexpr Pass kPipeline[] = {
     {"dce", &eliminate_dead_code, true},
     {"fuse_elementwise", &fuse_elementwise, false},
     {"fuse_product_epilogues", &fuse_product_epilogues, false},
+    {"group_updates", &group_variable_updates, false},
     {"dce", &eliminate_dead_code, false},
 };
 

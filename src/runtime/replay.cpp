@@ -101,6 +101,12 @@ std::vector<Tensor> replay_graph(const GraphIR& g, const std::vector<Tensor>& in
             for (int k = 0; k < 3; ++k) variables.write(vars[k]->get(), updated[static_cast<std::size_t>(k)]);
             break;
           }
+          case OpId::ApplyGradientDescentGroup:
+          case OpId::ApplyAdamGroup:
+            // Only the optimiser makes these, and replays run graphs as traced: running one here
+            // would change the real Variables.
+            throw InternalError(str_cat("a replay reached the optimiser's ", op_def(node.op).name, " node '", node.name,
+                                        "'; replays run graphs as traced"));
           default:
             values[n] = apply_op(node.op, args, node.attrs);
         }

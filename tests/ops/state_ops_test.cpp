@@ -31,6 +31,12 @@ TG_OP_CASES(state_ops) {
       const double m_new = m + (g - m) * (1 - 0.9), v_new = v + (g * g - v) * (1 - 0.999);
       adam_expected.push_back(part == 0 ? var - m_new * 0.01 / (std::sqrt(v_new) + 1e-7) : part == 1 ? m_new : v_new);
     }
+  std::vector<double> adam_expected_twice = adam_expected;
+  adam_expected_twice.insert(adam_expected_twice.end(), adam_expected.begin(), adam_expected.end());
+  auto descend_two = std::make_shared<std::vector<Variable>>(
+      std::vector<Variable>{Variable(constant({0.0f, 0.0f, 0.0f})), Variable(constant({0.0f, 0.0f, 0.0f}))});
+  auto adam_two = std::make_shared<std::vector<Variable>>();
+  for (int k = 0; k < 6; ++k) adam_two->emplace_back(constant({0.0f, 0.0f}));
   return {
       {"read_variable", "scaled read", [read](const std::vector<Tensor>& in) { return read->read_value() * in[0]; },
        {constant({3.0f, 4.0f})}, constant({3.0f, 8.0f})},
@@ -69,6 +75,28 @@ TG_OP_CASES(state_ops) {
          return stack({w[0].read_value(), w[1].read_value(), w[2].read_value()});
        }, {constant({0.5f, -1.0f}), constant(0.01f), constant(0.9f), constant(0.999f), constant(1e-7f)},
        cast(constant(adam_expected, TensorShape({3, 2}), float64), float32), 1e-5},
+      // The optimiser's groups of updates (tests/passes/group_updates_test.cpp), recorded by hand.
+      {"apply_gradient_descent_group", "reset and descend two", [descend_two](const std::vector<Tensor>& in) {
+         std::vector<Variable>& w = *descend_two;
+         w[0].assign(constant({1.0f, 2.0f, 3.0f}));
+         w[1].assign(constant({1.0f, 1.0f, 1.0f}));
+         detail::apply_gradient_descent_group(w, {in[0], in[1], in[0], in[2]});
+         return stack({w[0].read_value(), w[1].read_value()});
+       }, {constant(0.5f), constant({2.0f, 4.0f, -6.0f}), constant({2.0f, -2.0f, 0.0f})},
+       constant({{0.0f, 0.0f, 6.0f}, {0.0f, 2.0f, 1.0f}})},
+      {"apply_adam_group", "reset and take one step on two", [adam_two](const std::vector<Tensor>& in) {
+         std::vector<Variable>& w = *adam_two;
+         for (int k = 0; k < 2; ++k) {
+           w[3 * k].assign(constant({1.0f, -2.0f}));
+           w[3 * k + 1].assign(constant({0.1f, 0.2f}));
+           w[3 * k + 2].assign(constant({0.01f, 0.04f}));
+         }
+         detail::apply_adam_group(w, {in[0], in[1], in[2], in[3], in[4], in[0], in[1], in[2], in[3], in[4]});
+         std::vector<Tensor> values;
+         for (const Variable& v : w) values.push_back(v.read_value());
+         return stack(values);
+       }, {constant({0.5f, -1.0f}), constant(0.01f), constant(0.9f), constant(0.999f), constant(1e-7f)},
+       cast(constant(adam_expected_twice, TensorShape({6, 2}), float64), float32), 1e-5},
       // The printed text is checked in tests/trace/state_test.cpp; op_cases_test silences it.
       {"print", "passes values through", [](const std::vector<Tensor>& in) {
          print("x =", in[0]);

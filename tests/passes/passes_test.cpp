@@ -217,7 +217,7 @@ TEST(Passes, DumpGraphsWritesEveryStage) {
   f(constant(1));
   unsetenv("TG_DUMP_GRAPHS");
   for (const char* stage : {"00.traced", "01.simplify", "02.fold_scaled_updates", "03.constant_fold", "04.cse", "05.dce",
-                            "06.fuse_elementwise", "07.fuse_product_epilogues", "08.dce"}) {
+                            "06.fuse_elementwise", "07.fuse_product_epilogues", "08.group_updates", "09.dce"}) {
     EXPECT_TRUE(std::filesystem::exists(dir / (std::string("dumped.trace0.") + stage + ".txt"))) << stage;
     EXPECT_TRUE(std::filesystem::exists(dir / (std::string("dumped.trace0.") + stage + ".dot"))) << stage;
   }
