@@ -177,7 +177,7 @@ std::string node_base_name(OpId op, const OpAttrs& attrs);
 
 /// The Variables (and Variable parameters) a graph's ops read and write, sub-graphs included,
 /// each once, in order of first use: read_variable reads; assign, initialize_variable write;
-/// assign_add and assign_sub do both.
+/// assign_add, assign_sub and the optimizer updates (and their groups) do both.
 struct VariableUses {
   std::vector<std::shared_ptr<VariableState>> reads, writes;
 };
