@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
@@ -716,15 +717,16 @@ void max_pool_forward(const PoolGeom& g, const T* x, T* y) {
   });
 }
 
-// Calls begin(n) for every image, then pixel(n, o, at) for each of its output pixels: o is the
+// Calls begin(n) for every image, then pixel(n, o, at) for each of its output pixels, then
+// end(n), on the thread that ran them: o is the
 // pixel's offset in the pooled tensor, at[ch] the input pixel (iy * w + ix) of channel ch's first
 // maximum in the window, by `replaces`. Per image on the pool. The selection is branch-free and
 // its index has the value's width (int32 for float when the image allows), so that the loop
 // over channels vectorises: with data in no particular order a branch per element mispredicts
 // half the time. The geometry is copied into the task: index stores could otherwise alias the
 // shared struct's fields, and the compiler would reload them for every element.
-template <class I, class T, class Begin, class Pixel>
-void for_each_max_as(const PoolGeom& geom, const T* x, Begin& begin, Pixel& pixel) {
+template <class I, class T, class Begin, class Pixel, class End>
+void for_each_max_as(const PoolGeom& geom, const T* x, Begin& begin, Pixel& pixel, End& end) {
   for_each_image(geom, [&](int64_t n) {
     const PoolGeom g = geom;
     const int64_t c = g.c;
@@ -755,15 +757,16 @@ void for_each_max_as(const PoolGeom& geom, const T* x, Begin& begin, Pixel& pixe
           }
         pixel(n, o, a);
       }
+    end(n);
   });
 }
 
-template <class T, class Begin, class Pixel>
-void for_each_max(const PoolGeom& g, const T* x, Begin&& begin, Pixel&& pixel) {
+template <class T, class Begin, class Pixel, class End>
+void for_each_max(const PoolGeom& g, const T* x, Begin&& begin, Pixel&& pixel, End&& end) {
   if (sizeof(T) == 4 && g.h * g.w <= std::numeric_limits<int32_t>::max())
-    for_each_max_as<int32_t>(g, x, begin, pixel);
+    for_each_max_as<int32_t>(g, x, begin, pixel, end);
   else
-    for_each_max_as<int64_t>(g, x, begin, pixel);
+    for_each_max_as<int64_t>(g, x, begin, pixel, end);
 }
 
 // ---- max pooling over windows that tile the input ----
@@ -876,10 +879,13 @@ void kernel_max_pool2d(const std::vector<Tensor>& in, const OpAttrs& attrs, std:
 // dx of max_pool2d from dy: dy added at each window's first maximum, then zeroed where `mask`
 // (when not null; dx's shape) is false - relu's gradient taken in by max_pool2d_grad_masked. An
 // add of +0 to dx's +0 or to a sum of dy's leaves it, so masking each addition gives
-// where(mask, dx, 0)'s bits.
+// where(mask, dx, 0)'s bits. With `sums` (float32), each image's rows of dx (a pixel's channels
+// each) are added to their leaves of the sums over rows, by the thread that wrote them, while
+// they are in its cache.
 template <class T>
-void max_pool_backward(const PoolGeom& g, const T* x, const T* dy, const bool* mask, T* dx) {
-  const int64_t image = g.h * g.w * g.c;
+void max_pool_backward(const PoolGeom& g, const T* x, const T* dy, const bool* mask, T* dx,
+                       ColumnSumLeaves* sums = nullptr) {
+  const int64_t pixels = g.h * g.w, image = pixels * g.c;
   // The mask read as bytes, as kernel_where does, so that the select needs no branch.
   const auto* m = reinterpret_cast<const unsigned char*>(mask);
   for_each_max(
@@ -894,6 +900,17 @@ void max_pool_backward(const PoolGeom& g, const T* x, const T* dy, const bool* m
         for (int64_t ch = 0; ch < c; ++ch) {
           const int64_t i = static_cast<int64_t>(at[ch]) * c + ch;
           d[i] += mn[i] != 0 ? dy[o + ch] : T(0);
+        }
+      },
+      [&](int64_t n) {
+        if constexpr (std::is_same_v<T, float>) {
+          if (!sums) return;
+          // This thread wrote all of image n's rows, and only those here: a leaf that reaches
+          // into another image is summed after, from dx.
+          GemmEpilogue e;
+          e.column_sums = sums;
+          e = e.owning(n * pixels, (n + 1) * pixels);
+          add_rows_to_column_sums(e, dx, g.c, n * pixels, pixels, 0, g.c);
         }
       });
 }
@@ -914,26 +931,39 @@ void kernel_max_pool2d_grad(const std::vector<Tensor>& in, const OpAttrs& attrs,
 constexpr const char* kMaskedPoolGrad = "max_pool2d_grad_masked";
 
 std::vector<ValueType> infer_max_pool2d_grad_masked(const std::vector<ValueType>& in, const OpAttrs& attrs) {
-  ValueType dx = infer_pool_grad(kMaskedPoolGrad, "max_pool2d", {in[0], in[1]}, attrs).at(0);
+  const MaxPoolGradMaskedAttrs& a = attrs.get<MaxPoolGradMaskedAttrs>();
+  ValueType dx = infer_pool_grad(kMaskedPoolGrad, "max_pool2d", {in[0], in[1]}, a.pool).at(0);
   require_dtype(kMaskedPoolGrad, in[2], {DType::Bool}, "a mask");
   dx.shape = broadcast_shapes(kMaskedPoolGrad, in[2].shape, dx.shape);  // where's result
-  return {dx};
+  if (!a.channel_sums) return {dx};
+  // reduce_sum over every dim but the channels (what sum_to_like(dx, bias) computes).
+  const int64_t channels = dx.shape.has_rank() ? dx.shape.dims().back() : None;
+  return {dx, ValueType{dx.dtype, TensorShape({channels})}};
 }
 
 void kernel_max_pool2d_grad_masked(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
-  if (!(in[2].impl()->shape == in[0].impl()->shape)) {
-    // A mask that broadcasts at run time (None dims): the two ops by their own kernels.
-    const Tensor dx = run_op_eager(op_def(OpId::MaxPool2DGrad), {in[0], in[1]}, attrs).at(0);
+  const MaxPoolGradMaskedAttrs& a = attrs.get<MaxPoolGradMaskedAttrs>();
+  const TensorShape& shape = in[0].impl()->shape;
+  if (!(in[2].impl()->shape == shape) || (a.channel_sums && in[0].impl()->dtype != DType::Float32)) {
+    // A mask that broadcasts at run time (None dims), or sums the fused kernel does not make
+    // (float32's leaves only): the ops by their own kernels.
+    const Tensor dx = run_op_eager(op_def(OpId::MaxPool2DGrad), {in[0], in[1]}, a.pool).at(0);
     const Tensor zero = run_op_eager(op_def(OpId::ZerosLike), {dx}, OpAttrs{}).at(0);
     const Tensor r = run_op_eager(op_def(OpId::Where), {in[2], dx, zero}, OpAttrs{}).at(0);
     copy_elements(r, out[0]);
+    if (a.channel_sums)
+      copy_elements(run_op_eager(op_def(OpId::ReduceSum), {r}, ReduceAttrs{{0, 1, 2}, false}).at(0), out[1]);
     return;
   }
-  const PoolGeom g = pool_geometry(kMaskedPoolGrad, in[0], attrs.get<Pool2DAttrs>());
+  const PoolGeom g = pool_geometry(kMaskedPoolGrad, in[0], a.pool);
+  std::optional<EpilogueColumnSums> sums;
+  if (a.channel_sums) sums.emplace(g.n * g.h * g.w, g.c);
   dispatch_float(in[0].impl()->dtype, [&](auto tag) {
     using T = decltype(tag);
-    max_pool_backward<T>(g, data_of<T>(in[0]), data_of<T>(in[1]), data_of<bool>(in[2]), data_of<T>(out[0]));
+    max_pool_backward<T>(g, data_of<T>(in[0]), data_of<T>(in[1]), data_of<bool>(in[2]), data_of<T>(out[0]),
+                         sums ? sums->leaves() : nullptr);
   });
+  if (sums) sums->finish(data_of<float>(out[0]), data_of<float>(out[1]));
 }
 
 void kernel_max_pool2d_grad_grad(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
@@ -948,7 +978,8 @@ void kernel_max_pool2d_grad_grad(const std::vector<Tensor>& in, const OpAttrs& a
         [&, c = g.c](int64_t n, int64_t o, const auto* at) {
           const T* s = src + n * image;
           for (int64_t ch = 0; ch < c; ++ch) y[o + ch] = s[static_cast<int64_t>(at[ch]) * c + ch];
-        });
+        },
+        [](int64_t) {});
   });
 }
 

@@ -21,7 +21,8 @@ const char* attrs_kind_name(std::size_t kind) {
       "TileAttrs",     "PadAttrs",     "SplitAttrs",    "ReverseAttrs",
       "ScanAttrs",
       "SortAttrs",     "TopKAttrs",
-      "CollectiveAttrs", "MatMulEpilogueAttrs", "Conv2DEpilogueAttrs", "VariableGroupAttrs"};
+      "CollectiveAttrs", "MatMulEpilogueAttrs", "Conv2DEpilogueAttrs", "VariableGroupAttrs",
+      "MaxPoolGradMaskedAttrs"};
   static_assert(std::size(kNames) == std::variant_size_v<AttrsVariant>, "one name per attribute struct");
   return kind < std::size(kNames) ? kNames[kind] : "?";
 }

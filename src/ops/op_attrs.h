@@ -307,6 +307,19 @@ struct Pool2DAttrs {
   bool operator==(const Pool2DAttrs&) const = default;
 };
 
+/// max_pool2d_grad_masked (made by the optimiser): the pool, and whether the node also gives
+/// dx's sums over every dim but the last (the bias gradient of the convolution layer whose relu
+/// gradient it took in), as a second output.
+struct MaxPoolGradMaskedAttrs {
+  Pool2DAttrs pool;
+  bool channel_sums = false;
+  template <class F> void for_each_field(F&& f) const {
+    pool.for_each_field(f);
+    f("channel_sums", channel_sums);
+  }
+  bool operator==(const MaxPoolGradMaskedAttrs&) const = default;
+};
+
 /// tile and tile_grad: how many copies along each dim (one entry per dim of the input).
 struct TileAttrs {
   std::vector<int64_t> multiples;
@@ -389,7 +402,8 @@ using AttrsVariant = std::variant<NoAttrs, ReduceAttrs, AxisAttrs, ArgReduceAttr
                                   ControlFlowAttrs, TensorArrayAttrs, ShapeValueAttrs, AdamSlotsAttrs,
                                   RandomAttrs, Conv2DAttrs, Pool2DAttrs, TileAttrs, PadAttrs,
                                   SplitAttrs, ReverseAttrs, ScanAttrs, SortAttrs, TopKAttrs,
-                                  CollectiveAttrs, MatMulEpilogueAttrs, Conv2DEpilogueAttrs, VariableGroupAttrs>;
+                                  CollectiveAttrs, MatMulEpilogueAttrs, Conv2DEpilogueAttrs, VariableGroupAttrs,
+                                  MaxPoolGradMaskedAttrs>;
 
 template <class T, class V> struct VariantIndex;
 template <class T, class... Ts> struct VariantIndex<T, std::variant<Ts...>> {

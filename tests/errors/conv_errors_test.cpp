@@ -94,7 +94,7 @@ TEST(ConvErrors, GradientOpsCheckTheGradientShape) {
   // a mask of bools, and a mask that broadcasts to the input.
   const detail::Pool2DAttrs pool{{2, 2}, {2, 2}, 0};
   auto masked = [&](const Tensor& dy, const Tensor& mask) {
-    return detail::apply_op1(detail::OpId::MaxPool2DGradMasked, {x4_(), dy, mask}, pool);
+    return detail::apply_op1(detail::OpId::MaxPool2DGradMasked, {x4_(), dy, mask}, detail::MaxPoolGradMaskedAttrs{pool});
   };
   const Tensor mask = zeros({2, 8, 8, 3}, bool_);
   EXPECT_THROW_MSG(masked(zeros({2, 8, 8, 3}), mask), InvalidArgumentError, "[max_pool2d_grad_masked]", "(2, 4, 4, 3)");

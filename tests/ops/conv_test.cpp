@@ -263,7 +263,7 @@ TG_OP_CASES(max_pool2d_grad_masked) {
     const Tensor dx = detail::max_pool2d_grad(x, dy, attrs);
     cases.push_back({"max_pool2d_grad_masked", label,
                      [a = attrs](const std::vector<Tensor>& in) {
-                       return detail::apply_op1(detail::OpId::MaxPool2DGradMasked, in, a);
+                       return detail::apply_op1(detail::OpId::MaxPool2DGradMasked, in, detail::MaxPoolGradMaskedAttrs{a});
                      },
                      {x, dy, mask}, where(mask, dx, zeros_like(dx))});
   }
@@ -273,8 +273,29 @@ TG_OP_CASES(max_pool2d_grad_masked) {
   const Tensor dy2 = random_uniform({2, 2, 2, 1}, -1, 1, 6);
   const Tensor dx2 = detail::max_pool2d_grad(x2, dy2, a);
   cases.push_back({"max_pool2d_grad_masked", "a mask of one image for two",
-                   [a](const std::vector<Tensor>& in) { return detail::apply_op1(detail::OpId::MaxPool2DGradMasked, in, a); },
+                   [a](const std::vector<Tensor>& in) {
+                     return detail::apply_op1(detail::OpId::MaxPool2DGradMasked, in, detail::MaxPoolGradMaskedAttrs{a});
+                   },
                    {x2, dy2, mask}, where(mask, dx2, zeros_like(dx2))});
+  // With the sums over all but the channels as a second output (a convolution layer's bias
+  // gradient): dx and the sums, flattened into one result. 3 x 5 x 5 pixels of 4 channels, so
+  // that the sums' leaves reach across images; float64 and a broadcasting mask run the ops.
+  for (const DType dtype : {float32, float64}) {
+    const Tensor x3 = cast(random_uniform({3, 5, 5, 4}, -1, 1, 7), dtype);
+    const Tensor mask3 = random_uniform({3, 5, 5, 4}, -1, 1, 8) > 0.0f;
+    const detail::Pool2DAttrs p = pool_attrs({2, 2}, {2, 2}, true);
+    const Tensor dy3 = cast(random_uniform({3, 3, 3, 4}, -1, 1, 9), dtype);
+    for (const Tensor& m : {mask3, mask3[0]}) {
+      const Tensor r = where(m, detail::max_pool2d_grad(x3, dy3, p), zeros_like(x3));
+      cases.push_back({"max_pool2d_grad_masked", m.shape().rank() == 4 ? "and the channel sums" : "and the channel sums, broadcasting",
+                       [p](const std::vector<Tensor>& in) {
+                         const std::vector<Tensor> out =
+                             detail::apply_op(detail::OpId::MaxPool2DGradMasked, in, detail::MaxPoolGradMaskedAttrs{p, true});
+                         return concat({reshape(out[0], {-1}), out[1]}, 0);
+                       },
+                       {x3, dy3, m}, concat({reshape(r, {-1}), reduce_sum(r, {0, 1, 2})}, 0)});
+    }
+  }
   return cases;
 }
 

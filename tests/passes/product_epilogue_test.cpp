@@ -92,8 +92,9 @@ TEST(ProductEpilogues, AConvolutionLayerTakesInItsBiasReluAndMaskWithTheSameBits
 }
 
 // A convolution layer followed by a max pool: relu's gradient (where(mask, dx, 0)) is taken in
-// by the pooling gradient before it, with the bits of the unfused graph, for pools that tile the
-// input and pools that overlap, one thread and two.
+// by the pooling gradient before it, and the bias gradient (its sums over all but the channels)
+// by that node, with the bits of the unfused graph, for pools that tile the input and pools that
+// overlap, one thread and two.
 TEST(ProductEpilogues, APoolingGradientTakesInReluGradient) {
   detail::set_verify_graphs(true);
   auto layer = [](const Tensor& x, const Tensor& f, const Tensor& b, int64_t stride) {
@@ -107,17 +108,20 @@ TEST(ProductEpilogues, APoolingGradientTakesInReluGradient) {
   auto optimised = function(layer);
   auto plain = function(layer, {.optimize = false});
   const int threads_before = config::num_threads();
+  // 64 images of 12 x 12 are split across two threads (the sums' leaves then straddle threads).
   for (const int threads : {1, 2})
-    for (const int64_t stride : {int64_t{2}, int64_t{1}}) {
-      SCOPED_TRACE(::testing::Message() << "threads " << threads << " stride " << stride);
+    for (const int64_t stride : {int64_t{2}, int64_t{1}})
+      for (const std::vector<int64_t>& shape : {std::vector<int64_t>{6, 10, 10, 3}, std::vector<int64_t>{64, 12, 12, 3}}) {
+      SCOPED_TRACE(::testing::Message() << "threads " << threads << " stride " << stride << " batch " << shape[0]);
       config::set_num_threads(threads);
-      const Tensor x = random_uniform({6, 10, 10, 3}, -1, 1, 1), f = random_uniform({3, 3, 3, 16}, -0.5, 0.5, 2);
+      const Tensor x = random_uniform(shape, -1, 1, 1), f = random_uniform({3, 3, 3, 16}, -0.5, 0.5, 2);
       const Tensor b = random_uniform({16}, -0.5, 0.5, 3);
       const std::vector<Tensor> got = optimised(x, f, b, stride), want = plain(x, f, b, stride);
       for (std::size_t k = 0; k < got.size(); ++k) EXPECT_TRUE(same_bits(got[k], want[k])) << "output " << k;
       const Graph g = optimised.get_concrete_function(x, f, b, stride).optimized_graph();
       EXPECT_EQ(count_op(g, "max_pool2d_grad_masked"), 1) << g.to_string();
       EXPECT_EQ(count_op(g, "max_pool2d_grad"), 0) << g.to_string();
+      EXPECT_EQ(count_op(g, "sum_to_like"), 0) << g.to_string();  // the bias gradient, taken in
     }
   config::set_num_threads(threads_before);
 }
