@@ -47,17 +47,12 @@ int group_variable_updates(GraphIR& g) {
     std::vector<int> run{static_cast<int>(first)};
     auto group = std::make_shared<VariableGroup>();
     add_variables(g.nodes[first], group->variables);
+    // Two updates of one Variable may share a group: its kernel runs them in turn, so the second
+    // reads what the first wrote.
     for (int next = next_in_chain[first]; next >= 0; next = next_in_chain[static_cast<std::size_t>(next)]) {
       const GraphNode& node = g.nodes[static_cast<std::size_t>(next)];
       if (!is_update(node) || node.op != op) break;
-      // Two updates of one Variable stay apart: the second reads what the first wrote.
-      std::vector<std::shared_ptr<VariableState>> vars;
-      add_variables(node, vars);
-      const bool shared = std::any_of(vars.begin(), vars.end(), [&](const auto& v) {
-        return std::find(group->variables.begin(), group->variables.end(), v) != group->variables.end();
-      });
-      if (shared) break;
-      group->variables.insert(group->variables.end(), vars.begin(), vars.end());
+      add_variables(node, group->variables);
       run.push_back(next);
     }
     if (run.size() < 2) continue;

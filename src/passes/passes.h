@@ -39,9 +39,9 @@ int fuse_elementwise(GraphIR& g);
 /// node (so does a product with a lone bias add); same bits. Returns the number made.
 int fuse_product_epilogues(GraphIR& g);
 /// A run of two or more apply_gradient_descent (or apply_adam) nodes that follow each other in
-/// the stateful chain, no two naming the same Variable, becomes one apply_gradient_descent_group
-/// (apply_adam_group) node: an optimizer's step over all its parameters in one pass, with the
-/// bits and the order of effects of the updates in turn. Returns the number of groups made.
+/// the stateful chain becomes one apply_gradient_descent_group (apply_adam_group) node: an
+/// optimizer's step over all its parameters in one node, which runs the updates in turn, with
+/// their bits and order of effects. Returns the number of groups made.
 int group_variable_updates(GraphIR& g);
 inline constexpr int64_t kMaxFoldedElements = int64_t{1} << 16;
 
