@@ -31,6 +31,7 @@
 #include "ops/broadcast.h"
 #include "ops/epilogue_steps.h"
 #include "ops/implicit_gemm.h"
+#include "ops/pool_grad_avx512.h"
 #include "ops/gemm.h"
 #include "ops/simd_math.h"
 #include "tracegraph/ops.h"
@@ -779,13 +780,17 @@ void for_each_max(const PoolGeom& g, const T* x, Begin&& begin, Pixel&& pixel, E
 // us. Same values as the general kernel: the same `replaces` order from the first pixel (which
 // always replaces the general kernel's -inf, or equals it).
 //
-// The gradient was tried the same way: every element of dx written once (dy at the window's
-// first maximum, 0 elsewhere) instead of zeros and a scatter. It ran no faster than the general
-// kernel (1,073 against 946 us on two threads; slower on one), whose memset and scatter are
-// cheap next to reading the input, and was not kept. gcc 12 also kept its selection scalar in
-// the AVX-512 copy while the position was an int32 (4.7 ms).
+// The float32 gradient over such windows has an AVX-512 kernel written with intrinsics
+// (pool_grad_avx512.h): each window read once, 16 channels to a vector, every element of dx
+// written once. Written in C++ the same way it ran no faster than the general kernel (1,073
+// against 946 us on two threads): gcc 12 kept the selection and the scatter scalar.
 bool tiles_input(const PoolGeom& g) {
   return g.kh == g.sh && g.kw == g.sw && g.pt == 0 && g.pl == 0 && g.oh * g.kh <= g.h && g.ow * g.kw <= g.w;
+}
+
+bool tiled_pool_grad_available() {
+  static const bool kAvailable = pool_avx512::available();
+  return kAvailable;
 }
 
 template <class T>
@@ -886,6 +891,28 @@ template <class T>
 void max_pool_backward(const PoolGeom& g, const T* x, const T* dy, const bool* mask, T* dx,
                        ColumnSumLeaves* sums = nullptr) {
   const int64_t pixels = g.h * g.w, image = pixels * g.c;
+  auto add_sums = [&](int64_t n) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (!sums) return;
+      // This thread wrote all of image n's rows, and only those here: a leaf that reaches
+      // into another image is summed after, from dx.
+      GemmEpilogue e;
+      e.column_sums = sums;
+      e = e.owning(n * pixels, (n + 1) * pixels);
+      add_rows_to_column_sums(e, dx, g.c, n * pixels, pixels, 0, g.c);
+    }
+  };
+  if constexpr (std::is_same_v<T, float>) {
+    if (tiles_input(g) && g.kh * g.kw <= 16 && own_avx512_kernels() && tiled_pool_grad_available()) {
+      const pool_avx512::TiledPool p{g.h, g.w, g.c, g.kh, g.kw, g.oh, g.ow};
+      for_each_image(g, [&](int64_t n) {
+        pool_avx512::tiled_max_pool_grad(p, x + n * image, dy + n * g.oh * g.ow * g.c, mask ? mask + n * image : nullptr,
+                                         dx + n * image);
+        add_sums(n);
+      });
+      return;
+    }
+  }
   // The mask read as bytes, as kernel_where does, so that the select needs no branch.
   const auto* m = reinterpret_cast<const unsigned char*>(mask);
   for_each_max(
@@ -902,17 +929,7 @@ void max_pool_backward(const PoolGeom& g, const T* x, const T* dy, const bool* m
           d[i] += mn[i] != 0 ? dy[o + ch] : T(0);
         }
       },
-      [&](int64_t n) {
-        if constexpr (std::is_same_v<T, float>) {
-          if (!sums) return;
-          // This thread wrote all of image n's rows, and only those here: a leaf that reaches
-          // into another image is summed after, from dx.
-          GemmEpilogue e;
-          e.column_sums = sums;
-          e = e.owning(n * pixels, (n + 1) * pixels);
-          add_rows_to_column_sums(e, dx, g.c, n * pixels, pixels, 0, g.c);
-        }
-      });
+      add_sums);
 }
 
 void kernel_max_pool2d_grad(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {

@@ -470,6 +470,52 @@ TEST(Conv, TiledMaxPoolsPickTheElementsTheGeneralRulePicks) {
   config::set_num_threads(threads_before);
 }
 
+// The float32 gradient of those pools runs an AVX-512 kernel that writes every element of dx
+// once: it must give the general kernel's bits (zeros and a scatter) with ties, NaNs and
+// infinities in the input, -0 and NaN in the gradient, with and without a mask, on rows and
+// columns no window covers, channel counts that are not a multiple of 16, and 3 x 3 and 1 x 2
+// windows; with the channel sums of max_pool2d_grad_masked too; on one thread and two.
+TEST(Conv, TiledMaxPoolGradientsGiveTheGeneralKernelsBits) {
+  struct Case { Dims shape; Dims k; Padding padding; };
+  const std::vector<Case> cases = {{{3, 28, 28, 32}, {2, 2}, Padding::Valid}, {{2, 7, 9, 5}, {2, 2}, Padding::Valid},
+                                   {{2, 8, 6, 20}, {2, 2}, Padding::Same},    {{2, 9, 11, 17}, {3, 3}, Padding::Valid},
+                                   {{40, 6, 8, 16}, {1, 2}, Padding::Valid}};
+  const int threads_before = config::num_threads();
+  for (const Case& c : cases) {
+    const int64_t size = c.shape[0] * c.shape[1] * c.shape[2] * c.shape[3];
+    std::vector<float> v(static_cast<std::size_t>(size));
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      const std::size_t r = (i * 2654435761u) % 97;
+      v[i] = r == 0 ? std::numeric_limits<float>::quiet_NaN() : r == 1 ? -std::numeric_limits<float>::infinity()
+                                                                          : static_cast<float>(r % 7);
+    }
+    const Tensor x = constant(v, TensorShape(c.shape));
+    const detail::Pool2DAttrs attrs{c.k, c.k, c.padding == Padding::Same ? 1 : 0};
+    const TensorShape pooled = max_pool2d(x, c.k, c.k, c.padding).shape();
+    std::vector<float> g = random_uniform(pooled.dims(), -1, 1, 3).to_vector<float>();
+    g[0] = -0.0f, g[1] = std::numeric_limits<float>::quiet_NaN();
+    const Tensor dy = constant(g, pooled);
+    const Tensor mask = random_uniform(c.shape, -1, 1, 4) > 0.0f;
+    auto run = [&] {
+      std::vector<Tensor> out{detail::max_pool2d_grad(x, dy, attrs)};
+      for (const Tensor& r : detail::apply_op(detail::OpId::MaxPool2DGradMasked, {x, dy, mask},
+                                              detail::MaxPoolGradMaskedAttrs{attrs, true}))
+        out.push_back(r);
+      return out;
+    };
+    for (const int threads : {1, 2}) {
+      SCOPED_TRACE(::testing::Message() << TensorShape(c.shape).to_string() << " threads " << threads);
+      config::set_num_threads(threads);
+      const std::vector<Tensor> got = run();
+      const bool was = detail::set_own_avx512_kernels(false);
+      const std::vector<Tensor> want = run();
+      detail::set_own_avx512_kernels(was);
+      for (std::size_t k = 0; k < got.size(); ++k) EXPECT_TRUE(testing::same_bits(got[k], want[k])) << "output " << k;
+    }
+  }
+  config::set_num_threads(threads_before);
+}
+
 TEST(Conv, StridesAndDilationsTakeOneTwoOrFourEntries) {
   const Tensor x = seeded_values({2, 7, 7, 3}, float32, 1), f = seeded_values({3, 3, 3, 4}, float32, 2);
   const Tensor ref = conv2d(x, f, {2, 2}, Padding::Same);

@@ -1,0 +1,25 @@
+// The float32 max pooling gradient over windows that tile the input, for AVX-512
+// (pool_grad_avx512.cpp): conv.cpp's general kernel zeroes dx and then adds dy at each window's
+// first maximum one channel at a time, a scatter the compiler leaves scalar; here each window is
+// read once, 16 channels to a vector, and every element of dx is written once.
+#pragma once
+#include <cstdint>
+
+namespace tg::detail::pool_avx512 {
+
+/// One image's pooling, NHWC: windows of kh x kw with strides kh and kw, no padding, oh x ow of
+/// them inside the h x w input (rows and columns past them get no window).
+struct TiledPool {
+  int64_t h = 0, w = 0, c = 0, kh = 0, kw = 0, oh = 0, ow = 0;
+};
+
+/// Whether this CPU runs the kernel (AVX-512F and BW).
+bool available();
+
+/// dx (h x w x c) of max pooling for one image: at each window's first maximum (conv.cpp's
+/// `replaces` order, rows first; NaN beats every number but not an earlier NaN) 0 + dy, where
+/// mask (dx's shape; null: everywhere) is true; +0 everywhere else. The general kernel's bits,
+/// -0 and NaN included. Windows of at most 16 elements.
+void tiled_max_pool_grad(const TiledPool& p, const float* x, const float* dy, const bool* mask, float* dx);
+
+}  // namespace tg::detail::pool_avx512
