@@ -8,6 +8,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <utility>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -88,6 +89,33 @@ void BM_ChainReference(benchmark::State& state) {
     state.counters["threads"] = threads;
   });
 }
+// The same reference with each call fed the last one's output (information beside the 16-float
+// rows): the calls above all read the same input, so the core overlaps several calls' chains of
+// 33 dependent rounds, and their time per call is a throughput. A traced call, a function call
+// with its own bookkeeping, cannot overlap the next one that way; this is the reference's time
+// when it cannot either (its latency). The values grow to inf after a few hundred calls, which
+// costs the arithmetic nothing.
+template <Act kAct>
+void BM_ChainReferenceChained(benchmark::State& state) {
+  tg_bench::guarded(state, [&] {
+    const int threads = tg::config::num_threads();
+    const Tensor x = input_of(kSmall);
+    Floats a = floats(kSmall, 0.0f), b = floats(kSmall, 0.0f);
+    std::copy_n(tg::detail::data_of<float>(x), kSmall, a.get());
+    for (auto _ : state) {
+      reference_chain<kAct>(a.get(), b.get(), kSmall, threads);
+      benchmark::DoNotOptimize(b.get());
+      benchmark::ClobberMemory();
+      std::swap(a, b);
+    }
+    state.counters["threads"] = threads;
+  });
+}
+
+BENCHMARK(BM_ChainReferenceChained<Act::kTanh>)->Name("chain/tanh/16/reference_chained")
+    ->MinTime(0.1)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_ChainReferenceChained<Act::kRelu>)->Name("chain/relu/16/reference_chained")
+    ->MinTime(0.1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_ChainReference<Act::kTanh, kSmall>)->Name("chain/tanh/16/reference")
     ->MinTime(0.1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_ChainReference<Act::kRelu, kSmall>)->Name("chain/relu/16/reference")
