@@ -788,11 +788,6 @@ bool tiles_input(const PoolGeom& g) {
   return g.kh == g.sh && g.kw == g.sw && g.pt == 0 && g.pl == 0 && g.oh * g.kh <= g.h && g.ow * g.kw <= g.w;
 }
 
-bool tiled_pool_grad_available() {
-  static const bool kAvailable = pool_avx512::available();
-  return kAvailable;
-}
-
 template <class T>
 [[gnu::always_inline]] inline void tiled_max_pool_images(const PoolGeom& g, const T* x, T* y, int64_t n0, int64_t n1) {
   const int64_t c = g.c, window = g.kh * g.kw;
@@ -903,7 +898,7 @@ void max_pool_backward(const PoolGeom& g, const T* x, const T* dy, const bool* m
     }
   };
   if constexpr (std::is_same_v<T, float>) {
-    if (tiles_input(g) && g.kh * g.kw <= 16 && own_avx512_kernels() && tiled_pool_grad_available()) {
+    if (tiles_input(g) && g.kh * g.kw <= 16 && own_avx512_kernels() && simd::cpu_has_avx512_bw_vl()) {
       const pool_avx512::TiledPool p{g.h, g.w, g.c, g.kh, g.kw, g.oh, g.ow};
       for_each_image(g, [&](int64_t n) {
         pool_avx512::tiled_max_pool_grad(p, x + n * image, dy + n * g.oh * g.ow * g.c, mask ? mask + n * image : nullptr,

@@ -18,6 +18,7 @@
 #include "ops/broadcast.h"
 #include "ops/reduce_finish.h"
 #include "ops/fused_micro.h"
+#include "ops/simd_math.h"
 #include "core/thread_pool.h"
 
 #define TG_FUSED_NS fused_baseline
@@ -47,9 +48,7 @@ const MicroTable& micro_table() {
   static const MicroTable table = [] {
     MicroTable t;
     fused_baseline::fill_micro_table(t);
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-        __builtin_cpu_supports("avx512bw")) {
+    if (simd::cpu_has_avx512_bw_vl()) {
       // Overlay the AVX-512 loops of the plain-arithmetic ops; libm ones stay baseline.
       MicroTable fast;
       fused_avx512::fill_micro_table(fast);

@@ -1,5 +1,5 @@
 // See pool_grad_avx512.h. Built with AVX-512F/BW/VL (src/CMakeLists.txt); called only when
-// available() says the CPU has them.
+// simd::cpu_has_avx512_bw_vl() says the CPU has them.
 #include "ops/pool_grad_avx512.h"
 
 #include <immintrin.h>
@@ -7,12 +7,6 @@
 #include <algorithm>
 
 namespace tg::detail::pool_avx512 {
-
-bool available() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vl");
-}
 
 void tiled_max_pool_grad(const TiledPool& p, const float* x, const float* dy, const bool* mask, float* dx) {
   const int64_t c = p.c, window = p.kh * p.kw;

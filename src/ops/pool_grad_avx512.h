@@ -13,10 +13,7 @@ struct TiledPool {
   int64_t h = 0, w = 0, c = 0, kh = 0, kw = 0, oh = 0, ow = 0;
 };
 
-/// Whether this CPU runs the kernel (AVX-512F and BW).
-bool available();
-
-/// dx (h x w x c) of max pooling for one image: at each window's first maximum (conv.cpp's
+/// dx (h x w x c) of max pooling for one image (on CPUs with simd::cpu_has_avx512_bw_vl()): at each window's first maximum (conv.cpp's
 /// `replaces` order, rows first; NaN beats every number but not an earlier NaN) 0 + dy, where
 /// mask (dx's shape; null: everywhere) is true; +0 everywhere else. The general kernel's bits,
 /// -0 and NaN included. Windows of at most 16 elements.

@@ -72,6 +72,11 @@ bool cpu_has(Isa isa) {
   return true;
 }
 
+bool cpu_has_avx512_bw_vl() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+}
+
 const MathFns& math_fns(Isa isa) {
   switch (isa) {
     case Isa::kAvx512: return kAvx512Fns;

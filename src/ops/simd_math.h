@@ -50,6 +50,9 @@ struct MathFns {
 };
 /// Whether this CPU can run isa's functions (kScalar: always).
 bool cpu_has(Isa isa);
+/// Whether it has AVX-512F with the byte and word forms (BW) and the 128/256-bit ones (VL): what
+/// the AVX-512 kernels that work on bytes need (fused_micro_avx512.cpp, pool_grad_avx512.cpp).
+bool cpu_has_avx512_bw_vl();
 /// isa's functions, for the accuracy tests and the ULP sweep, which check every path the CPU
 /// runs and not only the dispatched one. Calling them needs cpu_has(isa).
 const MathFns& math_fns(Isa isa);
