@@ -23,6 +23,11 @@ std::string GraphNode::op_name() const {
 std::shared_ptr<const GraphIR> with_variables_bound(const std::shared_ptr<const GraphIR>& g,
                                                     const std::vector<VariableBinding>& bindings) {
   if (bindings.empty()) return g;
+  // Points `v` at the Variable a binding gives its parameter (the last one that does).
+  auto rebind = [&](std::shared_ptr<VariableState>& v) {
+    for (const VariableBinding& b : bindings)
+      if (b.parameter == v.get()) v = b.variable;
+  };
   std::shared_ptr<GraphIR> copy;  // made at the first change
   for (std::size_t i = 0; i < g->nodes.size(); ++i) {
     const GraphNode& node = g->nodes[i];
@@ -31,24 +36,17 @@ std::shared_ptr<const GraphIR> with_variables_bound(const std::shared_ptr<const 
     // (-Wmaybe-uninitialized), and a null OpAttrs is NoAttrs, never a rebinding.
     OpAttrs bound;
     if (const auto* v = node.attrs.get_if<VariableAttrs>()) {
-      for (const VariableBinding& b : bindings)
-        if (b.parameter == v->variable.get()) bound = VariableAttrs{b.variable};
+      VariableAttrs rebound = *v;
+      rebind(rebound.variable);
+      if (!(rebound == *v)) bound = std::move(rebound);
     } else if (const auto* a = node.attrs.get_if<AdamSlotsAttrs>()) {
       AdamSlotsAttrs rebound = *a;
-      for (auto* v : {&rebound.variable, &rebound.m, &rebound.v})
-        for (const VariableBinding& b : bindings)
-          if (b.parameter == v->get()) *v = b.variable;
+      for (auto* v : {&rebound.variable, &rebound.m, &rebound.v}) rebind(*v);
       if (!(rebound == *a)) bound = std::move(rebound);
     } else if (const auto* group = node.attrs.get_if<VariableGroupAttrs>()) {
       auto rebound = std::make_shared<VariableGroup>(*group->group);
-      bool changed = false;
-      for (auto& v : rebound->variables)
-        for (const VariableBinding& b : bindings)
-          if (b.parameter == v.get()) {
-            v = b.variable;
-            changed = true;
-          }
-      if (changed) bound = VariableGroupAttrs{std::move(rebound)};
+      for (auto& v : rebound->variables) rebind(v);
+      if (rebound->variables != group->group->variables) bound = VariableGroupAttrs{std::move(rebound)};
     } else if (const auto* c = node.attrs.get_if<ControlFlowAttrs>(); c && c->payload) {
       auto payload = std::make_shared<ControlFlowPayload>(*c->payload);
       bool changed = false;
@@ -81,18 +79,15 @@ void add_uses(const GraphIR& g, VariableUses& uses) {
       if (reads) note(uses.reads, a->variable);
       if (writes) note(uses.writes, a->variable);
     }
-    if (const AdamSlotsAttrs* a = n.attrs.get_if<AdamSlotsAttrs>()) {
-      for (const auto* v : {&a->variable, &a->m, &a->v}) {
-        note(uses.reads, *v);
-        note(uses.writes, *v);
-      }
-    }
-    if (const VariableGroupAttrs* a = n.attrs.get_if<VariableGroupAttrs>()) {
-      for (const auto& v : a->group->variables) {
-        note(uses.reads, v);
-        note(uses.writes, v);
-      }
-    }
+    // The optimizer updates (and their groups) read and write each of their Variables.
+    auto reads_and_writes = [&](const std::shared_ptr<VariableState>& v) {
+      note(uses.reads, v);
+      note(uses.writes, v);
+    };
+    if (const AdamSlotsAttrs* a = n.attrs.get_if<AdamSlotsAttrs>())
+      for (const auto* v : {&a->variable, &a->m, &a->v}) reads_and_writes(*v);
+    if (const VariableGroupAttrs* a = n.attrs.get_if<VariableGroupAttrs>())
+      for (const auto& v : a->group->variables) reads_and_writes(v);
     for (const NamedSubgraph& s : subgraphs_of(n)) add_uses(*s.graph, uses);
   }
 }
