@@ -205,12 +205,16 @@ void rewrite_as_epilogue(GraphIR& g, const NodeUsers& users, int self, const Fou
   node.outputs = std::move(outputs);
 }
 
+// Whether `sum` is a sum_to_like node over `result`.
+bool sums(const GraphNode& sum, ValueRef result) {
+  return sum.kind == NodeKind::kOp && sum.op == OpId::SumToLike && sum.control_input < 0 && sum.inputs[0] == result;
+}
+
 // Whether `sum` is sum_to_like(result, like) over the rows of `result` (rows x n, n static and
 // not 1): like is float32 (n) or (1, n). Rows of any size; a size-1 column dim would change
 // reduce_sum's order (its contiguous sum), so n = 1 stays a node.
 bool sums_rows_of(const GraphIR& g, const GraphNode& sum, ValueRef result) {
-  if (sum.kind != NodeKind::kOp || sum.op != OpId::SumToLike || sum.control_input >= 0 || !(sum.inputs[0] == result))
-    return false;
+  if (!sums(sum, result)) return false;
   const TensorShape& r = g.type_of(result).shape;
   const ValueType& like = g.type_of(sum.inputs[1]);
   if (!r.has_rank() || r.rank() != 2 || r.dims()[1] == None || r.dims()[1] == 1 || r.dims()[0] == 1) return false;
@@ -223,8 +227,7 @@ bool sums_rows_of(const GraphIR& g, const GraphNode& sum, ValueRef result) {
 // but the channels (c static and not 1, as above): like is float32 (c). reduce_sum sums those
 // n h w rows of c in the same pairwise order over rows as a product's rows.
 bool sums_channels_of(const GraphIR& g, const GraphNode& sum, ValueRef result) {
-  if (sum.kind != NodeKind::kOp || sum.op != OpId::SumToLike || sum.control_input >= 0 || !(sum.inputs[0] == result))
-    return false;
+  if (!sums(sum, result)) return false;
   const ValueType& r = g.type_of(result);
   const ValueType& like = g.type_of(sum.inputs[1]);
   if (r.dtype != DType::Float32 || !r.shape.has_rank() || r.shape.rank() != 4) return false;
