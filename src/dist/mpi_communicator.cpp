@@ -123,8 +123,7 @@ void MpiCommunicator::begin(const std::string& text) {
     throw UnavailableError(str_cat(
         "[tg::dist] a collective failed earlier on this rank, so the job cannot go on (another rank may be "
         "stuck in it): ", failure_, " Restart the job, from the last checkpoint (tg::restore_variables)"));
-  ++sequence_;
-  doing_ = str_cat("collective #", sequence_, ": ", text);
+  doing_ = text;
 }
 
 void MpiCommunicator::check(int rc, const char* call) {
@@ -285,7 +284,9 @@ void MpiCommunicator::report_mismatch(const CheckedFunction* checked) {
       "\nUsually one rank retraced for other input shapes or other literal arguments, or took another branch "
       "of C++ control flow. Give every rank batches of the same shape (tg::dist::shard gives every rank as "
       "many examples; drop the last partial batch), or trace with an input_signature whose batch dimension "
-      "is None.";
+      "is None. Ranks at different calls of one function (or different eager collectives) are out of step: a "
+      "call raised on one of them before reaching this collective (look at that rank's output) and the program "
+      "went on; that cannot be repaired within the job, so restart it from the last checkpoint.";
   if (!same_check)
     throw CollectiveMismatchError(str_cat(
         "[tg::dist] the ranks reached different collectives at the same point; left alone the job would hang "

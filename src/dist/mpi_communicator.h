@@ -58,7 +58,7 @@ class MpiCommunicator final : public Communicator {
   // with the MPI call in pieces of at most 2^30 elements (MPI counts are ints).
   void in_place_in_pieces(void* data, const CollectiveCall& call, const char* mpi_call,
                           const std::function<int(std::byte*, int)>& move);
-  // Starts collective number sequence_ + 1: raises at once when an earlier one failed.
+  // Starts a collective described by `text`: raises at once when an earlier one failed.
   void begin(const std::string& text);
   // Step one of every collective: all ranks agree on `key`, or every rank raises
   // CollectiveMismatchError describing what each was doing (for a desync check, the first
@@ -80,8 +80,7 @@ class MpiCommunicator final : public Communicator {
   int size_ = 1;
   double timeout_seconds_;
   mutable std::mutex mu_;  // one collective at a time (MPI runs at MPI_THREAD_SERIALIZED)
-  uint64_t sequence_ = 0;  // collectives begun by this rank
-  std::string doing_;  // "collective #12: all_reduce(...)": what peers' questions are answered
+  std::string doing_;  // "all_reduce(...) [eager collective #12]": what peers' questions are answered
   std::string failure_;  // the first failure; set once
   // Answers in flight (their buffers must live until MPI has sent them).
   std::deque<std::pair<MPI_Request, std::array<char, kMpiAnswerBytes>>> answers_;

@@ -9,6 +9,8 @@
 #include <atomic>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <unordered_map>
 
 #include "core/check.h"
 #include "core/tensor_impl.h"
@@ -45,6 +47,10 @@ uint64_t CollectiveCall::key() const {
   fnv_mix_value(h, static_cast<int64_t>(dtype));
   fnv_mix_value(h, agreed_count);
   fnv_mix_value(h, static_cast<int64_t>(tensors));
+  fnv_mix(h, shapes.data(), shapes.size());
+  fnv_mix_value(h, shapes.size());
+  fnv_mix(h, position.data(), position.size());
+  fnv_mix_value(h, position.size());
   if (function) fnv_mix(h, function->data(), function->size());
   return h;
 }
@@ -58,33 +64,66 @@ std::string CollectiveCall::describe() const {
   s += " of ";
   if (tensors > 1) s += str_cat(tensors, " ");
   s += to_string(dtype);
-  s += tensors > 1 ? " tensors" : "";
+  s += tensors > 1 ? " tensors " : " ";
+  s += shapes;
   if (name == "all_gather" || name == "all_gather_grad")
     s += str_cat(" (rows of ", agreed_count, " elements; ", count, " rows here)");
   else
     s += str_cat(" (", count, " elements)");
   s += function ? str_cat(" in function '", *function, "'") : std::string(" run eagerly");
+  if (!position.empty()) s += str_cat(" [", position, "]");
   return s;
 }
 
 namespace {
 std::shared_ptr<Communicator> g_communicator_owner;
 std::atomic<Communicator*> g_communicator{nullptr};
-thread_local const std::string* t_collective_function = nullptr;
+thread_local CollectiveFunctionScope::Run t_collective_run;
+
+// The sequence positions (CollectiveFunctionScope): how many runs of each function with
+// collectives this process started, and how many collectives it ran eagerly. Both restart with
+// each communicator, so that every rank of a new job counts from the same zero.
+struct Positions {
+  std::mutex mu;
+  std::unordered_map<std::string, uint64_t> calls;
+  uint64_t eager = 0;
+};
+Positions& positions() {
+  static Positions p;
+  return p;
+}
 }  // namespace
 
 Communicator* communicator() { return g_communicator.load(std::memory_order_acquire); }
 
 void set_communicator(std::shared_ptr<Communicator> c) {
+  {
+    Positions& p = positions();
+    std::lock_guard lock(p.mu);
+    p.calls.clear();
+    p.eager = 0;
+  }
   g_communicator.store(c.get(), std::memory_order_release);
   g_communicator_owner = std::move(c);
 }
 
-CollectiveFunctionScope::CollectiveFunctionScope(const std::string* function) : prev_(t_collective_function) {
-  t_collective_function = function;
+CollectiveFunctionScope::CollectiveFunctionScope(const std::string* function) : prev_(t_collective_run) {
+  if (!function || function == prev_.function) return;
+  Positions& p = positions();
+  std::lock_guard lock(p.mu);
+  t_collective_run = Run{function, ++p.calls[*function], 0};
 }
-CollectiveFunctionScope::~CollectiveFunctionScope() { t_collective_function = prev_; }
-const std::string* current_collective_function() { return t_collective_function; }
+CollectiveFunctionScope::~CollectiveFunctionScope() { t_collective_run = prev_; }
+const std::string* current_collective_function() { return t_collective_run.function; }
+
+std::string next_collective_position() {
+  CollectiveFunctionScope::Run& run = t_collective_run;
+  if (run.function)
+    return str_cat("collective #", ++run.collectives, " of call #", run.call, " of function '", *run.function, "'");
+  Positions& p = positions();
+  std::lock_guard lock(p.mu);
+  return str_cat("eager collective #", ++p.eager);
+}
 
 bool is_collective(OpId id) {
   switch (id) {
@@ -182,15 +221,26 @@ std::vector<ValueType> infer_all_gather_grad(const std::vector<ValueType>& in, c
 int64_t elements(const Tensor& t) { return t.impl()->shape.num_elements(); }
 std::size_t byte_size(const Tensor& t) { return static_cast<std::size_t>(elements(t)) * dtype_size(t.dtype()); }
 
-CollectiveCall call_of(const char* op, const OpAttrs& attrs, DType dtype, int64_t count) {
+// A collective of the tensors `in` (their dtype and shapes), taking the next position of this
+// rank's sequence.
+CollectiveCall call_of(const char* op, const OpAttrs& attrs, const std::vector<Tensor>& in) {
   const auto& a = attrs.get<CollectiveAttrs>();
   CollectiveCall call;
   call.op = op;
   call.reduction = static_cast<Reduction>(a.reduction);
   call.root = a.root;
-  call.dtype = dtype;
-  call.count = count;
-  call.agreed_count = count;
+  call.dtype = in[0].dtype();
+  for (const Tensor& t : in) call.count += elements(t);
+  call.agreed_count = call.count;
+  call.tensors = static_cast<int>(in.size());
+  if (in.size() == 1) {
+    call.shapes = in[0].impl()->shape.to_string();
+  } else {
+    call.shapes = "[";
+    for (std::size_t i = 0; i < in.size(); ++i) call.shapes += str_cat(i ? ", " : "", in[i].impl()->shape.to_string());
+    call.shapes += "]";
+  }
+  call.position = next_collective_position();
   call.function = current_collective_function();
   return call;
 }
@@ -219,10 +269,8 @@ void kernel_all_reduce(const std::vector<Tensor>& in, const OpAttrs& attrs, std:
     for (std::size_t i = 0; i < in.size(); ++i) copy_elements(in[i], out[i]);
     return;
   }
-  int64_t total = 0;
-  for (const Tensor& t : in) total += elements(t);
-  CollectiveCall call = call_of("all_reduce", attrs, in[0].dtype(), total);
-  call.tensors = static_cast<int>(in.size());
+  const CollectiveCall call = call_of("all_reduce", attrs, in);
+  const int64_t total = call.count;
   if (out.size() == 1) {
     copy_elements(in[0], out[0]);
     comm->all_reduce(bytes_of(out[0]), call);
@@ -252,7 +300,7 @@ void kernel_collective_broadcast(const std::vector<Tensor>& in, const OpAttrs& a
   const int size = comm ? comm->size() : 1;
   check_root_in_job("collective_broadcast", attrs.get<CollectiveAttrs>().root, size);
   if (size == 1) return;
-  comm->broadcast(bytes_of(out[0]), call_of("collective_broadcast", attrs, in[0].dtype(), elements(in[0])));
+  comm->broadcast(bytes_of(out[0]), call_of("collective_broadcast", attrs, in));
 }
 
 void kernel_reduce_to_root(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
@@ -262,7 +310,7 @@ void kernel_reduce_to_root(const std::vector<Tensor>& in, const OpAttrs& attrs, 
   const int64_t root = attrs.get<CollectiveAttrs>().root;
   check_root_in_job("reduce_to_root", root, size);
   if (size == 1) return;
-  comm->reduce_to_root(bytes_of(out[0]), call_of("reduce_to_root", attrs, in[0].dtype(), elements(in[0])));
+  comm->reduce_to_root(bytes_of(out[0]), call_of("reduce_to_root", attrs, in));
   // Only the root receives the sum; the others' part of the gradient is nothing.
   if (comm->rank() != root && byte_size(out[0])) std::memset(bytes_of(out[0]), 0, byte_size(out[0]));
 }
@@ -275,9 +323,13 @@ int64_t row_elements(const Tensor& t) {
   return n;
 }
 
+// A collective of t's rows: each rank may send another number of them, so the shapes compared
+// leave axis 0 out.
 CollectiveCall rows_call(const char* op, const OpAttrs& attrs, const Tensor& t) {
-  CollectiveCall call = call_of(op, attrs, t.dtype(), t.impl()->shape.dims()[0]);
+  CollectiveCall call = call_of(op, attrs, {t});
+  call.count = t.impl()->shape.dims()[0];
   call.agreed_count = row_elements(t);
+  call.shapes = gathered_shape(op, t.impl()->shape).to_string();
   return call;
 }
 
@@ -323,7 +375,7 @@ void kernel_all_gather_grad(const std::vector<Tensor>& in, const OpAttrs& attrs,
   if (comm && comm->size() > 1) {
     summed = allocate_tensor(dy.dtype(), dy.impl()->shape);
     copy_elements(dy, summed);
-    comm->all_reduce(bytes_of(summed), call_of("all_gather_grad", attrs, dy.dtype(), elements(dy)));
+    comm->all_reduce(bytes_of(summed), call_of("all_gather_grad", attrs, {dy}));
   }
   const std::size_t row_bytes = static_cast<std::size_t>(row_elements(x)) * dtype_size(x.dtype());
   if (const std::size_t n = row_bytes * static_cast<std::size_t>(x_dims[0]))

@@ -32,11 +32,20 @@ struct CollectiveCall {
   /// one row, since each rank may send another number of rows).
   int64_t agreed_count = 0;
   int tensors = 1;                 // how many tensors all_reduce packed into this one collective
+  /// The shapes that must be equal on every rank: "(2, 3)", a bucket's "[(2,), (3,)]", or for
+  /// all_gather the rows' shape "(None, 3)". Equal counts are not enough: (2, 3) summed with
+  /// (3, 2) pairs unrelated elements.
+  std::string shapes;
+  /// Where this collective stands in its rank's sequence, equal on every rank of a job in step
+  /// (CollectivePosition): "eager collective #4", or "collective #1 of call #7 of function
+  /// 'train_step'".
+  std::string position;
   const std::string* function = nullptr;  // the traced function it runs in; null when eager
 
   /// A hash of everything above but `count`: equal on every rank of a job in step.
   uint64_t key() const;
-  /// "all_reduce(sum) of 2 float32 tensors (101,770 elements) in function 'train_step'".
+  /// "all_reduce(sum) of 2 float32 tensors [(2,), (3,)] (5 elements) in function 'train_step'
+  /// (collective #1 of call #7 of function 'train_step')".
   std::string describe() const;
 };
 
@@ -78,20 +87,38 @@ Communicator* communicator();
 /// finalize, while no collective runs.
 void set_communicator(std::shared_ptr<Communicator> c);
 
-/// The traced function whose graph runs on this thread, while it holds collectives: what a
-/// collective's errors name. Set for the run of a concrete function (src/trace).
+/// The run of a traced function that holds collectives, on this thread: what a collective's
+/// errors name, and its position in the rank's sequence. Set for the run of a concrete function
+/// (src/trace).
+///
+/// Positions: each run of a function with collectives is call #n of that function on this rank
+/// (counted when the run starts, so a run that raises before its collectives still uses its
+/// number), and its collectives are #1, #2, ... of that call. A rank whose step raised before
+/// its all_reduce and that moved on to the next batch is then at another call than its peers,
+/// and the next collective is a CollectiveMismatchError on every rank instead of averaging two
+/// steps' gradients. Collectives run eagerly are numbered in the order this process calls them.
 class CollectiveFunctionScope {
  public:
+  /// `function` null, or the function already running on this thread: nothing changes.
   explicit CollectiveFunctionScope(const std::string* function);
   ~CollectiveFunctionScope();
   CollectiveFunctionScope(const CollectiveFunctionScope&) = delete;
   CollectiveFunctionScope& operator=(const CollectiveFunctionScope&) = delete;
 
+  struct Run {
+    const std::string* function = nullptr;
+    uint64_t call = 0;         // this run is call #call of `function` on this rank
+    uint64_t collectives = 0;  // the collectives this run has started
+  };
+
  private:
-  const std::string* prev_;
+  Run prev_;
 };
 /// The function of the innermost CollectiveFunctionScope on this thread; null when none.
 const std::string* current_collective_function();
+/// The position of the collective starting now on this thread (CollectiveFunctionScope), and
+/// a step of the sequence it counts.
+std::string next_collective_position();
 
 /// Whether an op is one of the collectives (what a traced function's sequence lists).
 bool is_collective(OpId id);

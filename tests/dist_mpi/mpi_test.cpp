@@ -134,7 +134,8 @@ TEST_F(TwoRanks, AJobResumesFromRankZerosCheckpoint) {
 
 TEST_F(TwoRanks, RanksAtDifferentCollectivesGetAnErrorNotAHang) {
   const Tensor x = dist::rank() == 0 ? constant({1.0f, 2.0f, 3.0f}) : constant({1.0f, 2.0f, 3.0f, 4.0f});
-  EXPECT_THROW_MSG(dist::all_reduce(x), CollectiveMismatchError, "rank 0: collective #", "(3 elements) run eagerly",
+  EXPECT_THROW_MSG(dist::all_reduce(x), CollectiveMismatchError, "rank 0: all_reduce(sum) of float32 (3,)",
+                   "(3 elements) run eagerly [eager collective #", "rank 1: all_reduce(sum) of float32 (4,)",
                    "(4 elements) run eagerly");
   try {
     dist::all_reduce(x);
@@ -166,7 +167,54 @@ TEST_F(TwoRanks, ACheckedFunctionAgainstAnotherCollectiveIsAMismatchToo) {
   f(ones({2}));
   EXPECT_THROW_MSG(f(dist::rank() == 0 ? ones({2}) : ones({5})), CollectiveMismatchError,
                    "the ranks reached different collectives", "the check of function 'f' before its first run",
-                   "all_reduce(sum) of float32 (2 elements) in function 'f'");
+                   "all_reduce(sum) of float32 (2,) (2 elements) in function 'f'");
+}
+
+// Equal element counts are not enough: each case below pairs unrelated elements (or returns
+// differently shaped results on the two ranks) unless the shapes are compared.
+TEST_F(TwoRanks, CollectivesOfOtherShapesWithEqualCountsAreAMismatch) {
+  const bool zero = dist::rank() == 0;
+  EXPECT_THROW_MSG(dist::all_reduce(zero ? ones({2, 3}) : ones({3, 2})), CollectiveMismatchError,
+                   "rank 0: all_reduce(sum) of float32 (2, 3)", "rank 1: all_reduce(sum) of float32 (3, 2)");
+  EXPECT_THROW_MSG(dist::broadcast(zero ? ones({4}) : ones({2, 2})), CollectiveMismatchError,
+                   "rank 0: collective_broadcast from rank 0 of float32 (4,)", "rank 1: collective_broadcast from rank 0 of float32 (2, 2)");
+  EXPECT_THROW_MSG(dist::all_reduce(zero ? std::vector<Tensor>{ones({2}), ones({3})}
+                                         : std::vector<Tensor>{ones({3}), ones({2})}),
+                   CollectiveMismatchError, "2 float32 tensors [(2,), (3,)]", "2 float32 tensors [(3,), (2,)]");
+  EXPECT_THROW_MSG(dist::all_gather(zero ? ones({2, 6}) : ones({2, 3, 2})), CollectiveMismatchError,
+                   "all_gather of float32 (None, 6)", "all_gather of float32 (None, 3, 2)");
+  // The same through a traced function whose signature leaves every dim None.
+  auto reduce = function([](const Tensor& t) { return dist::all_reduce(t); },
+                         {.name = "reduce", .input_signature = std::vector<TensorSpec>{TensorSpec({None, None}, float32)}});
+  EXPECT_THROW_MSG(reduce(zero ? ones({2, 3}) : ones({3, 2})), CollectiveMismatchError,
+                   "all_reduce(sum) of float32 (2, 3) (6 elements) in function 'reduce'",
+                   "all_reduce(sum) of float32 (3, 2) (6 elements) in function 'reduce'");
+  auto gather = function([](const Tensor& t) { return dist::all_gather(t); },
+                         {.name = "gather", .input_signature = std::vector<TensorSpec>{TensorSpec({None, None}, float32)}});
+  EXPECT_THROW_MSG(gather(zero ? ones({2, 6}) : ones({3, 4})), CollectiveMismatchError, "(None, 6)", "(None, 4)");
+  // Nothing moved: the job goes on, and equal shapes still work.
+  EXPECT_TRUE(testing::tensors_near(reduce(ones({2, 3})), fill({2, 3}, 2.0f)));
+}
+
+// A rank whose traced step raises before its all_reduce, and whose loop goes on to the next
+// batch, is a call ahead of the other rank: the next collective fails on both ranks instead of
+// averaging the gradients of two different steps.
+TEST_F(TwoRanks, ARankThatSkipsAStepsCollectiveFailsAtTheNextOne) {
+  auto step = function([](const Tensor& x, const Tensor& bad) {
+    // The check raises on rank 1's second call only, before the all_reduce.
+    const Tensor checked = x + reshape(bad, {-1})[0];
+    return dist::all_reduce(checked, dist::ReduceOp::kMean);
+  }, {.name = "step", .input_signature = std::vector<TensorSpec>{TensorSpec({2}, float32), TensorSpec({None}, float32)}});
+  EXPECT_TRUE(testing::tensors_near(step(ones({2}), constant({0.0f})), ones({2})));
+  const bool raises_here = dist::rank() == 1;
+  if (raises_here) {
+    EXPECT_THROW(step(ones({2}), zeros({0})), Error);  // an empty batch: the gather of element 0 fails
+  }
+  // Rank 1 moved on to its next batch (call #3); rank 0 is in call #2.
+  EXPECT_THROW_MSG(step(ones({2}) * (1.0f + r()), constant({0.0f})), CollectiveMismatchError,
+                   "rank 0: all_reduce(mean) of float32 (2,) (2 elements) in function 'step' [collective #1 of call #2",
+                   "rank 1: all_reduce(mean) of float32 (2,) (2 elements) in function 'step' [collective #1 of call #3",
+                   "out of step");
 }
 
 }  // namespace
