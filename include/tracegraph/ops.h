@@ -160,6 +160,10 @@ Tensor cumprod(const Tensor& x, int axis = 0, bool exclusive = false, bool rever
 // --- Shape ops -------------------------------------------------------------------------------
 /// New shape with the same elements; at most one dim may be -1 (inferred). Zero-copy.
 Tensor reshape(const Tensor& x, std::vector<int64_t> shape);
+/// The same with the shape held by a 1-D int32/int64 tensor, for shapes known only at run time:
+/// `tg::reshape(x, tg::stack({tg::shape(x)[0], tg::constant(-1)}))` flattens each row of a batch
+/// of None size. Sizes of the value known while tracing (constants) become static dims.
+Tensor reshape(const Tensor& x, const Tensor& shape);
 /// Permutes dims; an empty perm reverses them.
 Tensor transpose(const Tensor& x, std::vector<int> perm = {});
 Tensor expand_dims(const Tensor& x, int axis);

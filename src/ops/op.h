@@ -193,6 +193,13 @@ void register_nd_index_ops(OpDef* table);
 void register_math_ops(OpDef* table);
 void register_sort_ops(OpDef* table);
 void register_collective_ops(OpDef* table);
+void register_runtime_shape_ops(OpDef* table);
+
+/// x, once its shape is known to equal y's: checked now when both shapes are fully known, else
+/// by an ensure_same_shape node when the graph runs (a composite op's check that must not vanish
+/// under None dims). Errors name `op` and the two arguments: "[mean_squared_error] y_true have
+/// shape (4, 5) but y_pred have shape (4, 1) ...".
+Tensor ensure_same_shape(const Tensor& x, const Tensor& y, const char* op, const char* x_name, const char* y_name);
 
 /// Normalises a possibly negative axis against rank, or throws "[op] axis a is out of range".
 int64_t normalize_axis(const char* op, int64_t axis, int64_t rank);

@@ -395,6 +395,14 @@ struct CollectiveAttrs {
   bool operator==(const CollectiveAttrs&) const = default;
 };
 
+/// ensure_same_shape: what its error names - the composite op, then its two arguments
+/// ({"mean_squared_error", "y_true", "y_pred"}).
+struct ShapeCheckAttrs {
+  std::vector<std::string> names;
+  template <class F> void for_each_field(F&& f) const { f("names", names); }
+  bool operator==(const ShapeCheckAttrs&) const = default;
+};
+
 // The order of this list is the variant index; ops.def names structs, never indices.
 using AttrsVariant = std::variant<NoAttrs, ReduceAttrs, AxisAttrs, ArgReduceAttrs, CastAttrs, MatMulAttrs,
                                   ReshapeAttrs, TransposeAttrs, SqueezeAttrs, SliceAttrs, BlockAttrs,
@@ -403,7 +411,7 @@ using AttrsVariant = std::variant<NoAttrs, ReduceAttrs, AxisAttrs, ArgReduceAttr
                                   RandomAttrs, Conv2DAttrs, Pool2DAttrs, TileAttrs, PadAttrs,
                                   SplitAttrs, ReverseAttrs, ScanAttrs, SortAttrs, TopKAttrs,
                                   CollectiveAttrs, MatMulEpilogueAttrs, Conv2DEpilogueAttrs, VariableGroupAttrs,
-                                  MaxPoolGradMaskedAttrs>;
+                                  MaxPoolGradMaskedAttrs, ShapeCheckAttrs>;
 
 template <class T, class V> struct VariantIndex;
 template <class T, class... Ts> struct VariantIndex<T, std::variant<Ts...>> {

@@ -34,7 +34,8 @@ const std::vector<int64_t>& dims_of(const Tensor& t) { return t.impl()->shape.di
 
 // ---- reshape ----
 
-// The output shape of reshape(in, target), validating everything the known dims allow.
+}  // namespace
+
 TensorShape reshape_shape(const TensorShape& in, const std::vector<int64_t>& target) {
   const char* op = "reshape";
   int64_t infer_at = -1;
@@ -98,6 +99,8 @@ TensorShape reshape_shape(const TensorShape& in, const std::vector<int64_t>& tar
   }  // else the -1 stays None (== -1): it depends on the input's None dims
   return TensorShape(out);
 }
+
+namespace {
 
 std::vector<ValueType> infer_reshape(const std::vector<ValueType>& in, const OpAttrs& op_attrs) {
   const ReshapeAttrs& attrs = op_attrs.get<ReshapeAttrs>();

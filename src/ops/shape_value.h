@@ -15,6 +15,9 @@ ShapeValueAttrs shape_value_of(const char* op, const Tensor& shape);
 /// The static shape a shape tensor of type `t` describes, given what was known of its value;
 /// throws TypeError / InvalidArgumentError unless `t` is a 1-D int32/int64 tensor.
 TensorShape described_shape(const char* op, const ValueType& t, const ShapeValueAttrs& known);
+/// The output shape of reshape(x of shape `in`, target), validating everything the known dims
+/// allow: at most one -1 (inferred), equal element counts.
+TensorShape reshape_shape(const TensorShape& in, const std::vector<int64_t>& target);
 /// The sizes an eager shape tensor holds, checked (sizes >= 0, what the op knew of them).
 std::vector<int64_t> shape_values(const char* op, const Tensor& shape, const ShapeValueAttrs& known);
 

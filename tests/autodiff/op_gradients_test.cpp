@@ -232,6 +232,15 @@ std::vector<GradCase> make_cases() {
       {"broadcast_to", "(2,1) to (2,3)",
        [](const std::vector<Tensor>& in) { return broadcast_to(in[0], constant({2, 3})) * in[1]; },
        {u({2, 1}), u({2, 3})}},
+      {"reshape_to", "(2,3) to the shape tensor {3, -1}",
+       [](const std::vector<Tensor>& in) { return reshape(in[0], constant({3, -1})) * in[1]; },
+       {u({2, 3}), u({3, 2})}},
+      {"ensure_same_shape", "(2,3) checked against (2,3)",
+       [](const std::vector<Tensor>& in) {
+         return detail::apply_op1(detail::OpId::EnsureSameShape, {in[0], in[1]},
+                                  detail::ShapeCheckAttrs{{"loss", "a", "b"}}) * in[1];
+       },
+       {u({2, 3}), u({2, 3})}},
       {"broadcast_to", "(3,) to tg::shape of a (2,3)",
        [](const std::vector<Tensor>& in) { return broadcast_to(in[0], shape(in[1])) * in[1]; },
        {u({3}), u({2, 3})}},

@@ -1,0 +1,138 @@
+// Ops that settle a shape at run time when the trace cannot: reshape_to (the target shape is a
+// tensor's value, e.g. built from tg::shape(x) with None dims) and ensure_same_shape (a composite
+// op's "these two shapes are equal", checked again when the graph runs). Both pass the input's
+// storage through: they are views.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/check.h"
+#include "core/tensor_impl.h"
+#include "ops/broadcast.h"
+#include "ops/grad_helpers.h"
+#include "ops/op.h"
+#include "ops/shape_value.h"
+#include "tracegraph/ops.h"
+
+namespace tg {
+namespace detail {
+namespace {
+
+// ---- reshape_to(x, shape) ----
+
+// The sizes an eager shape tensor holds, -1 included (the dim to infer).
+std::vector<int64_t> target_values(const Tensor& shape) {
+  const TensorImpl& impl = *shape.impl();
+  std::vector<int64_t> dims(static_cast<std::size_t>(impl.shape.dims()[0]));
+  for (std::size_t i = 0; i < dims.size(); ++i)
+    dims[i] = impl.dtype == DType::Int64 ? impl.data<int64_t>()[i] : int64_t{impl.data<int32_t>()[i]};
+  return dims;
+}
+
+// What the target looks like while tracing: the known sizes (a -1 is None until the input's
+// elements are counted) when the shape tensor's value was known, else one None per element.
+std::vector<ValueType> infer_reshape_to(const std::vector<ValueType>& in, const OpAttrs& attrs) {
+  const auto& known = attrs.get<ShapeValueAttrs>();
+  ShapeValueAttrs sizes = known;
+  for (int64_t& d : sizes.dims) d = d == -1 ? None : d;  // described_shape refuses negative sizes
+  const TensorShape described = described_shape("reshape", in[1], sizes);
+  if (known.known) {
+    bool all_known = true;
+    for (int64_t d : known.dims) all_known = all_known && d != None;
+    if (all_known) return {ValueType{in[0].dtype, reshape_shape(in[0].shape, known.dims)}};
+  }
+  return {ValueType{in[0].dtype, described}};
+}
+
+void kernel_reshape_to(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
+  const TensorImpl& shape = *in[1].impl();
+  described_shape("reshape", ValueType{shape.dtype, shape.shape}, ShapeValueAttrs{});
+  const std::vector<int64_t> target = target_values(in[1]);
+  const TensorShape result = reshape_shape(in[0].impl()->shape, target);
+  const auto& known = attrs.get<ShapeValueAttrs>();
+  for (std::size_t i = 0; known.known && i < target.size(); ++i)
+    if (i >= known.dims.size() || (known.dims[i] != None && known.dims[i] != target[i]))
+      op_error<InvalidArgumentError>("reshape", "the target shape is ", format_list(target),
+                                     " at run time but was known as ", format_list(known.dims),
+                                     " when the graph was built");
+  out[0] = make_view(in[0], result);
+}
+
+std::vector<Tensor> grad_reshape_to(const GradInputs& g) { return {reshape_like(g.grads[0], g.inputs[0]), Tensor()}; }
+
+// ---- ensure_same_shape(x, y) ----
+
+[[noreturn]] void shapes_differ(const ShapeCheckAttrs& a, const TensorShape& x, const TensorShape& y,
+                                const char* when) {
+  const std::string op = a.names.size() == 3 ? a.names[0] : "ensure_same_shape";
+  const std::string first = a.names.size() == 3 ? a.names[1] : "x";
+  const std::string second = a.names.size() == 3 ? a.names[2] : "y";
+  op_error<InvalidArgumentError>(op.c_str(), first, " have shape ", x.to_string(), " but ", second, " have shape ",
+                                 y.to_string(), when, "; expected equal shapes, since these arguments do not "
+                                 "broadcast: give one ", first, " entry per ", second, " entry (reshape them to "
+                                 "the same shape)");
+}
+
+// The shape both must have: x's dims, with y's where x's are None. Dims known on both sides
+// must agree; the rest is the kernel's to check.
+std::vector<ValueType> infer_ensure_same_shape(const std::vector<ValueType>& in, const OpAttrs& attrs) {
+  const auto& a = attrs.get<ShapeCheckAttrs>();
+  const TensorShape& x = in[0].shape;
+  const TensorShape& y = in[1].shape;
+  if (!x.has_rank()) return {ValueType{in[0].dtype, y}};
+  if (!y.has_rank()) return {in[0]};
+  if (x.rank() != y.rank()) shapes_differ(a, x, y, "");
+  std::vector<int64_t> dims = x.dims();
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    const int64_t yd = y.dims()[i];
+    if (dims[i] != None && yd != None && dims[i] != yd) shapes_differ(a, x, y, "");
+    if (dims[i] == None) dims[i] = yd;
+  }
+  return {ValueType{in[0].dtype, TensorShape(dims)}};
+}
+
+void kernel_ensure_same_shape(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
+  const TensorShape& x = in[0].impl()->shape;
+  const TensorShape& y = in[1].impl()->shape;
+  if (x != y) shapes_differ(attrs.get<ShapeCheckAttrs>(), x, y, " when the graph ran");
+  out[0] = make_view(in[0], x);
+}
+
+std::vector<Tensor> grad_ensure_same_shape(const GradInputs& g) { return {g.grads[0], Tensor()}; }
+
+}  // namespace
+
+void register_runtime_shape_ops(OpDef* t) {
+  set_op(t, OpId::ReshapeTo, &infer_reshape_to, &kernel_reshape_to);
+  set_op(t, OpId::EnsureSameShape, &infer_ensure_same_shape, &kernel_ensure_same_shape);
+  set_grad(t, OpId::ReshapeTo, &grad_reshape_to);
+  set_grad(t, OpId::EnsureSameShape, &grad_ensure_same_shape);
+}
+
+Tensor ensure_same_shape(const Tensor& x, const Tensor& y, const char* op, const char* x_name, const char* y_name) {
+  const TensorShape xs = static_shape(x), ys = static_shape(y);
+  ShapeCheckAttrs attrs{{op, x_name, y_name}};
+  if (xs.is_fully_defined() && ys.is_fully_defined()) {
+    if (xs != ys) shapes_differ(attrs, xs, ys, "");
+    return x;  // settled now: no node
+  }
+  return apply_op1(OpId::EnsureSameShape, {x, y}, std::move(attrs));
+}
+
+}  // namespace detail
+
+Tensor reshape(const Tensor& x, const Tensor& shape) {
+  if (!x.defined()) detail::op_error<ValueError>("reshape", "got an empty tg::Tensor to reshape");
+  if (!shape.defined()) detail::op_error<ValueError>("reshape", "the shape is an empty tg::Tensor; pass e.g. tg::shape(x)");
+  detail::ShapeValueAttrs known;
+  const detail::TensorImpl& impl = *shape.impl();
+  if (!impl.symbolic && impl.shape.rank() == 1 && (impl.dtype == DType::Int32 || impl.dtype == DType::Int64)) {
+    known.known = true;
+    known.dims = detail::target_values(shape);
+  } else {
+    known = detail::shape_value_of("reshape", shape);
+  }
+  return detail::apply_op1(detail::OpId::ReshapeTo, {x, shape}, std::move(known));
+}
+
+}  // namespace tg
