@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "data/npy.h"
+#include "support/fifo.h"
 #include "support/test_util.h"
 #include "train/idx_files.h"
 
@@ -176,6 +177,13 @@ TEST(Npy, FilesAndTensorsThatCannotBeWritten) {
     return x;
   });
   EXPECT_THROW_MSG(f(constant(1)), TypeError, "is symbolic");
+}
+
+TEST(Npy, AFifoIsRefusedWithoutWaitingForAWriter) {
+  testing::TempFifo fifo("x.npy");
+  EXPECT_TRUE(testing::refuses_fifo_at_once(fifo.path(), [&] { load_npy(fifo.path()); },
+                                            {"[load_npy]", fifo.path(), "is a FIFO (named pipe), not a regular file",
+                                             "expected a .npy file"}));
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 // tgx's parts (the signature parser, the output comparison), the thread setting it uses, and
 // what its output documents hold (run as a separate process on the tgx_files fixture).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cmath>
@@ -27,8 +29,9 @@ struct Process {
   std::string out;  // stdout only; stderr is left to the test log
 };
 
-Process run_tgx(const std::string& args) {
-  const std::string command = "cd '" TGX_FILES_DIR "' && '" TGX_EXECUTABLE "' " + args;
+// `prefix` goes before tgx on the command line (e.g. "timeout 30").
+Process run_tgx(const std::string& args, const std::string& prefix = "") {
+  const std::string command = "cd '" TGX_FILES_DIR "' && " + prefix + " '" TGX_EXECUTABLE "' " + args;
   Process p;
   FILE* pipe = ::popen(command.c_str(), "r");
   if (!pipe) return p;
@@ -214,6 +217,22 @@ TEST(TgxProcess, RunWritesEachOutputAsNpyEqualToTheOriginalFunctionsResult) {
   EXPECT_EQ(out1.dtype(), tg::int32);
   EXPECT_EQ(out1.item<int32_t>(), 2);  // 3 + 4 - 5
   EXPECT_FALSE(std::filesystem::exists(files("out_gtest/output_2.npy")));
+}
+
+TEST(TgxProcess, AFifoAsAnInputOrExpectedFileIsRefusedWithoutWaitingForAWriter) {
+  // tg::load_npy checks the file type before anything could block; `timeout` ends a tgx that
+  // waits for a writer anyway (exit code 124), so that a regression fails instead of hanging.
+  char dir[] = "/tmp/tg_tgx_fifo_XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string fifo = std::string(dir) + "/x.npy";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const Process input = run_tgx("run mlp.tgx --input x=" + fifo + " 2>&1", "timeout 30");
+  EXPECT_EQ(input.exit_code, 1) << input.out;
+  EXPECT_NE(input.out.find("'" + fifo + "' is a FIFO (named pipe), not a regular file"), std::string::npos) << input.out;
+  const Process expect = run_tgx("run mlp.tgx --input x=x.npy --expect " + fifo + " 2>&1", "timeout 30");
+  EXPECT_EQ(expect.exit_code, 1) << expect.out;
+  EXPECT_NE(expect.out.find("is a FIFO"), std::string::npos) << expect.out;
+  std::filesystem::remove_all(dir);
 }
 
 TEST(TgxProcess, ExitCodesOfEachKindOfFailure) {
