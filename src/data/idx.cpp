@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <new>
 
 #include "core/check.h"
 #include "core/tensor_impl.h"
@@ -55,56 +56,98 @@ int type_size(uint8_t code) {
 
 std::string dims_text(const std::vector<int64_t>& dims) { return TensorShape(dims).to_string(); }
 
-// Inflates every gzip member of `gz` (zlib's automatic header detection, 15 + 32) straight into
-// the output buffer, which starts at the size the gzip trailer announces.
-Bytes gunzip(const char* op, const std::string& path, const Bytes& gz) {
-  const std::size_t n = gz.size();
-  std::size_t guess = 1 << 16;
-  if (n >= 4) {  // ISIZE: the last member's size mod 2^32
-    const std::size_t isize =
-        gz[n - 4] | (gz[n - 3] << 8) | (gz[n - 2] << 16) | (std::size_t{gz[n - 1]} << 24);
-    guess = std::max(guess, std::min(isize + 1, n * 1032));  // a damaged trailer must not ask for gigabytes
+// The decompressed bytes of an IDX file, made as the parser asks for them. A gzipped file is
+// inflated (every member: zlib's automatic header detection, 15 + 32) only as far as the parser
+// asks - its header, then the size the header declares and one byte more, to see whether data
+// follows - so a small file that inflates to gigabytes costs no more than its header says.
+class IdxBytes {
+ public:
+  IdxBytes(const char* op, const std::string& path, Bytes raw)
+      : op_(op), path_(path), raw_(std::move(raw)), gz_(raw_.size() >= 2 && raw_[0] == 0x1F && raw_[1] == 0x8B) {
+    if (gz_ && inflateInit2(&zs_, 15 + 32) != Z_OK)
+      op_error<ValueError>(op_, "cannot initialise zlib to read '", path_, "'");
   }
-  Bytes out(guess);
-  std::size_t produced = 0, consumed = 0;
-  z_stream zs{};
-  if (inflateInit2(&zs, 15 + 32) != Z_OK)
-    op_error<ValueError>(op, "cannot initialise zlib to read '", path, "'");
-  for (;;) {
-    if (produced == out.size()) out.resize(out.size() * 2);
+  ~IdxBytes() {
+    if (gz_) inflateEnd(&zs_);
+  }
+  IdxBytes(const IdxBytes&) = delete;  // zlib's state points back at zs_
+  IdxBytes& operator=(const IdxBytes&) = delete;
+
+  bool gzipped() const { return gz_; }
+  const uint8_t* data() const { return gz_ ? out_.data() : raw_.data(); }
+  /// The bytes available: all of a plain file's, what has been inflated of a gzipped one's.
+  std::size_t size() const { return gz_ ? produced_ : raw_.size(); }
+  /// Makes at least `n` bytes available, or all there are when there are fewer; returns size().
+  std::size_t fill(std::size_t n) {
+    while (gz_ && produced_ < n && !ended_) {
+      if (produced_ == out_.size()) grow(n);
+      inflate_some();
+    }
+    return size();
+  }
+  Bytes take() {
+    if (!gz_) return std::move(raw_);
+    out_.resize(produced_);
+    return std::move(out_);
+  }
+
+ private:
+  // Room for more output: doubling, never past the `n` bytes asked for.
+  void grow(std::size_t n) {
+    const std::size_t want = std::min(std::max<std::size_t>(out_.size() * 2, 1 << 16), n);
+    try {
+      out_.resize(want);
+    } catch (const std::bad_alloc&) {
+      throw ResourceExhaustedError(str_cat("[", op_, "] cannot hold ", want, " bytes of '", path_,
+                                           "' (after gzip decompression) in memory; its header declares "
+                                           "more data than fits"),
+                                   want);
+    }
+  }
+
+  void inflate_some() {
     constexpr std::size_t kMaxChunk = std::numeric_limits<uInt>::max();
-    zs.next_in = const_cast<Bytef*>(gz.data() + consumed);
-    zs.avail_in = static_cast<uInt>(std::min(n - consumed, kMaxChunk));
-    zs.next_out = out.data() + produced;
-    zs.avail_out = static_cast<uInt>(std::min(out.size() - produced, kMaxChunk));
-    const uInt in_before = zs.avail_in, out_before = zs.avail_out;
-    const int rc = inflate(&zs, Z_NO_FLUSH);
-    consumed += in_before - zs.avail_in;
-    produced += out_before - zs.avail_out;
+    const std::size_t n = raw_.size();
+    zs_.next_in = const_cast<Bytef*>(raw_.data() + consumed_);
+    zs_.avail_in = static_cast<uInt>(std::min(n - consumed_, kMaxChunk));
+    zs_.next_out = out_.data() + produced_;
+    zs_.avail_out = static_cast<uInt>(std::min(out_.size() - produced_, kMaxChunk));
+    const uInt in_before = zs_.avail_in, out_before = zs_.avail_out;
+    const int rc = inflate(&zs_, Z_NO_FLUSH);
+    consumed_ += in_before - zs_.avail_in;
+    produced_ += out_before - zs_.avail_out;
     if (rc == Z_STREAM_END) {
-      if (consumed == n) break;
+      if (consumed_ == n) {
+        ended_ = true;
+        return;
+      }
       // Another gzip member follows (gzip files may be concatenated).
-      if (inflateReset(&zs) != Z_OK) break;
-      continue;
+      if (inflateReset(&zs_) != Z_OK) corrupt(rc);
+      return;
     }
-    if (rc == Z_BUF_ERROR && consumed == n) {
-      inflateEnd(&zs);
-      op_error<ValueError>(op, "'", path, "' is a truncated gzip file: the compressed data ends "
-                           "after ", n, " bytes before the end of the stream (", produced,
+    if (rc == Z_BUF_ERROR && consumed_ == n)
+      op_error<ValueError>(op_, "'", path_, "' is a truncated gzip file: the compressed data ends "
+                           "after ", n, " bytes before the end of the stream (", produced_,
                            " bytes decompressed); download or copy it again");
-    }
-    const bool stuck = rc == Z_BUF_ERROR && in_before == zs.avail_in && out_before == zs.avail_out;
-    if ((rc != Z_OK && rc != Z_BUF_ERROR) || stuck) {
-      const std::string msg = zs.msg ? zs.msg : "error code " + std::to_string(rc);
-      inflateEnd(&zs);
-      op_error<ValueError>(op, "'", path, "' is a corrupt gzip file (zlib: ", msg, " after ",
-                           consumed, " compressed bytes); expected a gzip-compressed IDX file");
-    }
+    const bool stuck = rc == Z_BUF_ERROR && in_before == zs_.avail_in && out_before == zs_.avail_out;
+    if ((rc != Z_OK && rc != Z_BUF_ERROR) || stuck) corrupt(rc);
   }
-  inflateEnd(&zs);
-  out.resize(produced);
-  return out;
-}
+
+  [[noreturn]] void corrupt(int rc) const {
+    const std::string msg = zs_.msg ? zs_.msg : "error code " + std::to_string(rc);
+    op_error<ValueError>(op_, "'", path_, "' is a corrupt gzip file (zlib: ", msg, " after ", consumed_,
+                         " compressed bytes); expected a gzip-compressed IDX file");
+  }
+
+  const char* op_;
+  const std::string& path_;
+  Bytes raw_;
+  bool gz_;
+  z_stream zs_{};
+  Bytes out_;
+  std::size_t consumed_ = 0, produced_ = 0;
+  bool ended_ = false;  // every member inflated
+};
 
 // The file's decompressed content and its parsed, size-checked header.
 struct IdxFile {
@@ -117,16 +160,17 @@ struct IdxFile {
 // Parses an IDX image (plain or gzipped) read from `path` (which names it in errors).
 IdxFile parse(const char* op, const std::string& path, Bytes raw) {
   IdxFile f;
-  const bool gz = raw.size() >= 2 && raw[0] == 0x1F && raw[1] == 0x8B;
-  f.bytes = gz ? gunzip(op, path, raw) : std::move(raw);
-  const Bytes& b = f.bytes;
+  IdxBytes in(op, path, std::move(raw));
+  const bool gz = in.gzipped();
   const char* what = gz ? " (after gzip decompression)" : "";
-  if (b.empty())
+  in.fill(4);
+  if (in.size() == 0)
     op_error<ValueError>(op, "'", path, "' is empty", what, "; expected an IDX file starting with "
                          "a 4-byte magic number such as 0x00000803");
-  if (b.size() < 4)
-    op_error<ValueError>(op, "'", path, "' is truncated: ", b.size(), " bytes", what,
+  if (in.size() < 4)
+    op_error<ValueError>(op, "'", path, "' is truncated: ", in.size(), " bytes", what,
                          ", but an IDX header needs at least 4 (the magic number)");
+  const uint8_t* b = in.data();
   const uint32_t magic = (uint32_t{b[0]} << 24) | (uint32_t{b[1]} << 16) | (uint32_t{b[2]} << 8) | b[3];
   if (b[0] != 0 || b[1] != 0)
     op_error<ValueError>(op, "'", path, "' has the magic number ", hex(magic, 8),
@@ -142,14 +186,15 @@ IdxFile parse(const char* op, const std::string& path, Bytes raw) {
     op_error<ValueError>(op, "'", path, "' declares 0 dimensions (magic ", hex(magic, 8),
                          "); expected at least 1");
   const std::size_t header_bytes = 4 + 4 * static_cast<std::size_t>(ndims);
-  if (b.size() < header_bytes)
+  if (in.fill(header_bytes) < header_bytes)
     op_error<ValueError>(op, "'", path, "' is truncated: its header declares ", ndims,
-                         " dims and needs ", header_bytes, " bytes, but the file has ", b.size(),
+                         " dims and needs ", header_bytes, " bytes, but the file has ", in.size(),
                          what);
+  b = in.data();
   int64_t count = 1;
   bool overflow = false;
   for (int i = 0; i < ndims; ++i) {
-    const uint8_t* p = b.data() + 4 + 4 * i;
+    const uint8_t* p = b + 4 + 4 * i;
     const int64_t d = (int64_t{p[0]} << 24) | (int64_t{p[1]} << 16) | (int64_t{p[2]} << 8) | p[3];
     f.header.dims.push_back(d);
     overflow = overflow || __builtin_mul_overflow(count, d, &count);
@@ -157,18 +202,26 @@ IdxFile parse(const char* op, const std::string& path, Bytes raw) {
   const int elem = type_size(f.header.type_code);
   int64_t need = 0;
   overflow = overflow || __builtin_mul_overflow(count, int64_t{elem}, &need);
-  const auto have = static_cast<int64_t>(b.size() - header_bytes);
+  // Only what the header declares, and one byte more: whether anything follows the data.
+  if (!overflow) in.fill(header_bytes + static_cast<std::size_t>(need) + 1);
+  const auto have = static_cast<int64_t>(in.size() - header_bytes);
   if (overflow || need > have)
     op_error<ValueError>(op, "'", path, "' is truncated: its header declares dims ",
                          dims_text(f.header.dims), " of ", type_name(f.header.type_code),
                          ", which need ", overflow ? std::string("more") : std::to_string(need),
                          " bytes of data after the ", header_bytes, "-byte header, but the file",
                          what, " has ", have);
+  if (need < have && gz)
+    op_error<ValueError>(op, "'", path, "' has bytes after the data", what, ": its header declares dims ",
+                         dims_text(f.header.dims), " of ", type_name(f.header.type_code), " (", need,
+                         " bytes), but more than ", need, " bytes follow the header (decompression stopped "
+                         "there); the header and the data do not match");
   if (need < have)
     op_error<ValueError>(op, "'", path, "' has ", have - need, " bytes after the data: its header "
                          "declares dims ", dims_text(f.header.dims), " of ",
                          type_name(f.header.type_code), " (", need, " bytes), but ", have,
                          " bytes follow the header; the header and the data do not match");
+  f.bytes = in.take();
   f.data_offset = header_bytes;
   f.count = count;
   return f;

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "support/fifo.h"
 #include "support/test_util.h"
 #include "train/idx_files.h"
 
@@ -132,6 +133,68 @@ TEST(ReadIdxErrors, TruncatedAndCorruptGzip) {
   for (std::size_t i = 12; i < 40 && i < bad.size(); ++i) bad[i] ^= 0x5A;
   const std::string c = dir.write("bad.gz", bad);
   EXPECT_THROW_MSG(data::read_idx(c), ValueError, c, "gzip");
+}
+
+// One gzip member holding `bytes` (zlib's deflate with a gzip wrapper).
+std::vector<uint8_t> gzip_member(const std::vector<uint8_t>& bytes) {
+  z_stream zs{};
+  EXPECT_EQ(deflateInit2(&zs, Z_BEST_SPEED, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  std::vector<uint8_t> out(deflateBound(&zs, bytes.size()));
+  zs.next_in = const_cast<Bytef*>(bytes.data());
+  zs.avail_in = static_cast<uInt>(bytes.size());
+  zs.next_out = out.data();
+  zs.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
+  out.resize(zs.total_out);
+  deflateEnd(&zs);
+  return out;
+}
+
+TEST(ReadIdxErrors, GzipDataPastTheDeclaredSizeIsNotInflated) {
+  // A one-element header, then megabytes of zeros in more gzip members (a "zip bomb" scaled
+  // down), then a member cut short. The reader stops one byte past the size the header declares:
+  // it reports the data that follows - never the damaged member at the end, which it must not
+  // reach, nor std::bad_alloc.
+  TempDir dir;
+  std::vector<uint8_t> gz = gzip_member(idx_bytes(0x08, {1}, {7}));
+  const std::vector<uint8_t> zeros = gzip_member(std::vector<uint8_t>(4 << 20, 0));
+  for (int i = 0; i < 4; ++i) gz.insert(gz.end(), zeros.begin(), zeros.end());
+  gz.insert(gz.end(), zeros.begin(), zeros.begin() + static_cast<std::ptrdiff_t>(zeros.size() / 2));
+  const std::string bomb = dir.write("bomb.gz", gz);
+  for (auto read : {+[](const std::string& p) { data::read_idx(p); }, +[](const std::string& p) { data::read_idx_labels(p); },
+                    +[](const std::string& p) { data::read_idx_header(p); }})
+    EXPECT_THROW_MSG(read(bomb), ValueError, bomb, "bytes after the data", "(after gzip decompression)", "(1,)",
+                     "the header and the data do not match");
+  // Without the damaged tail the file is just as wrong, for the same reason.
+  gz.resize(gz.size() - zeros.size() / 2);
+  const std::string whole = dir.write("whole.gz", gz);
+  EXPECT_THROW_MSG(data::read_idx(whole), ValueError, "bytes after the data", "(after gzip decompression)");
+  // Data that ends exactly where the header says, over several members, is read.
+  std::vector<uint8_t> two = gzip_member(idx_bytes(0x08, {3}, {})), rest = gzip_member({4, 5, 6});
+  two.insert(two.end(), rest.begin(), rest.end());
+  EXPECT_TENSOR_EQ(data::read_idx(dir.write("two.gz", two)), constant({4, 5, 6}));
+}
+
+TEST(ReadIdxErrors, AGzipHeaderDeclaringTerabytesIsTruncatedNotAnAllocation) {
+  // 2^40 bytes declared, a few present: memory grows with the data inflated, not the header.
+  TempDir dir;
+  const std::string t = dir.write("t.gz", gzip_member(idx_bytes(0x08, {1024, 1024, 1024, 1024}, {1, 2, 3})));
+  EXPECT_THROW_MSG(data::read_idx(t), ValueError, t, "truncated", "1099511627776 bytes", "has 3");
+}
+
+TEST(ReadIdxErrors, AFifoIsRefusedWithoutWaitingForAWriter) {
+  testing::TempFifo fifo("train-labels-idx1-ubyte");
+  for (auto read : {+[](const std::string& p) { data::read_idx(p); }, +[](const std::string& p) { data::read_idx_images(p); },
+                    +[](const std::string& p) { data::read_idx_header(p); }})
+    EXPECT_TRUE(testing::refuses_fifo_at_once(fifo.path(), [&] { read(fifo.path()); },
+                                              {fifo.path(), "is a FIFO (named pipe), not a regular file",
+                                               "expected an IDX file"}));
+  testing::TempFifo images("train-images-idx3-ubyte");
+  const auto labels = idx_bytes(0x08, {1}, {3});
+  std::ofstream(images.dir() + "/train-labels-idx1-ubyte", std::ios::binary)
+      .write(reinterpret_cast<const char*>(labels.data()), static_cast<std::streamsize>(labels.size()));
+  EXPECT_TRUE(testing::refuses_fifo_at_once(images.path(), [&] { data::load_mnist(images.dir(), "train"); },
+                                            {"[read_idx_images]", "is a FIFO"}));
 }
 
 TEST(ReadIdxErrors, ImagesAndLabelsCheckTheirMagic) {
