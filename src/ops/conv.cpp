@@ -109,27 +109,41 @@ struct Window {
 
 // One spatial dim, TF's rule: VALID gives (in - window + stride) / stride with C++ truncation, so
 // a window larger than the input gives 0 when that quotient truncates to 0, and an error when it
-// is negative, exactly where TensorFlow does.
+// is negative, exactly where TensorFlow does. Window, dilation and stride are the user's (any
+// value >= 1), so every step is checked or ordered not to overflow: the windows' padded extent,
+// (out - 1) * stride + span, must fit int64, and the kernels index within it.
 Window window_1d(const char* op, const char* dim, int64_t in, int64_t k, int64_t dilation,
                  int64_t stride, int64_t padding) {
-  int64_t span = 0;  // (k - 1) * dilation + 1, the window's extent; k and dilation are the user's
+  int64_t span = 0;  // (k - 1) * dilation + 1, the window's extent
   if (__builtin_mul_overflow(k - 1, dilation, &span) || __builtin_add_overflow(span, 1, &span))
     op_error<InvalidArgumentError>(op, "the window's ", dim, " (", k, " - 1) * dilation ", dilation,
                                    " + 1 overflows int64; use a smaller window or dilation");
   if (in == None) return {None, 0};
+  int64_t out = 0;
   if (padding == kSame) {
-    const int64_t out = in / stride + (in % stride != 0);
-    const int64_t needed = std::max<int64_t>(0, (out - 1) * stride + span - in);
-    return {out, needed / 2};
+    out = in / stride + (in % stride != 0);
+  } else if (in >= span) {
+    out = (in - span) / stride + 1;  // = (in - span + stride) / stride, whose sum may overflow
+  } else {
+    out = (in - span + stride) / stride;  // in - span < 0: this sum cannot overflow
+    if (out < 0)
+      op_error<InvalidArgumentError>(op, "with VALID padding the input's ", dim, " ", in,
+                                     " is smaller than the window's ", dim, " ", span,
+                                     dilation > 1 ? " ((k - 1) * dilation + 1)" : "", " at stride ",
+                                     stride, ": the output size would be negative (", out,
+                                     "); use Padding::Same, a smaller window or a larger input");
   }
-  const int64_t out = (in - span + stride) / stride;
-  if (out < 0)
-    op_error<InvalidArgumentError>(op, "with VALID padding the input's ", dim, " ", in,
-                                   " is smaller than the window's ", dim, " ", span,
-                                   dilation > 1 ? " ((k - 1) * dilation + 1)" : "", " at stride ",
-                                   stride, ": the output size would be negative (", out,
-                                   "); use Padding::Same, a smaller window or a larger input");
-  return {out, 0};
+  if (padding != kSame) return {out, 0};
+  // (out - 1) * stride < in, so only adding the span can overflow; with no output the windows
+  // cover span - stride.
+  int64_t extent = span - stride;
+  if (out > 0 && __builtin_add_overflow((out - 1) * stride, span, &extent))
+    op_error<InvalidArgumentError>(op, "with SAME padding the window's ", dim, " ", span,
+                                   dilation > 1 ? " ((k - 1) * dilation + 1)" : "", " over an input ",
+                                   dim, " of ", in, " at stride ", stride,
+                                   " needs a padded input of more positions than int64 can count; use a "
+                                   "smaller window or dilation, or Padding::Valid");
+  return {out, std::max<int64_t>(0, extent - in) / 2};
 }
 
 // The four dims of an NHWC / HWIO value (None where unknown, all None for an unknown rank),
@@ -389,7 +403,21 @@ constexpr const char* kConvOp = "conv2d";
 // Whether float32 work of this geometry goes to the direct kernels: wherever the AVX-512
 // kernels run, for every window but the pointwise one, whose input already is its im2col matrix
 // (it goes to gemm, which picks its kernel itself).
-bool use_direct(const ConvGeom& g) { return own_avx512_kernels() && !g.pointwise(); }
+// They also copy each image into a padded plane (the stride-1 input gradient pads dy by the
+// window's span): a window far larger than the image (a huge dilation, with SAME padding) would
+// make that plane mostly zeros and larger than memory, so such windows take the im2col path,
+// whose scratch is bounded. Both planes fit in (h + span_h - 1) x (w + span_w - 1).
+bool padded_planes_fit(const ConvGeom& g) {
+  const int64_t span_h = (g.kh - 1) * g.dh + 1, span_w = (g.kw - 1) * g.dw + 1;  // checked by window_1d
+  const int64_t channels = std::max(g.c, g.oc);
+  int64_t hp = 0, wp = 0, plane = 0;
+  if (__builtin_add_overflow(g.h, span_h - 1, &hp) || __builtin_add_overflow(g.w, span_w - 1, &wp) ||
+      __builtin_mul_overflow(hp, wp, &plane) || __builtin_mul_overflow(plane, channels, &plane))
+    return false;
+  return plane <= kTileElements || plane / (4 * channels) <= g.h * g.w;
+}
+
+bool use_direct(const ConvGeom& g) { return own_avx512_kernels() && !g.pointwise() && padded_planes_fit(g); }
 
 // One image (h, w, c) copied into a zero-padded (hp, wp, c) plane whose row `top` and column
 // `left` hold the image's first row and column; rows and columns past the image are zeros.
@@ -426,6 +454,10 @@ struct PaddedWindow {
 // (out_h, out_w, out_c) output; top/left rows and columns of padding before the image.
 PaddedWindow padded_window(int64_t kh, int64_t kw, int64_t dh, int64_t dw, int64_t sh, int64_t sw, int64_t channels,
                            int64_t top, int64_t left, int64_t out_h, int64_t out_w, int64_t out_c) {
+  // A single output row or column never steps by its stride, which may be any value (INT64_MAX):
+  // it would only enter the products below.
+  if (out_h <= 1) sh = 1;
+  if (out_w <= 1) sw = 1;
   PaddedWindow p;
   p.top = top, p.left = left, p.channels = channels;
   p.hp = (out_h - 1) * sh + (kh - 1) * dh + 1;
@@ -604,11 +636,18 @@ void dispatch_float(DType d, Fn&& fn) {
 
 // The three convolution kernels share their frame: the geometry from inputs 0 and 1 (the
 // forward's input and filter, or the shape they stand for), nothing to do for an empty result,
-// and the pass run on the operands' float type.
+// zeros for a filter gradient over an empty input, and the pass run on the operands' float type.
+// The passes take products of the input's dims, which only an input that holds elements bounds
+// ((0, 2^40, 2^40, 1) is a valid empty one).
 template <class Pass>
 void run_conv_pass(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out, Pass&& pass) {
   const ConvGeom g = conv_geometry(in[0], in[1], attrs.get<Conv2DAttrs>());
-  if (out[0].impl()->shape.num_elements() == 0) return;
+  const int64_t n = out[0].impl()->shape.num_elements();
+  if (n == 0) return;
+  if (in[0].impl()->shape.num_elements() == 0) {
+    dispatch_float(in[0].impl()->dtype, [&](auto tag) { std::fill_n(data_of<decltype(tag)>(out[0]), n, decltype(tag)(0)); });
+    return;
+  }
   dispatch_float(in[0].impl()->dtype, [&](auto tag) { pass(g, tag); });
 }
 
@@ -668,6 +707,11 @@ struct PoolGeom {
     x0 = std::max<int64_t>(x0, 0);
   }
 };
+
+// Whether a pooling kernel has nothing to read: its results are empty too, or zeros (the masked
+// gradient's channel sums). The kernels take products of the input's dims, which only an input
+// that holds elements bounds ((0, 2^40, 2^40, 1) is a valid empty one).
+bool empty_pool_input(const Tensor& input) { return input.impl()->shape.num_elements() == 0; }
 
 PoolGeom pool_geometry(const char* op, const Tensor& input, const Pool2DAttrs& a) {
   const auto& x = input.impl()->shape.dims();
@@ -785,7 +829,7 @@ void for_each_max(const PoolGeom& g, const T* x, Begin&& begin, Pixel&& pixel, E
 // written once. Written in C++ the same way it ran no faster than the general kernel (1,073
 // against 946 us on two threads): gcc 12 kept the selection and the scatter scalar.
 bool tiles_input(const PoolGeom& g) {
-  return g.kh == g.sh && g.kw == g.sw && g.pt == 0 && g.pl == 0 && g.oh * g.kh <= g.h && g.ow * g.kw <= g.w;
+  return g.kh == g.sh && g.kw == g.sw && g.pt == 0 && g.pl == 0 && g.oh <= g.h / g.kh && g.ow <= g.w / g.kw;
 }
 
 template <class T>
@@ -869,6 +913,7 @@ void avg_pool_backward(const PoolGeom& g, const T* dy, T* dx) {
 
 void kernel_max_pool2d(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
   const PoolGeom g = pool_geometry("max_pool2d", in[0], attrs.get<Pool2DAttrs>());
+  if (empty_pool_input(in[0])) return;
   dispatch_float(in[0].impl()->dtype, [&](auto tag) {
     using T = decltype(tag);
     if (tiles_input(g)) return tiled_max_pool<T>(g, data_of<T>(in[0]), data_of<T>(out[0]));
@@ -929,6 +974,7 @@ void max_pool_backward(const PoolGeom& g, const T* x, const T* dy, const bool* m
 
 void kernel_max_pool2d_grad(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
   const PoolGeom g = pool_geometry("max_pool2d_grad", in[0], attrs.get<Pool2DAttrs>());
+  if (empty_pool_input(in[0])) return;
   dispatch_float(in[0].impl()->dtype, [&](auto tag) {
     using T = decltype(tag);
     max_pool_backward<T>(g, data_of<T>(in[0]), data_of<T>(in[1]), nullptr, data_of<T>(out[0]));
@@ -968,6 +1014,10 @@ void kernel_max_pool2d_grad_masked(const std::vector<Tensor>& in, const OpAttrs&
     return;
   }
   const PoolGeom g = pool_geometry(kMaskedPoolGrad, in[0], a.pool);
+  if (empty_pool_input(in[0])) {
+    if (a.channel_sums) std::fill_n(data_of<float>(out[1]), g.c, 0.0f);
+    return;
+  }
   std::optional<EpilogueColumnSums> sums;
   if (a.channel_sums) sums.emplace(g.n * g.h * g.w, g.c);
   dispatch_float(in[0].impl()->dtype, [&](auto tag) {
@@ -980,6 +1030,7 @@ void kernel_max_pool2d_grad_masked(const std::vector<Tensor>& in, const OpAttrs&
 
 void kernel_max_pool2d_grad_grad(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
   const PoolGeom g = pool_geometry("max_pool2d_grad_grad", in[0], attrs.get<Pool2DAttrs>());
+  if (empty_pool_input(in[0])) return;
   dispatch_float(in[0].impl()->dtype, [&](auto tag) {
     using T = decltype(tag);
     T* y = data_of<T>(out[0]);
@@ -997,6 +1048,7 @@ void kernel_max_pool2d_grad_grad(const std::vector<Tensor>& in, const OpAttrs& a
 
 void kernel_avg_pool2d(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
   const PoolGeom g = pool_geometry("avg_pool2d", in[0], attrs.get<Pool2DAttrs>());
+  if (empty_pool_input(in[0])) return;
   dispatch_float(in[0].impl()->dtype, [&](auto tag) {
     using T = decltype(tag);
     avg_pool_forward<T>(g, data_of<T>(in[0]), data_of<T>(out[0]));
@@ -1005,6 +1057,7 @@ void kernel_avg_pool2d(const std::vector<Tensor>& in, const OpAttrs& attrs, std:
 
 void kernel_avg_pool2d_grad(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
   const PoolGeom g = pool_geometry("avg_pool2d_grad", in[0], attrs.get<Pool2DAttrs>());
+  if (empty_pool_input(in[0])) return;
   dispatch_float(in[0].impl()->dtype, [&](auto tag) {
     using T = decltype(tag);
     avg_pool_backward<T>(g, data_of<T>(in[1]), data_of<T>(out[0]));

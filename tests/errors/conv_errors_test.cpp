@@ -1,5 +1,7 @@
 // conv2d and pooling: every validation throws InvalidArgumentError naming what was expected, what
 // was received and what to do, eagerly and while tracing; none reaches a kernel.
+#include <limits>
+
 #include "ops/conv.h"
 #include "ops/op.h"
 #include "support/test_util.h"
@@ -114,6 +116,110 @@ TEST(ConvErrors, TracedChecksKnownDimsThenRunTimeOnes) {
   auto g = function([](const Tensor& x) { return conv2d(x, f4_(), {1, 1}, Padding::Same); });
   EXPECT_THROW_MSG(g.get_concrete_function(TensorSpec({None, 8, 8, 2}, float32)), InvalidArgumentError,
                    "[conv2d]", "the input has 2 channels");
+}
+
+constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+
+// conv2d's and the pools' values and gradients at `strides`, eagerly and traced.
+std::vector<Tensor> conv_family(const Tensor& x, const Tensor& f, std::vector<int64_t> strides, Padding padding,
+                                std::vector<int64_t> dilations = {1, 1}) {
+  GradientTape tape;
+  tape.watch(x);
+  tape.watch(f);
+  const Tensor y = conv2d(x, f, strides, padding, dilations);
+  const Tensor m = max_pool2d(x, {2, 2}, strides, padding);
+  const Tensor a = avg_pool2d(x, {2, 2}, strides, padding);
+  const std::vector<Tensor> g = tape.gradient(reduce_sum(y) + reduce_sum(m) + reduce_sum(a), {x, f});
+  return {y, m, a, g[0], g[1]};
+}
+
+// TF's output sizes at any stride, window and dilation >= 1, computed without overflow: a stride
+// of INT64_MAX puts one window at the origin, as any stride past the input does. It overflowed
+// int64 in the VALID size and in the direct kernels' row steps (UBSan).
+TEST(ConvErrors, StridesUpToInt64MaxGiveTheOneWindowAtTheOrigin) {
+  const Tensor x = random_uniform({2, 5, 5, 3}, -1.0f, 1.0f, uint64_t{1});
+  const Tensor f = random_uniform({3, 3, 3, 4}, -1.0f, 1.0f, uint64_t{2});
+  for (Padding padding : {Padding::Valid, Padding::Same}) {
+    SCOPED_TRACE(padding == Padding::Valid ? "VALID" : "SAME");
+    const std::vector<Tensor> want = conv_family(x, f, {5, 5}, padding);
+    const std::vector<Tensor> got = conv_family(x, f, {kMax, kMax}, padding);
+    EXPECT_EQ(got[0].shape(), (TensorShape{2, 1, 1, 4}));
+    for (std::size_t i = 0; i < want.size(); ++i) EXPECT_TENSOR_EQ(got[i], want[i]);
+    auto traced = function([&](const Tensor& xs) { return conv_family(xs, f, {kMax, 1}, padding); },
+                           {.input_signature = std::vector<TensorSpec>{TensorSpec({None, None, None, 3}, float32)}});
+    const std::vector<Tensor> eager = conv_family(x, f, {kMax, 1}, padding);
+    const std::vector<Tensor> graph = traced(x);
+    for (std::size_t i = 0; i < eager.size(); ++i) EXPECT_TENSOR_EQ(graph[i], eager[i]);
+  }
+  // A window of INT64_MAX: SAME over one pixel is that pixel; VALID past the input is empty.
+  const Tensor pixel = random_uniform({1, 1, 1, 3}, -1.0f, 1.0f, uint64_t{3});
+  EXPECT_TENSOR_EQ(max_pool2d(pixel, {kMax, kMax}, {1, 1}, Padding::Same), pixel);
+  EXPECT_TENSOR_EQ(avg_pool2d(pixel, {kMax, kMax}, {kMax, kMax}, Padding::Same), pixel);
+  EXPECT_EQ(max_pool2d(x, {kMax, kMax}, {kMax, kMax}, Padding::Valid).shape(), (TensorShape{2, 0, 0, 3}));
+}
+
+// SAME padding for a window wider than int64 can pad (the input plus the padding it needs): a bad
+// attribute, refused. A window that fits but dwarfs the input takes the im2col kernel, whose scratch
+// is bounded (the direct kernels' padded copy of the image would have been 2^63 rows).
+TEST(ConvErrors, SamePaddingMustFitInt64) {
+  const Tensor x = random_uniform({1, 5, 5, 3}, -1.0f, 1.0f, uint64_t{4});
+  EXPECT_THROW_MSG(max_pool2d(x, {kMax, 2}, {1, 1}, Padding::Same), InvalidArgumentError, "[max_pool2d]",
+                   "SAME padding", "window's height 9223372036854775807", "input height of 5",
+                   "more positions than int64", "Padding::Valid");
+  EXPECT_THROW_MSG(conv2d(x, f4_(), {1, 1}, Padding::Same, {1, kMax / 2}), InvalidArgumentError, "[conv2d]",
+                   "window's width 9223372036854775807 ((k - 1) * dilation + 1)");
+  EXPECT_THROW_MSG(avg_pool2d(x, {2, kMax}, {1, 1}, Padding::Same), InvalidArgumentError, "[avg_pool2d]", "SAME");
+  // Over one pixel, the window's centre tap (the middle of 3 at dilation 2^62 - 1) is the pixel:
+  // y = x f[1, 1]; dx = f[1, 1] summed over the output channels, df = x at the centre tap.
+  const Tensor pixel = random_uniform({1, 1, 1, 3}, -1.0f, 1.0f, uint64_t{5});
+  const Tensor f = random_uniform({3, 3, 3, 4}, -1.0f, 1.0f, uint64_t{6});
+  GradientTape tape;
+  tape.watch(pixel);
+  tape.watch(f);
+  const Tensor y = conv2d(pixel, f, {1, 1}, Padding::Same, {kMax / 2, kMax / 2});
+  const std::vector<Tensor> g = tape.gradient(reduce_sum(y), {pixel, f});
+  const Tensor centre = reshape(slice(f, {1, 1, 0, 0}, {1, 1, 3, 4}), {3, 4});
+  EXPECT_TENSOR_NEAR(y, reshape(matmul(reshape(pixel, {1, 3}), centre), {1, 1, 1, 4}), 1e-6);
+  EXPECT_TENSOR_NEAR(g[0], reshape(reduce_sum(centre, {1}), {1, 1, 1, 3}), 1e-6);
+  const Tensor at_centre = reshape(broadcast_to(reshape(pixel, {3, 1}), constant({3, 4})), {1, 1, 3, 4});
+  EXPECT_TENSOR_NEAR(g[1], pad(at_centre, {{1, 1}, {1, 1}, {0, 0}, {0, 0}}), 1e-6);
+}
+
+// An empty input may have dims whose product overflows int64 ((0, 2^40, 2^40, 1)): the kernels
+// take such products per image, so they do nothing (or write the zeros a filter gradient is).
+TEST(ConvErrors, EmptyInputsWithHugeDimsAreNotMultipliedOut) {
+  const int64_t big = int64_t{1} << 40;
+  const Tensor x = zeros({0, big, big, 1});
+  const detail::Pool2DAttrs pool{{2, 2}, {2, 2}, 0};
+  EXPECT_EQ(max_pool2d(x, {2, 2}, {2, 2}, Padding::Valid).shape(), (TensorShape{0, big / 2, big / 2, 1}));
+  EXPECT_EQ(avg_pool2d(x, {3, 3}, {1, 1}, Padding::Same).shape(), (TensorShape{0, big, big, 1}));
+  const Tensor dy = zeros({0, big / 2, big / 2, 1});
+  EXPECT_EQ(detail::max_pool2d_grad(x, dy, pool).shape(), x.shape());
+  EXPECT_EQ(detail::avg_pool2d_grad(x, dy, pool).shape(), x.shape());
+  EXPECT_EQ(detail::max_pool2d_grad_grad(x, x, pool).shape(), dy.shape());
+  const Tensor mask = zeros({0, big, big, 1}, bool_);
+  const std::vector<Tensor> masked = detail::apply_op(detail::OpId::MaxPool2DGradMasked, {x, dy, mask},
+                                                      detail::MaxPoolGradMaskedAttrs{pool, true});
+  EXPECT_TENSOR_EQ(masked[1], zeros({1}));
+  const Tensor f = random_uniform({3, 3, 1, 2}, -1.0f, 1.0f, uint64_t{7});
+  const detail::Conv2DAttrs same{{1, 1}, {1, 1}, 1};
+  EXPECT_EQ(conv2d(x, f, {1, 1}, Padding::Same).shape(), (TensorShape{0, big, big, 2}));
+  EXPECT_EQ(detail::conv2d_backprop_input(x, f, zeros({0, big, big, 2}), same).shape(), x.shape());
+  EXPECT_TENSOR_EQ(detail::conv2d_backprop_filter(x, f, zeros({0, big, big, 2}), same), zeros({3, 3, 1, 2}));
+  auto traced = function(
+      [&](const Tensor& xs) {
+        GradientTape tape;
+        tape.watch(xs);
+        tape.watch(f);
+        const Tensor y = reduce_sum(conv2d(xs, f, {1, 1}, Padding::Same)) +
+                         reduce_sum(max_pool2d(xs, {2, 2}, {2, 2}, Padding::Valid)) +
+                         reduce_sum(avg_pool2d(xs, {2, 2}, {2, 2}, Padding::Valid));
+        return tape.gradient(y, {xs, f});
+      },
+      {.input_signature = std::vector<TensorSpec>{TensorSpec({None, None, None, 1}, float32)}});
+  const std::vector<Tensor> g = traced(x);
+  EXPECT_EQ(g[0].shape(), x.shape());
+  EXPECT_TENSOR_EQ(g[1], zeros({3, 3, 1, 2}));
 }
 
 }  // namespace
