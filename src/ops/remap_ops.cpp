@@ -182,6 +182,20 @@ void run_remap_accumulate(const Tensor& g, Tensor& out, const std::vector<std::v
   });
 }
 
+// The index maps are sized by the dims, not by the elements: an empty tensor's other dims may be
+// huge (pad of a (0, 3) tensor by 2^40), so the kernels build no map when nothing is copied, and
+// an adjoint over an empty gradient only zeroes its result. Returns whether that was all.
+bool nothing_to_remap(const Tensor& from, Tensor& to) {
+  const int64_t n = to.impl()->shape.num_elements();
+  if (n == 0) return true;
+  if (from.impl()->shape.num_elements() != 0) return false;
+  visit_dtype(to.impl()->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    std::fill_n(data_of<T>(to), n, T{});
+  });
+  return true;
+}
+
 int64_t checked_mul(const char* op, int64_t a, int64_t b) {
   int64_t r;
   if (__builtin_mul_overflow(a, b, &r))
@@ -232,6 +246,7 @@ std::vector<ValueType> infer_tile(const std::vector<ValueType>& in, const OpAttr
   return {ValueType{in[0].dtype, tile_shape(in[0].shape, attrs.get<TileAttrs>().multiples)}};
 }
 void kernel_tile(const std::vector<Tensor>& in, const OpAttrs&, std::vector<Tensor>& out) {
+  if (out[0].impl()->shape.num_elements() == 0) return;
   run_remap_copy(in[0], out[0], tile_maps(dims_of(in[0]), dims_of(out[0])));
 }
 
@@ -248,6 +263,7 @@ std::vector<ValueType> infer_tile_grad(const std::vector<ValueType>& in, const O
 }
 void kernel_tile_grad(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
   infer_tile_grad({type_of(in[0]), type_of(in[1])}, attrs);
+  if (nothing_to_remap(in[0], out[0])) return;
   run_remap_accumulate(in[0], out[0], tile_maps(dims_of(in[1]), dims_of(in[0])));
 }
 
@@ -336,6 +352,7 @@ std::vector<ValueType> infer_pad(const std::vector<ValueType>& in, const OpAttrs
 void kernel_pad(const std::vector<Tensor>& in, const OpAttrs& op_attrs, std::vector<Tensor>& out) {
   const PadAttrs& a = op_attrs.get<PadAttrs>();
   pad_shape("pad", in[0].impl()->shape, a);  // the reflect limits on dims that were None
+  if (out[0].impl()->shape.num_elements() == 0) return;
   double fill = a.constant_value;
   if (in[0].impl()->dtype == DType::Float32 && std::isfinite(fill) &&
       std::fabs(fill) > std::numeric_limits<float>::max())
@@ -356,6 +373,7 @@ std::vector<ValueType> infer_mirror_pad_grad(const std::vector<ValueType>& in, c
 }
 void kernel_mirror_pad_grad(const std::vector<Tensor>& in, const OpAttrs& op_attrs, std::vector<Tensor>& out) {
   infer_mirror_pad_grad({type_of(in[0]), type_of(in[1])}, op_attrs);
+  if (nothing_to_remap(in[0], out[0])) return;
   run_remap_accumulate(in[0], out[0], pad_maps(dims_of(in[1]), op_attrs.get<PadAttrs>()));
 }
 
@@ -382,6 +400,7 @@ std::vector<ValueType> infer_reverse(const std::vector<ValueType>& in, const OpA
 }
 void kernel_reverse(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
   const std::vector<bool> rev = reversed_dims(attrs.get<ReverseAttrs>().axes, in[0].impl()->shape);
+  if (out[0].impl()->shape.num_elements() == 0) return;
   const auto& d = dims_of(in[0]);
   std::vector<std::vector<int64_t>> maps(d.size());
   for (std::size_t k = 0; k < d.size(); ++k) {

@@ -145,5 +145,31 @@ TEST(BooleanMaskErrors, TheMaskMustBeBoolAndFitTheMaskedDims) {
                    InvalidArgumentError, "[boolean_mask]", "mask shape (3,) does not match dims 1..1");
 }
 
+// The copy kernels' index maps have an entry per index of each dim, not per element: an empty
+// tensor's other dims may be huge, and building the maps for one (pad of a (0, 3) tensor by 2^40:
+// 8 TiB) was the only large allocation. Nothing is copied then, so nothing is built; a result
+// that does hold 2^41 elements is refused by its own allocation, before anything else.
+TEST(PadErrors, EmptyTensorsWithHugeDimsBuildNoIndexMaps) {
+  const int64_t big = int64_t{1} << 40;
+  EXPECT_EQ(pad(zeros({0, 3}), {{0, 0}, {big, big}}).shape(), (TensorShape{0, 2 * big + 3}));
+  EXPECT_EQ(pad(zeros({0, big}), {{0, 0}, {1, 1}}, PadMode::Symmetric).shape(), (TensorShape{0, big + 2}));
+  EXPECT_EQ(tile(zeros({0, 3}), {1, big}).shape(), (TensorShape{0, 3 * big}));
+  EXPECT_EQ(reverse(zeros({0, big}), {1}).shape(), (TensorShape{0, big}));
+  auto f = function([](const Tensor& x) { return pad(x, {{0, 0}, {int64_t{1} << 40, 0}}); },
+                    {.input_signature = std::vector<TensorSpec>{TensorSpec({None, 3}, float32)}});
+  EXPECT_EQ(f(zeros({0, 3})).shape(), (TensorShape{0, big + 3}));
+  EXPECT_THROW_MSG(pad(zeros({0}), {{big, big}}), ResourceExhaustedError, "[allocate]", "2199023255552 float32");
+  // The adjoints: an empty gradient adds nothing (zeros), an empty result needs nothing.
+  const Tensor x = constant({{1.0f, 2.0f, 3.0f}, {4.0f, 5.0f, 6.0f}});
+  EXPECT_TENSOR_EQ(detail::tile_grad(zeros({0, 3 * big}), x, {0, big}), zeros({2, 3}));
+  EXPECT_EQ(detail::mirror_pad_grad(zeros({0, big + 2}), zeros({0, big}), detail::PadAttrs{{0, 0, 1, 1}, 2, 0.0}).shape(),
+            (TensorShape{0, big}));
+  GradientTape tape;
+  const Tensor v = constant({{1.0f, 2.0f, 3.0f}, {4.0f, 5.0f, 6.0f}});
+  tape.watch(v);
+  const Tensor y = reduce_sum(tile(v, {0, big}));
+  EXPECT_TENSOR_EQ(tape.gradient(y, v), zeros({2, 3}));
+}
+
 }  // namespace
 }  // namespace tg
