@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "core/check.h"
+#include "core/shape_limits.h"
 #include "core/tensor_impl.h"
 #include "ops/broadcast.h"
 #include "ops/grad_helpers.h"
@@ -653,6 +654,13 @@ TensorShape described_shape(const char* op, const ValueType& t, const ShapeValue
     op_error<InvalidArgumentError>(op, "the shape must be a 1-D tensor (one size per dimension), got ",
                                    describe(t), "; tg::stack scalar sizes into a vector");
   const int64_t length = t.shape.has_rank() ? t.shape.dims()[0] : None;
+  // One dim per element: the rank limit comes before anything is allocated per dim (a traced
+  // spec, or a .tgx file, may say (2^40,)).
+  const int64_t rank = a.known ? static_cast<int64_t>(a.dims.size()) : length;
+  if (rank != None && rank > static_cast<int64_t>(kMaxRank))
+    op_error<InvalidArgumentError>(op, "the shape tensor has ", rank, " elements, so the result would have rank ",
+                                   rank, "; at most ", kMaxRank, " dimensions are supported (TensorFlow's limit "
+                                   "too): pass a shape of at most ", kMaxRank, " sizes");
   if (a.known) {
     if (length != None && length != static_cast<int64_t>(a.dims.size()))
       op_error<InvalidArgumentError>(op, "the shape tensor has ", length, " elements but its value was known as ",

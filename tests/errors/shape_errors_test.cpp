@@ -243,5 +243,32 @@ TEST(ShapeErrors, ShapesAtRunTime) {
   EXPECT_TENSOR_EQ(g(constant({1})), constant({0.f}));
 }
 
+// A shape tensor gives the result one dim per element, so its length is bounded by the rank limit
+// (TensorFlow's 254) before anything is allocated per dim: a traced spec of (2^40,) once made a
+// vector of 2^40 None dims (8 TiB).
+TEST(ShapeErrors, AShapeTensorsLengthIsBoundedByTheRankLimit) {
+  const TensorSpec huge(TensorShape{int64_t{1} << 40}, int32);
+  auto refused = [&](auto body, const char* op) {
+    auto f = function(body, {.input_signature = std::vector<TensorSpec>{huge}});
+    EXPECT_THROW_MSG(f.get_concrete_function(huge), InvalidArgumentError, op, "1099511627776 elements",
+                     "at most 254 dimensions");
+  };
+  refused([](const Tensor& s) { return fill(s, 1.0f); }, "[fill]");
+  refused([](const Tensor& s) { return zeros(s); }, "[fill]");
+  refused([](const Tensor& s) { return broadcast_to(constant(1.0f), s); }, "[broadcast_to]");
+  refused([](const Tensor& s) { return random_uniform(s, 0.0, 1.0, float32, uint64_t{7}); }, "[random_uniform]");
+  refused([](const Tensor& s) { return scatter_nd(constant({{0}}), constant({1.0f}), s); }, "[scatter_nd]");
+  // Eagerly the same limit: 255 sizes of 1 would be a valid element count.
+  const Tensor ones255 = constant(std::vector<int32_t>(255, 1), {255});
+  EXPECT_THROW_MSG(zeros(ones255), InvalidArgumentError, "[fill]", "255 elements", "at most 254");
+  EXPECT_THROW_MSG(random_uniform(ones255), InvalidArgumentError, "[random_uniform]", "at most 254");
+  // 254 is allowed, traced (None dims) and eagerly.
+  const Tensor ones254 = constant(std::vector<int32_t>(254, 1), {254});
+  EXPECT_EQ(zeros(ones254).shape().rank(), 254);
+  auto g = function([](const Tensor& s) { return zeros(s); },
+                    {.input_signature = std::vector<TensorSpec>{TensorSpec({254}, int32)}});
+  EXPECT_EQ(g(ones254).shape().rank(), 254);
+}
+
 }  // namespace
 }  // namespace tg

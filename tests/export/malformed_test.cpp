@@ -479,5 +479,32 @@ TEST(MalformedFiles, BoolTensorsHoldOnlyZeroAndOne) {
   std::remove(path.c_str());
 }
 
+// A shape tensor's length is the rank of the shape it holds: a file whose shape tensor is
+// (2^38,) - 1 TiB of int32, within LoadOptions::max_tensor_bytes - is refused by fill's rank
+// limit, where its shape rule once built a vector of 2^38 dims (2 TiB), whose std::bad_alloc made
+// `tgx validate` report an internal error.
+TEST(MalformedFiles, AShapeTensorsLengthIsBoundedByTheRankLimit) {
+  const TensorShape huge{int64_t{1} << 38};
+  Parts p;
+  p.signature = [huge](Writer& w) {
+    w.u32(1);
+    w.str("x");
+    tensor_type(w, int32, huge);
+  };
+  const std::vector<NodeSpec> valid = valid_nodes();
+  p.nodes = {
+      {"x", tgx::NodeCode::kPlaceholder, {}, {{int32, huge}}},
+      valid[1],  // Const (2,)
+      valid[3],  // reduce_sum: a float32 scalar
+      {"fill", tgx::NodeCode::kOp, {{0, 0}, {2, 0}}, {{float32, TensorShape::unknown_rank()}}, -1, 0,
+       static_cast<uint16_t>(detail::op_def(detail::OpId::Fill).serial)},
+      {"Identity", tgx::NodeCode::kOutput, {{3, 0}}, {{float32, TensorShape::unknown_rank()}}},
+  };
+  p.nodes[2].inputs = {{1, 0}};
+  EXPECT_TRUE(refused(file_of(p), "graphs",
+                      {"node 'fill' (op fill) is invalid", "[fill] the shape tensor has 274877906944 elements",
+                       "at most 254"}));
+}
+
 }  // namespace
 }  // namespace tg
