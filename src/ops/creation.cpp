@@ -56,21 +56,36 @@ Int checked_narrow(const char* op, int64_t v) {
   return static_cast<Int>(v);
 }
 
+// Element i of numeric tensor t from a C++ double or int64, as tg::constant converts it:
+// integer dtypes must hold the value exactly.
+void store(const char* op, Tensor& t, int64_t i, double v) {
+  switch (t.dtype()) {
+    case DType::Float32: data_of<float>(t)[i] = static_cast<float>(v); break;
+    case DType::Float64: data_of<double>(t)[i] = v; break;
+    case DType::Int32: data_of<int32_t>(t)[i] = checked_int<int32_t>(op, v); break;
+    case DType::Int64: data_of<int64_t>(t)[i] = checked_int<int64_t>(op, v); break;
+    case DType::UInt8: data_of<uint8_t>(t)[i] = checked_int<uint8_t>(op, v); break;
+    case DType::Bool:
+    case DType::String: TG_CHECK(false, "store into a ", to_string(t.dtype()), " tensor"); break;
+  }
+}
+void store(const char* op, Tensor& t, int64_t i, int64_t v) {
+  switch (t.dtype()) {
+    case DType::Float32: data_of<float>(t)[i] = static_cast<float>(v); break;
+    case DType::Float64: data_of<double>(t)[i] = static_cast<double>(v); break;
+    case DType::Int32: data_of<int32_t>(t)[i] = checked_narrow<int32_t>(op, v); break;
+    case DType::Int64: data_of<int64_t>(t)[i] = v; break;
+    case DType::UInt8: data_of<uint8_t>(t)[i] = checked_narrow<uint8_t>(op, v); break;
+    case DType::Bool:
+    case DType::String: TG_CHECK(false, "store into a ", to_string(t.dtype()), " tensor"); break;
+  }
+}
+
 Tensor make_constant_named(const char* op, const double* values, int64_t n,
                            const TensorShape& shape, DType dtype) {
   if (dtype == DType::Bool || dtype == DType::String) kind_error(op, "floating-point", dtype);
   Tensor t = allocate_checked(op, dtype, shape, n);
-  for (int64_t i = 0; i < n; ++i) {
-    switch (dtype) {
-      case DType::Float32: data_of<float>(t)[i] = static_cast<float>(values[i]); break;
-      case DType::Float64: data_of<double>(t)[i] = values[i]; break;
-      case DType::Int32: data_of<int32_t>(t)[i] = checked_int<int32_t>(op, values[i]); break;
-      case DType::Int64: data_of<int64_t>(t)[i] = checked_int<int64_t>(op, values[i]); break;
-      case DType::UInt8: data_of<uint8_t>(t)[i] = checked_int<uint8_t>(op, values[i]); break;
-      case DType::Bool:
-      case DType::String: break;  // refused above
-    }
-  }
+  for (int64_t i = 0; i < n; ++i) store(op, t, i, values[i]);
   return t;
 }
 
@@ -78,17 +93,7 @@ Tensor make_constant_named(const char* op, const int64_t* values, int64_t n,
                            const TensorShape& shape, DType dtype) {
   if (dtype == DType::Bool || dtype == DType::String) kind_error(op, "integer", dtype);
   Tensor t = allocate_checked(op, dtype, shape, n);
-  for (int64_t i = 0; i < n; ++i) {
-    switch (dtype) {
-      case DType::Float32: data_of<float>(t)[i] = static_cast<float>(values[i]); break;
-      case DType::Float64: data_of<double>(t)[i] = static_cast<double>(values[i]); break;
-      case DType::Int32: data_of<int32_t>(t)[i] = checked_narrow<int32_t>(op, values[i]); break;
-      case DType::Int64: data_of<int64_t>(t)[i] = values[i]; break;
-      case DType::UInt8: data_of<uint8_t>(t)[i] = checked_narrow<uint8_t>(op, values[i]); break;
-      case DType::Bool:
-      case DType::String: break;  // refused above
-    }
-  }
+  for (int64_t i = 0; i < n; ++i) store(op, t, i, values[i]);
   return t;
 }
 
@@ -193,11 +198,14 @@ Tensor range(int64_t start, int64_t limit, int64_t delta, DType dtype) {
                                              " elements; check start, limit and delta");
     n = static_cast<int64_t>(count);
   }
-  std::vector<int64_t> values(static_cast<std::size_t>(n));
+  // The result is the only allocation, made first: a count the machine cannot hold is
+  // Buffer's ResourceExhaustedError.
+  Tensor t = detail::allocate_tensor(dtype, TensorShape{n});
   for (int64_t i = 0; i < n; ++i)  // unsigned: i * delta alone may leave int64's range
-    values[static_cast<std::size_t>(i)] = static_cast<int64_t>(
-        static_cast<uint64_t>(start) + static_cast<uint64_t>(i) * static_cast<uint64_t>(delta));
-  return detail::make_constant_named("range", values.data(), n, TensorShape{n}, dtype);
+    detail::store("range", t, i,
+                  static_cast<int64_t>(static_cast<uint64_t>(start) +
+                                       static_cast<uint64_t>(i) * static_cast<uint64_t>(delta)));
+  return t;
 }
 
 Tensor range(double start, double limit, double delta, DType dtype) {
@@ -211,9 +219,9 @@ Tensor range(double start, double limit, double delta, DType dtype) {
   if (count > 1e10)
     detail::op_error<InvalidArgumentError>("range", "would produce ", count, " elements");
   const int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
-  std::vector<double> values(static_cast<std::size_t>(n));
-  for (int64_t i = 0; i < n; ++i) values[static_cast<std::size_t>(i)] = start + static_cast<double>(i) * delta;
-  return detail::make_constant_named("range", values.data(), n, TensorShape{n}, dtype);
+  Tensor t = detail::allocate_tensor(dtype, TensorShape{n});  // the only allocation, as above
+  for (int64_t i = 0; i < n; ++i) detail::store("range", t, i, start + static_cast<double>(i) * delta);
+  return t;
 }
 
 }  // namespace tg

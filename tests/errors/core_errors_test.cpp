@@ -83,6 +83,18 @@ TEST(CreationErrors, Range) {
   EXPECT_THROW_MSG(range(0.0, 1.0, 0.5, int32), InvalidArgumentError, "[range]", "0.5", "int32");
 }
 
+// A count the machine cannot hold is refused by the result's allocation, now range's only one
+// (a vector of the values came first, and its std::bad_alloc escaped). 2^34 int64s are 128 GiB,
+// 10^10 float64s 80 GB: a machine that has that much memory is not asked for it.
+TEST(CreationErrors, RangeLargerThanMemoryIsResourceExhausted) {
+  const double memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+  if (memory >= 8e10) GTEST_SKIP() << "this machine could hold the ranges";
+  EXPECT_THROW_MSG(range(int64_t{0}, int64_t{1} << 34, int64_t{1}, int64), ResourceExhaustedError, "[allocate]",
+                   "17179869184 int64 elements");
+  EXPECT_THROW_MSG(range(0.0, 1e10, 1.0, float64), ResourceExhaustedError, "[allocate]",
+                   "10000000000 float64 elements");
+}
+
 TEST(CreationErrors, RandomUniform) {
   EXPECT_THROW_MSG(random_uniform({2}, 1.0f, 1.0f), InvalidArgumentError, "[random_uniform]",
                    "minval < maxval", "minval=1", "maxval=1");
