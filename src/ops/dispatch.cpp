@@ -1,5 +1,8 @@
 // The one entry point every op goes through: validate, infer, then run the kernel (eager inputs)
 // or hand the op to the active trace (symbolic inputs).
+#include <cstdint>
+#include <new>
+
 #include "core/check.h"
 #include "core/tensor_impl.h"
 #include "ops/op.h"
@@ -13,14 +16,32 @@ namespace {
 
 thread_local TraceRecorder* tls_recorder = nullptr;
 
+// Runs part of an op - its shape rule, or its kernel with the outputs' allocation - turning
+// memory the system refused (a kernel's scratch, a table sized by a shape) into TF's
+// ResourceExhaustedError, named by the op, rather than a bare std::bad_alloc. Tensor buffers
+// refuse a size they cannot have with their own error, naming it, before allocating anything.
+template <class Part>
+auto refusing_bad_alloc(const OpDef& def, Part&& part) {
+  try {
+    return part();
+  } catch (const std::bad_alloc&) {
+    throw ResourceExhaustedError(str_cat("[", def.name, "] the system refused memory this op needs besides its "
+                                         "results (an allocation of unknown size); use smaller shapes or "
+                                         "batch sizes"),
+                                 SIZE_MAX);
+  }
+}
+
 std::vector<Tensor> allocate_and_run(const OpDef& def, const std::vector<Tensor>& inputs,
                                      const OpAttrs& attrs, const std::vector<ValueType>& out_types) {
-  std::vector<Tensor> outputs(out_types.size());
-  if (!makes_own_outputs(def.traits))
-    for (std::size_t i = 0; i < out_types.size(); ++i)
-      outputs[i] = allocate_tensor(out_types[i].dtype, out_types[i].shape);
-  def.kernel(inputs, attrs, outputs);
-  return outputs;
+  return refusing_bad_alloc(def, [&] {
+    std::vector<Tensor> outputs(out_types.size());
+    if (!makes_own_outputs(def.traits))
+      for (std::size_t i = 0; i < out_types.size(); ++i)
+        outputs[i] = allocate_tensor(out_types[i].dtype, out_types[i].shape);
+    def.kernel(inputs, attrs, outputs);
+    return outputs;
+  });
 }
 
 std::vector<Tensor> dispatch(OpId id, const std::vector<Tensor>& inputs, const OpAttrs& attrs,
@@ -45,7 +66,7 @@ std::vector<Tensor> dispatch(OpId id, const std::vector<Tensor>& inputs, const O
     symbolic |= impl->symbolic != nullptr;
     in_types.push_back(ValueType{impl->dtype, impl->shape});
   }
-  std::vector<ValueType> out_types = def.infer(in_types, attrs);
+  std::vector<ValueType> out_types = refusing_bad_alloc(def, [&] { return def.infer(in_types, attrs); });
   TraceRecorder* rec = current_recorder();
   // Stateful ops (tg::print) are recorded while tracing even when their inputs are eager, so
   // that they run at every execution of the graph, not once at trace time.
@@ -87,7 +108,7 @@ std::vector<Tensor> run_op_eager(const OpDef& def, const std::vector<Tensor>& in
   std::vector<ValueType> in_types;
   in_types.reserve(inputs.size());
   for (const Tensor& t : inputs) in_types.push_back(ValueType{t.impl()->dtype, t.impl()->shape});
-  return allocate_and_run(def, inputs, attrs, def.infer(in_types, attrs));
+  return allocate_and_run(def, inputs, attrs, refusing_bad_alloc(def, [&] { return def.infer(in_types, attrs); }));
 }
 
 Tensor apply_op1(OpId id, const std::vector<Tensor>& inputs, const OpAttrs& attrs) {
