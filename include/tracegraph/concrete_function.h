@@ -45,6 +45,10 @@ class ConcreteFunction {
   /// arguments needs them: call it with its arguments instead.)
   std::vector<Tensor> call_flat(const std::vector<Tensor>& inputs) const;
 
+  /// Whether two handles are the same trace (TF's `cf1 is cf2`): get_concrete_function returns
+  /// equal handles for arguments that dispatch to one trace. (!= follows.)
+  friend bool operator==(const ConcreteFunction& a, const ConcreteFunction& b) { return a.impl_ == b.impl_; }
+
  protected:
   friend struct detail::FunctionAccess;
   std::shared_ptr<detail::ConcreteImpl> impl_;

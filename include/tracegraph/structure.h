@@ -534,6 +534,12 @@ struct ArgTraits {
   }
 };
 
+/// A string literal or char array: `f(x, "relu")` deduces `char[5]` where an argument is taken
+/// as `const Args&`, which decays to `char*`. It is a string, compared by value (TF's Python
+/// strings): the body sees the same `const char*` as for a `const char*` argument.
+template <>
+struct ArgTraits<char*> : ArgTraits<const char*> {};
+
 template <class T>
 using placeholder_t = decltype(ArgTraits<T>::placeholder(std::declval<const T&>(),
                                                         std::declval<const TraceType&>(),
