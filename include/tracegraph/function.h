@@ -81,6 +81,10 @@ using FastMatch = FunctionRef<bool(const std::vector<TraceTypePtr>&)>;
 class FunctionCore;
 std::shared_ptr<FunctionCore> make_function_core(FunctionOptions options, std::string callable_type);
 const FunctionOptions& options_of(const FunctionCore& core);
+/// Parameter `index`'s name in FunctionTypes, graphs and messages: its input_signature spec's
+/// name, else FunctionOptions::arg_names', else "arg<index>". A tensor argument's graph input is
+/// named after it (or after its TensorSpec's name, given to get_concrete_function).
+std::string parameter_name(const FunctionCore& core, std::size_t index);
 /// The concrete function a call runs, and what keeps it alive until the call returns. On the
 /// cached path of a function whose cache never evicts (max_cached_traces = 0), nothing: the
 /// function holds every concrete function it made for its whole life, so a pointer is enough
@@ -99,9 +103,10 @@ CalledConcrete fast_lookup(const FunctionCore& core, std::size_t fast_hash, Fast
 /// call of `core` with argument types `match` confirms. Empty otherwise.
 CalledConcrete repeat_call(const FunctionCore& core, FastMatch match);
 /// Finds the concrete function for a call's argument types, or traces one with `body`. With
-/// a fast hash, the result is remembered for fast_lookup.
+/// a fast hash, the result is remembered for fast_lookup. `is_call` is false for
+/// get_concrete_function, which the frequent-retracing warning does not count (as in TF).
 std::shared_ptr<ConcreteImpl> dispatch_or_trace(FunctionCore& core, std::vector<TraceTypePtr> arg_types,
-                                                TraceBody body, const std::size_t* fast_hash);
+                                                TraceBody body, const std::size_t* fast_hash, bool is_call);
 /// A call's tensors and Variables as resolve_call found them: lent by the caller on the cached
 /// path (no Variable takes it), collected as owned handles with the trace types otherwise.
 struct CallInputs {
@@ -209,7 +214,7 @@ class PolymorphicFunction {
     detail::CallInputs inputs;
     const detail::CalledConcrete called = detail::resolve_call(
         *core_, inputs,
-        [&](detail::ArgContext& ctx, const std::size_t* fast_hash) { return concrete_for(ctx, fast_hash, args...); },
+        [&](detail::ArgContext& ctx, const std::size_t* fast_hash) { return concrete_for(ctx, fast_hash, true, args...); },
         args...);
     const detail::ConcreteImpl& cf = *called.cf;
     std::vector<Tensor> out = detail::run(*core_, cf, std::move(inputs));
@@ -227,7 +232,7 @@ class PolymorphicFunction {
   auto get_concrete_function(const Args&... args) {
     using R = std::invoke_result_t<F&, detail::placeholder_t<std::decay_t<Args>>&...>;
     detail::ArgContext ctx;
-    return TypedConcreteFunction<R>(concrete_for(ctx, nullptr, args...));
+    return TypedConcreteFunction<R>(concrete_for(ctx, nullptr, false, args...));
   }
 
   std::vector<ConcreteFunction> concrete_functions() const { return detail::concrete_functions(*core_); }
@@ -255,25 +260,21 @@ class PolymorphicFunction {
  private:
   template <class... Args>
   std::shared_ptr<detail::ConcreteImpl> concrete_for(detail::ArgContext& ctx, const std::size_t* fast_hash,
-                                                     const Args&... args) {
+                                                     bool is_call, const Args&... args) {
     using R = std::invoke_result_t<F&, detail::placeholder_t<std::decay_t<Args>>&...>;
     std::vector<TraceTypePtr> types{detail::ArgTraits<std::decay_t<Args>>::trace_type(args, ctx)...};
     detail::reject_leaked_tensors(*core_, ctx.leaves);
     auto body = [&](const std::vector<TraceTypePtr>& traced, detail::PlaceholderContext& pc) {
       return trace_body<R>(traced, pc, std::index_sequence_for<Args...>{}, args...);
     };
-    return detail::dispatch_or_trace(*core_, std::move(types), detail::TraceBody(body), fast_hash);
+    return detail::dispatch_or_trace(*core_, std::move(types), detail::TraceBody(body), fast_hash, is_call);
   }
 
   template <class R, std::size_t... I, class... Args>
   detail::TraceOutput trace_body(const std::vector<TraceTypePtr>& traced, detail::PlaceholderContext& pc,
                                  std::index_sequence<I...>, const Args&... args) {
-    const auto& names = detail::options_of(*core_).arg_names;
-    [[maybe_unused]] auto arg_name = [&](std::size_t i) {
-      return i < names.size() ? names[i] : "arg" + std::to_string(i);
-    };
-    std::tuple<detail::placeholder_t<std::decay_t<Args>>...> ph{
-        detail::ArgTraits<std::decay_t<Args>>::placeholder(args, *traced[I], pc, arg_name(I))...};
+    std::tuple<detail::placeholder_t<std::decay_t<Args>>...> ph{detail::ArgTraits<std::decay_t<Args>>::placeholder(
+        args, *traced[I], pc, detail::parameter_name(*core_, I))...};
     detail::TraceOutput out;
     if constexpr (std::is_void_v<R>) {
       std::apply(*fn_, ph);

@@ -258,23 +258,31 @@ void Diagnostics::on_traced(TraceRecord record, const FunctionTypeKey& traced, b
         }
       }
     }
-    // Kept in call order: under recursion an outer call's trace ends after its inner calls'.
-    recent_trace_calls_.insert(std::upper_bound(recent_trace_calls_.begin(), recent_trace_calls_.end(), call), call);
-    if (recent_trace_calls_.size() > kWarningTraces) recent_trace_calls_.erase(recent_trace_calls_.begin());
+    if (call > 0) {
+      // TF's rule (polymorphic_function.py, _FrequentTracingDetector): a trace owns the counted
+      // calls from it to the next one; the oldest trace is forgotten once the calls owned by
+      // the later ones number more than kWarningWindow, and kWarningTraces remembered traces
+      // warn. A function whose first counted call did not trace (get_concrete_function traced
+      // first) remembers those calls as one entry, as TF's does.
+      if (recent_trace_calls_.empty() && call > 1) recent_trace_calls_.push_back(1);
+      // Kept in call order: another thread's call may finish tracing first.
+      recent_trace_calls_.insert(std::upper_bound(recent_trace_calls_.begin(), recent_trace_calls_.end(), call), call);
+      const uint64_t now = recent_trace_calls_.back();
+      while (recent_trace_calls_.size() > 1 && now - recent_trace_calls_[1] + 1 > kWarningWindow)
+        recent_trace_calls_.erase(recent_trace_calls_.begin());
+    }
     if (record.index > 0 && retrace_logging_enabled())
       log_line = "tracegraph: retrace '" + name_ + "' #" + std::to_string(record.index) + ": " + record.reason;
     history_.push_back(kept_record(std::move(record)));
     ++traces_recorded_;
     if (history_.size() > kHistoryRecords) history_.pop_front();
-    if (recent_trace_calls_.size() == kWarningTraces && warnings_ < kMaxWarnings &&
-        recent_trace_calls_.back() - recent_trace_calls_.front() < kWarningWindow) {
+    if (call > 0 && recent_trace_calls_.size() >= kWarningTraces && warnings_ < kMaxWarnings) {
       ++warnings_;
       const uint64_t window = recent_trace_calls_.back() - recent_trace_calls_.front() + 1;
-      warning = "tracegraph warning: " + std::to_string(kWarningTraces) + " out of the last " +
+      warning = "tracegraph warning: " + std::to_string(recent_trace_calls_.size()) + " out of the last " +
                 std::to_string(window) + " calls to '" + name_ +
                 "' triggered retracing. Tracing is expensive and the cached graphs are not being "
                 "reused. What varied: " + varying_summary() + ". Fix: " + advise().quick_fix;
-      recent_trace_calls_.clear();
     }
   }
   if (!log_line.empty()) log_message(log_line);
@@ -488,7 +496,7 @@ std::string Diagnostics::report_json(int64_t trace_count, std::size_t cached) co
   os << "  \"function\": " << json_string(name_) << ",\n";
   os << "  \"callable_type\": " << json_string(callable_type_) << ",\n";
   os << "  \"instances_of_callable\": " << instance_ << ",\n";
-  os << "  \"calls\": " << calls_.load() << ",\n  \"trace_count\": " << trace_count << ",\n";
+  os << "  \"calls\": " << calls() << ",\n  \"trace_count\": " << trace_count << ",\n";
   os << "  \"cached_traces\": " << cached << ",\n  \"evictions\": " << evictions_ << ",\n";
   os << "  \"max_traces\": " << max_traces_ << ",\n  \"max_cached_traces\": " << max_cached_traces_ << ",\n";
   os << "  \"traces_omitted\": " << traces_recorded_ - static_cast<int64_t>(history_.size()) << ",\n";

@@ -61,10 +61,20 @@ class Diagnostics {
   Diagnostics(std::string function_name, std::string callable_type, int instance, int64_t max_traces,
               int64_t max_cached_traces);
 
-  /// The cached-call path: one relaxed increment.
-  /// Counts a call; returns its number (from 1).
-  uint64_t on_call() { return calls_.fetch_add(1, std::memory_order_relaxed) + 1; }
-  uint64_t calls() const { return calls_.load(std::memory_order_relaxed); }
+  /// Counts a call (the cached path: one relaxed increment). `counted`: a call the frequent-
+  /// retracing warning counts, as TF's detector does - one the program makes itself, not
+  /// get_concrete_function and not a call made while a trace records on this thread (a nested
+  /// function runs inside its caller's graph; the caller's calls are what repeat). Returns the
+  /// call's number among the counted calls (from 1), or 0 for another call.
+  uint64_t on_call(bool counted) {
+    if (counted) return calls_.fetch_add(1, std::memory_order_relaxed) + 1;
+    other_calls_.fetch_add(1, std::memory_order_relaxed);
+    return 0;
+  }
+  /// Every call so far, counted or not (the LRU stamp of a bounded cache, the report's "calls").
+  uint64_t calls() const {
+    return calls_.load(std::memory_order_relaxed) + other_calls_.load(std::memory_order_relaxed);
+  }
 
   /// Records what a call that misses the cache looked like (before tracing or failing).
   void observe(const FunctionTypeKey& call);
@@ -72,8 +82,8 @@ class Diagnostics {
   TraceRecord explain(const FunctionTypeKey& call, const std::vector<std::shared_ptr<ConcreteImpl>>& existing,
                       bool reduce_retracing, int64_t max_cached_traces) const;
   /// Bookkeeping after a successful trace: history, signature, logging and the warning.
-  /// `call`: the number on_call gave the call that traced (not the count now: a recursive body
-  /// makes more calls before its own trace ends).
+  /// `call`: the number on_call gave the call that traced (not the count now: another thread may
+  /// call meanwhile); 0 for a trace the warning does not count (see on_call).
   void on_traced(TraceRecord record, const FunctionTypeKey& traced, bool generalised, uint64_t call);
   void on_evicted(const FunctionTypeKey& type, int64_t index);
   /// The argument dims the traced code reads as integers (see StaticDimReads): the suggested
@@ -123,7 +133,8 @@ class Diagnostics {
   int instance_;
   int64_t max_traces_;
   int64_t max_cached_traces_;
-  std::atomic<uint64_t> calls_{0};
+  std::atomic<uint64_t> calls_{0};        // counted calls (on_call)
+  std::atomic<uint64_t> other_calls_{0};  // the rest: get_concrete_function, calls inside traces
   // Guarded by the function's trace lock (only touched while tracing) and mu_ for readers.
   mutable std::mutex mu_;
   std::deque<TraceRecord> history_;  // the last kHistoryRecords
@@ -134,7 +145,9 @@ class Diagnostics {
   std::vector<TraceTypePtr> signature_;       // running supertype of every traced type
   StaticDimReads static_dims_;
   bool signature_possible_ = true;
-  std::vector<uint64_t> recent_trace_calls_;  // call numbers of the last traces
+  // TF's _FrequentTracingDetector: the counted-call numbers of the recent counted traces, oldest
+  // first (TF keeps the calls between them as counts; these numbers give the same counts).
+  std::vector<uint64_t> recent_trace_calls_;
   int warnings_ = 0;
   int64_t evictions_ = 0;
   std::vector<std::pair<FunctionTypeKey, int64_t>> evicted_;

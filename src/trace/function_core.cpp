@@ -15,6 +15,7 @@
 #include "core/tensor_impl.h"
 #include "graph/graph_ir.h"
 #include "ops/collective.h"
+#include "ops/op.h"
 #include "passes/passes.h"
 #include "runtime/executor.h"
 #include "runtime/replay.h"
@@ -140,6 +141,26 @@ std::vector<Tensor> owned(LentSpan lent) {
 }
 std::vector<Tensor>&& owned(std::vector<Tensor>&& inputs) { return std::move(inputs); }
 
+// The inputs of graph `g` inlined into the trace being recorded, each symbolic one that is less
+// specific than the placeholder it feeds (castable_to bound it: an unknown rank or None dims of
+// the enclosing trace) checked to have the placeholder's shape when the enclosing graph runs,
+// since `g` was traced for that shape. (TF casts it with set_shape and checks nothing; a value
+// of another shape would run ops specialised to the traced one.) The check is broadcast_to the
+// value's own shape, whose kernel compares that shape with the known one: InvalidArgumentError
+// when they differ.
+std::vector<Tensor> checked_inputs(const GraphIR& g, std::vector<Tensor> inputs) {
+  for (std::size_t i = 0; i < inputs.size() && i < g.placeholders.size(); ++i) {
+    Tensor& in = inputs[i];
+    const TensorShape& want = g.node(g.placeholders[i]).outputs[0].shape;
+    if (!in.defined() || !in.is_symbolic() || !want.has_rank() || static_shape(in).is_subtype_of(want)) continue;
+    ShapeValueAttrs known;
+    known.known = true;
+    known.dims = want.dims();
+    in = apply_op1(OpId::BroadcastTo, {in, tg::shape(in)}, known);
+  }
+  return inputs;
+}
+
 // Runs a concrete function whose Variable parameters (if any) are bound already: inlined into
 // the trace being recorded on this thread - its graph as traced, its ops and side effects
 // recorded there, as TF's call of a function inside a tf.function runs at every call of the
@@ -148,7 +169,7 @@ std::vector<Tensor>&& owned(std::vector<Tensor>&& inputs) { return std::move(inp
 // trace or a tape may keep its inputs, so they get owned copies).
 template <class Inputs>
 std::vector<Tensor> run_graph(const ConcreteImpl& cf, const GraphIR& traced, Inputs inputs) {
-  if (tracing_active()) return replay_graph(traced, owned(std::move(inputs)), nullptr);
+  if (tracing_active()) return replay_graph(traced, checked_inputs(traced, owned(std::move(inputs))), nullptr);
   const bool collectives = !cf.collective_sequence.empty();
   if (collectives) check_collectives_once(cf);
   // What the collectives' errors name; a function without any leaves the enclosing one's.
@@ -173,7 +194,7 @@ std::vector<Tensor> run_concrete(const ConcreteImpl& cf, std::vector<Tensor> inp
   // (themselves parameters of the outer trace, or not); run, they are bound for the call.
   if (tracing_active()) {
     const auto& traced_ir = cf.unoptimized_ir ? cf.unoptimized_ir : cf.ir;
-    return replay_graph(*with_variables_bound(traced_ir, bindings), inputs, nullptr);
+    return replay_graph(*with_variables_bound(traced_ir, bindings), checked_inputs(*traced_ir, std::move(inputs)), nullptr);
   }
   VariableBindingScope bound(std::move(bindings));
   return run_graph(cf, traced, std::move(inputs));
@@ -238,15 +259,11 @@ thread_local std::vector<std::pair<const FunctionCore*, const std::vector<TraceT
 // The innermost mismatch between a call's argument type and a parameter type, as TF words it:
 // "Can not cast 3 to Literal[2]".
 std::string cast_message(const TraceType& arg, const TraceType& param) {
-  const auto* ea = sequence_elements(arg);
-  const auto* ep = sequence_elements(param);
-  if (ea && ep && ea->size() == ep->size()) {
-    for (std::size_t i = 0; i < ea->size(); ++i)
-      if (!(*ea)[i]->is_subtype_of(*(*ep)[i])) return cast_message(*(*ea)[i], *(*ep)[i]);
-  }
-  std::string a = arg.to_string();
+  auto [value, target] = innermost_uncastable(arg, param);
+  if (!value) value = &arg, target = &param;
+  std::string a = value->to_string();
   if (a.rfind("Literal[", 0) == 0 && a.back() == ']') a = a.substr(8, a.size() - 9);
-  return "Can not cast " + a + " to " + param.to_string();
+  return "Can not cast " + a + " to " + target->to_string();
 }
 
 std::string args_text(const std::vector<TraceTypePtr>& args) {
@@ -264,7 +281,7 @@ std::string args_text(const std::vector<TraceTypePtr>& args) {
                             " takes ", sig.params.size(), " argument", sig.params.size() == 1 ? "" : "s",
                             " but ", args.size(), " were given. Received args: ", args_text(args)));
   for (std::size_t i = 0; i < args.size(); ++i) {
-    if (!args[i]->is_subtype_of(*sig.params[i]))
+    if (!castable_to(*args[i], *sig.params[i]))
       throw TypeError(str_cat("Binding inputs to function failed due to `",
                               cast_message(*args[i], *sig.params[i]), "`. Received args: ",
                               args_text(args), " for signature: ", sig.to_string(), output_suffix,
@@ -289,19 +306,13 @@ std::string trace_context(const std::string& function, int64_t index, const Func
 }  // namespace
 
 void bind_concrete(const ConcreteImpl& cf, const std::vector<TraceTypePtr>& arg_types) {
-  // A concrete function is called with values: a tensor binds to a tensor parameter of a
-  // compatible spec whatever the spec's name (the name named the graph input when it traced).
+  // A concrete function is called with values, cast to its parameters as TF casts them: a tensor
+  // binds whatever the parameter spec's name (the name named the graph input when it traced),
+  // at any depth of a structure; a symbolic one less specific than its parameter binds too, and
+  // its shape is checked when the graph runs (checked_inputs).
   const auto& params = cf.input_type.params;
   bool binds = arg_types.size() == params.size();
-  for (std::size_t i = 0; binds && i < params.size(); ++i) {
-    DType a_dtype, p_dtype;
-    TensorShape a_shape, p_shape;
-    if (!tensor_type_name(*params[i]).empty() && as_tensor_type(*arg_types[i], &a_dtype, &a_shape) &&
-        as_tensor_type(*params[i], &p_dtype, &p_shape))
-      binds = a_dtype == p_dtype && a_shape.is_subtype_of(p_shape);
-    else
-      binds = arg_types[i]->is_subtype_of(*params[i]);
-  }
+  for (std::size_t i = 0; binds && i < params.size(); ++i) binds = castable_to(*arg_types[i], *params[i]);
   if (!binds) binding_error(cf.input_type, arg_types, " -> " + cf.output_description);
 }
 
@@ -392,10 +403,13 @@ struct FunctionCore::State {
     clear_fast();
   }
 
+  // Parameter i's name from the options alone (the input_signature's spec names aside).
+  std::string option_name(std::size_t i) const {
+    return i < options.arg_names.size() ? options.arg_names[i] : "arg" + std::to_string(i);
+  }
   std::vector<std::string> names_for(std::size_t n) const {
     std::vector<std::string> names;
-    for (std::size_t i = 0; i < n; ++i)
-      names.push_back(i < options.arg_names.size() ? options.arg_names[i] : "arg" + std::to_string(i));
+    for (std::size_t i = 0; i < n; ++i) names.push_back(option_name(i));
     return names;
   }
 
@@ -529,6 +543,11 @@ FunctionCore::FunctionCore(FunctionOptions options, std::string callable_type)
 FunctionCore::~FunctionCore() = default;
 
 const FunctionOptions& FunctionCore::options() const { return state_->options; }
+std::string FunctionCore::parameter_name(std::size_t index) const {
+  const State& s = *state_;
+  if (s.signature && index < s.signature->names.size()) return s.signature->names[index];
+  return s.option_name(index);
+}
 const std::string& FunctionCore::name() const { return state_->options.name; }
 int64_t FunctionCore::tracing_count() const { return state_->tracing_count.load(); }
 
@@ -590,13 +609,14 @@ std::shared_ptr<FunctionCore> make_function_core(FunctionOptions options, std::s
   return std::make_shared<FunctionCore>(std::move(options), std::move(callable_type));
 }
 const FunctionOptions& options_of(const FunctionCore& core) { return core.options(); }
+std::string parameter_name(const FunctionCore& core, std::size_t index) { return core.parameter_name(index); }
 CalledConcrete fast_lookup(const FunctionCore& core, std::size_t fast_hash, FastMatch match) {
   return core.fast_lookup(fast_hash, match);
 }
 CalledConcrete repeat_call(const FunctionCore& core, FastMatch match) { return core.repeat_call(match); }
 std::shared_ptr<ConcreteImpl> dispatch_or_trace(FunctionCore& core, std::vector<TraceTypePtr> arg_types,
-                                                TraceBody body, const std::size_t* fast_hash) {
-  return core.dispatch_or_trace(std::move(arg_types), body, fast_hash);
+                                                TraceBody body, const std::size_t* fast_hash, bool is_call) {
+  return core.dispatch_or_trace(std::move(arg_types), body, fast_hash, is_call);
 }
 std::vector<Tensor> run(const FunctionCore& core, const ConcreteImpl& cf, CallInputs&& inputs) {
   return core.run(cf, std::move(inputs));
@@ -626,7 +646,7 @@ CalledConcrete FunctionCore::repeat_call(FastMatch match) const {
     called.cf = last.raw;  // never evicted: alive as long as this function
   }
   if (called) {
-    s.diag->on_call();
+    s.diag->on_call(!t_trace_recording);
     if (s.options.max_cached_traces > 0) called.cf->last_used.store(s.diag->calls(), std::memory_order_relaxed);
   }
   return called;
@@ -648,7 +668,7 @@ CalledConcrete FunctionCore::fast_lookup(std::size_t fast_hash, FastMatch match)
       }
   }
   if (called) {
-    s.diag->on_call();  // TF's "5 traces within 10 calls" rule counts calls
+    s.diag->on_call(!t_trace_recording);  // TF's "5 traces within 10 calls" rule counts calls
     if (s.options.max_cached_traces > 0)  // the LRU stamp only matters with a bounded cache
       called.cf->last_used.store(s.diag->calls(), std::memory_order_relaxed);
   }
@@ -656,24 +676,25 @@ CalledConcrete FunctionCore::fast_lookup(std::size_t fast_hash, FastMatch match)
 }
 
 std::shared_ptr<ConcreteImpl> FunctionCore::dispatch_or_trace(std::vector<TraceTypePtr> arg_types,
-                                                              TraceBody body, const std::size_t* fast_hash) {
-  auto cf = dispatch_or_trace_impl(arg_types, body);
+                                                              TraceBody body, const std::size_t* fast_hash,
+                                                              bool is_call) {
+  auto cf = dispatch_or_trace_impl(arg_types, body, is_call);
   if (fast_hash) remember_fast(*fast_hash, std::move(arg_types), cf);
   return cf;
 }
 
 std::shared_ptr<ConcreteImpl> FunctionCore::dispatch_or_trace_impl(const std::vector<TraceTypePtr>& arg_types,
-                                                                   TraceBody body) {
+                                                                   TraceBody body, bool is_call) {
   State& s = *state_;
   std::vector<TraceTypePtr> target = arg_types;
   if (s.signature) {
     // One FunctionType only: the call must bind to it; the trace uses the signature's types.
-    FunctionTypeKey call{target, s.signature->names, 0};
-    if (target.size() != s.signature->params.size() || !call.is_subtype_of(s.signature->params))
-      binding_error(*s.signature, target, "");
+    bool binds = target.size() == s.signature->params.size();
+    for (std::size_t i = 0; binds && i < target.size(); ++i) binds = castable_to(*target[i], *s.signature->params[i]);
+    if (!binds) binding_error(*s.signature, target, "");
     target = s.signature->params;
   }
-  const uint64_t call_number = s.diag->on_call();
+  const uint64_t call_number = s.diag->on_call(is_call && !t_trace_recording);
   const std::size_t h = hash_types(target);
   if (auto cf = s.lookup(target, h)) {
     cf->last_used.store(s.diag->calls(), std::memory_order_relaxed);
@@ -781,7 +802,7 @@ void FunctionCore::adopt(std::shared_ptr<ConcreteImpl> cf) {
 
 std::shared_ptr<ConcreteImpl> FunctionCore::find(std::vector<TraceTypePtr> arg_types, const std::size_t* fast_hash) const {
   State& s = *state_;
-  s.diag->on_call();
+  s.diag->on_call(!t_trace_recording);
   std::shared_ptr<ConcreteImpl> cf = s.lookup(arg_types, hash_types(arg_types));
   if (cf && fast_hash) remember_fast(*fast_hash, std::move(arg_types), cf);
   return cf;

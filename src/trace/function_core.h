@@ -28,9 +28,13 @@ class FunctionCore {
   /// with argument types `match` confirms (checked by comparison alone); else nullptr.
   CalledConcrete repeat_call(FastMatch match) const;
   /// Finds the concrete function for a call's argument types, or traces one with `body`. With
-  /// a fast hash, the result is remembered for fast_lookup.
+  /// a fast hash, the result is remembered for fast_lookup. `is_call`: a call of the function
+  /// (false for get_concrete_function, which the frequent-retracing warning does not count).
   std::shared_ptr<ConcreteImpl> dispatch_or_trace(std::vector<TraceTypePtr> arg_types,
-                                                  TraceBody body, const std::size_t* fast_hash);
+                                                  TraceBody body, const std::size_t* fast_hash, bool is_call);
+  /// The name of parameter `index` in FunctionTypes, graphs and messages: its input_signature
+  /// spec's name, else FunctionOptions::arg_names', else "arg<index>".
+  std::string parameter_name(std::size_t index) const;
   /// Adds a concrete function made elsewhere (read from an exported file): dispatch finds it as
   /// it finds a traced one.
   void adopt(std::shared_ptr<ConcreteImpl> cf);
@@ -50,7 +54,7 @@ class FunctionCore {
   // Records that calls of exactly `call_types` (hashed to fast_hash) go to `cf`.
   void remember_fast(std::size_t fast_hash, std::vector<TraceTypePtr> call_types, std::shared_ptr<ConcreteImpl> cf) const;
   std::shared_ptr<ConcreteImpl> dispatch_or_trace_impl(const std::vector<TraceTypePtr>& arg_types,
-                                                       TraceBody body);
+                                                       TraceBody body, bool is_call);
   struct State;
   std::unique_ptr<State> state_;
 };

@@ -4,6 +4,7 @@
 #pragma once
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tracegraph/trace_type.h"
@@ -34,6 +35,15 @@ struct LeafInfo {
 /// `t` as a trace keeps it: objects of copyable types with == (inside containers too) hold a copy
 /// of their value now, which later calls are compared with.
 TraceTypePtr with_object_snapshots(const TraceTypePtr& t);
+
+/// Whether a call's `value` type binds to parameter type `param` (TF's FunctionType cast): as
+/// is_subtype_of, except that a tensor binds whatever the parameter spec's name, and a tensor
+/// less specific than its parameter (a symbolic one of unknown rank or None dims, inside another
+/// trace) binds too - run_concrete checks its shape when the graph runs.
+bool castable_to(const TraceType& value, const TraceType& param);
+/// The innermost pair (value, param) inside two types that does not bind, for messages:
+/// {nullptr, nullptr} when `value` binds to `param`.
+std::pair<const TraceType*, const TraceType*> innermost_uncastable(const TraceType& value, const TraceType& param);
 
 /// Calls fn(path, leaf) for every leaf of t (containers are walked, not reported).
 void for_each_leaf(const TraceType& t, const std::string& path,

@@ -19,12 +19,14 @@ namespace {
 class TensorTraceType final : public TraceType {
  public:
   // None is a value here. A name (a TensorSpec's, given to get_concrete_function) is part of the
-  // type, as in TF: a named type only matches the same name.
+  // type as in TF's TensorSpec.is_subtype_of: an unnamed type (a tensor's) is a subtype of a named
+  // one, so that values bind whatever a parameter's spec is called, while a named type is a
+  // subtype of the same name only (a spec named otherwise traces anew, its input named so).
   TensorTraceType(DType d, const TensorShape& s, std::string name = "")
       : dtype_(d), shape_(s.none_aware()), name_(std::move(name)) {}
   bool is_subtype_of(const TraceType& o) const override {
     auto* t = dynamic_cast<const TensorTraceType*>(&o);
-    return t && t->dtype_ == dtype_ && t->name_ == name_ && shape_.is_subtype_of(t->shape_);
+    return t && t->dtype_ == dtype_ && (name_.empty() || t->name_ == name_) && shape_.is_subtype_of(t->shape_);
   }
   TraceTypePtr most_specific_common_supertype(const std::vector<const TraceType*>& others) const override {
     TensorShape shape = shape_;
@@ -359,6 +361,10 @@ TraceTypePtr sequence_trace_type(std::string kind, std::vector<TraceTypePtr> ele
   return std::make_shared<SequenceTraceType>(std::move(kind), std::move(elements));
 }
 TraceTypePtr mapping_trace_type(std::vector<std::pair<LiteralValue, TraceTypePtr>> items) {
+  // Enum keys as literal_trace_type makes enum values: named (printed) and written to .tgx files
+  // the one way the loader reads them back.
+  for (auto& item : items)
+    if (item.first.kind == LiteralValue::Kind::kEnum) item.first.s = item.first.cpp_type;
   std::sort(items.begin(), items.end(),
             [](const auto& a, const auto& b) { return a.first.to_string() < b.first.to_string(); });
   return std::make_shared<MappingTraceType>(std::move(items));
@@ -409,6 +415,57 @@ TraceTypePtr variable_trace_type(DType dtype, const TensorShape& shape, int64_t 
 int64_t variable_alias_id(const TraceType& t) {
   auto* v = dynamic_cast<const VariableTraceType*>(&t);
   return v ? v->alias_id_ : -1;
+}
+
+bool castable_to(const TraceType& value, const TraceType& param) {
+  if (auto* p = dynamic_cast<const TensorTraceType*>(&param)) {
+    auto* v = dynamic_cast<const TensorTraceType*>(&value);
+    if (!v || v->dtype_ != p->dtype_) return false;
+    // TF's TensorSpec.cast: the parameter's name plays no part; a value less specific than the
+    // parameter (a symbolic tensor of unknown rank or None dims) is cast to it (set_shape).
+    return v->shape_.is_subtype_of(p->shape_) || p->shape_.is_subtype_of(v->shape_);
+  }
+  if (auto* p = dynamic_cast<const SequenceTraceType*>(&param)) {
+    auto* v = dynamic_cast<const SequenceTraceType*>(&value);
+    if (!v || v->kind_ != p->kind_ || v->el_.size() != p->el_.size()) return false;
+    for (std::size_t i = 0; i < p->el_.size(); ++i)
+      if (!castable_to(*v->el_[i], *p->el_[i])) return false;
+    return true;
+  }
+  if (auto* p = dynamic_cast<const MappingTraceType*>(&param)) {
+    auto* v = dynamic_cast<const MappingTraceType*>(&value);
+    if (!v || !v->same_keys(*p)) return false;
+    for (std::size_t i = 0; i < p->items_.size(); ++i)
+      if (!castable_to(*v->items_[i].second, *p->items_[i].second)) return false;
+    return true;
+  }
+  if (auto* p = dynamic_cast<const OptionalTraceType*>(&param)) {
+    auto* v = dynamic_cast<const OptionalTraceType*>(&value);
+    if (!v || !v->el_ != !p->el_) return false;
+    return !p->el_ || castable_to(*v->el_, *p->el_);
+  }
+  return value.is_subtype_of(param);
+}
+
+std::pair<const TraceType*, const TraceType*> innermost_uncastable(const TraceType& value, const TraceType& param) {
+  if (castable_to(value, param)) return {nullptr, nullptr};
+  auto* v_seq = dynamic_cast<const SequenceTraceType*>(&value);
+  auto* p_seq = dynamic_cast<const SequenceTraceType*>(&param);
+  if (v_seq && p_seq && v_seq->kind_ == p_seq->kind_ && v_seq->el_.size() == p_seq->el_.size()) {
+    for (std::size_t i = 0; i < p_seq->el_.size(); ++i)
+      if (!castable_to(*v_seq->el_[i], *p_seq->el_[i])) return innermost_uncastable(*v_seq->el_[i], *p_seq->el_[i]);
+  }
+  auto* v_map = dynamic_cast<const MappingTraceType*>(&value);
+  auto* p_map = dynamic_cast<const MappingTraceType*>(&param);
+  if (v_map && p_map && v_map->same_keys(*p_map)) {
+    for (std::size_t i = 0; i < p_map->items_.size(); ++i)
+      if (!castable_to(*v_map->items_[i].second, *p_map->items_[i].second))
+        return innermost_uncastable(*v_map->items_[i].second, *p_map->items_[i].second);
+  }
+  auto* v_opt = dynamic_cast<const OptionalTraceType*>(&value);
+  auto* p_opt = dynamic_cast<const OptionalTraceType*>(&param);
+  if (v_opt && p_opt && v_opt->el_ && p_opt->el_) return innermost_uncastable(*v_opt->el_, *p_opt->el_);
+  return {&value, &param};
 }
 
 bool as_tensor_type(const TraceType& t, DType* dtype, TensorShape* shape) {

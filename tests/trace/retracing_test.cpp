@@ -114,15 +114,19 @@ TEST(PrintedFixes, ReduceRetracingCompilesAsPrinted) {
   EXPECT_EQ(fixed.tracing_count(), 2);  // the second trace generalises dim 0 to None
 }
 
-TEST(Retracing, TheWarningCountsCallsInOrderUnderRecursion) {
-  // A recursive body calls its function again before its own trace ends, so traces end in the
-  // reverse order of the calls that made them; the window is still counted between calls.
+TEST(Retracing, TheWarningCountsTheProgramsCallsNotTheRecursiveOnes) {
+  // A recursive body calls its function again while its own trace records: as in TF, whose
+  // detector counts only calls made eagerly, those calls and their traces are not counted - the
+  // program made one call. Its own calls are.
   LogCapture log;
   std::function<Tensor(const Tensor&, int)> recurse;
   auto count_down = function([&](const Tensor& x, int n) { return n == 0 ? x : recurse(x, n - 1) + 1; },
                              {.name = "count_down"});
   recurse = [&](const Tensor& x, int n) { return count_down(x, n); };
   EXPECT_EQ(count_down(constant(0), 4).item<int32_t>(), 4);
+  EXPECT_EQ(count_down.tracing_count(), 5);
+  EXPECT_TRUE(log.warnings().empty());
+  for (int n = 5; n <= 8; ++n) EXPECT_EQ(count_down(constant(0), n).item<int32_t>(), n);  // one new trace each
   ASSERT_EQ(log.warnings().size(), 1u);
   EXPECT_TRUE(contains(log.warnings()[0], "5 out of the last 5 calls to 'count_down' triggered retracing"))
       << log.warnings()[0];
