@@ -361,10 +361,6 @@ TraceTypePtr sequence_trace_type(std::string kind, std::vector<TraceTypePtr> ele
   return std::make_shared<SequenceTraceType>(std::move(kind), std::move(elements));
 }
 TraceTypePtr mapping_trace_type(std::vector<std::pair<LiteralValue, TraceTypePtr>> items) {
-  // Enum keys as literal_trace_type makes enum values: named (printed) and written to .tgx files
-  // the one way the loader reads them back.
-  for (auto& item : items)
-    if (item.first.kind == LiteralValue::Kind::kEnum) item.first.s = item.first.cpp_type;
   std::sort(items.begin(), items.end(),
             [](const auto& a, const auto& b) { return a.first.to_string() < b.first.to_string(); });
   return std::make_shared<MappingTraceType>(std::move(items));
