@@ -206,20 +206,29 @@ TEST(ConvErrors, EmptyInputsWithHugeDimsAreNotMultipliedOut) {
   EXPECT_EQ(conv2d(x, f, {1, 1}, Padding::Same).shape(), (TensorShape{0, big, big, 2}));
   EXPECT_EQ(detail::conv2d_backprop_input(x, f, zeros({0, big, big, 2}), same).shape(), x.shape());
   EXPECT_TENSOR_EQ(detail::conv2d_backprop_filter(x, f, zeros({0, big, big, 2}), same), zeros({3, 3, 1, 2}));
+  // Traced, the graph's kernels get the same shapes at run time. (The ops are called directly:
+  // a reduction or a broadcast over such a shape multiplies its dims out in other kernels.)
   auto traced = function(
-      [&](const Tensor& xs) {
-        GradientTape tape;
-        tape.watch(xs);
-        tape.watch(f);
-        const Tensor y = reduce_sum(conv2d(xs, f, {1, 1}, Padding::Same)) +
-                         reduce_sum(max_pool2d(xs, {2, 2}, {2, 2}, Padding::Valid)) +
-                         reduce_sum(avg_pool2d(xs, {2, 2}, {2, 2}, Padding::Valid));
-        return tape.gradient(y, {xs, f});
+      [&](const Tensor& xs, const Tensor& dys, const Tensor& dyc) {
+        return std::vector<Tensor>{conv2d(xs, f, {1, 1}, Padding::Same),
+                                   max_pool2d(xs, {2, 2}, {2, 2}, Padding::Valid),
+                                   avg_pool2d(xs, {2, 2}, {2, 2}, Padding::Valid),
+                                   detail::max_pool2d_grad(xs, dys, pool),
+                                   detail::avg_pool2d_grad(xs, dys, pool),
+                                   detail::max_pool2d_grad_grad(xs, xs, pool),
+                                   detail::conv2d_backprop_input(xs, f, dyc, same),
+                                   detail::conv2d_backprop_filter(xs, f, dyc, same)};
       },
-      {.input_signature = std::vector<TensorSpec>{TensorSpec({None, None, None, 1}, float32)}});
-  const std::vector<Tensor> g = traced(x);
-  EXPECT_EQ(g[0].shape(), x.shape());
-  EXPECT_TENSOR_EQ(g[1], zeros({3, 3, 1, 2}));
+      {.input_signature = std::vector<TensorSpec>{TensorSpec({None, None, None, 1}, float32),
+                                                  TensorSpec({None, None, None, 1}, float32),
+                                                  TensorSpec({None, None, None, 2}, float32)}});
+  const std::vector<Tensor> g = traced(x, dy, zeros({0, big, big, 2}));
+  EXPECT_EQ(g[0].shape(), (TensorShape{0, big, big, 2}));
+  EXPECT_EQ(g[1].shape(), dy.shape());
+  EXPECT_EQ(g[3].shape(), x.shape());
+  EXPECT_EQ(g[5].shape(), dy.shape());
+  EXPECT_EQ(g[6].shape(), x.shape());
+  EXPECT_TENSOR_EQ(g[7], zeros({3, 3, 1, 2}));
 }
 
 }  // namespace
