@@ -145,7 +145,7 @@ Section TensorStore::table() const {
   w.count(stored_.size());
   for (const Stored& s : stored_) {
     w.dtype(s.tensor.dtype());
-    w.shape(static_shape(s.tensor));
+    w.shape(static_shape(s.tensor), "a tensor");
     w.u64(s.offset);
     w.u64(s.size);
   }
@@ -160,7 +160,12 @@ void write_variable(Writer& w, TensorStore& tensors, VariableState& v) {
   }
   w.str(v.name);
   w.dtype(v.dtype);
-  w.shape(v.shape);
+  try {
+    w.shape(v.shape, "a Variable");
+  } catch (ValueError& e) {
+    e.add_context("(Variable '" + v.name + "')");
+    throw;
+  }
   w.u8(value.defined() ? 1 : 0);
   if (value.defined()) w.u32(tensors.add(value));
 }
@@ -352,30 +357,19 @@ void Container::check_bytes(const Reader& r, std::size_t at, const std::string& 
 }
 
 MappedFile map_file(const char* op, const std::string& path, const LoadOptions& options) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) op_error<InvalidArgumentError>(op, "cannot open '", path, "': ", std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    op_error<InvalidArgumentError>(op, "'", path, "' is not a regular file; expected a .tgx file");
-  }
-  const auto size = static_cast<std::size_t>(st.st_size);
-  if (size > options.max_file_bytes) {
-    ::close(fd);
+  const RegularFile file(op, path, "a .tgx file");  // never blocks: a FIFO or device is refused first
+  const uint64_t size = file.size();
+  if (size > options.max_file_bytes)
     throw FormatError(str_cat("[", op, "] header at byte 0: '", path, "' has ", size, " bytes, more than LoadOptions::max_file_bytes (",
                               options.max_file_bytes, ")"), "header", 0);
-  }
-  if (size == 0) {
-    ::close(fd);
-    throw FormatError(str_cat("[", op, "] header at byte 0: '", path, "' is empty; expected a .tgx file"), "header", 0);
-  }
+  if (size == 0) throw FormatError(str_cat("[", op, "] header at byte 0: '", path, "' is empty; expected a .tgx file"), "header", 0);
   // Private and writable: Variables and constants use the pages in place; a write (an assign)
   // copies its page and never reaches the file.
-  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-  ::close(fd);
+  void* p = ::mmap(nullptr, static_cast<std::size_t>(size), PROT_READ | PROT_WRITE, MAP_PRIVATE, file.fd(), 0);
   if (p == MAP_FAILED) op_error<InvalidArgumentError>(op, "cannot map '", path, "': ", std::strerror(errno));
-  std::shared_ptr<const void> owner(p, [size](const void* q) { ::munmap(const_cast<void*>(q), size); });
-  return {static_cast<const uint8_t*>(p), size, std::move(owner)};
+  const auto bytes = static_cast<std::size_t>(size);
+  std::shared_ptr<const void> owner(p, [bytes](const void* q) { ::munmap(const_cast<void*>(q), bytes); });
+  return {static_cast<const uint8_t*>(p), bytes, std::move(owner)};
 }
 
 }  // namespace tg::detail::tgx

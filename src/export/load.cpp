@@ -51,8 +51,7 @@ static_assert(static_cast<int>(LiteralValue::Kind::kInt) == 0 && static_cast<int
 bool same_type(const ValueType& a, const ValueType& b) { return a.dtype == b.dtype && a.shape == b.shape; }
 
 // C++ type names of literals are kept for the process's lifetime (a literal type points at its
-// name): files may add only a bounded number of them, each of bounded length.
-constexpr std::size_t kMaxTypeName = 256;
+// name): files may add only a bounded number of them, each of bounded length (kMaxTypeName).
 constexpr std::size_t kMaxTypeNames = 4096;
 const char* interned_type_name(const Reader& r, std::size_t at, const std::string& name) {
   static std::mutex mu;
@@ -246,15 +245,8 @@ class FunctionReader {
     const std::size_t type_at = r.offset();
     const std::string cpp_type = r.str("a literal's C++ type");
     // Only the fields of the literal's kind may be set (so that equal values are equal bytes).
-    using K = LiteralValue::Kind;
-    const bool ok = v.kind == K::kInt    ? v.f == 0 && v.s.empty()
-                    : v.kind == K::kFloat ? v.i == 0 && v.s.empty()
-                    : v.kind == K::kBool  ? (v.i == 0 || v.i == 1) && v.f == 0 && v.s.empty()
-                    : v.kind == K::kString ? v.i == 0 && v.f == 0
-                                           : v.f == 0 && v.s == cpp_type;  // an enum: its value in i, its type in s
-    if (!ok) r.fail_at(at, str_cat("a literal of kind ", int(kind), " sets fields its kind does not have"));
-    if (cpp_type.empty() || cpp_type.size() > kMaxTypeName)
-      r.fail_at(type_at, str_cat("a literal's C++ type name has ", cpp_type.size(), " characters; expected 1 to ", kMaxTypeName));
+    if (const std::string defect = literal_defect(kind, v.i, v.f, v.s, cpp_type); !defect.empty()) r.fail_at(at, defect);
+    if (const std::string defect = type_name_defect(cpp_type.size()); !defect.empty()) r.fail_at(type_at, defect);
     v.cpp_type = interned_type_name(r, type_at, cpp_type);
     return v;
   }

@@ -1,6 +1,7 @@
 // tg::save and tg::save_variables: a function's concrete functions - graphs as traced, their
 // FunctionTypes, the Variables they use and the constants they captured - to one .tgx file.
 #include <algorithm>
+#include <cstring>
 #include <type_traits>
 #include <unordered_map>
 
@@ -52,13 +53,24 @@ class FunctionWriter {
             "tensors, C++ literals, containers of them and Variables, not C++ objects. Save a function whose "
             "arguments are those (pass the object's values as tensors or literals)"));
       w.str(type.names[i]);
-      write_type(w, tree);
+      try {
+        write_type(w, tree);
+      } catch (ValueError& e) {
+        e.add_context(str_cat("(argument '", type.names[i], "' of function '", function_, "', concrete function ",
+                              type.to_string(), ")"));
+        throw;
+      }
     }
     w.count(cf.variable_parameters.size());
     for (const auto& p : cf.variable_parameters) {
       w.str(p->name);
       w.dtype(p->dtype);
-      w.shape(p->shape);
+      try {
+        w.shape(p->shape, "a Variable parameter");
+      } catch (ValueError& e) {
+        e.add_context(str_cat("(Variable parameter '", p->name, "' of function '", function_, "')"));
+        throw;
+      }
       w.u8(p->owns_state_of_first_binding ? 1 : 0);
     }
     // What the graph reads and writes (the loader checks it against the graph).
@@ -99,7 +111,7 @@ class FunctionWriter {
       case Kind::kTensor:
         w.u8(static_cast<uint8_t>(TypeCode::kTensor));
         w.dtype(t.dtype);
-        w.shape(t.shape);
+        w.shape(t.shape, "a tensor type");
         w.str(t.name);
         return;
       case Kind::kLiteral:
@@ -128,13 +140,25 @@ class FunctionWriter {
       case Kind::kVariable:
         w.u8(static_cast<uint8_t>(TypeCode::kVariable));
         w.dtype(t.dtype);
-        w.shape(t.shape);
+        w.shape(t.shape, "a Variable type");
         w.i64(t.alias_id);
         return;
     }
   }
 
   static void write_literal(Writer& w, const LiteralValue& v) {
+    // What the loader would refuse is refused here, by the same definitions.
+    std::string defect = type_name_defect(std::strlen(v.cpp_type));
+    if (defect.empty()) defect = literal_defect(static_cast<int>(v.kind), v.i, v.f, v.s, v.cpp_type);
+    if (!defect.empty() && v.kind == LiteralValue::Kind::kEnum && v.s.empty())
+      // A std::map's enum keys carry no type name (trace types match keys as made from values).
+      throw ValueError(str_cat("[tg::save] a std::map keyed by the enum ", v.cpp_type, " cannot be written to a .tgx "
+                               "file yet: its keys lack the type name tg::load requires of an enum literal, so the file "
+                               "would not load and nothing was written. Key the map by integers (static_cast<int>(key))"));
+    if (!defect.empty())
+      throw ValueError(str_cat("[tg::save] the literal ", v.to_string(), " (C++ type ", v.cpp_type, ") cannot be written: ",
+                               defect, " in a .tgx file, so tg::load would refuse the file and nothing was written. Pass "
+                               "the value as an integer literal or a tensor instead"));
     w.u8(static_cast<uint8_t>(v.kind));
     w.i64(v.i);
     w.f64(v.f);
@@ -157,9 +181,14 @@ class FunctionWriter {
         w.u32(static_cast<uint32_t>(in.output));
       }
       w.count(n.outputs.size());
-      for (const ValueType& t : n.outputs) {
-        w.dtype(t.dtype);
-        w.shape(t.shape);
+      try {
+        for (const ValueType& t : n.outputs) {
+          w.dtype(t.dtype);
+          w.shape(t.shape, "an output");
+        }
+      } catch (ValueError& e) {
+        e.add_context(node_context(n));
+        throw;
       }
       w.i64(n.control_input);
       switch (n.kind) {
@@ -176,7 +205,12 @@ class FunctionWriter {
                                      op_def(n.op).name, " node recorded by hand; a file holds graphs as traced (the "
                                      "optimiser runs again at load), so record the ops it stands for themselves"));
           w.u16(static_cast<uint16_t>(op_def(n.op).serial));
-          write_attrs(w, n);
+          try {
+            write_attrs(w, n);
+          } catch (ValueError& e) {
+            e.add_context(node_context(n));
+            throw;
+          }
           break;
         case NodeKind::kOutput: break;
       }
@@ -185,6 +219,11 @@ class FunctionWriter {
     for (int p : g.placeholders) w.u32(static_cast<uint32_t>(p));
     w.count(g.outputs.size());
     for (int o : g.outputs) w.u32(static_cast<uint32_t>(o));
+  }
+
+  std::string node_context(const GraphNode& n) const {
+    return str_cat("(node '", n.name, "'", n.kind == NodeKind::kOp ? str_cat(" (op ", op_def(n.op).name, ")") : std::string(),
+                   " of function '", function_, "')");
   }
 
   void write_attrs(Writer& w, const GraphNode& n) {
@@ -266,7 +305,7 @@ class FunctionWriter {
     w.count(p.output_types.size());
     for (const ValueType& t : p.output_types) {
       w.dtype(t.dtype);
-      w.shape(t.shape);
+      w.shape(t.shape, "an output type");
     }
     w.i64(p.num_loop_vars);
     w.count(p.var_paths.size());

@@ -37,10 +37,36 @@ void Writer::count(std::size_t n) {
   u32(static_cast<uint32_t>(n));
 }
 
-void Writer::shape(const TensorShape& s) {
+std::string rank_defect(const char* what, std::size_t rank) {
+  if (rank <= kMaxRank) return "";
+  return str_cat(what, " has rank ", rank, "; at most ", kMaxRank, " is supported");
+}
+
+std::string type_name_defect(std::size_t length) {
+  if (length >= 1 && length <= kMaxTypeName) return "";
+  return str_cat("a literal's C++ type name has ", length, " characters; expected 1 to ", kMaxTypeName);
+}
+
+std::string literal_defect(int kind, int64_t i, double f, const std::string& s, const std::string& cpp_type) {
+  // The codes are LiteralValue::Kind's: int, float, bool, string, enum (its type's name in s).
+  const bool ok = kind == 0   ? f == 0 && s.empty()
+                  : kind == 1 ? i == 0 && s.empty()
+                  : kind == 2 ? (i == 0 || i == 1) && f == 0 && s.empty()
+                  : kind == 3 ? i == 0 && f == 0
+                  : kind == 4 ? f == 0 && s == cpp_type
+                              : false;
+  if (ok) return "";
+  return str_cat("a literal of kind ", kind, " sets fields its kind does not have");
+}
+
+void Writer::shape(const TensorShape& s, const char* what) {
   u8(s.has_rank() ? 1 : 0);
   if (!s.has_rank()) return;
   const TensorShape plain = s.none_aware();  // dims() of a traced shape would refuse None
+  if (const std::string defect = rank_defect(what, plain.dims().size()); !defect.empty())
+    throw ValueError(str_cat("[tg::save] ", defect, " in a .tgx file (TensorFlow's limit too): tg::load would refuse "
+                             "the file, so nothing was written. Keep the saved function's tensors at rank ", kMaxRank,
+                             " or less (reshape to fewer dimensions)"));
   count(plain.dims().size());
   for (int64_t d : plain.dims()) i64(d);
 }
@@ -82,7 +108,7 @@ TensorShape Reader::shape(const char* what) {
   if (!boolean("a shape's rank flag")) return TensorShape::unknown_rank();
   const std::size_t at = pos_;
   const std::size_t rank = count("the dims", 8);
-  if (rank > kMaxRank) fail_at(at, str_cat(what, " has rank ", rank, "; at most ", kMaxRank, " is supported"));
+  if (const std::string defect = rank_defect(what, rank); !defect.empty()) fail_at(at, defect);
   std::vector<int64_t> dims(rank);
   for (auto& d : dims) {
     d = i64();

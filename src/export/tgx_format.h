@@ -65,7 +65,8 @@ class Writer {
     bytes.append(s);
   }
   void dtype(DType d) { u8(dtype_code(d)); }
-  void shape(const TensorShape& s);
+  /// A shape, refused (ValueError) when tg::load would refuse it: rank_defect. `what` names it.
+  void shape(const TensorShape& s, const char* what = "a shape");
   void pad_to(std::size_t alignment) { bytes.resize((bytes.size() + alignment - 1) / alignment * alignment, '\0'); }
   void raw(const void* p, std::size_t n) { bytes.append(static_cast<const char*>(p), n); }
 };
@@ -120,5 +121,18 @@ class Reader {
 
 /// The largest rank a file may give a shape (TensorFlow's own limit on ranks is 254).
 inline constexpr std::size_t kMaxRank = 254;
+/// The longest C++ type name a literal may carry (the loader keeps each for the process's life).
+inline constexpr std::size_t kMaxTypeName = 256;
+
+// The format's own limits - those no LoadOptions field sets - each defined once here and checked
+// by the reader (a FormatError) and by the writer (a ValueError before anything is written), so
+// that whatever tg::save writes tg::load reads. Each returns why a value breaks its limit, or ""
+// when it does not.
+/// `what` (e.g. "an output") has rank `rank`, more than kMaxRank.
+std::string rank_defect(const char* what, std::size_t rank);
+/// A literal's C++ type name of `length` characters: 1 to kMaxTypeName.
+std::string type_name_defect(std::size_t length);
+/// A literal that sets fields its kind does not have (equal values must be equal bytes).
+std::string literal_defect(int kind, int64_t i, double f, const std::string& s, const std::string& cpp_type);
 
 }  // namespace tg::detail::tgx
