@@ -241,8 +241,9 @@ Tensor boolean_mask(const Tensor& tensor, const Tensor& mask, int axis = 0);
 
 // --- Shapes known only at run time ------------------------------------------------------------
 // The shape is a 1-D int32/int64 tensor (e.g. built from tg::shape(x)), so these work on traced
-// tensors with None dims. While tracing, the result's shape is known when the shape tensor is a
-// constant, else it has None dims (one per element of the shape tensor). The shape parameter
+// tensors with None dims. While tracing, each size of the result is known where tracing knows
+// that element of the shape tensor (constants, tg::shape(x)'s static dims, and stack, concat, x[i],
+// slice, cast and integer arithmetic of those), else it is None. The shape parameter
 // binds to a tg::Tensor only, so that `tg::zeros({})` and `tg::zeros({2, 3})` stay static shapes.
 //
 //     tg::Tensor h = tg::zeros(tg::stack({tg::shape(x)[0], tg::constant(16)}));  // (batch, 16)

@@ -3,6 +3,8 @@
 #include <cstddef>
 #include <cstring>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "core/buffer.h"
 #include "tracegraph/tensor.h"
@@ -24,6 +26,9 @@ struct SymbolicValue {
   /// The traced code read dimension `dim` of this value's shape as an integer: the trace is
   /// specialised to that size.
   virtual void on_static_dims_read(int64_t /*dim*/) const {}
+  /// What tracing knows of the elements of a scalar or 1-D integer value (a shape being built:
+  /// src/ops/known_values.h), None where unknown; null when nothing is known.
+  std::shared_ptr<const std::vector<int64_t>> known_elements;
 };
 
 struct TensorImpl {

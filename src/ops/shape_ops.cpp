@@ -14,6 +14,7 @@
 #include "core/tensor_impl.h"
 #include "ops/broadcast.h"
 #include "ops/grad_helpers.h"
+#include "ops/known_values.h"
 #include "ops/shape_value.h"
 #include "tracegraph/ops.h"
 
@@ -860,13 +861,16 @@ ShapeValueAttrs shape_value_of(const char* op, const Tensor& shape) {
     op_error<ValueError>(op, "the shape is an empty tg::Tensor; pass e.g. tg::shape(x)");
   ShapeValueAttrs a;
   const TensorImpl& impl = *shape.impl();
-  if (impl.symbolic || impl.shape.rank() != 1 || (impl.dtype != DType::Int32 && impl.dtype != DType::Int64))
+  if (!impl.shape.has_rank() || impl.shape.rank() != 1 || (impl.dtype != DType::Int32 && impl.dtype != DType::Int64))
     return a;  // the shape rule explains a wrong dtype or rank
+  // Eager: every size; traced: the sizes tracing knows (None for the rest), as TF's
+  // constant_value_as_shape gives (None, 16) for stack({shape(x)[0], 16}).
+  std::optional<std::vector<int64_t>> known = known_elements(shape);
+  if (!known) return a;
   a.known = true;
-  for (int64_t i = 0; i < impl.shape.dims()[0]; ++i)
-    a.dims.push_back(impl.dtype == DType::Int64 ? impl.data<int64_t>()[i] : int64_t{impl.data<int32_t>()[i]});
+  a.dims = std::move(*known);
   for (int64_t d : a.dims)
-    if (d < 0)
+    if (d < 0 && !(impl.symbolic && d == None))
       op_error<InvalidArgumentError>(op, "the shape ", format_list(a.dims), " has a negative size; sizes must be >= 0");
   return a;
 }

@@ -6,6 +6,7 @@
 
 #include "core/check.h"
 #include "core/tensor_impl.h"
+#include "ops/known_values.h"
 
 namespace tg::detail {
 
@@ -124,7 +125,13 @@ std::vector<Tensor> GraphRecorder::record(OpId id, const std::vector<Tensor>& in
   if (stateful) last_stateful_ = idx;
   std::vector<Tensor> out;
   out.reserve(num_outputs);
-  for (std::size_t i = 0; i < num_outputs; ++i) out.push_back(symbolic_output(idx, static_cast<int>(i)));
+  for (std::size_t i = 0; i < num_outputs; ++i) {
+    out.push_back(symbolic_output(idx, static_cast<int>(i)));
+    // A shape being built (shape(x)[0] stacked with a constant): what is known of its elements.
+    const TensorImpl& impl = *out.back().impl();
+    if ((impl.dtype == DType::Int32 || impl.dtype == DType::Int64) && impl.shape.has_rank() && impl.shape.rank() <= 1)
+      impl.symbolic->known_elements = infer_known_elements(id, inputs, attrs, ValueType{impl.dtype, impl.shape});
+  }
   return out;
 }
 

@@ -106,3 +106,59 @@ TEST(EnsureSameShape, LossesKeepTheirShapeCheckUnderNoneDims) {
 
 }  // namespace
 }  // namespace tg
+
+namespace tg {
+namespace {
+
+// TF's constant_value_as_shape: a shape built from tg::shape and constants keeps the sizes that
+// are known while tracing, instead of becoming all None.
+TEST(KnownShapeElements, ShapesBuiltFromShapeAndConstantsKeepTheirKnownSizes) {
+  std::vector<std::string> shapes;
+  auto f = function([&](const Tensor& x) {
+    const Tensor rows = shape(x)[0];
+    const std::vector<Tensor> built{
+        zeros(stack({rows, constant(16)})),                              // stack: (None, 16)
+        ones(concat({shape(x), constant({2})}, 0)),                      // concat: (None, 3, 2)
+        fill(stack({constant(2) * constant(3), shape(x)[1] + 1}), 1.0f),  // arithmetic: (6, 4)
+        zeros(cast(slice(shape(x), {1}, {1}), int64)),                   // slice, cast: (3,)
+        broadcast_to(constant(1.0f), stack({rows, shape(x)[-1]})),       // broadcast_to: (None, 3)
+        reshape(x, stack({rows * 3, constant(1)})),                      // reshape: (None, 1)
+    };
+    shapes.clear();
+    for (const Tensor& t : built) shapes.push_back(t.shape().to_string());
+    return built[0];
+  }, {.input_signature = std::vector<TensorSpec>{TensorSpec({None, 3}, float32)}});
+  EXPECT_EQ(f(ones({5, 3})).shape().to_string(), "(5, 16)");
+  EXPECT_EQ(shapes, (std::vector<std::string>{"(None, 16)", "(None, 3, 2)", "(6, 4)", "(3,)", "(None, 3)",
+                                              "(None, 1)"}));
+}
+
+// The case a user hit: a loop state of (None, H) whose body rebuilds it from tg::shape. With the
+// rebuilt state all None the loop refused it.
+TEST(KnownShapeElements, ALoopStateRebuiltFromShapeKeepsItsStaticDims) {
+  auto f = function([](const Tensor& x) {
+    const auto [i, state] = while_loop(
+        [](const Tensor& i, const Tensor&) { return i < 3; },
+        [&](const Tensor& i, const Tensor& s) {
+          return std::tuple{i + 1, s + zeros(stack({shape(x)[0], constant(4)})) + 1.0f};
+        },
+        std::tuple{constant(0), matmul(x, ones({3, 4}))});
+    return state;
+  }, {.input_signature = std::vector<TensorSpec>{TensorSpec({None, 3}, float32)}});
+  EXPECT_TRUE(testing::tensors_near(f(ones({2, 3})), fill({2, 4}, 6.0f)));
+}
+
+// A value tracing knew must still be what runs: a shape argument whose value only the run
+// knows is checked there, and a saved function keeps its partially known shapes.
+TEST(KnownShapeElements, PartiallyKnownShapesSurviveSaveAndLoad) {
+  auto f = function([](const Tensor& x) { return zeros(stack({shape(x)[0], constant(4)})); },
+                    {.input_signature = std::vector<TensorSpec>{TensorSpec({None, 3}, float32)}});
+  f(ones({1, 3}));
+  const std::string path = ::testing::TempDir() + "/known_shape_elements.tgx";
+  save(path, f);
+  LoadedFunction loaded = load(path);
+  EXPECT_TRUE(testing::tensors_near(loaded(ones({2, 3})), zeros({2, 4})));
+}
+
+}  // namespace
+}  // namespace tg
