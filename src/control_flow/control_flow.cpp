@@ -29,10 +29,13 @@ void check_pred(const char* api, const char* what, const Tensor& pred) {
                                    "; reduce it with tg::reduce_any or tg::reduce_all");
 }
 
+// Rank 0, as check_pred asks eagerly (and TF's Switch and LoopCond): a predicate of unknown rank
+// while tracing that turns out (1,) is refused here too, rather than taken for its one element.
 bool runtime_pred(const char* api, const Tensor& pred) {
-  if (pred.impl()->shape.num_elements() != 1)
+  if (pred.impl()->shape.rank() != 0)
     op_error<InvalidArgumentError>(api, "the condition must be a scalar bool, got shape ",
-                                   pred.impl()->shape.to_string());
+                                   pred.impl()->shape.to_string(), " when the graph ran; reduce it with "
+                                   "tg::reduce_any or tg::reduce_all");
   return *data_of<bool>(pred);
 }
 

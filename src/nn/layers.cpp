@@ -6,6 +6,7 @@
 #include "core/tensor_impl.h"
 #include "nn/init_seed.h"
 #include "nn/layer_checks.h"
+#include "ops/runtime_shape_checks.h"
 #include "tracegraph/nn.h"
 #include "tracegraph/ops.h"
 
@@ -21,6 +22,22 @@ Tensor normalize_with(const Tensor& x, const Tensor& mean, const Tensor& varianc
                       const Tensor& beta, double epsilon) {
   const Tensor inv = rsqrt(variance + epsilon) * gamma;
   return x * inv + (beta - mean * inv);
+}
+
+// What a normalisation layer says when an input's last dimension is not its features, found
+// when the graph runs (None dims): a last dimension of 1 would broadcast against gamma.
+std::string features_remedy(const std::string& name, int64_t features) {
+  return detail::str_cat("layer '", name, "' expects inputs whose last dimension is its ", features,
+                         " features (a last dimension of 1 would broadcast); reshape the input so that "
+                         "the features come last");
+}
+
+// The normalised values, checked to have x's shape: under None dims the static check cannot see
+// a last dimension of 1, which broadcasts against gamma to (..., features).
+Tensor checked_output(const char* layer, const std::string& name, int64_t features, const Tensor& y,
+                      const Tensor& x) {
+  return detail::ensure_same_shape(y, x, layer, "the normalized values", "the inputs",
+                                   features_remedy(name, features));
 }
 
 void check_epsilon(const char* layer, double epsilon) {
@@ -75,7 +92,8 @@ Tensor LayerNorm::operator()(const Tensor& x) const {
   check_features_input("LayerNorm", name_, x, gamma_.dtype(), features_, /*min_rank=*/1);
   const Tensor mean = reduce_mean(x, {-1}, /*keepdims=*/true);
   const Tensor variance = reduce_mean(square(x - mean), {-1}, /*keepdims=*/true);
-  return normalize_with(x, mean, variance, gamma_.read_value(), beta_.read_value(), epsilon_);
+  return checked_output("LayerNorm", name_, features_, normalize_with(x, mean, variance, gamma_.read_value(),
+                                                                      beta_.read_value(), epsilon_), x);
 }
 
 // ---- BatchNorm ----
@@ -103,7 +121,8 @@ void BatchNorm::check_input(const Tensor& x) const {
 }
 
 Tensor BatchNorm::normalize(const Tensor& x, const Tensor& mean, const Tensor& variance) const {
-  return normalize_with(x, mean, variance, gamma_.read_value(), beta_.read_value(), epsilon_);
+  return checked_output("BatchNorm", name_, features_,
+                        normalize_with(x, mean, variance, gamma_.read_value(), beta_.read_value(), epsilon_), x);
 }
 
 namespace {
@@ -112,6 +131,14 @@ std::vector<int> batch_axes(const Tensor& x) {
   std::vector<int> axes;
   for (int64_t a = 0; a + 1 < detail::static_shape(x).rank(); ++a) axes.push_back(static_cast<int>(a));
   return axes;
+}
+
+// The batch means, one per feature: checked before the moving statistics are updated from them,
+// since a last dimension of 1 (None while tracing) would broadcast into every feature's average.
+Tensor feature_means(const Tensor& x, const std::vector<int>& axes, const Tensor& gamma, const std::string& name,
+                     int64_t features) {
+  return detail::ensure_same_shape(reduce_mean(x, axes), gamma, "BatchNorm", "the batch means", "gamma",
+                                   features_remedy(name, features));
 }
 }  // namespace
 
@@ -122,7 +149,7 @@ Tensor BatchNorm::train_step(const Tensor& x) const {
                                    x.shape().to_string(), ") in training mode; batch statistics need at "
                                    "least one example per feature");
   const std::vector<int> axes = batch_axes(x);
-  const Tensor mean = reduce_mean(x, axes);
+  const Tensor mean = feature_means(x, axes, gamma_.read_value(), name_, features_);
   const Tensor variance = reduce_mean(square(x - mean), axes);  // biased, as Keras's moments
   const Tensor y = normalize(x, mean, variance);
   Variable mm = moving_mean_, mv = moving_variance_;
@@ -151,7 +178,7 @@ Tensor BatchNorm::operator()(const Tensor& x, const Tensor& training) const {
   const Tensor old_mean = moving_mean_.read_value(), old_variance = moving_variance_.read_value();
   const Tensor inferred = normalize(x, old_mean, old_variance);
   const std::vector<int> axes = batch_axes(x);
-  const Tensor mean = reduce_mean(x, axes);
+  const Tensor mean = feature_means(x, axes, gamma_.read_value(), name_, features_);
   const Tensor variance = reduce_mean(square(x - mean), axes);
   const Tensor trained = normalize(x, mean, variance);
   Variable mm = moving_mean_, mv = moving_variance_;

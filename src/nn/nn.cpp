@@ -5,6 +5,7 @@
 #include "core/check.h"
 #include "core/tensor_impl.h"
 #include "nn/init_seed.h"
+#include "ops/runtime_shape_checks.h"
 #include "ops/cross_entropy.h"
 #include "tracegraph/nn.h"
 #include "tracegraph/ops.h"
@@ -110,7 +111,15 @@ Tensor Dense::operator()(const Tensor& x) const {
     op_error<InvalidArgumentError>("Dense", "layer '", name_, "' expects inputs of shape (batch, ",
                                    in_, "), got ", s.to_string(),
                                    "; reshape the input to (batch, ", in_, ")");
-  Tensor y = matmul(x, kernel_.read_value()) + bias_.read_value();
+  // Of unknown rank while tracing, x is checked when the graph runs: matmul would take a rank-3
+  // input for a batch of matrices. Its (batch, in) view has its shape exactly when it is (batch, in).
+  const Tensor input = s.has_rank() ? x
+                                    : detail::ensure_same_shape(
+                                          x, reshape(x, {-1, in_}), "Dense", "the inputs",
+                                          detail::str_cat("their (batch, ", in_, ") view"),
+                                          detail::str_cat("layer '", name_, "' expects inputs of shape (batch, ", in_,
+                                                          "); reshape the input to (batch, ", in_, ")"));
+  Tensor y = matmul(input, kernel_.read_value()) + bias_.read_value();
   return activation_ ? activation_(y) : y;
 }
 

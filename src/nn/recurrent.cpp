@@ -8,6 +8,7 @@
 #include "core/check.h"
 #include "core/tensor_impl.h"
 #include "nn/layer_checks.h"
+#include "ops/runtime_shape_checks.h"
 #include "tracegraph/nn.h"
 #include "tracegraph/ops.h"
 
@@ -63,6 +64,17 @@ void check_step_input(const char* cell, const std::string& name, const Tensor& t
   if (!s.has_rank() || s.rank() != 2 || (s.dims()[1] != None && s.dims()[1] != width))
     op_error<InvalidArgumentError>(cell, "layer '", name, "' expects ", what, " of shape (batch, ", width,
                                    "), got ", s.to_string());
+}
+
+// A checked state t whose width is None while tracing, checked again when the graph runs: x and
+// h meet the kernels in a matmul, which checks their widths, but LSTM's c only meets (batch,
+// units) values elementwise, where a width of 1 would broadcast. The (batch, width) view of t
+// has t's shape exactly when t is (batch, width).
+Tensor checked_width(const char* cell, const std::string& name, const Tensor& t, const char* what, int64_t width) {
+  const TensorShape s = detail::static_shape(t);
+  if (s.dims()[1] != None) return t;
+  return detail::ensure_same_shape(t, reshape(t, {-1, width}), cell, what, detail::str_cat("its (batch, ", width, ") view"),
+                                   detail::str_cat("layer '", name, "' expects ", what, " of shape (batch, ", width, ")"));
 }
 
 void check_weights(const char* cell, const RecurrentWeights& w) {
@@ -138,7 +150,7 @@ std::pair<Tensor, Tensor> LSTMCell::operator()(const Tensor& x, const Tensor& h,
   const Tensor z = matmul(x, w.kernel) + matmul(h, w.recurrent_kernel) + w.bias;
   const Tensor i = sigmoid(gate(z, 0, u));
   const Tensor f = sigmoid(gate(z, 1, u));
-  const Tensor c_new = f * c + i * tanh(gate(z, 2, u));
+  const Tensor c_new = f * checked_width(op, name_, c, "the state c", u) + i * tanh(gate(z, 2, u));
   const Tensor o = sigmoid(gate(z, 3, u));
   return {o * tanh(c_new), c_new};
 }

@@ -11,6 +11,7 @@
 #include "ops/broadcast.h"
 #include "ops/grad_helpers.h"
 #include "ops/op.h"
+#include "ops/runtime_shape_checks.h"
 #include "ops/shape_value.h"
 #include "tracegraph/ops.h"
 
@@ -62,11 +63,17 @@ std::vector<Tensor> grad_reshape_to(const GradInputs& g) { return {reshape_like(
 
 // ---- ensure_same_shape(x, y) ----
 
+// names: {op, x's name, y's name}, and optionally what the caller should do (a composite whose
+// check is on a value derived from its arguments says what it expected of the arguments).
 [[noreturn]] void shapes_differ(const ShapeCheckAttrs& a, const TensorShape& x, const TensorShape& y,
                                 const char* when) {
-  const std::string op = a.names.size() == 3 ? a.names[0] : "ensure_same_shape";
-  const std::string first = a.names.size() == 3 ? a.names[1] : "x";
-  const std::string second = a.names.size() == 3 ? a.names[2] : "y";
+  const bool named = a.names.size() == 3 || a.names.size() == 4;
+  const std::string op = named ? a.names[0] : "ensure_same_shape";
+  const std::string first = named ? a.names[1] : "x";
+  const std::string second = named ? a.names[2] : "y";
+  if (a.names.size() == 4)
+    op_error<InvalidArgumentError>(op.c_str(), first, " have shape ", x.to_string(), " but ", second, " have shape ",
+                                   y.to_string(), when, "; ", a.names[3]);
   op_error<InvalidArgumentError>(op.c_str(), first, " have shape ", x.to_string(), " but ", second, " have shape ",
                                  y.to_string(), when, "; expected equal shapes, since these arguments do not "
                                  "broadcast: give one ", first, " entry per ", second, " entry (reshape them to "
@@ -109,14 +116,24 @@ void register_runtime_shape_ops(OpDef* t) {
   set_grad(t, OpId::EnsureSameShape, &grad_ensure_same_shape);
 }
 
-Tensor ensure_same_shape(const Tensor& x, const Tensor& y, const char* op, const char* x_name, const char* y_name) {
+namespace {
+Tensor ensure_same_shape_with(const Tensor& x, const Tensor& y, ShapeCheckAttrs attrs) {
   const TensorShape xs = static_shape(x), ys = static_shape(y);
-  ShapeCheckAttrs attrs{{op, x_name, y_name}};
   if (xs.is_fully_defined() && ys.is_fully_defined()) {
     if (xs != ys) shapes_differ(attrs, xs, ys, "");
     return x;  // settled now: no node
   }
   return apply_op1(OpId::EnsureSameShape, {x, y}, std::move(attrs));
+}
+}  // namespace
+
+Tensor ensure_same_shape(const Tensor& x, const Tensor& y, const char* op, const char* x_name, const char* y_name) {
+  return ensure_same_shape_with(x, y, ShapeCheckAttrs{{op, x_name, y_name}});
+}
+
+Tensor ensure_same_shape(const Tensor& x, const Tensor& y, const std::string& op, const std::string& x_name,
+                         const std::string& y_name, const std::string& remedy) {
+  return ensure_same_shape_with(x, y, ShapeCheckAttrs{{op, x_name, y_name, remedy}});
 }
 
 }  // namespace detail

@@ -4,6 +4,7 @@
 
 #include "core/check.h"
 #include "core/tensor_impl.h"
+#include "ops/runtime_shape_checks.h"
 #include "ops/variable_creation.h"
 #include "ops/variable_state.h"
 #include "tracegraph/ops.h"
@@ -197,7 +198,15 @@ void Optimizer::apply_gradients(const std::vector<Tensor>& grads,
     if (!sv) {
       sv = StepValues{v.dtype() == float64 ? lr64 : cast(lr64, v.dtype()), cast(step64, v.dtype())};
     }
-    update(grads[i], v, slots_.at(v.id()), *sv);
+    // A gradient of None dims passes the check above and would broadcast into the slots (a
+    // (1,) gradient moving every momentum entry): its shape is checked again when the graph runs.
+    // (The variable is read only then: a fully known gradient was settled above.)
+    const Tensor g = detail::static_shape(grads[i]).is_fully_defined()
+                         ? grads[i]
+                         : detail::ensure_same_shape(grads[i], v.read_value(), op, detail::str_cat("gradient ", i),
+                                                     detail::str_cat("variable '", v.name(), "'"),
+                                                     "gradients must have their variable's shape");
+    update(g, v, slots_.at(v.id()), *sv);
   }
   iterations_->assign_add(int64_t{1});
 }
