@@ -15,6 +15,7 @@ void register_all_ops(OpDef* table) {
   register_conv_ops(table);
   register_shape_ops(table);
   register_runtime_shape_ops(table);
+  register_sequence_ops(table);
   register_index_ops(table);
   register_state_ops(table);
   register_optimizer_update_ops(table);

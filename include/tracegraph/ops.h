@@ -157,6 +157,18 @@ Tensor l2_normalize(const Tensor& x, int axis, double epsilon = 1e-12);
 Tensor cumsum(const Tensor& x, int axis = 0, bool exclusive = false, bool reverse = false);
 Tensor cumprod(const Tensor& x, int axis = 0, bool exclusive = false, bool reverse = false);
 
+/// tf.range over scalar tensors of one dtype (int32, int64, float32, float64): its length may be
+/// known only at run time (None while tracing), e.g. `tg::range(tg::shape(x)[0])`. The elements
+/// and errors are those of the eager tg::range above.
+Tensor range(const Tensor& start, const Tensor& limit, const Tensor& delta);
+/// range(0, limit, 1) in limit's dtype.
+Tensor range(const Tensor& limit);
+/// tf.sequence_mask: mask[i..., j] = j < lengths[i...] (lengths int32/int64), with j in
+/// [0, maxlen); an empty maxlen means the longest length. The result has lengths' shape plus
+/// one axis, in `dtype` (bool, or a number type: 1 and 0).
+Tensor sequence_mask(const Tensor& lengths, const Tensor& maxlen = Tensor(), DType dtype = bool_);
+Tensor sequence_mask(const Tensor& lengths, int64_t maxlen, DType dtype = bool_);
+
 // --- Shape ops -------------------------------------------------------------------------------
 /// New shape with the same elements; at most one dim may be -1 (inferred). Zero-copy.
 Tensor reshape(const Tensor& x, std::vector<int64_t> shape);
