@@ -136,28 +136,153 @@ std::vector<Tensor> grad_cumsum(const GradInputs& g) {
   return {cumsum(g.grads[0], static_cast<int>(a.axis), a.exclusive, !a.reverse)};
 }
 
-// TF's rule is cumsum(g * y, reverse flipped) / x, with 0 where x is 0 (div_no_nan), which is
-// wrong wherever x holds a zero. Exact instead, in scan order with z the first zero of a scan:
-// - before z (no zero yet) TF's quotient is right, x being nonzero there;
-// - at z, the products that skip x_z are those of x with x_z set to 1, so the gradient is the
-//   same reversed cumsum of g times cumprod of that x;
-// - after z every product still holds x_z = 0: the gradient is 0.
-// Built from scans, where and division, so it can be differentiated again.
+// ---- affine_scan: the scan of h -> a h + b, that cumprod's gradient is written with ----
+//
+// In scan order, inclusive: h_k = a_k h_(k-1) + b_k from h = 0; exclusive: result k is the
+// inclusive h_(k-1), 0 first. Its gradient is affine scans, products and sums again, none of
+// them a division, so every order of derivative of cumprod is exact where x holds zeros.
+
+Tensor affine_scan(const Tensor& a, const Tensor& b, int64_t axis, bool exclusive, bool reverse) {
+  return apply_op1(OpId::AffineScan, {a, b}, ScanAttrs{axis, exclusive, reverse});
+}
+
+std::vector<ValueType> infer_affine_scan(const std::vector<ValueType>& in, const OpAttrs& attrs) {
+  const char* op = "affine_scan";
+  require_dtype(op, in[0], {DType::Float32, DType::Float64}, "a");
+  require_same_dtype(op, in);
+  const TensorShape& sa = in[0].shape;
+  const TensorShape& sb = in[1].shape;
+  if (!sa.is_compatible_with(sb))
+    op_error<InvalidArgumentError>(op, "expected a and b of one shape, got ", sa.to_string(), " and ",
+                                   sb.to_string(), "; broadcast them to one shape first");
+  // The result has every dim either input knows.
+  TensorShape out = sa.has_rank() ? sa.none_aware() : sb.none_aware();
+  if (sa.has_rank() && sb.has_rank()) {
+    std::vector<int64_t> dims = out.dims();
+    const std::vector<int64_t> other = sb.none_aware().dims();
+    for (std::size_t i = 0; i < dims.size(); ++i)
+      if (dims[i] == None) dims[i] = other[i];
+    out = TensorShape(dims);
+  }
+  if (out.has_rank()) {
+    if (out.rank() == 0)
+      op_error<InvalidArgumentError>(op, "expected tensors of rank >= 1 to scan along an axis, got scalars");
+    normalize_axis(op, attrs.get<ScanAttrs>().axis, out.rank());
+  }
+  return {ValueType{in[0].dtype, out}};
+}
+
+// Columns [c0, c1) of one outer block, row by row in scan order (as scan_block).
+template <class T>
+void affine_block(const T* a, const T* b, T* y, const ScanView& v, int64_t c0, int64_t c1, bool exclusive,
+                  bool reverse) {
+  const int64_t inner = v.inner, width = c1 - c0;
+  for (int64_t k = 0; k < v.n; ++k) {
+    const int64_t row = reverse ? v.n - 1 - k : k;
+    const int64_t prev_row = reverse ? row + 1 : row - 1;
+    T* yr = y + row * inner + c0;
+    if (k == 0) {
+      if (exclusive) std::fill(yr, yr + width, T(0));
+      else std::copy(b + row * inner + c0, b + row * inner + c0 + width, yr);
+      continue;
+    }
+    const T* yp = y + prev_row * inner + c0;
+    // Exclusive: this row's result is the previous row's inclusive one.
+    const int64_t src = (exclusive ? prev_row : row) * inner + c0;
+    const T* as = a + src;
+    const T* bs = b + src;
+    for (int64_t i = 0; i < width; ++i) yr[i] = as[i] * yp[i] + bs[i];
+  }
+}
+
+template <class T>
+void affine_line(const T* a, const T* b, T* y, int64_t n, bool exclusive, bool reverse) {
+  T h = T(0);
+  for (int64_t k = 0; k < n; ++k) {
+    const int64_t i = reverse ? n - 1 - k : k;
+    if (exclusive) {
+      y[i] = h;
+      h = a[i] * h + b[i];
+    } else {
+      h = a[i] * h + b[i];
+      y[i] = h;
+    }
+  }
+}
+
+void kernel_affine_scan(const std::vector<Tensor>& in, const OpAttrs& op_attrs, std::vector<Tensor>& out) {
+  const ScanAttrs& attrs = op_attrs.get<ScanAttrs>();
+  const auto& dims = in[0].impl()->shape.dims();
+  const auto axis = static_cast<std::size_t>(
+      normalize_axis("affine_scan", attrs.axis, static_cast<int64_t>(dims.size())));
+  ScanView v;
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    if (i < axis) v.outer *= dims[i];
+    else if (i == axis) v.n = dims[i];
+    else v.inner *= dims[i];
+  }
+  if (v.outer * v.n * v.inner == 0) return;
+  visit_dtype(in[0].impl()->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_floating_point_v<T>) {
+      const T* a = data_of<T>(in[0]);
+      const T* b = data_of<T>(in[1]);
+      T* y = data_of<T>(out[0]);
+      const int64_t block = v.n * v.inner;
+      if (v.inner == 1) {
+        parallel_for(v.outer, std::max<int64_t>(1, kParallelMinElements / v.n), [&](int64_t s, int64_t e) {
+          for (int64_t o = s; o < e; ++o)
+            affine_line(a + o * block, b + o * block, y + o * block, v.n, attrs.exclusive, attrs.reverse);
+        });
+        return;
+      }
+      const int64_t chunks = (v.inner + kScanColumns - 1) / kScanColumns;
+      const int64_t unit = v.n * std::min(v.inner, kScanColumns);
+      parallel_for(v.outer * chunks, std::max<int64_t>(1, kParallelMinElements / unit), [&](int64_t s, int64_t e) {
+        for (int64_t u = s; u < e; ++u) {
+          const int64_t o = u / chunks, c0 = (u % chunks) * kScanColumns;
+          affine_block(a + o * block, b + o * block, y + o * block, v, c0, std::min(v.inner, c0 + kScanColumns),
+                       attrs.exclusive, attrs.reverse);
+        }
+      });
+    }
+  });
+}
+
+// With u the incoming gradient and lambda_i = sum over k from i on (scan order) of
+// u_k a_(i+1) ... a_k, i.e. lambda_i = u_i + a_(i+1) lambda_(i+1):
+// - inclusive: d/db = lambda, d/da_i = lambda_i h_(i-1); and a_i lambda_i is the reversed
+//   inclusive scan of (a, a u), so lambda = u + its reversed exclusive scan;
+// - exclusive: result k is h_(k-1), so u reaches h_(k-1): d/db is the reversed exclusive scan
+//   of (a, u), and d/da_i is that times h_(i-1), which is result i itself.
+std::vector<Tensor> grad_affine_scan(const GradInputs& g) {
+  const ScanAttrs& s = g.attrs.get<ScanAttrs>();
+  const Tensor& a = g.inputs[0];
+  const Tensor& b = g.inputs[1];
+  const Tensor& u = g.grads[0];
+  const Tensor lambda = s.exclusive ? affine_scan(a, u, s.axis, true, !s.reverse)
+                                    : add(u, affine_scan(a, mul(a, u), s.axis, true, !s.reverse));
+  Tensor da;
+  if (g.wants(0)) da = mul(lambda, s.exclusive ? g.outputs[0] : affine_scan(a, b, s.axis, true, s.reverse));
+  return {da, lambda};
+}
+
+// d y_k / d x_i, for i at or before k in scan order, is the product of x_j over j up to k
+// other than i: the product before i (the exclusive cumprod, which is y itself when y is
+// exclusive) times the product of x_(i+1) .. x_k. Summed against dy, the second factor is
+// r_i = dy_i + x_(i+1) r_(i+1) (exclusive: r_i = dy_(i+1) + x_(i+1) r_(i+1)), an affine scan
+// run backwards. TF's rule divides cumsum(dy y) by x instead, wrong wherever x holds a zero,
+// and a rule that special-cases zeros with where() gets the value right but not its own
+// derivative (the branch chosen at x = 0 is not the function near it). Without a division or a
+// branch, the rule's derivatives are exact at every order.
 std::vector<Tensor> grad_cumprod(const GradInputs& g) {
   const ScanAttrs& a = g.attrs.get<ScanAttrs>();
-  const int axis = static_cast<int>(a.axis);
   const Tensor& x = g.inputs[0];
   const Tensor& y = g.outputs[0];
   const Tensor& dy = g.grads[0];
-  const Tensor zero = zeros_like(x), one = ones_like(x);
-  const Tensor is_zero = equal(x, zero);
-  const Tensor zero_count = cast(is_zero, x.dtype());
-  const Tensor no_zero_yet = equal(cumsum(zero_count, axis, false, a.reverse), zero);
-  const Tensor first_zero = logical_and(is_zero, equal(cumsum(zero_count, axis, true, a.reverse), zero));
-  const Tensor before = div(cumsum(mul(dy, y), axis, a.exclusive, !a.reverse), where(no_zero_yet, x, one));
-  const Tensor skip_zero = cumprod(where(first_zero, one, x), axis, a.exclusive, a.reverse);
-  const Tensor at_zero = cumsum(mul(dy, skip_zero), axis, a.exclusive, !a.reverse);
-  return {where(no_zero_yet, before, where(first_zero, at_zero, zero))};
+  if (a.exclusive) return {mul(y, affine_scan(x, dy, a.axis, true, !a.reverse))};
+  const Tensor before = cumprod(x, static_cast<int>(a.axis), true, a.reverse);
+  return {mul(before, add(dy, affine_scan(x, mul(x, dy), a.axis, true, !a.reverse)))};
 }
 
 // ---- linspace ----
@@ -244,6 +369,8 @@ void register_math_ops(OpDef* t) {
   set_op(t, OpId::Linspace, &infer_linspace, &kernel_linspace);
   set_grad(t, OpId::Cumsum, &grad_cumsum);
   set_grad(t, OpId::Cumprod, &grad_cumprod);
+  set_op(t, OpId::AffineScan, &infer_affine_scan, &kernel_affine_scan);
+  set_grad(t, OpId::AffineScan, &grad_affine_scan);
   set_grad(t, OpId::Linspace, &grad_linspace);
 }
 

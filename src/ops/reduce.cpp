@@ -817,12 +817,32 @@ std::vector<Tensor> grad_reduce_extreme(const GradInputs& g) {
   return {div(mul(mask, unreduce_like(g.grads[0], x, axes, keep)), count)};
 }
 
-// prod: d(prod)/dx_i = prod / x_i; inputs containing zeros give inf/NaN gradients (documented
-// in docs/autodiff.md).
+// prod: d(prod)/dx_i is the product of the other elements reduced with x_i, computed as TF's
+// _ProdGrad does, without prod / x_i (0 / 0 where x holds a zero): along one axis it is the
+// exclusive cumprod times the reversed exclusive cumprod. Over axes a1, a2, ... it is that along
+// a1, times the same along a2 of the product over a1 (kept as a size-1 dim, so it broadcasts
+// back), and so on: the elements left out are those of x_i's a1-line, then those of the other
+// a1-lines. All axes: the same along x flattened. No division and no branch, so the rule's own
+// derivatives are exact at zeros too (cumprod's rule is, see math_ops.cpp).
 std::vector<Tensor> grad_reduce_prod(const GradInputs& g) {
   const Tensor& x = g.inputs[0];
   const ReduceAttrs& r = g.attrs.get<ReduceAttrs>();
-  return {div(unreduce_like(mul(g.grads[0], g.outputs[0]), x, r.axes, r.keepdims), x)};
+  auto others_along = [](const Tensor& t, int axis) {
+    return mul(cumprod(t, axis, true, false), cumprod(t, axis, true, true));
+  };
+  Tensor others;
+  if (r.axes.empty()) {
+    others = reshape_like(others_along(reshape(x, {-1}), 0), x);
+  } else {
+    Tensor rest = x;  // x's product over the axes handled so far, those kept as size 1
+    for (std::size_t k = 0; k < r.axes.size(); ++k) {
+      const int axis = static_cast<int>(r.axes[k]);
+      const Tensor part = others_along(rest, axis);
+      others = others.defined() ? mul(others, part) : part;
+      if (k + 1 < r.axes.size()) rest = apply_op1(OpId::ReduceProd, {rest}, reduce_attrs({axis}, true));
+    }
+  }
+  return {mul(unreduce_like(g.grads[0], x, r.axes, r.keepdims), others)};
 }
 
 std::vector<Tensor> grad_softmax(const GradInputs& g) {

@@ -44,6 +44,23 @@ CaseFn pool(Tensor (*f)(const Tensor&, std::vector<int64_t>, std::vector<int64_t
   return [=](const std::vector<Tensor>& in) { return f(in[0], ksize, strides, p); };
 }
 
+// affine_scan(a, b) along `axis` (the op cumprod's gradient is written with).
+Tensor affine_scan(const Tensor& a, const Tensor& b, int64_t axis, bool exclusive, bool reverse) {
+  return detail::apply_op1(detail::OpId::AffineScan, {a, b}, detail::ScanAttrs{axis, exclusive, reverse});
+}
+CaseFn affine(int64_t axis, bool exclusive, bool reverse) {
+  return [=](const std::vector<Tensor>& in) { return affine_scan(in[0], in[1], axis, exclusive, reverse); };
+}
+
+// The first derivative of sum(f(x)), as a function of x: where f(x) is 0 (a cumprod past a
+// zero), second_order's weights f(x) would hide a wrong second derivative; these weights are 1.
+template <class F>
+Tensor first_derivative(const Tensor& x, F f) {
+  GradientTape tape;
+  tape.watch(x);
+  return tape.gradient(reduce_sum(f(x)), x);
+}
+
 // The first derivative of sum(f(x)^2) / 2, as a function of x: its finite-difference check is
 // a check of the second derivative (the inner tape's backward ops are recorded by the outer
 // tape of the check).
@@ -123,6 +140,13 @@ std::vector<GradCase> make_cases() {
       {"reduce_min", "axis 0", reduction(reduce_min, {0}), {u({3, 4})}},
       {"reduce_prod", "axis 0", reduction(reduce_prod, {0}), {nz({3, 2})}},
       {"reduce_prod", "all", reduction(reduce_prod, {}), {nz({2, 3})}},
+      // zeros as inputs (issue 33: prod / x gave 0 / 0 there), first and second order
+      {"reduce_prod", "axes {0, 2} keepdims, zeros", reduction(reduce_prod, {0, 2}, true),
+       {constant({{{0.9, 0.0}, {1.3, -0.6}}, {{0.0, 0.7}, {0.8, 1.1}}}, float64)}},
+      {"reduce_prod", "all, one zero", reduction(reduce_prod, {}), {constant({{0.9, 0.0, -1.2}, {0.7, 1.3, 0.6}}, float64)}},
+      {"reduce_prod", "second order at zeros, axis -1", [](const std::vector<Tensor>& in) {
+         return first_derivative(in[0], [](const Tensor& x) { return reduce_prod(x, {-1}); });
+       }, {constant({{0.9, 0.0, -1.2, 0.5}, {0.0, 1.3, 0.0, 0.6}}, float64)}},
       {"softmax", "axis -1", [](const std::vector<Tensor>& in) { return softmax(in[0]); }, {u({2, 4}, -2, 2)}},
       {"softmax", "axis 0", [](const std::vector<Tensor>& in) { return softmax(in[0], 0); }, {u({3, 2}, -2, 2)}},
       {"log_softmax", "axis -1", [](const std::vector<Tensor>& in) { return log_softmax(in[0]); },
@@ -347,6 +371,10 @@ std::vector<GradCase> make_cases() {
          return cumprod(in[0] * constant({{1.0, 1.0, 0.0, 1.0}, {1.0, 0.0, 1.0, 1.0}}, float64), 1, true, true);
        },
        {u({2, 4})}},
+      {"affine_scan", "axis 1", affine(1, false, false), {u({2, 4}), u({2, 4})}},
+      {"affine_scan", "axis 0 exclusive", affine(0, true, false), {u({4, 2}), u({4, 2})}},
+      {"affine_scan", "axis -1 reverse", affine(-1, false, true), {u({2, 4}), u({2, 4})}},
+      {"affine_scan", "axis 1 exclusive reverse", affine(1, true, true), {u({2, 4}), u({2, 4})}},
       {"linspace", "start and stop, 5 values",
        [](const std::vector<Tensor>& in) { return linspace(in[0], in[1], 5); }, {u({}), u({})}},
       {"linspace", "num 1", [](const std::vector<Tensor>& in) { return linspace(in[0], in[1], 1); }, {u({}), u({})}},
@@ -354,6 +382,20 @@ std::vector<GradCase> make_cases() {
       {"cumprod", "second order, with a zero", [](const std::vector<Tensor>& in) { return second_order(in[0], [](const Tensor& x) {
          return cumprod(x * constant({1.0, 0.0, 1.0, 1.0}, float64));
        }); }, {u({4})}},
+      // zeros as inputs: the second derivative with respect to a zero itself (issue 33: the rule
+      // returned a constant 0 after a scan's first zero, whose derivative was then lost)
+      {"cumprod", "second order at inputs that are zero", [](const std::vector<Tensor>& in) {
+         return first_derivative(in[0], [](const Tensor& x) { return cumprod(x); });
+       }, {constant({0.8, 0.0, -1.5, 0.0, 0.5}, float64)}},
+      {"cumprod", "second order at zeros, exclusive reverse, axis 1", [](const std::vector<Tensor>& in) {
+         return first_derivative(in[0], [](const Tensor& x) { return cumprod(x, 1, true, true); });
+       }, {constant({{0.0, 1.2, 0.0, -0.7}, {0.9, 0.0, 1.1, 0.0}}, float64)}},
+      {"affine_scan", "second order", [](const std::vector<Tensor>& in) { return second_order(in[0], [](const Tensor& x) {
+         return affine_scan(x, x * x + 0.5, 0, false, true);
+       }); }, {u({4})}},
+      {"affine_scan", "second order, exclusive, a with a zero", [](const std::vector<Tensor>& in) {
+         return first_derivative(in[0], [](const Tensor& x) { return affine_scan(x * x, x, 0, true, false); });
+       }, {constant({0.7, 0.0, -1.3, 0.4}, float64)}},
       {"cumsum", "second order", [](const std::vector<Tensor>& in) { return second_order(in[0], [](const Tensor& x) {
          return cumsum(x, 0, false, true);
        }); }, {u({4})}},

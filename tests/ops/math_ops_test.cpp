@@ -121,6 +121,14 @@ Fn scan(Tensor (*f)(const Tensor&, int, bool, bool), int axis, bool exclusive = 
   return [=](const std::vector<Tensor>& in) { return f(in[0], axis, exclusive, reverse); };
 }
 
+// affine_scan(a, b): h -> a h + b along an axis, the internal op of cumprod's gradient.
+Tensor affine_scan(const Tensor& a, const Tensor& b, int64_t axis, bool exclusive = false, bool reverse = false) {
+  return detail::apply_op1(detail::OpId::AffineScan, {a, b}, detail::ScanAttrs{axis, exclusive, reverse});
+}
+Fn affine(int64_t axis, bool exclusive = false, bool reverse = false) {
+  return [=](const std::vector<Tensor>& in) { return affine_scan(in[0], in[1], axis, exclusive, reverse); };
+}
+
 TG_OP_CASES(math_scans) {
   const Tensor v = constant({1.f, 2.f, 3.f, 4.f});
   const Tensor m = constant({{1, 2, 3}, {4, 5, 6}});
@@ -149,6 +157,22 @@ TG_OP_CASES(math_scans) {
       {"cumprod", "i64 wraps around", scan(cumprod, 0), {constant({int64_t{1} << 62, int64_t{4}})},
        constant({int64_t{1} << 62, int64_t{0}})},
       {"cumprod", "f64 axis -1 reverse", scan(cumprod, -1, false, true), {f64v({2.0, -0.5, 4.0})}, f64v({-4.0, -2.0, 4.0})},
+      // h_k = a_k h_(k-1) + b_k from h = 0 (exclusive: h_(k-1), 0 first), in scan order
+      {"affine_scan", "f32", affine(0), {constant({2.f, 0.f, 3.f, -1.f}), constant({1.f, 2.f, 3.f, 4.f})},
+       constant({1.f, 2.f, 9.f, -5.f})},
+      {"affine_scan", "exclusive", affine(0, true), {constant({2.f, 0.f, 3.f, -1.f}), constant({1.f, 2.f, 3.f, 4.f})},
+       constant({0.f, 1.f, 2.f, 9.f})},
+      {"affine_scan", "reverse", affine(0, false, true), {constant({2.f, 0.f, 3.f, -1.f}), constant({1.f, 2.f, 3.f, 4.f})},
+       constant({5.f, 2.f, 15.f, 4.f})},
+      {"affine_scan", "exclusive reverse", affine(0, true, true),
+       {constant({2.f, 0.f, 3.f, -1.f}), constant({1.f, 2.f, 3.f, 4.f})}, constant({2.f, 15.f, 4.f, 0.f})},
+      {"affine_scan", "f64 (2,2) axis 0", affine(0), {constant({{1.0, 2.0}, {3.0, 4.0}}, float64),
+                                                      constant({{5.0, 6.0}, {7.0, 8.0}}, float64)},
+       constant({{5.0, 6.0}, {22.0, 32.0}}, float64)},
+      {"affine_scan", "f64 (2,2) axis -1", affine(-1), {constant({{1.0, 2.0}, {3.0, 4.0}}, float64),
+                                                        constant({{5.0, 6.0}, {7.0, 8.0}}, float64)},
+       constant({{5.0, 16.0}, {7.0, 36.0}}, float64)},
+      {"affine_scan", "empty axis", affine(1), {zeros({2, 0}), zeros({2, 0})}, zeros({2, 0})},
   };
 }
 
@@ -188,6 +212,54 @@ TEST(MathScans, LargeScansMatchASequentialLoopOnEveryLayout) {
       }
     }
   }
+}
+
+TEST(MathScans, LargeAffineScansMatchASequentialLoopOnEveryLayout) {
+  // Past the parallel threshold and the column chunk, in both layouts. a holds multiples of 0.2
+  // in [-1.2, 1.2], zeros among them, so the products stay finite; the reference does the same
+  // float64 operations in the same order, so the comparison is exact.
+  for (const TensorShape& shape : {TensorShape{3, 70000}, TensorShape{70, 2100}, TensorShape{5, 3, 1500}}) {
+    const Tensor a = cast(round(random_uniform(shape, -6.0f, 6.0f, uint64_t{5})), float64) * 0.2;
+    const Tensor b = cast(random_uniform(shape, -1.0f, 1.0f, uint64_t{6}), float64);
+    const std::vector<double> as = a.to_vector<double>(), bs = b.to_vector<double>();
+    for (int axis : {0, 1, -1}) {
+      for (bool exclusive : {false, true}) {
+        for (bool reverse : {false, true}) {
+          SCOPED_TRACE(shape.to_string() + " axis " + std::to_string(axis) + (exclusive ? " exclusive" : "") +
+                       (reverse ? " reverse" : ""));
+          std::vector<double> want(as.size());
+          const auto& d = shape.dims();
+          const int64_t r = static_cast<int64_t>(d.size());
+          const int64_t ax = axis < 0 ? axis + r : axis;
+          int64_t outer = 1, n = d[static_cast<std::size_t>(ax)], inner = 1;
+          for (int64_t i = 0; i < ax; ++i) outer *= d[static_cast<std::size_t>(i)];
+          for (int64_t i = ax + 1; i < r; ++i) inner *= d[static_cast<std::size_t>(i)];
+          for (int64_t o = 0; o < outer; ++o)
+            for (int64_t c = 0; c < inner; ++c) {
+              double h = 0.0;
+              for (int64_t k = 0; k < n; ++k) {
+                const int64_t j = reverse ? n - 1 - k : k;
+                const auto at = static_cast<std::size_t>((o * n + j) * inner + c);
+                if (exclusive) {
+                  want[at] = h;
+                  h = as[at] * h + bs[at];
+                } else {
+                  h = as[at] * h + bs[at];
+                  want[at] = h;
+                }
+              }
+            }
+          EXPECT_EQ(affine_scan(a, b, axis, exclusive, reverse).to_vector<double>(), want);
+        }
+      }
+    }
+  }
+}
+
+TEST(MathScans, AffineScanRefusesOperandsOfTwoShapes) {
+  EXPECT_THROW_MSG(affine_scan(zeros({2, 3}), zeros({3, 2}), 0), InvalidArgumentError, "[affine_scan]",
+                   "one shape", "(2, 3)", "(3, 2)");
+  EXPECT_THROW_MSG(affine_scan(constant({1, 2}), constant({1, 2}), 0), InvalidArgumentError, "[affine_scan]");
 }
 
 // ---- linspace ----
