@@ -328,17 +328,20 @@ TG_LIBM_UNARY(CeilF, std::ceil(x))
 // path (simd_math.cpp) run operator() itself, and the vector paths (simd_math_impl.inc) evaluate
 // the same formula with the same constants (simd_math.h) on libmvec's routines.
 
-// log(1 + e^x). Above -(log(epsilon) + 2) (TF's threshold) 1 + e^x rounds to e^x, so the
-// result is x itself, as in TF, and e^x never overflows. Below it log1p(e^x): TF returns e^x
-// under log(epsilon) + 2 and log(e^x + 1) between, which costs up to 4 ULP near those bounds;
-// log1p(e^x) is the same function within 1 ULP everywhere (docs/DECISIONS.md).
+// log(1 + e^x) in TF's three pieces, with TF's threshold t = log(epsilon) + 2 of the dtype
+// (tensorflow/core/kernels/softplus_op.h): x above -t, where 1 + e^x rounds to e^x (and e^x
+// would overflow further up); e^x below t, where log(1 + e^x) rounds to it within epsilon;
+// log1p(e^x) between. Strict comparisons, as TF's, so NaN takes the last piece.
 template <class T>
 constexpr T kSoftplusLinearAbove = std::is_same_v<T, float> ? T(simd::kSoftplusLinearAboveF32)
                                                             : T(simd::kSoftplusLinearAboveF64);
 struct SoftplusF : LibmUnary {
   static void vec_f32(const float* x, float* y, int64_t n) { simd::softplus_f32(x, y, n); }
   template <class T>
-  T operator()(T x) const { return x > kSoftplusLinearAbove<T> ? x : std::log1p(std::exp(x)); }
+  T operator()(T x) const {
+    if (x > kSoftplusLinearAbove<T>) return x;
+    return x < -kSoftplusLinearAbove<T> ? std::exp(x) : std::log1p(std::exp(x));
+  }
 };
 // TF's two forms, 0.5 x (1 + erf(x / sqrt 2)) and 0.5 x (1 + tanh(u)) with
 // u = sqrt(2 / pi) (x + 0.044715 x^3), written without their cancellation for negative x (where

@@ -6,8 +6,8 @@
 //
 // Worst error over every float32 input on AVX-512 (docs/DECISIONS.md has every path): exp 0.94
 // ULP, tanh 1.4, cos 2.0, sin 2.1, sigmoid 2.4, log 3.9; over every 13th: gelu (both forms)
-// 0.5, log1p 2.0, expm1 and elu 2.3, softplus 2.4, erf 4.0. NaN, infinities and signed zeros
-// come out as libm's; tests/ops/simd_math_test.cpp asserts both.
+// 0.5, log1p 2.0, expm1 and elu 2.3, softplus 7.3 (TF's e^x piece), erf 4.0. NaN, infinities
+// and signed zeros come out as libm's; tests/ops/simd_math_test.cpp asserts both.
 #pragma once
 #include <cstdint>
 
@@ -29,9 +29,10 @@ void elu_f32(const float* x, float* y, int64_t n);
 /// The constants of the activations' formulas, shared by their functors
 /// (elementwise_functors.h, which define the ops and serve float64 and the scalar path) and the
 /// vector paths, which evaluate the same formulas.
-/// softplus(x) is x itself above this (-(log(2^-23) + 2), TF's threshold for float32).
+/// softplus(x) is x itself above this and e^x below its negative: -(log(epsilon) + 2), TF's
+/// threshold, as float32 computes it (log(2^-23) + 2) and as float64 does (log(2^-52) + 2).
 inline constexpr float kSoftplusLinearAboveF32 = 13.942385f;
-inline constexpr double kSoftplusLinearAboveF64 = 34.04365338911715;  // -(log(2^-52) + 2)
+inline constexpr double kSoftplusLinearAboveF64 = 34.04365338911715;
 inline constexpr double kSqrt2 = 1.4142135623730951;
 inline constexpr double kSqrt2OverPi = 0.7978845608028654;  // gelu's tanh form: u's factor
 inline constexpr double kGeluCubic = 0.044715;              // and its x^3 coefficient

@@ -11,6 +11,7 @@
 
 #include "core/tensor_impl.h"
 #include "ops/op.h"
+#include "ops/simd_math.h"
 #include "support/op_case.h"
 #include "support/test_util.h"
 #include "support/ulp.h"
@@ -113,6 +114,70 @@ TG_OP_CASES(math_unary) {
   c.back().expected = reshape(c.back().expected, {2, 2});
   c.push_back({"erf", "empty", un(&erf), {zeros({0, 3})}, zeros({0, 3})});
   return c;
+}
+
+// ---- softplus at TF's thresholds ----
+
+// TF's Softplus kernel (tensorflow/core/kernels/softplus_op.h) with t = log(epsilon) + 2
+// computed in the dtype: x where x > -t, e^x where x < t, log1p(e^x) between. The float32 e^x
+// and log1p are the library's exp and log1p ops (the routines every float32 path evaluates, see
+// simd_math.h); float64's are libm's, as the float64 kernels'.
+Tensor tf_softplus_f32(const std::vector<float>& xs) {
+  const float t = std::log(std::numeric_limits<float>::epsilon()) + 2.0f;
+  const auto n = static_cast<int64_t>(xs.size());
+  const Tensor x = constant(xs, TensorShape{n}, float32);
+  const std::vector<float> e = exp(x).to_vector<float>();
+  const std::vector<float> l = log1p(exp(x)).to_vector<float>();
+  std::vector<float> y(xs.size());
+  for (std::size_t i = 0; i < xs.size(); ++i) y[i] = xs[i] > -t ? xs[i] : xs[i] < t ? e[i] : l[i];
+  return constant(y, TensorShape{n}, float32);
+}
+Tensor tf_softplus_f64(const std::vector<double>& xs) {
+  const double t = std::log(std::numeric_limits<double>::epsilon()) + 2.0;
+  std::vector<double> y;
+  for (double x : xs) y.push_back(x > -t ? x : x < t ? std::exp(x) : std::log1p(std::exp(x)));
+  return constant(y, TensorShape{static_cast<int64_t>(y.size())}, float64);
+}
+
+// Each threshold, its neighbours on both sides and points a little further off, plus the
+// special values; every mode of the harness must give these bits exactly. The "fused" cases
+// subtract a zero input first, so that the optimised graph runs softplus inside a fused kernel.
+TG_OP_CASES(math_softplus_thresholds) {
+  const float t32 = std::log(std::numeric_limits<float>::epsilon()) + 2.0f;  // -13.942385
+  const double t64 = std::log(std::numeric_limits<double>::epsilon()) + 2.0;  // -34.04365338911715
+  std::vector<float> x32 = {-kInfF, -100.0f, -15.0f, -14.9f, -14.0f, -13.9f, -13.0f, 0.0f, 13.0f, 13.9f, 14.0f, 15.0f,
+                            kInfF, kNanF};
+  std::vector<double> x64 = {-kInf, -100.0, -36.0, -34.1, -34.0, -30.0, 0.0, 30.0, 34.0, 34.1, 36.0, kInf, kNan};
+  // Two floats below each edge, the edge, two above.
+  for (float edge : {t32, -t32}) {
+    float x = std::nextafter(std::nextafter(edge, -kInfF), -kInfF);
+    for (int k = 0; k < 5; ++k, x = std::nextafter(x, kInfF)) x32.push_back(x);
+  }
+  for (double edge : {t64, -t64}) {
+    double x = std::nextafter(std::nextafter(edge, -kInf), -kInf);
+    for (int k = 0; k < 5; ++k, x = std::nextafter(x, kInf)) x64.push_back(x);
+  }
+  const Tensor x32t = constant(x32, TensorShape{static_cast<int64_t>(x32.size())}, float32);
+  const Tensor x64t = constant(x64, TensorShape{static_cast<int64_t>(x64.size())}, float64);
+  const Fn shifted = [](const std::vector<Tensor>& in) { return softplus(in[0] - in[1]); };
+  return {
+      {"softplus", "f32 around TF's thresholds", un(&softplus), {x32t}, tf_softplus_f32(x32), 0.0},
+      {"softplus", "f64 around TF's thresholds", un(&softplus), {x64t}, tf_softplus_f64(x64), 0.0},
+      {"softplus", "f32 around TF's thresholds, fused", shifted, {x32t, zeros_like(x32t)}, tf_softplus_f32(x32), 0.0},
+      {"softplus", "f64 around TF's thresholds, fused", shifted, {x64t, zeros_like(x64t)}, tf_softplus_f64(x64), 0.0},
+  };
+}
+
+TEST(MathSoftplus, ThresholdsAreTfsForEachDtype) {
+  EXPECT_EQ(detail::simd::kSoftplusLinearAboveF32, -(std::log(std::numeric_limits<float>::epsilon()) + 2.0f));
+  EXPECT_EQ(detail::simd::kSoftplusLinearAboveF64, -(std::log(std::numeric_limits<double>::epsilon()) + 2.0));
+  // Below the threshold the result is e^x itself, not log1p(e^x) (which differs in the last bits).
+  const Tensor x = constant({-14.9f, -20.0f});
+  EXPECT_TENSOR_EQ(softplus(x), exp(x));
+  EXPECT_FALSE(testing::tensors_near(log1p(exp(x)), exp(x), 0.0));
+  const Tensor x64 = constant({-34.5, -36.0}, float64);
+  EXPECT_TENSOR_EQ(softplus(x64), exp(x64));
+  EXPECT_FALSE(testing::tensors_near(log1p(exp(x64)), exp(x64), 0.0));
 }
 
 // ---- scans ----
@@ -386,7 +451,7 @@ TEST(MathAccuracy, DenseSweepStaysWithinTheDocumentedBound) {
       {"log1p", &log1p, [](double x) { return std::log1p(x); }, 2.0},
       {"expm1", &expm1, [](double x) { return std::expm1(x); }, 2.5},
       {"erf", &erf, [](double x) { return std::erf(x); }, 4.0},
-      {"softplus", &softplus, &ref_softplus, 3.5},
+      {"softplus", &softplus, &ref_softplus, 7.5},  // TF's e^x piece (simd_math_test.cpp)
       {"gelu", &gelu_exact, &ref_gelu, 1.0},
       {"gelu_approximate", &gelu_tanh, &ref_gelu_tanh, 1.0},
       {"elu", &elu_op, &ref_elu, 2.5},

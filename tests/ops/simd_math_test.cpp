@@ -52,7 +52,9 @@ const Func kFuncs[] = {
     {"log1p", &MathFns::log1p, [](double x) { return std::log1p(x); }, {2, 2, 1}},
     {"expm1", &MathFns::expm1, [](double x) { return std::expm1(x); }, {2.5, 2, 1}},
     {"erf", &MathFns::erf, [](double x) { return std::erf(x); }, {4, 2, 1}},
-    {"softplus", &MathFns::softplus, &::tg::testing::ref_softplus, {2.5, 3.5, 1.5}},
+    // e^x below TF's threshold log(epsilon) + 2 (as TF): e^x / 2 short of log1p(e^x) there,
+    // 6.8 ULP at the threshold on its own (issue 33; stride-13 worst 7.33, 6.91, 7.32)
+    {"softplus", &MathFns::softplus, &::tg::testing::ref_softplus, {7.5, 7, 7.5}},
     {"gelu", &MathFns::gelu, &::tg::testing::ref_gelu, {1, 1, 1}},
     {"gelu_tanh", &MathFns::gelu_tanh, &::tg::testing::ref_gelu_tanh, {1, 1, 1}},
     {"elu", &MathFns::elu, &::tg::testing::ref_elu, {2.5, 2, 1}},
