@@ -24,6 +24,8 @@ namespace {
 
 constexpr char kMagic[] = "\x93NUMPY";
 constexpr std::size_t kMagicBytes = 6;
+// The most dimensions a .npy shape may have (NumPy 2's NPY_MAXDIMS): the reader refuses more,
+// so the writer does too.
 constexpr std::size_t kMaxRank = 64;
 
 // What a descr names: how the elements are stored, and the dtype they become.
@@ -342,6 +344,10 @@ std::string encode_npy(const Tensor& t) {
       op_error<TypeError>("save_npy", "a string tensor has no .npy form tracegraph writes; save numbers or bools");
   }
   const TensorShape& shape = static_shape(t);
+  if (shape.dims().size() > kMaxRank)
+    op_error<ValueError>("save_npy", "the tensor has rank ", shape.dims().size(), "; a .npy file holds at most ", kMaxRank,
+                         " dimensions (NumPy's limit), so load_npy and NumPy would refuse the file and nothing was "
+                         "written. Reshape it to fewer dimensions first");
   std::string dims;
   for (int64_t d : shape.dims()) dims += std::to_string(d) + ", ";
   if (shape.rank() > 1) dims.resize(dims.size() - 2);  // (2, 3), but (3,) keeps its comma

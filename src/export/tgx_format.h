@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/shape_limits.h"
 #include "tracegraph/dtype.h"
 #include "tracegraph/errors.h"
 #include "tracegraph/shape.h"
@@ -119,8 +120,9 @@ class Reader {
   const char* op_;
 };
 
-/// The largest rank a file may give a shape (TensorFlow's own limit on ranks is 254).
-inline constexpr std::size_t kMaxRank = 254;
+/// The largest rank a file may give a shape is tracegraph's limit on ranks read from data,
+/// TensorFlow's own: detail::kMaxRank (core/shape_limits.h).
+using detail::kMaxRank;
 /// The longest C++ type name a literal may carry (the loader keeps each for the process's life).
 inline constexpr std::size_t kMaxTypeName = 256;
 

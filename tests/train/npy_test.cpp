@@ -1,6 +1,7 @@
 // NumPy .npy files: round trips of every dtype, files laid out as NumPy writes them (both byte
 // orders, Fortran order, narrow integers), and every kind of malformed file.
 #include <cstring>
+#include <filesystem>
 #include <limits>
 
 #include "data/npy.h"
@@ -177,6 +178,18 @@ TEST(Npy, FilesAndTensorsThatCannotBeWritten) {
     return x;
   });
   EXPECT_THROW_MSG(f(constant(1)), TypeError, "is symbolic");
+}
+
+TEST(Npy, WhatSaveNpyWritesLoadNpyReads) {
+  // 64 dims is the format's limit (NumPy's): written and read back; 65 is refused at save time
+  // (it used to write a file that load_npy refused), and nothing is written.
+  TempDir dir;
+  const Tensor at_limit = zeros(TensorShape(std::vector<int64_t>(64, 1)));
+  save_npy(dir.path("64.npy"), at_limit);
+  EXPECT_EQ(load_npy(dir.path("64.npy")).shape(), at_limit.shape());
+  EXPECT_THROW_MSG(save_npy(dir.path("65.npy"), zeros(TensorShape(std::vector<int64_t>(65, 1)))), ValueError,
+                   "[save_npy]", "rank 65", "at most 64");
+  EXPECT_FALSE(std::filesystem::exists(dir.path("65.npy")));
 }
 
 TEST(Npy, AFifoIsRefusedWithoutWaitingForAWriter) {
