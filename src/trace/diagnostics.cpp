@@ -372,7 +372,7 @@ std::string Diagnostics::varying_summary() const {
 // Called with mu_ held.
 Diagnostics::Advice Diagnostics::advise() const {
   Advice a;
-  std::vector<std::string> literal_paths, shape_paths, dtype_paths, object_paths, variable_paths, causes;
+  std::vector<std::string> literal_paths, flag_paths, shape_paths, dtype_paths, object_paths, variable_paths, causes;
   for (const auto& [path, st] : leaves_) {
     if (st.tensor) {
       if (st.dtypes.varies()) {
@@ -388,7 +388,11 @@ Diagnostics::Advice Diagnostics::advise() const {
         causes.push_back("'" + path + "' came in " + st.shapes.count_text() + " distinct shapes (" + join(dims, "; ") + ")");
       }
     } else if (st.values.varies()) {
-      (st.kind == "literal" ? literal_paths : st.kind == "variable" ? variable_paths : object_paths).push_back(path);
+      // A literal of two values (a bool `training` flag) costs at most one more trace: when
+      // shapes vary too, they are the retraces, and their fixes come first.
+      const bool flag = st.kind == "literal" && !st.values.more && st.values.values.size() <= 2;
+      (st.kind == "literal" ? (flag ? flag_paths : literal_paths)
+                            : st.kind == "variable" ? variable_paths : object_paths).push_back(path);
       causes.push_back("'" + path + "' took " + st.values.count_text() + " distinct " + st.kind +
                        " values (" + list_values(st.values) + ")");
     }
@@ -418,9 +422,12 @@ Diagnostics::Advice Diagnostics::advise() const {
     a.workarounds.emplace_back(signature_text(specs),
                                "one FunctionType with None dimensions covers every call seen so far, so the function traces once");
   }
-  if (!literal_paths.empty())
-    a.workarounds.emplace_back("pass " + join(literal_paths, ", ") + " as a tg::Tensor (e.g. tg::constant(value)) instead of a C++ literal",
+  const auto literal_fix = [&](const std::vector<std::string>& paths) {
+    a.workarounds.emplace_back("pass " + join(paths, ", ") + " as a tg::Tensor (e.g. tg::constant(value)) instead of a C++ literal",
                                "a C++ value is part of the trace type, so every new value traces a new graph; a tensor's value is not");
+  };
+  if (!literal_paths.empty()) literal_fix(literal_paths);
+  if (!flag_paths.empty() && shape_paths.empty()) literal_fix(flag_paths);
   if (!object_paths.empty())
     a.workarounds.emplace_back("pass the same object for " + join(object_paths, ", ") + ", or give its type operator== or a custom tracing_type()",
                                "objects are matched by identity, then ==; a new unequal object is a new trace type");
@@ -429,12 +436,14 @@ Diagnostics::Advice Diagnostics::advise() const {
                                    ", and the same aliasing (no Variable passed twice where others were not)",
                                "a Variable argument's trace type is its dtype, shape and which arguments are the "
                                "same Variable; any Variables that agree on those share one trace");
-  if (!shape_paths.empty())
-    a.workarounds.emplace_back("pad or bucket " + join(shape_paths, ", ") + " to a few fixed sizes",
-                               "a handful of shapes means a handful of traces, each fully specialised and fast");
+  // reduce_retracing first: one line, and it serves every shape seen and to come.
   if (!shape_paths.empty())
     a.workarounds.emplace_back("tg::function(f, {.reduce_retracing = true})",
                                "differing dimensions are generalised to None after the first retrace (literals never generalise)");
+  if (!shape_paths.empty())
+    a.workarounds.emplace_back("pad or bucket " + join(shape_paths, ", ") + " to a few fixed sizes",
+                               "a handful of shapes means a handful of traces, each fully specialised and fast");
+  if (!flag_paths.empty() && !shape_paths.empty()) literal_fix(flag_paths);
   if (!dtype_paths.empty())
     a.workarounds.emplace_back("tg::cast " + join(dtype_paths, ", ") + " to one dtype before the call",
                                "a dtype change always needs a new graph");
@@ -460,11 +469,14 @@ Diagnostics::Advice Diagnostics::advise() const {
                              "= 0 lifts the limit, but without max_cached_traces every trace stays in memory)");
   a.dead_ends.emplace_back("tg::config::run_functions_eagerly(true)",
                            "avoids tracing but gives up the graph's speed, which is why the function exists");
-  if (!literal_paths.empty())
+  if (!literal_paths.empty() || (!flag_paths.empty() && shape_paths.empty()))
     a.dead_ends.emplace_back("reduce_retracing alone",
                              "literals never generalise, so varying C++ values still trace every time");
   a.quick_fix = a.workarounds.empty() ? "see retracing_report() for the recorded traces"
                                       : a.workarounds.front().first + " (" + a.workarounds.front().second + ")";
+  // The others by name, so that a one-line fix (reduce_retracing) is seen when it is not first.
+  for (std::size_t i = 1; i < a.workarounds.size() && i < 4; ++i)
+    a.quick_fix += (i == 1 ? ". Other fixes: " : "; ") + a.workarounds[i].first;
   return a;
 }
 

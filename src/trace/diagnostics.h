@@ -121,7 +121,7 @@ class Diagnostics {
     std::vector<std::pair<std::string, std::string>> workarounds;  // action, why
     std::vector<std::pair<std::string, std::string>> dead_ends;    // action, why it fails
     std::string root_cause;
-    std::string quick_fix;  // the single fix the warning shows
+    std::string quick_fix;  // what the warning shows: the first fix with its reason, then the others' actions
   };
   Advice advise() const;
   /// "dim 0 of 'x'" for each dim the code reads as an integer whose size varied across calls.

@@ -204,6 +204,27 @@ TEST(Retracing, LiteralStepCounterSuggestsATensor) {
   EXPECT_TRUE(contains(log.warnings()[0], "Fix: pass step as a tg::Tensor")) << log.warnings()[0];
 }
 
+// A bool `training` literal costs at most one more trace; the varying batch is what retraces.
+// The warning leads with the one-line fix that serves every batch, and names the others.
+TEST(Retracing, ABoolFlagBesideAVaryingBatchLeadsWithReduceRetracing) {
+  LogCapture log;
+  auto train_step = function([](const Tensor& x, bool training) { return training ? x * 2.0f : x; },
+                             {.name = "train_step", .arg_names = {"x", "training"}});
+  for (int i = 1; i <= 6; ++i) train_step(ones({i, 3}), i % 2 == 0);
+  ASSERT_GE(log.warnings().size(), 1u);
+  const std::string w = log.warnings()[0];
+  EXPECT_TRUE(contains(w, "Fix: tg::function(f, {.reduce_retracing = true}) (")) << w;
+  EXPECT_TRUE(contains(w, "Other fixes: pad or bucket x to a few fixed sizes; pass training as a tg::Tensor")) << w;
+  // A batch alone: reduce_retracing is in the warning too, after the input_signature.
+  LogCapture log2;
+  auto step = function([](const Tensor& x) { return x * 2.0f; }, {.name = "step", .arg_names = {"x"}});
+  for (int i = 1; i <= 6; ++i) step(ones({i, 3}));
+  ASSERT_GE(log2.warnings().size(), 1u);
+  EXPECT_TRUE(contains(log2.warnings()[0], "Fix: tg::function(f, {.input_signature = ")) << log2.warnings()[0];
+  EXPECT_TRUE(contains(log2.warnings()[0], "Other fixes: tg::function(f, {.reduce_retracing = true})"))
+      << log2.warnings()[0];
+}
+
 TEST(Retracing, ListLengthAndMapKeys) {
   auto f = function([](const std::vector<Tensor>& batch) { return batch[0]; }, {.arg_names = {"batch"}});
   f(std::vector<Tensor>{constant(1), constant(2)});
