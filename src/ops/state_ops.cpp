@@ -320,7 +320,11 @@ Variable::Variable(Tensor initial_value, std::string name) {
           "tg::function only supports singleton tg::Variables created on the first call: function '",
           policy->function_name, "' tried to create tg::Variable '", name, "' (",
           to_string(initial_value.dtype()), ", shape ", detail::static_shape(initial_value).to_string(),
-          ")", by ? " made by " + by->what : std::string(), " in a later trace. ",
+          ")", by ? " made by " + by->what : std::string(),
+          policy->trace_number > 1
+              ? detail::str_cat(" in a later trace (trace ", policy->trace_number, "). ")
+              : std::string(" again when its first trace was traced a second time: a body that creates "
+                            "Variables is traced twice, and this one creates a new Variable on every call. "),
           by && !by->fix.empty() ? by->fix
                                  : std::string("Make sure the tg::Variable is only created once or "
                                                "created outside tg::function"),

@@ -1,6 +1,7 @@
 // The singleton-Variable rule: whether the trace running on this thread may create Variables.
 // Declared here, where Variables are created (state_ops.cpp); the tracing layer installs it.
 #pragma once
+#include <cstdint>
 #include <string>
 
 namespace tg::detail {
@@ -10,6 +11,9 @@ struct VariableCreationPolicy {
   int created = 0;            // how many Variables this trace created
   std::string function_name;  // for the error message
   int initialized_from_inputs = 0;  // of those created, how many take their value from the inputs
+  /// Which trace this is (1 = the first), for the error message. The first trace of a body that
+  /// created Variables is traced twice; the second pass may not create any.
+  int64_t trace_number = 1;
 };
 
 /// The policy of the trace running on this thread, or nullptr outside tracing.

@@ -745,7 +745,7 @@ std::shared_ptr<ConcreteImpl> FunctionCore::dispatch_or_trace_impl(const std::ve
   for (int pass = 0; pass < 2; ++pass) {
     GraphRecorder recorder(CapturePolicy::kReject, s.options.name, index, s.variable_parameters.get());
     kept.graph = recorder.graph();
-    VariableCreationPolicy policy{first && pass == 0, 0, s.options.name};
+    VariableCreationPolicy policy{first && pass == 0, 0, s.options.name, 0, index + 1};
     try {
       TraceInProgress in_progress(this, &target);
       RecorderScope recording(&recorder);

@@ -21,8 +21,8 @@ TEST(SingletonVariableErrors, ASecondOptimizerNamesItsStepCounterAndTheFix) {
   EXPECT_THROW_MSG(train_step(w, x, y, opt2), ValueError,
                    "only supports singleton tg::Variables created on the first call",
                    "function 'train_step' tried to create tg::Variable 'Adam/iterations' (int64, shape ())",
-                   "made by optimizer 'Adam' (its step counter)", "one tg::function per optimizer",
-                   "(while tracing function 'train_step', trace 2");
+                   "made by optimizer 'Adam' (its step counter) in a later trace (trace 2)",
+                   "one tg::function per optimizer", "(while tracing function 'train_step', trace 2");
 }
 
 TEST(SingletonVariableErrors, AnOptimizerSlotForANewVariableIsNamed) {
@@ -46,9 +46,19 @@ TEST(SingletonVariableErrors, AVariableInTheBodyIsNamedWithItsShapeAndDtype) {
     Variable v(zeros({3}, float64), "counter");
     return x + 1.0f;
   }, {.name = "f"});
+  // The first trace is traced a second time to check the body: the error says so, not "a later
+  // trace", which trace 1 is not.
   EXPECT_THROW_MSG(f(constant(1.0f)), ValueError,
-                   "function 'f' tried to create tg::Variable 'counter' (float64, shape (3,))",
-                   "Make sure the tg::Variable is only created once or created outside tg::function");
+                   "function 'f' tried to create tg::Variable 'counter' (float64, shape (3,)) again when its first "
+                   "trace was traced a second time",
+                   "creates a new Variable on every call",
+                   "Make sure the tg::Variable is only created once or created outside tg::function",
+                   "(while tracing function 'f', trace 1");
+  try {
+    f(constant(1.0f));
+  } catch (const ValueError& e) {
+    EXPECT_EQ(std::string(e.what()).find("later trace"), std::string::npos) << e.what();
+  }
   auto g = function([](const Tensor& x) {
     Variable v(constant(1));  // unnamed: TF's default name
     return x;
