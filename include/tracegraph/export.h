@@ -38,6 +38,11 @@ class Outputs {
   std::size_t size() const { return values_.size(); }
   const Tensor& operator[](std::size_t i) const;
   const std::vector<Tensor>& values() const { return values_; }
+  /// The single element of the one result (Tensor::item): `served(x).item<float>()`.
+  template <class T>
+  T item() const {
+    return Tensor(*this).template item<T>();
+  }
 
  private:
   std::vector<Tensor> values_;
