@@ -23,8 +23,11 @@ struct IdxHeader {
 /// The file may be gzip-compressed (recognised by its content, not its name) or plain. Every
 /// header field and the data size are checked against the file: a missing or unreadable file
 /// throws tg::InvalidArgumentError; an empty, truncated or malformed file (bad magic, unknown type
-/// code, data shorter or longer than the dims say, corrupt gzip) throws tg::ValueError. Each
-/// message names the file, what was expected and what was found.
+/// code, data shorter or longer than the dims say, corrupt gzip) throws tg::ValueError. A gzipped
+/// file is inflated no further than the header declares (plus one byte, to report trailing
+/// data), so a small header cannot make it inflate gigabytes. A path that is not a regular file
+/// (a FIFO) is refused without blocking. Each message names the file, what was expected and what
+/// was found.
 Tensor read_idx(const std::string& path);
 /// Only the header (the whole file is still read and decompressed to validate its size).
 IdxHeader read_idx_header(const std::string& path);
