@@ -221,7 +221,7 @@ TEST(Tape, Float32GradientsKeepTheDtype) {
   EXPECT_TENSOR_NEAR(g[1], constant({3.f, 2.f}), 1e-6);
 }
 
-// ---- the spellings of gradient() a user writes (API.md; each must compile and pick a vector) ----
+// ---- the spellings of gradient() a user writes (the API contract: each compiles, picks a vector) ----
 
 TEST(GradientSpellings, BraceListOfOneTensorGivesAVector) {
   const Tensor x = constant({1.0, 2.0}, float64);

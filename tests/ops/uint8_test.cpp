@@ -1,6 +1,7 @@
 // uint8 (image bytes): the ops TensorFlow defines on it, as op cases (eager, traced, optimised,
 // None dims, saved and loaded), cast to and from every numeric dtype, constants, printing,
-// specs, .npy files and to_vector. The ops that refuse it are in tests/errors/uint8_errors_test.cpp.
+// specs, .npy files and to_vector. The ops that refuse it are in
+// tests/errors/sort_dtype_errors_test.cpp.
 #include <limits>
 
 #include "support/op_case.h"
