@@ -176,8 +176,8 @@ void gemm(int m, int n, int k, const T* a, int lda, bool ta, const T* b, int ldb
   if constexpr (std::is_same_v<T, float>) own = own_avx512_kernels();
   // A split by rows gives every thread all of B, a split by columns all of A, and a split over
   // k (the AVX-512 kernels only) every thread an m x n partial to add. What one thread reads
-  // that another wrote is the cost to keep small on this machine (DECISIONS, "Matrix
-  // products"), so the smallest of the three decides. Rows and columns sum each element the
+  // that another wrote is the cost to keep small on this machine (DECISIONS, "Threads
+  // and matrix products"), so the smallest of the three decides. Rows and columns sum each element the
   // same way; a split over k does not, and is taken only when it saves the most: k >= 2 max(m, n)
   // (the MLP's x W1, 128 x 784 times 784 x 256: 149-160 -> 138 us on two threads, and W1's
   // Adam update 84 -> 50 us, since the update's halves of W1 are the product's). For x W1 split

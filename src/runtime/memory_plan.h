@@ -65,7 +65,7 @@ struct MemoryPlan {
 /// reach a kByKernel op other than an aliasing view (a Variable may keep the tensor), outputs of
 /// such ops, String values, and None-dim values.
 ///
-/// Preconditions: `graph` is final and well formed (passes/verify.h): nodes in topological
+/// Preconditions: `graph` is final and well formed (graph/verify.h): nodes in topological
 /// order, every input names an earlier node's output, op nodes carry their static output types,
 /// `graph.outputs` lists kOutput nodes with one input each. Nothing else needs to run first.
 MemoryPlan plan_memory(const GraphIR& graph);
