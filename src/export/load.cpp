@@ -48,8 +48,6 @@ static_assert(static_cast<int>(LiteralValue::Kind::kInt) == 0 && static_cast<int
                   static_cast<int>(LiteralValue::Kind::kEnum) == 4,
               "LiteralValue::Kind's values are the .tgx literal codes; never reorder them");
 
-bool same_type(const ValueType& a, const ValueType& b) { return a.dtype == b.dtype && a.shape == b.shape; }
-
 // C++ type names of literals are kept for the process's lifetime (a literal type points at its
 // name): files may add only a bounded number of them, each of bounded length (kMaxTypeName).
 constexpr std::size_t kMaxTypeNames = 4096;
@@ -328,11 +326,13 @@ class FunctionReader {
     for (std::size_t i = 0; i < np; ++i) g->placeholders.push_back(node_index(r, n, "a graph input"));
     const std::size_t no = r.count("the graph's outputs", 4);
     for (std::size_t i = 0; i < no; ++i) g->outputs.push_back(node_index(r, n, "a graph output"));
-    if (const std::string defect = graph_defect(*g); !defect.empty()) r.fail_at(graph_at, "the graph is malformed: " + defect);
+    // The verifier's checks, the op's own rule for every node's types among them: the file may
+    // not say what an op returns.
+    int bad = -1;
+    if (const std::string defect = graph_defect(*g, &bad); !defect.empty())
+      r.fail_at(bad >= 0 ? node_at[static_cast<std::size_t>(bad)] : graph_at, "the graph is malformed: " + defect);
     // Only now that every input index is known to be valid (a bad one could ask for any size).
     for (auto& [input, name] : captures) g->set_captured_name(input, std::move(name));
-    // Every type is the op's own rule's: the file may not say what an op returns.
-    for (std::size_t i = 0; i < n; ++i) check_node_types(r, *g, i, node_at[i]);
     return g;
   }
 
@@ -525,35 +525,6 @@ class FunctionReader {
     for (std::size_t i = 0; i < nv; ++i) p->var_paths.push_back(r.str("a loop variable's path"));
     p->maximum_iterations = r.i64();
     return p;
-  }
-
-  void check_node_types(const Reader& r, const GraphIR& g, std::size_t i, std::size_t at) {
-    const GraphNode& n = g.nodes[i];
-    if (n.kind == NodeKind::kOutput) {
-      if (n.outputs.size() != 1 || !same_type(n.outputs[0], g.type_of(n.inputs[0])))
-        r.fail_at(at, str_cat("output node '", n.name, "' does not have the type of its input"));
-      return;
-    }
-    if (n.kind != NodeKind::kOp) return;
-    const OpDef& def = op_def(n.op);
-    std::vector<ValueType> in;
-    for (const ValueRef& ref : n.inputs) in.push_back(g.type_of(ref));
-    std::vector<ValueType> want;
-    try {
-      want = def.infer(in, n.attrs);
-    } catch (const InternalError&) {
-      throw;  // a check the loader should have made first: a tracegraph bug, never hidden
-    } catch (const Error& e) {
-      r.fail_at(at, str_cat("node '", n.name, "' (op ", def.name, ") is invalid: ", e.what()));
-    }
-    bool same = want.size() == n.outputs.size();
-    for (std::size_t k = 0; same && k < want.size(); ++k) same = same_type(want[k], n.outputs[k]);
-    if (!same) {
-      std::string w, got;
-      for (const auto& t : want) w += (w.empty() ? "" : ", ") + describe(t);
-      for (const auto& t : n.outputs) got += (got.empty() ? "" : ", ") + describe(t);
-      r.fail_at(at, str_cat("node '", n.name, "' (op ", def.name, ") declares outputs (", got, ") but its inputs give (", w, ")"));
-    }
   }
 
   const Container& c_;

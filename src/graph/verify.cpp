@@ -12,7 +12,17 @@ namespace {
 
 struct Defect {
   std::string what;
+  int node = -1;
 };
+
+bool same_type(const ValueType& a, const ValueType& b) { return a.dtype == b.dtype && a.shape == b.shape; }
+
+template <class Types>
+std::string list_types(const Types& types) {
+  std::string out;
+  for (const auto& t : types) out += (out.empty() ? "" : ", ") + describe(t);
+  return out;
+}
 
 // A control-flow node's payload against its node and its sub-graphs. Node inputs are
 // cond: [pred, captures...]; while: [loop vars..., captures...] (ops/control_flow_attrs.h).
@@ -84,7 +94,8 @@ void check_control_flow(const GraphIR& g, const GraphNode& n, const std::functio
 
 void check_graph(const GraphIR& g) {
   auto fail_at = [&](std::size_t i, const std::string& what) {
-    throw Defect{str_cat("node ", i, " '", i < g.nodes.size() ? g.nodes[i].name : std::string("?"), "' ", what)};
+    throw Defect{str_cat("node ", i, " '", i < g.nodes.size() ? g.nodes[i].name : std::string("?"), "' ", what),
+                 i < g.nodes.size() ? static_cast<int>(i) : -1};
   };
   std::unordered_set<std::string> names;
   std::size_t placeholder_count = 0;
@@ -139,22 +150,50 @@ void check_graph(const GraphIR& g) {
         break;
       }
       case NodeKind::kOutput:
-        if (n.inputs.size() != 1) fail("is an output without exactly one input");
+        if (n.inputs.size() != 1 || n.outputs.size() != 1) fail("is an output without exactly one input and output");
         break;
     }
+    if (const std::string defect = node_type_defect(g, i); !defect.empty()) fail(defect);
   }
-  if (placeholder_count != g.placeholders.size()) fail_at(0, "placeholder list does not match the nodes");
+  auto fail_lists = [&](const std::string& what) { throw Defect{what}; };
+  if (placeholder_count != g.placeholders.size()) fail_lists("the placeholder list does not match the nodes");
   for (int o : g.outputs)
     if (o < 0 || static_cast<std::size_t>(o) >= g.nodes.size() || g.node(o).kind != NodeKind::kOutput)
-      fail_at(static_cast<std::size_t>(o < 0 ? 0 : o), "is listed as an output but is not an output node");
+      fail_lists(str_cat("the output list names node ", o, ", which is not an output node"));
 }
 
 }  // namespace
 
-std::string graph_defect(const GraphIR& g) {
+std::string node_type_defect(const GraphIR& g, std::size_t i) {
+  const GraphNode& n = g.nodes[i];
+  if (n.kind == NodeKind::kOutput)
+    return same_type(n.outputs[0], g.type_of(n.inputs[0])) ? std::string() : "does not have the type of its input";
+  if (n.kind != NodeKind::kOp) return {};
+  const OpDef& def = op_def(n.op);
+  std::vector<ValueType> in;
+  in.reserve(n.inputs.size());
+  for (const ValueRef& ref : n.inputs) in.push_back(g.type_of(ref));
+  std::vector<ValueType> want;
+  try {
+    want = def.infer(in, n.attrs);
+  } catch (const InternalError&) {
+    throw;  // a check graph_defect should have made first, or a broken rule: never a graph's defect
+  } catch (const Error& e) {
+    return str_cat("(op ", def.name, ") is invalid: ", e.what());
+  }
+  bool same = want.size() == n.outputs.size();
+  for (std::size_t k = 0; same && k < want.size(); ++k) same = same_type(want[k], n.outputs[k]);
+  if (same) return {};
+  return str_cat("(op ", def.name, ") declares outputs (", list_types(n.outputs), ") but its inputs give (",
+                 list_types(want), ")");
+}
+
+std::string graph_defect(const GraphIR& g, int* node) {
+  if (node) *node = -1;
   try {
     check_graph(g);
   } catch (Defect& d) {
+    if (node) *node = d.node;
     return d.what;
   }
   return {};

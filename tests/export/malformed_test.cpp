@@ -319,11 +319,11 @@ TEST(MalformedFiles, TypesAreTheOpsOwnRules) {
   dtype.nodes[2].outputs = {{int32, kVec2}};
   dtype.nodes[3].outputs = {{int32, TensorShape{}}};
   dtype.nodes[4].outputs = {{int32, TensorShape{}}};
-  EXPECT_TRUE(refused(file_of(dtype), "graphs", {"node 'add' (op add) declares outputs (int32 (2,))", "give (float32 (2,))"}));
+  EXPECT_TRUE(refused(file_of(dtype), "graphs", {"node 2 'add' (op add) declares outputs (int32 (2,))", "give (float32 (2,))"}));
   Parts shape;
   shape.nodes[3].outputs = {{float32, TensorShape{2}}};
   shape.nodes[4].outputs = {{float32, TensorShape{2}}};
-  EXPECT_TRUE(refused(file_of(shape), "graphs", {"node 'reduce_sum'", "declares outputs (float32 (2,))"}));
+  EXPECT_TRUE(refused(file_of(shape), "graphs", {"node 3 'reduce_sum' (op reduce_sum) declares outputs (float32 (2,))", "give (float32 ())"}));
   Parts invalid;
   invalid.nodes[3].attrs = [](Writer& w) {
     w.u32(1);
@@ -332,7 +332,7 @@ TEST(MalformedFiles, TypesAreTheOpsOwnRules) {
     w.u32(1);
     w.i64(7);
   };
-  EXPECT_TRUE(refused(file_of(invalid), "graphs", {"node 'reduce_sum' (op reduce_sum) is invalid", "[reduce_sum]"}));
+  EXPECT_TRUE(refused(file_of(invalid), "graphs", {"node 3 'reduce_sum' (op reduce_sum) is invalid", "[reduce_sum]"}));
   Parts constant;
   constant.nodes[1].outputs = {{float64, kVec2}};
   EXPECT_TRUE(refused(file_of(constant), "graphs", {"malformed constant"}));
@@ -419,7 +419,7 @@ TEST(MalformedFiles, BadCodesAreNamed) {
   dims.nodes[0].outputs = {{float32, TensorShape::unknown_rank()}};
   // An input of unknown rank takes the (2,) signature, but then add's rule no longer gives
   // the (2,) the file declares.
-  EXPECT_TRUE(refused(file_of(dims), "graphs", {"node 'add' (op add) declares outputs (float32 (2,))", "float32 <unknown>"}));
+  EXPECT_TRUE(refused(file_of(dims), "graphs", {"node 2 'add' (op add) declares outputs (float32 (2,))", "float32 <unknown>"}));
 }
 
 TEST(MalformedFiles, ReservedBytesAndUnusedFieldsMustBeZero) {
@@ -502,7 +502,7 @@ TEST(MalformedFiles, AShapeTensorsLengthIsBoundedByTheRankLimit) {
   };
   p.nodes[2].inputs = {{1, 0}};
   EXPECT_TRUE(refused(file_of(p), "graphs",
-                      {"node 'fill' (op fill) is invalid", "[fill] the shape tensor has 274877906944 elements",
+                      {"node 3 'fill' (op fill) is invalid", "[fill] the shape tensor has 274877906944 elements",
                        "at most 254"}));
 }
 
