@@ -1,13 +1,16 @@
 #include "runtime/executor.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <new>
 #include <type_traits>
 #include <utility>
 
 #include "core/check.h"
 #include "core/tensor_impl.h"
-#include "runtime/plan.h"
 #include "core/thread_pool.h"
+#include "runtime/plan.h"
+#include "tracegraph/errors.h"
 
 namespace tg::detail {
 
@@ -297,41 +300,66 @@ class Plan::FrameLease {
   std::unique_ptr<Frame> own_;
 };
 
+[[noreturn]] void Plan::throw_refused(std::size_t step) const {
+  if (step < steps_.size()) {
+    const PlanStep& st = steps_[step];
+    throw ResourceExhaustedError(
+        str_cat("[", st.def->name, "] the system refused memory this op needs besides its results (an "
+                "allocation of unknown size), running node '", (*nodes_)[static_cast<std::size_t>(st.node)].name,
+                "' of a graph; use smaller shapes or batch sizes"),
+        SIZE_MAX);
+  }
+  throw ResourceExhaustedError(str_cat("[execute] the system refused memory for the state of a graph's run (",
+                                       num_slots_, " values, ", steps_.size(),
+                                       " steps); use smaller shapes or batch sizes"),
+                               SIZE_MAX);
+}
+
+// Memory the system refuses while a step runs - a kernel's scratch, a fused kernel's fallback,
+// a sub-graph's run state - is the ResourceExhaustedError eager dispatch raises, naming the op
+// and here its node, not a bare std::bad_alloc. One handler around the whole run: a step costs
+// nothing more (a sub-graph's run has named its own node already).
 template <class Inputs>
 std::vector<Tensor> Plan::run_with(Inputs&& inputs) const {
   using In = std::remove_cvref_t<Inputs>;
   constexpr bool kLent = std::is_same_v<In, std::span<const Tensor* const>>;
   TG_CHECK(inputs.size() == placeholder_slots_.size(), "graph takes ", placeholder_slots_.size(),
            " inputs, got ", inputs.size());
-  FrameLease lease(*this);
-  Frame& frame = lease.frame();
-  for (const auto& [slot, index] : placeholder_slots_) {
-    Tensor& value = frame.values[static_cast<std::size_t>(slot)];
-    const auto k = static_cast<std::size_t>(index);
-    if constexpr (kLent) value = lendable_[k] ? lend(*inputs[k]) : *inputs[k];
-    else if constexpr (std::is_lvalue_reference_v<Inputs>) value = inputs[k];
-    else value = std::move(inputs[k]);
-  }
-  for (const PlanStep& step : steps_) run_step(step, frame);
-  // The results go into the moved-in inputs' vector when it is big enough: one heap allocation
-  // and free fewer per call (a tenth of a cached scalar call's instructions).
-  std::vector<Tensor> results;
-  if constexpr (!kLent && !std::is_lvalue_reference_v<Inputs>) {
-    if (inputs.capacity() >= output_slots_.size()) {
-      results = std::move(inputs);
-      results.clear();
+  std::size_t s = steps_.size();  // the step running; steps_.size() outside the step loop
+  try {
+    FrameLease lease(*this);
+    Frame& frame = lease.frame();
+    for (const auto& [slot, index] : placeholder_slots_) {
+      Tensor& value = frame.values[static_cast<std::size_t>(slot)];
+      const auto k = static_cast<std::size_t>(index);
+      if constexpr (kLent) value = lendable_[k] ? lend(*inputs[k]) : *inputs[k];
+      else if constexpr (std::is_lvalue_reference_v<Inputs>) value = inputs[k];
+      else value = std::move(inputs[k]);
     }
+    for (s = 0; s < steps_.size(); ++s) run_step(steps_[s], frame);
+    s = steps_.size();
+    // The results go into the moved-in inputs' vector when it is big enough: one heap allocation
+    // and free fewer per call (a tenth of a cached scalar call's instructions).
+    std::vector<Tensor> results;
+    if constexpr (!kLent && !std::is_lvalue_reference_v<Inputs>) {
+      if (inputs.capacity() >= output_slots_.size()) {
+        results = std::move(inputs);
+        results.clear();
+      }
+    }
+    results.reserve(output_slots_.size());
+    for (std::size_t k = 0; k < output_slots_.size(); ++k) {
+      Tensor& value = frame.values[static_cast<std::size_t>(output_slots_[k])];
+      TG_CHECK(!is_lent(value), "a lent input reached output ", k, " of the graph");
+      if (move_out_[k]) results.push_back(std::move(value));
+      else results.push_back(value);
+    }
+    for (int slot : end_release_) frame.values[static_cast<std::size_t>(slot)] = Tensor();
+    lease.done();
+    return results;
+  } catch (const std::bad_alloc&) {
+    throw_refused(s);
   }
-  results.reserve(output_slots_.size());
-  for (std::size_t k = 0; k < output_slots_.size(); ++k) {
-    Tensor& value = frame.values[static_cast<std::size_t>(output_slots_[k])];
-    TG_CHECK(!is_lent(value), "a lent input reached output ", k, " of the graph");
-    if (move_out_[k]) results.push_back(std::move(value));
-    else results.push_back(value);
-  }
-  for (int slot : end_release_) frame.values[static_cast<std::size_t>(slot)] = Tensor();
-  lease.done();
-  return results;
 }
 
 std::shared_ptr<const Plan> make_plan(const GraphIR& graph) { return std::make_shared<const Plan>(graph); }

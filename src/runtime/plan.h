@@ -87,6 +87,9 @@ class Plan {
   std::unique_ptr<Frame> make_frame() const;
   template <class Inputs>
   std::vector<Tensor> run_with(Inputs&& inputs) const;
+  /// std::bad_alloc while running step `step` (steps_.size(): outside every step) as TF's
+  /// ResourceExhaustedError naming the op and node.
+  [[noreturn]] void throw_refused(std::size_t step) const;
   void run_step(const PlanStep& step, Frame& frame) const;
 
   const NodeArray* nodes_;

@@ -1,6 +1,7 @@
 // tgx: the command line for .tgx files (docs/tgx.md): inspect, validate, run, bench.
 #include <exception>
 #include <iostream>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -93,6 +94,15 @@ int main(int argc, char** argv) {
   } catch (const tgx::Failure& f) {
     std::cerr << "tgx " << name << ": error: " << f.what() << "\n";
     return f.code();
+  } catch (const tg::ResourceExhaustedError& e) {
+    // Out of memory is the machine's limit, not a bug: said as such, with the call's exit code
+    // (tgx's memory goes to loading, reading inputs and calling; each reports its own first).
+    std::cerr << "tgx " << name << ": error: out of memory (" << e.code() << "): " << e.what() << "\n";
+    return tgx::kCallFailed;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "tgx " << name << ": error: out of memory (ERESOURCE): the system refused memory tgx needs; "
+              << "use smaller inputs or free memory\n";
+    return tgx::kCallFailed;
   } catch (const tg::Error& e) {
     std::cerr << "tgx " << name << ": internal error (" << e.code() << "): " << e.what()
               << "\nThis is a bug in tgx or tracegraph; please report it with the command line.\n";

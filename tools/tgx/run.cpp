@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <new>
 #include <optional>
 #include <stdexcept>
 
@@ -210,6 +211,12 @@ tg::Outputs call_once(const PreparedCall& call) {
                  p.name + "' of the first signature takes " + p.shape.to_string();
     }
     throw Failure(kCallFailed, "calling '" + call.fn.name() + "' failed (" + e.code() + "): " + e.what() + hints);
+  } catch (const std::bad_alloc&) {
+    // The library raises tg::ResourceExhaustedError for memory it is refused; this is for
+    // anything on the way there that did not (never an "internal error": the machine is full).
+    throw Failure(kCallFailed, "calling '" + call.fn.name() +
+                                   "' failed (ERESOURCE): the system refused memory the call needs; use smaller "
+                                   "inputs (a smaller batch) or free memory");
   }
 }
 
