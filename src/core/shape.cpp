@@ -107,6 +107,9 @@ bool TensorShape::is_fully_defined() const {
 int64_t TensorShape::num_elements() const {
   if (traced_) check_known("num_elements()");
   if (!is_fully_defined()) return -1;
+  // (2^40, 2^40, 0) holds no element: its leading dims alone would overflow the count.
+  for (int64_t d : dims_)
+    if (d == 0) return 0;
   int64_t n = 1;
   for (int64_t d : dims_)
     if (__builtin_mul_overflow(n, d, &n))

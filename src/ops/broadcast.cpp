@@ -72,8 +72,10 @@ std::string format_list(const std::vector<int64_t>& v) {
 }
 
 int64_t product(const std::vector<int64_t>& dims, std::size_t begin, std::size_t end) {
+  for (std::size_t i = begin; i < end; ++i)
+    if (dims[i] == 0) return 0;
   int64_t p = 1;
-  for (std::size_t i = begin; i < end; ++i) p *= dims[i];
+  for (std::size_t i = begin; i < end; ++i) p = mul_saturating(p, dims[i]);
   return p;
 }
 
@@ -82,7 +84,7 @@ std::vector<int64_t> row_major_strides(const std::vector<int64_t>& dims) {
   int64_t acc = 1;
   for (std::size_t i = dims.size(); i-- > 0;) {
     s[i] = acc;
-    acc *= dims[i];
+    acc = mul_saturating(acc, dims[i]);
   }
   return s;
 }

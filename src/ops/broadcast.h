@@ -4,6 +4,7 @@
 #include <array>
 #include <string>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -60,10 +61,22 @@ void broadcast_copy(const Tensor& src, const std::vector<int64_t>& src_dims, Ten
 /// "[2, -1]": attribute lists in messages (-1 there means "infer", not None).
 std::string format_list(const std::vector<int64_t>& v);
 
-/// Product of dims[begin, end) (fully defined dims).
+/// a * b for dims and element counts (a, b >= 0), INT64_MAX when that overflows. Only a
+/// zero-element shape can get there - (0, 2^40, 2^40, 3) is a legal empty tensor, while a shape
+/// whose nonzero element count overflows is refused where tensors are made (TensorShape::
+/// num_elements) - and such a value addresses no element: code that loops over one must return
+/// on zero elements first. Signed overflow itself would be undefined behaviour.
+inline int64_t mul_saturating(int64_t a, int64_t b) {
+  int64_t p;
+  return __builtin_mul_overflow(a, b, &p) ? std::numeric_limits<int64_t>::max() : p;
+}
+
+/// Product of dims[begin, end) (fully defined dims): 0 when one of them is 0, else saturated
+/// as mul_saturating (a range of a zero-element shape may multiply past int64).
 int64_t product(const std::vector<int64_t>& dims, std::size_t begin, std::size_t end);
 
-/// Row-major strides of a fully defined shape.
+/// Row-major strides of a fully defined shape, saturated as mul_saturating: the outer strides
+/// of a zero-element shape such as (0, 2^40, 2^40, 3) do not fit int64 (and are never used).
 std::vector<int64_t> row_major_strides(const std::vector<int64_t>& dims);
 
 /// Walks out_dims in row-major order, calling fn(offsets, inner_strides, inner_len) for each
@@ -73,6 +86,11 @@ std::vector<int64_t> row_major_strides(const std::vector<int64_t>& dims);
 template <std::size_t N, class Fn>
 void for_each_broadcast_run(const std::vector<int64_t>& out_dims,
                             const std::array<const std::vector<int64_t>*, N>& in_dims, Fn&& fn) {
+  // An empty output has no run, and its dims' products may overflow int64 - (0, 2^40, 2^40, 3)
+  // is a legal empty shape - which for a nonempty one (and its inputs, which broadcast to it)
+  // the tensor's own allocation has ruled out.
+  for (int64_t d : out_dims)
+    if (d == 0) return;
   // The usual case first, without the stride tables below (two heap vectors, a third of a
   // cached scalar call): every input has the output's dims or is a single element, so the
   // whole output is one run.

@@ -16,6 +16,7 @@
 #include "core/check.h"
 #include "core/tensor_impl.h"
 #include "ops/broadcast.h"
+#include "ops/eager_steps.h"
 #include "ops/reduce_finish.h"
 #include "ops/fused_micro.h"
 #include "ops/simd_math.h"
@@ -195,7 +196,7 @@ std::shared_ptr<const FusedPlan> build_plan(const FusedProgram& p, const std::ve
         const std::size_t od = dims.size() - 1 - k;
         TG_CHECK(d == 1 || d == dims[od], "fused input ", i, " does not broadcast to the program's shape");
         strides[od] = d == 1 ? 0 : stride;
-        stride *= d;
+        stride = mul_saturating(stride, d);  // an empty program's shape may be (0, 2^40, 2^40)
       }
     }
     slot.index = slot.kind == FusedPlan::kBcastInput ? slot.index : static_cast<int>(i);
@@ -417,7 +418,7 @@ std::shared_ptr<const FusedPlan> build_plan(const FusedProgram& p, const std::ve
     plan->reduce_row = over_all ? plan->total : dims.back();
     plan->reduce_outputs = 1;
     if (!over_all)
-      for (std::size_t d = 0; d + 1 < dims.size(); ++d) plan->reduce_outputs *= dims[d];
+      for (std::size_t d = 0; d + 1 < dims.size(); ++d) plan->reduce_outputs = mul_saturating(plan->reduce_outputs, dims[d]);
     TG_CHECK(!r.shape.is_fully_defined() || r.shape.num_elements() == plan->reduce_outputs, "fused reduction of ",
              shape.to_string(), " into ", r.shape.to_string());
     const FusedPlan::Slot& slot = plan->slots[static_cast<std::size_t>(r.slot)];
@@ -879,26 +880,23 @@ std::shared_ptr<const DynamicPlans::Entry> resolve(const FusedProgram& p, ShapeO
   return e;
 }
 
-void copy_into(const Tensor& from, const Tensor& to) {
-  TG_CHECK(from.impl()->shape == to.impl()->shape && from.dtype() == to.dtype(), "fused output ",
-           to.impl()->shape.to_string(), " given ", from.impl()->shape.to_string());
-  copy_elements(from, to);
-}
-
-// The program as the unfused graph would run it: each step by its op's kernel.
-void run_step_by_step(const FusedProgram& p, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+// The program's results op by op: `op(id, args, attrs)` for each step on `in` (the node's
+// inputs) and the immediates, then for the reduction; the outputs, then the reduction's result.
+// With run_step_eagerly, the program as the unfused graph would run it (run_steps_eagerly).
+template <class Op>
+std::vector<Tensor> run_program_ops(const FusedProgram& p, const std::vector<Tensor>& in, Op&& op) {
   std::vector<Tensor> values(in.begin(), in.end());
   values.insert(values.end(), p.immediates.begin(), p.immediates.end());
   std::vector<Tensor> args;
   for (const FusedStep& st : p.steps) {
     args.clear();
     for (int a = 0; a < st.num_args; ++a) args.push_back(values[static_cast<std::size_t>(st.args[a])]);
-    values.push_back(std::move(run_op_eager(op_def(st.op), args, step_attrs(st)).at(0)));
+    values.push_back(op(st.op, args, step_attrs(st)));
   }
-  for (std::size_t k = 0; k < p.outputs.size(); ++k) copy_into(values[static_cast<std::size_t>(p.outputs[k])], out[k]);
-  if (p.has_reduce())
-    copy_into(run_op_eager(op_def(p.reduce.op), {values[static_cast<std::size_t>(p.reduce.slot)]}, p.reduce.attrs).at(0),
-              out.back());
+  std::vector<Tensor> results;
+  for (int s : p.outputs) results.push_back(values[static_cast<std::size_t>(s)]);
+  if (p.has_reduce()) results.push_back(op(p.reduce.op, {values[static_cast<std::size_t>(p.reduce.slot)]}, p.reduce.attrs));
+  return results;
 }
 
 void kernel_fused(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
@@ -907,7 +905,7 @@ void kernel_fused(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vect
   std::shared_ptr<const DynamicPlans::Entry> entry;  // keeps a run-time plan alive while it runs
   if (!planned) {
     entry = resolve(p, [&](std::size_t i) -> const TensorShape& { return in[i].impl()->shape; });
-    if (!entry->plan) return run_step_by_step(p, in, out);
+    if (!entry->plan) return run_steps_eagerly([&](auto op) { return run_program_ops(p, in, op); }, out);
     planned = entry->plan.get();
   }
   const FusedPlan& plan = *planned;

@@ -10,6 +10,7 @@
 #include "core/check.h"
 #include "core/tensor_impl.h"
 #include "ops/broadcast.h"
+#include "ops/eager_steps.h"
 #include "ops/epilogue_steps.h"
 #include "ops/gemm.h"
 #include "ops/grad_helpers.h"
@@ -104,8 +105,9 @@ Gemm gemm_geometry(const Tensor& a, const Tensor& b, const MatMulAttrs& attrs) {
   g.n = g.tb ? db[rb - 2] : db[rb - 1];
   g.a_cols = da[ra - 1];
   g.b_cols = db[rb - 1];
-  g.a_size = da[ra - 2] * da[ra - 1];
-  g.b_size = db[rb - 2] * db[rb - 1];
+  // Saturated: an empty batch of huge matrices, (0, 2^40, 2^40), is legal (and never addressed).
+  g.a_size = product(da, ra - 2, ra);
+  g.b_size = product(db, rb - 2, rb);
   return g;
 }
 
@@ -234,7 +236,8 @@ void kernel_matmul_epilogue(const std::vector<Tensor>& in, const OpAttrs& attrs,
   const EpilogueParts parts = EpilogueParts::of(e);
   const Gemm g = gemm_geometry(in[0], in[1], product_attrs(e).get<MatMulAttrs>());
   const TensorShape product({g.m, g.n});
-  if (!epilogue_fits(parts, in, out, product)) return run_epilogue_steps_eagerly(OpId::MatMul, product_attrs(e), parts, in, out);
+  if (!epilogue_fits(parts, in, out, product))
+    return run_steps_eagerly([&](auto op) { return run_epilogue_steps(OpId::MatMul, product_attrs(e), parts, in, op); }, out);
   float* const sums = parts.column_sums ? data_of<float>(out.back()) : nullptr;
   if (product.num_elements() == 0) {
     if (sums) std::fill_n(sums, g.n, 0.0f);  // a sum of no rows

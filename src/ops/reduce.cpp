@@ -301,13 +301,22 @@ template <Red R, class T>
 void reduce_typed(const Tensor& in, const std::vector<bool>& reduced, Tensor& out) {
   using A = acc_t<R, T>;
   const auto& dims = in.impl()->shape.dims();
+  const int64_t n_out = out.impl()->shape.num_elements();
+  if (n_out == 0) return;
   int64_t count = 1;  // elements folded into each output element
-  for (std::size_t i = 0; i < dims.size(); ++i)
-    if (reduced[i]) count *= dims[i];
-  std::vector<Group> groups = group_dims(dims, reduced);
+  std::vector<Group> groups;
+  if (std::find(dims.begin(), dims.end(), 0) != dims.end()) {
+    // An empty input - its zero is a reduced dim, the output having elements - folds nothing
+    // into each of them; its dims are not multiplied out, which may overflow: (2^40, 2^40, 0).
+    count = 0;
+    groups = {{0, true}, {n_out, false}};
+  } else {
+    for (std::size_t i = 0; i < dims.size(); ++i)
+      if (reduced[i]) count *= dims[i];
+    groups = group_dims(dims, reduced);
+  }
   const T* x = data_of<T>(in);
   T* y = data_of<T>(out);
-  const int64_t n_out = out.impl()->shape.num_elements();
 
   int n_stages = 0;
   for (const Group& g : groups) n_stages += g.reduced;

@@ -158,6 +158,8 @@ std::vector<ValueType> infer_transpose(const std::vector<ValueType>& in, const O
 template <class T>
 void transpose_copy(const T* src, T* dst, const std::vector<int64_t>& in_dims,
                     const std::vector<int64_t>& perm) {
+  // Nothing to copy, and the merged dims below could overflow: (0, 2^40, 2^40, 3) is legal.
+  if (std::find(in_dims.begin(), in_dims.end(), 0) != in_dims.end()) return;
   const std::vector<int64_t> in_strides = row_major_strides(in_dims);
   std::vector<int64_t> dims, sstr;  // merged output dims and their strides in src
   int64_t total = 1;
@@ -399,6 +401,8 @@ std::vector<ValueType> infer_stack(const std::vector<ValueType>& in, const OpAtt
 // out = for each of `outer` blocks, the next chunks[k] elements of each input k in turn.
 void interleave_copy(const std::vector<Tensor>& in, int64_t outer,
                      const std::vector<int64_t>& chunks, Tensor& out) {
+  // An empty output's `outer` may be a saturated product (products in ops/broadcast.h).
+  if (out.impl()->shape.num_elements() == 0) return;
   visit_dtype(out.impl()->dtype, [&](auto tag) {
     using T = decltype(tag);
     T* dst = data_of<T>(out);
@@ -515,6 +519,7 @@ void kernel_reshape_like(const std::vector<Tensor>& in, const OpAttrs& attrs, st
 // shape): split's and split_like's kernel.
 void split_copy(const Tensor& x, int64_t axis, std::vector<Tensor>& out) {
   const auto& xd = dims_of(x);
+  if (x.impl()->shape.num_elements() == 0) return;  // `outer` below may be saturated
   const auto a = static_cast<std::size_t>(axis);
   const int64_t outer = product(xd, 0, a);
   std::vector<int64_t> chunks;
