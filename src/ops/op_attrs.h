@@ -396,10 +396,14 @@ struct CollectiveAttrs {
 };
 
 /// ensure_same_shape: what its error names - the composite op, then its two arguments
-/// ({"mean_squared_error", "y_true", "y_pred"}).
+/// ({"mean_squared_error", "y_true", "y_pred"}), then optionally what the composite expected -
+/// and what it compares: dim x_dims[k] of x with dim y_dims[k] of y for each k (einsum's shared
+/// letters), or the whole shapes when both lists are empty (files older than the lists).
 struct ShapeCheckAttrs {
   std::vector<std::string> names;
-  template <class F> void for_each_field(F&& f) const { f("names", names); }
+  std::vector<int64_t> x_dims = {};
+  std::vector<int64_t> y_dims = {};
+  template <class F> void for_each_field(F&& f) const { f("names", names); f("x_dims", x_dims); f("y_dims", y_dims); }
   bool operator==(const ShapeCheckAttrs&) const = default;
 };
 

@@ -1,7 +1,7 @@
 // Ops that settle a shape at run time when the trace cannot: reshape_to (the target shape is a
 // tensor's value, e.g. built from tg::shape(x) with None dims) and ensure_same_shape (a composite
-// op's "these two shapes are equal", checked again when the graph runs). Both pass the input's
-// storage through: they are views.
+// op's "these two shapes are equal", or "these dims are equal", checked again when the graph
+// runs). Both pass the input's storage through: they are views.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -80,12 +80,63 @@ std::vector<Tensor> grad_reshape_to(const GradInputs& g) { return {reshape_like(
                                  "the same shape)");
 }
 
-// The shape both must have: x's dims, with y's where x's are None. Dims known on both sides
-// must agree; the rest is the kernel's to check.
+// The compared pair k of a dims check differs: x has xd at dim x_dims[k], y has yd at y_dims[k].
+[[noreturn]] void dims_differ(const ShapeCheckAttrs& a, std::size_t k, const TensorShape& x, const TensorShape& y,
+                              const char* when) {
+  const bool named = a.names.size() == 3 || a.names.size() == 4;
+  const std::string op = named ? a.names[0] : "ensure_same_shape";
+  const std::string first = named ? a.names[1] : "x";
+  const std::string second = named ? a.names[2] : "y";
+  const int64_t xi = a.x_dims[k], yi = a.y_dims[k];
+  op_error<InvalidArgumentError>(op.c_str(), "dim ", xi, " of ", first, " (shape ", x.to_string(), ") is ",
+                                 x.dims()[static_cast<std::size_t>(xi)], " but dim ", yi, " of ", second, " (shape ",
+                                 y.to_string(), ") is ", y.dims()[static_cast<std::size_t>(yi)], when, "; ",
+                                 a.names.size() == 4 ? a.names[3] : std::string("expected equal sizes"));
+}
+
+bool compares_dims(const ShapeCheckAttrs& a) { return !a.x_dims.empty() || !a.y_dims.empty(); }
+
+// The dim lists as a file or a caller may give them: one y dim per x dim, none negative.
+void check_dim_lists(const ShapeCheckAttrs& a) {
+  if (a.x_dims.size() != a.y_dims.size())
+    op_error<InvalidArgumentError>("ensure_same_shape", "x_dims names ", a.x_dims.size(), " dims but y_dims ",
+                                   a.y_dims.size(), "; expected one dim of y per dim of x");
+  for (std::size_t k = 0; k < a.x_dims.size(); ++k)
+    if (a.x_dims[k] < 0 || a.y_dims[k] < 0)
+      op_error<InvalidArgumentError>("ensure_same_shape", "x_dims ", format_list(a.x_dims), " and y_dims ",
+                                     format_list(a.y_dims), " must hold dims >= 0");
+}
+
+// A compared dim must exist in its operand (when its rank is known).
+void check_dim_in_range(const char* which, int64_t dim, const TensorShape& s) {
+  if (s.has_rank() && dim >= s.rank())
+    op_error<InvalidArgumentError>("ensure_same_shape", "compares dim ", dim, " of ", which, ", whose shape ",
+                                   s.to_string(), " has rank ", s.rank(), "; expected dims below the rank");
+}
+
+// Comparing dims: x's shape, with y's size at each compared dim x does not know. Whole shapes:
+// x's dims, with y's where x's are None. Sizes known on both sides must agree; the rest is the
+// kernel's to check.
 std::vector<ValueType> infer_ensure_same_shape(const std::vector<ValueType>& in, const OpAttrs& attrs) {
   const auto& a = attrs.get<ShapeCheckAttrs>();
   const TensorShape& x = in[0].shape;
   const TensorShape& y = in[1].shape;
+  if (compares_dims(a)) {
+    check_dim_lists(a);
+    for (std::size_t k = 0; k < a.x_dims.size(); ++k) {
+      check_dim_in_range("x", a.x_dims[k], x);
+      check_dim_in_range("y", a.y_dims[k], y);
+    }
+    if (!x.has_rank() || !y.has_rank()) return {in[0]};
+    std::vector<int64_t> dims = x.dims();
+    for (std::size_t k = 0; k < a.x_dims.size(); ++k) {
+      int64_t& xd = dims[static_cast<std::size_t>(a.x_dims[k])];
+      const int64_t yd = y.dims()[static_cast<std::size_t>(a.y_dims[k])];
+      if (xd != None && yd != None && xd != yd) dims_differ(a, k, x, y, "");
+      if (xd == None) xd = yd;
+    }
+    return {ValueType{in[0].dtype, TensorShape(dims)}};
+  }
   if (!x.has_rank()) return {ValueType{in[0].dtype, y}};
   if (!y.has_rank()) return {in[0]};
   if (x.rank() != y.rank()) shapes_differ(a, x, y, "");
@@ -99,9 +150,20 @@ std::vector<ValueType> infer_ensure_same_shape(const std::vector<ValueType>& in,
 }
 
 void kernel_ensure_same_shape(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
+  const auto& a = attrs.get<ShapeCheckAttrs>();
   const TensorShape& x = in[0].impl()->shape;
   const TensorShape& y = in[1].impl()->shape;
-  if (x != y) shapes_differ(attrs.get<ShapeCheckAttrs>(), x, y, " when the graph ran");
+  if (compares_dims(a)) {
+    check_dim_lists(a);
+    for (std::size_t k = 0; k < a.x_dims.size(); ++k) {
+      check_dim_in_range("x", a.x_dims[k], x);
+      check_dim_in_range("y", a.y_dims[k], y);
+      if (x.dims()[static_cast<std::size_t>(a.x_dims[k])] != y.dims()[static_cast<std::size_t>(a.y_dims[k])])
+        dims_differ(a, k, x, y, " when the graph ran");
+    }
+  } else if (x != y) {
+    shapes_differ(a, x, y, " when the graph ran");
+  }
   out[0] = make_view(in[0], x);
 }
 
@@ -134,6 +196,26 @@ Tensor ensure_same_shape(const Tensor& x, const Tensor& y, const char* op, const
 Tensor ensure_same_shape(const Tensor& x, const Tensor& y, const std::string& op, const std::string& x_name,
                          const std::string& y_name, const std::string& remedy) {
   return ensure_same_shape_with(x, y, ShapeCheckAttrs{{op, x_name, y_name, remedy}});
+}
+
+Tensor ensure_same_dims(const Tensor& x, const Tensor& y, std::vector<int64_t> x_dims, std::vector<int64_t> y_dims,
+                        const std::string& op, const std::string& x_name, const std::string& y_name,
+                        const std::string& remedy) {
+  ShapeCheckAttrs attrs{{op, x_name, y_name, remedy}, std::move(x_dims), std::move(y_dims)};
+  TG_CHECK(!attrs.x_dims.empty(), "ensure_same_dims compares at least one pair of dims");
+  check_dim_lists(attrs);
+  const TensorShape xs = static_shape(x), ys = static_shape(y);
+  bool settled = xs.has_rank() && ys.has_rank();
+  for (std::size_t k = 0; settled && k < attrs.x_dims.size(); ++k) {
+    check_dim_in_range("x", attrs.x_dims[k], xs);
+    check_dim_in_range("y", attrs.y_dims[k], ys);
+    const int64_t xd = xs.dims()[static_cast<std::size_t>(attrs.x_dims[k])];
+    const int64_t yd = ys.dims()[static_cast<std::size_t>(attrs.y_dims[k])];
+    if (xd != None && yd != None && xd != yd) dims_differ(attrs, k, xs, ys, "");
+    settled = xd != None && yd != None;
+  }
+  if (settled) return x;  // every compared size known now: no node
+  return apply_op1(OpId::EnsureSameShape, {x, y}, std::move(attrs));
 }
 
 }  // namespace detail

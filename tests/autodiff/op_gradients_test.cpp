@@ -265,6 +265,13 @@ std::vector<GradCase> make_cases() {
                                   detail::ShapeCheckAttrs{{"loss", "a", "b"}}) * in[1];
        },
        {u({2, 3}), u({2, 3})}},
+      {"ensure_same_shape", "dim 1 of a (2,3) checked against dim 0 of a (3,2)",
+       [](const std::vector<Tensor>& in) {
+         return matmul(detail::apply_op1(detail::OpId::EnsureSameShape, {in[0], in[1]},
+                                         detail::ShapeCheckAttrs{{"einsum", "a", "b"}, {1}, {0}}),
+                       in[1]);
+       },
+       {u({2, 3}), u({3, 2})}},
       {"broadcast_to", "(3,) to tg::shape of a (2,3)",
        [](const std::vector<Tensor>& in) { return broadcast_to(in[0], shape(in[1])) * in[1]; },
        {u({3}), u({2, 3})}},

@@ -506,5 +506,45 @@ TEST(MalformedFiles, AShapeTensorsLengthIsBoundedByTheRankLimit) {
                        "at most 254"}));
 }
 
+// ensure_same_shape's x_dims and y_dims were added to ShapeCheckAttrs after its first files: a
+// node without them keeps their defaults (the whole shapes compared), and lists its shape rule
+// refuses are refused by name.
+TEST(MalformedFiles, ShapeCheckDimsMayBeLeftOutAndAreChecked) {
+  const auto file_with = [](std::vector<int64_t>* x_dims, std::vector<int64_t>* y_dims) {
+    Parts p;
+    const std::vector<NodeSpec> valid = valid_nodes();
+    p.nodes = {valid[0], valid[1],
+               {"check", tgx::NodeCode::kOp, {{0, 0}, {1, 0}}, {{float32, kVec2}}, -1, 0,
+                static_cast<uint16_t>(detail::op_def(detail::OpId::EnsureSameShape).serial),
+                [x_dims, y_dims](Writer& w) {
+                  w.u32(1 + (x_dims ? 1 : 0) + (y_dims ? 1 : 0));
+                  w.str("names");
+                  w.u8(static_cast<uint8_t>(tgx::FieldCode::kStrings));
+                  w.u32(3);
+                  for (const char* n : {"test", "x", "c"}) w.str(n);
+                  for (auto [name, dims] : {std::pair{"x_dims", x_dims}, std::pair{"y_dims", y_dims}}) {
+                    if (!dims) continue;
+                    w.str(name);
+                    w.u8(static_cast<uint8_t>(tgx::FieldCode::kInts));
+                    w.u32(static_cast<uint32_t>(dims->size()));
+                    for (int64_t d : *dims) w.i64(d);
+                  }
+                }},
+               valid[3], valid[4]};
+    return file_of(p);
+  };
+  std::vector<int64_t> zero{0}, one{1};
+  using Dims = std::vector<int64_t>*;
+  for (auto [x_dims, y_dims] : {std::pair<Dims, Dims>{nullptr, nullptr}, std::pair<Dims, Dims>{&zero, &zero}}) {
+    const std::string f = file_with(x_dims, y_dims);
+    LoadedFunction loaded = load_from_memory(f.data(), f.size());
+    EXPECT_EQ(Tensor(loaded(constant({1.0f, 2.0f}))).item<float>(), 3.0f);
+  }
+  EXPECT_TRUE(refused(file_with(&one, &zero), "graphs",
+                      {"node 2 'check' (op ensure_same_shape) is invalid", "compares dim 1 of x", "has rank 1"}));
+  EXPECT_TRUE(refused(file_with(&zero, nullptr), "graphs",
+                      {"node 2 'check' (op ensure_same_shape) is invalid", "one dim of y per dim of x"}));
+}
+
 }  // namespace
 }  // namespace tg

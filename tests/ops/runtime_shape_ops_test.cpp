@@ -11,6 +11,12 @@ Tensor ensure(const Tensor& x, const Tensor& y) {
   return detail::apply_op1(detail::OpId::EnsureSameShape, {x, y}, detail::ShapeCheckAttrs{{"loss", "labels", "logits"}});
 }
 
+// ensure_same_shape comparing dim x_dims[k] of x with dim y_dims[k] of y.
+Tensor ensure_dims(const Tensor& x, const Tensor& y, std::vector<int64_t> x_dims, std::vector<int64_t> y_dims) {
+  return detail::apply_op1(detail::OpId::EnsureSameShape, {x, y},
+                           detail::ShapeCheckAttrs{{"einsum", "a", "b"}, std::move(x_dims), std::move(y_dims)});
+}
+
 TG_OP_CASES(runtime_shape) {
   const Tensor x = constant({{1.0f, 2.0f, 3.0f}, {4.0f, 5.0f, 6.0f}});
   return {
@@ -25,6 +31,8 @@ TG_OP_CASES(runtime_shape) {
        {constant({{{1, 2}, {3, 4}}, {{5, 6}, {7, 8}}})}, constant({{1, 2, 3, 4}, {5, 6, 7, 8}})},
       {"ensure_same_shape", "equal shapes pass x through",
        [](const std::vector<Tensor>& in) { return ensure(in[0], in[1]); }, {x, zeros({2, 3})}, x},
+      {"ensure_same_shape", "dim 1 of a (2,3) against dim 0 of a (3,4) passes x through",
+       [](const std::vector<Tensor>& in) { return ensure_dims(in[0], in[1], {1}, {0}); }, {x, zeros({3, 4})}, x},
   };
 }
 
@@ -65,6 +73,39 @@ TEST(EnsureSameShape, ChecksAtRunTimeWhatTheTraceCouldNotDecide) {
   // Known dims that differ fail while tracing.
   EXPECT_THROW_MSG(ensure(ones({2, 3}), ones({3, 2})), InvalidArgumentError, "(2, 3)", "(3, 2)");
   EXPECT_THROW_MSG(ensure(ones({2}), ones({2, 1})), InvalidArgumentError, "(2,)", "(2, 1)");
+}
+
+// The dims form (einsum's shared letters): only the chosen pairs of dims must agree; the output
+// takes y's size where x's was None.
+TEST(EnsureSameShape, ComparesChosenDimsAtRunTimeWhenTheTraceCannot) {
+  std::string traced_shape;
+  auto f = function([&](const Tensor& a, const Tensor& b) {
+    const Tensor y = ensure_dims(a, b, {1, 0}, {0, 2});
+    traced_shape = y.shape().to_string();
+    return y;
+  }, {.input_signature = std::vector<TensorSpec>{TensorSpec({None, None}, float32), TensorSpec({3, 7, None}, float32)}});
+  f.get_concrete_function(TensorSpec({None, None}, float32), TensorSpec({3, 7, None}, float32));
+  EXPECT_EQ(traced_shape, "(None, 3)");
+  EXPECT_TRUE(testing::tensors_near(f(ones({2, 3}), zeros({3, 7, 2})), ones({2, 3})));
+  EXPECT_THROW_MSG(f(ones({2, 3}), zeros({3, 7, 5})), InvalidArgumentError,
+                   "[einsum] dim 0 of a (shape (2, 3)) is 2 but dim 2 of b (shape (3, 7, 5)) is 5 when the graph ran",
+                   "expected equal sizes");
+  // Sizes known on both sides are compared while tracing; the other dims need not agree.
+  EXPECT_THROW_MSG(ensure_dims(ones({2, 3}), ones({4, 4, 2}), {1}, {0}), InvalidArgumentError,
+                   "dim 1 of a (shape (2, 3)) is 3 but dim 0 of b (shape (4, 4, 2)) is 4");
+  EXPECT_TENSOR_EQ(ensure_dims(ones({2, 3}), zeros({3, 9}), {1}, {0}), ones({2, 3}));
+  // Lists a caller (or a file) may get wrong.
+  EXPECT_THROW_MSG(ensure_dims(ones({2, 3}), ones({3}), {1}, {}), InvalidArgumentError, "[ensure_same_shape]",
+                   "one dim of y per dim of x");
+  EXPECT_THROW_MSG(ensure_dims(ones({2, 3}), ones({3}), {-1}, {0}), InvalidArgumentError, "dims >= 0");
+  EXPECT_THROW_MSG(ensure_dims(ones({2, 3}), ones({3}), {2}, {0}), InvalidArgumentError, "compares dim 2 of x",
+                   "has rank 2");
+  auto unknown = function([&](const Tensor& a, const Tensor& b) { return ensure_dims(a, b, {1}, {0}); },
+                          {.input_signature = std::vector<TensorSpec>{TensorSpec(TensorShape::unknown_rank(), float32),
+                                                                      TensorSpec(TensorShape::unknown_rank(), float32)}});
+  EXPECT_TRUE(testing::tensors_near(unknown(ones({2, 3}), zeros({3})), ones({2, 3})));
+  EXPECT_THROW_MSG(unknown(ones({3}), zeros({3})), InvalidArgumentError, "compares dim 1 of x", "has rank 1");
+  EXPECT_THROW_MSG(unknown(ones({2, 3}), zeros({4})), InvalidArgumentError, "when the graph ran");
 }
 
 // Eagerly and with exact shapes, a loss's mismatched arguments are an error; traced over None
