@@ -276,7 +276,10 @@ Tensor huber(const Tensor& y_true, const Tensor& y_pred, double delta = 1.0);
 /// throws tg::InvalidArgumentError when the op runs, eagerly or in a traced function.
 Tensor sparse_softmax_cross_entropy(const Tensor& logits, const Tensor& labels);
 
-/// Fraction of rows whose argmax equals the label, as a float32 scalar.
+/// Fraction of rows whose argmax equals the label, as a float32 scalar: logits (batch, classes),
+/// labels (batch,) or (batch, 1) int32/int64 (squeezed, as Keras's sparse categorical accuracy
+/// does). Labels of any other shape throw tg::InvalidArgumentError - when the traced function
+/// runs if None dims hide the mismatch while tracing.
 Tensor accuracy(const Tensor& logits, const Tensor& labels);
 
 // --- Convolution layers ----------------------------------------------------------------------

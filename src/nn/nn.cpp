@@ -141,7 +141,23 @@ Tensor accuracy(const Tensor& logits, const Tensor& labels) {
   if (!ls.has_rank() || ls.rank() != 2)
     op_error<InvalidArgumentError>(op, "logits must have shape (batch, classes), got ",
                                    ls.to_string());
-  const Tensor hits = equal(argmax(logits, 1), cast(labels, int64));
+  constexpr const char* kExpected = "expected one class index per row of logits (batch, classes): labels of shape "
+                                    "(batch,) or (batch, 1)";
+  const TensorShape ys = detail::static_shape(labels);
+  if (!ys.has_rank())
+    op_error<InvalidArgumentError>(op, "labels have an unknown rank while tracing; ", kExpected,
+                                   ", so give them a known rank (e.g. TensorSpec({None}, tg::int32))");
+  if (ys.rank() != 1 && (ys.rank() != 2 || (ys.dims()[1] != None && ys.dims()[1] != 1)))
+    op_error<InvalidArgumentError>(op, "labels have shape ", ys.to_string(), "; ", kExpected);
+  // Labels of (batch, 1) are squeezed, as Keras's sparse categorical accuracy does when labels
+  // and predictions have the same rank; the shape is checked first, when the graph runs if the
+  // trace cannot tell, since equal would broadcast (4, 1) against (4,) to (4, 4).
+  const Tensor predictions = argmax(logits, 1);
+  const Tensor expected = ys.rank() == 2 ? expand_dims(predictions, 1) : predictions;
+  Tensor checked = detail::ensure_same_shape(labels, expected, op, "labels", "the predictions (argmax of logits)",
+                                             kExpected);
+  if (ys.rank() == 2) checked = squeeze(checked, {1});
+  const Tensor hits = equal(predictions, cast(checked, int64));
   return reduce_mean(cast(hits, float32));
 }
 

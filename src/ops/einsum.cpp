@@ -1,5 +1,5 @@
-// tg::einsum: parses an equation and lowers it onto transpose, reshape, mul, matmul and
-// reduce_sum (no op of its own: gradients, tracing and export come from those ops).
+// tg::einsum: parses an equation and lowers it onto transpose, reshape, mul, matmul, reduce_sum
+// and ensure_same_shape (no op of its own: gradients, tracing and export come from those ops).
 //
 // Two operands: letters only in one operand and not in the output are summed first; letters in
 // both operands and the output are batch dims; letters in both and not the output are
@@ -7,7 +7,8 @@
 // [batch..., K, N], where M, K, N each merge their letters into one dim (a reshape, so only when
 // the dims are known); otherwise it is a broadcasting mul (then reduce_sum over the contracted).
 // A letter repeated within one operand (trace "ii->", diagonal "ii->i") is first reduced to one
-// by masking with an identity matrix, which needs that dim known.
+// by masking with an identity matrix, which needs that dim known. A letter of both operands
+// whose size the trace does not know is checked when the graph runs (ensure_same_shape).
 #include <algorithm>
 #include <numeric>
 #include <string>
@@ -15,6 +16,7 @@
 
 #include "core/check.h"
 #include "core/tensor_impl.h"
+#include "ops/runtime_shape_checks.h"
 #include "tracegraph/ops.h"
 
 namespace tg {
@@ -177,7 +179,25 @@ Tensor merge_groups(const Term& term, std::size_t batch, const std::vector<std::
   return reshape(t, shape);
 }
 
+// A letter of both operands whose size is None on either side is checked when the graph runs
+// (the mul and matmul below would broadcast a size of 1 against any other), by a node on
+// operand 0's data path. Sizes known on both sides are compared after the reductions below.
+void check_shared_letters_at_run_time(const std::string& eq, Term& a, const Term& b) {
+  for (std::size_t i = 0; i < a.letters.size(); ++i) {
+    const char c = a.letters[i];
+    const std::size_t j = b.letters.find(c);
+    if (j == std::string::npos || a.letters.find(c) != i) continue;  // not shared, or a repeat
+    const int64_t da = static_dims(a.t)[i], db = static_dims(b.t)[j];
+    if (da != None && db != None) continue;
+    a.t = detail::ensure_same_dims(a.t, b.t, {static_cast<int64_t>(i)}, {static_cast<int64_t>(j)}, kOp, "operand 0",
+                                   "operand 1",
+                                   detail::str_cat("the letter '", c, "' in \"", eq, "\" names both dims, so "
+                                                   "their sizes must be equal"));
+  }
+}
+
 Tensor contract(const std::string& eq, const Equation& e, Term a, Term b) {
+  check_shared_letters_at_run_time(eq, a, b);
   take_diagonals(eq, a);
   take_diagonals(eq, b);
   const std::string& out = e.output;

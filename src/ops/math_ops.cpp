@@ -11,6 +11,7 @@
 #include "ops/broadcast.h"
 #include "ops/elementwise_functors.h"
 #include "ops/grad_helpers.h"
+#include "ops/runtime_shape_checks.h"
 #include "tracegraph/ops.h"
 
 namespace tg {
@@ -410,8 +411,9 @@ Tensor linspace(double start, double stop, int64_t num, DType dtype) {
 }
 
 // TF's clip_by_value: minimum with hi, then maximum with lo (so lo wins where lo > hi), each
-// result checked to have x's shape. The gradient is that of the two (ties go to x: g flows on
-// the closed range [lo, hi]).
+// result checked to have x's shape (while tracing, and again when the graph runs where the trace
+// could not tell). The gradient is that of the two (ties go to x: g flows on the closed range
+// [lo, hi]).
 Tensor clip_by_value(const Tensor& x, const Tensor& lo, const Tensor& hi) {
   const char* op = "clip_by_value";
   if (!x.defined() || !lo.defined() || !hi.defined())
@@ -435,7 +437,10 @@ Tensor clip_by_value(const Tensor& x, const Tensor& lo, const Tensor& hi) {
   check_shape(below_hi, "hi", hi);
   const Tensor clipped = maximum(below_hi, lo);
   check_shape(clipped, "lo", lo);
-  return clipped;
+  // With None dims (or an unknown rank) the checks above cannot tell that lo or hi enlarged x:
+  // the graph checks it when it runs.
+  return detail::ensure_same_shape(clipped, x, op, "the clipped values", "the values of x",
+                                   "lo and hi must broadcast to x's shape without enlarging it");
 }
 
 // TF's reduce_logsumexp: the max (0 where it is not finite, so that -inf / inf / NaN slices
