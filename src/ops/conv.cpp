@@ -29,6 +29,7 @@
 #include "core/tensor_impl.h"
 #include "core/thread_pool.h"
 #include "ops/broadcast.h"
+#include "ops/eager_steps.h"
 #include "ops/epilogue_steps.h"
 #include "ops/implicit_gemm.h"
 #include "ops/pool_grad_avx512.h"
@@ -673,7 +674,8 @@ void kernel_conv2d_epilogue(const std::vector<Tensor>& in, const OpAttrs& attrs,
   const EpilogueParts parts = EpilogueParts::of(e);
   const ConvGeom g = conv_geometry(in[0], in[1], product_attrs(e).get<Conv2DAttrs>());
   const TensorShape product({g.n, g.oh, g.ow, g.oc});
-  if (!epilogue_fits(parts, in, out, product)) return run_epilogue_steps_eagerly(OpId::Conv2D, product_attrs(e), parts, in, out);
+  if (!epilogue_fits(parts, in, out, product))
+    return run_steps_eagerly([&](auto op) { return run_epilogue_steps(OpId::Conv2D, product_attrs(e), parts, in, op); }, out);
   if (product.num_elements() == 0) return;
   const GemmEpilogue epilogue = gemm_epilogue_of(parts, in, out, g.oc);
   conv_forward<float>(g, data_of<float>(in[0]), data_of<float>(in[1]), data_of<float>(out[0]), &epilogue);

@@ -30,15 +30,6 @@ bool epilogue_fits(const EpilogueParts& e, const std::vector<Tensor>& in, const 
          (!e.mask_in || in[e.mask_input()].impl()->shape == product);
 }
 
-void run_epilogue_steps_eagerly(OpId product, const OpAttrs& product_attrs, const EpilogueParts& e,
-                                const std::vector<Tensor>& in, std::vector<Tensor>& out) {
-  const std::vector<Tensor> values =
-      run_epilogue_steps(product, product_attrs, e, in, [](OpId id, const std::vector<Tensor>& args, const OpAttrs& a) {
-        return run_op_eager(op_def(id), args, a).at(0);
-      });
-  for (std::size_t k = 0; k < out.size(); ++k) copy_elements(values[k], out[k]);
-}
-
 namespace {
 
 // The buffers of EpilogueColumnSums, one set per thread that runs an epilogue node (the node's

@@ -54,13 +54,9 @@ std::vector<ValueType> infer_epilogue_node(const char* op, OpId product, const O
 /// Whether the run-time shapes fit the epilogue: output 0 has the product's shape, the bias one
 /// value per column (the last dim), the mask read the product's shape. A None dim that
 /// broadcasts at run time (a bias of one value, a mask of one row) leaves them, and the node
-/// then runs run_epilogue_steps_eagerly.
+/// then runs its steps through the ops' own kernels (run_steps_eagerly, ops/eager_steps.h).
 bool epilogue_fits(const EpilogueParts& e, const std::vector<Tensor>& in, const std::vector<Tensor>& out,
                    const TensorShape& product);
-
-/// The node's outputs computed op by op with the ops' own kernels, copied into `out`.
-void run_epilogue_steps_eagerly(OpId product, const OpAttrs& product_attrs, const EpilogueParts& e,
-                                const std::vector<Tensor>& in, std::vector<Tensor>& out);
 
 /// The column sums of an epilogue (EpilogueParts::column_sums) for a product of `rows` x
 /// `columns`: the leaves the epilogue fills (in this thread's buffers), and the rest after the
