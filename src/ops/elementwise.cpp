@@ -353,7 +353,7 @@ void set_functor_op(OpDef* t) {
 }  // namespace
 
 void register_elementwise_ops(OpDef* t) {
-#define TG_SET_FUNCTOR_OP(Id, F) set_functor_op<F, OpId::Id>(t);
+#define TG_SET_FUNCTOR_OP(Id, F, ...) set_functor_op<F, OpId::Id>(t);
   TG_ELEMENTWISE_FUNCTOR_OPS(TG_SET_FUNCTOR_OP)
 #undef TG_SET_FUNCTOR_OP
   set_op(t, OpId::Cast, &infer_cast, &kernel_cast);

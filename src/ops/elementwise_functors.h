@@ -21,6 +21,7 @@
 
 #include "core/check.h"
 #include "ops/simd_math.h"
+#include "ops/simd_math_formulas.h"
 
 namespace tg::detail {
 namespace {
@@ -299,84 +300,24 @@ struct ReluF : Unary<kNum> {
     template <class T>                         \
     T operator()(T x) const { return expr; }   \
   };
-// float32 runs the simd_math.h routine instead of the scalar expression, in both kernels.
-#define TG_LIBM_UNARY_SIMD(Name, expr, simd_f32)                                             \
-  struct Name : LibmUnary {                                                                  \
-    static void vec_f32(const float* x, float* y, int64_t n) { simd_f32(x, y, n); }          \
-    template <class T>                                                                       \
-    T operator()(T x) const { return expr; }                                                 \
-  };
-TG_LIBM_UNARY_SIMD(ExpF, std::exp(x), simd::exp_f32)
-TG_LIBM_UNARY_SIMD(LogF, std::log(x), simd::log_f32)
-TG_LIBM_UNARY_SIMD(TanhF, std::tanh(x), simd::tanh_f32)
-TG_LIBM_UNARY_SIMD(SigmoidF, T(1) / (T(1) + std::exp(-x)), simd::sigmoid_f32)
-TG_LIBM_UNARY_SIMD(SinF, std::sin(x), simd::sin_f32)
-TG_LIBM_UNARY_SIMD(CosF, std::cos(x), simd::cos_f32)
 TG_LIBM_UNARY(SqrtF, std::sqrt(x))
 TG_LIBM_UNARY(RsqrtF, T(1) / std::sqrt(x))
-// float32 runs libmvec's log1pf, expm1f and erff (up to a few ULP, simd_math.h); float64 and the
-// scalar path run glibc's libm, within 1 ULP.
-TG_LIBM_UNARY_SIMD(Log1pF, std::log1p(x), simd::log1p_f32)
-TG_LIBM_UNARY_SIMD(Expm1F, std::expm1(x), simd::expm1_f32)
-TG_LIBM_UNARY_SIMD(ErfF, std::erf(x), simd::erf_f32)
 TG_LIBM_UNARY(FloorF, std::floor(x))
 TG_LIBM_UNARY(CeilF, std::ceil(x))
-#undef TG_LIBM_UNARY_SIMD
 #undef TG_LIBM_UNARY
 
-// The activations below are the definition of each op's formula: float64 and the scalar float32
-// path (simd_math.cpp) run operator() itself, and the vector paths (simd_math_impl.inc) evaluate
-// the same formula with the same constants (simd_math.h) on libmvec's routines.
+// The ops with a vectorised float32 routine (simd_math.h's list): float32 runs the routine in
+// both kernels; float64 (and any other use of operator()) evaluates the routine's formula at
+// width 1 (simd_math_formulas.h, which explains each), so every dtype and path has one formula.
+#define TG_SIMD_MATH_FUNCTOR(Op, F, routine)                                                   \
+  struct F : LibmUnary {                                                                       \
+    static void vec_f32(const float* x, float* y, int64_t n) { simd::routine##_f32(x, y, n); } \
+    template <class T>                                                                         \
+    T operator()(T x) const { return simd::formula::routine<simd::Scalar<T>>(x); }             \
+  };
+TG_SIMD_MATH_ROUTINES(TG_SIMD_MATH_FUNCTOR)
+#undef TG_SIMD_MATH_FUNCTOR
 
-// log(1 + e^x) in TF's three pieces, with TF's threshold t = log(epsilon) + 2 of the dtype
-// (tensorflow/core/kernels/softplus_op.h): x above -t, where 1 + e^x rounds to e^x (and e^x
-// would overflow further up); e^x below t, where log(1 + e^x) rounds to it within epsilon;
-// log1p(e^x) between. Strict comparisons, as TF's, so NaN takes the last piece.
-template <class T>
-constexpr T kSoftplusLinearAbove = std::is_same_v<T, float> ? T(simd::kSoftplusLinearAboveF32)
-                                                            : T(simd::kSoftplusLinearAboveF64);
-struct SoftplusF : LibmUnary {
-  static void vec_f32(const float* x, float* y, int64_t n) { simd::softplus_f32(x, y, n); }
-  template <class T>
-  T operator()(T x) const {
-    if (x > kSoftplusLinearAbove<T>) return x;
-    return x < -kSoftplusLinearAbove<T> ? std::exp(x) : std::log1p(std::exp(x));
-  }
-};
-// TF's two forms, 0.5 x (1 + erf(x / sqrt 2)) and 0.5 x (1 + tanh(u)) with
-// u = sqrt(2 / pi) (x + 0.044715 x^3), written without their cancellation for negative x (where
-// 1 + erf and 1 + tanh lose every digit): 0.5 x erfc(-x / sqrt 2) and x / (1 + e^(-2u)), the same
-// functions. float32 is evaluated in double (the vector paths too, on libmvec's float64 erfc and
-// exp): erfc and exp multiply their argument's relative error by about 2 z^2 and |2u|, so a
-// float32 x / sqrt 2 or u alone costs up to ~170 ULP in the negative tail. Like TF's, both give
-// NaN at -inf (-inf * 0, -inf / inf).
-template <class T>
-using GeluWide = std::conditional_t<std::is_same_v<T, float>, double, T>;
-struct GeluF : LibmUnary {
-  static void vec_f32(const float* x, float* y, int64_t n) { simd::gelu_f32(x, y, n); }
-  template <class T>
-  T operator()(T x) const {
-    using W = GeluWide<T>;
-    const W w = x;
-    return static_cast<T>(W(0.5) * w * std::erfc(-w / W(simd::kSqrt2)));
-  }
-};
-struct GeluApproximateF : LibmUnary {
-  static void vec_f32(const float* x, float* y, int64_t n) { simd::gelu_tanh_f32(x, y, n); }
-  template <class T>
-  T operator()(T x) const {
-    using W = GeluWide<T>;
-    const W w = x;
-    const W u = W(simd::kSqrt2OverPi) * (w + W(simd::kGeluCubic) * (w * w * w));
-    return static_cast<T>(w / (W(1) + std::exp(W(-2) * u)));
-  }
-};
-// e^x - 1 below 0 (as expm1, which keeps the digits e^x - 1 cancels), x from 0 up; NaN passes.
-struct EluF : LibmUnary {
-  static void vec_f32(const float* x, float* y, int64_t n) { simd::elu_f32(x, y, n); }
-  template <class T>
-  T operator()(T x) const { return x < T(0) ? std::expm1(x) : x; }
-};
 // Half to even (TF's Round, NumPy's round): nearbyint under the default rounding mode. Integers
 // are already round.
 struct RoundF : Unary<kNum> {
@@ -440,20 +381,19 @@ To convert(From v) {
 }  // namespace
 }  // namespace tg::detail
 
-/// The elementwise ops computed by a functor above, as X(OpId name, functor): the eager
+/// The elementwise ops computed by a functor above, as X(OpId name, functor, ...): the eager
 /// registration (register_elementwise_ops) and the fused kernel's micro-op table
 /// (fused_micro.inc) are both generated from this list, so an op listed here is registered and
-/// fusable (for its fusable_classes) at once. Cast is the one elementwise op that is not: it
-/// converts between two dtypes (convert above); stop_gradient never fuses.
+/// fusable (for its fusable_classes) at once. The ops with a vectorised float32 routine come
+/// from simd_math.h's list, whose entries carry the routine's name as a third argument (hence
+/// the `...` of every X). Cast is the one elementwise op that is not here: it converts between
+/// two dtypes (convert above); stop_gradient never fuses.
 #define TG_ELEMENTWISE_FUNCTOR_OPS(X)                                                        \
   X(Add, AddF) X(Sub, SubF) X(Mul, MulF) X(Div, DivF) X(FloorDiv, FloorDivF) X(Mod, ModF)   \
   X(Pow, PowF) X(Maximum, MaximumF) X(Minimum, MinimumF) X(Equal, EqualF)                    \
   X(NotEqual, NotEqualF) X(Less, LessF) X(LessEqual, LessEqualF) X(Greater, GreaterF)        \
   X(GreaterEqual, GreaterEqualF) X(LogicalAnd, LogicalAndF) X(LogicalOr, LogicalOrF)         \
-  X(Neg, NegF) X(Abs, AbsF) X(Sign, SignF) X(Square, SquareF) X(Relu, ReluF) X(Exp, ExpF)    \
-  X(Log, LogF) X(Sqrt, SqrtF) X(Rsqrt, RsqrtF) X(Tanh, TanhF) X(Sigmoid, SigmoidF)           \
-  X(Sin, SinF) X(Cos, CosF) X(LogicalNot, LogicalNotF) X(Identity, IdentityF)                \
-  X(ZerosLike, ZerosLikeF) X(OnesLike, OnesLikeF) X(Where, WhereF)                          \
-  X(Log1p, Log1pF) X(Expm1, Expm1F) X(Softplus, SoftplusF) X(Gelu, GeluF)                    \
-  X(GeluApproximate, GeluApproximateF) X(Elu, EluF) X(LeakyRelu, LeakyReluF) X(Erf, ErfF)    \
-  X(Floor, FloorF) X(Ceil, CeilF) X(Round, RoundF)
+  X(Neg, NegF) X(Abs, AbsF) X(Sign, SignF) X(Square, SquareF) X(Relu, ReluF) X(Sqrt, SqrtF)  \
+  X(Rsqrt, RsqrtF) X(LogicalNot, LogicalNotF) X(Identity, IdentityF) X(ZerosLike, ZerosLikeF) \
+  X(OnesLike, OnesLikeF) X(Where, WhereF) X(LeakyRelu, LeakyReluF) X(Floor, FloorF)          \
+  X(Ceil, CeilF) X(Round, RoundF) TG_SIMD_MATH_ROUTINES(X)

@@ -1,8 +1,6 @@
 #include "ops/simd_math.h"
 
-#include <cmath>
-
-#include "ops/elementwise_functors.h"
+#include "ops/simd_math_formulas.h"
 
 namespace tg::detail::simd {
 
@@ -11,42 +9,8 @@ extern const MathFns kAvx2Fns;    // simd_math_avx2.cpp
 
 namespace {
 
-template <float (*f)(float)>
-void scalar_loop(const float* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
-}
-// The newer ops' scalar path is their functor itself, the definition float64 runs as well.
-template <class F>
-void functor_loop(const float* x, float* y, int64_t n) {
-  const F f{};
-  for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
-}
-float exp1(float v) { return std::exp(v); }
-float log1(float v) { return std::log(v); }
-float tanh1(float v) { return std::tanh(v); }
-float sin1(float v) { return std::sin(v); }
-float cos1(float v) { return std::cos(v); }
-// The same form as the vector paths (simd_math_impl.inc): e^-|v| cannot overflow, so the
-// negative tail keeps its tiny values instead of collapsing to 0 once e^-v reaches inf.
-float sigmoid1(float v) {
-  const float t = std::exp(-std::fabs(v));
-  return (v < 0.0f ? t : 1.0f) / (1.0f + t);
-}
-
-constexpr MathFns kScalarFns = {"scalar",
-                                &scalar_loop<exp1>,
-                                &scalar_loop<log1>,
-                                &scalar_loop<tanh1>,
-                                &scalar_loop<sigmoid1>,
-                                &scalar_loop<sin1>,
-                                &scalar_loop<cos1>,
-                                &functor_loop<Log1pF>,
-                                &functor_loop<Expm1F>,
-                                &functor_loop<ErfF>,
-                                &functor_loop<SoftplusF>,
-                                &functor_loop<GeluF>,
-                                &functor_loop<GeluApproximateF>,
-                                &functor_loop<EluF>};
+// Width 1: the same formulas on one float at a time, through libm.
+constexpr MathFns kScalarFns = math_fns_of<Scalar<float>>("scalar");
 
 Isa detect() {
   if (cpu_has(Isa::kAvx512)) return Isa::kAvx512;
@@ -86,19 +50,10 @@ const MathFns& math_fns(Isa isa) {
   return kScalarFns;
 }
 
-void exp_f32(const float* x, float* y, int64_t n) { best().exp(x, y, n); }
-void log_f32(const float* x, float* y, int64_t n) { best().log(x, y, n); }
-void tanh_f32(const float* x, float* y, int64_t n) { best().tanh(x, y, n); }
-void sigmoid_f32(const float* x, float* y, int64_t n) { best().sigmoid(x, y, n); }
-void sin_f32(const float* x, float* y, int64_t n) { best().sin(x, y, n); }
-void cos_f32(const float* x, float* y, int64_t n) { best().cos(x, y, n); }
-void log1p_f32(const float* x, float* y, int64_t n) { best().log1p(x, y, n); }
-void expm1_f32(const float* x, float* y, int64_t n) { best().expm1(x, y, n); }
-void erf_f32(const float* x, float* y, int64_t n) { best().erf(x, y, n); }
-void softplus_f32(const float* x, float* y, int64_t n) { best().softplus(x, y, n); }
-void gelu_f32(const float* x, float* y, int64_t n) { best().gelu(x, y, n); }
-void gelu_tanh_f32(const float* x, float* y, int64_t n) { best().gelu_tanh(x, y, n); }
-void elu_f32(const float* x, float* y, int64_t n) { best().elu(x, y, n); }
+#define TG_SIMD_FORWARD(Op, F, routine) \
+  void routine##_f32(const float* x, float* y, int64_t n) { best().routine(x, y, n); }
+TG_SIMD_MATH_ROUTINES(TG_SIMD_FORWARD)
+#undef TG_SIMD_FORWARD
 const char* isa() { return best().name; }
 
 }  // namespace tg::detail::simd

@@ -11,24 +11,25 @@
 #pragma once
 #include <cstdint>
 
+/// Every routine, as X(OpId, functor, routine): the one list that the declarations below, each
+/// instruction set's table, the per-register table of the fused kernel's chains
+/// (simd_math_avx512.h, fused_micro.inc) and the ops' functors (elementwise_functors.h, which
+/// splices it into its list of elementwise ops) are generated from. Each routine is written
+/// once, in simd_math_formulas.h, over lanes of any width. Adding one: a line here, its formula
+/// there.
+#define TG_SIMD_MATH_ROUTINES(X)                                                                \
+  X(Exp, ExpF, exp) X(Log, LogF, log) X(Tanh, TanhF, tanh) X(Sigmoid, SigmoidF, sigmoid)        \
+  X(Sin, SinF, sin) X(Cos, CosF, cos) X(Log1p, Log1pF, log1p) X(Expm1, Expm1F, expm1)           \
+  X(Erf, ErfF, erf) X(Softplus, SoftplusF, softplus) X(Gelu, GeluF, gelu)                       \
+  X(GeluApproximate, GeluApproximateF, gelu_tanh) X(Elu, EluF, elu)
+
 namespace tg::detail::simd {
 
-void exp_f32(const float* x, float* y, int64_t n);
-void log_f32(const float* x, float* y, int64_t n);
-void tanh_f32(const float* x, float* y, int64_t n);
-void sigmoid_f32(const float* x, float* y, int64_t n);
-void sin_f32(const float* x, float* y, int64_t n);
-void cos_f32(const float* x, float* y, int64_t n);
-void log1p_f32(const float* x, float* y, int64_t n);
-void expm1_f32(const float* x, float* y, int64_t n);
-void erf_f32(const float* x, float* y, int64_t n);
-void softplus_f32(const float* x, float* y, int64_t n);
-void gelu_f32(const float* x, float* y, int64_t n);
-void gelu_tanh_f32(const float* x, float* y, int64_t n);
-void elu_f32(const float* x, float* y, int64_t n);
-/// The constants of the activations' formulas, shared by their functors
-/// (elementwise_functors.h, which define the ops and serve float64 and the scalar path) and the
-/// vector paths, which evaluate the same formulas.
+#define TG_SIMD_DECLARE(Op, F, routine) void routine##_f32(const float* x, float* y, int64_t n);
+TG_SIMD_MATH_ROUTINES(TG_SIMD_DECLARE)
+#undef TG_SIMD_DECLARE
+
+/// The constants of the activations' formulas (simd_math_formulas.h).
 /// softplus(x) is x itself above this and e^x below its negative: -(log(epsilon) + 2), TF's
 /// threshold, as float32 computes it (log(2^-23) + 2) and as float64 does (log(2^-52) + 2).
 inline constexpr float kSoftplusLinearAboveF32 = 13.942385f;
@@ -46,8 +47,9 @@ using MathFn = void (*)(const float* x, float* y, int64_t n);
 /// One instruction set's functions; the functions above forward to the best one the CPU runs.
 struct MathFns {
   const char* name;
-  MathFn exp, log, tanh, sigmoid, sin, cos;
-  MathFn log1p, expm1, erf, softplus, gelu, gelu_tanh, elu;
+#define TG_SIMD_MEMBER(Op, F, routine) MathFn routine;
+  TG_SIMD_MATH_ROUTINES(TG_SIMD_MEMBER)
+#undef TG_SIMD_MEMBER
 };
 /// Whether this CPU can run isa's functions (kScalar: always).
 bool cpu_has(Isa isa);

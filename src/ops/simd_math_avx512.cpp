@@ -42,18 +42,6 @@ inline __m512 exp_vec(__m512 x) {
   return scalef_ps(p, n);
 }
 
-inline __m512 neg_abs(__m512 v) {
-  // Integer OR: the float form (_mm512_or_ps) needs AVX512DQ.
-  return _mm512_castsi512_ps(
-      _mm512_or_si512(_mm512_castps_si512(v), _mm512_set1_epi32(INT32_MIN)));
-}
-inline __m512 min_vec(__m512 a, __m512 b) { return min_ps(a, b); }
-inline __m512 select_negative(__m512 v, __m512 a, __m512 b) {
-  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ), b, a);
-}
-inline __m512 select_above(__m512 v, __m512 k, __m512 a, __m512 b) {
-  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, k, _CMP_GT_OQ), b, a);
-}
 // Each half of the sixteen lanes moves as four doubles (the float forms of extract and insert
 // need AVX512DQ). Full masks and real sources for the same GCC bug as above; in GCC 12 even
 // _mm512_castps512_ps256 is an extract with an "undefined" source.
@@ -67,28 +55,45 @@ inline __m512d widen(__m256 a) { return _mm512_mask_cvtps_pd(_mm512_setzero_pd()
 inline __m256d narrow(__m512d a) {
   return _mm256_castps_pd(_mm512_mask_cvtpd_ps(_mm256_setzero_ps(), kAll8, a));
 }
-template <__m512d (*f)(__m512d)>
-inline __m512 in_double(__m512 v) {
-  const __m512d zero = _mm512_setzero_pd();
-  const __m512d lo = _mm512_mask_insertf64x4(zero, kAll8, zero, narrow(f(widen(half(v, 0)))), 0);
-  return _mm512_castpd_ps(_mm512_mask_insertf64x4(lo, kAll8, lo, narrow(f(widen(half(v, 1)))), 1));
-}
+
+// The lanes of simd_math_formulas.h: sixteen floats (eight doubles for gelu).
+struct IsaLanes {
+  using V = __m512;
+  using Elem = float;
+  static constexpr int kWidth = 16;
+  static V load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static V set1(float k) { return _mm512_set1_ps(k); }
+  static V exp(V v) { return exp_vec(v); }
+  static V neg_abs(V v) {
+    // Integer OR: the float form (_mm512_or_ps) needs AVX512DQ.
+    return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(v), _mm512_set1_epi32(INT32_MIN)));
+  }
+  static V min(V a, V b) { return min_ps(a, b); }
+  static V select_negative(V v, V a, V b) {
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ), b, a);
+  }
+  static V select_above(V v, V k, V a, V b) {
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, k, _CMP_GT_OQ), b, a);
+  }
+  template <__m512d (*f)(__m512d)>
+  static V in_double(V v) {
+    const __m512d zero = _mm512_setzero_pd();
+    const __m512d lo = _mm512_mask_insertf64x4(zero, kAll8, zero, narrow(f(widen(half(v, 0)))), 0);
+    return _mm512_castpd_ps(_mm512_mask_insertf64x4(lo, kAll8, lo, narrow(f(widen(half(v, 1)))), 1));
+  }
+};
+struct IsaWideLanes {
+  using V = __m512d;
+  using Elem = double;
+  static V set1(double k) { return _mm512_set1_pd(k); }
+};
 
 }  // namespace
 
-#define VEC __m512
-#define WIDTH 16
-#define SUFFIX avx512
 #define NAME "avx512"
 #define FNS kAvx512Fns
 #define REGISTER_FNS kAvx512RegisterFns
 #define MVEC(fn) _ZGVeN16v_##fn##f
-#define DVEC __m512d
 #define DMVEC(fn) _ZGVeN8v_##fn
-#define LOAD _mm512_loadu_ps
-#define STORE _mm512_storeu_ps
-#define SET1 _mm512_set1_ps
-#define DSET1 _mm512_set1_pd
-#define ADD _mm512_add_ps
-#define DIV _mm512_div_ps
 #include "ops/simd_math_impl.inc"

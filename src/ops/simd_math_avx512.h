@@ -6,12 +6,16 @@
 #pragma once
 #include <immintrin.h>
 
+#include "ops/simd_math.h"
+
 namespace tg::detail::simd {
 
 using RegisterFn = __m512 (*)(__m512);
+/// One member per routine of TG_SIMD_MATH_ROUTINES, named as in MathFns.
 struct Avx512RegisterFns {
-  RegisterFn exp, log, tanh, sigmoid, sin, cos;
-  RegisterFn log1p, expm1, erf, softplus, gelu, gelu_tanh, elu;
+#define TG_SIMD_REGISTER_MEMBER(Op, F, routine) RegisterFn routine;
+  TG_SIMD_MATH_ROUTINES(TG_SIMD_REGISTER_MEMBER)
+#undef TG_SIMD_REGISTER_MEMBER
 };
 extern const Avx512RegisterFns kAvx512RegisterFns;
 
