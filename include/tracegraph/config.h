@@ -5,8 +5,8 @@
 
 namespace tg::config {
 
-/// Where diagnostics (TG_LOG=retrace lines, frequent-retracing warnings) are written, one call
-/// per message. nullptr restores the default, stderr.
+/// Where diagnostics (TG_LOG=retrace lines, frequent-retracing warnings, a tg::from_blob
+/// deleter that threw) are written, one call per message. nullptr restores the default, stderr.
 void set_log_sink(void (*sink)(const std::string& message, void* user), void* user = nullptr);
 /// Logs one line per retrace (function, trace number, reason). Defaults to on when the
 /// environment variable TG_LOG contains "retrace" (e.g. TG_LOG=retrace).

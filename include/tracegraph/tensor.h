@@ -199,9 +199,10 @@ Tensor constant(const std::vector<T>& values, const TensorShape& shape,
 /// keeps ownership and must keep the memory alive for as long as tensors may use it. tracegraph
 /// never writes into the memory: ops that reuse a dying input's buffer in place, and Variables
 /// that adopt an assigned value's buffer, copy borrowed memory instead. The deleter must not
-/// throw. String tensors cannot be wrapped. On an error (tg::InvalidArgumentError: null `data`,
-/// a shape that is not fully defined, misaligned memory; tg::TypeError: the string dtype) the
-/// deleter is not called and the memory stays the caller's.
+/// throw (it runs in a destructor: an exception is written to the diagnostics sink,
+/// tg::config::set_log_sink, and dropped). String tensors cannot be wrapped. On an error
+/// (tg::InvalidArgumentError: null `data`, a shape that is not fully defined, misaligned memory;
+/// tg::TypeError: the string dtype) the deleter is not called and the memory stays the caller's.
 Tensor from_blob(void* data, const TensorShape& shape, DType dtype,
                  std::function<void(void*)> deleter = {});
 

@@ -30,4 +30,10 @@ class TextSink {
   std::ostream& fallback_;
 };
 
+/// The diagnostics channel (tg::config::set_log_sink): retracing lines and warnings, and what
+/// the library cannot raise, such as a tg::from_blob deleter that threw. stderr by default.
+TextSink& log_sink();
+/// Writes one diagnostic message to log_sink() (a newline follows it on the stream).
+void log_message(const std::string& message);
+
 }  // namespace tg::detail

@@ -2,6 +2,7 @@
 #include <ostream>
 
 #include "core/check.h"
+#include "core/sink.h"
 #include "core/tensor_impl.h"
 
 namespace tg {
@@ -132,15 +133,23 @@ Tensor from_blob(void* data, const TensorShape& shape, DType dtype, std::functio
                                    to_string(dtype), " element; copy the elements to aligned memory (e.g. a "
                                    "std::vector of the element type) first");
   // The deleter runs when the last Buffer (shared by every view) lets the owner go. A deleter
-  // that throws would end the program from a destructor, so its exception is reported, not thrown.
+  // that throws would end the program from a destructor, so its exception is reported to the
+  // diagnostics sink (tg::config::set_log_sink), not thrown; so is a sink that throws, to stderr.
   std::shared_ptr<const void> owner(data, [deleter = std::move(deleter)](const void* p) noexcept {
     if (!deleter) return;
+    std::string what;
     try {
       deleter(const_cast<void*>(p));
+      return;
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "tracegraph: a tg::from_blob deleter threw (%s); deleters must not throw\n", e.what());
+      what = detail::str_cat(" (", e.what(), ")");
     } catch (...) {
-      std::fprintf(stderr, "tracegraph: a tg::from_blob deleter threw; deleters must not throw\n");
+    }
+    const std::string message = "tracegraph: a tg::from_blob deleter threw" + what + "; deleters must not throw";
+    try {
+      detail::log_message(message);
+    } catch (...) {
+      std::fprintf(stderr, "%s\n", message.c_str());
     }
   });
   auto impl = std::make_shared<detail::TensorImpl>();

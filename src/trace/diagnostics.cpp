@@ -18,11 +18,6 @@ namespace tg {
 namespace detail {
 namespace {
 
-TextSink& log_sink() {
-  static TextSink s(std::cerr);
-  return s;
-}
-
 constexpr std::size_t kWarningTraces = 5;   // TF: 5 traces ...
 constexpr uint64_t kWarningWindow = 10;     // ... within the last 10 calls
 constexpr int kMaxWarnings = 2;             // at most twice per function
@@ -102,8 +97,6 @@ TraceRecord kept_record(TraceRecord r) {
 }
 
 }  // namespace
-
-void log_message(const std::string& message) { log_sink().write(message, "\n"); }
 
 namespace {
 std::atomic<bool>& retrace_logging() {

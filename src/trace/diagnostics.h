@@ -11,14 +11,13 @@
 #include <string>
 #include <vector>
 
+#include "core/sink.h"  // log_message: TG_LOG=retrace lines and warnings
 #include "trace/concrete.h"
 #include "trace/recorder.h"
 #include "tracegraph/function.h"
 
 namespace tg::detail {
 
-/// Log output (TG_LOG=retrace lines and warnings) goes through here.
-void log_message(const std::string& message);
 /// True when TG_LOG (read once) contains "retrace".
 bool retrace_logging_enabled();
 

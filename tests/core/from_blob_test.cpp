@@ -4,6 +4,9 @@
 // instead). Tensor::data() reads a tensor's storage without copying.
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "support/test_util.h"
 
@@ -59,10 +62,28 @@ TEST(FromBlob, EveryNumericDtypeAndNoDeleter) {
   EXPECT_EQ(from_blob(i32.data(), {0, 3}, int32).num_elements(), 0);
 }
 
+// A deleter runs in a destructor, where an exception would end the program: what it throws goes
+// to the diagnostics sink instead, once, naming the exception.
 TEST(FromBlob, ADeleterThatThrowsIsReportedNotFatal) {
+  std::vector<std::string> logged;
+  config::set_log_sink([](const std::string& m, void* self) { static_cast<std::vector<std::string>*>(self)->push_back(m); },
+                       &logged);
   float v = 1.f;
-  { Tensor t = from_blob(&v, {}, float32, [](void*) { throw std::runtime_error("boom"); }); }
-  SUCCEED();
+  int calls = 0;
+  {
+    Tensor t = from_blob(&v, {}, float32, [&](void*) {
+      ++calls;
+      throw std::runtime_error("boom");
+    });
+    Tensor view = reshape(t, {1});
+    EXPECT_TRUE(logged.empty()) << "the deleter runs when the last tensor sharing the memory dies";
+  }
+  { Tensor t = from_blob(&v, {}, float32, [](void*) { throw 42; }); }
+  config::set_log_sink(nullptr);
+  EXPECT_EQ(calls, 1);
+  ASSERT_EQ(logged.size(), 2u);
+  EXPECT_EQ(logged[0], "tracegraph: a tg::from_blob deleter threw (boom); deleters must not throw");
+  EXPECT_EQ(logged[1], "tracegraph: a tg::from_blob deleter threw; deleters must not throw");
 }
 
 // The memory a caller lent must never be written: each path that updates a buffer in place

@@ -139,6 +139,7 @@ TEST_F(TwoRanks, RanksAtDifferentCollectivesGetAnErrorNotAHang) {
                    "(4 elements) run eagerly");
   try {
     dist::all_reduce(x);
+    ADD_FAILURE() << "the second mismatched all_reduce ran";
   } catch (const CollectiveMismatchError& e) {
     EXPECT_EQ(e.code(), "EDESYNC");
   }
