@@ -79,7 +79,6 @@ template <class L> Vec<L> erf(Vec<L> v) { return L::erf(v); }
 // the negative side is t / (1 + t).
 template <class L>
 Vec<L> sigmoid(Vec<L> v) {
-  if constexpr (sizeof(Vec<L>) == sizeof(double)) return 1.0 / (1.0 + L::exp(-v));  // float64: not yet
   const Vec<L> t = L::exp(L::neg_abs(v));
   const Vec<L> one = L::set1(1.0f);
   return L::select_negative(v, t, one) / (one + t);
