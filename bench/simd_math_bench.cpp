@@ -127,10 +127,11 @@ const bool registered = [] {
   // "tracegraph": the dispatched functions every kernel calls; the other paths by name.
   const Range log1p_r{-0.99f, 10.f};
   const simd::MathFns dispatched = {
-      "tracegraph",        &simd::exp_f32,      &simd::log_f32,  &simd::tanh_f32,
-      &simd::sigmoid_f32,  &simd::sin_f32,      &simd::cos_f32,  &simd::log1p_f32,
-      &simd::expm1_f32,    &simd::erf_f32,      &simd::softplus_f32, &simd::gelu_f32,
-      &simd::gelu_tanh_f32, &simd::elu_f32};
+      .name = "tracegraph",
+#define TG_DISPATCHED(Op, F, routine) .routine = &simd::routine##_f32,
+      TG_SIMD_MATH_ROUTINES(TG_DISPATCHED)
+#undef TG_DISPATCHED
+  };
   std::vector<const simd::MathFns*> paths = {&dispatched};
   for (simd::Isa isa : {simd::Isa::kAvx2, simd::Isa::kScalar})
     if (simd::cpu_has(isa)) paths.push_back(&simd::math_fns(isa));

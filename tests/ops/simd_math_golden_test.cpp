@@ -118,6 +118,24 @@ void skip_unless_recorded_glibc() {
     GTEST_SKIP() << "hashes recorded with glibc " << kRecordedGlibc << ", this is " << gnu_get_libc_version();
 }
 
+// A routine added to simd_math.h's list must get its hashes here (and under its own name: the
+// table's member pointer is the list's member of that name).
+TEST(SimdMathGolden, EveryRoutineOfTheListIsPinned) {
+  std::size_t listed = 0;
+#define TG_EXPECT_PINNED(Op, F, routine)                                                      \
+  {                                                                                           \
+    ++listed;                                                                                 \
+    const Routine* r = nullptr;                                                               \
+    for (const Routine& c : kRoutines)                                                        \
+      if (std::string(c.name) == #routine) r = &c;                                            \
+    if (r == nullptr) ADD_FAILURE() << #routine " has no hashes in kRoutines";                \
+    else EXPECT_TRUE(r->fn == &MathFns::routine) << #routine " names another routine's table entry"; \
+  }
+  TG_SIMD_MATH_ROUTINES(TG_EXPECT_PINNED)
+#undef TG_EXPECT_PINNED
+  EXPECT_EQ(listed, std::size(kRoutines));
+}
+
 TEST(SimdMathGolden, EveryPathGivesTheRecordedBits) {
   skip_unless_recorded_glibc();
   const std::vector<float> x = f32_inputs();
