@@ -236,9 +236,10 @@ CollectiveCall call_of(const char* op, const OpAttrs& attrs, const std::vector<T
   if (in.size() == 1) {
     call.shapes = in[0].impl()->shape.to_string();
   } else {
-    call.shapes = "[";
-    for (std::size_t i = 0; i < in.size(); ++i) call.shapes += str_cat(i ? ", " : "", in[i].impl()->shape.to_string());
-    call.shapes += "]";
+    // (Built apart and assigned whole: GCC 12 -O3 warns, wrongly, on assigning "[" (-Wrestrict).)
+    std::string shapes;
+    for (std::size_t i = 0; i < in.size(); ++i) shapes += str_cat(i ? ", " : "", in[i].impl()->shape.to_string());
+    call.shapes = str_cat("[", shapes, "]");
   }
   call.position = next_collective_position();
   call.function = current_collective_function();
