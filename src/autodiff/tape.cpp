@@ -106,7 +106,7 @@ const VariableState* variable_read_inside(const OpAttrs& attrs,
   for (const NamedSubgraph& sg : subgraphs_of(attrs))
     for (const GraphNode& node : sg.graph->nodes) {
       if (node.kind != NodeKind::kOp) continue;
-      if (node.op == OpId::ReadVariable) {
+      if (is_variable_read(op_def(node.op).traits)) {
         const auto* v = bound_variable_or_self(node.attrs.get<VariableAttrs>().variable.get());
         if (vars ? vars->count(v) != 0 : is_floating(v->dtype)) return v;
       } else if (has_subgraphs(node.op)) {
@@ -258,7 +258,7 @@ void record_op_on_tapes(OpId id, const std::vector<Tensor>& inputs, const OpAttr
   const TraceRecorder* context = current_recorder();
   for (TapeState* tape : t_tapes) {
     if (!tape->recording || tape->context != context) continue;
-    if (id == OpId::ReadVariable) {  // trainable state is watched automatically
+    if (is_variable_read(def.traits)) {  // trainable state is watched automatically
       if (is_floating(outputs[0].dtype())) {
         tape->track(outputs[0]);
         // A Variable parameter read while its function runs is a read of the caller's Variable.
@@ -367,8 +367,9 @@ std::shared_ptr<FunctionGradient> gradient_of(const ConcreteImpl& cf) {
       if (node.kind != NodeKind::kOp) continue;
       if (has_subgraphs(node.op))
         for (const NamedSubgraph& sg : subgraphs_of(node)) collect(*sg.graph, true);
-      if (!inner && is_stateful_random(node.op)) fg->random_states.push_back(node.attrs.get<RandomAttrs>().state.get());
-      if (node.op != OpId::ReadVariable) continue;
+      const uint32_t traits = op_def(node.op).traits;
+      if (!inner && (traits & kRandom)) fg->random_states.push_back(node.attrs.get<RandomAttrs>().state.get());
+      if (!is_variable_read(traits)) continue;
       const auto& variable = node.attrs.get<VariableAttrs>().variable;
       const VariableState* state = variable.get();
       if (!is_floating(state->dtype)) continue;

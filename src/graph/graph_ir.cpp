@@ -72,22 +72,13 @@ void add_uses(const GraphIR& g, VariableUses& uses) {
   };
   for (const GraphNode& n : g.nodes) {
     if (n.kind != NodeKind::kOp) continue;
-    if (const VariableAttrs* a = n.attrs.get_if<VariableAttrs>(); a && a->variable) {
-      const bool reads = n.op == OpId::ReadVariable || n.op == OpId::AssignAddVariable ||
-                         n.op == OpId::AssignSubVariable || n.op == OpId::ApplyGradientDescent;
-      const bool writes = n.op != OpId::ReadVariable;
-      if (reads) note(uses.reads, a->variable);
-      if (writes) note(uses.writes, a->variable);
-    }
-    // The optimizer updates (and their groups) read and write each of their Variables.
-    auto reads_and_writes = [&](const std::shared_ptr<VariableState>& v) {
-      note(uses.reads, v);
-      note(uses.writes, v);
-    };
-    if (const AdamSlotsAttrs* a = n.attrs.get_if<AdamSlotsAttrs>())
-      for (const auto* v : {&a->variable, &a->m, &a->v}) reads_and_writes(*v);
-    if (const VariableGroupAttrs* a = n.attrs.get_if<VariableGroupAttrs>())
-      for (const auto& v : a->group->variables) reads_and_writes(v);
+    // What a node does to its Variables is its op's effects (ops.def); creating is writing.
+    const uint32_t traits = op_def(n.op).traits;
+    if (traits & (kReadsVariable | kWritesVariable | kCreatesVariable))
+      for (const std::shared_ptr<VariableState>& v : variables_named(n.attrs)) {
+        if (traits & kReadsVariable) note(uses.reads, v);
+        if (traits & (kWritesVariable | kCreatesVariable)) note(uses.writes, v);
+      }
     for (const NamedSubgraph& s : subgraphs_of(n)) add_uses(*s.graph, uses);
   }
 }

@@ -125,16 +125,7 @@ std::string next_collective_position() {
   return str_cat("eager collective #", ++p.eager);
 }
 
-bool is_collective(OpId id) {
-  switch (id) {
-    case OpId::AllReduce:
-    case OpId::CollectiveBroadcast:
-    case OpId::AllGather:
-    case OpId::ReduceToRoot:
-    case OpId::AllGatherGrad: return true;
-    default: return false;
-  }
-}
+bool is_collective(OpId id) { return (op_def(id).traits & kCollective) != 0; }
 
 namespace {
 

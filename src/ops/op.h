@@ -20,7 +20,7 @@ inline constexpr std::size_t kNumOps = static_cast<std::size_t>(OpId::kCount);
 
 enum OpTrait : uint32_t {
   kElementwise = 1u << 0,
-  kCommutative = 1u << 1,
+  kCommutative = 1u << 1,  // f(a, b) and f(b, a) have the same bits (see commutes())
   kInPlace = 1u << 2,
   kDifferentiable = 1u << 3,
   kNotDifferentiable = 1u << 4,
@@ -29,9 +29,29 @@ enum OpTrait : uint32_t {
   kSubgraphs = 1u << 7,  // carries sub-graphs (ControlFlowAttrs): cond, while
   kOwnOutputs = 1u << 8,  // the kernel makes its outputs itself; nothing is allocated for them
   kOptimizerOnly = 1u << 9,  // made by the graph optimiser only: never recorded, never in a file
+  // Effects: what a kStateful op does beyond its outputs. The passes, the tape, the replay and
+  // variable_uses() read these and no list of op names (ops.def explains each).
+  kReadsVariable = 1u << 10,    // reads the Variables its attributes name (variables_named)
+  kWritesVariable = 1u << 11,   // writes them
+  kCreatesVariable = 1u << 12,  // gives a Variable its first value
+  kRandom = 1u << 13,           // draws from a random stream (RandomAttrs::state)
+  kCollective = 1u << 14,       // talks to the other ranks of a distributed job
+  kPrints = 1u << 15,           // writes to the program's output
 };
+/// Every effect trait. A kStateful op declares its effects, or carries sub-graphs whose nodes do.
+inline constexpr uint32_t kEffects = kReadsVariable | kWritesVariable | kCreatesVariable | kRandom | kCollective | kPrints;
+/// The effects a replay (src/runtime/replay.h) must not run for real: an op with one of them has
+/// a replay hook (OpDef::replay), unless it is kOptimizerOnly (replays run graphs as traced).
+/// Collectives run again in a replay: every rank replays the same graph, so they still pair up.
+inline constexpr uint32_t kReplayedEffects = kReadsVariable | kWritesVariable | kCreatesVariable | kRandom | kPrints;
 /// Whether an op's kernel makes its own outputs (views, Variable, control-flow, TensorArray ops).
 inline constexpr bool makes_own_outputs(uint32_t traits) { return (traits & (kView | kOwnOutputs)) != 0; }
+/// Whether the op's output is a Variable's value as gradients see it: a differentiable read
+/// (read_variable). A GradientTape watches these outputs as the Variable; the registry test holds
+/// such ops to no inputs and VariableAttrs.
+inline constexpr bool is_variable_read(uint32_t traits) {
+  return (traits & kReadsVariable) && (traits & kDifferentiable);
+}
 
 /// The graph IR (src/graph/graph_ir.h). Ops only hold sub-graphs and hand them on; reading
 /// them is the graph layer's business, so the op layer needs no more than the name.
@@ -88,6 +108,28 @@ struct GradInputs {
 /// again by an outer tape).
 using GradFn = std::vector<Tensor> (*)(const GradInputs& g);
 
+/// What a replay (src/runtime/replay.h: a graph run again under a GradientTape, after the
+/// forward call ran every effect) gives the replay hook of an op with kReplayedEffects. Nothing
+/// real changes: reads see the replay's own values, writes stay in the replay, and a random op
+/// repeats the draw the forward call made.
+class ReplayContext {
+ public:
+  /// The Variable's value as this replay sees it.
+  virtual Tensor read(const std::shared_ptr<VariableState>& v) = 0;
+  /// Keeps `value` as the Variable's value for the rest of the replay.
+  virtual void write(const std::shared_ptr<VariableState>& v, Tensor value) = 0;
+  /// The values the forward call drew at the node being replayed (a kRandom op; `shape` is its
+  /// shape input); throws InvalidArgumentError when the replay does not know that draw.
+  virtual Tensor repeat_draw(const Tensor& shape) = 0;
+
+ protected:
+  ~ReplayContext() = default;
+};
+/// An op's outputs in a replay, computed through the public ops (so that a tape records them)
+/// from the replay's Variables and draws instead of the real ones.
+using ReplayFn = std::vector<Tensor> (*)(ReplayContext& replay, const std::vector<Tensor>& inputs,
+                                         const OpAttrs& attrs);
+
 struct OpDef {
   OpId id;
   const char* name;
@@ -98,6 +140,7 @@ struct OpDef {
   InferFn infer = nullptr;
   KernelFn kernel = nullptr;
   GradFn grad = nullptr;  // set for kDifferentiable ops
+  ReplayFn replay = nullptr;  // set for ops with kReplayedEffects (set_replay)
 };
 
 /// Installs an op's shape/dtype rule and kernel in the registry table (register_* functions).
@@ -111,12 +154,24 @@ inline void set_grad(OpDef* table, OpId id, GradFn grad) {
   table[static_cast<std::size_t>(id)].grad = grad;
 }
 
+/// Installs an op's replay hook (next to its kernel, for ops with kReplayedEffects).
+inline void set_replay(OpDef* table, OpId id, ReplayFn replay) {
+  table[static_cast<std::size_t>(id)].replay = replay;
+}
+
+/// The Variables an op's attributes name (VariableAttrs, AdamSlotsAttrs, VariableGroupAttrs), in
+/// order: what its kReadsVariable / kWritesVariable / kCreatesVariable effects act on.
+std::vector<std::shared_ptr<VariableState>> variables_named(const OpAttrs& attrs);
+
 /// The registry entry of an op (filled by each op family's register_* function).
 const OpDef& op_def(OpId id);
 /// Every op, in ops.def order.
 const std::vector<const OpDef*>& all_ops();
 /// Looks an op up by its name; nullptr when there is none.
 const OpDef* find_op(const std::string& name);
+/// Whether f(a, b) may stand for f(b, a) on operands of `dtype` (CSE and simplify ask): the
+/// kCommutative ops, except on strings, which add concatenates.
+inline bool commutes(OpId id, DType dtype) { return (op_def(id).traits & kCommutative) && dtype != DType::String; }
 /// Whether nodes of this op carry sub-graphs (the kSubgraphs trait).
 inline bool has_subgraphs(OpId id) { return (op_def(id).traits & kSubgraphs) != 0; }
 

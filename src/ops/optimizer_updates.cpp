@@ -13,6 +13,7 @@
 #include "core/thread_pool.h"
 #include "ops/op.h"
 #include "ops/variable_access.h"
+#include "tracegraph/ops.h"
 
 namespace tg::detail {
 
@@ -347,6 +348,23 @@ void kernel_group(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vect
   }
 }
 
+// In a replay (ReplayContext): the update computed through the public ops on the replay's
+// values, which it keeps (the forward call updated the real Variables).
+std::vector<Tensor> replay_apply_gradient_descent(ReplayContext& r, const std::vector<Tensor>& in, const OpAttrs& attrs) {
+  const std::shared_ptr<VariableState>& v = attrs.get<VariableAttrs>().variable;
+  r.write(v, sub(r.read(v), mul(in[0], in[1])));
+  return {};
+}
+std::vector<Tensor> replay_apply_adam(ReplayContext& r, const std::vector<Tensor>& in, const OpAttrs& attrs) {
+  const AdamSlotsAttrs& a = attrs.get<AdamSlotsAttrs>();
+  const std::shared_ptr<VariableState>* vars[3] = {&a.variable, &a.m, &a.v};
+  Tensor old[3];
+  for (int k = 0; k < 3; ++k) old[k] = r.read(*vars[k]);
+  const std::vector<Tensor> updated = adam_values(old[0], old[1], old[2], in[0], {in.begin() + 1, in.end()});
+  for (int k = 0; k < 3; ++k) r.write(*vars[k], updated[static_cast<std::size_t>(k)]);
+  return {};
+}
+
 }  // namespace
 
 void register_optimizer_update_ops(OpDef* t) {
@@ -354,6 +372,8 @@ void register_optimizer_update_ops(OpDef* t) {
   set_op(t, OpId::ApplyAdam, &infer_apply_adam, &kernel_apply_adam);
   set_op(t, OpId::ApplyGradientDescentGroup, &infer_group<false>, &kernel_group<false>);
   set_op(t, OpId::ApplyAdamGroup, &infer_group<true>, &kernel_group<true>);
+  set_replay(t, OpId::ApplyGradientDescent, &replay_apply_gradient_descent);
+  set_replay(t, OpId::ApplyAdam, &replay_apply_adam);
 }
 
 std::vector<Tensor> adam_values(const Tensor& var, const Tensor& m, const Tensor& v, const Tensor& grad,

@@ -342,9 +342,7 @@ OpId stateless_of(OpId id) {
 
 // ---- what other layers use ----------------------------------------------------------------
 
-bool is_stateful_random(OpId id) {
-  return id == OpId::RandomUniform || id == OpId::RandomNormal || id == OpId::TruncatedNormal;
-}
+bool is_stateful_random(OpId id) { return (op_def(id).traits & kRandom) != 0; }
 
 Tensor repeat_random_draw(OpId op, const RandomAttrs& attrs, const Tensor& shape, const Tensor& draw) {
   TG_CHECK(is_stateful_random(op), "repeat_random_draw of ", name_of(op));
@@ -362,6 +360,13 @@ void note_random_draw(const RandomState* state, uint64_t draw) {
 
 void restart_trace_op_seeds() { t_trace_op_seeds = 0; }
 
+namespace {
+// In a replay (ReplayContext): the draw the forward call made, not a new one.
+std::vector<Tensor> replay_draw(ReplayContext& r, const std::vector<Tensor>& in, const OpAttrs&) {
+  return {r.repeat_draw(in[0])};
+}
+}  // namespace
+
 void register_random_ops(OpDef* t) {
   set_op(t, OpId::RandomUniform, &infer_random<static_cast<int>(OpId::RandomUniform)>,
          &kernel_stateful<static_cast<int>(OpId::RandomUniform)>);
@@ -375,6 +380,7 @@ void register_random_ops(OpDef* t) {
          &kernel_stateless<static_cast<int>(OpId::StatelessRandomNormal)>);
   set_op(t, OpId::StatelessTruncatedNormal, &infer_random<static_cast<int>(OpId::StatelessTruncatedNormal)>,
          &kernel_stateless<static_cast<int>(OpId::StatelessTruncatedNormal)>);
+  for (OpId id : {OpId::RandomUniform, OpId::RandomNormal, OpId::TruncatedNormal}) set_replay(t, id, &replay_draw);
 }
 
 // ---- the public functions -----------------------------------------------------------------

@@ -33,6 +33,19 @@ const OpDef& op_def(OpId id) {
 
 const std::vector<const OpDef*>& all_ops() { return registry().all; }
 
+std::vector<std::shared_ptr<VariableState>> variables_named(const OpAttrs& attrs) {
+  std::vector<std::shared_ptr<VariableState>> out;
+  if (const auto* a = attrs.get_if<VariableAttrs>()) {
+    out.push_back(a->variable);
+  } else if (const auto* adam = attrs.get_if<AdamSlotsAttrs>()) {
+    out = {adam->variable, adam->m, adam->v};
+  } else if (const auto* group = attrs.get_if<VariableGroupAttrs>(); group && group->group) {
+    out = group->group->variables;
+  }
+  std::erase(out, nullptr);
+  return out;
+}
+
 const OpDef* find_op(const std::string& name) {
   for (const OpDef* d : registry().all)
     if (name == d->name) return d;

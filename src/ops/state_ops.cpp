@@ -259,6 +259,25 @@ VariableCreatorScope::~VariableCreatorScope() { t_creator = prev_; }
 namespace {
 // A read has no tensor inputs: the tape itself maps a read back to its Variable.
 std::vector<Tensor> grad_read_variable(const GradInputs&) { return {}; }
+
+// In a replay (ReplayContext): print and initialize_variable did their work in the forward call,
+// which also gave the Variable the value later reads see; the others act on the replay's values.
+std::vector<Tensor> replay_nothing(ReplayContext&, const std::vector<Tensor>&, const OpAttrs&) { return {}; }
+std::vector<Tensor> replay_read(ReplayContext& r, const std::vector<Tensor>&, const OpAttrs& attrs) {
+  return {r.read(attrs.get<VariableAttrs>().variable)};
+}
+std::vector<Tensor> replay_assign(ReplayContext& r, const std::vector<Tensor>& in, const OpAttrs& attrs) {
+  r.write(attrs.get<VariableAttrs>().variable, in[0]);
+  return {in[0]};
+}
+template <bool kAdd>
+std::vector<Tensor> replay_assign_update(ReplayContext& r, const std::vector<Tensor>& in, const OpAttrs& attrs) {
+  const std::shared_ptr<VariableState>& v = attrs.get<VariableAttrs>().variable;
+  const Tensor old = r.read(v);
+  Tensor updated = kAdd ? add(old, in[0]) : sub(old, in[0]);
+  r.write(v, updated);
+  return {std::move(updated)};
+}
 }  // namespace
 
 void register_state_ops(OpDef* t) {
@@ -272,6 +291,12 @@ void register_state_ops(OpDef* t) {
   set_op(t, OpId::AssignSubVariable, &infer_assign<static_cast<int>(OpId::AssignSubVariable)>,
       &kernel_assign<OpId::Sub>);
   set_op(t, OpId::InitializeVariable, &infer_initialize, &kernel_initialize);
+  set_replay(t, OpId::Print, &replay_nothing);
+  set_replay(t, OpId::ReadVariable, &replay_read);
+  set_replay(t, OpId::AssignVariable, &replay_assign);
+  set_replay(t, OpId::AssignAddVariable, &replay_assign_update<true>);
+  set_replay(t, OpId::AssignSubVariable, &replay_assign_update<false>);
+  set_replay(t, OpId::InitializeVariable, &replay_nothing);
 }
 
 void print_parts(const std::vector<PrintPart>& parts) {

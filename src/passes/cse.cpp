@@ -1,4 +1,5 @@
 // Common-subexpression elimination.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -66,6 +67,12 @@ class SeenNodes {
   CachedVector<Slot> slots_;
 };
 
+// Whether the node's two operands may be taken in either order (commutes(): a + b and b + a give
+// the same bits), so that CSE finds b + a where a + b was.
+bool unordered_operands(const GraphIR& g, const GraphNode& node) {
+  return node.inputs.size() == 2 && commutes(node.op, g.type_of(node.inputs[0]).dtype);
+}
+
 }  // namespace
 
 int eliminate_common_subexpressions(GraphIR& g) {
@@ -94,14 +101,32 @@ int eliminate_common_subexpressions(GraphIR& g) {
       }
     } else if (node.kind == NodeKind::kOp && !(op_def(node.op).traits & kStateful)) {
       h = hash_combine(static_cast<std::size_t>(node.op), hash_attrs(node.attrs));
-      for (const ValueRef& in : node.inputs) h = hash_combine(hash_combine(h, static_cast<std::size_t>(in.node)), static_cast<std::size_t>(in.output));
+      auto add_input = [&h](const ValueRef& in) {
+        h = hash_combine(hash_combine(h, static_cast<std::size_t>(in.node)), static_cast<std::size_t>(in.output));
+      };
+      if (unordered_operands(g, node)) {
+        // Hashed in one canonical order; the node keeps its own.
+        const ValueRef& a = node.inputs[0];
+        const ValueRef& b = node.inputs[1];
+        const bool swap = b.node < a.node || (b.node == a.node && b.output < a.output);
+        add_input(swap ? b : a);
+        add_input(swap ? a : b);
+      } else {
+        for (const ValueRef& in : node.inputs) add_input(in);
+      }
     } else {
       continue;
     }
     const int match = seen.find(h, [&](int candidate) {
       const GraphNode& other = g.node(candidate);
       if (node.kind == NodeKind::kConst) return other.kind == NodeKind::kConst && same_constant(node.value, other.value);
-      return other.kind == NodeKind::kOp && other.op == node.op && other.inputs == node.inputs && other.attrs == node.attrs;
+      if (other.kind != NodeKind::kOp || other.op != node.op || !(other.attrs == node.attrs)) return false;
+      if (other.inputs == node.inputs) return true;
+      // Swapped operands: also the same static type (a rule need not infer None dims symmetrically).
+      return unordered_operands(g, node) && other.inputs.size() == 2 && other.inputs[0] == node.inputs[1] &&
+             other.inputs[1] == node.inputs[0] && other.outputs.size() == node.outputs.size() &&
+             std::equal(other.outputs.begin(), other.outputs.end(), node.outputs.begin(),
+                        [](const ValueType& x, const ValueType& y) { return x.dtype == y.dtype && x.shape == y.shape; });
     });
     if (match < 0) {
       seen.add(h, static_cast<int>(i));

@@ -22,12 +22,8 @@ bool is_update(const GraphNode& node) {
 
 // The Variables an update names, in the group's order: its Variable (and m, v for Adam).
 void add_variables(const GraphNode& node, std::vector<std::shared_ptr<VariableState>>& out) {
-  if (node.op == OpId::ApplyAdam) {
-    const AdamSlotsAttrs& a = node.attrs.get<AdamSlotsAttrs>();
-    out.insert(out.end(), {a.variable, a.m, a.v});
-  } else {
-    out.push_back(node.attrs.get<VariableAttrs>().variable);
-  }
+  const std::vector<std::shared_ptr<VariableState>> named = variables_named(node.attrs);
+  out.insert(out.end(), named.begin(), named.end());
 }
 
 }  // namespace

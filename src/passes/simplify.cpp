@@ -1,10 +1,11 @@
 // Algebraic simplification: a table of rewrite rules, each matching one op and either forwarding
 // the node to an existing value or rewriting the node in place. A rule fires only where the
 // result is bit-identical to the original for every input, IEEE corner cases included:
-//   x * 1, 1 * x, x / 1, pow(x, 1)  -> x   (also for NaN, inf and -0.0)
+//   x * 1, x / 1, pow(x, 1)          -> x   (also for NaN, inf and -0.0)
 //   x - (+0.0)                       -> x   (x + (-0.0) in IEEE: keeps -0.0 and +0.0)
-//   x + (-0.0), (-0.0) + x           -> x   (x + (+0.0) is NOT x: -0.0 + +0.0 is +0.0, skipped)
+//   x + (-0.0)                       -> x   (x + (+0.0) is NOT x: -0.0 + +0.0 is +0.0, skipped)
 //   integer x + 0, x - 0             -> x
+// with the constant on either side of a commutative op (1 * x, (-0.0) + x: commutes()),
 // and only when the constant cannot make the result larger than x by broadcasting (every dim
 // of the constant is 1 and its rank is at most x's). x * 0 -> 0 is never done (NaN, inf).
 #include <cmath>
@@ -69,22 +70,27 @@ bool is_neutral_const(const Match& m, std::size_t k, double value, Sign sign) {
 
 ValueRef operand(const Match& m, std::size_t k) { return m.node.inputs[k]; }
 
+// The neutral constant as operand 1, or as operand 0 when the op commutes: forwards the other.
+Result forward_other_of_neutral(Match& m, double value, Sign sign, ValueRef& to) {
+  for (std::size_t k : {std::size_t{1}, std::size_t{0}}) {
+    if (k == 0 && !commutes(m.node.op, m.input_type(1).dtype)) break;
+    if (!is_neutral_const(m, k, value, sign)) continue;
+    to = operand(m, 1 - k);
+    return Result::kForward;
+  }
+  return Result::kNone;
+}
+
 Result forward_if(bool cond, const Match& m, std::size_t k, ValueRef& to) {
   if (!cond) return Result::kNone;
   to = operand(m, k);
   return Result::kForward;
 }
 
-Result mul_one(Match& m, ValueRef& to) {
-  if (is_neutral_const(m, 1, 1, Sign::kAny)) return forward_if(true, m, 0, to);
-  return forward_if(is_neutral_const(m, 0, 1, Sign::kAny), m, 1, to);
-}
+Result mul_one(Match& m, ValueRef& to) { return forward_other_of_neutral(m, 1, Sign::kAny, to); }
 Result div_one(Match& m, ValueRef& to) { return forward_if(is_neutral_const(m, 1, 1, Sign::kAny), m, 0, to); }
 Result pow_one(Match& m, ValueRef& to) { return forward_if(is_neutral_const(m, 1, 1, Sign::kAny), m, 0, to); }
-Result add_zero(Match& m, ValueRef& to) {
-  if (is_neutral_const(m, 1, 0, Sign::kNegativeZero)) return forward_if(true, m, 0, to);
-  return forward_if(is_neutral_const(m, 0, 0, Sign::kNegativeZero), m, 1, to);
-}
+Result add_zero(Match& m, ValueRef& to) { return forward_other_of_neutral(m, 0, Sign::kNegativeZero, to); }
 Result sub_zero(Match& m, ValueRef& to) { return forward_if(is_neutral_const(m, 1, 0, Sign::kPositiveZero), m, 0, to); }
 
 // f(f(x)) -> x for involutions.

@@ -1,18 +1,28 @@
 #include "runtime/replay.h"
 
 #include "core/check.h"
-#include "ops/optimizer_updates.h"
 #include "ops/random.h"
 #include "tracegraph/ops.h"
 
 namespace tg::detail {
 
 namespace {
-const VariableState* variable_of(const GraphNode& node) {
-  const VariableState* v = node.attrs.get<VariableAttrs>().variable.get();
-  TG_CHECK(v != nullptr, "variable op ", node.name, " without its Variable");
-  return v;
-}
+// A replay as an op's replay hook sees it, while it replays `node`.
+class NodeReplay final : public ReplayContext {
+ public:
+  NodeReplay(ReplayVariables& variables, const GraphNode& node) : variables_(variables), node_(node) {}
+  Tensor read(const std::shared_ptr<VariableState>& v) override { return variables_.read(checked(v), VariableAttrs{v}); }
+  void write(const std::shared_ptr<VariableState>& v, Tensor value) override { variables_.write(checked(v), std::move(value)); }
+  Tensor repeat_draw(const Tensor& shape) override { return variables_.random(node_, shape); }
+
+ private:
+  const VariableState* checked(const std::shared_ptr<VariableState>& v) const {
+    TG_CHECK(v != nullptr, "variable op ", node_.name, " without its Variable");
+    return v.get();
+  }
+  ReplayVariables& variables_;
+  const GraphNode& node_;
+};
 }  // namespace
 
 Tensor ReplayVariables::read(const VariableState* v, const OpAttrs& read_attrs) {
@@ -57,60 +67,24 @@ std::vector<Tensor> replay_graph(const GraphIR& g, const std::vector<Tensor>& in
       case NodeKind::kOutput:
         outputs.push_back(args[0]);
         break;
-      case NodeKind::kOp:
-        if (!variables_or_null) {
+      case NodeKind::kOp: {
+        // The registry says which ops have effects a replay must not run for real
+        // (kReplayedEffects), and each such op's replay hook computes its outputs instead.
+        const OpDef& def = op_def(node.op);
+        if (!variables_or_null || !(def.traits & kReplayedEffects)) {
           values[n] = apply_op(node.op, args, node.attrs);
           break;
         }
-        switch (ReplayVariables& variables = *variables_or_null; node.op) {
-          case OpId::Print:
-          case OpId::InitializeVariable:  // the forward call gave the Variable its value
-            break;
-          case OpId::ReadVariable:
-            values[n] = {variables.read(variable_of(node), node.attrs)};
-            break;
-          case OpId::RandomUniform:
-          case OpId::RandomNormal:
-          case OpId::TruncatedNormal:
-            values[n] = {variables.random(node, args[0])};
-            break;
-          case OpId::AssignVariable:
-            variables.write(variable_of(node), args[0]);
-            values[n] = {args[0]};
-            break;
-          case OpId::AssignAddVariable:
-          case OpId::AssignSubVariable: {
-            const VariableState* v = variable_of(node);
-            const Tensor old = variables.read(v, node.attrs);
-            Tensor updated = node.op == OpId::AssignAddVariable ? add(old, args[0]) : sub(old, args[0]);
-            variables.write(v, updated);
-            values[n] = {std::move(updated)};
-            break;
-          }
-          case OpId::ApplyGradientDescent: {
-            const VariableState* v = variable_of(node);
-            variables.write(v, sub(variables.read(v, node.attrs), mul(args[0], args[1])));
-            break;
-          }
-          case OpId::ApplyAdam: {
-            const AdamSlotsAttrs& a = node.attrs.get<AdamSlotsAttrs>();
-            const std::shared_ptr<VariableState>* vars[3] = {&a.variable, &a.m, &a.v};
-            Tensor old[3];
-            for (int k = 0; k < 3; ++k) old[k] = variables.read(vars[k]->get(), VariableAttrs{*vars[k]});
-            const std::vector<Tensor> updated = adam_values(old[0], old[1], old[2], args[0], {args.begin() + 1, args.end()});
-            for (int k = 0; k < 3; ++k) variables.write(vars[k]->get(), updated[static_cast<std::size_t>(k)]);
-            break;
-          }
-          case OpId::ApplyGradientDescentGroup:
-          case OpId::ApplyAdamGroup:
-            // Only the optimiser makes these, and replays run graphs as traced: running one here
-            // would change the real Variables.
-            throw InternalError(str_cat("a replay reached the optimiser's ", op_def(node.op).name, " node '", node.name,
-                                        "'; replays run graphs as traced"));
-          default:
-            values[n] = apply_op(node.op, args, node.attrs);
-        }
+        if (def.traits & kOptimizerOnly)
+          // Running one here would change the real Variables.
+          throw InternalError(str_cat("a replay reached the optimiser's ", def.name, " node '", node.name,
+                                      "'; replays run graphs as traced"));
+        TG_CHECK(def.replay != nullptr, "the ", def.name, " node '", node.name,
+                 "' has effects that a replay must not run for real, and its op no replay hook (set_replay)");
+        NodeReplay replay(*variables_or_null, node);
+        values[n] = def.replay(replay, args, node.attrs);
         break;
+      }
     }
   }
   return outputs;

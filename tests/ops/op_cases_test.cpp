@@ -118,6 +118,53 @@ TEST(Registry, EveryOpHasARuleAKernelAGradientMarkAndACase) {
   for (const auto& name : covered) EXPECT_NE(detail::find_op(name), nullptr) << name;
 }
 
+// What is wrong with an op's declared effects (ops.def), or "" when nothing is. The passes, the
+// tape, variable_uses() and the replay read the effect traits and no list of op names, so an
+// effect left undeclared would go unnoticed by all of them: a replay would run it for real.
+std::string effects_problem(const detail::OpDef& d) {
+  using namespace detail;
+  const uint32_t t = d.traits;
+  if ((t & kStateful) && !(t & kEffects) && !(t & kSubgraphs))
+    return "kStateful but declares no effect: add kReadsVariable, kWritesVariable, kCreatesVariable, kRandom, "
+           "kCollective or kPrints to its traits in ops.def";
+  if ((t & kEffects) && !(t & kStateful)) return "declares effects but is not kStateful (passes would merge or remove it)";
+  if ((t & kReplayedEffects) && !(t & kOptimizerOnly) && !d.replay)
+    return "has effects a replay must not run for real, but no replay hook: set_replay next to its kernel";
+  if (d.replay && !(t & kReplayedEffects)) return "has a replay hook but no effect that needs one";
+  const bool names_variables = d.attrs_kind == attrs_kind_of<VariableAttrs> ||
+                               d.attrs_kind == attrs_kind_of<AdamSlotsAttrs> ||
+                               d.attrs_kind == attrs_kind_of<VariableGroupAttrs>;
+  if ((t & (kReadsVariable | kWritesVariable | kCreatesVariable)) && !names_variables)
+    return "acts on Variables, but its attributes name none that variables_named() knows";
+  if (is_variable_read(t) && (d.arity != 0 || d.attrs_kind != attrs_kind_of<VariableAttrs>))
+    return "a differentiable Variable read, whose output a tape takes for the Variable's value, must have no "
+           "inputs and VariableAttrs";
+  if ((t & kRandom) && d.attrs_kind != attrs_kind_of<RandomAttrs>) return "draws random numbers without RandomAttrs";
+  return "";
+}
+
+TEST(Registry, EveryStatefulOpDeclaresItsEffectsAndHowAReplayRunsIt) {
+  for (const detail::OpDef* d : detail::all_ops()) EXPECT_EQ(effects_problem(*d), "") << d->name;
+  // A new stateful op without its effects is refused, and so is one whose effects have no replay.
+  detail::OpDef fresh = detail::op_def(detail::OpId::Print);
+  fresh.traits = detail::kStateful | detail::kNotDifferentiable;
+  EXPECT_NE(effects_problem(fresh).find("declares no effect"), std::string::npos);
+  fresh.traits |= detail::kWritesVariable;
+  fresh.replay = nullptr;
+  fresh.attrs_kind = detail::attrs_kind_of<detail::VariableAttrs>;
+  EXPECT_NE(effects_problem(fresh).find("no replay hook"), std::string::npos);
+  fresh.traits = detail::kStateful | detail::kCollective | detail::kNotDifferentiable;
+  EXPECT_EQ(effects_problem(fresh), "") << "a replay runs a collective again: it needs no hook";
+  // The optimiser's rewrites keep what a node does to its Variables.
+  const std::pair<detail::OpId, detail::OpId> rewrites[] = {
+      {detail::OpId::AssignSubVariable, detail::OpId::ApplyGradientDescent},  // fold_updates.cpp
+      {detail::OpId::ApplyGradientDescent, detail::OpId::ApplyGradientDescentGroup},  // group_updates.cpp
+      {detail::OpId::ApplyAdam, detail::OpId::ApplyAdamGroup}};
+  for (const auto& [from, to] : rewrites)
+    EXPECT_EQ(detail::op_def(from).traits & detail::kEffects, detail::op_def(to).traits & detail::kEffects)
+        << detail::op_def(from).name << " -> " << detail::op_def(to).name;
+}
+
 TEST(Registry, AttributesAreOneTypedStructPerOpFamily) {
   using detail::OpAttrs;
   // Dispatch refuses attributes of another family instead of reading a meaningless field.

@@ -1,5 +1,7 @@
 // Each pass on graphs with known redundancy; results before and after must be identical.
+#include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <filesystem>
 
 #include "core/tensor_impl.h"
@@ -207,6 +209,38 @@ TEST(Passes, CseMergesOpsOnlyWhenEveryAttributeMatches) {
   detail::eliminate_common_subexpressions(*g);
   detail::verify_graph(*g, "cse");
   EXPECT_EQ(count_op(*g, "reduce_sum"), 3) << "only the two identical reductions merge";
+}
+
+TEST(Passes, CseTakesACommutativeOpsOperandsInEitherOrder) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<Tensor> args{constant({-0.0f, 0.0f, nan, 1.5f, 7.0f}), constant({0.0f, -0.0f, 2.0f, nan, 7.0f})};
+  auto g = trace_graph([](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{in[0] + in[1], in[1] + in[0], in[0] * in[1], in[1] * in[0],
+                               maximum(in[0], in[1]), maximum(in[1], in[0])};
+  }, args);
+  const std::vector<Tensor> before = detail::execute(*g, args);
+  EXPECT_EQ(detail::eliminate_common_subexpressions(*g), 2) << "b + a is a + b, b * a is a * b";
+  detail::verify_graph(*g, "cse");
+  EXPECT_EQ(count_op(*g, "add"), 1);
+  EXPECT_EQ(count_op(*g, "mul"), 1);
+  // maximum gives its first operand when they compare equal: maximum(-0.0, +0.0) is -0.0 and
+  // maximum(+0.0, -0.0) is +0.0, so its operands keep their order (it is not kCommutative).
+  EXPECT_EQ(count_op(*g, "maximum"), 2);
+  EXPECT_TRUE(std::signbit(before[4].data<float>()[0]));
+  EXPECT_FALSE(std::signbit(before[5].data<float>()[0]));
+  const std::vector<Tensor> after = detail::execute(*g, args);
+  ASSERT_EQ(after.size(), before.size());
+  for (std::size_t k = 0; k < after.size(); ++k) EXPECT_TRUE(testing::same_bits(after[k], before[k])) << k;
+}
+
+TEST(Passes, CseKeepsTheOrderOfConcatenatedStrings) {
+  const std::vector<Tensor> args{constant({"a", "x"}), constant({"b", "y"})};
+  auto g = trace_graph([](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0] + in[1], in[1] + in[0]}; },
+                       args);
+  EXPECT_EQ(detail::eliminate_common_subexpressions(*g), 0) << "add concatenates strings: b + a is not a + b";
+  const std::vector<Tensor> out = detail::execute(*g, args);
+  EXPECT_EQ(out[0].to_string(), constant({"ab", "xy"}).to_string());
+  EXPECT_EQ(out[1].to_string(), constant({"ba", "yx"}).to_string());
 }
 
 TEST(Passes, DumpGraphsWritesEveryStage) {

@@ -49,6 +49,12 @@ std::string trait_words(uint32_t t) {
   add(kOwnOutputs, "makes its outputs");
   add(kStateful, "stateful (kept in order)");
   add(kSubgraphs, "sub-graphs");
+  add(kReadsVariable, "reads Variables");
+  add(kWritesVariable, "writes Variables");
+  add(kCreatesVariable, "creates Variables");
+  add(kRandom, "draws random numbers");
+  add(kCollective, "talks to other ranks");
+  add(kPrints, "prints");
   return s.empty() ? "-" : s;
 }
 
@@ -95,7 +101,7 @@ std::string table(const std::string& ops_def) {
       << "rules or the optimiser); the stable\n"
       << "serial the export format stores; the number of tensor inputs (`n` for a list); the attribute\n"
       << "struct (fields: docs/export.md); whether it has a gradient rule (`rule`) or is marked as having\n"
-      << "none (`none`, as in TF); and its traits.\n";
+      << "none (`none`, as in TF); and its traits, a stateful op's effects among them.\n";
   std::string current;
   for (const std::string& name : order) {
     const auto it = by_name.find(name);
