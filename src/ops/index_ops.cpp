@@ -157,6 +157,9 @@ void kernel_gather(const std::vector<Tensor>& in, const OpAttrs& op_attrs, std::
   const bool wide = in[1].impl()->dtype == DType::Int64;
   if (wide) check_indices<int64_t>(in[1], bound, static_cast<int64_t>(axis), in[0]);
   else check_indices<int32_t>(in[1], bound, static_cast<int64_t>(axis), in[0]);
+  // Nothing to copy (bad indices are refused all the same, above); `outer` of params such
+  // as (2^40, 2^40, 0) would be a saturated product (ops/broadcast.h), not a count to loop over.
+  if (out[0].impl()->shape.num_elements() == 0) return;
   const int64_t outer = product(pd, 0, axis);
   const int64_t inner = product(pd, axis + 1, pd.size());
   const int64_t m = in[1].impl()->shape.num_elements();
@@ -228,9 +231,11 @@ std::vector<ValueType> infer_one_hot(const std::vector<ValueType>& in, const OpA
   if (!s.has_rank()) return {ValueType{attrs.dtype, s}};
   std::vector<int64_t> dims = s.dims();
   dims.insert(dims.begin() + (attrs.axis == -1 ? r : attrs.axis), attrs.depth);
+  // An output with a zero dim holds no element however large its other dims: (2^40, 2^40, 0, 3).
+  const bool empty = std::find(dims.begin(), dims.end(), 0) != dims.end();
   int64_t n = 1;
   for (int64_t d : dims)
-    if (d != None && __builtin_mul_overflow(n, d, &n))
+    if (!empty && d != None && __builtin_mul_overflow(n, d, &n))
       op_error<InvalidArgumentError>(op, "the output shape ", TensorShape(dims).to_string(),
                                      " has more elements than int64 can count; use a smaller "
                                      "depth");
@@ -251,6 +256,8 @@ void kernel_one_hot(const std::vector<Tensor>& in, const OpAttrs& op_attrs, std:
   const OneHotAttrs& attrs = op_attrs.get<OneHotAttrs>();
   const auto& d = dims_of(in[0]);
   const std::size_t axis = attrs.axis == -1 ? d.size() : static_cast<std::size_t>(attrs.axis);
+  // Nothing to fill, and outer * depth * inner below may overflow for (2^40, 2^40, 0).
+  if (out[0].impl()->shape.num_elements() == 0) return;
   const int64_t outer = product(d, 0, axis);
   const int64_t inner = product(d, axis, d.size());
   visit_dtype(attrs.dtype, [&](auto tag) {
@@ -407,6 +414,8 @@ void kernel_scatter_add_like(const std::vector<Tensor>& in, const OpAttrs& op_at
                                      "into axis ", axis, " of shape ",
                                      in[2].impl()->shape.to_string());
   }
+  // An empty result has no element to add to; its `outer` may be a saturated product.
+  if (out[0].impl()->shape.num_elements() == 0) return;
   visit_dtype(in[0].impl()->dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {

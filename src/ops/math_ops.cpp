@@ -43,6 +43,19 @@ struct ScanView {
   int64_t outer = 1, n = 1, inner = 1;
 };
 
+// The view of a nonempty tensor's dims, whose products fit int64 since the tensor exists. The
+// kernels return on zero elements first: an empty shape's other dims may overflow when
+// multiplied out ((2^40, 2^40, 0) is legal), and there is nothing to scan.
+ScanView scan_view(const std::vector<int64_t>& dims, std::size_t axis) {
+  ScanView v;
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    if (i < axis) v.outer *= dims[i];
+    else if (i == axis) v.n = dims[i];
+    else v.inner *= dims[i];
+  }
+  return v;
+}
+
 // Columns per unit of parallel work: whole rows of this many elements stay contiguous, so the
 // row-at-a-time loop below vectorises across columns.
 constexpr int64_t kScanColumns = 1024;
@@ -97,13 +110,8 @@ void kernel_scan(const std::vector<Tensor>& in, const OpAttrs& op_attrs, std::ve
   const auto& dims = in[0].impl()->shape.dims();
   const auto axis = static_cast<std::size_t>(
       normalize_axis(scan_name<kProd>(), attrs.axis, static_cast<int64_t>(dims.size())));
-  ScanView v;
-  for (std::size_t i = 0; i < dims.size(); ++i) {
-    if (i < axis) v.outer *= dims[i];
-    else if (i == axis) v.n = dims[i];
-    else v.inner *= dims[i];
-  }
-  if (v.outer * v.n * v.inner == 0) return;
+  if (in[0].impl()->shape.num_elements() == 0) return;
+  const ScanView v = scan_view(dims, axis);
   visit_dtype(in[0].impl()->dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
@@ -216,13 +224,8 @@ void kernel_affine_scan(const std::vector<Tensor>& in, const OpAttrs& op_attrs, 
   const auto& dims = in[0].impl()->shape.dims();
   const auto axis = static_cast<std::size_t>(
       normalize_axis("affine_scan", attrs.axis, static_cast<int64_t>(dims.size())));
-  ScanView v;
-  for (std::size_t i = 0; i < dims.size(); ++i) {
-    if (i < axis) v.outer *= dims[i];
-    else if (i == axis) v.n = dims[i];
-    else v.inner *= dims[i];
-  }
-  if (v.outer * v.n * v.inner == 0) return;
+  if (in[0].impl()->shape.num_elements() == 0) return;
+  const ScanView v = scan_view(dims, axis);
   visit_dtype(in[0].impl()->dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_floating_point_v<T>) {

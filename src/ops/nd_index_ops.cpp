@@ -57,15 +57,23 @@ std::string tuple_position(int64_t j, const std::vector<int64_t>& dims) {
 }
 
 // The element offset of each index tuple's slice in a row-major tensor of `dims`, bounds checked.
+// `moves` says whether the op moves any element (its gathered result or its updates have one);
+// when none, the tuples are only checked and no offset is returned. Tuples of K = 0 entries
+// are then never counted: indices such as (2^40, 2^40, 0) hold no element yet name 2^80 (empty)
+// tuples, a count that would overflow or ask for a table no memory holds.
 template <class I>
 std::vector<int64_t> tuple_offsets(const char* op, const Tensor& indices, const std::vector<int64_t>& dims,
-                                   const char* what) {
+                                   const char* what, bool moves) {
   const std::vector<int64_t>& id = dims_of(indices);
   const auto depth = static_cast<std::size_t>(id.back());
-  const int64_t count = product(id, 0, id.size() - 1);
+  // With K > 0 the tuples are the indices' elements K at a time, so their count fits; with
+  // K = 0 and something moved, each tuple names one slice of the moved tensor, so it fits too.
+  const int64_t count = depth > 0 ? indices.impl()->shape.num_elements() / static_cast<int64_t>(depth)
+                        : moves   ? product(id, 0, id.size() - 1)
+                                  : 0;
   const std::vector<int64_t> strides = row_major_strides(dims);
   const I* idx = data_of<I>(indices);
-  std::vector<int64_t> offsets(static_cast<std::size_t>(count));
+  std::vector<int64_t> offsets(moves ? static_cast<std::size_t>(count) : 0);
   for (int64_t j = 0; j < count; ++j) {
     int64_t off = 0;
     for (std::size_t k = 0; k < depth; ++k) {
@@ -79,14 +87,14 @@ std::vector<int64_t> tuple_offsets(const char* op, const Tensor& indices, const 
       }
       off += v * strides[k];
     }
-    offsets[static_cast<std::size_t>(j)] = off;
+    if (moves) offsets[static_cast<std::size_t>(j)] = off;
   }
   return offsets;
 }
 std::vector<int64_t> tuple_offsets(const char* op, const Tensor& indices, const std::vector<int64_t>& dims,
-                                   const char* what) {
-  return indices.impl()->dtype == DType::Int64 ? tuple_offsets<int64_t>(op, indices, dims, what)
-                                               : tuple_offsets<int32_t>(op, indices, dims, what);
+                                   const char* what, bool moves) {
+  return indices.impl()->dtype == DType::Int64 ? tuple_offsets<int64_t>(op, indices, dims, what, moves)
+                                               : tuple_offsets<int32_t>(op, indices, dims, what, moves);
 }
 
 // out += updates, slice j of `slice` elements at offsets[j] (repeated tuples add up).
@@ -127,7 +135,8 @@ std::vector<ValueType> infer_gather_nd(const std::vector<ValueType>& in, const O
 }
 void kernel_gather_nd(const std::vector<Tensor>& in, const OpAttrs&, std::vector<Tensor>& out) {
   const auto& pd = dims_of(in[0]);
-  const std::vector<int64_t> offsets = tuple_offsets("gather_nd", in[1], pd, "params");
+  const std::vector<int64_t> offsets =
+      tuple_offsets("gather_nd", in[1], pd, "params", out[0].impl()->shape.num_elements() > 0);
   const int64_t slice = product(pd, static_cast<std::size_t>(dims_of(in[1]).back()), pd.size());
   visit_dtype(in[0].impl()->dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -149,7 +158,8 @@ void kernel_scatter_nd(const std::vector<Tensor>& in, const OpAttrs& attrs, std:
   const char* op = "scatter_nd";
   const TensorShape shape(shape_values(op, in[2], attrs.get<ShapeValueAttrs>()));
   check_updates(op, type_of(in[0]), type_of(in[1]), shape);
-  const std::vector<int64_t> offsets = tuple_offsets(op, in[0], shape.dims(), "the output");
+  const std::vector<int64_t> offsets =
+      tuple_offsets(op, in[0], shape.dims(), "the output", in[1].impl()->shape.num_elements() > 0);
   Tensor result = allocate_tensor(in[1].impl()->dtype, shape);
   visit_dtype(in[1].impl()->dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -172,7 +182,7 @@ void kernel_tensor_scatter_nd_add(const std::vector<Tensor>& in, const OpAttrs& 
   const char* op = "tensor_scatter_nd_add";
   infer_tensor_scatter_nd_add({type_of(in[0]), type_of(in[1]), type_of(in[2])}, attrs);
   const auto& td = dims_of(in[0]);
-  const std::vector<int64_t> offsets = tuple_offsets(op, in[1], td, "tensor");
+  const std::vector<int64_t> offsets = tuple_offsets(op, in[1], td, "tensor", in[2].impl()->shape.num_elements() > 0);
   visit_dtype(in[0].impl()->dtype, [&](auto tag) {
     using T = decltype(tag);
     std::copy_n(data_of<T>(in[0]), in[0].impl()->shape.num_elements(), data_of<T>(out[0]));
@@ -253,9 +263,11 @@ void kernel_boolean_mask(const std::vector<Tensor>& in, const OpAttrs& attrs, st
   const int64_t count = std::count(mask, mask + m, true);
   const TensorShape shape = boolean_mask_shape(type_of(in[0]), type_of(in[1]), axis, count);
   const auto a = static_cast<std::size_t>(axis < 0 ? axis + static_cast<int64_t>(xd.size()) : axis);
+  out[0] = allocate_tensor(in[0].impl()->dtype, shape);
+  // Nothing to copy; `outer` of a tensor such as (2^40, 2^40, 0) would be a saturated product.
+  if (shape.num_elements() == 0) return;
   const int64_t outer = product(xd, 0, a);
   const int64_t inner = product(xd, a + dims_of(in[1]).size(), xd.size());
-  out[0] = allocate_tensor(in[0].impl()->dtype, shape);
   visit_dtype(in[0].impl()->dtype, [&](auto tag) {
     using T = decltype(tag);
     const T* x = data_of<T>(in[0]);

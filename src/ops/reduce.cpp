@@ -447,19 +447,15 @@ void kernel_reduce(const std::vector<Tensor>& in, const OpAttrs& op_attrs, std::
   }
 }
 
-// Sizes of the dims before, at and after `axis` of a fully defined shape.
+// Sizes of the dims before, at and after `axis` of a fully defined shape. For a zero-element
+// shape such as (2^40, 2^40, 0) a size may be saturated (product in ops/broadcast.h): callers
+// return on zero elements before they multiply or loop over them.
 struct Split {
   int64_t outer = 1, n = 1, inner = 1;
 };
 Split split_at(const std::vector<int64_t>& dims, int64_t axis) {
-  Split s;
-  for (std::size_t i = 0; i < dims.size(); ++i) {
-    const auto a = static_cast<std::size_t>(axis);
-    if (i < a) s.outer *= dims[i];
-    else if (i == a) s.n = dims[i];
-    else s.inner *= dims[i];
-  }
-  return s;
+  const auto a = static_cast<std::size_t>(axis);
+  return Split{product(dims, 0, a), dims[a], product(dims, a + 1, dims.size())};
 }
 
 // ---- argmax / argmin ----
@@ -545,7 +541,7 @@ void kernel_arg(const std::vector<Tensor>& in, const OpAttrs& op_attrs, std::vec
     op_error<InvalidArgumentError>(arg_name<kMax>(), "cannot take ", arg_name<kMax>(),
                                    " of an empty dimension: axis ", attrs.axis, " of shape ",
                                    in[0].impl()->shape.to_string(), " has size 0");
-  if (s.outer * s.inner == 0) return;
+  if (in[0].impl()->shape.num_elements() == 0) return;
   visit_numeric(in[0].impl()->dtype, [&](auto tag) {
     using T = decltype(tag);
     if (out[0].impl()->dtype == DType::Int32)
@@ -668,6 +664,7 @@ void kernel_softmax(const std::vector<Tensor>& in, const OpAttrs& op_attrs, std:
   const auto& dims = in[0].impl()->shape.dims();
   const int64_t axis = normalize_axis(kLog ? "log_softmax" : "softmax", attrs.axis,
                                       static_cast<int64_t>(dims.size()));
+  if (in[0].impl()->shape.num_elements() == 0) return;
   const Split s = split_at(dims, axis);
   if (in[0].impl()->dtype == DType::Float32)
     softmax_typed<kLog>(data_of<float>(in[0]), s, data_of<float>(out[0]));

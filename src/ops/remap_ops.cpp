@@ -226,9 +226,12 @@ TensorShape tile_shape(const TensorShape& in, const std::vector<int64_t>& multip
     const int64_t d = in.has_rank() ? in.dims()[i] : None;
     dims[i] = m == 0 ? 0 : d == None ? None : checked_mul(op, d, m);
   }
-  int64_t total = 1;
-  for (int64_t d : dims)
-    if (d != None) total = checked_mul(op, total, d);
+  // An output with a zero dim holds no element however large its other dims: (2^40, 2^40, 0).
+  if (std::find(dims.begin(), dims.end(), 0) == dims.end()) {
+    int64_t total = 1;
+    for (int64_t d : dims)
+      if (d != None) total = checked_mul(op, total, d);
+  }
   return TensorShape(dims);
 }
 

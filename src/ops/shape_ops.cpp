@@ -34,6 +34,10 @@ int64_t checked_mul(const char* op, int64_t a, int64_t b, const std::string& wha
 
 const std::vector<int64_t>& dims_of(const Tensor& t) { return t.impl()->shape.dims(); }
 
+// A shape with a zero dim holds no element however large its other dims ((2^40, 2^40, 0) is
+// legal): its count is 0, not an overflow.
+bool has_zero(const std::vector<int64_t>& dims) { return std::find(dims.begin(), dims.end(), 0) != dims.end(); }
+
 // ---- reshape ----
 
 }  // namespace
@@ -42,6 +46,7 @@ TensorShape reshape_shape(const TensorShape& in, const std::vector<int64_t>& tar
   const char* op = "reshape";
   int64_t infer_at = -1;
   int64_t known = 1;  // product of the target dims other than -1
+  const bool target_empty = has_zero(target);
   for (std::size_t i = 0; i < target.size(); ++i) {
     if (target[i] < -1)
       op_error<InvalidArgumentError>(op, "target dimension ", i, " is ", target[i], " in shape ",
@@ -55,16 +60,17 @@ TensorShape reshape_shape(const TensorShape& in, const std::vector<int64_t>& tar
                                        i, "); give every other dimension explicitly");
       infer_at = static_cast<int64_t>(i);
     } else {
-      known = checked_mul(op, known, target[i], "the target shape " + format_list(target));
+      known = target_empty ? 0 : checked_mul(op, known, target[i], "the target shape " + format_list(target));
     }
   }
   std::vector<int64_t> out = target;
   if (!in.has_rank()) return TensorShape(out);  // a -1 target dim is None: tg::None == -1
   int64_t in_known = 1;
   bool in_unknown = false;
+  const bool in_empty = has_zero(in.dims());
   for (int64_t d : in.dims()) {
     if (d == None) in_unknown = true;
-    else in_known = checked_mul(op, in_known, d, "the input shape " + in.to_string());
+    else in_known = in_empty ? 0 : checked_mul(op, in_known, d, "the input shape " + in.to_string());
   }
   const auto fail = [&](const char* why) {
     op_error<InvalidArgumentError>(op, "cannot reshape a tensor with ",
@@ -686,11 +692,12 @@ std::vector<int64_t> shape_values(const char* op, const Tensor& shape, const Sha
     dims[static_cast<std::size_t>(i)] = impl.dtype == DType::Int64 ? impl.data<int64_t>()[i]
                                                                    : int64_t{impl.data<int32_t>()[i]};
   int64_t elements = 1;
+  const bool empty = has_zero(dims);
   for (std::size_t i = 0; i < dims.size(); ++i) {
     if (dims[i] < 0)
       op_error<InvalidArgumentError>(op, "dimension ", i, " of the shape ", format_list(dims),
                                      " is negative; sizes must be >= 0");
-    elements = checked_mul(op, elements, dims[i], "the shape " + format_list(dims));
+    if (!empty) elements = checked_mul(op, elements, dims[i], "the shape " + format_list(dims));
   }
   for (std::size_t i = 0; a.known && i < dims.size(); ++i)
     if (a.dims[i] != None && a.dims[i] != dims[i])
