@@ -301,7 +301,8 @@ bool record_custom_on_tapes(const std::vector<Tensor>& inputs, const std::vector
 // ---- calls of traced functions under a tape ------------------------------------------------
 
 using BackwardFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&, const std::vector<Tensor>&,
-                                                     const std::vector<Tensor>&, const std::vector<Tensor>&)>;
+                                                     const std::vector<Tensor>&, const std::vector<Tensor>&,
+                                                     const std::vector<Tensor>&)>;
 
 // What differentiating one concrete function needs, built on its first call under a tape.
 struct FunctionGradient {
@@ -312,7 +313,12 @@ struct FunctionGradient {
   // The stateful random nodes of the graph (not of its sub-graphs): the backward repeats the
   // draws each call made.
   std::vector<const RandomState*> random_states;
-  BackwardFn backward;                           // (inputs, variable values, output grads, draws)
+  // Every other Variable the graph (sub-graphs included) reads or writes, of any dtype - an
+  // integer counter, a Variable only assign_add-ed, one read inside a cond. The backward replay
+  // starts each at the value the call saw (a value read at backward time would include the
+  // call's own writes), without differentiating it.
+  std::vector<std::shared_ptr<VariableState>> state_variables;
+  BackwardFn backward;  // (inputs, variable values, output grads, draws, state values)
   std::function<int64_t()> tracing_count;        // of the backward function (tests)
 };
 
@@ -327,7 +333,9 @@ std::vector<Tensor> replay_and_differentiate(const GraphIR& fwd,
                                              const std::vector<Tensor>& inputs,
                                              const std::vector<Tensor>& var_values,
                                              const std::vector<Tensor>& out_grads,
-                                             const std::vector<Tensor>& draws) {
+                                             const std::vector<Tensor>& draws,
+                                             const std::vector<std::shared_ptr<VariableState>>& state_variables,
+                                             const std::vector<Tensor>& state_values) {
   GradientTape tape;
   for (const Tensor& t : inputs)
     if (is_floating(t.dtype())) tape.watch(t);
@@ -336,6 +344,7 @@ std::vector<Tensor> replay_and_differentiate(const GraphIR& fwd,
   for (const Tensor& t : var_values) tape.watch(t);
   // The call's Variable values are replay inputs, so that the tape differentiates them.
   ReplayVariables replay_vars;
+  for (std::size_t i = 0; i < state_variables.size(); ++i) replay_vars.set_value(state_variables[i].get(), state_values[i]);
   for (std::size_t i = 0; i < variables.size(); ++i)
     replay_vars.set_value(variables[i].get(), var_values[i]);
   for (std::size_t i = 0; i < random_states.size(); ++i) replay_vars.set_random_draw(random_states[i], draws[i]);
@@ -385,15 +394,39 @@ std::shared_ptr<FunctionGradient> gradient_of(const ConcreteImpl& cf) {
     }
   };
   collect(*fwd, false);
+  // The state variables: whatever else a node reads or writes, but not a Variable the graph
+  // creates (the call gives it its first value; the replay reads that).
+  std::vector<const VariableState*> created;
+  std::function<void(const GraphIR&)> collect_state = [&](const GraphIR& g) {
+    for (const GraphNode& node : g.nodes) {
+      if (node.kind != NodeKind::kOp) continue;
+      if (has_subgraphs(node.op))
+        for (const NamedSubgraph& sg : subgraphs_of(node)) collect_state(*sg.graph);
+      const uint32_t traits = op_def(node.op).traits;
+      if (!(traits & (kReadsVariable | kWritesVariable | kCreatesVariable))) continue;
+      for (const auto& v : variables_named(node.attrs)) {
+        if (traits & kCreatesVariable) created.push_back(v.get());
+        auto same = [&](const auto& u) { return u.get() == v.get(); };
+        if (std::none_of(fg->variables.begin(), fg->variables.end(), same) &&
+            std::none_of(fg->state_variables.begin(), fg->state_variables.end(), same))
+          fg->state_variables.push_back(v);
+      }
+    }
+  };
+  collect_state(*fwd);
+  std::erase_if(fg->state_variables,
+                [&](const auto& v) { return std::count(created.begin(), created.end(), v.get()) != 0; });
   auto fn = function(
-      [fwd, vars = fg->variables, randoms = fg->random_states](
+      [fwd, vars = fg->variables, randoms = fg->random_states, states = fg->state_variables](
           const std::vector<Tensor>& inputs, const std::vector<Tensor>& var_values,
-          const std::vector<Tensor>& out_grads, const std::vector<Tensor>& draws) {
-        return replay_and_differentiate(*fwd, vars, randoms, inputs, var_values, out_grads, draws);
+          const std::vector<Tensor>& out_grads, const std::vector<Tensor>& draws,
+          const std::vector<Tensor>& state_values) {
+        return replay_and_differentiate(*fwd, vars, randoms, inputs, var_values, out_grads, draws, states,
+                                        state_values);
       },
       {.name = cf.function_name + "_backward"});
   fg->backward = [fn](const std::vector<Tensor>& a, const std::vector<Tensor>& b, const std::vector<Tensor>& c,
-                      const std::vector<Tensor>& d) mutable { return fn(a, b, c, d); };
+                      const std::vector<Tensor>& d, const std::vector<Tensor>& e) mutable { return fn(a, b, c, d, e); };
   fg->tracing_count = [fn] { return fn.tracing_count(); };
   cf.gradient = fg;
   return fg;
@@ -416,6 +449,18 @@ std::vector<Tensor> run_call_under_tapes(const ConcreteImpl& cf, const std::vect
     }
     var_values[i] = apply_op1(OpId::ReadVariable, {}, VariableAttrs{fg->variables[i]});
   }
+  // The other Variables' values before the call, read without an op: no tape is to see them.
+  std::vector<Tensor> state_values(fg->state_variables.size());
+  std::vector<std::size_t> state_after;
+  auto value_now = [](const std::shared_ptr<VariableState>& v) {
+    VariableState& s = *resolve_variable(v);
+    std::lock_guard lock(s.mu);
+    return s.value;
+  };
+  for (std::size_t i = 0; i < fg->state_variables.size(); ++i) {
+    state_values[i] = value_now(fg->state_variables[i]);
+    if (!state_values[i].defined()) state_after.push_back(i);
+  }
   std::vector<Tensor> outputs;
   std::vector<Tensor> draws;  // the draw each random node of the graph made, for the backward
   {
@@ -429,6 +474,7 @@ std::vector<Tensor> run_call_under_tapes(const ConcreteImpl& cf, const std::vect
     }
   }
   for (std::size_t i : read_after) var_values[i] = apply_op1(OpId::ReadVariable, {}, VariableAttrs{fg->variables[i]});
+  for (std::size_t i : state_after) state_values[i] = value_now(fg->state_variables[i]);
   std::vector<Tensor> all_inputs = inputs;
   all_inputs.insert(all_inputs.end(), var_values.begin(), var_values.end());
   const std::size_t n_inputs = inputs.size();
@@ -438,11 +484,11 @@ std::vector<Tensor> run_call_under_tapes(const ConcreteImpl& cf, const std::vect
   std::vector<const VariableState*> inner_variables;
   for (const VariableState* v : fg->inner_variables) inner_variables.push_back(bound_variable_or_self(v));
   record_custom_on_tapes(all_inputs, outputs,
-                         [fg, all_inputs, n_inputs, bindings, draws](const std::vector<Tensor>& out_grads) {
+                         [fg, all_inputs, n_inputs, bindings, draws, state_values](const std::vector<Tensor>& out_grads) {
                            std::vector<Tensor> ins(all_inputs.begin(), all_inputs.begin() + static_cast<std::ptrdiff_t>(n_inputs));
                            std::vector<Tensor> vars(all_inputs.begin() + static_cast<std::ptrdiff_t>(n_inputs), all_inputs.end());
                            VariableBindingScope bound(bindings);
-                           std::vector<Tensor> grads = fg->backward(ins, vars, out_grads, draws);
+                           std::vector<Tensor> grads = fg->backward(ins, vars, out_grads, draws, state_values);
                            for (std::size_t i = 0; i < grads.size(); ++i)
                              if (!is_floating(all_inputs[i].dtype())) grads[i] = Tensor();
                            return grads;

@@ -10,6 +10,7 @@
 #include "core/tensor_impl.h"
 #include "passes/passes.h"
 #include "runtime/executor.h"
+#include "runtime/replay.h"
 #include "tracegraph/ops.h"
 
 namespace tg {
@@ -154,6 +155,7 @@ std::vector<Tensor> cond_flat(const Tensor& pred, const std::function<std::vecto
   payload->subgraphs = {{"then_branch", then_tracer.graph()}, {"else_branch", else_tracer.graph()}};
   payload->name = "cond";  // also for stateful_cond: users see one name
   const bool stateful = then_tracer.stateful() || else_tracer.stateful();
+  if (stateful) add_variable_snapshots(OpId::StatefulCond, attrs, inputs);  // for a tape's gradient
   return apply_op(stateful ? OpId::StatefulCond : OpId::Cond, inputs, attrs);
 }
 
@@ -231,6 +233,7 @@ std::vector<Tensor> while_loop_flat(const FlatFn& cond, const FlatFn& body, cons
   payload->name = name;
   const bool stateful = cond_tracer.stateful() || body_tracer.stateful();
   const OpId op = stateful ? OpId::StatefulWhile : OpId::While;
+  if (stateful) add_variable_snapshots(op, attrs, inputs);  // for a tape's gradient
   // Inside a trace the loop is recorded even when every input is eager: it must run at every
   // call, not once at trace time.
   return apply_op_in_trace(op, inputs, attrs);

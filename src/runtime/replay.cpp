@@ -1,6 +1,9 @@
 #include "runtime/replay.h"
 
+#include <algorithm>
+
 #include "core/check.h"
+#include "ops/control_flow_attrs.h"
 #include "ops/random.h"
 #include "tracegraph/ops.h"
 
@@ -24,6 +27,52 @@ class NodeReplay final : public ReplayContext {
   const GraphNode& node_;
 };
 }  // namespace
+
+namespace {
+SubgraphReplayFn g_subgraph_replay = nullptr;
+
+void collect_used(const OpAttrs& attrs, std::vector<std::shared_ptr<VariableState>>& used,
+                  std::vector<const VariableState*>& created) {
+  for (const NamedSubgraph& sg : subgraphs_of(attrs))
+    for (const GraphNode& node : sg.graph->nodes) {
+      if (node.kind != NodeKind::kOp) continue;
+      const uint32_t traits = op_def(node.op).traits;
+      if (traits & kSubgraphs) collect_used(node.attrs, used, created);
+      if (!(traits & (kReadsVariable | kWritesVariable | kCreatesVariable))) continue;
+      for (const auto& v : variables_named(node.attrs)) {
+        if (traits & kCreatesVariable) created.push_back(v.get());
+        if (std::none_of(used.begin(), used.end(), [&](const auto& u) { return u.get() == v.get(); }))
+          used.push_back(v);
+      }
+    }
+}
+}  // namespace
+
+void set_subgraph_replay(SubgraphReplayFn fn) { g_subgraph_replay = fn; }
+
+std::vector<std::shared_ptr<VariableState>> variables_used_inside(const OpAttrs& attrs) {
+  std::vector<std::shared_ptr<VariableState>> used;
+  std::vector<const VariableState*> created;
+  collect_used(attrs, used, created);
+  std::erase_if(used, [&](const auto& v) { return std::count(created.begin(), created.end(), v.get()) != 0; });
+  return used;
+}
+
+std::size_t first_variable_snapshot(OpId op, const OpAttrs& attrs) {
+  const ControlFlowAttrs& cf = attrs.get<ControlFlowAttrs>();
+  TG_CHECK(cf.payload != nullptr, "control-flow op without its payload");
+  const bool is_while = op == OpId::While || op == OpId::StatefulWhile;
+  std::size_t first = is_while ? static_cast<std::size_t>(cf.payload->num_loop_vars) : 1;
+  for (const auto& caps : cf.payload->capture_inputs)
+    for (int c : caps) first = std::max(first, static_cast<std::size_t>(c) + 1);
+  return first;
+}
+
+void add_variable_snapshots(OpId op, const OpAttrs& attrs, std::vector<Tensor>& inputs) {
+  if (current_op_observer() == nullptr || !(op_def(op).traits & kStateful)) return;
+  if (inputs.size() != first_variable_snapshot(op, attrs)) return;  // it has them already
+  for (const auto& v : variables_used_inside(attrs)) inputs.push_back(apply_op1(OpId::ReadVariable, {}, VariableAttrs{v}));
+}
 
 Tensor ReplayVariables::read(const VariableState* v, const OpAttrs& read_attrs) {
   auto it = values_.find(v);
@@ -71,7 +120,18 @@ std::vector<Tensor> replay_graph(const GraphIR& g, const std::vector<Tensor>& in
         // The registry says which ops have effects a replay must not run for real
         // (kReplayedEffects), and each such op's replay hook computes its outputs instead.
         const OpDef& def = op_def(node.op);
+        const bool effects_inside = (def.traits & kStateful) && (def.traits & kSubgraphs);
+        if (effects_inside && variables_or_null) {
+          // A stateful cond / while: its sub-graphs' effects are replayed like the graph's own.
+          TG_CHECK(g_subgraph_replay != nullptr, "no replay installed for the ", def.name, " node '", node.name, "'");
+          NodeReplay replay(*variables_or_null, node);
+          values[n] = g_subgraph_replay(node.op, replay, args, node.attrs);
+          break;
+        }
         if (!variables_or_null || !(def.traits & kReplayedEffects)) {
+          // Inlined into a trace while a tape observes: the node takes the Variables' values
+          // before it, which its gradient needs (add_variable_snapshots).
+          if (effects_inside) add_variable_snapshots(node.op, node.attrs, args);
           values[n] = apply_op(node.op, args, node.attrs);
           break;
         }

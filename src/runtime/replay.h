@@ -38,6 +38,29 @@ class ReplayVariables {
   std::unordered_map<const RandomState*, Tensor> draws_;
 };
 
+/// How a replay runs a stateful_cond / stateful_while node (sub-graphs with effects): installed
+/// by the control-flow layer (set_subgraph_replay), which the runtime cannot include. It must
+/// compute the node's outputs from the replay's Variables and leave its writes in the replay,
+/// never run them for real (the forward call did).
+using SubgraphReplayFn = std::vector<Tensor> (*)(OpId op, ReplayContext& replay, const std::vector<Tensor>& inputs,
+                                                 const OpAttrs& attrs);
+void set_subgraph_replay(SubgraphReplayFn fn);
+
+/// The Variables a control-flow node's sub-graphs (nested ones included) read or write, in
+/// first-use order, without those they create (they have no value before the node runs).
+std::vector<std::shared_ptr<VariableState>> variables_used_inside(const OpAttrs& attrs);
+
+/// A stateful control-flow node recorded while a tape observes gets, after its own inputs (cond:
+/// pred, captures; while: loop vars, captures), one more per variables_used_inside: the
+/// Variable's value just before the node ran. Its gradient replays the sub-graphs from those
+/// values (a read at gradient time would see the node's own writes and any later ones). The
+/// kernels ignore these inputs. The index of the first one:
+std::size_t first_variable_snapshot(OpId op, const OpAttrs& attrs);
+/// Appends those snapshots (read_variable ops, recorded where the node is about to be) to a
+/// stateful control-flow node's `inputs` when a tape observes ops on this thread and the node has
+/// none yet.
+void add_variable_snapshots(OpId op, const OpAttrs& attrs, std::vector<Tensor>& inputs);
+
 /// Runs `g` on `inputs` (one per placeholder) through the public ops and returns its outputs.
 /// With `variables`, side effects are replayed as ReplayVariables says (never real); without,
 /// every op runs as itself - prints print, assigns assign (or are recorded by a trace).
