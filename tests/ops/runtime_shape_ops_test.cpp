@@ -119,7 +119,9 @@ TEST(EnsureSameShape, LossesKeepTheirShapeCheckUnderNoneDims) {
       {"binary_crossentropy_with_logits", &nn::binary_crossentropy_with_logits},
       {"huber", [](const Tensor& a, const Tensor& b) { return nn::huber(a, b); }},
   };
-  for (const auto& [name, loss] : losses) {
+  for (const auto& entry : losses) {
+    const char* name = entry.first;  // not a structured binding: clang 14 cannot capture those
+    const Loss loss = entry.second;
     SCOPED_TRACE(name);
     EXPECT_THROW_MSG(loss(ones({4, 5}), zeros({4, 1})), InvalidArgumentError, name);
     auto traced = function([loss = loss](const Tensor& a, const Tensor& b) { return loss(a, b); },
