@@ -16,6 +16,7 @@
 
 #include "core/check.h"
 #include "core/tensor_impl.h"
+#include "ops/broadcast.h"
 #include "ops/runtime_shape_checks.h"
 #include "tracegraph/ops.h"
 
@@ -171,8 +172,8 @@ Tensor merge_groups(const Term& term, std::size_t batch, const std::vector<std::
   std::vector<int64_t> shape(dims.begin(), dims.begin() + static_cast<std::ptrdiff_t>(batch));
   std::size_t at = batch;
   for (const std::string& g : groups) {
-    int64_t size = 1;
-    for (std::size_t i = 0; i < g.size(); ++i, ++at) size *= dims[at];
+    int64_t size = 1;  // saturated: an empty operand may have dims whose product passes int64
+    for (std::size_t i = 0; i < g.size(); ++i, ++at) size = detail::mul_saturating(size, dims[at]);
     shape.push_back(size);
   }
   for (int64_t d : shape) TG_CHECK(d != None, "einsum merges letters only of fully known operands");

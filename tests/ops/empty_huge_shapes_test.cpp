@@ -107,6 +107,13 @@ TEST(EmptyHugeShapes, MatrixProducts) {
                           {zeros({kHuge, 0}, int32), zeros({kHuge, 0}, int32)}, TensorShape({0, 0}));
 }
 
+// einsum merges the contracted letters j and k into one dim of 2^80 here: the merged size
+// saturates (UB before), and the product of two empty operands is the empty (0, 0).
+TEST(EmptyHugeShapes, EinsumMergingHugeLetters) {
+  expect_eager_and_traced([](const auto& v) { return einsum("ijk,jkl->il", v[0], v[1]); },
+                          {zeros({0, kHuge, kHuge}), zeros({kHuge, kHuge, 0})}, TensorShape({0, 0}));
+}
+
 // Ops along one axis view their input as [outer, n, inner]; for these shapes outer or inner
 // multiplied out overflows.
 TEST(EmptyHugeShapes, OpsAlongAnAxis) {
