@@ -88,9 +88,10 @@ struct Positions {
   std::unordered_map<std::string, uint64_t> calls;
   uint64_t eager = 0;
 };
+// Never destroyed: tg::dist's atexit finalize resets it after static destructors may have run.
 Positions& positions() {
-  static Positions p;
-  return p;
+  static Positions* p = new Positions;
+  return *p;
 }
 }  // namespace
 

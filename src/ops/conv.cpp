@@ -830,8 +830,11 @@ void for_each_max(const PoolGeom& g, const T* x, Begin&& begin, Pixel&& pixel, E
 // (pool_grad_avx512.h): each window read once, 16 channels to a vector, every element of dx
 // written once. Written in C++ the same way it ran no faster than the general kernel (1,073
 // against 946 us on two threads): gcc 12 kept the selection and the scatter scalar.
+// The window must fit the input: its size kh * kw is then at most the image's h * w, which the
+// input tensor's own size bounds (a window of INT64_MAX squared overflowed here).
 bool tiles_input(const PoolGeom& g) {
-  return g.kh == g.sh && g.kw == g.sw && g.pt == 0 && g.pl == 0 && g.oh <= g.h / g.kh && g.ow <= g.w / g.kw;
+  return g.kh == g.sh && g.kw == g.sw && g.pt == 0 && g.pl == 0 && g.kh <= g.h && g.kw <= g.w &&
+         g.oh <= g.h / g.kh && g.ow <= g.w / g.kw;
 }
 
 template <class T>
