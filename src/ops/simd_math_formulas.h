@@ -123,9 +123,12 @@ Vec<W> gelu_tanh_wide(Vec<W> w) {
   const Vec<W> u = W::set1(kSqrt2OverPi) * (w + W::set1(kGeluCubic) * (w * w * w));
   return w / (W::set1(1.0) + W::exp(W::set1(-2.0) * u));
 }
+// A NaN input comes back as itself: which operand's NaN the product 0.5 x erfc(.) returns (its
+// sign) is the compiler's choice of operand order, and g++ and clang chose differently.
 template <class L>
 Vec<L> gelu(Vec<L> v) {
-  return L::template in_double<&gelu_wide<typename L::Wide>>(v);
+  const Vec<L> r = L::template in_double<&gelu_wide<typename L::Wide>>(v);
+  return L::select_negative(v, r, L::select_above(v, L::set1(-1.0f), r, v));
 }
 template <class L>
 Vec<L> gelu_tanh(Vec<L> v) {
