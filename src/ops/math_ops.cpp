@@ -104,6 +104,28 @@ void scan_line(const T* x, T* y, int64_t n, bool exclusive, bool reverse) {
   }
 }
 
+// Splits a scan over the [outer, n, inner] view across the pool: `line(at)` for each outer block
+// when inner is 1 (its n elements are contiguous from element `at`), else `block(at, c0, c1)`
+// for each (outer block, chunk of kScanColumns columns) pair, units independent of each other.
+template <class Line, class Block>
+void for_each_scan_part(const ScanView& v, const Line& line, const Block& block) {
+  const int64_t stride = v.n * v.inner;
+  if (v.inner == 1) {
+    parallel_for(v.outer, std::max<int64_t>(1, kParallelMinElements / v.n), [&](int64_t b, int64_t e) {
+      for (int64_t o = b; o < e; ++o) line(o * stride);
+    });
+    return;
+  }
+  const int64_t chunks = (v.inner + kScanColumns - 1) / kScanColumns;
+  const int64_t unit = v.n * std::min(v.inner, kScanColumns);
+  parallel_for(v.outer * chunks, std::max<int64_t>(1, kParallelMinElements / unit), [&](int64_t b, int64_t e) {
+    for (int64_t u = b; u < e; ++u) {
+      const int64_t o = u / chunks, c0 = (u % chunks) * kScanColumns;
+      block(o * stride, c0, std::min(v.inner, c0 + kScanColumns));
+    }
+  });
+}
+
 template <bool kProd>
 void kernel_scan(const std::vector<Tensor>& in, const OpAttrs& op_attrs, std::vector<Tensor>& out) {
   const ScanAttrs& attrs = op_attrs.get<ScanAttrs>();
@@ -117,24 +139,11 @@ void kernel_scan(const std::vector<Tensor>& in, const OpAttrs& op_attrs, std::ve
     if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
       const T* x = data_of<T>(in[0]);
       T* y = data_of<T>(out[0]);
-      const int64_t block = v.n * v.inner;
-      if (v.inner == 1) {
-        parallel_for(v.outer, std::max<int64_t>(1, kParallelMinElements / v.n), [&](int64_t b, int64_t e) {
-          for (int64_t o = b; o < e; ++o)
-            scan_line<kProd>(x + o * block, y + o * block, v.n, attrs.exclusive, attrs.reverse);
-        });
-        return;
-      }
-      // Units of work: (outer block, column chunk) pairs, independent of each other.
-      const int64_t chunks = (v.inner + kScanColumns - 1) / kScanColumns;
-      const int64_t unit = v.n * std::min(v.inner, kScanColumns);
-      parallel_for(v.outer * chunks, std::max<int64_t>(1, kParallelMinElements / unit), [&](int64_t b, int64_t e) {
-        for (int64_t u = b; u < e; ++u) {
-          const int64_t o = u / chunks, c0 = (u % chunks) * kScanColumns;
-          scan_block<kProd>(x + o * block, y + o * block, v, c0, std::min(v.inner, c0 + kScanColumns),
-                            attrs.exclusive, attrs.reverse);
-        }
-      });
+      for_each_scan_part(
+          v, [&](int64_t at) { scan_line<kProd>(x + at, y + at, v.n, attrs.exclusive, attrs.reverse); },
+          [&](int64_t at, int64_t c0, int64_t c1) {
+            scan_block<kProd>(x + at, y + at, v, c0, c1, attrs.exclusive, attrs.reverse);
+          });
     }
   });
 }
@@ -232,23 +241,11 @@ void kernel_affine_scan(const std::vector<Tensor>& in, const OpAttrs& op_attrs, 
       const T* a = data_of<T>(in[0]);
       const T* b = data_of<T>(in[1]);
       T* y = data_of<T>(out[0]);
-      const int64_t block = v.n * v.inner;
-      if (v.inner == 1) {
-        parallel_for(v.outer, std::max<int64_t>(1, kParallelMinElements / v.n), [&](int64_t s, int64_t e) {
-          for (int64_t o = s; o < e; ++o)
-            affine_line(a + o * block, b + o * block, y + o * block, v.n, attrs.exclusive, attrs.reverse);
-        });
-        return;
-      }
-      const int64_t chunks = (v.inner + kScanColumns - 1) / kScanColumns;
-      const int64_t unit = v.n * std::min(v.inner, kScanColumns);
-      parallel_for(v.outer * chunks, std::max<int64_t>(1, kParallelMinElements / unit), [&](int64_t s, int64_t e) {
-        for (int64_t u = s; u < e; ++u) {
-          const int64_t o = u / chunks, c0 = (u % chunks) * kScanColumns;
-          affine_block(a + o * block, b + o * block, y + o * block, v, c0, std::min(v.inner, c0 + kScanColumns),
-                       attrs.exclusive, attrs.reverse);
-        }
-      });
+      for_each_scan_part(
+          v, [&](int64_t at) { affine_line(a + at, b + at, y + at, v.n, attrs.exclusive, attrs.reverse); },
+          [&](int64_t at, int64_t c0, int64_t c1) {
+            affine_block(a + at, b + at, y + at, v, c0, c1, attrs.exclusive, attrs.reverse);
+          });
     }
   });
 }

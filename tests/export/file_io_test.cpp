@@ -55,6 +55,24 @@ class TempDir {
 
 // ---- atomic saves ------------------------------------------------------------------------------
 
+// Runs fn(0) ... fn(n - 1) on n threads released at the same moment; what each raised, or "".
+std::vector<std::string> run_at_once(int n, const std::function<void(int)>& fn) {
+  std::latch start(n);
+  std::vector<std::string> errors(static_cast<std::size_t>(n));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < n; ++t)
+    threads.emplace_back([&, t] {
+      start.arrive_and_wait();
+      try {
+        fn(t);
+      } catch (const std::exception& e) {
+        errors[static_cast<std::size_t>(t)] = e.what();
+      }
+    });
+  for (auto& th : threads) th.join();
+  return errors;
+}
+
 TEST(AtomicSave, ConcurrentCheckpointsToOnePathNeverMix) {
   // Each thread saves its own Variable "w" (every element its number) to the same path, all
   // at once; whatever the order, the file must then be one of them, whole.
@@ -66,19 +84,7 @@ TEST(AtomicSave, ConcurrentCheckpointsToOnePathNeverMix) {
   for (int t = 0; t < kThreads; ++t) values.emplace_back(fill(TensorShape({kElements}), static_cast<float>(t + 1)), "w");
   Variable restored(zeros({kElements}), "w");
   for (int round = 0; round < kRounds; ++round) {
-    std::latch start(kThreads);
-    std::vector<std::string> errors(kThreads);
-    std::vector<std::thread> threads;
-    for (int t = 0; t < kThreads; ++t)
-      threads.emplace_back([&, t] {
-        start.arrive_and_wait();
-        try {
-          save_variables(path, {values[t]});
-        } catch (const std::exception& e) {
-          errors[t] = e.what();
-        }
-      });
-    for (auto& th : threads) th.join();
+    const std::vector<std::string> errors = run_at_once(kThreads, [&](int t) { save_variables(path, {values[t]}); });
     for (int t = 0; t < kThreads; ++t) ASSERT_EQ(errors[t], "") << "round " << round << ", thread " << t;
     ASSERT_NO_THROW(restore_variables(path, {restored})) << "round " << round;
     const std::vector<float> got = restored.read_value().to_vector<float>();
@@ -146,19 +152,7 @@ TEST(AtomicSave, ConcurrentSavesOfFunctionsToOnePathNeverMix) {
   const std::vector<std::function<void()>> saves = {[&] { save(path, f0); }, [&] { save(path, f1); },
                                                     [&] { save(path, f2); }};
   for (int round = 0; round < kRounds; ++round) {
-    std::latch start(kThreads);
-    std::vector<std::string> errors(kThreads);
-    std::vector<std::thread> threads;
-    for (int t = 0; t < kThreads; ++t)
-      threads.emplace_back([&, t] {
-        start.arrive_and_wait();
-        try {
-          saves[t]();
-        } catch (const std::exception& e) {
-          errors[t] = e.what();
-        }
-      });
-    for (auto& th : threads) th.join();
+    const std::vector<std::string> errors = run_at_once(kThreads, [&](int t) { saves[t](); });
     for (int t = 0; t < kThreads; ++t) ASSERT_EQ(errors[t], "") << "round " << round << ", thread " << t;
     LoadedFunction loaded = load(path);
     const std::string name = loaded.name();
