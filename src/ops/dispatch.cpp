@@ -5,6 +5,7 @@
 
 #include "core/check.h"
 #include "core/tensor_impl.h"
+#include "ops/memory_refused.h"
 #include "ops/op.h"
 #include "ops/random.h"
 
@@ -25,10 +26,7 @@ auto refusing_bad_alloc(const OpDef& def, Part&& part) {
   try {
     return part();
   } catch (const std::bad_alloc&) {
-    throw ResourceExhaustedError(str_cat("[", def.name, "] the system refused memory this op needs besides its "
-                                         "results (an allocation of unknown size); use smaller shapes or "
-                                         "batch sizes"),
-                                 SIZE_MAX);
+    throw_memory_refused(def.name);
   }
 }
 

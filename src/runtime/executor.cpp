@@ -9,6 +9,7 @@
 #include "core/check.h"
 #include "core/tensor_impl.h"
 #include "core/thread_pool.h"
+#include "ops/memory_refused.h"
 #include "runtime/plan.h"
 #include "tracegraph/errors.h"
 
@@ -303,11 +304,8 @@ class Plan::FrameLease {
 [[noreturn]] void Plan::throw_refused(std::size_t step) const {
   if (step < steps_.size()) {
     const PlanStep& st = steps_[step];
-    throw ResourceExhaustedError(
-        str_cat("[", st.def->name, "] the system refused memory this op needs besides its results (an "
-                "allocation of unknown size), running node '", (*nodes_)[static_cast<std::size_t>(st.node)].name,
-                "' of a graph; use smaller shapes or batch sizes"),
-        SIZE_MAX);
+    throw_memory_refused(st.def->name,
+                         str_cat(", running node '", (*nodes_)[static_cast<std::size_t>(st.node)].name, "' of a graph"));
   }
   throw ResourceExhaustedError(str_cat("[execute] the system refused memory for the state of a graph's run (",
                                        num_slots_, " values, ", steps_.size(),

@@ -241,6 +241,31 @@ TG_OP_CASES(math_scans) {
   };
 }
 
+// The reference of a scan along `axis`: one plain loop per [outer, n, inner] line, from 0, with
+// `step(acc, at)` the next accumulator after element `at` (row-major index).
+template <class T, class Step>
+std::vector<T> sequential_scan(const TensorShape& shape, int axis, bool exclusive, bool reverse, const Step& step) {
+  const auto& d = shape.dims();
+  const int64_t r = static_cast<int64_t>(d.size());
+  const int64_t a = axis < 0 ? axis + r : axis;
+  int64_t outer = 1, n = d[static_cast<std::size_t>(a)], inner = 1;
+  for (int64_t i = 0; i < a; ++i) outer *= d[static_cast<std::size_t>(i)];
+  for (int64_t i = a + 1; i < r; ++i) inner *= d[static_cast<std::size_t>(i)];
+  std::vector<T> out(static_cast<std::size_t>(outer * n * inner));
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t c = 0; c < inner; ++c) {
+      T acc = 0;
+      for (int64_t k = 0; k < n; ++k) {
+        const int64_t j = reverse ? n - 1 - k : k;
+        const auto at = static_cast<std::size_t>((o * n + j) * inner + c);
+        if (exclusive) out[at] = acc;
+        acc = step(acc, at);
+        if (!exclusive) out[at] = acc;
+      }
+    }
+  return out;
+}
+
 TEST(MathScans, LargeScansMatchASequentialLoopOnEveryLayout) {
   // Past the parallel threshold and the column chunk, in both layouts.
   for (const TensorShape& shape : {TensorShape{3, 70000}, TensorShape{70, 2100}, TensorShape{5, 3, 1500}}) {
@@ -250,28 +275,9 @@ TEST(MathScans, LargeScansMatchASequentialLoopOnEveryLayout) {
           SCOPED_TRACE(shape.to_string() + " axis " + std::to_string(axis) + (exclusive ? " exclusive" : "") +
                        (reverse ? " reverse" : ""));
           Tensor x = cast(random_uniform(shape, -3.0f, 3.0f, uint64_t{11}) * 10.0f, int64);
-          std::vector<int64_t> xs = x.to_vector<int64_t>(), want(xs.size());
-          const auto& d = shape.dims();
-          const int64_t r = static_cast<int64_t>(d.size());
-          const int64_t a = axis < 0 ? axis + r : axis;
-          int64_t outer = 1, n = d[static_cast<std::size_t>(a)], inner = 1;
-          for (int64_t i = 0; i < a; ++i) outer *= d[static_cast<std::size_t>(i)];
-          for (int64_t i = a + 1; i < r; ++i) inner *= d[static_cast<std::size_t>(i)];
-          for (int64_t o = 0; o < outer; ++o)
-            for (int64_t c = 0; c < inner; ++c) {
-              int64_t acc = 0;
-              for (int64_t k = 0; k < n; ++k) {
-                const int64_t j = reverse ? n - 1 - k : k;
-                const auto at = static_cast<std::size_t>((o * n + j) * inner + c);
-                if (exclusive) {
-                  want[at] = acc;
-                  acc += xs[at];
-                } else {
-                  acc += xs[at];
-                  want[at] = acc;
-                }
-              }
-            }
+          const std::vector<int64_t> xs = x.to_vector<int64_t>();
+          const std::vector<int64_t> want = sequential_scan<int64_t>(
+              shape, axis, exclusive, reverse, [&](int64_t acc, std::size_t at) { return acc + xs[at]; });
           EXPECT_EQ(cumsum(x, axis, exclusive, reverse).to_vector<int64_t>(), want);
         }
       }
@@ -292,28 +298,8 @@ TEST(MathScans, LargeAffineScansMatchASequentialLoopOnEveryLayout) {
         for (bool reverse : {false, true}) {
           SCOPED_TRACE(shape.to_string() + " axis " + std::to_string(axis) + (exclusive ? " exclusive" : "") +
                        (reverse ? " reverse" : ""));
-          std::vector<double> want(as.size());
-          const auto& d = shape.dims();
-          const int64_t r = static_cast<int64_t>(d.size());
-          const int64_t ax = axis < 0 ? axis + r : axis;
-          int64_t outer = 1, n = d[static_cast<std::size_t>(ax)], inner = 1;
-          for (int64_t i = 0; i < ax; ++i) outer *= d[static_cast<std::size_t>(i)];
-          for (int64_t i = ax + 1; i < r; ++i) inner *= d[static_cast<std::size_t>(i)];
-          for (int64_t o = 0; o < outer; ++o)
-            for (int64_t c = 0; c < inner; ++c) {
-              double h = 0.0;
-              for (int64_t k = 0; k < n; ++k) {
-                const int64_t j = reverse ? n - 1 - k : k;
-                const auto at = static_cast<std::size_t>((o * n + j) * inner + c);
-                if (exclusive) {
-                  want[at] = h;
-                  h = as[at] * h + bs[at];
-                } else {
-                  h = as[at] * h + bs[at];
-                  want[at] = h;
-                }
-              }
-            }
+          const std::vector<double> want = sequential_scan<double>(
+              shape, axis, exclusive, reverse, [&](double h, std::size_t at) { return as[at] * h + bs[at]; });
           EXPECT_EQ(affine_scan(a, b, axis, exclusive, reverse).to_vector<double>(), want);
         }
       }
