@@ -12,13 +12,15 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/thread_context.h"
 #include "tracegraph/config.h"
 #include "tracegraph/errors.h"
 
 namespace tg::detail {
 namespace {
 
-thread_local bool t_in_pool_job = false;  // nested parallel_for calls run serially
+// True while this thread runs a job (a pool thread: always): nested parallel_for calls run serially.
+thread_local bool t_in_pool_job = false;
 
 // How long a thread spins for work (a worker) or for the other chunks (the caller) before it
 // sleeps on a condition variable: about 185 us here (a PAUSE is ~18 ns on this Zen 5). Waking
@@ -80,9 +82,10 @@ class Pool {
     // the (on a VM, expensive) futex wake. A worker counts itself a sleeper under mu_, so it
     // either is counted here or sees the new generation before it sleeps.
     if (sleepers_.load() > 0) wake_.notify_all();
-    t_in_pool_job = true;
-    work();
-    t_in_pool_job = false;
+    {
+      ScopedThreadValue<bool> in_job(t_in_pool_job, true);
+      work();
+    }
     // Spin for the other chunks before sleeping on done_: they are usually as short as ours.
     for (int i = 0; i < kSpinIterations && !(active_.load() == 0 && finished_.load() == chunks_); ++i) spin_pause();
     std::unique_lock lock(mu_);

@@ -8,6 +8,7 @@
 
 #include "core/check.h"
 #include "core/tensor_impl.h"
+#include "core/thread_context.h"
 #include "core/thread_pool.h"
 #include "ops/memory_refused.h"
 #include "runtime/plan.h"
@@ -69,15 +70,10 @@ thread_local const std::vector<SubgraphPlan>* t_subgraph_plans = nullptr;
 
 class SubgraphPlansScope {
  public:
-  explicit SubgraphPlansScope(const std::vector<SubgraphPlan>& plans) : saved_(t_subgraph_plans) {
-    t_subgraph_plans = &plans;
-  }
-  ~SubgraphPlansScope() { t_subgraph_plans = saved_; }
-  SubgraphPlansScope(const SubgraphPlansScope&) = delete;
-  SubgraphPlansScope& operator=(const SubgraphPlansScope&) = delete;
+  explicit SubgraphPlansScope(const std::vector<SubgraphPlan>& plans) : plans_(t_subgraph_plans, &plans) {}
 
  private:
-  const std::vector<SubgraphPlan>* saved_;
+  ScopedThreadValue<const std::vector<SubgraphPlan>*> plans_;
 };
 
 // A flat view of `t`'s elements [begin, begin + n) (n == 1 and a 1-element tensor: a scalar).
