@@ -128,7 +128,7 @@ const bool registered = [] {
   const Range log1p_r{-0.99f, 10.f};
   const simd::MathFns dispatched = {
       .name = "tracegraph",
-#define TG_DISPATCHED(Op, F, routine) .routine = &simd::routine##_f32,
+#define TG_DISPATCHED(Op, F, routine, ...) .routine = &simd::routine##_f32,
       TG_SIMD_MATH_ROUTINES(TG_DISPATCHED)
 #undef TG_DISPATCHED
   };

@@ -309,7 +309,7 @@ TG_LIBM_UNARY(CeilF, std::ceil(x))
 // The ops with a vectorised float32 routine (simd_math.h's list): float32 runs the routine in
 // both kernels; float64 (and any other use of operator()) evaluates the routine's formula at
 // width 1 (simd_math_formulas.h, which explains each), so every dtype and path has one formula.
-#define TG_SIMD_MATH_FUNCTOR(Op, F, routine)                                                   \
+#define TG_SIMD_MATH_FUNCTOR(Op, F, routine, ...)                                                 \
   struct F : LibmUnary {                                                                       \
     static void vec_f32(const float* x, float* y, int64_t n) { simd::routine##_f32(x, y, n); } \
     template <class T>                                                                         \

@@ -50,7 +50,7 @@ const MathFns& math_fns(Isa isa) {
   return kScalarFns;
 }
 
-#define TG_SIMD_FORWARD(Op, F, routine) \
+#define TG_SIMD_FORWARD(Op, F, routine, ...) \
   void routine##_f32(const float* x, float* y, int64_t n) { best().routine(x, y, n); }
 TG_SIMD_MATH_ROUTINES(TG_SIMD_FORWARD)
 #undef TG_SIMD_FORWARD

@@ -4,39 +4,18 @@
 // on expm1, and both gelu forms on libmvec's float64 erfc and exp. y may alias x. Eager and
 // fused kernels both call these, so float32 results do not depend on which kernel ran.
 //
-// Worst error over every float32 input on AVX-512 (docs/DECISIONS.md has every path): exp 0.94
-// ULP, tanh 1.4, cos 2.0, sin 2.1, sigmoid 2.4, log 3.9; over every 13th: gelu (both forms)
-// 0.5, log1p 2.0, expm1 and elu 2.3, softplus 7.3 (TF's e^x piece), erf 4.0. NaN, infinities
-// and signed zeros come out as libm's; tests/ops/simd_math_test.cpp asserts both.
+// Each routine's worst error on each path is in the list (simd_math_formulas.h); NaN, infinities
+// and signed zeros come out as libm's. tests/ops/simd_math_test.cpp asserts both.
 #pragma once
 #include <cstdint>
 
-/// Every routine, as X(OpId, functor, routine): the one list that the declarations below, each
-/// instruction set's table, the per-register table of the fused kernel's chains
-/// (simd_math_avx512.h, fused_micro.inc) and the ops' functors (elementwise_functors.h, which
-/// splices it into its list of elementwise ops) are generated from. Each routine is written
-/// once, in simd_math_formulas.h, over lanes of any width. Adding one: a line here, its formula
-/// there.
-#define TG_SIMD_MATH_ROUTINES(X)                                                                \
-  X(Exp, ExpF, exp) X(Log, LogF, log) X(Tanh, TanhF, tanh) X(Sigmoid, SigmoidF, sigmoid)        \
-  X(Sin, SinF, sin) X(Cos, CosF, cos) X(Log1p, Log1pF, log1p) X(Expm1, Expm1F, expm1)           \
-  X(Erf, ErfF, erf) X(Softplus, SoftplusF, softplus) X(Gelu, GeluF, gelu)                       \
-  X(GeluApproximate, GeluApproximateF, gelu_tanh) X(Elu, EluF, elu)
+#include "ops/simd_math_formulas.h"  // TG_SIMD_MATH_ROUTINES, next to each routine's formula
 
 namespace tg::detail::simd {
 
-#define TG_SIMD_DECLARE(Op, F, routine) void routine##_f32(const float* x, float* y, int64_t n);
+#define TG_SIMD_DECLARE(Op, F, routine, ...) void routine##_f32(const float* x, float* y, int64_t n);
 TG_SIMD_MATH_ROUTINES(TG_SIMD_DECLARE)
 #undef TG_SIMD_DECLARE
-
-/// The constants of the activations' formulas (simd_math_formulas.h).
-/// softplus(x) is x itself above this and e^x below its negative: -(log(epsilon) + 2), TF's
-/// threshold, as float32 computes it (log(2^-23) + 2) and as float64 does (log(2^-52) + 2).
-inline constexpr float kSoftplusLinearAboveF32 = 13.942385f;
-inline constexpr double kSoftplusLinearAboveF64 = 34.04365338911715;
-inline constexpr double kSqrt2 = 1.4142135623730951;
-inline constexpr double kSqrt2OverPi = 0.7978845608028654;  // gelu's tanh form: u's factor
-inline constexpr double kGeluCubic = 0.044715;              // and its x^3 coefficient
 
 /// Which implementation runs: "avx512", "avx2" or "scalar".
 const char* isa();
@@ -47,7 +26,7 @@ using MathFn = void (*)(const float* x, float* y, int64_t n);
 /// One instruction set's functions; the functions above forward to the best one the CPU runs.
 struct MathFns {
   const char* name;
-#define TG_SIMD_MEMBER(Op, F, routine) MathFn routine;
+#define TG_SIMD_MEMBER(Op, F, routine, ...) MathFn routine;
   TG_SIMD_MATH_ROUTINES(TG_SIMD_MEMBER)
 #undef TG_SIMD_MEMBER
 };
@@ -59,5 +38,31 @@ bool cpu_has_avx512_bw_vl();
 /// isa's functions, for the accuracy tests and the ULP sweep, which check every path the CPU
 /// runs and not only the dispatched one. Calling them needs cpu_has(isa).
 const MathFns& math_fns(Isa isa);
+
+/// The list's bounds: the worst error, in ULP, each routine may have on each path.
+struct RoutineBound {
+  const char* name;
+  MathFn MathFns::*fn;
+  double ulp[3];  // indexed by Isa
+};
+inline constexpr RoutineBound kRoutineBounds[] = {
+#define TG_SIMD_BOUND(Op, F, routine, avx512, avx2, scalar) {#routine, &MathFns::routine, {avx512, avx2, scalar}},
+    TG_SIMD_MATH_ROUTINES(TG_SIMD_BOUND)
+#undef TG_SIMD_BOUND
+};
+
+namespace {
+/// Every routine on float32 lanes L, applied to whole arrays: the table each path's file makes
+/// (simd_math.cpp's scalar path, simd_math_impl.inc's vector ones).
+template <class L>
+constexpr MathFns math_fns_of(const char* name) {
+  return MathFns{
+      .name = name,
+#define TG_SIMD_APPLY(Op, F, routine, ...) .routine = &apply<L, &formula::routine<L>>,
+      TG_SIMD_MATH_ROUTINES(TG_SIMD_APPLY)
+#undef TG_SIMD_APPLY
+  };
+}
+}  // namespace
 
 }  // namespace tg::detail::simd

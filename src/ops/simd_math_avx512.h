@@ -13,7 +13,7 @@ namespace tg::detail::simd {
 using RegisterFn = __m512 (*)(__m512);
 /// One member per routine of TG_SIMD_MATH_ROUTINES, named as in MathFns.
 struct Avx512RegisterFns {
-#define TG_SIMD_REGISTER_MEMBER(Op, F, routine) RegisterFn routine;
+#define TG_SIMD_REGISTER_MEMBER(Op, F, routine, ...) RegisterFn routine;
   TG_SIMD_MATH_ROUTINES(TG_SIMD_REGISTER_MEMBER)
 #undef TG_SIMD_REGISTER_MEMBER
 };

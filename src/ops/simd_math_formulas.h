@@ -21,7 +21,22 @@
 #include <cstdint>
 #include <cstring>
 
-#include "ops/simd_math.h"
+/// Every routine, as X(OpId, functor, routine, avx512, avx2, scalar): the one list that the
+/// declarations and per-instruction-set tables of simd_math.h, the per-register table of the
+/// fused kernel's chains (simd_math_avx512.h, fused_micro.inc), the ops' functors
+/// (elementwise_functors.h, which splices it into its list of elementwise ops), the op table
+/// (docs/ops.md) and the tests are generated from. The last three columns are the worst error
+/// each instruction-set path may have, in ULP against the exact value: the worst case found over
+/// every float32 input (every 13th for log1p to elu) rounded up to the next half ULP, asserted by
+/// tests/ops/simd_math_test.cpp on every path the CPU runs. Adding a routine: its line here, its
+/// formula below (named as the routine), and its op (docs/design.md, "Where to add things").
+#define TG_SIMD_MATH_ROUTINES(X)                                                                   \
+  X(Exp, ExpF, exp, 1, 3, 1) X(Log, LogF, log, 4, 4, 1) X(Tanh, TanhF, tanh, 1.5, 1.5, 2.5)        \
+  X(Sigmoid, SigmoidF, sigmoid, 2.5, 4, 2.5) X(Sin, SinF, sin, 2.5, 2.5, 1)                       \
+  X(Cos, CosF, cos, 2.5, 2.5, 1) X(Log1p, Log1pF, log1p, 2, 2, 1) X(Expm1, Expm1F, expm1, 2.5, 2, 1) \
+  X(Erf, ErfF, erf, 4, 2, 1) X(Softplus, SoftplusF, softplus, 7.5, 7, 7.5)                        \
+  X(Gelu, GeluF, gelu, 1, 1, 1) X(GeluApproximate, GeluApproximateF, gelu_tanh, 1, 1, 1)          \
+  X(Elu, EluF, elu, 2.5, 2, 1)
 
 /// The libm functions the formulas call on float32 lanes and on float64 ones: libmvec's vector
 /// variants on AVX-512 and AVX2 (simd_math_impl.inc declares them), libm itself at width 1. exp on
@@ -30,6 +45,16 @@
 #define TG_SIMD_LIBM_F64(X) X(erfc) X(exp)
 
 namespace tg::detail::simd {
+
+/// The constants of the formulas below.
+/// softplus(x) is x itself above this and e^x below its negative: -(log(epsilon) + 2), TF's
+/// threshold, as float32 computes it (log(2^-23) + 2) and as float64 does (log(2^-52) + 2).
+inline constexpr float kSoftplusLinearAboveF32 = 13.942385f;
+inline constexpr double kSoftplusLinearAboveF64 = 34.04365338911715;
+inline constexpr double kSqrt2 = 1.4142135623730951;
+inline constexpr double kSqrt2OverPi = 0.7978845608028654;  // gelu's tanh form: u's factor
+inline constexpr double kGeluCubic = 0.044715;              // and its x^3 coefficient
+
 namespace {
 
 /// Width 1: T itself, through libm.
@@ -151,17 +176,6 @@ void apply(const float* x, float* y, int64_t n) {
       std::memcpy(y + i, buf, static_cast<std::size_t>(n - i) * sizeof(float));
     }
   }
-}
-
-/// Every routine of TG_SIMD_MATH_ROUTINES on float32 lanes L, applied to whole arrays.
-template <class L>
-constexpr MathFns math_fns_of(const char* name) {
-  return MathFns{
-      .name = name,
-#define TG_SIMD_APPLY(Op, F, routine) .routine = &apply<L, &formula::routine<L>>,
-      TG_SIMD_MATH_ROUTINES(TG_SIMD_APPLY)
-#undef TG_SIMD_APPLY
-  };
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
-// The math ops of issue 14: activations and special functions, rounding, cumsum / cumprod,
-// linspace, and the composites clip_by_value, reduce_logsumexp and l2_normalize. Expected
-// values come from double-precision libm and the definitions written here (TensorFlow's
+// The ops of src/ops/math_ops.cpp: cumsum / cumprod (and affine_scan, cumprod's gradient),
+// linspace, and the composites clip_by_value, reduce_logsumexp and l2_normalize. Expected values
+// come from double-precision arithmetic and the definitions written here (TensorFlow's
 // documented behaviour where it pins one down), not from the library's own code.
 #include <cmath>
 #include <cstdio>
@@ -11,10 +11,8 @@
 
 #include "core/tensor_impl.h"
 #include "ops/op.h"
-#include "ops/simd_math.h"
 #include "support/op_case.h"
 #include "support/test_util.h"
-#include "support/ulp.h"
 #include "tracegraph/gradient.h"
 
 namespace tg {
@@ -23,161 +21,12 @@ namespace {
 using namespace ::tg::testing::values;
 
 using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
-using UnaryFn = Tensor (*)(const Tensor&);
 
-Fn un(UnaryFn f) {
-  return [f](const std::vector<Tensor>& in) { return f(in[0]); };
-}
-
-// The definitions, in double.
-using testing::ref_elu;
-using testing::ref_gelu;
-using testing::ref_gelu_tanh;
-using testing::ref_softplus;
-
-// f applied to each value, in float32 / float64 (the double result rounded once).
-Tensor map_f32(const std::vector<double>& xs, double (*f)(double)) {
-  std::vector<float> y;
-  for (double x : xs) y.push_back(static_cast<float>(f(x)));
-  return constant(y, TensorShape{static_cast<int64_t>(y.size())}, float32);
-}
-Tensor map_f64(const std::vector<double>& xs, double (*f)(double)) {
-  std::vector<double> y;
-  for (double x : xs) y.push_back(f(x));
-  return constant(y, TensorShape{static_cast<int64_t>(y.size())}, float64);
-}
 Tensor f32v(const std::vector<double>& xs) {
   return cast(constant(xs, TensorShape{static_cast<int64_t>(xs.size())}, float64), float32);
 }
 Tensor f64v(const std::vector<double>& xs) {
   return constant(xs, TensorShape{static_cast<int64_t>(xs.size())}, float64);
-}
-
-// A unary op's cases in both float dtypes over `xs`, against f in double: tolerance 2e-7
-// relative for float32 (a few ULP), 1e-15 for float64.
-std::vector<testing::OpCase> unary_cases(const std::string& op, Fn fn, const std::vector<double>& xs,
-                                         double (*f)(double), const std::string& what) {
-  return {{op, "f32 " + what, fn, {f32v(xs)}, map_f32(xs, f), 4e-7},
-          {op, "f64 " + what, fn, {f64v(xs)}, map_f64(xs, f), 4e-15}};
-}
-
-void append(std::vector<testing::OpCase>& to, std::vector<testing::OpCase> more) {
-  for (auto& c : more) to.push_back(std::move(c));
-}
-
-Fn gelu_fn(bool approximate) {
-  return [approximate](const std::vector<Tensor>& in) { return gelu(in[0], approximate); };
-}
-Fn leaky(double alpha) {
-  return [alpha](const std::vector<Tensor>& in) { return leaky_relu(in[0], alpha); };
-}
-
-TG_OP_CASES(math_unary) {
-  std::vector<testing::OpCase> c;
-  const double tiny = 1e-10;
-  append(c, unary_cases("log1p", un(&log1p), {0.0, -0.0, tiny, -tiny, 0.5, -0.5, 1.0, 1e10, -1.0, -2.0, kInf, kNan},
-                        [](double x) { return std::log1p(x); }, "small, -1 -> -inf, below -1 -> nan, inf"));
-  append(c, unary_cases("expm1", un(&expm1), {0.0, -0.0, tiny, -tiny, 1.0, -1.0, 20.0, -40.0, 1000.0, -kInf, kInf, kNan},
-                        [](double x) { return std::expm1(x); }, "small, overflow to inf, -inf -> -1"));
-  append(c, unary_cases("erf", un(&erf), {0.0, -0.0, tiny, 0.5, -0.5, 1.5, 3.0, -6.0, kInf, -kInf, kNan},
-                        [](double x) { return std::erf(x); }, "odd, saturates to +-1"));
-  append(c, unary_cases("softplus", un(&softplus),
-                        {0.0, 1.0, -1.0, 5.0, -5.0, 13.0, -13.0, 15.0, -15.0, 40.0, -40.0, 100.0, -100.0, 1e30, kInf,
-                         -kInf, kNan},
-                        &ref_softplus, "all three regimes, no overflow"));
-  append(c, unary_cases("gelu", gelu_fn(false), {0.0, 0.5, -0.5, 1.0, -1.0, 3.0, -3.0, 10.0, -10.0, 1e30, kInf, -kInf, kNan},
-                        &ref_gelu, "erf form; -inf -> nan as TF"));
-  append(c, unary_cases("gelu_approximate", gelu_fn(true), {0.0, 0.5, -0.5, 1.0, -1.0, 3.0, -3.0, 10.0, -10.0, -kInf, kNan},
-                        &ref_gelu_tanh, "tanh form; -inf -> nan as TF"));
-  append(c, unary_cases("elu", un(&elu), {0.0, -0.0, 1e-8, -1e-8, 2.0, -1.0, -20.0, kInf, -kInf, kNan},
-                        &ref_elu, "expm1 below 0"));
-  c.push_back({"leaky_relu", "f32 alpha 0.2 (default)", un([](const Tensor& x) { return leaky_relu(x); }),
-               {f32v({-1.0, 0.0, -0.0, 2.0, -kInf, kInf, kNan})},
-               constant({-0.2f, 0.0f, -0.0f, 2.0f, -kInfF, kInfF, kNanF})});
-  c.push_back({"leaky_relu", "f64 alpha 3 (> 1: a select, not a max)", leaky(3.0), {f64v({-1.0, 2.0, -0.5})},
-               f64v({-3.0, 2.0, -1.5})});
-  c.push_back({"leaky_relu", "f32 negative alpha", leaky(-0.5), {f32v({-2.0, 4.0})}, constant({1.0f, 4.0f})});
-  c.push_back({"leaky_relu", "f32 (2,3)", leaky(0.1), {constant({{-1.f, 1.f, -10.f}, {0.f, 3.f, -0.5f}})},
-               constant({{-0.1f, 1.f, -1.f}, {0.f, 3.f, -0.05f}})});
-  // Rounding: half to even, signed zeros kept, integers unchanged.
-  const std::vector<double> halves = {-2.5, -1.5, -0.5, -0.0, 0.5, 1.5, 2.5, 0.49999997, 1e20, kInf, -kInf, kNan};
-  append(c, unary_cases("floor", un(&floor), halves, [](double x) { return std::floor(x); }, "halves and specials"));
-  append(c, unary_cases("ceil", un(&ceil), halves, [](double x) { return std::ceil(x); }, "halves and specials"));
-  c.push_back({"round", "f32 half to even", un(&round), {f32v(halves)},
-               f32v({-2.0, -2.0, -0.0, -0.0, 0.0, 2.0, 2.0, 0.0, 1e20, kInf, -kInf, kNan})});
-  c.push_back({"round", "f64 half to even", un(&round), {f64v({-3.5, 3.5, 0.5000000000000001, -0.49999999999999994})},
-               f64v({-4.0, 4.0, 1.0, -0.0})});
-  c.push_back({"round", "i32 unchanged", un(&round), {constant({-3, 0, 7, kI32Max})}, constant({-3, 0, 7, kI32Max})});
-  c.push_back({"round", "i64 unchanged", un(&round), {constant({kI64Min, int64_t{5}})}, constant({kI64Min, int64_t{5}})});
-  c.push_back({"log1p", "f32 (2,2)", un(&log1p), {constant({{0.f, 1.f}, {3.f, -0.75f}})},
-               map_f32({0.0, 1.0, 3.0, -0.75}, [](double x) { return std::log1p(x); }), 4e-7});
-  c.back().expected = reshape(c.back().expected, {2, 2});
-  c.push_back({"erf", "empty", un(&erf), {zeros({0, 3})}, zeros({0, 3})});
-  return c;
-}
-
-// ---- softplus at TF's thresholds ----
-
-// TF's Softplus kernel (tensorflow/core/kernels/softplus_op.h) with t = log(epsilon) + 2
-// computed in the dtype: x where x > -t, e^x where x < t, log1p(e^x) between. The float32 e^x
-// and log1p are the library's exp and log1p ops (the routines every float32 path evaluates, see
-// simd_math.h); float64's are libm's, as the float64 kernels'.
-Tensor tf_softplus_f32(const std::vector<float>& xs) {
-  const float t = std::log(std::numeric_limits<float>::epsilon()) + 2.0f;
-  const auto n = static_cast<int64_t>(xs.size());
-  const Tensor x = constant(xs, TensorShape{n}, float32);
-  const std::vector<float> e = exp(x).to_vector<float>();
-  const std::vector<float> l = log1p(exp(x)).to_vector<float>();
-  std::vector<float> y(xs.size());
-  for (std::size_t i = 0; i < xs.size(); ++i) y[i] = xs[i] > -t ? xs[i] : xs[i] < t ? e[i] : l[i];
-  return constant(y, TensorShape{n}, float32);
-}
-Tensor tf_softplus_f64(const std::vector<double>& xs) {
-  const double t = std::log(std::numeric_limits<double>::epsilon()) + 2.0;
-  std::vector<double> y;
-  for (double x : xs) y.push_back(x > -t ? x : x < t ? std::exp(x) : std::log1p(std::exp(x)));
-  return constant(y, TensorShape{static_cast<int64_t>(y.size())}, float64);
-}
-
-// Each threshold, its neighbours on both sides and points a little further off, plus the
-// special values; every mode of the harness must give these bits exactly. The "fused" cases
-// subtract a zero input first, so that the optimised graph runs softplus inside a fused kernel.
-TG_OP_CASES(math_softplus_thresholds) {
-  const float t32 = std::log(std::numeric_limits<float>::epsilon()) + 2.0f;  // -13.942385
-  const double t64 = std::log(std::numeric_limits<double>::epsilon()) + 2.0;  // -34.04365338911715
-  std::vector<float> x32 = {-kInfF, -100.0f, -15.0f, -14.9f, -14.0f, -13.9f, -13.0f, 0.0f, 13.0f, 13.9f, 14.0f, 15.0f,
-                            kInfF, kNanF};
-  std::vector<double> x64 = {-kInf, -100.0, -36.0, -34.1, -34.0, -30.0, 0.0, 30.0, 34.0, 34.1, 36.0, kInf, kNan};
-  // Two floats below each edge, the edge, two above.
-  for (float edge : {t32, -t32}) {
-    float x = std::nextafter(std::nextafter(edge, -kInfF), -kInfF);
-    for (int k = 0; k < 5; ++k, x = std::nextafter(x, kInfF)) x32.push_back(x);
-  }
-  for (double edge : {t64, -t64}) {
-    double x = std::nextafter(std::nextafter(edge, -kInf), -kInf);
-    for (int k = 0; k < 5; ++k, x = std::nextafter(x, kInf)) x64.push_back(x);
-  }
-  const Tensor x32t = constant(x32, TensorShape{static_cast<int64_t>(x32.size())}, float32);
-  const Tensor x64t = constant(x64, TensorShape{static_cast<int64_t>(x64.size())}, float64);
-  const Fn shifted = [](const std::vector<Tensor>& in) { return softplus(in[0] - in[1]); };
-  return {
-      {"softplus", "f32 around TF's thresholds", un(&softplus), {x32t}, tf_softplus_f32(x32), 0.0},
-      {"softplus", "f64 around TF's thresholds", un(&softplus), {x64t}, tf_softplus_f64(x64), 0.0},
-      {"softplus", "f32 around TF's thresholds, fused", shifted, {x32t, zeros_like(x32t)}, tf_softplus_f32(x32), 0.0},
-      {"softplus", "f64 around TF's thresholds, fused", shifted, {x64t, zeros_like(x64t)}, tf_softplus_f64(x64), 0.0},
-  };
-}
-
-TEST(MathSoftplus, ThresholdsAreTfsForEachDtype) {
-  EXPECT_EQ(detail::simd::kSoftplusLinearAboveF32, -(std::log(std::numeric_limits<float>::epsilon()) + 2.0f));
-  EXPECT_EQ(detail::simd::kSoftplusLinearAboveF64, -(std::log(std::numeric_limits<double>::epsilon()) + 2.0));
-  // Below the threshold the result is e^x itself, not log1p(e^x) (which differs in the last bits).
-  const Tensor x = constant({-14.9f, -20.0f});
-  EXPECT_TENSOR_EQ(softplus(x), exp(x));
-  EXPECT_FALSE(testing::tensors_near(log1p(exp(x)), exp(x), 0.0));
-  const Tensor x64 = constant({-34.5, -36.0}, float64);
-  EXPECT_TENSOR_EQ(softplus(x64), exp(x64));
-  EXPECT_FALSE(testing::tensors_near(log1p(exp(x64)), exp(x64), 0.0));
 }
 
 // ---- scans ----
@@ -412,49 +261,6 @@ TEST(MathComposites, L2NormalizeInEveryMode) {
   // epsilon bounds the norm from below: x * rsqrt(max(sum(x^2), eps)).
   EXPECT_TRUE(testing::tensors_near(l2_normalize(constant({1e-4f, 0.f}), 0, 1e-4), constant({1e-2f, 0.f}), 1e-6));
   EXPECT_TRUE(testing::tensors_near(l2_normalize(constant({{3.f, 4.f}}), -1), constant({{0.6f, 0.8f}}), 1e-7));
-}
-
-// ---- accuracy: max ULP against a double reference over a dense sweep of float32 ----
-
-// The public op run on the sweep's chunks (its eager kernel is the fused kernel's functor).
-struct SweptOp {
-  const char* name;
-  Tensor (*op)(const Tensor&);
-  double (*ref)(double);
-  // docs/performance.md's figure for the worst of the paths (AVX-512, AVX2, scalar) this op
-  // may dispatch to, rounded up to the next half ULP; simd_math_test.cpp checks each path's own.
-  double bound;
-};
-
-Tensor gelu_exact(const Tensor& x) { return gelu(x, false); }
-Tensor gelu_tanh(const Tensor& x) { return gelu(x, true); }
-Tensor elu_op(const Tensor& x) { return elu(x); }
-
-// Where the reference's value is below float32's smallest normal the error is taken against
-// the subnormal spacing (ulp_error's rule), which libm's float results meet too.
-TEST(MathAccuracy, DenseSweepStaysWithinTheDocumentedBound) {
-  const SweptOp ops[] = {
-      {"log1p", &log1p, [](double x) { return std::log1p(x); }, 2.0},
-      {"expm1", &expm1, [](double x) { return std::expm1(x); }, 2.5},
-      {"erf", &erf, [](double x) { return std::erf(x); }, 4.0},
-      {"softplus", &softplus, &ref_softplus, 7.5},  // TF's e^x piece (simd_math_test.cpp)
-      {"gelu", &gelu_exact, &ref_gelu, 1.0},
-      {"gelu_approximate", &gelu_tanh, &ref_gelu_tanh, 1.0},
-      {"elu", &elu_op, &ref_elu, 2.5},
-  };
-  for (const SweptOp& s : ops) {
-    using VecFn = std::function<void(const float*, float*, int64_t)>;
-    const std::vector<VecFn> fns = {[&](const float* x, float* y, int64_t n) {
-      const Tensor in = constant(std::vector<float>(x, x + n), TensorShape{n}, float32);
-      const Tensor out = s.op(in);
-      std::memcpy(y, detail::data_of<float>(out), static_cast<std::size_t>(n) * sizeof(float));
-    }};
-    const auto r = testing::ulp_sweep(fns, s.ref, 997, 1)[0];
-    EXPECT_LE(r.max_ulp, s.bound) << s.name << ": max " << r.max_ulp << " ULP at x = " << r.worst_x << " (got "
-                                  << r.worst_got << ", reference " << r.worst_ref << ")";
-    if (std::getenv("TG_PRINT_ULP"))
-      std::printf("%s: max %.3f ULP at x = %a\n", s.name, r.max_ulp, static_cast<double>(r.worst_x));
-  }
 }
 
 }  // namespace

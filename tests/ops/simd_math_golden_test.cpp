@@ -22,6 +22,7 @@
 #include "ops/simd_math.h"
 #include "passes/passes.h"
 #include "runtime/executor.h"
+#include "support/activations.h"
 #include "support/graph_util.h"
 #include "tracegraph/tracegraph.h"
 
@@ -34,34 +35,20 @@ using detail::simd::MathFns;
 
 constexpr const char* kRecordedGlibc = "2.36";
 
-Tensor gelu_erf(const Tensor& x) { return gelu(x, false); }
-Tensor gelu_tanh(const Tensor& x) { return gelu(x, true); }
+using testing::Activation;
+using testing::activations;
 
-struct Routine {
-  const char* name;
-  MathFn MathFns::*fn;
-  Tensor (*op)(const Tensor&);
-  uint64_t f32[3];  // the avx512, avx2 and scalar paths' hashes
-  uint64_t f64;     // the float64 kernel's
-};
-// Recorded from the code before the refactor; a failure prints the hash the code gives now. One
+// The hashes are each routine's row in tests/support/activations.cpp (f32_hash, f64_hash),
+// recorded from the code before the refactor; a failure prints the hash the code gives now. One
 // change since, on purpose: float64 sigmoid took float32's formula, e^-|x| based (it returned 0
 // below x = -709.8, simd_math_formulas_test.cpp), which rounds differently for negative x.
-const Routine kRoutines[] = {
-    {"exp", &MathFns::exp, &exp, {0xfffa466eaceafd28ull, 0x61c6d7bf53fb048dull, 0x0d1f027043e33f22ull}, 0x5ae78831287678c0ull},
-    {"log", &MathFns::log, &log, {0x76275b037ec84ab9ull, 0x76275b037ec84ab9ull, 0x194f688b2f944674ull}, 0x680f4237db2ad318ull},
-    {"tanh", &MathFns::tanh, &tanh, {0x7341691b147164e5ull, 0x60b50f64771ef3f5ull, 0xea42cf055b4b6cd9ull}, 0x17a2da4f1f1ba751ull},
-    {"sigmoid", &MathFns::sigmoid, &sigmoid, {0x2c00baa0b730d091ull, 0x97f5ca7567de668eull, 0x35831ab4a11daa4full}, 0x48f82694782264dfull},  // float64: see above
-    {"sin", &MathFns::sin, &sin, {0xbd6725c67b15434aull, 0xbd6725c67b15434aull, 0xa3fd8c01a0a867faull}, 0x478f3484ba177afdull},
-    {"cos", &MathFns::cos, &cos, {0x6cc5b5da47a4207cull, 0x6cc5b5da47a4207cull, 0x4a04bb14a76784d0ull}, 0xa24a92a0f718fd57ull},
-    {"log1p", &MathFns::log1p, &log1p, {0xcfac7d3a90abb32eull, 0xcfac7d3a90abb32eull, 0x047058fb81ca2419ull}, 0x9dfc8da7ae4e7be9ull},
-    {"expm1", &MathFns::expm1, &expm1, {0x1d8f2e3edefbef1eull, 0x93fcb7282ccb5c35ull, 0x46660fbc1efd579dull}, 0x462ff7e19048e36dull},
-    {"erf", &MathFns::erf, &erf, {0x6452942fd5be663full, 0xed550fbce3c1e3abull, 0x66cc235f09b87955ull}, 0x1e57616b6a12a874ull},
-    {"softplus", &MathFns::softplus, &softplus, {0x9373c28f967eaac3ull, 0x5106a6a48e8fd1eeull, 0x7d3182d922167298ull}, 0x13c3a94ccd8fd47bull},
-    {"gelu", &MathFns::gelu, &gelu_erf, {0x74e6501c69c22d36ull, 0x74e6501c69c22d36ull, 0x74e6501c69c22d36ull}, 0x3f377d3ffaebbd8bull},
-    {"gelu_tanh", &MathFns::gelu_tanh, &gelu_tanh, {0x8605272fe6ed7734ull, 0x8605272fe6ed7734ull, 0x8605272fe6ed7734ull}, 0xe80bf243f84d2f4aull},
-    {"elu", &MathFns::elu, &elu, {0x867a3e8f5b51294aull, 0x37375604971f31c3ull, 0x8ecc69ebc6e7ffdeull}, 0x6cc1f6f928a71fe6ull},
-};
+MathFn MathFns::*member(const Activation& a) {
+  for (const auto& b : detail::simd::kRoutineBounds)
+    if (std::string(b.name) == a.routine) return b.fn;
+  ADD_FAILURE() << a.routine << " is not in TG_SIMD_MATH_ROUTINES";
+  return nullptr;
+}
+
 constexpr Isa kIsas[] = {Isa::kAvx512, Isa::kAvx2, Isa::kScalar};
 
 // FNV-1a over the values' bytes, NaN payloads and signed zeros included.
@@ -118,24 +105,6 @@ void skip_unless_recorded_glibc() {
     GTEST_SKIP() << "hashes recorded with glibc " << kRecordedGlibc << ", this is " << gnu_get_libc_version();
 }
 
-// A routine added to simd_math.h's list must get its hashes here (and under its own name: the
-// table's member pointer is the list's member of that name).
-TEST(SimdMathGolden, EveryRoutineOfTheListIsPinned) {
-  std::size_t listed = 0;
-#define TG_EXPECT_PINNED(Op, F, routine)                                                      \
-  {                                                                                           \
-    ++listed;                                                                                 \
-    const Routine* r = nullptr;                                                               \
-    for (const Routine& c : kRoutines)                                                        \
-      if (std::string(c.name) == #routine) r = &c;                                            \
-    if (r == nullptr) ADD_FAILURE() << #routine " has no hashes in kRoutines";                \
-    else EXPECT_TRUE(r->fn == &MathFns::routine) << #routine " names another routine's table entry"; \
-  }
-  TG_SIMD_MATH_ROUTINES(TG_EXPECT_PINNED)
-#undef TG_EXPECT_PINNED
-  EXPECT_EQ(listed, std::size(kRoutines));
-}
-
 TEST(SimdMathGolden, EveryPathGivesTheRecordedBits) {
   skip_unless_recorded_glibc();
   const std::vector<float> x = f32_inputs();
@@ -143,9 +112,9 @@ TEST(SimdMathGolden, EveryPathGivesTheRecordedBits) {
   for (int k = 0; k < 3; ++k) {
     if (!detail::simd::cpu_has(kIsas[k])) continue;
     const MathFns& fns = detail::simd::math_fns(kIsas[k]);
-    for (const Routine& r : kRoutines) {
-      (fns.*r.fn)(x.data(), y.data(), static_cast<int64_t>(x.size()));
-      EXPECT_EQ(hex(hash_of(y.data(), y.size())), hex(r.f32[k])) << fns.name << " " << r.name;
+    for (const Activation& r : activations()) {
+      (fns.*member(r))(x.data(), y.data(), static_cast<int64_t>(x.size()));
+      EXPECT_EQ(hex(hash_of(y.data(), y.size())), hex(r.f32_hash[k])) << fns.name << " " << r.routine;
     }
   }
 }
@@ -174,12 +143,12 @@ TEST(SimdMathGolden, TheEagerAndFusedKernelsGiveTheDispatchedPathsBits) {
     if (detail::simd::cpu_has(kIsas[k])) best = k;
   const std::vector<float> x = f32_inputs();
   const Tensor input = constant(x, TensorShape({static_cast<int64_t>(x.size())}));
-  for (const Routine& r : kRoutines) {
-    SCOPED_TRACE(r.name);
-    const std::vector<float> eager = r.op(input).to_vector<float>();
-    EXPECT_EQ(hex(hash_of(eager.data(), eager.size())), hex(r.f32[best]));
-    const std::vector<float> fused = fused_through_neg<float>(r.op, input);
-    EXPECT_EQ(hex(hash_of(fused.data(), fused.size())), hex(r.f32[best]));
+  for (const Activation& r : activations()) {
+    SCOPED_TRACE(r.routine);
+    const std::vector<float> eager = r.apply(input).to_vector<float>();
+    EXPECT_EQ(hex(hash_of(eager.data(), eager.size())), hex(r.f32_hash[best]));
+    const std::vector<float> fused = fused_through_neg<float>(r.apply, input);
+    EXPECT_EQ(hex(hash_of(fused.data(), fused.size())), hex(r.f32_hash[best]));
   }
 }
 
@@ -188,12 +157,12 @@ TEST(SimdMathGolden, TheFloat64KernelsGiveTheRecordedBits) {
   skip_unless_recorded_glibc();
   const std::vector<double> x = f64_inputs();
   const Tensor input = constant(x, TensorShape({static_cast<int64_t>(x.size())}), float64);
-  for (const Routine& r : kRoutines) {
-    SCOPED_TRACE(r.name);
-    const std::vector<double> eager = r.op(input).to_vector<double>();
-    EXPECT_EQ(hex(hash_of(eager.data(), eager.size())), hex(r.f64));
-    const std::vector<double> fused = fused_through_neg<double>(r.op, input);
-    EXPECT_EQ(hex(hash_of(fused.data(), fused.size())), hex(r.f64));
+  for (const Activation& r : activations()) {
+    SCOPED_TRACE(r.routine);
+    const std::vector<double> eager = r.apply(input).to_vector<double>();
+    EXPECT_EQ(hex(hash_of(eager.data(), eager.size())), hex(r.f64_hash));
+    const std::vector<double> fused = fused_through_neg<double>(r.apply, input);
+    EXPECT_EQ(hex(hash_of(fused.data(), fused.size())), hex(r.f64_hash));
   }
 }
 

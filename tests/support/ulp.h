@@ -29,20 +29,6 @@ inline double ulp_error(float got, double ref) {
   return std::fabs(g - r) / std::ldexp(1.0, binade - 23);
 }
 
-/// The activations' definitions in double, the references of their sweeps
-/// (tests/ops/simd_math_test.cpp, tests/ops/math_ops_test.cpp).
-inline double ref_softplus(double x) {
-  return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
-}
-// 0.5 x (1 + erf(x / sqrt 2)) and 0.5 x (1 + tanh(u)), in forms that keep their digits for
-// negative x (1 + erf(z) = erfc(-z), 1 + tanh(u) = 2 / (1 + e^(-2u))).
-inline double ref_gelu(double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); }
-inline double ref_gelu_tanh(double x) {
-  const double u = 0.7978845608028654 * (x + 0.044715 * (x * x * x));  // sqrt(2 / pi) (x + 0.044715 x^3)
-  return x / (1.0 + std::exp(-2.0 * u));
-}
-inline double ref_elu(double x) { return x < 0 ? std::expm1(x) : x; }
-
 /// The worst input of a sweep.
 struct UlpResult {
   double max_ulp = 0.0;

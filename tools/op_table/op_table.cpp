@@ -16,12 +16,14 @@
 #include <vector>
 
 #include "ops/op.h"
+#include "ops/simd_math.h"
 
 namespace {
 
 using namespace tg::detail;
 
 struct OpRow {
+  const char* id;
   const char* name;
   int arity;
   uint32_t traits;
@@ -30,7 +32,7 @@ struct OpRow {
 };
 
 constexpr OpRow kOps[] = {
-#define TG_OP(id, name, arity, traits, serial, attrs) {name, arity, traits, serial, #attrs},
+#define TG_OP(id, name, arity, traits, serial, attrs) {#id, name, arity, traits, serial, #attrs},
 #include "ops/ops.def"
 #undef TG_OP
 };
@@ -56,6 +58,18 @@ std::string trait_words(uint32_t t) {
   add(kCollective, "talks to other ranks");
   add(kPrints, "prints");
   return s.empty() ? "-" : s;
+}
+
+// The op's vectorised float32 routine and its error bounds (simd_math_formulas.h's list), or "".
+std::string routine_words(std::string_view id) {
+  std::ostringstream s;
+#define TG_ROUTINE_WORDS(Op, F, routine, avx512, avx2, scalar)                                   \
+  if (id == #Op)                                                                                 \
+    s << "vectorised float32 (`" #routine "`, at most " << avx512 << " / " << avx2 << " / " << scalar \
+      << " ULP on AVX-512 / AVX2 / scalar)";
+  TG_SIMD_MATH_ROUTINES(TG_ROUTINE_WORDS)
+#undef TG_ROUTINE_WORDS
+  return s.str();
 }
 
 std::string gradient_word(uint32_t t) {
@@ -101,7 +115,9 @@ std::string table(const std::string& ops_def) {
       << "rules or the optimiser); the stable\n"
       << "serial the export format stores; the number of tensor inputs (`n` for a list); the attribute\n"
       << "struct (fields: docs/export.md); whether it has a gradient rule (`rule`) or is marked as having\n"
-      << "none (`none`, as in TF); and its traits, a stateful op's effects among them.\n";
+      << "none (`none`, as in TF); and its traits, a stateful op's effects among them, and for an\n"
+      << "activation with a vectorised float32 routine its worst error on each instruction-set path\n"
+      << "(tests/ops/simd_math_test.cpp asserts it; float64 evaluates the same formula through libm).\n";
   std::string current;
   for (const std::string& name : order) {
     const auto it = by_name.find(name);
@@ -118,7 +134,9 @@ std::string table(const std::string& ops_def) {
     out << " | ";
     if (std::string_view(op.attrs) == "NoAttrs") out << "-";
     else out << "`" << op.attrs << "`";
-    out << " | " << gradient_word(op.traits) << " | " << trait_words(op.traits) << " |\n";
+    const std::string routine = routine_words(op.id);
+    out << " | " << gradient_word(op.traits) << " | " << trait_words(op.traits) << (routine.empty() ? "" : ", ")
+        << routine << " |\n";
   }
   return out.str();
 }
