@@ -32,7 +32,12 @@ Tensor make_view(const Tensor& x, const TensorShape& shape, int64_t extra_offset
   return Tensor(std::move(impl));
 }
 
+namespace {
+// Whether a trace records on this thread (TraceRecordingScope).
 thread_local bool t_trace_recording = false;
+}  // namespace
+
+TraceRecordingScope::TraceRecordingScope(bool recording) : recording_(t_trace_recording, recording) {}
 
 namespace {
 const TensorImpl& checked(const Tensor& t, const char* what) {

@@ -7,13 +7,21 @@
 #include <vector>
 
 #include "core/buffer.h"
+#include "core/thread_context.h"
 #include "tracegraph/tensor.h"
 
 namespace tg::detail {
 
-/// Whether a trace records on this thread. Kept by the op layer's set_current_recorder; core
-/// code reads it to tell a leaked symbolic tensor from one used inside its trace.
-extern thread_local bool t_trace_recording;
+/// Tells core code, which knows no recorders, that a trace records on this thread while it
+/// lives (the op layer's RecorderScope holds one), so that it can tell a leaked symbolic tensor
+/// from one used inside its trace.
+class TraceRecordingScope {
+ public:
+  explicit TraceRecordingScope(bool recording);
+
+ private:
+  ScopedThreadValue<bool> recording_;
+};
 
 /// Opaque link from a symbolic tensor to the graph value it stands for (the tracing layer
 /// derives from it). Kept abstract here so that core/ and ops/ do not depend on graphs.

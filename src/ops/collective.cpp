@@ -78,6 +78,7 @@ std::string CollectiveCall::describe() const {
 namespace {
 std::shared_ptr<Communicator> g_communicator_owner;
 std::atomic<Communicator*> g_communicator{nullptr};
+// The run of the innermost CollectiveFunctionScope on this thread.
 thread_local CollectiveFunctionScope::Run t_collective_run;
 
 // The sequence positions (CollectiveFunctionScope): how many runs of each function with
@@ -108,13 +109,19 @@ void set_communicator(std::shared_ptr<Communicator> c) {
   g_communicator_owner = std::move(c);
 }
 
-CollectiveFunctionScope::CollectiveFunctionScope(const std::string* function) : prev_(t_collective_run) {
-  if (!function || function == prev_.function) return;
+namespace {
+// The run a CollectiveFunctionScope for `function` installs: the current one when `function` is
+// null or already running, else the next call of `function`.
+CollectiveFunctionScope::Run run_of(const std::string* function) {
+  if (!function || function == t_collective_run.function) return t_collective_run;
   Positions& p = positions();
   std::lock_guard lock(p.mu);
-  t_collective_run = Run{function, ++p.calls[*function], 0};
+  return CollectiveFunctionScope::Run{function, ++p.calls[*function], 0};
 }
-CollectiveFunctionScope::~CollectiveFunctionScope() { t_collective_run = prev_; }
+}  // namespace
+
+CollectiveFunctionScope::CollectiveFunctionScope(const std::string* function)
+    : run_(t_collective_run, run_of(function)) {}
 const std::string* current_collective_function() { return t_collective_run.function; }
 
 std::string next_collective_position() {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/thread_context.h"
 #include "ops/op.h"
 #include "tracegraph/dtype.h"
 
@@ -101,9 +102,6 @@ class CollectiveFunctionScope {
  public:
   /// `function` null, or the function already running on this thread: nothing changes.
   explicit CollectiveFunctionScope(const std::string* function);
-  ~CollectiveFunctionScope();
-  CollectiveFunctionScope(const CollectiveFunctionScope&) = delete;
-  CollectiveFunctionScope& operator=(const CollectiveFunctionScope&) = delete;
 
   struct Run {
     const std::string* function = nullptr;
@@ -112,7 +110,7 @@ class CollectiveFunctionScope {
   };
 
  private:
-  Run prev_;
+  ScopedThreadValue<Run> run_;
 };
 /// The function of the innermost CollectiveFunctionScope on this thread; null when none.
 const std::string* current_collective_function();

@@ -11,11 +11,12 @@
 
 namespace tg::detail {
 
-thread_local OpObserver* t_op_observer = nullptr;
-
 namespace {
 
-thread_local TraceRecorder* tls_recorder = nullptr;
+// The recorder of the trace running on this thread (RecorderScope).
+thread_local TraceRecorder* t_recorder = nullptr;
+// What sees every op on this thread: the tapes' observer while one records (set_op_observer).
+thread_local OpObserver* t_op_observer = nullptr;
 
 // Runs part of an op - its shape rule, or its kernel with the outputs' allocation - turning
 // memory the system refused (a kernel's scratch, a table sized by a shape) into TF's
@@ -65,7 +66,7 @@ std::vector<Tensor> dispatch(OpId id, const std::vector<Tensor>& inputs, const O
     in_types.push_back(ValueType{impl->dtype, impl->shape});
   }
   std::vector<ValueType> out_types = refusing_bad_alloc(def, [&] { return def.infer(in_types, attrs); });
-  TraceRecorder* rec = current_recorder();
+  TraceRecorder* rec = t_recorder;
   // Stateful ops (tg::print) are recorded while tracing even when their inputs are eager, so
   // that they run at every execution of the graph, not once at trace time.
   if (symbolic || (rec && (record_eager_inputs || (def.traits & kStateful)))) {
@@ -76,22 +77,23 @@ std::vector<Tensor> dispatch(OpId id, const std::vector<Tensor>& inputs, const O
           "tg::function is traced; return the value from the function and use the returned "
           "tensor instead of keeping the symbolic one (e.g. in a global or a captured variable)");
     std::vector<Tensor> out = rec->record(id, inputs, attrs, std::move(out_types));
-    if (OpObserver* o = current_op_observer()) o->on_op(id, inputs, attrs, out);
+    if (OpObserver* o = t_op_observer) o->on_op(id, inputs, attrs, out);
     return out;
   }
   std::vector<Tensor> out = allocate_and_run(def, inputs, attrs, out_types);
-  if (OpObserver* o = current_op_observer()) o->on_op(id, inputs, attrs, out);
+  if (OpObserver* o = t_op_observer) o->on_op(id, inputs, attrs, out);
   return out;
 }
 
 }  // namespace
 
-TraceRecorder* current_recorder() { return tls_recorder; }
-void set_current_recorder(TraceRecorder* r) {
-  if (!tls_recorder && r) restart_trace_op_seeds();
-  tls_recorder = r;
-  t_trace_recording = r != nullptr;
+TraceRecorder* current_recorder() { return t_recorder; }
+RecorderScope::RecorderScope(TraceRecorder* r) : recorder_(t_recorder, r), recording_(r != nullptr) {
+  if (!recorder_.previous() && r) restart_trace_op_seeds();
 }
+
+OpObserver* current_op_observer() { return t_op_observer; }
+void set_op_observer(OpObserver* o) { t_op_observer = o; }
 
 std::vector<Tensor> apply_op(OpId id, const std::vector<Tensor>& inputs, const OpAttrs& attrs) {
   return dispatch(id, inputs, attrs, false);

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "core/tensor_impl.h"
+#include "core/thread_context.h"
 #include "ops/op_attrs.h"
 #include "tracegraph/tensor.h"
 
@@ -199,18 +201,17 @@ class TraceRecorder {
                                      const OpAttrs& attrs,
                                      std::vector<ValueType>&& output_types) = 0;
 };
+/// The recorder installed on this thread, or nullptr when no trace records here.
 TraceRecorder* current_recorder();
-void set_current_recorder(TraceRecorder* r);
-/// Installs a recorder on this thread for a scope, and restores the previous one on exit.
+/// Installs a recorder on this thread for a scope, and restores the previous one on exit. On a
+/// thread where no trace was recording, it restarts the trace's op seeds (restart_trace_op_seeds).
 class RecorderScope {
  public:
-  explicit RecorderScope(TraceRecorder* r) : prev_(current_recorder()) { set_current_recorder(r); }
-  ~RecorderScope() { set_current_recorder(prev_); }
-  RecorderScope(const RecorderScope&) = delete;
-  RecorderScope& operator=(const RecorderScope&) = delete;
+  explicit RecorderScope(TraceRecorder* r);
 
  private:
-  TraceRecorder* prev_;
+  ScopedThreadValue<TraceRecorder*> recorder_;
+  TraceRecordingScope recording_;  // core's copy of "a recorder is installed"
 };
 
 /// Sees every op that ran or was recorded on this thread: how GradientTape (src/autodiff)
@@ -222,9 +223,9 @@ class OpObserver {
   virtual void on_op(OpId id, const std::vector<Tensor>& inputs, const OpAttrs& attrs,
                      const std::vector<Tensor>& outputs) = 0;
 };
-extern thread_local OpObserver* t_op_observer;
-inline OpObserver* current_op_observer() { return t_op_observer; }
-inline void set_op_observer(OpObserver* o) { t_op_observer = o; }
+OpObserver* current_op_observer();
+/// Installed while a tape records on the thread (not a scope: tapes start and stop in any order).
+void set_op_observer(OpObserver* o);
 
 /// Fills in every op family's rules, kernels and gradients. Defined in src/register_ops.cpp, the
 /// one file that knows every family (families above this layer, like control flow, included);
@@ -237,6 +238,7 @@ void register_reduce_ops(OpDef* table);
 void register_cross_entropy_ops(OpDef* table);
 void register_matmul_ops(OpDef* table);
 void register_conv_ops(OpDef* table);
+void register_pool_ops(OpDef* table);
 void register_shape_ops(OpDef* table);
 void register_index_ops(OpDef* table);
 void register_state_ops(OpDef* table);

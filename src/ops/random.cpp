@@ -241,7 +241,9 @@ Seeds& seeds() {
   return s;
 }
 std::atomic<uint64_t> g_generation{1};
+// Op seeds handed out by the traces running on this thread (restart_trace_op_seeds).
 thread_local uint64_t t_trace_op_seeds = 0;
+// The innermost RandomDrawLog alive on this thread, which installs itself.
 thread_local RandomDrawLog* t_draw_log = nullptr;
 
 // A derived op seed, spread so that it rarely meets a small seed a user chose.
@@ -351,8 +353,7 @@ Tensor repeat_random_draw(OpId op, const RandomAttrs& attrs, const Tensor& shape
   return apply_op1(stateless_of(op), {shape, stack({stream, draw})}, attrs);
 }
 
-RandomDrawLog::RandomDrawLog() : prev_(t_draw_log) { t_draw_log = this; }
-RandomDrawLog::~RandomDrawLog() { t_draw_log = prev_; }
+RandomDrawLog::RandomDrawLog() : installed_(t_draw_log, this) {}
 
 void note_random_draw(const RandomState* state, uint64_t draw) {
   if (t_draw_log) t_draw_log->draws_.emplace_back(state, draw);

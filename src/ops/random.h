@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/thread_context.h"
 #include "ops/op.h"
 
 namespace tg::detail {
@@ -24,21 +25,18 @@ Tensor repeat_random_draw(OpId op, const RandomAttrs& attrs, const Tensor& shape
 class RandomDrawLog {
  public:
   RandomDrawLog();
-  ~RandomDrawLog();
-  RandomDrawLog(const RandomDrawLog&) = delete;
-  RandomDrawLog& operator=(const RandomDrawLog&) = delete;
   const std::vector<std::pair<const RandomState*, uint64_t>>& draws() const { return draws_; }
 
  private:
   friend void note_random_draw(const RandomState*, uint64_t);
   std::vector<std::pair<const RandomState*, uint64_t>> draws_;
-  RandomDrawLog* prev_;
+  ScopedThreadValue<RandomDrawLog*> installed_;  // after draws_: uninstalled before they go
 };
 
 /// Notes a stateful random kernel's draw in this thread's RandomDrawLog, if one is alive.
 void note_random_draw(const RandomState* state, uint64_t draw);
 
-/// Called by set_current_recorder when a trace starts on a thread with none running: ops without
+/// Called by RecorderScope when a trace starts on a thread with none running: ops without
 /// an op seed take the trace's own sequence of op seeds (TF's per-graph seeds), so the same
 /// function body gets the same seeds whenever and however often it is traced.
 void restart_trace_op_seeds();

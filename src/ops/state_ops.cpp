@@ -19,8 +19,10 @@ namespace detail {
 
 namespace {
 
-thread_local VariableCreationPolicy* t_policy = nullptr;
-thread_local const VariableCreator* t_creator = nullptr;
+// The singleton-Variable policy of the trace running on this thread (VariablePolicyScope).
+thread_local VariableCreationPolicy* t_variable_policy = nullptr;
+// Who creates Variables on this thread for the user, named by the error (VariableCreatorScope).
+thread_local const VariableCreator* t_variable_creator = nullptr;
 std::atomic<uint64_t> g_next_variable_id{1};
 
 TextSink& print_sink() {
@@ -159,11 +161,12 @@ void kernel_print(const std::vector<Tensor>& in, const OpAttrs& op_attrs, std::v
   print_sink().write(line);
 }
 
-thread_local const VariableBindingScope* t_bindings = nullptr;
+// The innermost VariableBindingScope alive on this thread; each links to the one it encloses.
+thread_local const VariableBindingScope* t_variable_bindings = nullptr;
 
 // The binding of `parameter` in force on this thread, innermost scope first; nullptr if none.
 const VariableBinding* find_binding(const VariableState* parameter) {
-  for (const VariableBindingScope* s = t_bindings; s; s = s->prev_scope())
+  for (const VariableBindingScope* s = t_variable_bindings; s; s = s->prev_scope())
     for (const VariableBinding& b : s->bindings())
       if (b.parameter == parameter) return &b;
   return nullptr;
@@ -197,9 +200,11 @@ std::shared_ptr<VariableState> make_variable_parameter(const VariableState& trac
   return p;
 }
 
-VariableBindingScope::VariableBindingScope(std::vector<VariableBinding> bindings)
-    : bindings_(std::move(bindings)), prev_(t_bindings) {
-  for (const VariableBinding& b : bindings_) {
+namespace {
+// The bindings of a new VariableBindingScope, with each parameter's first binding noted; refuses
+// a parameter whose trace made state for another Variable.
+std::vector<VariableBinding> checked_bindings(std::vector<VariableBinding> bindings) {
+  for (const VariableBinding& b : bindings) {
     VariableState* p = b.parameter;
     const uint64_t id = b.variable->id;
     std::lock_guard lock(p->mu);
@@ -213,13 +218,16 @@ VariableBindingScope::VariableBindingScope(std::vector<VariableBinding> bindings
           "but those slots belong to the first one. Pass the same Variables on every call, or give "
           "each set of Variables its own tg::function (and optimizer)"));
   }
-  t_bindings = this;
+  return bindings;
 }
-VariableBindingScope::~VariableBindingScope() { t_bindings = prev_; }
+}  // namespace
+
+VariableBindingScope::VariableBindingScope(std::vector<VariableBinding> bindings)
+    : bindings_(checked_bindings(std::move(bindings))), installed_(t_variable_bindings, this) {}
 
 std::vector<VariableBinding> current_variable_bindings() {
   std::vector<VariableBinding> out;
-  for (const VariableBindingScope* s = t_bindings; s; s = s->prev_scope())
+  for (const VariableBindingScope* s = t_variable_bindings; s; s = s->prev_scope())
     out.insert(out.end(), s->bindings().begin(), s->bindings().end());
   return out;
 }
@@ -248,13 +256,9 @@ const VariableState* bound_variable_or_self(const VariableState* v) {
   return v;
 }
 
-VariableCreationPolicy* current_variable_policy() { return t_policy; }
-void set_current_variable_policy(VariableCreationPolicy* p) { t_policy = p; }
-
-VariableCreatorScope::VariableCreatorScope(const VariableCreator* creator) : prev_(t_creator) {
-  t_creator = creator;
-}
-VariableCreatorScope::~VariableCreatorScope() { t_creator = prev_; }
+VariableCreationPolicy* current_variable_policy() { return t_variable_policy; }
+VariablePolicyScope::VariablePolicyScope(VariableCreationPolicy* policy) : policy_(t_variable_policy, policy) {}
+VariableCreatorScope::VariableCreatorScope(const VariableCreator* creator) : creator_(t_variable_creator, creator) {}
 
 namespace {
 // A read has no tensor inputs: the tape itself maps a read back to its Variable.
@@ -340,7 +344,7 @@ Variable::Variable(Tensor initial_value, std::string name) {
   if (policy) {
     if (!policy->allowed) {
       // Name the Variable and its maker: "created once" alone does not say which one.
-      const detail::VariableCreator* by = detail::t_creator;
+      const detail::VariableCreator* by = detail::t_variable_creator;
       throw ValueError(detail::str_cat(
           "tg::function only supports singleton tg::Variables created on the first call: function '",
           policy->function_name, "' tried to create tg::Variable '", name, "' (",

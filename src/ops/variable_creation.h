@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include "core/thread_context.h"
+
 namespace tg::detail {
 
 struct VariableCreationPolicy {
@@ -18,7 +20,14 @@ struct VariableCreationPolicy {
 
 /// The policy of the trace running on this thread, or nullptr outside tracing.
 VariableCreationPolicy* current_variable_policy();
-void set_current_variable_policy(VariableCreationPolicy* policy);
+/// Installs a trace's policy on this thread while it lives (the tracing layer, around a trace).
+class VariablePolicyScope {
+ public:
+  explicit VariablePolicyScope(VariableCreationPolicy* policy);
+
+ private:
+  ScopedThreadValue<VariableCreationPolicy*> policy_;
+};
 
 /// Who creates Variables on this thread while it lives, for the singleton-Variable error: code
 /// that makes Variables for the user (an optimizer's slots) names itself and the fix that fits.
@@ -29,12 +38,9 @@ struct VariableCreator {
 class VariableCreatorScope {
  public:
   explicit VariableCreatorScope(const VariableCreator* creator);
-  ~VariableCreatorScope();
-  VariableCreatorScope(const VariableCreatorScope&) = delete;
-  VariableCreatorScope& operator=(const VariableCreatorScope&) = delete;
 
  private:
-  const VariableCreator* prev_;
+  ScopedThreadValue<const VariableCreator*> creator_;
 };
 
 }  // namespace tg::detail

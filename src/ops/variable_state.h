@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/thread_context.h"
 #include "tracegraph/tensor.h"
 
 namespace tg::detail {
@@ -52,15 +53,12 @@ struct VariableBinding {
 class VariableBindingScope {
  public:
   explicit VariableBindingScope(std::vector<VariableBinding> bindings);
-  ~VariableBindingScope();
-  VariableBindingScope(const VariableBindingScope&) = delete;
-  VariableBindingScope& operator=(const VariableBindingScope&) = delete;
   const std::vector<VariableBinding>& bindings() const { return bindings_; }
-  const VariableBindingScope* prev_scope() const { return prev_; }
+  const VariableBindingScope* prev_scope() const { return installed_.previous(); }
 
  private:
   std::vector<VariableBinding> bindings_;
-  const VariableBindingScope* prev_;
+  ScopedThreadValue<const VariableBindingScope*> installed_;  // after bindings_: they are checked first
 };
 
 /// Every binding in force on this thread, innermost first (to re-establish them later, e.g. for

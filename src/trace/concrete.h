@@ -86,8 +86,8 @@ class CallObserver {
   virtual ~CallObserver() = default;
   virtual std::vector<Tensor> run_call(const ConcreteImpl& cf, const std::vector<Tensor>& inputs) = 0;
 };
-extern thread_local CallObserver* t_call_observer;
-inline void set_call_observer(CallObserver* o) { t_call_observer = o; }
+/// Installed while a tape records on the thread (not a scope: tapes start and stop in any order).
+void set_call_observer(CallObserver* o);
 
 /// Runs a concrete function's graph on its flat inputs, with its Variable parameters bound to
 /// `variables` (the call's distinct Variables; through the call observer, when one is

@@ -89,7 +89,12 @@ TraceTypePtr checked_custom_trace_type(TraceTypePtr type, const char* mangled_na
   return type;
 }
 
+namespace {
+// What runs calls of concrete functions on this thread: the tapes' observer while one records.
 thread_local CallObserver* t_call_observer = nullptr;
+}  // namespace
+
+void set_call_observer(CallObserver* o) { t_call_observer = o; }
 
 namespace {
 // One line per collective, in the order the ranks run them; a cond's or a while loop's
@@ -240,21 +245,26 @@ std::size_t hash_types(const std::vector<TraceTypePtr>& types) {
 
 namespace {
 
-class VariablePolicyScope {
+// Marks a trace of `core` for `types` as in progress on this thread while it lives; the marks
+// link the enclosing ones, innermost first.
+class TraceInProgress {
  public:
-  explicit VariablePolicyScope(VariableCreationPolicy* p) : prev_(current_variable_policy()) {
-    set_current_variable_policy(p);
-  }
-  ~VariablePolicyScope() { set_current_variable_policy(prev_); }
-  VariablePolicyScope(const VariablePolicyScope&) = delete;
-  VariablePolicyScope& operator=(const VariablePolicyScope&) = delete;
+  TraceInProgress(const FunctionCore* core, const std::vector<TraceTypePtr>* types);
+  const FunctionCore* core() const { return core_; }
+  const std::vector<TraceTypePtr>& types() const { return *types_; }
+  const TraceInProgress* enclosing() const { return installed_.previous(); }
 
  private:
-  VariableCreationPolicy* prev_;
+  const FunctionCore* core_;
+  const std::vector<TraceTypePtr>* types_;
+  ScopedThreadValue<const TraceInProgress*> installed_;
 };
 
-// The traces being recorded on this thread, innermost last: (function, its argument types).
-thread_local std::vector<std::pair<const FunctionCore*, const std::vector<TraceTypePtr>*>> t_traces_in_progress;
+// The innermost trace being recorded on this thread (TraceInProgress).
+thread_local const TraceInProgress* t_traces_in_progress = nullptr;
+
+TraceInProgress::TraceInProgress(const FunctionCore* core, const std::vector<TraceTypePtr>* types)
+    : core_(core), types_(types), installed_(t_traces_in_progress, this) {}
 
 // The innermost mismatch between a call's argument type and a parameter type, as TF words it:
 // "Can not cast 3 to Literal[2]".
@@ -582,8 +592,8 @@ namespace {
 // types are fine (recursion over a literal traces once per level, as in TF).
 void check_not_in_progress(const FunctionCore* core, const std::vector<TraceTypePtr>& types,
                            const std::vector<std::string>& names) {
-  for (const auto& [active, active_types] : t_traces_in_progress)
-    if (active == core && same_types(*active_types, types))
+  for (const TraceInProgress* active = t_traces_in_progress; active; active = active->enclosing())
+    if (active->core() == core && same_types(active->types(), types))
       throw StagingError(str_cat(
           "function '", core->name(), "' called itself while it was being traced, with the argument "
           "types of the trace in progress ", FunctionTypeKey{types, names, 0}.to_string(),
@@ -591,16 +601,6 @@ void check_not_in_progress(const FunctionCore* core, const std::vector<TraceType
           "traces once per level; one that ends on a tensor's value needs tg::while_loop"));
 }
 
-// Marks a trace of `core` for `types` as in progress on this thread.
-class TraceInProgress {
- public:
-  TraceInProgress(const FunctionCore* core, const std::vector<TraceTypePtr>* types) {
-    t_traces_in_progress.emplace_back(core, types);
-  }
-  ~TraceInProgress() { t_traces_in_progress.pop_back(); }
-  TraceInProgress(const TraceInProgress&) = delete;
-  TraceInProgress& operator=(const TraceInProgress&) = delete;
-};
 }  // namespace
 
 // ---- the interface the PolymorphicFunction template reaches the core through -----------------
@@ -646,7 +646,7 @@ CalledConcrete FunctionCore::repeat_call(FastMatch match) const {
     called.cf = last.raw;  // never evicted: alive as long as this function
   }
   if (called) {
-    s.diag->on_call(!t_trace_recording);
+    s.diag->on_call(!tracing_active());
     if (s.options.max_cached_traces > 0) called.cf->last_used.store(s.diag->calls(), std::memory_order_relaxed);
   }
   return called;
@@ -668,7 +668,7 @@ CalledConcrete FunctionCore::fast_lookup(std::size_t fast_hash, FastMatch match)
       }
   }
   if (called) {
-    s.diag->on_call(!t_trace_recording);  // TF's "5 traces within 10 calls" rule counts calls
+    s.diag->on_call(!tracing_active());  // TF's "5 traces within 10 calls" rule counts calls
     if (s.options.max_cached_traces > 0)  // the LRU stamp only matters with a bounded cache
       called.cf->last_used.store(s.diag->calls(), std::memory_order_relaxed);
   }
@@ -694,7 +694,7 @@ std::shared_ptr<ConcreteImpl> FunctionCore::dispatch_or_trace_impl(const std::ve
     if (!binds) binding_error(*s.signature, target, "");
     target = s.signature->params;
   }
-  const uint64_t call_number = s.diag->on_call(is_call && !t_trace_recording);
+  const uint64_t call_number = s.diag->on_call(is_call && !tracing_active());
   const std::size_t h = hash_types(target);
   if (auto cf = s.lookup(target, h)) {
     cf->last_used.store(s.diag->calls(), std::memory_order_relaxed);
@@ -802,7 +802,7 @@ void FunctionCore::adopt(std::shared_ptr<ConcreteImpl> cf) {
 
 std::shared_ptr<ConcreteImpl> FunctionCore::find(std::vector<TraceTypePtr> arg_types, const std::size_t* fast_hash) const {
   State& s = *state_;
-  s.diag->on_call(!t_trace_recording);
+  s.diag->on_call(!tracing_active());
   std::shared_ptr<ConcreteImpl> cf = s.lookup(arg_types, hash_types(arg_types));
   if (cf && fast_hash) remember_fast(*fast_hash, std::move(arg_types), cf);
   return cf;
