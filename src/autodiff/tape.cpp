@@ -233,16 +233,17 @@ std::vector<Tensor> walk_back(TapeState& tape, const std::vector<Tensor>& target
   return result;
 }
 
-// Pauses a non-persistent tape while it computes its gradient (it is spent afterwards, so its
-// own backward ops are of no use to it; outer tapes still record them, for higher-order
-// gradients). A persistent tape that is recording keeps recording them, as in TensorFlow, so
-// that tape.gradient(tape.gradient(y, x), x) is the second derivative.
-class PauseTape {
+// Turns a tape's recording on or off for a scope and restores it on exit, exceptions included;
+// a tape spent meanwhile stays off. Pausing a non-persistent tape while it computes its gradient:
+// it is spent afterwards, so its own backward ops are of no use to it (outer tapes still record
+// them, for higher-order gradients). A persistent tape that is recording keeps recording them,
+// as in TensorFlow, so that tape.gradient(tape.gradient(y, x), x) is the second derivative.
+class TapeRecordingScope {
  public:
-  explicit PauseTape(TapeState& t) : tape_(t), was_(t.recording) { tape_.set_recording(false); }
-  ~PauseTape() { tape_.set_recording(was_ && !tape_.spent); }
-  PauseTape(const PauseTape&) = delete;
-  PauseTape& operator=(const PauseTape&) = delete;
+  TapeRecordingScope(TapeState& t, bool on) : tape_(t), was_(t.recording) { tape_.set_recording(on); }
+  ~TapeRecordingScope() { tape_.set_recording(was_ && !tape_.spent); }
+  TapeRecordingScope(const TapeRecordingScope&) = delete;
+  TapeRecordingScope& operator=(const TapeRecordingScope&) = delete;
 
  private:
   TapeState& tape_;
@@ -532,8 +533,8 @@ std::vector<Tensor> tape_gradient(GradientTape& tape, const std::vector<Tensor>&
                                   const std::vector<Tensor>& target_grads,
                                   const std::vector<Tensor>& sources) {
   TapeState& s = *tape.state_;
-  std::optional<PauseTape> pause;
-  if (!s.persistent) pause.emplace(s);
+  std::optional<TapeRecordingScope> pause;
+  if (!s.persistent) pause.emplace(s, false);
   std::vector<std::vector<const TensorImpl*>> keys;
   for (const Tensor& src : sources) {
     std::vector<const TensorImpl*> group{src.impl().get()};
@@ -586,10 +587,11 @@ void GradientTape::watch(const Variable& v) {
   if (!is_floating(v.dtype()))
     throw TypeError(detail::str_cat("[GradientTape.watch] variable '", v.name(), "' is ",
                                     to_string(v.dtype()), "; only floating-point variables have gradients"));
-  const bool was = state_->recording;
-  state_->set_recording(true);  // the read registers the variable with this tape
-  const Tensor r = v.read_value();
-  state_->set_recording(was);
+  Tensor r;
+  {
+    detail::TapeRecordingScope recording(*state_, true);  // the read registers the variable with this tape
+    r = v.read_value();
+  }
   state_->track(r);
 }
 
@@ -627,10 +629,8 @@ Tensor read_standing_for(detail::TapeState& state, const Variable& v) {
   for (const auto& [var, read] : state.variable_reads)
     if (var == v.state().get()) r = read;
   if (!r.defined()) {
-    const bool was = state.recording;
-    state.set_recording(true);
+    detail::TapeRecordingScope recording(state, true);
     r = v.read_value();
-    state.set_recording(was);
   }
   return r;
 }

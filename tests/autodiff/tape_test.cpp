@@ -2,6 +2,7 @@
 // gradients, persistence, unconnected sources, stop_gradient, Variables, and calls of traced
 // functions under a tape (whose backward graph is built once and cached).
 #include <cmath>
+#include <optional>
 
 #include "autodiff/grad_check.h"
 #include "autodiff/tape.h"
@@ -190,6 +191,25 @@ TEST(Tape, StopRecordingPausesTheTape) {
   tape.resume_recording();
   const Tensor c = b + a;
   EXPECT_TENSOR_NEAR(tape.gradient(c, x), constant(4.0, float64), 1e-12);
+}
+
+TEST(Tape, AWatchThatRaisesLeavesAPausedTapePaused) {
+  // watch(Variable) records the Variable's read even on a paused tape; a read that raises (the
+  // parameter a trace handed its body, kept past the call) must not leave the tape recording.
+  Variable a(constant(1.0, float64));
+  std::optional<Variable> kept;
+  auto scale = function([&](const Variable& w, const Tensor& x) {
+    kept = w;
+    return x * w;
+  });
+  scale(a, constant(3.0, float64));
+  const Tensor x = constant(2.0, float64);
+  GradientTape tape;
+  tape.watch(x);
+  tape.stop_recording();
+  EXPECT_THROW(tape.watch(*kept), OutOfScopeError);
+  const Tensor y = x * x;  // not recorded: the tape is still paused
+  EXPECT_FALSE(tape.gradient(y, {x}, UnconnectedGradients::kNone)[0].defined());
 }
 
 TEST(Tape, NonDifferentiableOpsCutThePath) {
