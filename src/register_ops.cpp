@@ -13,6 +13,7 @@ void register_all_ops(OpDef* table) {
   register_cross_entropy_ops(table);
   register_matmul_ops(table);
   register_conv_ops(table);
+  register_pool_ops(table);
   register_shape_ops(table);
   register_runtime_shape_ops(table);
   register_sequence_ops(table);

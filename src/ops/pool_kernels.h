@@ -1,0 +1,45 @@
+// The pooling kernels on raw NHWC buffers, given the geometry the op has checked. Images are
+// spread over the thread pool, one image per task, so that the gradients, whose windows overlap
+// within an image, never share an output element across threads.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+
+namespace tg::detail {
+
+struct ColumnSumLeaves;  // ops/gemm_epilogue.h
+
+/// A pooling's sizes, every one concrete and checked (pool.cpp's pool_geometry).
+struct PoolGeom {
+  int64_t n, h, w, c, kh, kw, sh, sw, oh, ow, pt, pl;
+  // The window of output (oy, ox) clipped to the input: rows [y0, y1), cols [x0, x1).
+  void window(int64_t oy, int64_t ox, int64_t& y0, int64_t& y1, int64_t& x0, int64_t& x1) const {
+    y0 = oy * sh - pt;
+    x0 = ox * sw - pl;
+    y1 = std::min(y0 + kh, h);
+    x1 = std::min(x0 + kw, w);
+    y0 = std::max<int64_t>(y0, 0);
+    x0 = std::max<int64_t>(x0, 0);
+  }
+};
+
+/// Each window's maximum; ties keep the first (rows first), and a NaN wins, like argmax.
+template <class T>
+void max_pool_forward(const PoolGeom& g, const T* x, T* y);
+/// dx of max_pool2d from dy: dy added at each window's first maximum (the element
+/// max_pool_forward chose), zeroed where `mask` (when not null; dx's shape) is false; with `sums`
+/// (float32 only) dx's rows are also added to those column sums.
+template <class T>
+void max_pool_backward(const PoolGeom& g, const T* x, const T* dy, const bool* mask, T* dx,
+                       ColumnSumLeaves* sums = nullptr);
+/// y (pooled shape) = src (x's shape) read at each window's first maximum of x: max_pool2d_grad's
+/// gradient with respect to its dy.
+template <class T>
+void max_pool_gather(const PoolGeom& g, const T* x, const T* src, T* y);
+/// The mean of each window's elements inside the input (TF's SAME average), and its adjoint.
+template <class T>
+void avg_pool_forward(const PoolGeom& g, const T* x, T* y);
+template <class T>
+void avg_pool_backward(const PoolGeom& g, const T* dy, T* dx);
+
+}  // namespace tg::detail
