@@ -19,7 +19,7 @@ void tiled_max_pool_grad(const TiledPool& p, const float* x, const float* dy, co
       const float* d = dy + (oy * p.ow + ox) * c;
       for (int64_t c0 = 0; c0 < c; c0 += 16) {
         const __mmask16 lanes = c - c0 >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (c - c0)) - 1);
-        // The first maximum, as conv.cpp's `replaces`: strictly larger, or a NaN over a number.
+        // The first maximum, as pool_kernels.cpp's `replaces`: strictly larger, or a NaN over a number.
         __m512 best = _mm512_maskz_loadu_ps(lanes, x + first * c + c0);
         __m512i winner = _mm512_setzero_si512();
         for (int64_t j = 1; j < window; ++j) {

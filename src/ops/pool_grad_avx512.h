@@ -1,5 +1,5 @@
 // The float32 max pooling gradient over windows that tile the input, for AVX-512
-// (pool_grad_avx512.cpp): conv.cpp's general kernel zeroes dx and then adds dy at each window's
+// (pool_grad_avx512.cpp): pool_kernels.cpp's general kernel zeroes dx and then adds dy at each window's
 // first maximum one channel at a time, a scatter the compiler leaves scalar; here each window is
 // read once, 16 channels to a vector, and every element of dx is written once.
 #pragma once
@@ -13,7 +13,7 @@ struct TiledPool {
   int64_t h = 0, w = 0, c = 0, kh = 0, kw = 0, oh = 0, ow = 0;
 };
 
-/// dx (h x w x c) of max pooling for one image (on CPUs with simd::cpu_has_avx512_bw_vl()): at each window's first maximum (conv.cpp's
+/// dx (h x w x c) of max pooling for one image (on CPUs with simd::cpu_has_avx512_bw_vl()): at each window's first maximum (pool_kernels.cpp's
 /// `replaces` order, rows first; NaN beats every number but not an earlier NaN) 0 + dy, where
 /// mask (dx's shape; null: everywhere) is true; +0 everywhere else. The general kernel's bits,
 /// -0 and NaN included. Windows of at most 16 elements.
