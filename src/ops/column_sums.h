@@ -1,4 +1,4 @@
-// The leaf of reduce_sum's pairwise order over rows for float32 (reduce_finish.h's
+// The leaf of reduce_sum's pairwise order over rows for float32 (reduce_semantics.h's
 // pairwise_over_rows), defined in reduce.cpp with an AVX-512 copy picked at load. Declarations
 // only, so that files built for any ISA may include it (gemm_epilogue.h is built for AVX-512 too).
 #pragma once

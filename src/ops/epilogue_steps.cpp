@@ -6,7 +6,7 @@
 
 #include "core/tensor_impl.h"
 #include "ops/column_sums.h"
-#include "ops/reduce_finish.h"
+#include "ops/reduce_semantics.h"
 
 namespace tg::detail {
 
@@ -79,7 +79,7 @@ void EpilogueColumnSums::finish(const float* out, float* sums) {
                          column_sums(out + first * columns_, count, columns_, dst);
                        ++leaf;
                      });
-  for (int64_t k = 0; k < columns_; ++k) sums[k] = finish_reduction<false, float>(b.total[static_cast<std::size_t>(k)], rows_);
+  for (int64_t k = 0; k < columns_; ++k) sums[k] = finish_reduction<ReduceKind::kSum, float>(b.total[static_cast<std::size_t>(k)], rows_);
 }
 
 GemmEpilogue gemm_epilogue_of(const EpilogueParts& e, const std::vector<Tensor>& in, std::vector<Tensor>& out,

@@ -17,7 +17,7 @@
 #include "core/tensor_impl.h"
 #include "ops/broadcast.h"
 #include "ops/eager_steps.h"
-#include "ops/reduce_finish.h"
+#include "ops/reduce_semantics.h"
 #include "ops/fused_micro.h"
 #include "ops/simd_math.h"
 #include "core/thread_pool.h"
@@ -611,57 +611,31 @@ void run_steps(const std::vector<FusedPlan::Exec>& steps, void* const* ptr, int6
   }
 }
 
-// ---- folded reductions (the semantics of src/ops/reduce.cpp: float sums and means accumulate
-// in double, integer sums wrap, max/min propagate NaN, empty rows give the identity / NaN mean)
+// ---- folded reductions (what each computes: ops/reduce_semantics.h) ----
 
-template <class T, OpId R>
-using reduce_acc_t = std::conditional_t<std::is_floating_point_v<T> && (R == OpId::ReduceSum || R == OpId::ReduceMean),
-                                        double, T>;
-
-template <OpId R, class A>
-A reduce_identity() {
-  if constexpr (R == OpId::ReduceSum || R == OpId::ReduceMean) return A(0);
-  else if constexpr (R == OpId::ReduceMax)
-    return std::is_floating_point_v<A> ? -std::numeric_limits<A>::infinity() : std::numeric_limits<A>::lowest();
-  else
-    return std::is_floating_point_v<A> ? std::numeric_limits<A>::infinity() : std::numeric_limits<A>::max();
-}
-
-// Folds x[0, n) into acc.
-template <OpId R, class A, class T>
+// Folds x[0, n) - the part of one row that lies in one tile - into that row's accumulator.
+template <ReduceKind R, class A, class T>
 A reduce_chunk(A acc, const T* x, int64_t n) {
-  if constexpr (R == OpId::ReduceSum || R == OpId::ReduceMean) {
-    if constexpr (std::is_integral_v<T>) {
-      using U = std::make_unsigned_t<T>;
-      U s = static_cast<U>(acc);
-      for (int64_t i = 0; i < n; ++i) s = static_cast<U>(s + static_cast<U>(x[i]));
-      return static_cast<A>(s);
-    } else {
-      return acc + sum_in_lanes<A>(x, n);
-    }
+  if constexpr (R == ReduceKind::kSum || R == ReduceKind::kMean) {
+    // The part's own sum, added to the row's: floats in sum_in_lanes' order; integers wrap, so
+    // any order gives the same bits.
+    if constexpr (kFloatingSum<R, A>) return reduce_step<R>(acc, sum_in_lanes<A>(x, n));
+    else return reduce_step<R>(acc, reduce_in_lanes<R, A>(x, n));
   } else {
-    // Independent lanes and a separate NaN flag, as in reduce.cpp, so the loop vectorises.
-    constexpr bool kMax = R == OpId::ReduceMax;
-    A lane[8];
-    int nan[8] = {};
+    // Max/min: the row's accumulator starts every lane and takes the part's tail in lane 0, so
+    // a row cut by tiles is folded once per part.
+    A lane[kReduceLanes];
+    int nan[kReduceLanes] = {};
     for (A& l : lane) l = acc;
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-      for (int j = 0; j < 8; ++j) {
-        const A v = x[i + j];
-        lane[j] = (kMax ? v > lane[j] : v < lane[j]) ? v : lane[j];
-        if constexpr (std::is_floating_point_v<A>) nan[j] |= v != v;
-      }
+    int64_t i = reduce_blocks<R>(x, n, lane, nan);
     for (; i < n; ++i) {
       const A v = x[i];
-      lane[0] = (kMax ? v > lane[0] : v < lane[0]) ? v : lane[0];
-      if constexpr (std::is_floating_point_v<A>) nan[0] |= v != v;
+      lane[0] = reduce_step<R>(lane[0], v);
+      if constexpr (kReduceFlagsNan<R, A>) nan[0] |= v != v;
     }
-    for (int j = 0; j < 8; ++j) {
-      if (nan[j]) return std::numeric_limits<A>::quiet_NaN();
-      acc = (kMax ? lane[j] > acc : lane[j] < acc) ? lane[j] : acc;
-    }
-    return acc;
+    if constexpr (kReduceFlagsNan<R, A>)
+      if (any_lane_nan(nan)) return reduce_nan<A>();
+    return fold_lanes<R>(acc, lane);
   }
 }
 
@@ -673,9 +647,9 @@ class Reducer {
   virtual void finish(void* out) = 0;
 };
 
-template <OpId R, class T>
+template <ReduceKind R, class T>
 class ReducerOf final : public Reducer {
-  using A = reduce_acc_t<T, R>;
+  using A = reduce_acc_t<R, T>;
 
  public:
   ReducerOf(int64_t row, int64_t n_out) : row_(row), acc_(static_cast<std::size_t>(n_out), reduce_identity<R, A>()) {}
@@ -693,7 +667,7 @@ class ReducerOf final : public Reducer {
   }
   void finish(void* out) override {
     T* y = static_cast<T*>(out);
-    for (std::size_t o = 0; o < acc_.size(); ++o) y[o] = finish_reduction<R == OpId::ReduceMean, T>(acc_[o], row_);
+    for (std::size_t o = 0; o < acc_.size(); ++o) y[o] = finish_reduction<R, T>(acc_[o], row_);
   }
 
  private:
@@ -701,7 +675,7 @@ class ReducerOf final : public Reducer {
   std::vector<A> acc_;
 };
 
-template <OpId R>
+template <ReduceKind R>
 std::unique_ptr<Reducer> make_reducer_for(DType d, int64_t row, int64_t n_out) {
   switch (d) {
     case DType::Float32: return std::make_unique<ReducerOf<R, float>>(row, n_out);
@@ -719,10 +693,10 @@ std::unique_ptr<Reducer> make_reducer(const FusedProgram& p, const FusedPlan& pl
   const int64_t n_out = plan.reduce_outputs;
   const int64_t row = plan.reduce_row;
   switch (r.op) {
-    case OpId::ReduceSum: return make_reducer_for<OpId::ReduceSum>(d, row, n_out);
-    case OpId::ReduceMean: return make_reducer_for<OpId::ReduceMean>(d, row, n_out);
-    case OpId::ReduceMax: return make_reducer_for<OpId::ReduceMax>(d, row, n_out);
-    case OpId::ReduceMin: return make_reducer_for<OpId::ReduceMin>(d, row, n_out);
+    case OpId::ReduceSum: return make_reducer_for<ReduceKind::kSum>(d, row, n_out);
+    case OpId::ReduceMean: return make_reducer_for<ReduceKind::kMean>(d, row, n_out);
+    case OpId::ReduceMax: return make_reducer_for<ReduceKind::kMax>(d, row, n_out);
+    case OpId::ReduceMin: return make_reducer_for<ReduceKind::kMin>(d, row, n_out);
     default: TG_CHECK(false, "fused reduction ", op_def(r.op).name);
   }
   return nullptr;
@@ -923,8 +897,8 @@ void kernel_fused(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vect
   const FusedRun run{p, plan, in_base.data(), out_base.data(), reducer.get()};
   const int64_t row = p.has_reduce() ? plan.reduce_row : 1;
   if (plan.total < 2 * plan.grain || row == plan.total) {
-    // Small, or one reduction over everything (its sum's rounding depends on the order: the
-    // unfused reduce_sum adds serially, and the fused one must give the same bits).
+    // Small, or one reduction over everything: one thread folds it, tile after tile, so that its
+    // sum's rounding does not depend on the thread count.
     run(0, plan.total);
   } else {
     // Whole rows per thread: each reduced row is still folded in order by one thread.

@@ -17,7 +17,7 @@
 namespace tg::detail {
 
 /// Column sums of a product's result (rows x ld), kept per leaf of reduce_sum's pairwise order
-/// over rows (reduce_finish.h's pairwise_over_rows; column_sums.h is its leaf). The thread that
+/// over rows (reduce_semantics.h's pairwise_over_rows; column_sums.h is its leaf). The thread that
 /// finishes all rows of a leaf adds them in double, row after row, as reduce_sum's leaf does, so
 /// that the leaves added up in that order give reduce_sum's bits (epilogue_steps.h's
 /// EpilogueColumnSums makes these and adds the leaves up).

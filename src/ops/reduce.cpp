@@ -7,14 +7,10 @@
 // through memory. Axis sets that leave several reduced groups (e.g. axes {0, 2} of a rank-3
 // tensor) are reduced one group at a time, last group first, through accumulator buffers.
 //
-// Semantics (TensorFlow 2 where it defines them):
-//   - float32 sums, means and products accumulate in double; floating sums are pairwise both
-//     along contiguous rows and across rows; integer sums/products wrap around (unsigned).
-//   - Empty reductions give the identity: sum 0, prod 1, max -inf (ints: lowest), min +inf
-//     (ints: max), any false, all true; mean NaN for floats and 0 for ints (TF fills with
-//     NumTraits<T>::quiet_NaN(), which is 0 for integers).
-//   - Integer mean truncates toward zero (sum / count in integer arithmetic).
-//   - Float max/min propagate NaN.
+// What each reduction computes - identities, NaN, integer wrap-around, the mean's division, the
+// order floating sums add in - is ops/reduce_semantics.h's, shared with the fused kernel; the
+// float sums here are pairwise both along contiguous rows and across rows. Semantics of the rest
+// (TensorFlow 2 where it defines them):
 //   - argmax/argmin: first index on ties; a NaN counts as larger (argmax) / smaller (argmin)
 //     than every number, so the first NaN wins (NumPy's rule).
 //   - softmax/log_softmax subtract the max along the axis; a row whose max is +-inf gives NaN.
@@ -33,7 +29,7 @@
 #include "ops/broadcast.h"
 #include "ops/grad_helpers.h"
 #include "ops/column_sums.h"
-#include "ops/reduce_finish.h"
+#include "ops/reduce_semantics.h"
 #include "ops/simd_math.h"
 #include "ops/softmax_rows.h"
 #include "tracegraph/ops.h"
@@ -42,114 +38,22 @@ namespace tg {
 namespace detail {
 namespace {
 
-enum class Red { Sum, Mean, Max, Min, Prod, Any, All };
-
-template <class T>
-using unsigned_of = std::make_unsigned_t<T>;
-
-// What a reduction accumulates T in: double for floating sums/means/products (accuracy),
-// otherwise T itself.
-template <Red R, class T>
-using acc_t = std::conditional_t<std::is_floating_point_v<T> &&
-                                     (R == Red::Sum || R == Red::Mean || R == Red::Prod),
-                                 double, T>;
-
-template <Red R, class A>
-constexpr A identity() {
-  if constexpr (R == Red::Sum || R == Red::Mean) return A(0);
-  else if constexpr (R == Red::Prod) return A(1);
-  else if constexpr (R == Red::Any) return false;
-  else if constexpr (R == Red::All) return true;
-  else if constexpr (R == Red::Max)
-    return std::is_floating_point_v<A> ? -std::numeric_limits<A>::infinity()
-                                       : std::numeric_limits<A>::lowest();
-  else
-    return std::is_floating_point_v<A> ? std::numeric_limits<A>::infinity()
-                                       : std::numeric_limits<A>::max();
-}
-
-// Folds one element into an accumulator. Branch-free selects so that row loops vectorise.
-template <Red R, class A, class X>
-inline A combine(A a, X x) {
-  if constexpr (R == Red::Sum || R == Red::Mean) {
-    if constexpr (std::is_integral_v<A>)
-      return static_cast<A>(static_cast<unsigned_of<A>>(a) + static_cast<unsigned_of<A>>(x));
-    else
-      return a + static_cast<A>(x);
-  } else if constexpr (R == Red::Prod) {
-    if constexpr (std::is_integral_v<A>)
-      return static_cast<A>(static_cast<unsigned_of<A>>(a) * static_cast<unsigned_of<A>>(x));
-    else
-      return a * static_cast<A>(x);
-  } else if constexpr (R == Red::Max) {
-    if constexpr (std::is_floating_point_v<A>) return (x > a || x != x) ? A(x) : a;  // NaN sticks
-    else return x > a ? A(x) : a;
-  } else if constexpr (R == Red::Min) {
-    if constexpr (std::is_floating_point_v<A>) return (x < a || x != x) ? A(x) : a;
-    else return x < a ? A(x) : a;
-  } else if constexpr (R == Red::Any) {
-    return a || x;
-  } else {
-    return a && x;
-  }
-}
-
-// Pairwise summation (NumPy's scheme): error grows with log(n) instead of n.
-template <class A, class X>
-A pairwise_sum(const X* x, int64_t n) {
-  if (n <= 128) return sum_in_lanes<A>(x, n);
-  const int64_t half = (n / 2) & ~int64_t{7};
-  return pairwise_sum<A>(x, half) + pairwise_sum<A>(x + half, n - half);
-}
-
-// Reduces one contiguous row of n elements.
-template <Red R, class A, class X>
-A reduce_row(const X* x, int64_t n) {
-  if constexpr ((R == Red::Sum || R == Red::Mean) && std::is_floating_point_v<A>) {
+// Reduces one contiguous row of n elements (inlined into each loop over rows).
+template <ReduceKind R, class A, class X>
+[[gnu::always_inline]] inline A reduce_row(const X* x, int64_t n) {
+  if constexpr (kFloatingSum<R, A>) {
     return pairwise_sum<A>(x, n);
-  } else if constexpr (R == Red::Any) {
+  } else if constexpr (R == ReduceKind::kAny || R == ReduceKind::kAll) {
+    // Stops at the first element that decides the row (true for any, false for all).
     for (int64_t i = 0; i < n; ++i)
-      if (x[i]) return true;
-    return false;
-  } else if constexpr (R == Red::All) {
-    for (int64_t i = 0; i < n; ++i)
-      if (!x[i]) return false;
-    return true;
-  } else if constexpr ((R == Red::Max || R == Red::Min) && std::is_floating_point_v<A>) {
-    // Plain compare-selects (max/min instructions) plus a separate NaN flag vectorise far
-    // better than a NaN-aware select.
-    A lane[8];
-    int nan[8] = {};
-    for (auto& l : lane) l = identity<R, A>();
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-      for (int j = 0; j < 8; ++j) {
-        const A v = x[i + j];
-        lane[j] = (R == Red::Max ? v > lane[j] : v < lane[j]) ? v : lane[j];
-        nan[j] |= v != v;
-      }
-    A a = identity<R, A>();
-    for (int j = 0; j < 8; ++j) {
-      a = combine<R>(a, lane[j]);
-      if (nan[j]) return std::numeric_limits<A>::quiet_NaN();
-    }
-    for (; i < n; ++i) a = combine<R>(a, x[i]);
-    return a;
+      if (static_cast<bool>(x[i]) != reduce_identity<R, bool>()) return !reduce_identity<R, bool>();
+    return reduce_identity<R, bool>();
   } else {
-    // Independent lanes break the dependency chain so the loop vectorises.
-    A lane[8];
-    for (auto& l : lane) l = identity<R, A>();
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-      for (int j = 0; j < 8; ++j) lane[j] = combine<R>(lane[j], x[i + j]);
-    A a = identity<R, A>();
-    for (int j = 0; j < 8; ++j) a = combine<R>(a, lane[j]);
-    for (; i < n; ++i) a = combine<R>(a, x[i]);
-    return a;
+    return reduce_in_lanes<R, A>(x, n);
   }
 }
 
-// pairwise_over_rows' leaf for float32 rows (reduce_finish.h): each y[k] sums its column in
+// pairwise_over_rows' leaf for float32 rows (reduce_semantics.h): each y[k] sums its column in
 // double, row after row, as the generic loop below does. Vectorised across columns, in blocks of
 // 32 held in registers over the rows, every element keeps its order, so its bits. One copy per
 // ISA: the library is built for baseline x86-64, where this loop - a dense layer's bias gradient -
@@ -189,14 +93,10 @@ void column_sums(const float* x, int64_t red, int64_t inner, double* y) { add_co
 
 namespace {
 
-// Whether R over A sums floats (pairwise, in double for float32).
-template <Red R, class A>
-constexpr bool kFloatingSum = (R == Red::Sum || R == Red::Mean) && std::is_floating_point_v<A>;
-
 // Columns [0, n) of a block of `red` rows `ld` apart into y[0..n): floating sums in
 // pairwise_over_rows' order (scratch: pairwise_levels(red) x n), the other reductions row after
 // row.
-template <Red R, class A, class X>
+template <ReduceKind R, class A, class X>
 void reduce_columns(const X* x, int64_t red, int64_t ld, int64_t n, A* y, A* scratch) {
   if constexpr (kFloatingSum<R, A>) {
     pairwise_over_rows(0, red, n, y, scratch, [&](int64_t first, int64_t rows, A* dst) {
@@ -207,9 +107,9 @@ void reduce_columns(const X* x, int64_t red, int64_t ld, int64_t n, A* y, A* scr
         for (int64_t k = 0; k < n; ++k) dst[k] += static_cast<A>(block[r * ld + k]);
     });
   } else {
-    for (int64_t k = 0; k < n; ++k) y[k] = identity<R, A>();
+    for (int64_t k = 0; k < n; ++k) y[k] = reduce_identity<R, A>();
     for (int64_t r = 0; r < red; ++r)
-      for (int64_t k = 0; k < n; ++k) y[k] = combine<R>(y[k], x[r * ld + k]);
+      for (int64_t k = 0; k < n; ++k) y[k] = reduce_combine<R>(y[k], x[r * ld + k]);
   }
 }
 
@@ -221,8 +121,8 @@ A pairwise_sum_on_pool(const X* x, int64_t n) {
   while ((2 << depth) <= num_threads()) ++depth;
   // Visits the subtrees `depth` levels down (or leaves, if shallower), left to right.
   auto subtrees = [&](auto&& self, int64_t at, int64_t len, int d, auto&& visit) -> void {
-    if (d == 0 || len <= 128) return visit(at, len);
-    const int64_t half = (len / 2) & ~int64_t{7};  // pairwise_sum's split
+    if (d == 0 || len <= kPairwiseLeaf) return visit(at, len);
+    const int64_t half = pairwise_half(len);
     self(self, at, half, d - 1, visit);
     self(self, at + half, len - half, d - 1, visit);
   };
@@ -235,8 +135,8 @@ A pairwise_sum_on_pool(const X* x, int64_t n) {
   });
   std::size_t next = 0;
   auto add_up = [&](auto&& self, int64_t len, int d) -> A {
-    if (d == 0 || len <= 128) return partial[next++];
-    const int64_t half = (len / 2) & ~int64_t{7};
+    if (d == 0 || len <= kPairwiseLeaf) return partial[next++];
+    const int64_t half = pairwise_half(len);
     const A left = self(self, half, d - 1);
     return left + self(self, len - half, d - 1);
   };
@@ -247,7 +147,7 @@ A pairwise_sum_on_pool(const X* x, int64_t n) {
 // pool only where every output keeps its order of additions, so the bits do not depend on the
 // thread count: whole outputs per thread (rows of outer, or runs of inner), or the halves of
 // one contiguous pairwise sum.
-template <Red R, class A, class X>
+template <ReduceKind R, class A, class X>
 void reduce_block(const X* x, int64_t outer, int64_t red, int64_t inner, A* y) {
   const bool split = num_threads() > 1 && outer * red * inner >= 2 * kParallelMinElements;
   if (inner == 1) {
@@ -297,9 +197,9 @@ std::vector<Group> group_dims(const std::vector<int64_t>& dims, const std::vecto
   return groups;
 }
 
-template <Red R, class T>
+template <ReduceKind R, class T>
 void reduce_typed(const Tensor& in, const std::vector<bool>& reduced, Tensor& out) {
-  using A = acc_t<R, T>;
+  using A = reduce_acc_t<R, T>;
   const auto& dims = in.impl()->shape.dims();
   const int64_t n_out = out.impl()->shape.num_elements();
   if (n_out == 0) return;
@@ -321,10 +221,10 @@ void reduce_typed(const Tensor& in, const std::vector<bool>& reduced, Tensor& ou
   int n_stages = 0;
   for (const Group& g : groups) n_stages += g.reduced;
   if (n_stages == 0) {  // only size-1 dims were reduced
-    for (int64_t i = 0; i < n_out; ++i) y[i] = finish_reduction<R == Red::Mean, T>(static_cast<A>(x[i]), count);
+    for (int64_t i = 0; i < n_out; ++i) y[i] = finish_reduction<R, T>(reduce_one<R, A>(x[i]), count);
     return;
   }
-  constexpr bool kDirect = std::is_same_v<A, T> && R != Red::Mean;
+  constexpr bool kDirect = std::is_same_v<A, T> && R != ReduceKind::kMean;
   std::unique_ptr<A[]> cur, next;  // not std::vector: A may be bool
   bool first = true;
   while (n_stages > 0) {
@@ -356,7 +256,7 @@ void reduce_typed(const Tensor& in, const std::vector<bool>& reduced, Tensor& ou
     --n_stages;
   }
   if (!kDirect)
-    for (int64_t i = 0; i < n_out; ++i) y[i] = finish_reduction<R == Red::Mean, T>(cur[static_cast<std::size_t>(i)], count);
+    for (int64_t i = 0; i < n_out; ++i) y[i] = finish_reduction<R, T>(cur[static_cast<std::size_t>(i)], count);
 }
 
 // ---- shape/dtype rules ----
@@ -391,25 +291,25 @@ std::vector<bool> reduced_mask(const char* op, const std::vector<int64_t>& axes,
   return mask;
 }
 
-template <Red R>
+template <ReduceKind R>
 constexpr OpId op_of() {
   switch (R) {
-    case Red::Sum: return OpId::ReduceSum;
-    case Red::Mean: return OpId::ReduceMean;
-    case Red::Max: return OpId::ReduceMax;
-    case Red::Min: return OpId::ReduceMin;
-    case Red::Prod: return OpId::ReduceProd;
-    case Red::Any: return OpId::ReduceAny;
-    case Red::All: return OpId::ReduceAll;
+    case ReduceKind::kSum: return OpId::ReduceSum;
+    case ReduceKind::kMean: return OpId::ReduceMean;
+    case ReduceKind::kMax: return OpId::ReduceMax;
+    case ReduceKind::kMin: return OpId::ReduceMin;
+    case ReduceKind::kProd: return OpId::ReduceProd;
+    case ReduceKind::kAny: return OpId::ReduceAny;
+    case ReduceKind::kAll: return OpId::ReduceAll;
   }
   return OpId::ReduceSum;
 }
 
-template <Red R>
+template <ReduceKind R>
 std::vector<ValueType> infer_reduce(const std::vector<ValueType>& in, const OpAttrs& op_attrs) {
   const ReduceAttrs& attrs = op_attrs.get<ReduceAttrs>();
   const char* op = op_def(op_of<R>()).name;
-  if constexpr (R == Red::Any || R == Red::All)
+  if constexpr (R == ReduceKind::kAny || R == ReduceKind::kAll)
     require_dtype(op, in[0], {DType::Bool});
   else
     require_dtype(op, in[0], {DType::Float32, DType::Float64, DType::Int32, DType::Int64});
@@ -433,12 +333,12 @@ std::vector<ValueType> infer_reduce(const std::vector<ValueType>& in, const OpAt
   return {ValueType{in[0].dtype, TensorShape(std::move(out))}};
 }
 
-template <Red R>
+template <ReduceKind R>
 void kernel_reduce(const std::vector<Tensor>& in, const OpAttrs& op_attrs, std::vector<Tensor>& out) {
   const ReduceAttrs& attrs = op_attrs.get<ReduceAttrs>();
   const std::vector<bool> mask =
       reduced_mask(op_def(op_of<R>()).name, attrs.axes, in[0].impl()->shape.rank());
-  if constexpr (R == Red::Any || R == Red::All) {
+  if constexpr (R == ReduceKind::kAny || R == ReduceKind::kAll) {
     reduce_typed<R, bool>(in[0], mask, out[0]);
   } else {
     visit_numeric(in[0].impl()->dtype, [&](auto tag) {
@@ -731,7 +631,7 @@ void kernel_sum_to_like(const std::vector<Tensor>& in, const OpAttrs&, std::vect
   const std::vector<bool> mask =
       broadcast_mask("sum_to_like", in[1].impl()->shape, in[0].impl()->shape);
   visit_numeric(in[0].impl()->dtype, [&](auto tag) {
-    reduce_typed<Red::Sum, decltype(tag)>(in[0], mask, out[0]);
+    reduce_typed<ReduceKind::kSum, decltype(tag)>(in[0], mask, out[0]);
   });
 }
 
@@ -874,7 +774,7 @@ std::vector<Tensor> grad_unreduce_like(const GradInputs& g) {
   return {apply_op1(OpId::ReduceSum, {g.grads[0]}, g.attrs), Tensor()};  // the same ReduceAttrs
 }
 
-template <Red R>
+template <ReduceKind R>
 void set_reduce(OpDef* t) {
   set_op(t, op_of<R>(), &infer_reduce<R>, &kernel_reduce<R>);
 }
@@ -882,13 +782,13 @@ void set_reduce(OpDef* t) {
 }  // namespace
 
 void register_reduce_ops(OpDef* t) {
-  set_reduce<Red::Sum>(t);
-  set_reduce<Red::Mean>(t);
-  set_reduce<Red::Max>(t);
-  set_reduce<Red::Min>(t);
-  set_reduce<Red::Prod>(t);
-  set_reduce<Red::Any>(t);
-  set_reduce<Red::All>(t);
+  set_reduce<ReduceKind::kSum>(t);
+  set_reduce<ReduceKind::kMean>(t);
+  set_reduce<ReduceKind::kMax>(t);
+  set_reduce<ReduceKind::kMin>(t);
+  set_reduce<ReduceKind::kProd>(t);
+  set_reduce<ReduceKind::kAny>(t);
+  set_reduce<ReduceKind::kAll>(t);
   set_op(t, OpId::ArgMax, &infer_arg<true>, &kernel_arg<true>);
   set_op(t, OpId::ArgMin, &infer_arg<false>, &kernel_arg<false>);
   set_op(t, OpId::Softmax, &infer_softmax<false>, &kernel_softmax<false>);
