@@ -655,6 +655,10 @@ class ReducerOf final : public Reducer {
   ReducerOf(int64_t row, int64_t n_out) : row_(row), acc_(static_cast<std::size_t>(n_out), reduce_identity<R, A>()) {}
   void add(const void* tile, int64_t start, int64_t len) override {
     const T* x = static_cast<const T*>(tile);
+    if (row_ == 1) {  // each result is one element: that element, as the reduce ops give it
+      for (int64_t k = 0; k < len; ++k) acc_[static_cast<std::size_t>(start + k)] = reduce_one<R, A>(x[k]);
+      return;
+    }
     int64_t i = 0;
     while (i < len) {
       const int64_t pos = start + i;
