@@ -1,4 +1,5 @@
-# Fails when an #include in src/ or include/ crosses the layer table in src/LAYERS.
+# Fails when an #include in src/, include/ or python/src/ (the Python extension module, layer
+# python) crosses the layer table in src/LAYERS.
 #   cmake -DROOT=<source dir> -P cmake/check_layers.cmake
 cmake_minimum_required(VERSION 3.25)
 if(NOT ROOT)
@@ -34,6 +35,8 @@ function(layer_of path out)
     set(${out} "${layer_of_${path}}" PARENT_SCOPE)
   elseif(path MATCHES "^src/([a-z_]+)/")
     set(${out} "${CMAKE_MATCH_1}" PARENT_SCOPE)
+  elseif(path MATCHES "^python/src/")
+    set(${out} "python" PARENT_SCOPE)
   else()
     set(${out} "" PARENT_SCOPE)
   endif()
@@ -41,7 +44,7 @@ endfunction()
 
 file(GLOB_RECURSE files RELATIVE "${ROOT}"
      "${ROOT}/src/*.h" "${ROOT}/src/*.cpp" "${ROOT}/src/*.inc" "${ROOT}/src/*.def"
-     "${ROOT}/include/*.h")
+     "${ROOT}/include/*.h" "${ROOT}/python/src/*.h" "${ROOT}/python/src/*.cpp")
 set(violations 0)
 set(edges 0)
 foreach(file IN LISTS files)
@@ -59,7 +62,10 @@ foreach(file IN LISTS files)
   file(STRINGS "${ROOT}/${file}" includes REGEX "^[ \t]*#[ \t]*include[ \t]*\"")
   foreach(inc IN LISTS includes)
     string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]*\"([^\"]+)\".*$" "\\1" target "${inc}")
-    if(EXISTS "${ROOT}/src/${target}")
+    get_filename_component(file_dir "${file}" DIRECTORY)
+    if(file MATCHES "^python/src/" AND EXISTS "${ROOT}/${file_dir}/${target}")
+      set(target_path "${file_dir}/${target}")  # the module's own headers, beside the file
+    elseif(EXISTS "${ROOT}/src/${target}")
       set(target_path "src/${target}")
     elseif(EXISTS "${ROOT}/include/${target}")
       set(target_path "include/${target}")
