@@ -431,6 +431,11 @@ def _getitem(self, key):
     return result
 
 
+def _rebuild(value):
+    """Unpickles a tensor (a module-level function: the extension's own functions do not pickle)."""
+    return _core.constant(value)
+
+
 def _install():
     t = Tensor
     t.shape = property(lambda self: TensorShape(self._shape_tuple()),
@@ -451,7 +456,7 @@ def _install():
     t.__index__ = _index
     t.__copy__ = lambda self: self
     t.__deepcopy__ = lambda self, memo: self
-    t.__reduce__ = lambda self: (_core.constant, (self.numpy(),))
+    t.__reduce__ = lambda self: (_rebuild, (self.numpy(),))
     t.ref = lambda self: _Reference(self)
     t.experimental_ref = t.ref
     # NumPy's operators defer to the tensor's reflected ones (np_array + t is a tensor), as TF's.

@@ -222,6 +222,19 @@ def test_len_and_iteration():
     assert list(tg.zeros([0, 2])) == []
 
 
+def test_copy_and_pickle():
+    import copy  # pylint: disable=import-outside-toplevel
+    import pickle  # pylint: disable=import-outside-toplevel
+    t = tg.constant([[1.5, 2.0]])
+    assert copy.copy(t) is t and copy.deepcopy(t) is t
+    assert_tensor(pickle.loads(pickle.dumps(t)), np.array([[1.5, 2.0]], np.float32))
+    assert_tensor(pickle.loads(pickle.dumps(tg.constant(["a"]))), np.array([b"a"], object), dtype=tg.string)
+    assert pickle.loads(pickle.dumps(tg.int64)) is tg.int64
+    assert pickle.loads(pickle.dumps(tg.TensorShape([2, None]))) == [2, None]
+    e = pickle.loads(pickle.dumps(tg.errors.InvalidArgumentError(None, None, "m")))
+    assert isinstance(e, tg.errors.InvalidArgumentError) and e.message == "m"
+
+
 def test_tensors_are_unhashable_but_have_refs():
     t = tg.constant(1)
     with pytest.raises(TypeError, match="ref"):
