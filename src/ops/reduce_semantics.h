@@ -80,7 +80,8 @@ inline A reduce_step(A lane, X x) {
   }
 }
 
-/// Whether R's lanes keep a NaN flag beside them: float max/min, whose steps skip NaNs.
+/// Whether R's lanes keep a NaN flag beside them: float max/min, whose steps skip NaNs (a plain
+/// compare-select and a flag vectorise far better than a NaN-aware select).
 template <ReduceKind R, class A>
 inline constexpr bool kReduceFlagsNan =
     std::is_floating_point_v<A> && (R == ReduceKind::kMax || R == ReduceKind::kMin);
