@@ -13,7 +13,9 @@ namespace tg::detail {
 class Diagnostics;
 
 /// Everything about a tg::function that does not depend on its C++ types: the cache of
-/// concrete functions, dispatch, tracing, limits and diagnostics (function_core.cpp).
+/// concrete functions, limits and diagnostics (function_core.cpp, its state in
+/// function_state.h), dispatch (function_dispatch.cpp), tracing (function_compile.cpp) and
+/// running a concrete function (concrete_function.cpp).
 class FunctionCore {
  public:
   explicit FunctionCore(FunctionOptions options, std::string callable_type);
@@ -55,6 +57,11 @@ class FunctionCore {
   void remember_fast(std::size_t fast_hash, std::vector<TraceTypePtr> call_types, std::shared_ptr<ConcreteImpl> cf) const;
   std::shared_ptr<ConcreteImpl> dispatch_or_trace_impl(const std::vector<TraceTypePtr>& arg_types,
                                                        TraceBody body, bool is_call);
+  // dispatch_or_trace_impl's miss: traces `body` for the call's types `target` (hashed to `h`;
+  // `call_number` numbers the call for the diagnostics) unless another thread traced them
+  // meanwhile, and adds the concrete function to the cache.
+  std::shared_ptr<ConcreteImpl> trace(std::vector<TraceTypePtr> target, std::size_t h, uint64_t call_number,
+                                      TraceBody body);
   struct State;
   std::unique_ptr<State> state_;
 };
