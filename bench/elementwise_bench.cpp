@@ -12,7 +12,7 @@
 
 #include "bench_util.h"
 #include "core/tensor_impl.h"
-#include "ops/simd_math.h"
+#include "kernels/simd_math.h"
 #include "tracegraph/tracegraph.h"
 
 namespace {

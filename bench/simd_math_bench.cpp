@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/simd_math.h"
+#include "kernels/simd_math.h"
 
 extern "C" {
 __m512 _ZGVeN16v_expf(__m512);

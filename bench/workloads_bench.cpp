@@ -15,7 +15,7 @@
 #include "bench_util.h"
 #include "core/buffer.h"
 #include "core/tensor_impl.h"
-#include "ops/simd_math.h"
+#include "kernels/simd_math.h"
 #include "tracegraph/tracegraph.h"
 #include "workloads.h"
 

@@ -9,7 +9,7 @@
 
 #include "core/check.h"
 #include "core/tensor_impl.h"
-#include "ops/conv_kernels.h"
+#include "kernels/conv_kernels.h"
 #include "ops/eager_steps.h"
 #include "ops/epilogue_steps.h"
 #include "ops/window.h"
@@ -101,7 +101,7 @@ void kernel_conv2d(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vec
   });
 }
 
-// ---- conv2d_epilogue: a float32 convolution and the elementwise ops after it (ops/gemm_epilogue.h's
+// ---- conv2d_epilogue: a float32 convolution and the elementwise ops after it (kernels/gemm_epilogue.h's
 // GemmEpilogue along the channels), made by the optimiser (src/passes/fuse_product_epilogues.cpp) ----
 
 OpAttrs product_attrs(const Conv2DEpilogueAttrs& e) { return Conv2DAttrs{e.strides, e.dilations, e.padding}; }

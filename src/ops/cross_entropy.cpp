@@ -22,7 +22,7 @@
 #include "core/tensor_impl.h"
 #include "ops/cross_entropy.h"
 #include "ops/op.h"
-#include "ops/softmax_rows.h"
+#include "kernels/softmax_rows.h"
 #include "ops/sort.h"
 #include "tracegraph/ops.h"
 

@@ -1,12 +1,12 @@
 // Elementwise ops: front functions, shape/dtype rules, kernels and gradients together. What
-// each op computes on one element lives in ops/elementwise_functors.h, shared with the fused
+// each op computes on one element lives in kernels/elementwise_functors.h, shared with the fused
 // kernel.
 #include <type_traits>
 
 #include "core/check.h"
 #include "core/tensor_impl.h"
 #include "ops/broadcast.h"
-#include "ops/elementwise_functors.h"
+#include "kernels/elementwise_functors.h"
 #include "ops/grad_helpers.h"
 #include "tracegraph/ops.h"
 

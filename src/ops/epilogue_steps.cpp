@@ -5,8 +5,8 @@
 #include <memory>
 
 #include "core/tensor_impl.h"
-#include "ops/column_sums.h"
-#include "ops/reduce_semantics.h"
+#include "kernels/column_sums.h"
+#include "kernels/reduce_semantics.h"
 
 namespace tg::detail {
 

@@ -5,7 +5,7 @@
 #pragma once
 #include <vector>
 
-#include "ops/gemm_epilogue.h"
+#include "kernels/gemm_epilogue.h"
 #include "ops/op.h"
 
 namespace tg::detail {

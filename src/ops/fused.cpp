@@ -17,9 +17,9 @@
 #include "core/tensor_impl.h"
 #include "ops/broadcast.h"
 #include "ops/eager_steps.h"
-#include "ops/reduce_semantics.h"
+#include "kernels/reduce_semantics.h"
 #include "ops/fused_micro.h"
-#include "ops/simd_math.h"
+#include "kernels/simd_math.h"
 #include "core/thread_pool.h"
 
 #define TG_FUSED_NS fused_baseline
@@ -611,7 +611,7 @@ void run_steps(const std::vector<FusedPlan::Exec>& steps, void* const* ptr, int6
   }
 }
 
-// ---- folded reductions (what each computes: ops/reduce_semantics.h) ----
+// ---- folded reductions (what each computes: kernels/reduce_semantics.h) ----
 
 // Folds x[0, n) - the part of one row that lies in one tile - into that row's accumulator.
 template <ReduceKind R, class A, class T>

@@ -9,7 +9,7 @@
 #include "core/tensor_impl.h"
 #include "core/thread_pool.h"
 #include "ops/broadcast.h"
-#include "ops/elementwise_functors.h"
+#include "kernels/elementwise_functors.h"
 #include "ops/grad_helpers.h"
 #include "ops/runtime_shape_checks.h"
 #include "tracegraph/ops.h"

@@ -12,7 +12,7 @@
 #include "ops/broadcast.h"
 #include "ops/eager_steps.h"
 #include "ops/epilogue_steps.h"
-#include "ops/gemm.h"
+#include "kernels/gemm.h"
 #include "ops/grad_helpers.h"
 #include "tracegraph/ops.h"
 
@@ -214,7 +214,7 @@ void kernel_matmul(const std::vector<Tensor>& in, const OpAttrs& attrs,
   }
 }
 
-// ---- matmul_epilogue: a product and the elementwise ops after it (ops/gemm_epilogue.h),
+// ---- matmul_epilogue: a product and the elementwise ops after it (kernels/gemm_epilogue.h),
 // made by the optimiser from a matmul and the fused node that alone reads it
 // (src/passes/fuse_product_epilogues.cpp) ----
 

@@ -71,7 +71,7 @@ struct MatMulAttrs {
 };
 
 /// matmul_epilogue (made by the optimiser from a matmul and the fused node after it): the
-/// product's transposes, and what its output gets, in this order (ops/gemm_epilogue.h):
+/// product's transposes, and what its output gets, in this order (kernels/gemm_epilogue.h):
 /// + bias (input 2), the mask out > 0 (output 1), relu, and out = mask ? out : 0 (the mask the
 /// last input); then the result's column sums (the last output).
 struct MatMulEpilogueAttrs {

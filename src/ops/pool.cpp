@@ -10,7 +10,7 @@
 #include "ops/broadcast.h"
 #include "ops/conv.h"
 #include "ops/epilogue_steps.h"
-#include "ops/pool_kernels.h"
+#include "kernels/pool_kernels.h"
 #include "ops/window.h"
 #include "tracegraph/ops.h"
 

@@ -8,7 +8,7 @@
 // tensor) are reduced one group at a time, last group first, through accumulator buffers.
 //
 // What each reduction computes - identities, NaN, integer wrap-around, the mean's division, the
-// order floating sums add in - is ops/reduce_semantics.h's, shared with the fused kernel; the
+// order floating sums add in - is kernels/reduce_semantics.h's, shared with the fused kernel; the
 // float sums here are pairwise both along contiguous rows and across rows. Semantics of the rest
 // (TensorFlow 2 where it defines them):
 //   - argmax/argmin: first index on ties; a NaN counts as larger (argmax) / smaller (argmin)
@@ -28,10 +28,10 @@
 #include "core/thread_pool.h"
 #include "ops/broadcast.h"
 #include "ops/grad_helpers.h"
-#include "ops/column_sums.h"
-#include "ops/reduce_semantics.h"
-#include "ops/simd_math.h"
-#include "ops/softmax_rows.h"
+#include "kernels/column_sums.h"
+#include "kernels/reduce_semantics.h"
+#include "kernels/simd_math.h"
+#include "kernels/softmax_rows.h"
 #include "tracegraph/ops.h"
 
 namespace tg {

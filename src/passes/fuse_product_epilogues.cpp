@@ -1,5 +1,5 @@
 // Product epilogues: a 2-D float32 matmul or a float32 conv2d whose output only one node reads -
-// a fused node (or an add) computing just what ops/gemm_epilogue.h's GemmEpilogue does with it -
+// a fused node (or an add) computing just what kernels/gemm_epilogue.h's GemmEpilogue does with it -
 // becomes one matmul_epilogue or conv2d_epilogue node. The product's output then gets the bias,
 // relu and the gradient masks of a dense or convolution layer on the thread that computed it,
 // while it is in that core's cache, instead of in a node of its own that reads it back (from
@@ -237,7 +237,7 @@ bool sums_channels_of(const GraphIR& g, const GraphNode& sum, ValueRef result) {
 }
 
 // A layer's bias gradient becomes the last output of the node whose result it sums, where each
-// thread adds up the rows it finishes while they are in its cache (ops/gemm_epilogue.h), and
+// thread adds up the rows it finishes while they are in its cache (kernels/gemm_epilogue.h), and
 // the sum_to_like read them back - on two threads, half of them from the other core's cache:
 // - a dense layer's, the sum over rows of a matmul_epilogue's result;
 // - a convolution layer's, the sum over all but the channels of the max_pool2d_grad_masked

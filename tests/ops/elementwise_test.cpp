@@ -3,7 +3,7 @@
 #include <cstring>
 #include <limits>
 
-#include "ops/simd_math.h"
+#include "kernels/simd_math.h"
 #include "tracegraph/gradient.h"
 #include "support/op_case.h"
 #include "support/test_util.h"

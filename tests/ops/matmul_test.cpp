@@ -7,7 +7,7 @@
 #include <random>
 
 #include "ops/epilogue_steps.h"
-#include "ops/gemm.h"
+#include "kernels/gemm.h"
 #include "ops/op.h"
 #include "support/op_case.h"
 #include "support/test_util.h"
@@ -281,7 +281,7 @@ void check_against_naive(double tol) {
 }
 
 TEST(MatMul, Float32MatchesNaiveLoop) { check_against_naive<float>(1e-4); }
-// Where the CPU has AVX-512, float32 runs on tracegraph's own kernels (ops/implicit_gemm.h);
+// Where the CPU has AVX-512, float32 runs on tracegraph's own kernels (kernels/implicit_gemm.h);
 // OpenBLAS's path is checked too, so that both are tested on such a machine.
 TEST(MatMul, Float32OnOpenBlasMatchesNaiveLoop) {
   const bool was = detail::set_own_avx512_kernels(false);

@@ -7,7 +7,7 @@
 
 #include "core/thread_pool.h"
 #include "ops/conv.h"
-#include "ops/gemm.h"
+#include "kernels/gemm.h"
 #include "ops/op.h"
 #include "support/window_reference.h"
 #include "support/op_case.h"

@@ -1,7 +1,7 @@
 // Every reduction kind and dtype, run two ways - by its op eagerly, and inside a tg::function
 // whose optimiser folds it into a fused elementwise node - on rows holding NaN, +-inf, -0.0,
 // integer overflow and no elements at all. Both ways must give the bits of the reference fold
-// below, written from the rules of src/ops/reduce_semantics.h: the identities, NaN in gives NaN
+// below, written from the rules of src/kernels/reduce_semantics.h: the identities, NaN in gives NaN
 // out (which NaN is left open, as IEEE 754 leaves it), integers wrap around, integer means
 // truncate, an empty float mean is NaN. The two paths add in different orders (the fused one tile
 // by tile; tests/passes/fusion_test.cpp bounds the rounding that makes), so the values here keep

@@ -1,4 +1,4 @@
-// The formulas of src/ops/simd_math_formulas.h serve every dtype: float64 runs them at width 1,
+// The formulas of src/kernels/simd_math_formulas.h serve every dtype: float64 runs them at width 1,
 // so what the float32 form fixes holds for float64 too.
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// The exact bits of every float32 math routine (src/ops/simd_math.h) on every instruction-set
+// The exact bits of every float32 math routine (src/kernels/simd_math.h) on every instruction-set
 // path, and of the same ops' float64 kernels, pinned by a hash of their outputs over a fixed
 // million inputs. The hashes were recorded from the code as it stood before the routines were
 // generated from one list (issue 35): any change to a routine's arithmetic, or a routine called
@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/simd_math.h"
+#include "kernels/simd_math.h"
 #include "passes/passes.h"
 #include "runtime/executor.h"
 #include "support/activations.h"

@@ -1,4 +1,4 @@
-// The vectorised float32 activations (src/ops/simd_math.h), each from its row of the one table
+// The vectorised float32 activations (src/kernels/simd_math.h), each from its row of the one table
 // (tests/support/activations.h): the ops' cases in every mode, and each routine's accuracy on
 // every instruction-set path this CPU runs, against double-precision references, in ULPs. The
 // exhaustive sweep over all 2^32 inputs is disabled by default (minutes); run it with
@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "core/tensor_impl.h"
-#include "ops/simd_math.h"
+#include "kernels/simd_math.h"
 #include "support/activations.h"
 #include "support/op_case.h"
 #include "support/test_util.h"

@@ -2,7 +2,7 @@
 // takes in its bias, relu and gradient masks, with the bits of the unoptimised graph; what is not
 // an epilogue stays.
 #include "graph/verify.h"
-#include "ops/gemm.h"
+#include "kernels/gemm.h"
 #include "passes/passes.h"
 #include "support/graph_util.h"
 #include "support/test_util.h"

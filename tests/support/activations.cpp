@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "ops/simd_math.h"
+#include "kernels/simd_math.h"
 #include "tracegraph/ops.h"
 
 namespace tg::testing {

@@ -1,5 +1,5 @@
 // The vectorised float32 activations (the routines of TG_SIMD_MATH_ROUTINES in
-// src/ops/simd_math_formulas.h), with everything the tests know of each, written once: a
+// src/kernels/simd_math_formulas.h), with everything the tests know of each, written once: a
 // routine added to the list gets its row in activations.cpp, and every test below reads the row.
 //   - op cases in float32 and float64, eager, traced and optimised (tests/ops/simd_math_test.cpp),
 //   - each path's accuracy against the list's ULP bound, special values exactly, lengths that

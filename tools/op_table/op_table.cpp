@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "ops/op.h"
-#include "ops/simd_math.h"
+#include "kernels/simd_math.h"
 
 namespace {
 

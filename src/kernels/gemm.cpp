@@ -6,7 +6,7 @@
 // instead: one set of threads for every kernel, which sleep when idle. With OpenBLAS's threads
 // as well, two pools share the cores, and OpenBLAS's idle workers spin on a core where the
 // pool's next chunk then waits for the scheduler.
-#include "ops/gemm.h"
+#include "kernels/gemm.h"
 
 #include <cblas.h>
 
@@ -18,7 +18,7 @@
 
 #include "core/check.h"
 #include "core/thread_pool.h"
-#include "ops/implicit_gemm.h"
+#include "kernels/implicit_gemm.h"
 
 namespace tg::detail {
 namespace {

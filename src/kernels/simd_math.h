@@ -9,7 +9,7 @@
 #pragma once
 #include <cstdint>
 
-#include "ops/simd_math_formulas.h"  // TG_SIMD_MATH_ROUTINES, next to each routine's formula
+#include "kernels/simd_math_formulas.h"  // TG_SIMD_MATH_ROUTINES, next to each routine's formula
 
 namespace tg::detail::simd {
 

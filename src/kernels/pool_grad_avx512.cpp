@@ -1,6 +1,6 @@
 // See pool_grad_avx512.h. Built with AVX-512F/BW/VL (src/CMakeLists.txt); called only when
 // simd::cpu_has_avx512_bw_vl() says the CPU has them.
-#include "ops/pool_grad_avx512.h"
+#include "kernels/pool_grad_avx512.h"
 
 #include <immintrin.h>
 

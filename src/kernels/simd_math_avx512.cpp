@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "ops/simd_math_avx512.h"
+#include "kernels/simd_math_avx512.h"
 
 namespace {
 
@@ -96,4 +96,4 @@ struct IsaWideLanes {
 #define REGISTER_FNS kAvx512RegisterFns
 #define MVEC(fn) _ZGVeN16v_##fn##f
 #define DMVEC(fn) _ZGVeN8v_##fn
-#include "ops/simd_math_impl.inc"
+#include "kernels/simd_math_impl.inc"

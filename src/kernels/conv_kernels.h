@@ -20,7 +20,7 @@
 
 namespace tg::detail {
 
-struct GemmEpilogue;  // ops/gemm_epilogue.h
+struct GemmEpilogue;  // kernels/gemm_epilogue.h
 
 /// A convolution's sizes, every one concrete and checked (conv.cpp's conv_geometry).
 struct ConvGeom {

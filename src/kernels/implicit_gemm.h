@@ -14,7 +14,7 @@
 #include <cstdint>
 
 namespace tg::detail {
-struct GemmEpilogue;  // ops/gemm_epilogue.h
+struct GemmEpilogue;  // kernels/gemm_epilogue.h
 }
 
 namespace tg::detail::implicit_gemm {

@@ -4,7 +4,7 @@
 #pragma once
 #include <cstdint>
 
-#include "ops/gemm_epilogue.h"
+#include "kernels/gemm_epilogue.h"
 
 namespace tg::detail {
 

@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "ops/simd_math.h"
+#include "kernels/simd_math.h"
 
 // libmvec's AVX2 exp (AVX2 has no scalef to build ours on as the AVX-512 file does).
 extern "C" __m256 _ZGVdN8v_expf(__m256);
@@ -44,4 +44,4 @@ struct IsaWideLanes {
 #define FNS kAvx2Fns
 #define MVEC(fn) _ZGVdN8v_##fn##f
 #define DMVEC(fn) _ZGVdN4v_##fn
-#include "ops/simd_math_impl.inc"
+#include "kernels/simd_math_impl.inc"

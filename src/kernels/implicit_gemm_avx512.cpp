@@ -7,7 +7,7 @@
 // broadcasts one left-operand value per row (or entry). The last vector of a column block is
 // masked, so any column count runs without a scalar tail, and masked-off lanes are never read
 // from memory.
-#include "ops/implicit_gemm.h"
+#include "kernels/implicit_gemm.h"
 
 #include <immintrin.h>
 
@@ -15,7 +15,7 @@
 #include <array>
 #include <utility>
 
-#include "ops/gemm_epilogue.h"
+#include "kernels/gemm_epilogue.h"
 
 namespace tg::detail::implicit_gemm {
 namespace {

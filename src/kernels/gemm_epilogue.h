@@ -11,8 +11,8 @@
 #include <utility>
 
 #include "core/check.h"
-#include "ops/column_sums.h"
-#include "ops/elementwise_functors.h"
+#include "kernels/column_sums.h"
+#include "kernels/elementwise_functors.h"
 
 namespace tg::detail {
 

@@ -6,7 +6,7 @@
 #pragma once
 #include <immintrin.h>
 
-#include "ops/simd_math.h"
+#include "kernels/simd_math.h"
 
 namespace tg::detail::simd {
 

@@ -7,7 +7,7 @@
 
 namespace tg::detail {
 
-struct ColumnSumLeaves;  // ops/gemm_epilogue.h
+struct ColumnSumLeaves;  // kernels/gemm_epilogue.h
 
 /// A pooling's sizes, every one concrete and checked (pool.cpp's pool_geometry).
 struct PoolGeom {

@@ -191,7 +191,7 @@ A pairwise_sum(const X* x, int64_t n) {
 inline constexpr int64_t kPairwiseRowLeaf = 32;
 
 /// reduce_sum's order for floating sums over `rows` rows of `inner` columns (float32's leaf:
-/// ops/column_sums.h) (row r is global row
+/// kernels/column_sums.h) (row r is global row
 /// first + r): pairwise, halving down to leaves of at most kPairwiseRowLeaf rows, so that the
 /// error grows with log(rows). leaf(first_row, row_count, dst) writes a leaf's column sums into
 /// dst; the halves are then added, y += scratch. `scratch` holds one inner-sized buffer per level.

@@ -1,6 +1,6 @@
-#include "ops/simd_math.h"
+#include "kernels/simd_math.h"
 
-#include "ops/simd_math_formulas.h"
+#include "kernels/simd_math_formulas.h"
 
 namespace tg::detail::simd {
 

@@ -1,12 +1,12 @@
-#include "ops/conv_kernels.h"
+#include "kernels/conv_kernels.h"
 
 #include <algorithm>
 #include <type_traits>
 #include <vector>
 
 #include "core/thread_pool.h"
-#include "ops/gemm.h"
-#include "ops/implicit_gemm.h"
+#include "kernels/gemm.h"
+#include "kernels/implicit_gemm.h"
 
 namespace tg::detail {
 namespace {

@@ -1,4 +1,4 @@
-#include "ops/pool_kernels.h"
+#include "kernels/pool_kernels.h"
 
 #include <algorithm>
 #include <limits>
@@ -6,10 +6,10 @@
 #include <vector>
 
 #include "core/thread_pool.h"
-#include "ops/gemm.h"
-#include "ops/gemm_epilogue.h"
-#include "ops/pool_grad_avx512.h"
-#include "ops/simd_math.h"
+#include "kernels/gemm.h"
+#include "kernels/gemm_epilogue.h"
+#include "kernels/pool_grad_avx512.h"
+#include "kernels/simd_math.h"
 
 namespace tg::detail {
 namespace {

@@ -20,8 +20,8 @@
 #include <type_traits>
 
 #include "core/check.h"
-#include "ops/simd_math.h"
-#include "ops/simd_math_formulas.h"
+#include "kernels/simd_math.h"
+#include "kernels/simd_math_formulas.h"
 
 namespace tg::detail {
 namespace {
