@@ -19,7 +19,7 @@ struct FusedStep {
   int num_args = 0;
 };
 
-struct FusedPlan;  // how the kernel runs a program (derived, fused.cpp)
+struct FusedPlan;  // how the kernel runs a program (derived, fused_plan.h)
 
 /// A reduction folded into the program: reduce_sum/mean/max/min of one step's value over all of
 /// the program's shape or over its last dim. Its result is the node's last output; the reduced
@@ -32,7 +32,7 @@ struct FusedReduce {
   TensorShape shape;         // the result's static shape (keepdims or not)
 };
 
-struct DynamicPlans;  // plans of a program over None dims, one per run-time shape (fused.cpp)
+struct DynamicPlans;  // plans of a program over None dims, one per run-time shape (fused_plan.h)
 
 /// What a fused_elementwise node computes. Slots number the values: first the node's inputs,
 /// then the one-element constants folded into the program, then one per step. Every step is

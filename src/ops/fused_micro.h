@@ -36,7 +36,7 @@ struct ChainOp {  // 16 bytes: a traced chain may hold 100k of them
   };
 };
 /// A run of float32 elementwise ops, each reading only the one before it and a constant, applied
-/// to a block of values kept in registers through the whole run (see fused.cpp's planner).
+/// to a block of values kept in registers through the whole run (see fused_plan.cpp's planner).
 struct RegisterChain {
   CachedVector<ChainOp> ops;
 };

@@ -1,4 +1,4 @@
-// The fused kernel's arithmetic loops built for AVX-512 (chosen at run time by fused.cpp).
+// The fused kernel's arithmetic loops built for AVX-512 (chosen at run time by fused_plan.cpp).
 // Compiled with -mavx512f -mavx512vl -mavx512bw -ffp-contract=off: no FMA contraction, so every
 // result is the same IEEE operation the baseline kernels perform.
 #include "ops/fused_micro.h"
