@@ -216,7 +216,9 @@ void register_tables(py::module_& m) {
     const Binary fn = row.fn;
     m.def(row.name,
           [fn](py::handle x, py::handle y, py::handle) {
-            const auto [a, b] = to_tensor_pair(x, y);
+            // Named, not a structured binding: clang 14 cannot capture one in the lambda below.
+            const auto ab = to_tensor_pair(x, y);
+            const Tensor a = ab.first, b = ab.second;
             return without_gil([&, fn] { return fn(a, b); });
           },
           py::arg("x"), py::arg("y"), py::arg("name") = py::none(), row.doc);
@@ -488,7 +490,8 @@ void register_shape_ops(py::module_& m) {
           const Tensor c = to_tensor(condition);
           if (x.is_none() && y.is_none()) return without_gil([&] { return tg::where(c); });
           if (x.is_none() || y.is_none()) value_error("[where] x and y must both be given, or neither");
-          const auto [a, b] = to_tensor_pair(x, y);
+          const auto ab = to_tensor_pair(x, y);
+          const Tensor a = ab.first, b = ab.second;
           return without_gil([&, c] { return tg::where(c, a, b); });
         },
         py::arg("condition"), py::arg("x") = py::none(), py::arg("y") = py::none(), py::arg("name") = py::none());
@@ -532,7 +535,8 @@ void register_math_ops(py::module_& m) {
   m.def("matmul",
         [](py::handle a, py::handle b, bool transpose_a, bool transpose_b, bool adjoint_a, bool adjoint_b,
            py::handle, py::handle, py::handle output_type, py::handle) {
-          const auto [x, y] = to_tensor_pair(a, b);
+          const auto xy = to_tensor_pair(a, b);
+          const Tensor x = xy.first, y = xy.second;
           const std::optional<tg::DType> out = to_optional_dtype(output_type);
           const bool ta = transpose_a || adjoint_a, tb = transpose_b || adjoint_b;  // real: adjoint = transpose
           return without_gil([&, x, y] { return cast_if(tg::matmul(x, y, ta, tb), out); });
@@ -587,7 +591,8 @@ void register_math_ops(py::module_& m) {
           }
           if (inputs.size() != 2)
             unimplemented("[einsum] one or two operands are supported, got " + std::to_string(inputs.size()));
-          const auto [a, b] = to_tensor_pair(inputs[0], inputs[1]);
+          const auto ab = to_tensor_pair(inputs[0], inputs[1]);
+          const Tensor a = ab.first, b = ab.second;
           return without_gil([&, a, b] { return tg::einsum(equation, a, b); });
         },
         py::arg("equation"));
@@ -655,7 +660,8 @@ void register_nn_ops(py::module_& m) {
         [](py::handle input, py::handle filters, py::handle strides, py::handle padding, py::handle data_format,
            py::handle dilations, py::handle) {
           check_nhwc(data_format, "conv2d");
-          const auto [x, f] = to_tensor_pair(input, filters);
+          const auto xf = to_tensor_pair(input, filters);
+          const Tensor x = xf.first, f = xf.second;
           const std::vector<int64_t> s = to_int_list(strides, "strides", "conv2d");
           const std::vector<int64_t> d =
               dilations.is_none() ? std::vector<int64_t>{1, 1} : to_int_list(dilations, "dilations", "conv2d");
