@@ -104,5 +104,7 @@ tg::Tensor truediv(const tg::Tensor& x, const tg::Tensor& y);
 void register_errors(py::module_& m);
 void register_tensor(py::module_& m);
 void register_ops(py::module_& m);
+/// tg.function: function_bindings.cpp (with py_trace_types.cpp).
+void register_function(py::module_& m);
 
 }  // namespace tgpy

@@ -27,5 +27,8 @@ from tracegraph import math
 from tracegraph import nn
 from tracegraph import random
 from tracegraph.math import add_n
+from tracegraph import config
+from tracegraph import types
+from tracegraph._function import ConcreteFunction, Function, TensorSpec, function, print  # pylint: disable=redefined-builtin
 
 __version__ = "0.1.0"

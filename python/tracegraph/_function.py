@@ -1,0 +1,664 @@
+"""tg.function: TensorFlow's tf.function over tracegraph's C++ function core.
+
+The call path - binding arguments to parameters, trace types of Python values, the traced body,
+the cached path - is C++ (python/src/function_bindings.cpp). This module holds what is Python:
+the decorator and its options, methods (one Function per instance, held weakly, as TF's
+descriptor), ConcreteFunction and its graph, TensorSpec, tg.print, and the retracing advice
+written as Python code for the frequent-retracing warning, the tracing-limit error and the
+JSON report.
+"""
+import builtins
+import functools
+import inspect
+import itertools
+import json
+import logging
+import re
+import weakref
+from collections import namedtuple
+
+from tracegraph import _core
+from tracegraph import dtypes
+from tracegraph._tensor import Tensor, TensorShape
+from tracegraph.types import experimental as _types
+
+__all__ = ["function", "Function", "ConcreteFunction", "TensorSpec", "print"]
+
+_logger = logging.getLogger("tracegraph")
+
+
+# ---- TensorSpec -------------------------------------------------------------------------------
+
+class TensorSpec:
+    """Describes a tensor (tf.TensorSpec): a shape whose dims may be None, a dtype and a name.
+
+    Used in input_signature and in place of tensors for get_concrete_function.
+    """
+
+    __slots__ = ("_shape", "_dtype", "_name")
+
+    def __init__(self, shape, dtype=dtypes.float32, name=None):
+        self._shape = TensorShape(shape)
+        self._dtype = dtypes.as_dtype(dtype)
+        self._name = name or None
+
+    @classmethod
+    def from_tensor(cls, tensor, name=None):
+        return cls(tensor.shape, tensor.dtype, name)
+
+    shape = property(lambda self: self._shape)
+    dtype = property(lambda self: self._dtype)
+    name = property(lambda self: self._name)
+
+    def is_compatible_with(self, other):
+        if isinstance(other, Tensor):
+            other = TensorSpec.from_tensor(other)
+        return (isinstance(other, TensorSpec) and self._dtype == other._dtype
+                and self._shape.is_compatible_with(other._shape))
+
+    def is_subtype_of(self, other):
+        return (isinstance(other, TensorSpec) and self._dtype == other._dtype
+                and (other._name is None or self._name == other._name)
+                and self._shape.is_subtype_of(other._shape))
+
+    def most_specific_common_supertype(self, others):
+        shape = self._shape
+        for o in others:
+            if not isinstance(o, TensorSpec) or o._dtype != self._dtype or o._name != self._name:
+                return None
+            shape = shape.most_specific_compatible_shape(o._shape)
+        return TensorSpec(shape, self._dtype, self._name)
+
+    def __eq__(self, other):
+        return (isinstance(other, TensorSpec) and self._shape == other._shape
+                and self._dtype == other._dtype and self._name == other._name)
+
+    def __hash__(self):
+        return hash((self._shape, self._dtype, self._name))
+
+    def __repr__(self):
+        name = "None" if self._name is None else repr(self._name)
+        return f"TensorSpec(shape={self._shape}, dtype=tg.{self._dtype.name}, name={name})"
+
+    def __reduce__(self):
+        return TensorSpec, (self._shape.dims, self._dtype.name, self._name)
+
+
+# ---- ConcreteFunction and its graph -------------------------------------------------------------
+
+NodeDef = namedtuple("NodeDef", ["name", "op", "input"])
+NodeDef.__doc__ = "One node of a graph as TF's GraphDef lists it: name, op and input names."
+TraceRecord = namedtuple("TraceRecord", ["index", "function_type", "reason", "changed_arguments"])
+TraceRecord.__doc__ = "Why one trace happened (Function.trace_history())."
+
+
+class GraphDef:
+    """A graph's nodes in topological order (TF's GraphDef, as far as .node goes)."""
+
+    def __init__(self, nodes):
+        self.node = [NodeDef(n[0], n[1], list(n[2])) for n in nodes]
+
+    def __repr__(self):
+        return f"<GraphDef with {len(self.node)} nodes>"
+
+
+class Operation:
+    """A node of a traced graph (tf.Operation's name, type and input names)."""
+
+    def __init__(self, name, op_type, inputs, outputs):
+        self.name = name
+        self.type = op_type
+        self.input_names = list(inputs)
+        self.output_specs = list(outputs)
+
+    def __repr__(self):
+        return f"<tg.Operation '{self.name}' type={self.type}>"
+
+
+class Graph:
+    """The graph of one trace, as the code traced it (ConcreteFunction.graph)."""
+
+    def __init__(self, handle, optimized=False):
+        self._handle = handle
+        self._optimized = optimized
+
+    def as_graph_def(self):
+        return GraphDef(self._handle.graph_nodes(self._optimized))
+
+    def get_operations(self):
+        return [Operation(n[0], n[1], n[2], [o[0] for o in n[4]])
+                for n in self._handle.graph_nodes(self._optimized)]
+
+    def to_dot(self):
+        """Graphviz DOT text of the graph."""
+        return self._handle.graph_dot()
+
+    def __str__(self):
+        return self._handle.graph_text(self._optimized)
+
+    def __repr__(self):
+        return f"<tg.Graph of '{self._handle.name}' trace #{self._handle.index}>"
+
+
+class FunctionType:
+    """A ConcreteFunction's parameters and output (tf.types.experimental.FunctionType): str()
+    reads "(a: TensorSpec(...), b: Literal[2]) -> TensorSpec(...)"."""
+
+    Parameter = namedtuple("Parameter", ["name", "kind", "type_constraint"])
+
+    def __init__(self, handle):
+        self._text = handle.function_type()
+        self.parameters = {p[0]: FunctionType.Parameter(p[0], p[1], p[2]) for p in handle.parameters()}
+        self.output = handle.output_description()
+
+    def __str__(self):
+        return self._text
+
+    __repr__ = __str__
+
+    def __eq__(self, other):
+        return isinstance(other, FunctionType) and other._text == self._text
+
+    def __hash__(self):
+        return hash(self._text)
+
+
+class ConcreteFunction:
+    """One trace of a tg.function: callable with its tensor arguments (Python values it was
+    traced with may be left out or must equal the traced ones), with its graph and signature."""
+
+    def __init__(self, handle, function):
+        self._handle = handle
+        self._function_ref = weakref.ref(function)
+
+    def __call__(self, *args, **kwargs):
+        return self._handle(*args, **kwargs)
+
+    @property
+    def name(self):
+        return self._handle.name
+
+    @property
+    def graph(self):
+        """The graph as traced (one node per op the code ran)."""
+        return Graph(self._handle)
+
+    @property
+    def optimized_graph(self):
+        """The graph that runs: the traced one after tracegraph's optimiser."""
+        return Graph(self._handle, optimized=True)
+
+    @property
+    def function_type(self):
+        return FunctionType(self._handle)
+
+    @property
+    def structured_input_signature(self):
+        """(args, kwargs) as traced: TensorSpecs for tensors, the values of Python arguments."""
+        args, kwargs = [], {}
+        for name, kind, _, value in self._handle.parameters():
+            if kind == "KEYWORD_ONLY":
+                kwargs[name] = value
+            elif kind == "VAR_KEYWORD":
+                kwargs.update(value)
+            elif kind == "VAR_POSITIONAL":
+                args.extend(value)
+            else:
+                args.append(value)
+        return tuple(args), kwargs
+
+    @property
+    def structured_outputs(self):
+        """The result structure, with a TensorSpec for each tensor."""
+        return self._handle.structured_outputs()
+
+    @property
+    def inference_fn(self):
+        """The graph called on flat tensors (TF's atomic function): no binding, no structure."""
+        handle = self._handle
+
+        def call_flat(*tensors):
+            out = handle.call_flat(list(tensors))
+            return out[0] if len(out) == 1 else out
+        return call_flat
+
+    def pretty_printed_signature(self, verbose=True):
+        del verbose
+        lines = ["Input Parameters:"]
+        for name, kind, text, _ in self._handle.parameters():
+            lines.append(f"  {name} ({kind}): {text}")
+        lines.append("Output Type:")
+        lines.append("  " + self._handle.output_description())
+        return "\n".join(lines)
+
+    def __str__(self):
+        return "ConcreteFunction " + self.pretty_printed_signature()
+
+    def __repr__(self):
+        return f"<ConcreteFunction {self._handle.function_type()} at 0x{id(self):X}>"
+
+
+# ---- tg.function ------------------------------------------------------------------------------
+
+_KINDS = {
+    inspect.Parameter.POSITIONAL_ONLY: 0,
+    inspect.Parameter.POSITIONAL_OR_KEYWORD: 1,
+    inspect.Parameter.VAR_POSITIONAL: 2,
+    inspect.Parameter.KEYWORD_ONLY: 3,
+    inspect.Parameter.VAR_KEYWORD: 4,
+}
+_instance_numbers = itertools.count()
+
+
+def _parameters(python_function, drop_first=False):
+    """(name, kind[, default]) per parameter, in inspect's order."""
+    try:
+        signature = inspect.signature(python_function)
+    except (TypeError, ValueError):
+        return [("args", 2), ("kwargs", 4)]  # a builtin without a signature: everything goes through
+    params = list(signature.parameters.values())
+    if drop_first:
+        params = params[1:]
+    out = []
+    for p in params:
+        if p.default is inspect.Parameter.empty:
+            out.append((p.name, _KINDS[p.kind]))
+        else:
+            out.append((p.name, _KINDS[p.kind], p.default))
+    return out
+
+
+def _function_name(python_function):
+    name = getattr(python_function, "__name__", None)
+    if name is None and isinstance(python_function, functools.partial):
+        return _function_name(python_function.func)
+    if name is None:
+        name = type(python_function).__name__
+    return name
+
+
+def _callable_type(python_function):
+    """What identifies the Python code a Function wraps: Functions made over the same code count
+    as re-creations ("created in a loop" in the retracing diagnostics)."""
+    target = python_function
+    while isinstance(target, functools.partial):
+        target = target.func
+    code = getattr(target, "__code__", None)
+    if code is not None:
+        return f"{code.co_filename}:{code.co_firstlineno}:{getattr(target, '__qualname__', code.co_name)}"
+    return f"{type(target).__module__}.{type(target).__qualname__}@{next(_instance_numbers)}"
+
+
+def _autograph_transform(python_function):
+    """Where AutoGraph's conversion of the function's AST goes (autograph=True). Today it returns
+    the function unchanged: Python control flow runs while tracing, and tg.cond / tg.while_loop
+    are written explicitly."""
+    return python_function
+
+
+class Function(_core.Function):
+    """A tg.function (tf.function's PolymorphicFunction): callable like the Python function,
+    tracing it once per new input trace type."""
+
+    def __init__(self, python_function, name=None, input_signature=None, autograph=True,
+                 jit_compile=None, reduce_retracing=False, experimental_max_traces=1000,
+                 _params=None, _callable_type=None, _bound_instance=None):
+        if not callable(python_function):
+            raise TypeError(f"tg.function expects a callable, got {python_function!r}")
+        if input_signature is not None:
+            input_signature = tuple(input_signature)
+        self._python_function = python_function
+        self._autograph = builtins.bool(autograph)
+        self._jit_compile = jit_compile
+        self._input_signature = input_signature
+        self._reduce_retracing = builtins.bool(reduce_retracing)
+        self._max_traces = int(experimental_max_traces)
+        self._descriptor_cache = {}
+        self._concrete = {}
+        self._bound_instance = _bound_instance
+        traced = _autograph_transform(python_function) if autograph else python_function
+        params = _params if _params is not None else _parameters(python_function)
+        _core.Function.__init__(
+            self, traced, name or _function_name(python_function), params, input_signature,
+            self._reduce_retracing, _callable_type or _callable_type_of(python_function),
+            self._max_traces)
+        try:
+            functools.update_wrapper(self, python_function)
+        except AttributeError:
+            pass
+
+    # -- methods: one Function per instance (TF's descriptor) --
+    def __get__(self, instance, owner=None):
+        if instance is None:
+            return self
+        key = id(instance)
+        entry = self._descriptor_cache.get(key)
+        if entry is not None and entry[0]() is instance:
+            return entry[1]
+        bound = self._bind(instance)
+        cache = self._descriptor_cache
+
+        def forget(_, key=key):
+            cache.pop(key, None)
+        try:
+            cache[key] = (weakref.ref(instance, forget), bound)
+        except TypeError:
+            pass  # not weakly referenceable: a new Function (and trace) for each access
+        return bound
+
+    def _bind(self, instance):
+        method = self._python_function
+        instance_ref = weakref.ref(instance) if _weakrefable(instance) else (lambda: instance)
+
+        def bound_method(*args, **kwargs):
+            target = instance_ref()
+            if target is None:
+                raise ReferenceError(f"the instance that {_function_name(method)} was bound to has been deleted")
+            return method(target, *args, **kwargs)
+        functools.update_wrapper(bound_method, method)
+        return Function(bound_method, name=_function_name(method), input_signature=self._input_signature,
+                        autograph=self._autograph, jit_compile=self._jit_compile,
+                        reduce_retracing=self._reduce_retracing, experimental_max_traces=self._max_traces,
+                        _params=_parameters(method, drop_first=True),
+                        _callable_type=f"{_callable_type_of(method)}@instance{next(_instance_numbers)}",
+                        _bound_instance=instance_ref)
+
+    # -- TF's PolymorphicFunction API --
+    @property
+    def python_function(self):
+        return self._python_function
+
+    @property
+    def name(self):
+        return self._name
+
+    @property
+    def input_signature(self):
+        return self._input_signature
+
+    def _wrap(self, handle):
+        wrapper = self._concrete.get(handle.key)
+        if wrapper is None:
+            wrapper = ConcreteFunction(handle, self)
+            self._concrete[handle.key] = wrapper
+        return wrapper
+
+    def get_concrete_function(self, *args, **kwargs):
+        """The ConcreteFunction for these arguments, tracing if needed (any tensor may be a
+        TensorSpec)."""
+        return self._wrap(self._get_concrete_function(*args, **kwargs))
+
+    def _list_all_concrete_functions(self):
+        return [self._wrap(h) for h in self._concrete_functions()]
+
+    def pretty_printed_concrete_signatures(self, verbose=True):
+        return "\n".join(c.pretty_printed_signature(verbose) for c in self._list_all_concrete_functions())
+
+    def trace_history(self):
+        """Why each trace happened, oldest first (the most recent 64)."""
+        return [TraceRecord(i, t, _pythonize(r), list(c)) for i, t, r, c in self._trace_history()]
+
+    def suggested_input_signature(self):
+        """An input_signature covering every call seen, or None."""
+        sig = self._suggested_input_signature()
+        return None if sig is None else tuple(sig)
+
+    def experimental_retracing_report(self):
+        """The JSON retracing report (docs/retracing.md), its advice written as Python."""
+        return _python_report(self._retracing_report())
+
+    retracing_report = experimental_retracing_report
+
+    def __repr__(self):
+        return f"<tracegraph.Function {self._name} at 0x{id(self):X}>"
+
+
+def _weakrefable(obj):
+    try:
+        weakref.ref(obj)
+        return True
+    except TypeError:
+        return False
+
+
+def _callable_type_of(python_function):
+    return _callable_type(python_function)
+
+
+def function(func=None, input_signature=None, autograph=True, jit_compile=None,
+             reduce_retracing=False, experimental_implements=None,
+             experimental_autograph_options=None, experimental_attributes=None,
+             experimental_relax_shapes=None, experimental_compile=None,
+             experimental_follow_type_hints=None, experimental_max_traces=1000):
+    """Compiles a Python function into graphs, traced once per input trace type (tf.function).
+
+    Use as a decorator (`@tg.function`, `@tg.function(reduce_retracing=True)`) or a call
+    (`tg.function(f)`). input_signature fixes one FunctionType (a list of tg.TensorSpec);
+    reduce_retracing generalises shapes instead of retracing. autograph is accepted (the AST
+    conversion is a later step; Python control flow runs while tracing). jit_compile is accepted
+    and changes nothing: every trace is optimised and planned by tracegraph. The other
+    experimental_* flags TF accepts are accepted and ignored, except experimental_relax_shapes
+    (TF's old name of reduce_retracing). experimental_max_traces: tracegraph's limit on traces,
+    after which a call raises tg.errors.RetracingLimitError (0: no limit).
+    """
+    del experimental_implements, experimental_autograph_options, experimental_attributes
+    del experimental_compile, experimental_follow_type_hints
+    if experimental_relax_shapes:
+        reduce_retracing = True
+
+    def decorate(f):
+        return Function(f, input_signature=input_signature, autograph=autograph,
+                        jit_compile=jit_compile, reduce_retracing=reduce_retracing,
+                        experimental_max_traces=experimental_max_traces)
+    return decorate if func is None else decorate(func)
+
+
+# ---- tg.print ---------------------------------------------------------------------------------
+
+def _print_parts(value, parts):
+    """Tensors stay tensors (printed when the graph runs); structures around them are text."""
+    if isinstance(value, Tensor):
+        parts.append(value)
+    elif isinstance(value, (list, tuple)) and any(isinstance(v, Tensor) for v in value):
+        parts.append("[" if isinstance(value, list) else "(")
+        for i, v in enumerate(value):
+            _print_parts(v, parts)
+        parts.append("]" if isinstance(value, list) else ")")
+    elif isinstance(value, dict) and any(isinstance(v, Tensor) for v in value.values()):
+        parts.append("{")
+        for k, v in value.items():
+            parts.append(f"{k!r}:")
+            _print_parts(v, parts)
+        parts.append("}")
+    else:
+        parts.append(value if isinstance(value, str) else str(value))
+
+
+def print(*inputs, output_stream=None, summarize=3, sep=" ", end="\n", name=None):  # pylint: disable=redefined-builtin
+    """Prints its inputs at every execution (tf.print): eagerly at once, inside a tg.function
+    each time the graph runs, in order with Python's own output (both go to sys.stdout; TF's
+    default stream is stderr). Inputs are separated by one space and followed by a newline."""
+    del summarize, name
+    import sys
+    if output_stream not in (None, sys.stdout):
+        raise _errors().UnimplementedError(
+            None, None, "tg.print writes to sys.stdout only (output_stream="
+            f"{output_stream!r}); print there, or redirect sys.stdout")
+    if sep != " " or end != "\n":
+        raise _errors().UnimplementedError(
+            None, None, "tg.print separates its inputs by one space and ends the line with a "
+            "newline (sep=' ', end='\\n'); format the text with Python before passing it")
+    parts = []
+    for value in inputs:
+        _print_parts(value, parts)
+    _core._print(parts)
+
+
+def _errors():
+    from tracegraph import errors
+    return errors
+
+
+# ---- retracing diagnostics in Python terms ------------------------------------------------------
+
+_CPP_TO_PYTHON = [
+    ("tg::function #", "tg.function #"),
+    ("C++ callable", "Python function"),
+    ("tg::functions", "tg.functions"),
+    ("tg::function", "tg.function"),
+    ("C++ literal", "Python value"),
+    ("C++ value", "Python value"),
+    ("C++ code", "Python code"),
+    ("x.shape().dim(i)", "x.shape[i]"),
+    ("tg::shape(x)[i]", "tg.shape(x)[i]"),
+    ("retracing_report()", "experimental_retracing_report()"),
+]
+
+
+def _pythonize(text):
+    for cpp, python in _CPP_TO_PYTHON:
+        text = text.replace(cpp, python)
+    return text
+
+
+def _literal_kind(values):
+    """The Python type of a literal argument, from the values the report lists."""
+    kinds = set()
+    for v in values:
+        if v.startswith("'"):
+            kinds.add("str")
+        elif v in ("True", "False"):
+            kinds.add("bool")
+        elif re.fullmatch(r"-?\d+", v):
+            kinds.add("int")
+        elif v == "None":
+            kinds.add("None")
+        else:
+            kinds.add("float")
+    return kinds.pop() if len(kinds) == 1 else "value"
+
+
+def _signature_code(sig):
+    specs = []
+    for s in sig:
+        shape = "None" if s["shape"] is None else "[" + ", ".join(
+            "None" if d is None else str(d) for d in s["shape"]) + "]"
+        specs.append(f"tg.TensorSpec(shape={shape}, dtype=tg.{s['dtype']})")
+    return "@tg.function(input_signature=[" + ", ".join(specs) + "])"
+
+
+def _advice(report):
+    """(workarounds, dead_ends): [(action, why)] written as Python, most effective first."""
+    args = report.get("arguments", [])
+    shape_paths, dtype_paths, literals, flags, objects = [], [], [], [], []
+    for a in args:
+        if a["kind"] == "tensor":
+            if a.get("varying_dims") or len(a.get("ranks", [])) > 1 or a.get("distinct_shapes", 1) > 1:
+                shape_paths.append(a["path"])
+            if len(a.get("dtypes", [])) > 1:
+                dtype_paths.append(a["path"])
+        elif a.get("distinct_values", 0) > 1:
+            if a["kind"] == "literal":
+                (flags if a["distinct_values"] <= 2 and not a.get("truncated") else literals).append(a)
+            else:
+                objects.append(a["path"])
+    work = []
+    sig = report.get("suggested_input_signature")
+    if sig and shape_paths:
+        work.append((_signature_code(sig),
+                     "one FunctionType with None dimensions covers every call seen so far, so the "
+                     "function traces once"))
+
+    def literal_fix(entries):
+        for a in entries:
+            kind = _literal_kind(a.get("values", []))
+            work.append((f"pass a tensor instead of the Python {kind} `{a['path']}` "
+                         f"(e.g. tg.constant({a['path']}))",
+                         "a Python value is part of the trace type, so every new value traces a "
+                         "new graph; a tensor's value is not"))
+    literal_fix(literals)
+    if flags and not shape_paths:
+        literal_fix(flags)
+    if objects:
+        names = ", ".join(f"`{p}`" for p in objects)
+        work.append((f"pass the same object for {names}, or give its class __eq__ and __hash__ (or a "
+                     "__tf_tracing_type__ method returning a tg.types.experimental.TraceType)",
+                     "objects are matched by identity, then ==; a new unequal object is a new "
+                     "trace type"))
+    if shape_paths:
+        work.append(("@tg.function(reduce_retracing=True)",
+                     "differing dimensions are generalised to None after the first retrace "
+                     "(Python values never generalise)"))
+        work.append(("pad or bucket " + ", ".join(f"`{p}`" for p in shape_paths) + " to a few fixed sizes",
+                     "a handful of shapes means a handful of traces, each fully specialised"))
+    if flags and shape_paths:
+        literal_fix(flags)
+    if dtype_paths:
+        work.append(("tg.cast " + ", ".join(f"`{p}`" for p in dtype_paths) + " to one dtype before the call",
+                     "a dtype change always needs a new graph"))
+    if report.get("instances_of_callable", 1) > 1:
+        work.append(("create the tg.function once, outside the loop, and reuse it",
+                     "a new tg.function starts with an empty trace cache"))
+    dead = [("raising experimental_max_traces",
+             "only delays the error while the inputs keep producing new trace types"),
+            ("tg.config.run_functions_eagerly(True)",
+             "avoids tracing but gives up the graph's speed, which is why the function exists")]
+    if literals or (flags and not shape_paths):
+        dead.append(("reduce_retracing=True alone",
+                     "Python values never generalise, so varying values still trace every time"))
+    return work, dead
+
+
+def _python_report(report_json):
+    report = json.loads(report_json)
+    work, dead = _advice(report)
+    report["workarounds"] = [{"rank": i + 1, "action": a, "why": w} for i, (a, w) in enumerate(work)]
+    report["dead_ends"] = [{"action": a, "why_it_fails": w} for a, w in dead]
+    report["root_cause"] = _pythonize(report.get("root_cause", ""))
+    for t in report.get("traces", []):
+        t["reason"] = _pythonize(t["reason"])
+    return json.dumps(report, indent=2)
+
+
+_WARNING = re.compile(r"tracegraph warning: (\d+) out of the last (\d+) calls to '(.*?)' triggered "
+                      r"retracing\..*?What varied: (.*?)\. Fix: ", re.S)
+
+
+def _log(message, function):
+    """A message of the C++ core (called by the extension): the frequent-retracing warning of a
+    Python Function is rewritten with fixes written as Python; everything goes to the
+    "tracegraph" logger."""
+    match = _WARNING.match(message)
+    if match and isinstance(function, Function):
+        work, _ = _advice(json.loads(function._retracing_report()))
+        fixes = ""
+        if work:
+            fixes = f"{work[0][0]} ({work[0][1]})"
+            if len(work) > 1:
+                fixes += ". Other fixes: " + "; ".join(a for a, _ in work[1:4])
+        message = (f"{match.group(1)} out of the last {match.group(2)} calls to "
+                   f"<tg.function {match.group(3)}> triggered tg.function retracing. Tracing is "
+                   "expensive and the cached graphs are not being reused. What varied: "
+                   f"{match.group(4)}. Fix: {fixes or 'see f.experimental_retracing_report()'}.")
+    else:
+        message = _pythonize(message)
+        if message.startswith("tracegraph warning: "):
+            message = message[len("tracegraph warning: "):]
+    _logger.warning(message)
+
+
+def _limit_message(cpp_message, report_json):
+    """The ERTL error's text: the library's first lines, then the advice written as Python."""
+    head = cpp_message.split("\nRoot cause:")[0]
+    report = json.loads(report_json)
+    work, dead = _advice(report)
+    lines = [_pythonize(head), "Root cause: " + _pythonize(report.get("root_cause", "")) + ".",
+             "Workarounds, most effective first:"]
+    lines += [f"  {i + 1}. {a} - {w}." for i, (a, w) in enumerate(work)]
+    lines.append("Dead ends:")
+    lines += [f"  - {a}: {w}." for a, w in dead]
+    lines.append("Existing traces keep working; f.experimental_retracing_report() has the details.")
+    return "\n".join(lines)
+
+
+_core._register_python_classes(TensorSpec, _types.TraceType, __import__(__name__, fromlist=["_log"]))
