@@ -36,6 +36,12 @@ tg::Tensor to_tensor(py::handle value, std::optional<tg::DType> dtype = std::nul
                      DTypeRule rule = DTypeRule::kHint);
 /// The tg.Tensor inside `value`, or nullptr when it is not one.
 const tg::Tensor* as_tensor_ptr(py::handle value);
+/// The tg::Variable inside `value` (a tg.Variable), or nullptr when it is not one. to_tensor reads
+/// a Variable (its current value; inside a trace, a read at every call).
+const tg::Variable* as_variable_ptr(py::handle value);
+/// Tells the recording tg.GradientTapes of this thread that Python code read `variable` (a
+/// tg.Variable), for GradientTape.watched_variables(). Cheap when no tape records.
+void note_variable_read(py::handle variable);
 /// x and y of a binary op: the dtype of whichever is a tensor (else of the converted x) is the
 /// other one's hint, so `t + 1` and `1 + t` take t's dtype.
 std::pair<tg::Tensor, tg::Tensor> to_tensor_pair(py::handle x, py::handle y);
@@ -106,5 +112,7 @@ void register_tensor(py::module_& m);
 void register_ops(py::module_& m);
 /// tg.function: function_bindings.cpp (with py_trace_types.cpp).
 void register_function(py::module_& m);
+void register_variable(py::module_& m);
+void register_gradient(py::module_& m);
 
 }  // namespace tgpy

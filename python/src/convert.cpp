@@ -400,6 +400,13 @@ tg::Tensor to_tensor(py::handle value, std::optional<tg::DType> dtype, DTypeRule
                  " tensor (" + t->to_string() + "); tg.cast it to " + tg::to_string(*dtype) + " first");
     return *t;
   }
+  if (const tg::Variable* v = as_variable_ptr(value)) {
+    if (dtype && v->dtype() != *dtype && rule == DTypeRule::kRequire)
+      type_error("expected a " + tg::to_string(*dtype) + " value, got Variable '" + v->name() + "' of dtype " +
+                 tg::to_string(v->dtype()) + "; tg.cast it to " + tg::to_string(*dtype) + " first");
+    note_variable_read(value);
+    return v->read_value();
+  }
   if (value.is_none()) unsupported_value(value);
   if (py::isinstance<py::array>(value)) return from_numpy(py::reinterpret_borrow<py::array>(value), dtype);
   if (is_numpy_scalar(value)) return from_numpy(py::array(numpy_asarray()(value)), dtype);
