@@ -1077,7 +1077,7 @@ void register_function(py::module_& m) {
   }, py::arg("optimized") = false);
   concrete.def("graph_dot", [](const PyConcrete& c) { return c.cf->graph->to_dot(); });
 
-  py::class_<PyFunction> fn(m, "Function", py::dynamic_attr(), R"doc(
+  py::class_<PyFunction> fn(m, "_Function", py::dynamic_attr(), R"doc(
 The C++ side of tg.function (use tracegraph.function): a Python callable traced per input trace
 type by the library's function core.)doc");
   fn.def(py::init<py::object, std::string, py::list, py::object, bool, std::string, int64_t>(), py::arg("fn"),
@@ -1113,8 +1113,8 @@ type by the library's function core.)doc");
     py::gil_scoped_release release;
     tg::detail::print_parts(out);
   });
-  m.def("run_functions_eagerly", &tg::config::run_functions_eagerly, py::arg("run_eagerly"));
-  m.def("functions_run_eagerly", &tg::config::functions_run_eagerly);
+  m.def("_run_functions_eagerly", &tg::config::run_functions_eagerly, py::arg("run_eagerly"));
+  m.def("_functions_run_eagerly", &tg::config::functions_run_eagerly);
 }
 
 }  // namespace tgpy

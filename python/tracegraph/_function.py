@@ -296,7 +296,7 @@ def _autograph_transform(python_function):
     return python_function
 
 
-class Function(_core.Function):
+class Function(_core._Function):
     """A tg.function (tf.function's PolymorphicFunction): callable like the Python function,
     tracing it once per new input trace type."""
 
@@ -318,7 +318,7 @@ class Function(_core.Function):
         self._bound_instance = _bound_instance
         traced = _autograph_transform(python_function) if autograph else python_function
         params = _params if _params is not None else _parameters(python_function)
-        _core.Function.__init__(
+        _core._Function.__init__(
             self, traced, name or _function_name(python_function), params, input_signature,
             self._reduce_retracing, _callable_type or _callable_type_of(python_function),
             self._max_traces)
