@@ -30,6 +30,7 @@ from tracegraph.math import add_n
 from tracegraph._variables import (Variable, VariableAggregation, VariableSynchronization,
                                    init_scope, name_scope)
 from tracegraph._gradient import GradientTape, UnconnectedGradients
+from tracegraph.module import Module
 from tracegraph import config
 from tracegraph import types
 from tracegraph._function import ConcreteFunction, Function, TensorSpec, function, print  # pylint: disable=redefined-builtin
