@@ -114,5 +114,7 @@ void register_ops(py::module_& m);
 void register_function(py::module_& m);
 void register_variable(py::module_& m);
 void register_gradient(py::module_& m);
+/// tg.experimental.dlpack and Tensor.__dlpack__: dlpack_bindings.cpp.
+void register_dlpack(py::module_& m);
 
 }  // namespace tgpy

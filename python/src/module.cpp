@@ -11,6 +11,7 @@ PYBIND11_MODULE(_core, m) {
   tgpy::register_function(m);
   tgpy::register_variable(m);
   tgpy::register_gradient(m);
+  tgpy::register_dlpack(m);
   m.attr("_dtype_names") = [] {
     pybind11::list names;
     for (std::size_t i = 0; i < tg::kNumDTypes; ++i) names.append(tg::to_string(static_cast<tg::DType>(i)));

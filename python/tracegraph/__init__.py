@@ -33,6 +33,7 @@ from tracegraph._gradient import GradientTape, UnconnectedGradients
 from tracegraph.module import Module
 from tracegraph import config
 from tracegraph import types
+from tracegraph import experimental
 from tracegraph._function import ConcreteFunction, Function, TensorSpec, function, print  # pylint: disable=redefined-builtin
 
 __version__ = "0.1.0"
