@@ -31,6 +31,9 @@ from tracegraph._variables import (Variable, VariableAggregation, VariableSynchr
                                    init_scope, name_scope)
 from tracegraph._gradient import GradientTape, UnconnectedGradients
 from tracegraph.module import Module
+from tracegraph import optimizers
+from tracegraph import keras
+from tracegraph._core import _clip_by_global_norm as clip_by_global_norm
 from tracegraph import config
 from tracegraph import types
 from tracegraph import experimental
