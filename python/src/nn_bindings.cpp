@@ -193,6 +193,30 @@ void register_nn(py::module_& m) {
       return without_gil([&] { return loss(ta, tb); });
     }, py::arg("a"), py::arg("b"));
   }
+  // For the tests: a 2-layer MLP trained by the C++ API alone (Dense + relu, Dense, Adam,
+  // GradientTape, sparse softmax cross-entropy), the losses of each step. The Python frontend
+  // must reproduce them from tg.keras.layers.Dense, tg.keras.optimizers.Adam and tg.GradientTape.
+  m.def("_train_mlp_reference_for_test", [](py::handle x, py::handle labels, int64_t hidden, int64_t classes,
+                                             uint64_t seed, double learning_rate, int steps) {
+    Tensor tx = to_tensor(x), ty = to_tensor(labels);
+    if (tx.rank() != 2) value_error("_train_mlp_reference_for_test: x must have rank 2");
+    const int64_t features = tx.shape().dims()[1];
+    return without_gil([&] {
+      nn::Dense first(features, hidden, tg::relu, seed, tg::float32, "dense");
+      nn::Dense second(hidden, classes, nullptr, seed + 1, tg::float32, "dense_1");
+      tg::optim::Adam optimizer(learning_rate);
+      const std::vector<tg::Variable> vars{first.kernel(), first.bias(), second.kernel(), second.bias()};
+      std::vector<double> losses;
+      for (int step = 0; step < steps; ++step) {
+        tg::GradientTape tape;
+        Tensor loss = nn::sparse_softmax_cross_entropy(second(first(tx)), ty);
+        std::vector<Tensor> grads = tape.gradient(loss, vars);
+        optimizer.apply_gradients(grads, vars);
+        losses.push_back(loss.item<float>());
+      }
+      return losses;
+    });
+  });
   m.def("_huber_mean", [](py::handle y_true, py::handle y_pred, double delta) {
     Tensor a = to_tensor(y_true), b = to_tensor(y_pred);
     return without_gil([&] { return nn::huber(a, b, delta); });
