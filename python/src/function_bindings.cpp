@@ -5,7 +5,9 @@
 // objects themselves, without building trace types. The parts written in Python (the decorator,
 // methods, ConcreteFunction's views, the retracing advice in Python terms) are in
 // python/tracegraph/_function.py.
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -80,8 +82,8 @@ struct Bound {
 
 // ---- the type of a Python value ---------------------------------------------------------------
 
-enum class Kind { kTensor, kSpec, kNone, kBool, kInt, kFloat, kStr, kTuple, kNamedTuple, kList, kDict, kArray,
-                  kCustom, kDataclass, kObject, kValue };
+enum class Kind { kTensor, kSpec, kNone, kBool, kInt, kFloat, kComplex, kStr, kTuple, kNamedTuple, kList, kDict,
+                  kArray, kCustom, kDataclass, kObject, kValue };
 
 bool type_has(PyTypeObject* type, const char* name) {
   py::str key(name);
@@ -95,6 +97,7 @@ Kind classify(PyObject* p) {
   if (PyBool_Check(p)) return Kind::kBool;
   if (PyLong_CheckExact(p)) return Kind::kInt;
   if (PyFloat_CheckExact(p)) return Kind::kFloat;
+  if (PyComplex_CheckExact(p)) return Kind::kComplex;
   if (PyUnicode_CheckExact(p)) return Kind::kStr;
   if (PyTuple_CheckExact(p)) return Kind::kTuple;
   if (PyList_CheckExact(p)) return Kind::kList;
@@ -133,37 +136,102 @@ std::string record_kind(py::handle value, const std::vector<std::string>& fields
   return s + ")";
 }
 
-tg::detail::LiteralValue literal(Kind kind, PyObject* p) {
+// ---- Python numbers and strings as literals ---------------------------------------------------
+//
+// TF's Literal compares values with == and hashes them with hash(), and maps every NaN to one
+// marker: 1, 1.0, True and 1+0j are one literal, and so are all NaNs. A number's key is that
+// literal, found without calling Python or allocating (the cached path uses it too): a value
+// equal to an int64 is that integer; any other float value (an infinity, a fraction, the NaN
+// marker) is that double. An integral value beyond int64, or a complex with an imaginary part,
+// has no key and is compared as a Python value (value_trace_type), with == as well.
+
+struct NumberKey {
+  enum class Kind : uint8_t { kIntegral, kReal, kNone } kind = Kind::kNone;
+  int64_t i = 0;  // kIntegral
+  double f = 0;   // kReal; NaN stands for every NaN
+};
+
+bool is_number(PyObject* p) {
+  return PyBool_Check(p) || PyLong_CheckExact(p) || PyFloat_CheckExact(p) || PyComplex_CheckExact(p);
+}
+
+NumberKey real_key(double v) {
+  NumberKey k;
+  if (std::isnan(v)) {
+    k.kind = NumberKey::Kind::kReal;
+    k.f = std::numeric_limits<double>::quiet_NaN();  // one bit pattern, so one hash
+  } else if (std::trunc(v) == v && v >= -0x1p63 && v < 0x1p63) {
+    k.kind = NumberKey::Kind::kIntegral;
+    k.i = static_cast<int64_t>(v);  // -0.0 is 0
+  } else if (std::isinf(v) || std::trunc(v) != v) {
+    k.kind = NumberKey::Kind::kReal;
+    k.f = v;
+  }
+  return k;
+}
+
+// `p` is a number (is_number).
+NumberKey number_key(PyObject* p) {
+  if (PyBool_Check(p)) return NumberKey{NumberKey::Kind::kIntegral, p == Py_True ? 1 : 0, 0};
+  if (PyLong_CheckExact(p)) {
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(p, &overflow);
+    if (overflow != 0) return NumberKey{};
+    return NumberKey{NumberKey::Kind::kIntegral, v, 0};
+  }
+  if (PyFloat_CheckExact(p)) return real_key(PyFloat_AS_DOUBLE(p));
+  const Py_complex c = reinterpret_cast<PyComplexObject*>(p)->cval;
+  if (std::isnan(c.real) || std::isnan(c.imag)) return real_key(std::numeric_limits<double>::quiet_NaN());  // TF's is_nan
+  if (c.imag != 0) return NumberKey{};
+  return real_key(c.real);
+}
+
+tg::detail::LiteralValue number_literal(const NumberKey& k) {
   tg::detail::LiteralValue lv{};
-  switch (kind) {
-    case Kind::kBool:
-      lv.kind = tg::detail::LiteralValue::Kind::kBool;
-      lv.i = p == Py_True;
-      lv.cpp_type = kPyBool;
-      break;
-    case Kind::kInt:
-      lv.kind = tg::detail::LiteralValue::Kind::kInt;
-      lv.i = PyLong_AsLongLong(p);
-      lv.cpp_type = kPyInt;
-      break;
-    case Kind::kFloat:
-      lv.kind = tg::detail::LiteralValue::Kind::kFloat;
-      lv.f = PyFloat_AS_DOUBLE(p);
-      lv.cpp_type = kPyFloat;
-      break;
-    default:
-      lv.kind = tg::detail::LiteralValue::Kind::kString;
-      lv.s = py::handle(p).cast<std::string>();
-      lv.cpp_type = kPyStr;
-      break;
+  if (k.kind == NumberKey::Kind::kIntegral) {
+    lv.kind = tg::detail::LiteralValue::Kind::kInt;
+    lv.i = k.i;
+    lv.cpp_type = kPyInt;
+  } else {
+    lv.kind = tg::detail::LiteralValue::Kind::kFloat;
+    lv.f = k.f;
+    lv.cpp_type = kPyFloat;
   }
   return lv;
 }
 
-bool int_fits(PyObject* p) {
-  int overflow = 0;
-  PyLong_AsLongLongAndOverflow(p, &overflow);
-  return overflow == 0;
+// Whether the literal `lv` is the number with key `k` (no allocation, no Python call).
+bool number_matches(const NumberKey& k, const tg::detail::LiteralValue& lv) {
+  switch (k.kind) {
+    case NumberKey::Kind::kIntegral:
+      return lv.cpp_type == kPyInt && lv.kind == tg::detail::LiteralValue::Kind::kInt && lv.i == k.i;
+    case NumberKey::Kind::kReal:
+      return lv.cpp_type == kPyFloat && lv.kind == tg::detail::LiteralValue::Kind::kFloat &&
+             (lv.f == k.f || (std::isnan(lv.f) && std::isnan(k.f)));
+    case NumberKey::Kind::kNone: return false;
+  }
+  return false;
+}
+
+std::size_t number_hash(const NumberKey& k) {
+  if (k.kind == NumberKey::Kind::kIntegral) return static_cast<std::size_t>(k.i) ^ 0x1a7;
+  if (std::isnan(k.f)) return 0x4e614e;
+  return std::hash<double>{}(k.f);
+}
+
+tg::detail::LiteralValue string_literal(PyObject* p) {
+  tg::detail::LiteralValue lv{};
+  lv.kind = tg::detail::LiteralValue::Kind::kString;
+  lv.s = py::handle(p).cast<std::string>();
+  lv.cpp_type = kPyStr;
+  return lv;
+}
+
+// Whether `t` is the literal of a NaN (TF's NaN marker), built here or as a Python value.
+bool is_nan_type(const TraceType& t) {
+  const tg::detail::LiteralValue* lv = tg::detail::literal_of(t);
+  if (lv != nullptr) return lv->kind == tg::detail::LiteralValue::Kind::kFloat && std::isnan(lv->f);
+  return is_nan_value_type(t);
 }
 
 // What building a call's trace types collects: its tensors in flattening order (and the
@@ -174,11 +242,15 @@ struct TypeContext {
   bool fast = true;
 };
 
+// A dict key as a literal: equal keys (1, 1.0, True) are one key, as they are one key of a dict.
 tg::detail::LiteralValue dict_key(py::handle key) {
   const Kind k = classify(key.ptr());
-  if (k == Kind::kStr || k == Kind::kInt || k == Kind::kBool || k == Kind::kFloat) {
-    if (k == Kind::kInt && !int_fits(key.ptr())) type_error("dict key " + short_repr(key) + " does not fit in int64");
-    return literal(k, key.ptr());
+  if (k == Kind::kStr) return string_literal(key.ptr());
+  if (k == Kind::kInt || k == Kind::kBool || k == Kind::kFloat) {
+    const NumberKey n = number_key(key.ptr());
+    if (n.kind != NumberKey::Kind::kNone) return number_literal(n);
+    if (k == Kind::kInt) type_error("dict key " + short_repr(key) + " does not fit in int64");
+    return number_literal(NumberKey{NumberKey::Kind::kReal, 0, PyFloat_AS_DOUBLE(key.ptr())});  // no int equals it
   }
   type_error("a dict passed to a tg.function must have str, int, float or bool keys (they are part of the trace "
              "type), got the key " + short_repr(key));
@@ -201,15 +273,16 @@ TraceTypePtr trace_type_of(py::handle value, TypeContext& ctx) {
                                            name.is_none() ? std::string() : name.cast<std::string>());
     }
     case Kind::kNone: return none_trace_type();
-    case Kind::kInt:
-      if (!int_fits(p)) {
-        ctx.fast = false;
-        return value_trace_type(value);
-      }
-      [[fallthrough]];
     case Kind::kBool:
+    case Kind::kInt:
     case Kind::kFloat:
-    case Kind::kStr: return tg::detail::literal_trace_type(literal(kind, p));
+    case Kind::kComplex: {
+      const NumberKey k = number_key(p);
+      if (k.kind != NumberKey::Kind::kNone) return tg::detail::literal_trace_type(number_literal(k));
+      ctx.fast = false;
+      return value_trace_type(value);
+    }
+    case Kind::kStr: return tg::detail::literal_trace_type(string_literal(p));
     case Kind::kTuple:
     case Kind::kList:
     case Kind::kNamedTuple: {
@@ -237,6 +310,11 @@ TraceTypePtr trace_type_of(py::handle value, TypeContext& ctx) {
       std::vector<std::pair<std::string, py::object>> sorted;
       for (py::handle key : keys) sorted.emplace_back(dict_key(key).to_string(), py::reinterpret_borrow<py::object>(key));
       std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+      for (std::size_t i = 1; i < sorted.size(); ++i)
+        if (sorted[i].first == sorted[i - 1].first)  // equal numbers a Mapping kept apart, or two NaNs
+          type_error("the mapping " + short_repr(value) + " has the keys " + short_repr(sorted[i - 1].second) +
+                     " and " + short_repr(sorted[i].second) + ", which are one key of its trace type (equal "
+                     "numbers, or two NaNs); pass a mapping whose keys differ in value");
       for (const auto& entry : sorted)
         items.emplace_back(dict_key(entry.second), trace_type_of(value[entry.second], ctx));
       return tg::detail::mapping_trace_type(std::move(items));
@@ -267,10 +345,11 @@ TraceTypePtr trace_type_of(py::handle value, TypeContext& ctx) {
 
 // ---- the cached path: the Python values hashed and compared against recorded types ----------
 //
-// Only calls whose values are all tensors, Python bool/int/float/str/None, plain tuples of those
-// and objects by identity take it (trace_type_of says so in TypeContext::fast); a list, dict,
-// namedtuple, NumPy array, spec or custom type sends the call down the general path, and such a
-// call's types are never recorded for it. So every sequence type in the table is a plain tuple's,
+// Only calls whose values are all tensors, Python bool/int/float/complex/str/None (numbers by
+// their NumberKey, as their literals are built), plain tuples of those and objects by identity
+// take it (trace_type_of says so in TypeContext::fast); a list, dict, namedtuple, NumPy array,
+// spec or custom type sends the call down the general path, and such a call's types are never
+// recorded for it. So every sequence type in the table is a plain tuple's,
 // and comparing elements is exact.
 
 bool fast_hash(PyObject* p, std::size_t& h) {
@@ -282,19 +361,10 @@ bool fast_hash(PyObject* p, std::size_t& h) {
     tg::detail::hash_mix(h, 0x4e6f);
     return true;
   }
-  if (PyBool_Check(p)) {
-    tg::detail::hash_mix(h, p == Py_True ? 0xb1 : 0xb0);
-    return true;
-  }
-  if (PyLong_CheckExact(p)) {
-    int overflow = 0;
-    const long long v = PyLong_AsLongLongAndOverflow(p, &overflow);
-    if (overflow != 0) return false;
-    tg::detail::hash_mix(h, static_cast<std::size_t>(v) ^ 0x1a7);
-    return true;
-  }
-  if (PyFloat_CheckExact(p)) {
-    tg::detail::hash_mix(h, std::hash<double>{}(PyFloat_AS_DOUBLE(p)));
+  if (is_number(p)) {
+    const NumberKey k = number_key(p);
+    if (k.kind == NumberKey::Kind::kNone) return false;
+    tg::detail::hash_mix(h, number_hash(k));
     return true;
   }
   if (PyUnicode_CheckExact(p)) {
@@ -319,16 +389,7 @@ bool fast_equal(PyObject* p, const TraceType& type) {
   if (is_tensor(p)) return tg::detail::tensor_type_equals(tensor_in(p), type);
   if (p == Py_None) return is_none_type(type);
   if (const tg::detail::LiteralValue* lv = tg::detail::literal_of(type)) {
-    if (PyBool_Check(p)) return lv->cpp_type == kPyBool && lv->i == (p == Py_True);
-    if (PyLong_CheckExact(p)) {
-      int overflow = 0;
-      const long long v = PyLong_AsLongLongAndOverflow(p, &overflow);
-      return overflow == 0 && lv->cpp_type == kPyInt && lv->i == v;
-    }
-    if (PyFloat_CheckExact(p)) {
-      const double v = PyFloat_AS_DOUBLE(p);
-      return lv->cpp_type == kPyFloat && (lv->f == v || (v != v && lv->f != lv->f));
-    }
+    if (is_number(p)) return number_matches(number_key(p), *lv);
     if (PyUnicode_CheckExact(p)) {
       Py_ssize_t n = 0;
       const char* s = PyUnicode_AsUTF8AndSize(p, &n);
@@ -494,6 +555,7 @@ py::object results(const tg::detail::ConcreteImpl& cf, std::vector<tg::Tensor>& 
 py::object placeholder(py::handle value, const TraceType& type, tg::detail::PlaceholderContext& pc,
                        const std::string& path) {
   if (tg::detail::as_tensor_type(type, nullptr, nullptr)) return py::cast(pc.placeholder(type, path));
+  if (is_nan_type(type)) return py::float_(std::numeric_limits<double>::quiet_NaN());  // TF's NaN marker's value
   if (PyObject* custom = custom_python_type(type))
     return py::handle(custom).attr("placeholder_value")(py::none());
   if (const auto* elements = tg::detail::sequence_elements(type)) {

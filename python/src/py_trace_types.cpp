@@ -8,7 +8,6 @@ namespace tgpy {
 
 const char* const kPyInt = "int";
 const char* const kPyFloat = "float";
-const char* const kPyBool = "bool";
 const char* const kPyStr = "str";
 
 namespace {
@@ -106,14 +105,16 @@ class ObjectTraceType final : public tg::TraceType {
   bool custom_eq_;
 };
 
+// TF's Literal of any other hashable value: equal when the values are == (whatever their types,
+// as `self.value == other.value`), every NaN number matching every other (TF's NaN marker).
 class ValueTraceType final : public tg::TraceType {
  public:
-  ValueTraceType(py::handle value, std::size_t hash, std::string text)
-      : value_(value), type_(reinterpret_cast<uintptr_t>(Py_TYPE(value.ptr()))), hash_(hash), text_(std::move(text)) {}
+  ValueTraceType(py::handle value, std::size_t hash, std::string text, bool nan)
+      : value_(value), hash_(hash), text_(std::move(text)), nan_(nan) {}
   bool equals(const tg::TraceType& o) const override {
     auto* t = dynamic_cast<const ValueTraceType*>(&o);
-    if (t == nullptr || t->type_ != type_ || t->hash_ != hash_) return false;
-    if (t == this) return true;
+    if (t == nullptr || t->nan_ != nan_ || t->hash_ != hash_) return false;
+    if (t == this || nan_) return true;
     py::gil_scoped_acquire gil;
     const int eq = PyObject_RichCompareBool(value_.get().ptr(), t->value_.get().ptr(), Py_EQ);
     if (eq < 0) throw_python_error();
@@ -128,14 +129,34 @@ class ValueTraceType final : public tg::TraceType {
   std::size_t hash() const override { return hash_; }
   std::string to_string() const override { return "Literal[" + text_ + "]"; }
   py::object value() const { return py::reinterpret_borrow<py::object>(value_.get()); }
+  bool nan() const { return nan_; }
   std::weak_ptr<const ValueTraceType> self_;
 
  private:
   PyRef value_;
-  uintptr_t type_;
   std::size_t hash_;
   std::string text_;
+  bool nan_;
 };
+
+// TF's is_nan: a number (numbers.Number) that is NaN - a float, or a complex with a NaN part -
+// which is exactly a number that is not == to itself.
+bool is_nan_number(py::handle value) {
+  static PyObject* number = py::object(py::module_::import("numbers").attr("Number")).release().ptr();  // kept
+  const int is_number = PyObject_IsInstance(value.ptr(), number);
+  if (is_number != 1) {
+    if (is_number < 0) PyErr_Clear();
+    return false;
+  }
+  PyObject* same = PyObject_RichCompare(value.ptr(), value.ptr(), Py_EQ);
+  const int truth = same == nullptr ? -1 : PyObject_IsTrue(same);
+  Py_XDECREF(same);
+  if (truth < 0) {
+    PyErr_Clear();  // a signalling value that refuses comparison: compared by == later, as TF does
+    return false;
+  }
+  return truth == 0;
+}
 
 class CustomTraceType final : public tg::TraceType {
  public:
@@ -269,9 +290,16 @@ tg::TraceTypePtr value_trace_type(py::handle value) {
                "value, a tensor, or give its class a __tf_tracing_type__ method returning a "
                "tg.types.experimental.TraceType");
   }
-  auto t = std::make_shared<ValueTraceType>(value, static_cast<std::size_t>(h), short_repr(value));
+  const bool nan = is_nan_number(value);
+  auto t = std::make_shared<ValueTraceType>(value, nan ? std::size_t{0x4e614e} : static_cast<std::size_t>(h),
+                                            short_repr(value), nan);
   t->self_ = t;
   return t;
+}
+
+bool is_nan_value_type(const tg::TraceType& t) {
+  auto* v = dynamic_cast<const ValueTraceType*>(&t);
+  return v != nullptr && v->nan();
 }
 
 py::object value_of(const tg::TraceType& t) {

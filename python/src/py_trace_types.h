@@ -52,9 +52,12 @@ bool object_type_is(const tg::TraceType& t, PyObject* object);
 py::object object_of(const tg::TraceType& t);
 
 /// A hashable value that is neither a built-in literal nor weakly referenceable (bytes, a big
-/// int, a frozenset, ...): matched by type and ==, held strongly (TF's Literal).
+/// int, a frozenset, ...): matched by == whatever the two values' types, a NaN number matching
+/// every NaN number; held strongly (TF's Literal).
 tg::TraceTypePtr value_trace_type(py::handle value);
 py::object value_of(const tg::TraceType& t);
+/// Whether `t` is the value type of a NaN number (TF's NaN marker).
+bool is_nan_value_type(const tg::TraceType& t);
 
 /// A tg.types.experimental.TraceType instance written in Python (the __tf_tracing_type__
 /// protocol): each TraceType method calls the Python one under the GIL.
@@ -62,10 +65,11 @@ tg::TraceTypePtr custom_trace_type(py::handle python_type);
 /// The Python TraceType of a custom type, or nullptr.
 PyObject* custom_python_type(const tg::TraceType& t);
 
-/// The static names of Python literal types in LiteralValue::cpp_type.
+/// The static names in LiteralValue::cpp_type of the literals of Python values: a number equal
+/// to an int64 (a bool, an int, an integral float or a complex with no imaginary part), any
+/// other float-valued number (with one NaN for every NaN), and a str.
 extern const char* const kPyInt;
 extern const char* const kPyFloat;
-extern const char* const kPyBool;
 extern const char* const kPyStr;
 
 }  // namespace tgpy

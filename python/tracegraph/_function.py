@@ -522,7 +522,8 @@ def _pythonize(text):
 
 
 def _literal_kind(values):
-    """The Python type of a literal argument, from the values the report lists."""
+    """The Python type of a literal argument, from the values the report lists. Equal numbers
+    are one literal (as in TF), listed as an integer when integral: True, 1 and 1.0 read "1"."""
     kinds = set()
     for v in values:
         if v.startswith("'"):
@@ -535,6 +536,8 @@ def _literal_kind(values):
             kinds.add("None")
         else:
             kinds.add("float")
+    if kinds == {"int", "float"}:
+        return "number"
     return kinds.pop() if len(kinds) == 1 else "value"
 
 

@@ -1,12 +1,14 @@
 """tg.function from Python: TF's tracing rules, ported from TensorFlow's own tests.
 
 Ported (the behaviour, in tracegraph's words) from polymorphic_function_test.py,
-tracing_compilation_test.py and trace_type/default_types_test.py: Python literals by value,
-tensors by dtype and shape, containers structurally, namedtuples and dataclasses by class and
-fields, objects by weak identity (then ==), custom TraceTypes (__tf_tracing_type__), keyword
-arguments and defaults, *args/**kwargs, keyword-only parameters, functools.partial, callable
-objects, methods with one cache per instance, input_signature, reduce_retracing,
-get_concrete_function with TensorSpecs and literals, ConcreteFunction calls and views.
+tracing_compilation_test.py and trace_type/default_types_test.py: Python literals by value
+(compared with ==, so 1, 1.0 and True are one literal, every NaN is one literal, and a string is
+never a number; in containers and as dict keys too), tensors by dtype and shape, containers
+structurally, namedtuples and dataclasses by class and fields, objects by weak identity (then ==),
+custom TraceTypes (__tf_tracing_type__), keyword arguments and defaults, *args/**kwargs,
+keyword-only parameters, functools.partial, callable objects, methods with one cache per
+instance, input_signature, reduce_retracing, get_concrete_function with TensorSpecs and literals,
+ConcreteFunction calls and views.
 
 Skipped, with the reason:
 - tests of tf.Variable arguments (VariableSpec) and of Variables created in a function: the
@@ -14,15 +16,15 @@ Skipped, with the reason:
 - AutoGraph (converted if/while/for): a later slice;
 - XLA / jit_compile, device placement, SavedModel, distribution strategies, CompositeTensors,
   RaggedTensor, SparseTensor, ExtensionTypes, tf.data, py_function: not in tracegraph;
-- `1 == 1.0 == True` sharing one trace (TF's Literal compares with ==): tracegraph keeps the
-  Python types apart (docs/python.md), and a test asserts that instead;
 - dict keys other than str/int/float/bool: tracegraph's mapping keys are literals.
 """
+import collections.abc
 import dataclasses
 import functools
 import gc
 import json
 import logging
+import math
 import threading
 import weakref
 from collections import namedtuple
@@ -58,12 +60,244 @@ def test_python_literals_trace_per_value():
     assert len(calls) == 3
 
 
-def test_int_float_bool_stay_distinct_types():
-    f, calls = traced(lambda n: tg.constant(1) if n is True else tg.constant(2))
-    assert int(f(1)) == 2
-    assert int(f(True)) == 1  # TF would reuse the trace of 1; tracegraph keeps types apart
-    assert int(f(1.0)) == 2
+# TF's Literal is `isinstance(other, Literal) and self.value == other.value`, hashed by
+# hash(value), with every NaN mapped to one marker (default_types.py): equal numbers of any Python
+# type are one literal, and the trace keeps the value of the call that made it.
+
+def test_equal_numbers_are_one_literal_whatever_their_python_type():
+    seen = []
+
+    @tg.function
+    def f(n):
+        seen.append(n)
+        return n, tg.constant(n)
+    n, t = f(1)
+    assert (n, type(n), t.dtype) == (1, int, tg.int32)
+    for same in (1.0, True, 1 + 0j, 1, True, 1.0):  # the cached path, then the same again
+        n, t = f(same)
+        assert (n, type(n), t.dtype) == (1, int, tg.int32)  # the results of the trace made with 1
+    assert f.experimental_get_tracing_count() == 1
+    assert seen == [1] and type(seen[0]) is int  # the body ran once, with the value that traced
+    f(False)
+    f(0.0)
+    f(-0.0)
+    f(0)
+    assert f.experimental_get_tracing_count() == 2 and seen[1] is False
+    f(2.0)
+    assert f.experimental_get_tracing_count() == 3 and type(seen[2]) is float
+    n, t = f(2)
+    assert (n, type(n), t.dtype) == (2.0, float, tg.float32)
+    f(2.5)
+    assert f.experimental_get_tracing_count() == 4
+
+
+def test_numbers_compare_exactly_beyond_float_precision_and_int64():
+    f = tg.function(lambda n: n)
+    f(2 ** 53 + 1)
+    f(float(2 ** 53))  # float(2 ** 53 + 1) rounds to this, but the int is not equal to it
+    assert f.experimental_get_tracing_count() == 2
+    f(2 ** 53)
+    assert f.experimental_get_tracing_count() == 2
+    f(2 ** 70)  # beyond int64: compared as Python values, still with ==
+    f(2.0 ** 70)
+    f(complex(2 ** 70, 0))
+    assert f.experimental_get_tracing_count() == 3
+    f(2 ** 70 + 1)
+    assert f.experimental_get_tracing_count() == 4
+    assert f(2.0 ** 70) == 2 ** 70 and type(f(2.0 ** 70)) is int
+
+
+class _CountsHashes:
+    """An object argument whose __hash__ counts: only the general path hashes it (to build its
+    trace type); the cached path matches it by identity."""
+
+    def __init__(self):
+        self.hashes = 0
+
+    def __hash__(self):
+        self.hashes += 1
+        return 7
+
+
+def test_equal_numbers_take_the_cached_path():
+    f = tg.function(lambda o, n: n)
+    o = _CountsHashes()
+    traced_values = (1, (2.0, "s"), float("nan"))
+    for n in traced_values + traced_values:  # traced, then remembered for the cached path
+        f(o, n)
+    built = o.hashes
+    for n in (1.0, True, 1 + 0j, (2, "s"), (2 + 0j, "s"), float("nan"), complex(1, math.nan), 1):
+        f(o, n)
+    assert o.hashes == built  # no call built trace types: the fast hash and match found each one
+    assert f.experimental_get_tracing_count() == 3
+
+
+def test_tracing_count_after_one_one_point_zero_and_true():
+    f = tg.function(lambda x: x)
+    f(1)
+    f(1.0)
+    f(True)
+    assert f.experimental_get_tracing_count() == 1
+
+
+def test_literal_of_a_new_trace_is_the_calls_own_value():
+    seen = []
+
+    @tg.function
+    def f(x, n):
+        seen.append(n)
+        return x
+    f(tg.constant([1.0]), 1)
+    f(tg.constant([1.0, 2.0]), 1.0)  # a new shape traces again, with this call's 1.0
+    f(tg.constant([1.0]), True)
+    assert seen == [1, 1.0] and [type(v) for v in seen] == [int, float]
+    assert f.experimental_get_tracing_count() == 2
+
+
+def test_nan_literals_match_each_other():
+    seen = []
+
+    @tg.function
+    def f(n):
+        seen.append(n)
+        return n
+    first = f(float("nan"))
+    for other in (float("nan"), math.nan, -math.nan, complex(math.nan, 1), complex(1, math.nan)):
+        assert math.isnan(f(other))  # the trace's own result, never retraced
+    assert f.experimental_get_tracing_count() == 1
+    assert len(seen) == 1 and type(seen[0]) is float and math.isnan(seen[0]) and math.isnan(first)
+    f(math.inf)
+    f(-math.inf)
+    f(1.0)
+    assert f.experimental_get_tracing_count() == 4
+
+
+def test_complex_nan_traces_with_a_float_nan():
+    seen = []
+
+    @tg.function
+    def f(n):
+        seen.append(n)
+        return n
+    f(complex(math.nan, 1))
+    f(float("nan"))
+    assert f.experimental_get_tracing_count() == 1
+    assert type(seen[0]) is float and math.isnan(seen[0])  # TF's placeholder of its NaN marker
+
+
+def test_other_hashable_values_compare_with_eq_and_nan_matches_nan():
+    f = tg.function(lambda n: n)
+    f(np.float64("nan"))
+    f(np.float32("nan"))  # neither weakly referenceable: TF's Literal of the value
+    assert f.experimental_get_tracing_count() == 1
+    f(np.int64(3))
+    f(np.int32(3))  # equal values of different types
+    assert f.experimental_get_tracing_count() == 2
+    f(b"3")
+    assert f.experimental_get_tracing_count() == 3
+
+
+def test_a_mapping_with_equal_keys_raises_type_error():
+    class Pairs(collections.abc.Mapping):
+        """Keys looked up by identity, so 1 and 1.0 stay two keys."""
+
+        def __init__(self, items):
+            self._items = items
+
+        def __getitem__(self, key):
+            return next(v for k, v in self._items if k is key)
+
+        def __iter__(self):
+            return iter([k for k, _ in self._items])
+
+        def __len__(self):
+            return len(self._items)
+    f = tg.function(lambda m: len(m))
+    with pytest.raises(TypeError, match="keys 1 and 1.0, which are one key"):
+        f(Pairs([(1, "a"), (1.0, "b")]))
+
+
+def test_strings_never_equal_numbers():
+    f = tg.function(lambda v: v)
+    f(1)
+    f("1")
+    f(1.0)
+    f("1.0")
+    f(True)
+    f("True")
+    assert f.experimental_get_tracing_count() == 4
+    assert f("1") == "1" and f(1.0) == 1 and f("True") == "True"
+    assert f.experimental_get_tracing_count() == 4
+
+
+def test_equal_literals_inside_containers_share_a_trace():
+    f, calls = traced(lambda v: v)
+    f((1, 2.0, True))
+    f((1.0, 2, 1))  # tuples take the cached path
+    f((True, 2.0 + 0j, 1.0))
+    assert len(calls) == 1
+    f((1, 2.5, True))
+    assert len(calls) == 2
+    f([1, float("nan")])
+    f([1.0, float("nan")])
     assert len(calls) == 3
+    f({"a": 0, "b": (1,)})
+    f({"b": (True,), "a": 0.0})
+    assert len(calls) == 4
+    f({"a": 0, "b": (1.5,)})
+    assert len(calls) == 5
+
+
+def test_equal_dict_keys_are_one_key():
+    @tg.function
+    def f(d):
+        return d[1] * 10 + d["k"]
+    assert int(f({1: tg.constant(2), "k": tg.constant(3)})) == 23
+    assert int(f({1.0: tg.constant(4), "k": tg.constant(5)})) == 45
+    assert int(f({"k": tg.constant(7), True: tg.constant(6)})) == 67
+    assert f.experimental_get_tracing_count() == 1
+    assert int(f({2: tg.constant(1), "k": tg.constant(0), 1: tg.constant(1)})) == 10
+    assert f.experimental_get_tracing_count() == 2
+    g = tg.function(lambda d: len(d))
+    g({"1": 1})
+    g({1: 1})
+    assert g.experimental_get_tracing_count() == 2
+
+
+def test_dict_equality_ignores_order_and_needs_the_same_keys():
+    # default_types_test.testDictTypeEquality, through calls
+    f = tg.function(lambda d: sorted(d))
+    f({1: 2, 3: 4})
+    f({3: 4, 1: 2})
+    f({3.0: 4.0, True: 2})
+    assert f.experimental_get_tracing_count() == 1
+    f({1: 2})
+    assert f.experimental_get_tracing_count() == 2
+
+
+def test_literals_never_generalise():
+    # default_types_test.testLiteralSupertypes: the supertype of equal literals is the literal,
+    # of different ones there is none (even with reduce_retracing)
+    f, calls = traced(lambda n: n, reduce_retracing=True)
+    f(1)
+    f(1.0)
+    assert len(calls) == 1
+    f(2)
+    f(3)
+    assert len(calls) == 3
+    assert "Literal[" in f.pretty_printed_concrete_signatures()
+
+
+def test_concrete_function_accepts_an_equal_literal():
+    @tg.function
+    def power(a, b):
+        return a ** b
+    square = power.get_concrete_function(a=tg.TensorSpec(None, tg.float32), b=2)
+    assert float(square(tg.constant(3.0), 2.0)) == 9.0
+    with pytest.raises(TypeError, match="Can not cast"):
+        square(tg.constant(3.0), 2.5)
+    with pytest.raises(TypeError, match="Can not cast"):
+        square(tg.constant(3.0), "2")
 
 
 def test_tensors_by_dtype_and_shape():
@@ -559,6 +793,17 @@ def test_frequent_retracing_warning_goes_through_logging_with_python_fix(caplog)
     assert messages, "no warning on the 'tracegraph' logger"
     assert "triggered tg.function retracing" in messages[0]
     assert "pass a tensor instead of the Python int `step`" in messages[0]
+
+
+def test_warning_fix_names_a_python_number_for_mixed_ints_and_floats(caplog):
+    @tg.function
+    def scale(x, lr):
+        return x * lr
+    with caplog.at_level(logging.WARNING, logger="tracegraph"):
+        for lr in (0.5, 1.0, 1.5, 2.0, 2.5, 3.0):  # 1.0 is the literal 1, shown as "1"
+            scale(tg.constant(1.0), lr)
+    messages = [r.getMessage() for r in caplog.records if r.name == "tracegraph"]
+    assert "pass a tensor instead of the Python number `lr`" in messages[0]
 
 
 def test_warning_fix_for_shapes_is_pasteable_python(caplog):
