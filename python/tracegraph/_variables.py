@@ -137,6 +137,9 @@ def _init(self, initial_value=None, trainable=None, validate_shape=True, caching
     trainable (default True). name: within the current tg.name_scope (default "Variable").
     """
     del caching_device, experimental_enable_variable_lifting  # one device, no lifting to do
+    if "_trainable" in self.__dict__:
+        raise RuntimeError("Variable.__init__ was called on an existing Variable; create a new "
+                           "tg.Variable, or assign() a new value to this one")
     if variable_def is not None or import_scope is not None:
         raise _unimplemented("variable_def / import_scope (TF 1 graph protos) are not supported; "
                              "create the Variable from a value")

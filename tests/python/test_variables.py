@@ -70,6 +70,10 @@ def test_bad_construction_raises():
         tg.Variable(1.0, trainable="yes")
     with pytest.raises(TypeError, match="name"):
         tg.Variable(1.0, name=3)
+    v = tg.Variable(1.0)
+    with pytest.raises(RuntimeError, match="existing Variable"):
+        v.__init__(2.0)
+    assert v.numpy() == 1.0
     assert tg.Variable([1.0, 2.0], shape=[2]).shape == [2]
     assert tg.Variable([1.0, 2.0], shape=tg.TensorShape([2])).shape == [2]
 
