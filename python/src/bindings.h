@@ -118,5 +118,7 @@ void register_optim(py::module_& m);
 void register_nn(py::module_& m);
 /// tg.experimental.dlpack and Tensor.__dlpack__: dlpack_bindings.cpp.
 void register_dlpack(py::module_& m);
+/// tg.saved_model and tg.train's checkpoints (.tgx files): saved_model_bindings.cpp.
+void register_saved_model(py::module_& m);
 
 }  // namespace tgpy

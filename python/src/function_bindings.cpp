@@ -1085,6 +1085,15 @@ py::object structured_outputs(const PyConcrete& c) {
 
 }  // namespace
 
+// For tg.saved_model (saved_model_bindings.cpp): the core a tg.function traces with, and a
+// ConcreteFunction handle's trace.
+std::shared_ptr<tg::detail::FunctionCore> function_core_of(py::handle function) {
+  return function.cast<const PyFunction&>().core();
+}
+std::shared_ptr<tg::detail::ConcreteImpl> concrete_impl_of(py::handle concrete) {
+  return concrete.cast<const PyConcrete&>().cf;
+}
+
 void register_function(py::module_& m) {
   tg::config::set_print_sink(&print_sink);
   tg::config::set_log_sink(&log_sink);

@@ -14,6 +14,7 @@ PYBIND11_MODULE(_core, m) {
   tgpy::register_optim(m);
   tgpy::register_nn(m);
   tgpy::register_dlpack(m);
+  tgpy::register_saved_model(m);
   m.attr("_dtype_names") = [] {
     pybind11::list names;
     for (std::size_t i = 0; i < tg::kNumDTypes; ++i) names.append(tg::to_string(static_cast<tg::DType>(i)));

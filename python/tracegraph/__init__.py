@@ -35,6 +35,8 @@ from tracegraph import optimizers
 from tracegraph import keras
 from tracegraph._core import _clip_by_global_norm as clip_by_global_norm
 from tracegraph import config
+from tracegraph import saved_model
+from tracegraph import train
 from tracegraph import types
 from tracegraph import experimental
 from tracegraph._function import ConcreteFunction, Function, TensorSpec, function, print  # pylint: disable=redefined-builtin

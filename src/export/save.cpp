@@ -79,10 +79,12 @@ class FunctionWriter {
       w.count(list->size());
       for (const auto& v : *list) write_variable_ref(w, v);
     }
+    // One Tensor: a C++ function's skeleton is its result's C++ type; another frontend's (the
+    // Python one's result structure) is not, and its description is one TensorSpec instead.
     const std::any& skeleton = cf.skeleton;
-    w.u8(static_cast<uint8_t>(!skeleton.has_value()              ? OutputKind::kNone
-                              : skeleton.type() == typeid(Tensor) ? OutputKind::kTensor
-                                                                  : OutputKind::kFlat));
+    const bool single = skeleton.has_value() && (skeleton.type() == typeid(Tensor) ||
+                                                 (traced.outputs.size() == 1 && cf.output_description.rfind("TensorSpec(", 0) == 0));
+    w.u8(static_cast<uint8_t>(!skeleton.has_value() ? OutputKind::kNone : single ? OutputKind::kTensor : OutputKind::kFlat));
     w.str(cf.output_description);
     write_graph(graphs_, traced);
     ++count_;
