@@ -114,6 +114,8 @@ void register_ops(py::module_& m);
 void register_function(py::module_& m);
 void register_variable(py::module_& m);
 void register_gradient(py::module_& m);
+/// tg.cond, tg.while_loop, tg.TensorArray: control_flow_bindings.cpp.
+void register_control_flow(py::module_& m);
 void register_optim(py::module_& m);
 void register_nn(py::module_& m);
 /// tg.experimental.dlpack and Tensor.__dlpack__: dlpack_bindings.cpp.

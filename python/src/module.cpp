@@ -11,6 +11,7 @@ PYBIND11_MODULE(_core, m) {
   tgpy::register_function(m);
   tgpy::register_variable(m);
   tgpy::register_gradient(m);
+  tgpy::register_control_flow(m);
   tgpy::register_optim(m);
   tgpy::register_nn(m);
   tgpy::register_dlpack(m);

@@ -290,10 +290,11 @@ def _callable_type(python_function):
 
 
 def _autograph_transform(python_function):
-    """Where AutoGraph's conversion of the function's AST goes (autograph=True). Today it returns
-    the function unchanged: Python control flow runs while tracing, and tg.cond / tg.while_loop
-    are written explicitly."""
-    return python_function
+    """The callable a trace runs when autograph=True: the function converted by AutoGraph
+    (tracegraph/autograph), whose `if` / `while` / `for` over tensors become tg.cond /
+    tg.while_loop; the function itself when it cannot be converted (no source: a warning)."""
+    from tracegraph.autograph import _transform
+    return _transform.transform_for_function(python_function)
 
 
 class Function(_core._Function):
@@ -347,7 +348,7 @@ class Function(_core._Function):
         return bound
 
     def _bind(self, instance):
-        method = self._python_function
+        method = _autograph_transform(self._python_function) if self._autograph else self._python_function
         instance_ref = weakref.ref(instance) if _weakrefable(instance) else (lambda: instance)
 
         def bound_method(*args, **kwargs):
