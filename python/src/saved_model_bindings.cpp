@@ -74,7 +74,10 @@ std::string why_unsavable(const TraceType& t) {
   if (!value.is_none())
     return "the value " + short_text(value) + " (" + py::type::handle_of(value).attr("__name__").cast<std::string>() +
            ", matched by ==); a file holds Python bool, int (64-bit), float and str literals only";
-  return t.to_string();
+  const std::string text = t.to_string();
+  if (text.rfind("Object[", 0) == 0)
+    return "the object " + text + ", matched by identity; an object's identity cannot leave this process";
+  return text;
 }
 
 void check_savable(const detail::FunctionCore& core, const detail::ConcreteImpl& cf) {
@@ -211,7 +214,10 @@ TraceTypePtr call_type(py::handle value, const Tree* expect, detail::ArgContext&
     // A NumPy array or a Python number where the signature has a tensor, converted to its dtype
     // as TF converts the arguments of a concrete function.
     try {
-      tg::Tensor t = to_tensor(value, expect->dtype, DTypeRule::kRequire);
+      // A NumPy array keeps its dtype (a mismatch is the dispatch's TypeError); Python numbers
+      // and lists take the signature's.
+      const bool array = py::isinstance(value, py::module_::import("numpy").attr("ndarray"));
+      tg::Tensor t = array ? to_tensor(value) : to_tensor(value, expect->dtype, DTypeRule::kRequire);
       ctx.leaves.push_back(t);
       return detail::tensor_trace_type(t.dtype(), t.shape());
     } catch (py::error_already_set&) {
