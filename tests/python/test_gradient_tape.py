@@ -28,6 +28,8 @@ from collections import namedtuple
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
+from hypothesis.extra import numpy as hnp
 
 import tracegraph as tg
 from conftest import assert_tensor
@@ -731,3 +733,23 @@ def test_tape_dropped_on_another_thread_and_tapes_on_many_threads():
         t.watch(x)
         y = x * x
     assert float(t.gradient(y, x)) == 10.0
+
+
+# ---- property: tape gradients of random inputs are the analytic ones --------------------------
+
+@settings(max_examples=40, deadline=None, database=None)
+@given(hnp.arrays(np.float64, hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=4),
+                  elements=st.floats(-3, 3, allow_nan=False)),
+       st.floats(-2, 2, allow_nan=False), st.booleans())
+def test_gradients_of_random_inputs_are_analytic(x0, a, as_variable):
+    # f = sum(tanh(a x) * x^2 + exp(-x)); df/dx = a (1 - tanh^2(a x)) x^2 + 2 x tanh(a x) - exp(-x)
+    x = tg.Variable(x0) if as_variable else tg.constant(x0)
+    with tg.GradientTape() as tape:
+        if not as_variable:
+            tape.watch(x)
+        f = tg.reduce_sum(tg.tanh(a * x) * tg.square(x) + tg.exp(-x))
+    g = tape.gradient(f, x)
+    t = np.tanh(a * x0)
+    want = a * (1 - t * t) * x0 * x0 + 2 * x0 * t - np.exp(-x0)
+    assert g.shape == x0.shape and g.dtype == tg.float64
+    np.testing.assert_allclose(g.numpy(), want, rtol=1e-9, atol=1e-12)
