@@ -12,10 +12,14 @@
 // From Python, `my_ops.affine(x, w)` takes tg.Tensors (NumPy arrays and Python numbers are
 // converted as tg.convert_to_tensor does) and the literals of the C++ parameters, returns
 // tg.Tensors (tuples, lists and dicts of them for C++ tuples, vectors and maps), and traces as
-// the C++ function does: `my_ops.affine.experimental_get_tracing_count()`.
+// the C++ function does: `my_ops.affine.experimental_get_tracing_count()`. Inside a Python
+// tg.function it is a nested function, inlined into the trace; under a tg.GradientTape it is
+// differentiated like any op.
 //
-// This header needs pybind11 and Python's headers: include it only in extension modules. See
-// docs/python.md ("A C++ tg::function in Python") for building one with CMake.
+// Link the module with tracegraph::shared (not the static tracegraph::tracegraph): the Python
+// package's own module links it too, so both share one library - one op registry, one tape and
+// trace state. This header needs pybind11 and Python's headers: include it only in extension
+// modules. See docs/python.md ("A C++ tg::function in Python") for building one with CMake.
 #pragma once
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -78,20 +82,6 @@ T from_python(py::handle value, const std::string& function, std::size_t index) 
   }
 }
 
-// A symbolic tensor here comes from a Python tg.function being traced: this module's copy of
-// the library does not record into that trace, so the call is refused rather than mis-run.
-inline void reject_symbolic(const Tensor& t, const std::string& function, std::size_t index) {
-  if (t.is_symbolic())
-    throw py::type_error(function + "(): argument " + std::to_string(index) +
-                         " is a symbolic tensor of a Python tg.function being traced; a C++ function bound with "
-                         "tg::python::def_function runs its own traces and is called with eager tensors: call it "
-                         "outside the traced Python function");
-}
-template <class T>
-void reject_symbolic_in(const T& v, const std::string& function, std::size_t index) {
-  if constexpr (std::is_same_v<T, Tensor>) reject_symbolic(v, function, index);
-}
-
 template <class F, class... Args>
 struct BoundFunction {
   PolymorphicFunction<F> fn;
@@ -103,7 +93,6 @@ struct BoundFunction {
       throw py::type_error(name + "() takes " + std::to_string(sizeof...(Args)) + " argument" +
                            (sizeof...(Args) == 1 ? "" : "s") + " but " + std::to_string(args.size()) + " were given");
     std::tuple<Args...> values{from_python<Args>(args[I], name, I)...};
-    (reject_symbolic_in(std::get<I>(values), name, I), ...);
     using R = decltype(fn(std::get<I>(values)...));
     if constexpr (std::is_void_v<R>) {
       {

@@ -384,9 +384,28 @@ def test_extension_binds_a_cpp_function():
     with pytest.raises(TypeError, match="C\\+\\+ type int"):
         ext.scaled(x, "three")
 
-    @tg.function
-    def inside(t):
-        return ext.square(t)
 
-    with pytest.raises(TypeError, match="symbolic tensor"):
-        inside(x)
+
+def test_extension_shares_the_library_with_python():
+    """The extension links tracegraph::shared, the library copy tracegraph._core links: a bound
+    C++ function records into a Python trace (a nested, inlined function) and onto a Python
+    GradientTape. A static copy in the extension would see neither - a missing gradient."""
+    import tg_example_extension as ext  # pylint: disable=import-outside-toplevel
+    x = tg.constant([[1.0, 2.0]])
+    w = tg.constant([[3.0], [4.0]])
+
+    @tg.function
+    def inside(t, v):
+        return ext.affine(ext.square(t), v) * 2.0
+
+    assert_tensor(inside(x, w), np.array([[2 * (3.0 + 16.0 + 1.0)]], np.float32))
+    assert inside.experimental_get_tracing_count() == 1
+    graph_ops = [op.type for op in inside.get_concrete_function(x, w).graph.get_operations()]
+    assert "matmul" in graph_ops  # the C++ function's ops were recorded into the Python trace
+
+    with tg.GradientTape() as tape:
+        tape.watch(x)
+        y = tg.reduce_sum(ext.affine(ext.square(x), w))
+    grad = tape.gradient(y, x)
+    assert grad is not None
+    assert_tensor(grad, np.array([[2 * 1.0 * 3.0, 2 * 2.0 * 4.0]], np.float32))  # d/dx (x^2) @ w
