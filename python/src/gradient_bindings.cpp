@@ -143,19 +143,8 @@ class PyTape {
         zero ? tg::UnconnectedGradients::kZero : tg::UnconnectedGradients::kNone;
     std::vector<tg::Tensor> tensor_grads, variable_grads;
     without_gil([&] {
-      // TF differentiates only with respect to what the tape tracks; the C++ tape also reaches
-      // untracked inputs of recorded ops, so those are left out here (their gradient is None).
-      const std::vector<bool> tracked = tracked_sources(tensors);
-      std::vector<tg::Tensor> kept;
-      for (std::size_t i = 0; i < tensors.size(); ++i)
-        if (tracked[i]) kept.push_back(tensors[i]);
-      std::vector<tg::Tensor> kept_grads;
-      if (!kept.empty()) kept_grads = tape_->gradient(target, kept, unconnected);
-      tensor_grads.resize(tensors.size());
-      for (std::size_t i = 0, k = 0; i < tensors.size(); ++i) {
-        if (tracked[i]) tensor_grads[i] = kept_grads[k++];
-        else if (zero) tensor_grads[i] = tg::zeros_like(tensors[i]);
-      }
+      // The C++ tape gives untracked sources None, as TF (src/autodiff/tape.cpp).
+      if (!tensors.empty()) tensor_grads = tape_->gradient(target, tensors, unconnected);
       if (!variables.empty()) variable_grads = tape_->gradient(target, variables, unconnected);
     });
     py::list out;
@@ -193,39 +182,6 @@ class PyTape {
       throw py::value_error(std::string("GradientTape: cannot ") + what +
                             " on this thread: a tape belongs to the thread that entered it. Create "
                             "one tape per thread");
-  }
-
-  // Which of `sources` the tape tracks: those watched, and the results of recorded ops. A
-  // probe tells the others apart: an op is recorded only when one of its inputs is tracked, so
-  // the gradient of sum(s + s) over the unwatched sources reaches exactly the tracked ones.
-  std::vector<bool> tracked_sources(const std::vector<tg::Tensor>& sources) {
-    std::vector<bool> tracked(sources.size(), true);
-    std::vector<tg::Tensor> probed;
-    std::vector<std::size_t> at;
-    for (std::size_t i = 0; i < sources.size(); ++i) {
-      if (watched_.count(sources[i].impl().get()) != 0) continue;
-      probed.push_back(sources[i]);
-      at.push_back(i);
-    }
-    if (probed.empty()) return tracked;
-    tg::Tensor probe;
-    {
-      const bool was_recording = recording_;
-      if (!was_recording) tape_->resume_recording();
-      try {
-        for (const tg::Tensor& s : probed) {
-          tg::Tensor term = tg::cast(tg::reduce_sum(tg::add(s, s)), tg::float64);
-          probe = probe.defined() ? tg::add(probe, term) : term;
-        }
-      } catch (...) {
-        if (!was_recording) tape_->stop_recording();
-        throw;
-      }
-      if (!was_recording) tape_->stop_recording();
-    }
-    const std::vector<tg::Tensor> reached = tape_->gradient(probe, probed, tg::UnconnectedGradients::kNone);
-    for (std::size_t k = 0; k < probed.size(); ++k) tracked[at[k]] = reached[k].defined();
-    return tracked;
   }
 
   std::unique_ptr<tg::GradientTape> tape_;

@@ -537,7 +537,10 @@ std::vector<Tensor> tape_gradient(GradientTape& tape, const std::vector<Tensor>&
   if (!s.persistent) pause.emplace(s, false);
   std::vector<std::vector<const TensorImpl*>> keys;
   for (const Tensor& src : sources) {
-    std::vector<const TensorImpl*> group{src.impl().get()};
+    // A tensor the tape never tracked - neither watched nor made by a recorded op - has no
+    // gradient (None), as in TF, even where a recorded op read it next to a watched input.
+    std::vector<const TensorImpl*> group;
+    if (s.is_tracked(src)) group.push_back(src.impl().get());
     for (const auto& [var, read] : s.variable_reads)
       if (read.impl() == src.impl())
         for (const auto& [var2, read2] : s.variable_reads)

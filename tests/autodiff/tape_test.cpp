@@ -173,6 +173,23 @@ TEST(Tape, UnwatchedTensorsAreNotTracked) {
   EXPECT_FALSE(tape.gradient(y, x, UnconnectedGradients::kNone).defined());
 }
 
+// TF's rule: only tensors the tape tracks (watched, or made by a recorded op) get a gradient;
+// an unwatched constant read by a recorded op next to a watched tensor gets None, not the number
+// the op's gradient rule would give it.
+TEST(Tape, AnUnwatchedInputOfARecordedOpHasNoGradient) {
+  const Tensor x = constant({1.0, 2.0}, float64);
+  const Tensor c = constant({5.0, 7.0}, float64);
+  GradientTape tape(true);
+  tape.watch(x);
+  const Tensor h = x * c;  // recorded: x is watched
+  const Tensor y = reduce_sum(h * h);
+  const auto g = tape.gradient(y, {x, c, h}, UnconnectedGradients::kNone);
+  EXPECT_TENSOR_NEAR(g[0], constant({2.0 * 25.0, 2.0 * 2.0 * 49.0}, float64), 1e-12);
+  EXPECT_FALSE(g[1].defined());  // c was never watched
+  EXPECT_TENSOR_NEAR(g[2], constant({10.0, 28.0}, float64), 1e-12);  // h: made by a recorded op
+  EXPECT_TENSOR_EQ(tape.gradient(y, {c})[0], zeros_like(c));         // kZero: zeros, as TF
+}
+
 TEST(Tape, StopGradientBlocksThePath) {
   const Tensor x = constant({1.0, 3.0}, float64);
   GradientTape tape;
