@@ -59,7 +59,42 @@ std::string kept_text(const std::string& text) {
   return s;
 }
 
-std::string signature_text(const std::vector<TensorSpec>& sig) {
+// ---- the advice in the function's language ----------------------------------------------------
+//
+// Diagnostics::advise decides which fixes apply; these write them. The C++ texts are the code a
+// tg::function's user writes (tests/trace/retracing_test.cpp compiles them); the Python texts
+// are what a tg.function's user pastes (tests/python/test_function.py runs them).
+
+// The names that differ between the languages, in reasons and messages.
+struct Words {
+  const char* language;       // "C++": "a C++ integer", "the C++ code"
+  const char* function;       // a function object of the frontend
+  const char* functions;
+  const char* callable;       // what a function wraps
+  const char* integer_read;   // a dim read as an integer
+  const char* tensor_read;    // a dim read as a tensor
+  const char* report;         // the call that gives the JSON report
+  const char* max_traces;     // the limit's option, as the code names it
+  const char* max_traces_option;  // ... and as prose names it
+};
+const Words& words(AdviceLanguage language) {
+  static const Words cpp{"C++", "tg::function", "tg::functions", "C++ callable", "x.shape().dim(i)",
+                         "tg::shape(x)[i]", "retracing_report()", "max_traces", "FunctionOptions::max_traces"};
+  static const Words python{"Python", "tg.function", "tg.functions", "Python function", "x.shape[i]",
+                            "tg.shape(x)[i]", "f.experimental_retracing_report()", "experimental_max_traces",
+                            "experimental_max_traces"};
+  return language == AdviceLanguage::kPython ? python : cpp;
+}
+
+// Argument paths as prose: bare in C++ ("x, y"), as code in Python ("`x`, `y`").
+std::string paths_text(const std::vector<std::string>& paths, AdviceLanguage language) {
+  if (language == AdviceLanguage::kCpp) return join(paths, ", ");
+  std::vector<std::string> quoted;
+  for (const auto& p : paths) quoted.push_back("`" + p + "`");
+  return join(quoted, ", ");
+}
+
+std::string cpp_signature(const std::vector<TensorSpec>& sig) {
   std::vector<std::string> specs;
   for (const auto& s : sig) specs.push_back("tg::TensorSpec(" + [&] {
     if (!s.shape.has_rank()) return std::string("tg::TensorShape::unknown_rank()");
@@ -72,6 +107,118 @@ std::string signature_text(const std::vector<TensorSpec>& sig) {
   std::string text = "tg::function(f, {.input_signature = std::vector<tg::TensorSpec>{";
   text.append(join(specs, ", ")).append("}})");
   return text;
+}
+
+std::string python_signature(const std::vector<TensorSpec>& sig) {
+  std::vector<std::string> specs;
+  for (const auto& s : sig) {
+    std::string shape = "None";
+    if (s.shape.has_rank()) {
+      std::vector<std::string> d;
+      for (int64_t x : s.shape.dims()) d.push_back(x == None ? "None" : std::to_string(x));
+      shape = "[" + join(d, ", ") + "]";
+    }
+    specs.push_back("tg.TensorSpec(shape=" + shape + ", dtype=tg." + to_string(s.dtype) + ")");
+  }
+  return "@tg.function(input_signature=[" + join(specs, ", ") + "])";
+}
+
+// A literal argument's Python type from its literals' type names: equal numbers are one literal
+// (1, 1.0 and True are the int 1), so ints and floats together are "number".
+std::string python_literal_type(const std::vector<std::string>& types) {
+  const std::set<std::string> kinds(types.begin(), types.end());
+  if (kinds.size() == 1) return *kinds.begin();
+  if (kinds == std::set<std::string>{"int", "float"}) return "number";
+  return "value";
+}
+
+using Advised = std::pair<std::string, std::string>;  // action, why (or why it fails)
+
+Advised render_fix(const Fix& fix, AdviceLanguage language) {
+  const Words& w = words(language);
+  const bool py = language == AdviceLanguage::kPython;
+  const std::string paths = paths_text(fix.paths, language);
+  switch (fix.kind) {
+    case Fix::Kind::kReadDimAsTensor:
+      return {str_cat("in the function, read ", join(fix.paths, ", "), " as a tensor (", w.tensor_read,
+                      ") instead of a ", w.language, " integer (", w.integer_read, ")"),
+              str_cat("the ", w.language, " code reads that size as an integer, so every size needs its own "
+                      "trace and neither a None dimension nor reduce_retracing can serve them (a None there "
+                      "raises ValueError); as a tensor it may vary at run time")};
+    case Fix::Kind::kInputSignature:
+      return {py ? python_signature(fix.signature) : cpp_signature(fix.signature),
+              "one FunctionType with None dimensions covers every call seen so far, so the function traces once"};
+    case Fix::Kind::kLiteralAsTensor: {
+      if (!py)
+        return {"pass " + paths + " as a tg::Tensor (e.g. tg::constant(value)) instead of a C++ literal",
+                "a C++ value is part of the trace type, so every new value traces a new graph; a tensor's value is not"};
+      std::string values;  // "the Python int `step`", "..., the Python int `i` and the Python str `s`"
+      for (std::size_t i = 0; i < fix.paths.size(); ++i)
+        values += str_cat(i == 0 ? "" : i + 1 == fix.paths.size() ? " and " : ", ", "the Python ",
+                          python_literal_type(fix.literal_types[i]), " `", fix.paths[i], "`");
+      return {str_cat("pass ", fix.paths.size() == 1 ? "a tensor" : "tensors", " instead of ", values,
+                      " (e.g. tg.constant(", fix.paths[0], "))"),
+              "a Python value is part of the trace type, so every new value traces a new graph; a tensor's value is not"};
+    }
+    case Fix::Kind::kSameObject:
+      return {"pass the same object for " + paths +
+                  (py ? ", or give its class __eq__ and __hash__ (or a __tf_tracing_type__ method returning a "
+                        "tg.types.experimental.TraceType)"
+                      : ", or give its type operator== or a custom tracing_type()"),
+              "objects are matched by identity, then ==; a new unequal object is a new trace type"};
+    case Fix::Kind::kSameVariables:
+      return {"pass Variables of one dtype and shape for " + paths +
+                  ", and the same aliasing (no Variable passed twice where others were not)",
+              "a Variable argument's trace type is its dtype, shape and which arguments are the same Variable; "
+              "any Variables that agree on those share one trace"};
+    case Fix::Kind::kReduceRetracing:
+      return {py ? "@tg.function(reduce_retracing=True)" : "tg::function(f, {.reduce_retracing = true})",
+              str_cat("differing dimensions are generalised to None after the first retrace (",
+                      py ? "Python values" : "literals", " never generalise)")};
+    case Fix::Kind::kPadOrBucket:
+      return {"pad or bucket " + paths + " to a few fixed sizes",
+              "a handful of shapes means a handful of traces, each fully specialised and fast"};
+    case Fix::Kind::kCastToOneDtype:
+      return {str_cat(py ? "tg.cast " : "tg::cast ", paths, " to one dtype before the call"),
+              "a dtype change always needs a new graph"};
+    case Fix::Kind::kCreateOnce:
+      return {str_cat("create the ", w.function, " once, outside the loop, and reuse it"),
+              str_cat("a new ", w.function, " has an empty trace cache")};
+    case Fix::Kind::kNoTraceLimit:
+      return {str_cat(py ? "@tg.function(experimental_max_traces=0)"
+                         : str_cat("tg::FunctionOptions{.max_traces = 0, .max_cached_traces = ", fix.max_cached_traces, "}"),
+                      " (0 = no limit), if new inputs are expected for as long as the program runs"),
+              str_cat("the cache is already bounded (", fix.evictions, " trace", fix.evictions == 1 ? "" : "s",
+                      " evicted so far) and so are the trace history and this report, but ", w.max_traces,
+                      " counts every trace ever made; each new input still pays for a trace")};
+  }
+  return {};
+}
+
+Advised render_dead_end(DeadEnd dead_end, AdviceLanguage language) {
+  const Words& w = words(language);
+  const bool py = language == AdviceLanguage::kPython;
+  switch (dead_end) {
+    case DeadEnd::kRaiseBoundedLimit:
+      return {str_cat("raising ", w.max_traces_option, " to a larger number"),
+              str_cat("only delays the error while the inputs keep producing new trace types; ", w.max_traces,
+                      py ? "=0" : " = 0", " is the setting for inputs that never stop varying")};
+    case DeadEnd::kRaiseLimit:
+      // A Python tg.function has no max_cached_traces: every trace it makes stays in memory.
+      return {str_cat("raising ", w.max_traces_option),
+              py ? "only delays the error: the inputs keep producing new trace types (experimental_max_traces=0 "
+                   "lifts the limit, but every trace then stays in memory)"
+                 : "only delays the error: the inputs keep producing new trace types (max_traces = 0 lifts the "
+                   "limit, but without max_cached_traces every trace stays in memory)"};
+    case DeadEnd::kRunEagerly:
+      return {py ? "tg.config.run_functions_eagerly(True)" : "tg::config::run_functions_eagerly(true)",
+              "avoids tracing but gives up the graph's speed, which is why the function exists"};
+    case DeadEnd::kReduceRetracingAlone:
+      return {py ? "reduce_retracing=True alone" : "reduce_retracing alone",
+              py ? "Python values never generalise, so varying values still trace every time"
+                 : "literals never generalise, so varying C++ values still trace every time"};
+  }
+  return {};
 }
 
 // A record as history keeps it: a call with a huge type (a list of hundreds of tensors, a long
@@ -118,19 +265,19 @@ int register_callable(const std::string& callable_type) {
 }
 
 Diagnostics::Diagnostics(std::string function_name, std::string callable_type, int instance,
-                         int64_t max_traces, int64_t max_cached_traces)
+                         int64_t max_traces, int64_t max_cached_traces, AdviceLanguage language)
     : name_(std::move(function_name)),
       callable_type_(std::move(callable_type)),
       instance_(instance),
       max_traces_(max_traces),
-      max_cached_traces_(max_cached_traces) {
+      max_cached_traces_(max_cached_traces),
+      language_(language) {
+  const Words& w = words(language_);
   if (instance_ == kLoopInstances)
-    log_message("tracegraph warning: " + std::to_string(instance_) +
-                " tg::functions have been created from the same C++ callable (" + callable_type_ +
-                "), the latest named '" + name_ +
-                "'. Each new tg::function starts with an empty trace cache, so creating one per "
-                "call (e.g. inside a loop) retraces every time. Fix: create the function once, "
-                "outside the loop, and reuse it.");
+    log_message(str_cat("tracegraph warning: ", instance_, " ", w.functions, " have been created from the same ",
+                        w.callable, " (", callable_type_, "), the latest named '", name_, "'. Each new ", w.function,
+                        " starts with an empty trace cache, so creating one per call (e.g. inside a loop) "
+                        "retraces every time. Fix: create the function once, outside the loop, and reuse it."));
 }
 
 void Diagnostics::observe(const FunctionTypeKey& call) {
@@ -162,6 +309,7 @@ void Diagnostics::observe(const FunctionTypeKey& call) {
                   : leaf.kind == LeafKind::kObject ? "object"
                   : leaf.kind == LeafKind::kVariable ? "variable" : "custom";
         st.values.insert(kept_text(leaf.text));
+        if (leaf.kind == LeafKind::kLiteral) st.literal_types.insert(leaf.type_name);
       }
     });
   }
@@ -204,10 +352,10 @@ TraceRecord Diagnostics::explain(const FunctionTypeKey& call,
   if (!best) {
     rec.reason = "first call";
     if (instance_ > 1)
-      rec.reason += "; note: this is tg::function #" + std::to_string(instance_) +
-                    " created from the same C++ callable (" + callable_type_ +
-                    "). A function re-created for each call (e.g. in a loop) retraces every time: "
-                    "create it once and reuse it";
+      rec.reason += str_cat("; note: this is ", words(language_).function, " #", instance_, " created from the same ",
+                            words(language_).callable, " (", callable_type_,
+                            "). A function re-created for each call (e.g. in a loop) retraces every time: "
+                            "create it once and reuse it");
     return rec;
   }
   std::vector<std::string> parts;
@@ -272,10 +420,12 @@ void Diagnostics::on_traced(TraceRecord record, const FunctionTypeKey& traced, b
     if (call > 0 && recent_trace_calls_.size() >= kWarningTraces && warnings_ < kMaxWarnings) {
       ++warnings_;
       const uint64_t window = recent_trace_calls_.back() - recent_trace_calls_.front() + 1;
-      warning = "tracegraph warning: " + std::to_string(recent_trace_calls_.size()) + " out of the last " +
-                std::to_string(window) + " calls to '" + name_ +
-                "' triggered retracing. Tracing is expensive and the cached graphs are not being "
-                "reused. What varied: " + varying_summary() + ". Fix: " + advise().quick_fix;
+      const bool py = language_ == AdviceLanguage::kPython;
+      warning = str_cat("tracegraph warning: ", recent_trace_calls_.size(), " out of the last ", window,
+                        " calls to ", py ? "<tg.function " + name_ + ">" : "'" + name_ + "'", " triggered ",
+                        py ? "tg.function " : "", "retracing. Tracing is expensive and the cached graphs are not "
+                        "being reused. What varied: ", varying_summary(), ". Fix: ", quick_fix(advise()),
+                        py ? "." : "");
     }
   }
   if (!log_line.empty()) log_message(log_line);
@@ -305,6 +455,7 @@ Diagnostics::Footprint Diagnostics::footprint() const {
     for (std::size_t n : {st.dtypes.values.size(), st.ranks.values.size(), st.shapes.values.size(),
                           st.values.values.size()})
       f.largest_sample = std::max(f.largest_sample, n);
+    f.largest_sample = std::max(f.largest_sample, st.literal_types.values.size());
     for (const auto& [d, sizes] : st.dims) f.largest_sample = std::max(f.largest_sample, sizes.values.size());
   }
   return f;
@@ -313,6 +464,13 @@ Diagnostics::Footprint Diagnostics::footprint() const {
 void Diagnostics::note_static_dims(const StaticDimReads& dims) {
   std::lock_guard lock(mu_);
   static_dims_ = dims;
+}
+
+std::string Diagnostics::kept_static_dims_note(const std::vector<std::string>& kept) const {
+  const Words& w = words(language_);
+  return str_cat("; reduce_retracing kept ", join(kept, ", "), " as traced: the function's ", w.language,
+                 " code reads those dims as integers (", w.integer_read, "); read them with ", w.tensor_read,
+                 " to let them vary");
 }
 
 // Called with mu_ held.
@@ -356,15 +514,21 @@ std::string Diagnostics::varying_summary() const {
     }
   }
   if (parts.empty())
-    return instance_ > 1 ? "nothing within this function: it is tg::function #" + std::to_string(instance_) +
-                               " made from the same C++ callable"
+    return instance_ > 1 ? str_cat("nothing within this function: it is ", words(language_).function, " #",
+                                   instance_, " made from the same ", words(language_).callable)
                          : "no argument (see trace_history())";
   return join(parts, "; ");
 }
 
+Advice Diagnostics::advice() const {
+  std::lock_guard lock(mu_);
+  return advise();
+}
+
 // Called with mu_ held.
-Diagnostics::Advice Diagnostics::advise() const {
+Advice Diagnostics::advise() const {
   Advice a;
+  const Words& w = words(language_);
   std::vector<std::string> literal_paths, flag_paths, shape_paths, dtype_paths, object_paths, variable_paths, causes;
   for (const auto& [path, st] : leaves_) {
     if (st.tensor) {
@@ -391,105 +555,95 @@ Diagnostics::Advice Diagnostics::advise() const {
     }
   }
   if (instance_ > 1)
-    causes.push_back("the function was created " + std::to_string(instance_) +
-                     " times from the same C++ callable, and each new tg::function traces anew");
+    causes.push_back(str_cat("the function was created ", instance_, " times from the same ", w.callable,
+                             ", and each new ", w.function, " traces anew"));
   a.root_cause = causes.empty() ? "no varying argument was recorded" : join(causes, "; ");
 
+  const auto add = [&](Fix::Kind kind, std::vector<std::string> paths = {}) -> Fix& {
+    Fix& f = a.fixes.emplace_back();
+    f.kind = kind;
+    f.paths = std::move(paths);
+    return f;
+  };
   const std::vector<std::string> read_dims = varying_static_dims();
-  if (!read_dims.empty())
-    a.workarounds.emplace_back(
-        "in the function, read " + join(read_dims, ", ") + " as a tensor (tg::shape(x)[i]) instead of a C++ "
-        "integer (x.shape().dim(i))",
-        "the C++ code reads that size as an integer, so every size needs its own trace and neither a None "
-        "dimension nor reduce_retracing can serve them (a None there raises ValueError); as a tensor it may "
-        "vary at run time");
-  const bool sig = signature_possible_ && !signature_.empty() && !shape_paths.empty() && read_dims.empty();
-  std::vector<TensorSpec> specs;
-  if (sig) {
+  if (!read_dims.empty()) add(Fix::Kind::kReadDimAsTensor, read_dims);
+  if (signature_possible_ && !signature_.empty() && !shape_paths.empty() && read_dims.empty()) {
+    Fix& f = add(Fix::Kind::kInputSignature);
     for (const auto& t : signature_) {
       DType d;
       TensorShape s;
       as_tensor_type(*t, &d, &s);
-      specs.emplace_back(s, d);
+      f.signature.emplace_back(s, d);
     }
-    a.workarounds.emplace_back(signature_text(specs),
-                               "one FunctionType with None dimensions covers every call seen so far, so the function traces once");
   }
   const auto literal_fix = [&](const std::vector<std::string>& paths) {
-    a.workarounds.emplace_back("pass " + join(paths, ", ") + " as a tg::Tensor (e.g. tg::constant(value)) instead of a C++ literal",
-                               "a C++ value is part of the trace type, so every new value traces a new graph; a tensor's value is not");
+    Fix& f = add(Fix::Kind::kLiteralAsTensor, paths);
+    for (const auto& p : paths) {
+      const auto& types = leaves_.at(p).literal_types.values;
+      f.literal_types.emplace_back(types.begin(), types.end());
+    }
   };
   if (!literal_paths.empty()) literal_fix(literal_paths);
   if (!flag_paths.empty() && shape_paths.empty()) literal_fix(flag_paths);
-  if (!object_paths.empty())
-    a.workarounds.emplace_back("pass the same object for " + join(object_paths, ", ") + ", or give its type operator== or a custom tracing_type()",
-                               "objects are matched by identity, then ==; a new unequal object is a new trace type");
-  if (!variable_paths.empty())
-    a.workarounds.emplace_back("pass Variables of one dtype and shape for " + join(variable_paths, ", ") +
-                                   ", and the same aliasing (no Variable passed twice where others were not)",
-                               "a Variable argument's trace type is its dtype, shape and which arguments are the "
-                               "same Variable; any Variables that agree on those share one trace");
+  if (!object_paths.empty()) add(Fix::Kind::kSameObject, object_paths);
+  if (!variable_paths.empty()) add(Fix::Kind::kSameVariables, variable_paths);
   // reduce_retracing first: one line, and it serves every shape seen and to come.
-  if (!shape_paths.empty())
-    a.workarounds.emplace_back("tg::function(f, {.reduce_retracing = true})",
-                               "differing dimensions are generalised to None after the first retrace (literals never generalise)");
-  if (!shape_paths.empty())
-    a.workarounds.emplace_back("pad or bucket " + join(shape_paths, ", ") + " to a few fixed sizes",
-                               "a handful of shapes means a handful of traces, each fully specialised and fast");
+  if (!shape_paths.empty()) add(Fix::Kind::kReduceRetracing);
+  if (!shape_paths.empty()) add(Fix::Kind::kPadOrBucket, shape_paths);
   if (!flag_paths.empty() && !shape_paths.empty()) literal_fix(flag_paths);
-  if (!dtype_paths.empty())
-    a.workarounds.emplace_back("tg::cast " + join(dtype_paths, ", ") + " to one dtype before the call",
-                               "a dtype change always needs a new graph");
-  if (instance_ > 1)
-    a.workarounds.emplace_back("create the tg::function once, outside the loop, and reuse it",
-                               "a new tg::function has an empty trace cache");
+  if (!dtype_paths.empty()) add(Fix::Kind::kCastToOneDtype, dtype_paths);
+  if (instance_ > 1) add(Fix::Kind::kCreateOnce);
   // A service that bounds its cache on purpose: the limit, not the memory, is what stops it.
   const bool bounded_cache = max_cached_traces_ > 0 && max_traces_ > 0;
-  if (bounded_cache)
-    a.workarounds.emplace_back(
-        str_cat("tg::FunctionOptions{.max_traces = 0, .max_cached_traces = ", max_cached_traces_,
-                "} (0 = no limit), if new inputs are expected for as long as the program runs"),
-        str_cat("the cache is already bounded (", evictions_, " trace", evictions_ == 1 ? "" : "s",
-                " evicted so far) and so are the trace history and this report, but max_traces counts "
-                "every trace ever made; each new input still pays for a trace"));
-  if (bounded_cache)
-    a.dead_ends.emplace_back("raising FunctionOptions::max_traces to a larger number",
-                             "only delays the error while the inputs keep producing new trace types; "
-                             "max_traces = 0 is the setting for inputs that never stop varying");
-  else if (max_traces_ > 0)
-    a.dead_ends.emplace_back("raising FunctionOptions::max_traces",
-                             "only delays the error: the inputs keep producing new trace types (max_traces "
-                             "= 0 lifts the limit, but without max_cached_traces every trace stays in memory)");
-  a.dead_ends.emplace_back("tg::config::run_functions_eagerly(true)",
-                           "avoids tracing but gives up the graph's speed, which is why the function exists");
+  if (bounded_cache) {
+    Fix& f = add(Fix::Kind::kNoTraceLimit);
+    f.max_cached_traces = max_cached_traces_;
+    f.evictions = evictions_;
+    a.dead_ends.push_back(DeadEnd::kRaiseBoundedLimit);
+  } else if (max_traces_ > 0) {
+    a.dead_ends.push_back(DeadEnd::kRaiseLimit);
+  }
+  a.dead_ends.push_back(DeadEnd::kRunEagerly);
   if (!literal_paths.empty() || (!flag_paths.empty() && shape_paths.empty()))
-    a.dead_ends.emplace_back("reduce_retracing alone",
-                             "literals never generalise, so varying C++ values still trace every time");
-  a.quick_fix = a.workarounds.empty() ? "see retracing_report() for the recorded traces"
-                                      : a.workarounds.front().first + " (" + a.workarounds.front().second + ")";
-  // The others by name, so that a one-line fix (reduce_retracing) is seen when it is not first.
-  for (std::size_t i = 1; i < a.workarounds.size() && i < 4; ++i)
-    a.quick_fix += (i == 1 ? ". Other fixes: " : "; ") + a.workarounds[i].first;
+    a.dead_ends.push_back(DeadEnd::kReduceRetracingAlone);
   return a;
+}
+
+std::string Diagnostics::quick_fix(const Advice& a) const {
+  if (a.fixes.empty()) return str_cat("see ", words(language_).report, " for the recorded traces");
+  const auto [action, why] = render_fix(a.fixes.front(), language_);
+  std::string text = action + " (" + why + ")";
+  // The others by name, so that a one-line fix (reduce_retracing) is seen when it is not first.
+  for (std::size_t i = 1; i < a.fixes.size() && i < 4; ++i)
+    text += (i == 1 ? ". Other fixes: " : "; ") + render_fix(a.fixes[i], language_).first;
+  return text;
 }
 
 std::string Diagnostics::limit_message(int64_t traces, const FunctionTypeKey& call) const {
   std::lock_guard lock(mu_);
   const Advice a = advise();
+  const Words& w = words(language_);
   std::ostringstream os;
   os << "The function '" << name_ << "' has been retraced " << traces
      << " times. The tracing limit has been reached. This call would need trace " << traces + 1
      << " for " << call.to_string() << ".";
   if (max_cached_traces_ > 0)
     os << "\nThe cache is bounded (max_cached_traces = " << max_cached_traces_ << "; " << evictions_
-       << " traces were evicted), but max_traces counts every trace made, evicted ones included: a "
-          "long-running service whose inputs keep varying sets max_traces = 0 (no limit).";
+       << " traces were evicted), but " << w.max_traces << " counts every trace made, evicted ones included: a "
+       << "long-running service whose inputs keep varying sets " << w.max_traces
+       << (language_ == AdviceLanguage::kPython ? "=0" : " = 0") << " (no limit).";
   os << "\nRoot cause: " << a.root_cause << ".\nWorkarounds, most effective first:";
   int i = 1;
-  for (const auto& [action, why] : a.workarounds) os << "\n  " << i++ << ". " << action << " - " << why << ".";
+  for (const Fix& fix : a.fixes) {
+    const auto [action, why] = render_fix(fix, language_);
+    os << "\n  " << i++ << ". " << action << " - " << why << ".";
+  }
   os << "\nDead ends:";
-  for (const auto& [action, why] : a.dead_ends) os << "\n  - " << action << ": " << why << ".";
-  os << "\nExisting traces keep working; retracing_report() has the details.";
+  for (DeadEnd d : a.dead_ends) {
+    const auto [action, why] = render_dead_end(d, language_);
+    os << "\n  - " << action << ": " << why << ".";
+  }
+  os << "\nExisting traces keep working; " << w.report << " has the details.";
   return os.str();
 }
 
@@ -573,13 +727,17 @@ std::string Diagnostics::report_json(int64_t trace_count, std::size_t cached) co
     os << "null";
   }
   os << ",\n  \"root_cause\": " << json_string(a.root_cause) << ",\n  \"workarounds\": [";
-  for (std::size_t i = 0; i < a.workarounds.size(); ++i)
-    os << (i ? ", " : "") << "\n    {\"rank\": " << i + 1 << ", \"action\": " << json_string(a.workarounds[i].first)
-       << ", \"why\": " << json_string(a.workarounds[i].second) << "}";
-  os << (a.workarounds.empty() ? "" : "\n  ") << "],\n  \"dead_ends\": [";
-  for (std::size_t i = 0; i < a.dead_ends.size(); ++i)
-    os << (i ? ", " : "") << "\n    {\"action\": " << json_string(a.dead_ends[i].first)
-       << ", \"why_it_fails\": " << json_string(a.dead_ends[i].second) << "}";
+  for (std::size_t i = 0; i < a.fixes.size(); ++i) {
+    const auto [action, why] = render_fix(a.fixes[i], language_);
+    os << (i ? ", " : "") << "\n    {\"rank\": " << i + 1 << ", \"action\": " << json_string(action)
+       << ", \"why\": " << json_string(why) << "}";
+  }
+  os << (a.fixes.empty() ? "" : "\n  ") << "],\n  \"dead_ends\": [";
+  for (std::size_t i = 0; i < a.dead_ends.size(); ++i) {
+    const auto [action, why] = render_dead_end(a.dead_ends[i], language_);
+    os << (i ? ", " : "") << "\n    {\"action\": " << json_string(action)
+       << ", \"why_it_fails\": " << json_string(why) << "}";
+  }
   os << (a.dead_ends.empty() ? "" : "\n  ") << "]\n}\n";
   return os.str();
 }

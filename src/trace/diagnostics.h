@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/sink.h"  // log_message: TG_LOG=retrace lines and warnings
+#include "trace/advice.h"
 #include "trace/concrete.h"
 #include "trace/recorder.h"
 #include "tracegraph/function.h"
@@ -56,9 +57,10 @@ class Diagnostics {
   static constexpr std::size_t kMaxTrackedDims = 16;
 
   /// `max_traces` and `max_cached_traces` as the function's options give them (0 = none), for
-  /// the advice of a bounded-cache service.
+  /// the advice of a bounded-cache service. `language`: what the reasons, the warnings, the
+  /// limit message and the report write their code and names in.
   Diagnostics(std::string function_name, std::string callable_type, int instance, int64_t max_traces,
-              int64_t max_cached_traces);
+              int64_t max_cached_traces, AdviceLanguage language = AdviceLanguage::kCpp);
 
   /// Counts a call (the cached path: one relaxed increment). `counted`: a call the frequent-
   /// retracing warning counts, as TF's detector does - one the program makes itself, not
@@ -88,6 +90,11 @@ class Diagnostics {
   /// The argument dims the traced code reads as integers (see StaticDimReads): the suggested
   /// signature and the advice never relax them.
   void note_static_dims(const StaticDimReads& dims);
+  /// What a trace record adds when reduce_retracing kept dims the body reads as integers
+  /// (`kept`: "dim 0 of 'x' (5)").
+  std::string kept_static_dims_note(const std::vector<std::string>& kept) const;
+  /// The advice as data: which fixes apply, in which order, and the dead ends.
+  Advice advice() const;
 
   std::vector<TraceRecord> history() const;
   std::optional<std::vector<TensorSpec>> suggested_input_signature() const;
@@ -114,15 +121,13 @@ class Diagnostics {
     std::map<std::size_t, Sample<int64_t>> dims;  // dim index -> sizes seen
     Sample<std::string> shapes;
     Sample<std::string> values;  // literals, objects, custom types
+    Sample<std::string> literal_types;  // the literals' type names (LiteralValue::cpp_type)
     std::string kind;
   };
-  struct Advice {
-    std::vector<std::pair<std::string, std::string>> workarounds;  // action, why
-    std::vector<std::pair<std::string, std::string>> dead_ends;    // action, why it fails
-    std::string root_cause;
-    std::string quick_fix;  // what the warning shows: the first fix with its reason, then the others' actions
-  };
+  // Called with mu_ held.
   Advice advise() const;
+  /// What the warning shows: the first fix with its reason, then the others' actions.
+  std::string quick_fix(const Advice& a) const;
   /// "dim 0 of 'x'" for each dim the code reads as an integer whose size varied across calls.
   std::vector<std::string> varying_static_dims() const;
   std::string varying_summary() const;
@@ -132,6 +137,7 @@ class Diagnostics {
   int instance_;
   int64_t max_traces_;
   int64_t max_cached_traces_;
+  AdviceLanguage language_;
   std::atomic<uint64_t> calls_{0};        // counted calls (on_call)
   std::atomic<uint64_t> other_calls_{0};  // the rest: get_concrete_function, calls inside traces
   // Guarded by the function's trace lock (only touched while tracing) and mu_ for readers.

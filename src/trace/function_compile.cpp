@@ -129,12 +129,7 @@ std::shared_ptr<ConcreteImpl> FunctionCore::trace(std::vector<TraceTypePtr> targ
     target = s.generalise(target, kept);
     generalised = !FunctionTypeKey{target, {}, 0}.is_subtype_of(call.params);
     if (generalised) check_not_in_progress(this, target, call.names);
-    if (!kept.empty()) {
-      record.reason += "; reduce_retracing kept ";
-      for (std::size_t k = 0; k < kept.size(); ++k) record.reason += (k ? ", " : "") + kept[k];
-      record.reason += " as traced: the function's C++ code reads those dims as integers "
-                       "(x.shape().dim(i)); read them with tg::shape(x)[i] to let them vary";
-    }
+    if (!kept.empty()) record.reason += s.diag->kept_static_dims_note(kept);
   }
 
   const int64_t index = s.tracing_count.load();

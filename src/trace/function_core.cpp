@@ -155,7 +155,7 @@ TraceTypePtr FunctionCore::State::keep_static_dims(TraceTypePtr sup, const Trace
   return pinned.size() > before ? nullptr : sup;
 }
 
-FunctionCore::FunctionCore(FunctionOptions options, std::string callable_type)
+FunctionCore::FunctionCore(FunctionOptions options, std::string callable_type, AdviceLanguage language)
     : state_(std::make_unique<State>()) {
   if (options.name.empty()) options.name = "function";
   if (options.max_traces < 0)
@@ -171,7 +171,7 @@ FunctionCore::FunctionCore(FunctionOptions options, std::string callable_type)
                                                // A loaded function has no C++ callable (empty type): never counted.
                                                state_->callable_type.empty() ? 0 : register_callable(state_->callable_type),
                                                state_->options.max_traces,
-                                               state_->options.max_cached_traces);
+                                               state_->options.max_cached_traces, language);
   if (state_->options.input_signature) {
     FunctionTypeKey sig;
     const auto& specs = *state_->options.input_signature;

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "trace/advice.h"
 #include "trace/concrete.h"
 #include "tracegraph/function.h"
 
@@ -18,7 +19,10 @@ class Diagnostics;
 /// running a concrete function (concrete_function.cpp).
 class FunctionCore {
  public:
-  explicit FunctionCore(FunctionOptions options, std::string callable_type);
+  /// `language`: what the retracing diagnostics write their fixes and names in (the C++ API's
+  /// functions use kCpp; the Python binding's, kPython).
+  explicit FunctionCore(FunctionOptions options, std::string callable_type,
+                        AdviceLanguage language = AdviceLanguage::kCpp);
   ~FunctionCore();
   const FunctionOptions& options() const;
   const std::string& name() const;

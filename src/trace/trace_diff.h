@@ -29,6 +29,7 @@ struct LeafInfo {
   DType dtype = DType::Float32;  // tensors, variables
   TensorShape shape;             // tensors, variables
   std::string text;              // literal value / object / custom type, as printed
+  std::string type_name;         // literals: LiteralValue::cpp_type (a frontend's type name)
   int64_t alias_id = -1;         // variables
 };
 

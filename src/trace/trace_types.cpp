@@ -605,6 +605,7 @@ void for_each_leaf(const TraceType& t, const std::string& path,
   } else if (auto* x = dynamic_cast<const LiteralTraceType*>(&t)) {
     leaf.kind = LeafKind::kLiteral;
     leaf.text = x->v_.to_string();
+    leaf.type_name = x->v_.cpp_type;
   } else if (auto* x = dynamic_cast<const SequenceTraceType*>(&t)) {
     for (std::size_t i = 0; i < x->el_.size(); ++i)
       for_each_leaf(*x->el_[i], path + "[" + std::to_string(i) + "]", fn);
