@@ -33,7 +33,7 @@ using tg::TraceTypePtr;
 struct Registry {
   PyObject* tensor_spec = nullptr;   // tracegraph.TensorSpec
   PyObject* trace_type = nullptr;    // tracegraph.types.experimental.TraceType
-  PyObject* python_side = nullptr;   // tracegraph._function (retracing text in Python terms)
+  PyObject* python_side = nullptr;   // tracegraph._function (its _log routes the core's messages)
   PyObject* dataclass_replace = nullptr;
   PyObject* mapping_abc = nullptr;
   PyObject* ndarray = nullptr;
@@ -602,19 +602,19 @@ py::object placeholder(py::handle value, const TraceType& type, tg::detail::Plac
 // ---- diagnostics: the core's log lines reach Python's logging --------------------------------
 
 // While a call of a Python tg.function dispatches on this thread, the core's messages are kept
-// here and handed to Python (tracegraph._function._log) once the call holds the GIL again: the
-// frequent-retracing warning is rewritten there with fixes written as Python.
+// here and handed to Python (tracegraph._function._log, the "tracegraph" logger) once the call
+// holds the GIL again. A Python function's core writes them in Python terms (AdviceLanguage).
 struct CallLog {
   std::vector<std::string> messages;
 };
 thread_local CallLog* t_call_log = nullptr;
 
-void python_log(const std::string& message, py::handle function) {
+void python_log(const std::string& message) {
   if (g_registry.python_side == nullptr) {
     std::fprintf(stderr, "%s\n", message.c_str());
     return;
   }
-  py::handle(g_registry.python_side).attr("_log")(message, function);
+  py::handle(g_registry.python_side).attr("_log")(message);
 }
 
 void log_sink(const std::string& message, void*) {
@@ -628,7 +628,7 @@ void log_sink(const std::string& message, void*) {
   }
   py::gil_scoped_acquire gil;
   try {
-    python_log(message, py::none());
+    python_log(message);
   } catch (py::error_already_set& e) {
     e.discard_as_unraisable("tracegraph log sink");
   }
@@ -760,7 +760,9 @@ class PyFunction {
       signature_size_ = sig.size();
       options.input_signature = std::move(sig);
     }
-    core_ = tg::detail::make_function_core(std::move(options), std::move(callable_type));
+    // Its diagnostics (reasons, warnings, the ERTL message, the report) write Python code.
+    core_ = std::make_shared<tg::detail::FunctionCore>(std::move(options), std::move(callable_type),
+                                                       tg::detail::AdviceLanguage::kPython);
   }
 
   py::object call(py::args args, py::kwargs kwargs) {
@@ -961,9 +963,8 @@ class PyFunction {
       } catch (const tg::RetracingLimitError& e) {
         t_call_log = previous;
         flush(log);
-        py::object message = py::handle(g_registry.python_side).attr("_limit_message")(e.what(), core_->retracing_report());
         py::object cls = py::module_::import("tracegraph.errors").attr("RetracingLimitError");
-        py::object error = cls(py::none(), py::none(), message);
+        py::object error = cls(py::none(), py::none(), py::str(e.what()));
         error.attr("tg_code") = "ERTL";
         PyErr_SetObject(cls.ptr(), error.ptr());
         throw py::error_already_set();
@@ -979,7 +980,7 @@ class PyFunction {
   }
 
   void flush(CallLog& log) {
-    for (const std::string& m : log.messages) python_log(m, py::cast(this, py::return_value_policy::reference));
+    for (const std::string& m : log.messages) python_log(m);
     log.messages.clear();
   }
 

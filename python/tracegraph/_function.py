@@ -3,17 +3,15 @@
 The call path - binding arguments to parameters, trace types of Python values, the traced body,
 the cached path - is C++ (python/src/function_bindings.cpp). This module holds what is Python:
 the decorator and its options, methods (one Function per instance, held weakly, as TF's
-descriptor), ConcreteFunction and its graph, TensorSpec, tg.print, and the retracing advice
-written as Python code for the frequent-retracing warning, the tracing-limit error and the
-JSON report.
+descriptor), ConcreteFunction and its graph, TensorSpec, tg.print, and the routing of the
+core's retracing diagnostics (which the core writes in Python terms for these functions) to the
+"tracegraph" logger.
 """
 import builtins
 import functools
 import inspect
 import itertools
-import json
 import logging
-import re
 import weakref
 from collections import namedtuple
 
@@ -397,7 +395,7 @@ class Function(_core._Function):
 
     def trace_history(self):
         """Why each trace happened, oldest first (the most recent 64)."""
-        return [TraceRecord(i, t, _pythonize(r), list(c)) for i, t, r, c in self._trace_history()]
+        return [TraceRecord(i, t, r, list(c)) for i, t, r, c in self._trace_history()]
 
     def suggested_input_signature(self):
         """An input_signature covering every call seen, or None."""
@@ -406,7 +404,7 @@ class Function(_core._Function):
 
     def experimental_retracing_report(self):
         """The JSON retracing report (docs/retracing.md), its advice written as Python."""
-        return _python_report(self._retracing_report())
+        return self._retracing_report()
 
     retracing_report = experimental_retracing_report
 
@@ -500,169 +498,14 @@ def _errors():
     return errors
 
 
-# ---- retracing diagnostics in Python terms ------------------------------------------------------
+# ---- the core's diagnostics ------------------------------------------------------------------
 
-_CPP_TO_PYTHON = [
-    ("tg::function #", "tg.function #"),
-    ("C++ callable", "Python function"),
-    ("tg::functions", "tg.functions"),
-    ("tg::function", "tg.function"),
-    ("C++ literal", "Python value"),
-    ("C++ value", "Python value"),
-    ("C++ code", "Python code"),
-    ("x.shape().dim(i)", "x.shape[i]"),
-    ("tg::shape(x)[i]", "tg.shape(x)[i]"),
-    ("retracing_report()", "experimental_retracing_report()"),
-]
-
-
-def _pythonize(text):
-    for cpp, python in _CPP_TO_PYTHON:
-        text = text.replace(cpp, python)
-    return text
-
-
-def _literal_kind(values):
-    """The Python type of a literal argument, from the values the report lists. Equal numbers
-    are one literal (as in TF), listed as an integer when integral: True, 1 and 1.0 read "1"."""
-    kinds = set()
-    for v in values:
-        if v.startswith("'"):
-            kinds.add("str")
-        elif v in ("True", "False"):
-            kinds.add("bool")
-        elif re.fullmatch(r"-?\d+", v):
-            kinds.add("int")
-        elif v == "None":
-            kinds.add("None")
-        else:
-            kinds.add("float")
-    if kinds == {"int", "float"}:
-        return "number"
-    return kinds.pop() if len(kinds) == 1 else "value"
-
-
-def _signature_code(sig):
-    specs = []
-    for s in sig:
-        shape = "None" if s["shape"] is None else "[" + ", ".join(
-            "None" if d is None else str(d) for d in s["shape"]) + "]"
-        specs.append(f"tg.TensorSpec(shape={shape}, dtype=tg.{s['dtype']})")
-    return "@tg.function(input_signature=[" + ", ".join(specs) + "])"
-
-
-def _advice(report):
-    """(workarounds, dead_ends): [(action, why)] written as Python, most effective first."""
-    args = report.get("arguments", [])
-    shape_paths, dtype_paths, literals, flags, objects = [], [], [], [], []
-    for a in args:
-        if a["kind"] == "tensor":
-            if a.get("varying_dims") or len(a.get("ranks", [])) > 1 or a.get("distinct_shapes", 1) > 1:
-                shape_paths.append(a["path"])
-            if len(a.get("dtypes", [])) > 1:
-                dtype_paths.append(a["path"])
-        elif a.get("distinct_values", 0) > 1:
-            if a["kind"] == "literal":
-                (flags if a["distinct_values"] <= 2 and not a.get("truncated") else literals).append(a)
-            else:
-                objects.append(a["path"])
-    work = []
-    sig = report.get("suggested_input_signature")
-    if sig and shape_paths:
-        work.append((_signature_code(sig),
-                     "one FunctionType with None dimensions covers every call seen so far, so the "
-                     "function traces once"))
-
-    def literal_fix(entries):
-        for a in entries:
-            kind = _literal_kind(a.get("values", []))
-            work.append((f"pass a tensor instead of the Python {kind} `{a['path']}` "
-                         f"(e.g. tg.constant({a['path']}))",
-                         "a Python value is part of the trace type, so every new value traces a "
-                         "new graph; a tensor's value is not"))
-    literal_fix(literals)
-    if flags and not shape_paths:
-        literal_fix(flags)
-    if objects:
-        names = ", ".join(f"`{p}`" for p in objects)
-        work.append((f"pass the same object for {names}, or give its class __eq__ and __hash__ (or a "
-                     "__tf_tracing_type__ method returning a tg.types.experimental.TraceType)",
-                     "objects are matched by identity, then ==; a new unequal object is a new "
-                     "trace type"))
-    if shape_paths:
-        work.append(("@tg.function(reduce_retracing=True)",
-                     "differing dimensions are generalised to None after the first retrace "
-                     "(Python values never generalise)"))
-        work.append(("pad or bucket " + ", ".join(f"`{p}`" for p in shape_paths) + " to a few fixed sizes",
-                     "a handful of shapes means a handful of traces, each fully specialised"))
-    if flags and shape_paths:
-        literal_fix(flags)
-    if dtype_paths:
-        work.append(("tg.cast " + ", ".join(f"`{p}`" for p in dtype_paths) + " to one dtype before the call",
-                     "a dtype change always needs a new graph"))
-    if report.get("instances_of_callable", 1) > 1:
-        work.append(("create the tg.function once, outside the loop, and reuse it",
-                     "a new tg.function starts with an empty trace cache"))
-    dead = [("raising experimental_max_traces",
-             "only delays the error while the inputs keep producing new trace types"),
-            ("tg.config.run_functions_eagerly(True)",
-             "avoids tracing but gives up the graph's speed, which is why the function exists")]
-    if literals or (flags and not shape_paths):
-        dead.append(("reduce_retracing=True alone",
-                     "Python values never generalise, so varying values still trace every time"))
-    return work, dead
-
-
-def _python_report(report_json):
-    report = json.loads(report_json)
-    work, dead = _advice(report)
-    report["workarounds"] = [{"rank": i + 1, "action": a, "why": w} for i, (a, w) in enumerate(work)]
-    report["dead_ends"] = [{"action": a, "why_it_fails": w} for a, w in dead]
-    report["root_cause"] = _pythonize(report.get("root_cause", ""))
-    for t in report.get("traces", []):
-        t["reason"] = _pythonize(t["reason"])
-    return json.dumps(report, indent=2)
-
-
-_WARNING = re.compile(r"tracegraph warning: (\d+) out of the last (\d+) calls to '(.*?)' triggered "
-                      r"retracing\..*?What varied: (.*?)\. Fix: ", re.S)
-
-
-def _log(message, function):
-    """A message of the C++ core (called by the extension): the frequent-retracing warning of a
-    Python Function is rewritten with fixes written as Python; everything goes to the
-    "tracegraph" logger."""
-    match = _WARNING.match(message)
-    if match and isinstance(function, Function):
-        work, _ = _advice(json.loads(function._retracing_report()))
-        fixes = ""
-        if work:
-            fixes = f"{work[0][0]} ({work[0][1]})"
-            if len(work) > 1:
-                fixes += ". Other fixes: " + "; ".join(a for a, _ in work[1:4])
-        message = (f"{match.group(1)} out of the last {match.group(2)} calls to "
-                   f"<tg.function {match.group(3)}> triggered tg.function retracing. Tracing is "
-                   "expensive and the cached graphs are not being reused. What varied: "
-                   f"{match.group(4)}. Fix: {fixes or 'see f.experimental_retracing_report()'}.")
-    else:
-        message = _pythonize(message)
-        if message.startswith("tracegraph warning: "):
-            message = message[len("tracegraph warning: "):]
+def _log(message):
+    """A message of the C++ core (called by the extension; a Python function's retracing
+    diagnostics come already written in Python terms): to the "tracegraph" logger."""
+    if message.startswith("tracegraph warning: "):
+        message = message[len("tracegraph warning: "):]
     _logger.warning(message)
-
-
-def _limit_message(cpp_message, report_json):
-    """The ERTL error's text: the library's first lines, then the advice written as Python."""
-    head = cpp_message.split("\nRoot cause:")[0]
-    report = json.loads(report_json)
-    work, dead = _advice(report)
-    lines = [_pythonize(head), "Root cause: " + _pythonize(report.get("root_cause", "")) + ".",
-             "Workarounds, most effective first:"]
-    lines += [f"  {i + 1}. {a} - {w}." for i, (a, w) in enumerate(work)]
-    lines.append("Dead ends:")
-    lines += [f"  - {a}: {w}." for a, w in dead]
-    lines.append("Existing traces keep working; f.experimental_retracing_report() has the details.")
-    return "\n".join(lines)
 
 
 _core._register_python_classes(TensorSpec, _types.TraceType, __import__(__name__, fromlist=["_log"]))

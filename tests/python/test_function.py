@@ -847,6 +847,119 @@ def test_retracing_report_json_from_python():
     assert f.suggested_input_signature() == (tg.TensorSpec([None], tg.float32),)
 
 
+def _retrace_texts(function, calls, caplog):
+    """The first warning on the "tracegraph" logger, the ERTL message and the report of
+    `function` (None where there is none) after `calls(function)`."""
+    limit = None
+    with caplog.at_level(logging.WARNING, logger="tracegraph"):
+        try:
+            calls(function)
+        except tg.errors.RetracingLimitError as e:
+            limit = str(e)
+    warnings = [r.getMessage() for r in caplog.records if r.name == "tracegraph"]
+    caplog.clear()
+    report = function and json.loads(function.experimental_retracing_report())
+    return (warnings[0] if warnings else None), limit, report
+
+
+def _decorated(code, body):
+    """`code` (a printed "@tg.function(...)" line) pasted above `def g(x): return body(x)`."""
+    namespace = {"tg": tg, "body": body}
+    exec(code + "\ndef g(x):\n    return body(x)\n", namespace)  # pylint: disable=exec-used
+    return namespace["g"]
+
+
+def test_limit_message_and_report_fixes_are_pasteable_python(caplog):
+    f = tg.function(lambda x: x * 2, experimental_max_traces=6)
+    warning, limit, report = _retrace_texts(f, lambda g: [g(tg.ones([n])) for n in range(1, 9)], caplog)
+    fixes = [line.split(". ", 1)[1].split(" - ")[0] for line in limit.splitlines() if line[:4] in ("  1.", "  2.")]
+    assert fixes == ["@tg.function(input_signature=[tg.TensorSpec(shape=[None], dtype=tg.float32)])",
+                     "@tg.function(reduce_retracing=True)"]
+    assert [w["action"] for w in report["workarounds"][:2]] == fixes
+    assert "Fix: " + fixes[0] + " (" in warning and "Other fixes: " + fixes[1] in warning
+    for code, most_traces in zip(fixes, (1, 2)):
+        g = _decorated(code, lambda x: x * 2)
+        for n in range(1, 9):
+            np.testing.assert_allclose(g(tg.ones([n])).numpy(), np.full([n], 2.0))
+        assert g.experimental_get_tracing_count() <= most_traces, code
+    # the dead end named as code runs as written
+    assert "  - tg.config.run_functions_eagerly(True): " in limit
+    try:
+        eval("tg.config.run_functions_eagerly(True)", {"tg": tg})  # pylint: disable=eval-used
+        assert tg.config.functions_run_eagerly()
+    finally:
+        tg.config.run_functions_eagerly(False)
+
+
+def test_signature_fix_of_several_arguments_scalars_and_ranks_is_pasteable_python(caplog):
+    def body(x, s, m):
+        return tg.reduce_sum(x) + s + tg.cast(tg.reduce_sum(tg.cast(m, tg.int32)), tg.float64)
+    f = tg.function(body)
+    shapes = [[2], [2, 3], [1, 1, 1], [4], [5, 2], [3, 3, 3]]
+
+    def calls(g):
+        for shape in shapes:
+            g(tg.ones(shape, tg.float64), tg.constant(1.0, tg.float64), tg.ones([shape[0]], tg.bool))
+    _, _, report = _retrace_texts(f, calls, caplog)
+    code = report["workarounds"][0]["action"]
+    assert code == ("@tg.function(input_signature=[tg.TensorSpec(shape=None, dtype=tg.float64), "
+                    "tg.TensorSpec(shape=[], dtype=tg.float64), tg.TensorSpec(shape=[None], dtype=tg.bool)])")
+    namespace = {"tg": tg, "body": body}
+    exec(code + "\ndef g(x, s, m):\n    return body(x, s, m)\n", namespace)  # pylint: disable=exec-used
+    calls(namespace["g"])
+    assert namespace["g"].experimental_get_tracing_count() == 1
+
+
+def test_literal_fix_is_pasteable_python(caplog):
+    f = tg.function(lambda x, step: x + tg.cast(step, tg.float32), experimental_max_traces=5)
+    warning, limit, report = _retrace_texts(f, lambda g: [g(tg.constant(1.0), s) for s in range(7)], caplog)
+    fix = "pass a tensor instead of the Python int `step` (e.g. tg.constant(step))"
+    assert "Fix: " + fix in warning and "  1. " + fix + " - " in limit
+    assert report["workarounds"][0]["action"] == fix
+    example = fix.split("(e.g. ")[1][:-1]
+    g = tg.function(lambda x, step: x + tg.cast(step, tg.float32))
+    for step in range(7):
+        assert float(g(tg.constant(1.0), eval(example, {"tg": tg, "step": step}))) == 1.0 + step  # pylint: disable=eval-used
+    assert g.experimental_get_tracing_count() == 1
+
+
+def test_one_literal_fix_names_every_varying_python_value(caplog):
+    f = tg.function(lambda a, b, x: x, experimental_max_traces=4)
+    _, limit, _ = _retrace_texts(f, lambda g: [g(i, str(i), tg.constant(1)) for i in range(6)], caplog)
+    assert ("  1. pass tensors instead of the Python int `a` and the Python str `b` (e.g. tg.constant(a)) - "
+            in limit), limit
+    assert "  2. " not in limit.split("Dead ends:")[0]
+
+
+@pytest.mark.parametrize("case", ["literal", "flag and shapes", "dtypes", "objects", "loop", "nothing varies"])
+def test_retracing_diagnostics_of_a_python_function_name_no_cpp(case, caplog):
+    class Thing:
+        pass
+    made = []
+
+    def new_function():
+        made.append(tg.function(lambda x: x))
+        return made[-1]
+    cases = {
+        "literal": (lambda s, x: x, lambda g: [g(i, tg.constant(1)) for i in range(6)]),
+        "flag and shapes": (lambda s, x: x, lambda g: [g(n % 2 == 0, tg.ones([n])) for n in range(1, 7)]),
+        "dtypes": (lambda s, x: x, lambda g: [g(1, tg.cast(tg.constant([1]), d)) for d in
+                                              (tg.int32, tg.float32, tg.int64, tg.float64, tg.uint8, tg.bool)]),
+        "objects": (lambda s, x: x, lambda g: [g(Thing(), tg.constant(1)) for _ in range(6)]),
+        "loop": (None, lambda g: [new_function()(tg.constant(1)) for _ in range(6)]),
+        "nothing varies": (lambda s, x: x[0], lambda g: [g(1, [tg.constant(1)] * n) for n in range(1, 7)]),
+    }
+    body, calls = cases[case]
+    f = tg.function(body, experimental_max_traces=5) if body else None
+    warning, limit, report = _retrace_texts(f, calls, caplog)
+    f = f or made[-1]  # "loop": the last function made
+    report = report or json.loads(f.experimental_retracing_report())
+    texts = [warning or "", limit or "", json.dumps(report)] + [t.reason for t in f.trace_history()]
+    assert warning or limit
+    for text in texts:
+        assert "tg::" not in text and "C++" not in text and "FunctionOptions" not in text, text
+
+
 # ---- threads ---------------------------------------------------------------------------------
 
 def test_threads_call_one_function():
