@@ -107,17 +107,25 @@ void register_control_flow(py::module_& m) {
 
   m.def(
       "_trace_types",
-      [](const py::function& fn) {
-        // Traced into a sub-graph that is dropped: only the results' types are kept.
+      [](const py::function& fn, const std::vector<tg::Tensor>& like) {
+        // Traced into a sub-graph that is dropped: only the results' types are kept. The inputs
+        // are placeholders of the types of `like`, so that the traced code sees symbolic values
+        // (as the loop body will) rather than the eager values they stand for.
         tg::detail::GraphRecorder recorder(tg::detail::CapturePolicy::kCapture, "autograph/loop_variable_types");
-        const std::vector<tg::Tensor> out = recorder.trace([&] { return flat_result(fn(), "the loop body"); });
+        std::vector<tg::Tensor> inputs;
+        for (std::size_t i = 0; i < like.size(); ++i)
+          inputs.push_back(recorder.add_input(tg::detail::ValueType{like[i].dtype(), tg::detail::static_shape(like[i])},
+                                              "loop_var_" + std::to_string(i)));
+        const std::vector<tg::Tensor> out =
+            recorder.trace([&] { return flat_result(fn(inputs), "the loop body"); });
         py::list types;
         for (const tg::Tensor& t : out)
           types.append(py::make_tuple(tg::to_string(t.dtype()), shape_to_python(tg::detail::static_shape(t))));
         return types;
       },
-      py::arg("fn"),
-      "Runs fn (returning tensors) in a throwaway trace and gives each result's (dtype name, dims): "
+      py::arg("fn"), py::arg("like"),
+      "Runs fn(placeholders like `like`) (returning tensors) in a throwaway trace and gives each result's "
+      "(dtype name, dims): "
       "how AutoGraph learns the type of a loop variable first assigned in the loop body.");
 
   py::class_<tg::TensorArray> ta(m, "_TensorArray");

@@ -45,6 +45,8 @@ def _flatten(x, convert, out, what, path):
     if isinstance(x, TensorArray):
         out.append(x._ta.flow)
         return _Leaf("array", x)
+    if getattr(type(x), "_tg_keep", False):
+        return _Leaf("python", x.value)  # AutoGraph's marker: a Python value carried as itself
     if _is_namedtuple(x):
         return type(x)(*[_flatten(v, convert, out, what, f"{path}.{n}") for n, v in zip(x._fields, x)])
     if isinstance(x, (list, tuple)):
@@ -215,9 +217,10 @@ def cond_structured(pred, true_fn, false_fn, check):
         return run
 
     flat = _core._cond_flat(pred, branch(true_fn, 0), branch(false_fn, 1))
+    taken = results[0] if 0 in results else results[1]  # an eager pred runs one branch
     if not staged:
-        return results[0][0] if 0 in results else results[1][0]
-    return pack(results[0][1], flat)
+        return taken[0]
+    return pack(taken[1], flat)
 
 
 def _compare_branches(t, f, check):
@@ -329,8 +332,10 @@ def loop_structured(init, cond_fn, body_fn, invariants, maximum_iterations, name
         out = body_fn(values)
         new_flat = []
         new_skeleton = flatten(out, True, new_flat, lambda path: f"{what(path)} after an iteration")
+        if names is not None:
+            _check_iteration(names, init, skeleton, flat_init, out, new_flat, flat_invariants)
         if not same_structure(skeleton, new_skeleton):
-            raise ValueError(
+            raise TypeError(
                 f"the loop variables must keep their structure across iterations: "
                 f"{_entry_names(names)} entered the loop as {describe(skeleton, flat_init)} but the body "
                 f"returned {describe(new_skeleton, new_flat)}")
@@ -340,6 +345,39 @@ def loop_structured(init, cond_fn, body_fn, invariants, maximum_iterations, name
     out = _core._while_loop_flat(cond_flat, body_flat, flat_init, display, [a for _, a in paths],
                                  flat_invariants, maximum_iterations, name)
     return pack(state["skeleton"], out)
+
+
+def _check_iteration(names, init, skeleton, flat_init, out, new_flat, flat_invariants):
+    """AutoGraph's per-variable checks of one iteration, in TF's words: the same structure, dtype
+    and shape (or one that fits the shape invariant) as before the loop."""
+    del skeleton
+    position = 0
+    for k, (name, before, after) in enumerate(zip(names, init, out)):
+        a_flat, b_flat = [], []
+        sa = flatten(before, True, a_flat, lambda p: f"'{name}{p}'")
+        sb = flatten(after, True, b_flat, lambda p: f"'{name}{p}'")
+        if not same_structure(sa, sb):
+            raise TypeError(f"'{name}' does not have the same nested structure after one iteration: it is "
+                            f"{describe(sa, a_flat)} before the loop but {describe(sb, b_flat)} after; a loop "
+                            "variable keeps one structure (use a tg.TensorArray to collect values)")
+        for (path, is_array), x, y in zip(leaf_paths(sa, ""), a_flat, b_flat):
+            if x.dtype != y.dtype:
+                raise TypeError(f"'{name}{path}' has dtype {x.dtype.name} before the loop, but dtype {y.dtype.name} "
+                                f"after one iteration; tg.cast it in the loop so that its dtype stays the same")
+            invariant = flat_invariants[position] if flat_invariants is not None else None
+            position += 1
+            if is_array:
+                continue
+            limit = TensorShape(invariant) if invariant is not None else x.shape
+            if not y.shape.is_subtype_of(limit):
+                if invariant is not None:
+                    raise ValueError(f"'{name}{path}' has shape {y.shape} after one iteration, which does not "
+                                     f"conform to its shape invariant {limit}")
+                wider = TensorShape(None if y.shape.rank is None else [None] * y.shape.rank)
+                raise ValueError(f"'{name}{path}' has shape {x.shape} before the loop, but shape {y.shape} after "
+                                 f"one iteration; keep its shape, or declare the dims that change as None in a "
+                                 f"shape invariant (e.g. {wider})")
+        del k
 
 
 def _path_name(path, names):

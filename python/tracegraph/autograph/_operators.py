@@ -17,7 +17,7 @@ from tracegraph import _control_flow as cf
 from tracegraph._tensor import Tensor
 
 __all__ = ["Undefined", "UndefinedReturnValue", "ld", "is_undefined", "retval", "if_stmt", "while_stmt",
-           "for_stmt", "and_", "or_", "not_", "converted_call"]
+           "for_stmt", "and_", "or_", "not_", "if_exp", "converted_call"]
 
 
 # ---- undefined values ------------------------------------------------------------------------------
@@ -54,6 +54,16 @@ def ld(thunk, name):
         return thunk()
     except NameError:
         return Undefined(name)
+
+
+def bound_to_undefined(thunk):
+    """Whether the variable read by thunk holds an Undefined (converted code then deletes it, so
+    that reading it raises as in Python); False when it is not bound at all."""
+    try:
+        value = thunk()
+    except NameError:
+        return False
+    return is_undefined(value)
 
 
 def is_undefined(value):
@@ -133,6 +143,7 @@ class _Keep:
     """A Python value carried through a staged cond or loop as itself (not as a tensor)."""
 
     __slots__ = ("value",)
+    _tg_keep = True
 
     def __init__(self, value):
         self.value = value
@@ -188,11 +199,13 @@ def _staged_if(cond, body, orelse, get_state, set_state, names, live, where):
             if is_undefined(a) == is_undefined(b):
                 continue
             missing = "else" if is_undefined(b) else "if"
+            if _dry_run_active() and (isinstance(a, UndefinedReturnValue) or isinstance(b, UndefinedReturnValue)):
+                # A `return` inside a tensor loop: the type of the return value is learned from the
+                # branch that returns (TF needs the value defined before the loop; tracegraph types it).
+                _dry_run_learn(names[i], a if is_undefined(b) else b)
             if isinstance(a, UndefinedReturnValue) or isinstance(b, UndefinedReturnValue):
                 raise ValueError(f"A value must also be returned from the {missing} branch: the tensor-dependent "
                                  f"`if` returns a value in one branch only, and a graph needs a value on both paths")
-            if _dry_run_active():
-                _dry_run_learn(names[i], a if is_undefined(b) else b)
             raise ValueError(f"'{names[i]}' must also be initialized in the {missing} branch: the tensor-dependent "
                              f"`if` assigns it in one branch only, and it is used afterwards")
 
@@ -217,9 +230,9 @@ def _checked(check, names, outputs):
             sa = cf.flatten(true_values[k], True, ta, lambda p: f"'{names[i]}{p}'")
             sb = cf.flatten(false_values[k], True, fa, lambda p: f"'{names[i]}{p}'")
             if not cf.same_structure(sa, sb):
-                raise ValueError(f"'{names[i]}' must have the same type and structure in both branches of the "
-                                 f"tensor-dependent `if`: it is {cf.describe(sa, ta)} in the if branch but "
-                                 f"{cf.describe(sb, fa)} in the else branch")
+                raise TypeError(f"'{names[i]}' must have the same nested structure in the if and else branches "
+                                f"of the tensor-dependent `if`: it is {cf.describe(sa, ta)} in the if branch but "
+                                f"{cf.describe(sb, fa)} in the else branch")
             for (path, _), x, y in zip(cf.leaf_paths(sa, ""), ta, fa):
                 if x.dtype != y.dtype:
                     raise TypeError(f"'{names[i]}{path}' has dtype {x.dtype.name} in the if branch but "
@@ -239,10 +252,10 @@ def while_stmt(test, body, get_state, set_state, names, where):
     c = first
     while True:
         if cf.is_staged(c):
-            raise _located(TypeError(
-                "the condition of this `while` loop was a Python value when the loop started but is a tg.Tensor "
-                "now; a loop runs either as Python or as a graph loop. Make the condition a tensor from the "
-                "start (e.g. tg.constant(...) for its variables) or keep it Python"), where)
+            raise _located(NotImplementedError(
+                "condition of while loop started as non-Tensor, then changed to Tensor: the loop runs as Python "
+                "while tracing, and a tensor condition cannot decide a Python loop. Make the condition a tensor "
+                "from the start (e.g. tg.constant(...) for its variables) or keep it Python"), where)
         if not _call_user(bool, c):
             break
         body()
@@ -375,12 +388,27 @@ def _define_undefined(iterable, body, get_state, set_state, init, names, invaria
         _dry_run_state.learned = learned
         results = []
 
-        def dry(missing=missing):
-            set_state(tuple(values))
+        # The defined tensor variables (and a `for` loop's element) enter the dry run as
+        # placeholders: the body must see symbolic values, as it will in the loop.
+        like, slots = [], []
+        for i, v in enumerate(values):
+            if isinstance(v, (bool, numbers.Number)) and not isinstance(v, np.ndarray):
+                v = _core.convert_to_tensor(v)
+            if isinstance(v, Tensor):
+                like.append(v)
+                slots.append(i)
+        if iterable is not None:
+            like.append(_core.gather(iterable, _core.constant(0)))
+
+        def dry(placeholders, missing=missing, slots=slots):
+            entry = list(values)
+            for i, p in zip(slots, placeholders):
+                entry[i] = p
+            set_state(tuple(entry))
             if iterable is None:
                 _call_user(body)
             else:
-                _call_user(body, _core.gather(iterable, _core.constant(0)))
+                _call_user(body, placeholders[-1])
             after = get_state()
             out = []
             for i in missing:
@@ -392,7 +420,7 @@ def _define_undefined(iterable, body, get_state, set_state, init, names, invaria
                     out.append(v)
             return out
         try:
-            types = _core._trace_types(dry)
+            types = _core._trace_types(dry, like)
         except _Learned:
             types = []
         except (TypeError, ValueError, UnboundLocalError) as e:
@@ -448,6 +476,13 @@ def or_(a, b):
     if cf.is_staged(x):
         return cf.cond(x, lambda: x, lambda: _as_bool(b(), "the right side of `or`"))
     return x or b()
+
+
+def if_exp(cond, if_true, if_false):
+    """`if_true() if cond else if_false()`: tg.cond when cond is a tensor in a trace."""
+    if cf.is_staged(cond):
+        return cf.cond(cond, if_true, if_false)
+    return if_true() if cond else if_false()
 
 
 def not_(x):

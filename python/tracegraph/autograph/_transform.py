@@ -3,7 +3,8 @@ graph ops (TensorFlow's AutoGraph, as far as tracegraph goes).
 
 The function's source is parsed and lowered in passes, each a plain Python rewrite:
 
-1. `a and b`, `a or b`, `not a` become `ag__.and_(lambda: a, lambda: b)`, ... (lazy, as Python's),
+1. `a and b`, `a or b`, `not a`, `a if c else b` become `ag__.and_(lambda: a, lambda: b)`, ...
+   (lazy, as Python's),
    and calls become `ag__.converted_call(f, args, kwargs)`, which converts the user's functions
    called from here (not library code);
 2. `break` and `continue` become boolean flags, the statements after them guarded by
@@ -180,10 +181,10 @@ def _locate(node, like):
     """Gives every node of `node` without a location the location of `like` (the user's statement)."""
     for n in ast.walk(node):
         if "lineno" in n._attributes and not hasattr(n, "lineno"):
-            n.lineno = like.lineno
-            n.col_offset = like.col_offset
-            n.end_lineno = getattr(like, "end_lineno", like.lineno)
-            n.end_col_offset = getattr(like, "end_col_offset", like.col_offset)
+            # One point, the start of the user's statement: CPython gives a method call the line
+            # where its attribute ends, so a span would move the call to the statement's last line.
+            n.lineno = n.end_lineno = like.lineno
+            n.col_offset = n.end_col_offset = like.col_offset
     return node
 
 
@@ -210,12 +211,16 @@ class _Expressions(ast.NodeTransformer):
         result = node.values[-1]
         for value in reversed(node.values[:-1]):
             result = _call(_ag(helper), _lambda(value), _lambda(result))
-        return ast.copy_location(result, node)
+        return _locate(result, node)
+
+    def visit_IfExp(self, node):
+        self.generic_visit(node)
+        return _locate(_call(_ag("if_exp"), node.test, _lambda(node.body), _lambda(node.orelse)), node)
 
     def visit_UnaryOp(self, node):
         self.generic_visit(node)
         if isinstance(node.op, ast.Not):
-            return ast.copy_location(_not(node.operand), node)
+            return _locate(_not(node.operand), node)
         return node
 
     def visit_Call(self, node):
@@ -231,7 +236,7 @@ class _Expressions(ast.NodeTransformer):
                               values=[k.value for k in node.keywords])
         else:
             kwargs = _const(None)
-        return ast.copy_location(_call(_ag("converted_call"), func, args, kwargs), node)
+        return _locate(_call(_ag("converted_call"), func, args, kwargs), node)
 
 
 # ---- pass 2: break and continue ----------------------------------------------------------------------
@@ -462,7 +467,8 @@ class _Converter:
         if not state:
             return [], _const(None), _const(None)
         get_name, set_name = f"get_state_{n}", f"set_state_{n}"
-        getter = _def(get_name, [], [ast.Return(value=ast.Tuple(elts=[_name(s) for s in state], ctx=ast.Load()))])
+        getter = _def(get_name, [], [ast.Return(value=ast.Tuple(
+            elts=[_call(_ag("ld"), _lambda(_name(s)), _const(s)) for s in state], ctx=ast.Load()))])
         target = ast.Tuple(elts=[_name(s, ast.Store()) for s in state], ctx=ast.Store())
         setter = _def(set_name, ["vars_"], self._declare(state) + [ast.Assign(targets=[target], value=_name("vars_"))])
         return [getter, setter], _name(get_name), _name(set_name)
@@ -471,7 +477,7 @@ class _Converter:
         return [_assign(n, _call(_ag("ld"), _lambda(_name(n)), _const(n))) for n in assigned]
 
     def _epilogue(self, assigned):
-        return [ast.If(test=_call(_ag("is_undefined"), _name(n)),
+        return [ast.If(test=_call(_ag("bound_to_undefined"), _lambda(_name(n))),
                        body=[ast.Delete(targets=[_name(n, ast.Del())])], orelse=[]) for n in assigned]
 
     def _where(self, stmt, what):
@@ -595,11 +601,41 @@ def _parse(python_function):
     except SyntaxError as e:
         raise ConversionError(f"its source does not parse on its own ({e.msg})") from None
     ast.increment_lineno(module, offset)
+    if python_function.__code__.co_name == "<lambda>":
+        return filename, _lambda_def(python_function, module)
     body = module.body[0].body if source is not text else module.body
     defs = [n for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
     if len(defs) != 1 or not isinstance(defs[0], ast.FunctionDef) or defs[0].name != python_function.__code__.co_name:
         raise ConversionError("its source is not one `def` statement (a lambda, or a function made by exec)")
     return filename, defs[0]
+
+
+def _lambda_def(python_function, module):
+    """The lambda of these source lines that compiled to python_function, as a `def` returning its
+    body (found by its line, its parameters and the column where its body starts)."""
+    code = python_function.__code__
+    params = list(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount +
+                                   bool(code.co_flags & inspect.CO_VARARGS) +
+                                   bool(code.co_flags & inspect.CO_VARKEYWORDS)])
+    found = []
+    for node in ast.walk(module):
+        if isinstance(node, ast.Lambda) and node.lineno == code.co_firstlineno:
+            a = node.args
+            names = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs] + \
+                [x.arg for x in (a.vararg, a.kwarg) if x is not None]
+            if sorted(names) == sorted(params):
+                found.append(node)
+    if len(found) > 1:
+        starts = {(p[0], p[2]) for p in code.co_positions() if p[0] is not None and p[2] is not None}
+        found = [n for n in found if any(
+            (n.body.lineno, n.body.col_offset) <= start <= (n.body.end_lineno, n.body.end_col_offset)
+            for start in starts)]
+    if len(found) != 1:
+        raise ConversionError("its lambda cannot be told apart from the others on its line")
+    lam = found[0]
+    fn = ast.FunctionDef(name="tg_lambda", args=lam.args, body=[_locate(ast.Return(value=lam.body), lam.body)],
+                         decorator_list=[], returns=None, type_comment=None)
+    return _locate(fn, lam)
 
 
 def _build(python_function, fn, filename):
@@ -617,6 +653,12 @@ def _build(python_function, fn, filename):
     if "__class__" in freevars and params:
         _SuperArgs(params[0].arg).visit(fn)
     _convert_function(fn, names, filename)
+    if fn.name == "tg_lambda":
+        fn.name = "_lambda_"
+    source = ast.unparse(fn)
+    # Inside the factory the def binds another name: the function's own name must stay what it
+    # was (a global, or a cell of the enclosing function), e.g. for a recursive call.
+    fn.name = "tg_autograph_converted"
     factory = _def("tg_autograph_factory", ["ag__"] + freevars, [fn, ast.Return(value=_name(fn.name))])
     _locate(factory, fn)
     module = ast.Module(body=[factory], type_ignores=[])
@@ -624,6 +666,7 @@ def _build(python_function, fn, filename):
     compiled = compile(module, filename, "exec", dont_inherit=True)
     factory_code = next(c for c in compiled.co_consts if isinstance(c, types.CodeType))
     inner = next(c for c in factory_code.co_consts if isinstance(c, types.CodeType) and c.co_name == fn.name)
+    inner = inner.replace(co_name=code.co_name, co_qualname=python_function.__qualname__)
     cells = dict(zip(code.co_freevars, python_function.__closure__ or ()))
     cells["ag__"] = types.CellType(_operators)
     closure = tuple(cells[name] for name in inner.co_freevars)
@@ -636,7 +679,7 @@ def _build(python_function, fn, filename):
     converted.__dict__.update(python_function.__dict__)
     converted.__tg_converted__ = True
     converted.__tg_original__ = python_function
-    converted.__tg_source__ = ast.unparse(fn)
+    converted.__tg_source__ = source
     return converted
 
 
@@ -656,8 +699,6 @@ def convert(python_function):
         if python_function.__code__.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE |
                                                 inspect.CO_ASYNC_GENERATOR):
             raise ConversionError("it is a generator or a coroutine")
-        if python_function.__code__.co_name == "<lambda>":
-            raise ConversionError("it is a lambda")
         filename, fn = _parse(python_function)
         converted = _build(python_function, fn, filename)
     except ConversionError as e:
@@ -677,6 +718,9 @@ _STDLIB = {sysconfig.get_paths().get("stdlib", ""), sysconfig.get_paths().get("p
 def _is_user_code(f):
     if getattr(f, "__tg_converted__", False) or getattr(f, "__tg_do_not_convert__", False):
         return False
+    code = getattr(f, "__code__", None)
+    if code is not None and "ag__" in code.co_freevars:
+        return False  # defined inside converted code: converted with it
     module = getattr(f, "__module__", None) or ""
     if module == "__main__":
         return True
