@@ -1,7 +1,9 @@
 """tg.function from Python: TF's tracing rules, ported from TensorFlow's own tests.
 
-Ported (the behaviour, in tracegraph's words) from polymorphic_function_test.py,
-tracing_compilation_test.py and trace_type/default_types_test.py: Python literals by value
+Ported (the behaviour, in tracegraph's words) from TensorFlow's
+tensorflow/python/eager/polymorphic_function/polymorphic_function_test.py,
+tensorflow/python/eager/polymorphic_function/tracing_compilation_test.py and
+tensorflow/core/function/trace_type/default_types_test.py: Python literals by value
 (compared with ==, so 1, 1.0 and True are one literal, every NaN is one literal, and a string is
 never a number; in containers and as dict keys too), tensors by dtype and shape, containers
 structurally, namedtuples and dataclasses by class and fields, objects by weak identity (then ==),
@@ -61,7 +63,7 @@ def test_python_literals_trace_per_value():
 
 
 # TF's Literal is `isinstance(other, Literal) and self.value == other.value`, hashed by
-# hash(value), with every NaN mapped to one marker (default_types.py): equal numbers of any Python
+# hash(value), with every NaN mapped to one marker (tensorflow/core/function/trace_type/default_types.py): equal numbers of any Python
 # type are one literal, and the trace keeps the value of the call that made it.
 
 def test_equal_numbers_are_one_literal_whatever_their_python_type():

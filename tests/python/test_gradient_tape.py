@@ -1,4 +1,5 @@
-"""tg.GradientTape from Python: TF's semantics, ported from TensorFlow's backprop_test.py.
+"""tg.GradientTape from Python: TF's semantics, ported from TensorFlow's
+tensorflow/python/eager/backprop_test.py.
 
 Ported (the behaviour, in tracegraph's words): two targets, output_gradients, integer and string
 targets and sources (None), no-op and identity gradients, multi-target sums, the tape inside and

@@ -1,4 +1,4 @@
-"""The tf.function guide's tracing sections (../shared/reference/tf-function-guide.txt), run as
+"""The tf.function guide's tracing sections (the reference text the project shares, tf-function-guide), run as
 written with `import tracegraph as tf`, printing what the guide prints (TF's "tf." in tensor and
 spec texts reads "tg." here).
 

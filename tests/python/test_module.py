@@ -1,4 +1,5 @@
-"""tg.Module from Python, ported from TensorFlow's module_test.py.
+"""tg.Module from Python, ported from TensorFlow's
+tensorflow/python/module/module_test.py.
 
 Ported: module names (default snake_case, invalid names), name scopes (construct in a scope,
 entered by with_name_scope in __call__ and other methods, subclasses, submodules created late,

@@ -1,5 +1,5 @@
 // An extension module of its own that exposes C++ tg::functions to Python through
-// tracegraph/python.h (tests/python/test_extension.py imports and calls it).
+// tracegraph/python.h (tests/python/test_export.py imports and calls it).
 #include <tracegraph/python.h>
 #include <tracegraph/tracegraph.h>
 
