@@ -30,6 +30,7 @@ import logging
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import tracegraph as tg
 
@@ -944,3 +945,143 @@ def test_tensor_array_in_tg_while_loop():
                               [tg.constant(0), ta])
         return ta.stack()
     np.testing.assert_array_equal(f(tg.constant(3)).numpy(), [0.0, 1.0, 2.0])
+
+
+# ---- Python semantics kept, gradients, bad input --------------------------------------------------
+
+def test_unassigned_variable_raises_as_in_python():
+    @tg.function
+    def f(flag):
+        if flag:
+            y = 1
+        return y
+    assert f(True) == 1
+    with pytest.raises(UnboundLocalError):
+        f(False)
+
+
+def test_global_and_nonlocal_declarations_are_kept():
+    hits = []
+    state = {"n": 0}
+
+    @tg.function
+    def f(x):
+        nonlocal state
+        for _ in range(2):
+            state = {"n": state["n"] + 1}
+        if x > 0:
+            hits.append("traced")
+            x = x + 1
+        return x
+    assert int(f(tg.constant(1))) == 2
+    assert state == {"n": 2} and hits == ["traced"]
+
+
+def test_loop_else_runs_without_break():
+    def f(n):
+        i = 0
+        while i < n:
+            i += 1
+            if i == 5:
+                break
+        else:
+            i = i * 10
+        return i
+    for n in (3, 9):
+        assert_matches_eager(f, tg.constant(n))
+        assert_matches_eager(f, n)
+
+
+def test_gradient_through_converted_control_flow():
+    x = tg.Variable(2.0)
+
+    @tg.function
+    def f():
+        with tg.GradientTape() as tape:
+            y = x * 1.0
+            if x > 0:
+                y = y * y
+            else:
+                y = -y
+            i = tg.constant(0)
+            while i < 3:
+                y = y * 2.0
+                i += 1
+        return tape.gradient(y, x)
+    assert float(f()) == 32.0  # d(8 x^2)/dx at 2
+
+
+def test_bad_iterables_and_conditions_raise():
+    @tg.function
+    def scalar(x):
+        for v in x:
+            x += v
+        return x
+    with pytest.raises(TypeError, match="scalar"):
+        scalar(tg.constant(1))
+
+    @tg.function
+    def over_array(n):
+        ta = tg.TensorArray(tg.int32, size=2)
+        for v in ta:
+            n += v
+        return n
+    with pytest.raises(TypeError, match="TensorArray"):
+        over_array(tg.constant(1))
+
+    @tg.function
+    def string_condition(s):
+        if s:
+            return 1
+        return 2
+    with pytest.raises(TypeError):
+        string_condition(tg.constant("yes"))
+
+    @tg.function
+    def vector_condition(v):
+        while v:
+            v = v - 1
+        return v
+    with pytest.raises((TypeError, ValueError, tg.errors.InvalidArgumentError)):
+        vector_condition(tg.constant([1, 2]))
+
+
+def collatz_steps(n, limit):
+    steps = 0
+    while n != 1:
+        if steps >= limit:
+            break
+        if n % 2 == 0:
+            n = n // 2
+        else:
+            n = 3 * n + 1
+        steps += 1
+    return steps, n
+
+
+def filtered_sum(items, low, high):
+    total = 0
+    for v in items:
+        if v < low:
+            continue
+        if v > high:
+            break
+        total += v
+    return total
+
+
+COLLATZ = tg.function(collatz_steps)
+FILTERED = tg.function(filtered_sum)
+
+
+@settings(max_examples=40, deadline=None, database=None)
+@given(st.integers(1, 60), st.integers(0, 30))
+def test_property_collatz_matches_python(n, limit):
+    assert value_of(COLLATZ(tg.constant(n), tg.constant(limit))) == value_of(collatz_steps(n, limit))
+
+
+@settings(max_examples=40, deadline=None, database=None)
+@given(st.lists(st.integers(-20, 20), min_size=1, max_size=12), st.integers(-20, 20), st.integers(-20, 20))
+def test_property_filtered_sum_matches_python(items, low, high):
+    expected = filtered_sum(items, low, high)
+    assert int(FILTERED(tg.constant(items), tg.constant(low), tg.constant(high))) == expected

@@ -291,6 +291,9 @@ def _staged_loop(iterable, test, extra_test, body, get_state, set_state, names, 
     invariants = [None] * len(init)
     init = _define_undefined(iterable, body, get_state, set_state, init, names, invariants, where)
     if iterable is not None:
+        if iterable._shape_tuple() == ():
+            raise TypeError("Cannot iterate over a scalar tensor: a `for` loop over a tensor iterates over its "
+                            "first dimension")
         length = _core.shape(iterable)[0]
         index0 = _core.constant(0, dtype=length.dtype)
 
