@@ -433,8 +433,10 @@ def function(func=None, input_signature=None, autograph=True, jit_compile=None,
 
     Use as a decorator (`@tg.function`, `@tg.function(reduce_retracing=True)`) or a call
     (`tg.function(f)`). input_signature fixes one FunctionType (a list of tg.TensorSpec);
-    reduce_retracing generalises shapes instead of retracing. autograph is accepted (the AST
-    conversion is a later step; Python control flow runs while tracing). jit_compile is accepted
+    reduce_retracing generalises shapes instead of retracing. autograph=True (the default)
+    converts the function's `if` / `while` / `for` over tensors into tg.cond / tg.while_loop
+    (tracegraph.autograph); autograph=False leaves its control flow to run while tracing, where a
+    tensor condition raises TypeError. jit_compile is accepted
     and changes nothing: every trace is optimised and planned by tracegraph. The other
     experimental_* flags TF accepts are accepted and ignored, except experimental_relax_shapes
     (TF's old name of reduce_retracing). experimental_max_traces: tracegraph's limit on traces,
