@@ -176,7 +176,11 @@ and share its memory.)doc");
                   " elements is ambiguous; use tg.reduce_any or tg.reduce_all");
     if (!t.is_symbolic() && t.dtype() == tg::string_) return !t.item<std::string>().empty();
     if (!t.is_symbolic() && t.dtype() != tg::bool_) return static_cast<bool>(tg::cast(t, tg::bool_));
-    return static_cast<bool>(t);  // symbolic: tg::TypeError pointing to tg.cond
+    if (t.is_symbolic())
+      type_error("using a symbolic tg.Tensor as a Python bool is not allowed: its value exists only when the "
+                 "graph runs. Write the condition with tg.cond / tg.while_loop, or let AutoGraph convert the "
+                 "Python if / while (tg.function's autograph=True, the default)");
+    return static_cast<bool>(t);
   });
 
   // Arithmetic, both ways round.

@@ -62,6 +62,9 @@ class Diagnostics {
   Diagnostics(std::string function_name, std::string callable_type, int instance, int64_t max_traces,
               int64_t max_cached_traces, AdviceLanguage language = AdviceLanguage::kCpp);
 
+  /// What its messages write code and names in.
+  AdviceLanguage language() const { return language_; }
+
   /// Counts a call (the cached path: one relaxed increment). `counted`: a call the frequent-
   /// retracing warning counts, as TF's detector does - one the program makes itself, not
   /// get_concrete_function and not a call made while a trace records on this thread (a nested

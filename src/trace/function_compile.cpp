@@ -94,8 +94,12 @@ void check_not_in_progress(const FunctionCore* core, const std::vector<TraceType
       throw StagingError(str_cat(
           "function '", core->name(), "' called itself while it was being traced, with the argument "
           "types of the trace in progress ", FunctionTypeKey{types, names, 0}.to_string(),
-          ", so the trace would never end. A recursion that ends on a C++ literal argument (n - 1) "
-          "traces once per level; one that ends on a tensor's value needs tg::while_loop"));
+          ", so the trace would never end. ",
+          core->diagnostics().language() == AdviceLanguage::kPython
+              ? "A recursion that ends on a Python value (n - 1) traces once per level; one that ends on a "
+                "tensor's value needs a loop: tg.while_loop, or a `while` that AutoGraph converts"
+              : "A recursion that ends on a C++ literal argument (n - 1) traces once per level; one that "
+                "ends on a tensor's value needs tg::while_loop"));
 }
 
 // Where an error escaping a traced body came from: C++ has no user frames to print (TF's

@@ -622,8 +622,8 @@ def test_python_function_keeps_the_original_and_autograph_false_turns_it_off():
     assert converted.python_function is f
     assert int(converted(tg.constant(-2))) == 2
     plain = tg.function(f, autograph=False)
-    with pytest.raises(TypeError):
-        plain(tg.constant(-2))  # a symbolic tensor used as a Python bool
+    with pytest.raises(TypeError, match="(?s)symbolic tg.Tensor as a Python bool.*AutoGraph"):
+        plain(tg.constant(-2))  # a symbolic tensor used as a Python bool: the message is Python's
 
 
 def test_to_code_shows_the_converted_source():
