@@ -1,17 +1,19 @@
 """AutoGraph and the control flow under it: tg.cond, tg.while_loop, tg.TensorArray, and Python
 `if` / `while` / `for` / `break` / `continue` / `return` converted by tg.function.
 
-Ported (the scenarios, in tracegraph's words) from TensorFlow's AutoGraph reference tests
-(tensorflow/python/autograph/tests/): loop_control_flow_test.py (break / continue / return in
-single and nested for / while loops over Python values and tensors, each compared with the same
-Python run eagerly), loop_with_variable_type_illegal_cases_test.py (a loop variable changing
-dtype, shape or structure; a while condition turning from Python to tensor), cond_basic_test.py,
-early_return_test.py, nested_control_flow_test.py, logical_expression_test.py,
-basic_ifexp_test.py, call_to_user_function_test.py, call_to_print_function_test.py,
-loop_basic_test.py, loop_scoping_test.py and loop_created_variables_test.py (a variable first
-assigned inside a loop); and the rules of g3doc/reference/control_flow.md (both branches traced,
-Python values modified in tensor control flow become tensors, undefined values, "A value must also
-be returned from the else branch", Python loops with a tensor-dependent break).
+Ported (the scenarios, in tracegraph's words) from TensorFlow's AutoGraph reference tests:
+- tensorflow/python/autograph/tests/loop_control_flow_test.py: break / continue / return in
+  single and nested for / while loops over Python values and tensors, each compared with the
+  same Python run eagerly;
+- tensorflow/python/autograph/tests/loop_with_variable_type_illegal_cases_test.py: a loop
+  variable changing dtype, shape or structure; a while condition turning from Python to tensor;
+- the tests cond_basic, early_return, nested_control_flow, logical_expression, basic_ifexp,
+  call_to_user_function, call_to_print_function, loop_basic, loop_scoping and
+  loop_created_variables (a variable first assigned in a loop), each a *_test module of that
+  folder;
+- the rules of tensorflow/python/autograph/g3doc/reference/control_flow.md: both branches traced,
+  Python values modified in tensor control flow become tensors, undefined values, "A value must
+  also be returned from the else branch", Python loops with a tensor-dependent break.
 
 Skipped, with the reason:
 - tf.data datasets and distributed datasets as loop iterables: tracegraph has no tf.data;
@@ -20,10 +22,11 @@ Skipped, with the reason:
 - TF's "must iterate at least once to initialize" error for a `return` in a tensor loop that runs
   zero times: tracegraph types the return value by tracing the body once and starts it at zeros,
   so the function returns what Python returns (the tests below assert that);
-- assertion_test.py (tf.debugging.assert_* in graphs), ext_slice_test.py, type_annotations_test.py
-  and generator_test.py: the ops or features are not in tracegraph (generators run unconverted);
-- basic_list_test.py (Python lists turned into TensorLists by AutoGraph's list converter): a list
-  appended in a tensor loop is an error here as in TF 2 without that converter - use tg.TensorArray.
+- the tests assertion (tf.debugging.assert_* in graphs), ext_slice, type_annotations and
+  generator: the ops or features are not in tracegraph (generators run unconverted);
+- the test basic_list (Python lists turned into TensorLists by AutoGraph's list converter): a
+  list appended in a tensor loop is an error here, as in TF 2 without that converter - use
+  tg.TensorArray.
 """
 import inspect
 import logging
