@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "bindings.h"
+#include "ops/variable_state.h"
 #include "py_trace_types.h"
 #include "trace/concrete.h"
 #include "trace/function_core.h"
@@ -82,8 +83,8 @@ struct Bound {
 
 // ---- the type of a Python value ---------------------------------------------------------------
 
-enum class Kind { kTensor, kSpec, kNone, kBool, kInt, kFloat, kComplex, kStr, kTuple, kNamedTuple, kList, kDict,
-                  kArray, kCustom, kDataclass, kObject, kValue };
+enum class Kind { kTensor, kSpec, kVariable, kNone, kBool, kInt, kFloat, kComplex, kStr, kTuple, kNamedTuple, kList,
+                  kDict, kArray, kCustom, kDataclass, kObject, kValue };
 
 bool type_has(PyTypeObject* type, const char* name) {
   py::str key(name);
@@ -103,6 +104,9 @@ Kind classify(PyObject* p) {
   if (PyList_CheckExact(p)) return Kind::kList;
   if (PyDict_CheckExact(p)) return Kind::kDict;
   if (py::isinstance<tg::Tensor>(p)) return Kind::kTensor;
+  // A tg.Variable is the library's tg::Variable: typed as C++ types it (TF's VariableSpec), not
+  // by identity (its == is elementwise, and one trace serves every Variable of a spec).
+  if (py::isinstance<tg::Variable>(p)) return Kind::kVariable;
   if (g_registry.tensor_spec && PyObject_IsInstance(p, g_registry.tensor_spec) == 1) return Kind::kSpec;
   if (type_has(type, "__tf_tracing_type__")) return Kind::kCustom;
   if (PyTuple_Check(p)) return type_has(type, "_fields") ? Kind::kNamedTuple : Kind::kTuple;
@@ -235,10 +239,13 @@ bool is_nan_type(const TraceType& t) {
 }
 
 // What building a call's trace types collects: its tensors in flattening order (and the
-// tensors converted from NumPy arrays, kept alive), and whether the call may use the cached path.
+// tensors converted from NumPy arrays, kept alive), its distinct Variables in order of first
+// appearance (a Variable's position is its alias id: ArgContext::variables), and whether the call
+// may use the cached path.
 struct TypeContext {
   std::vector<tg::Tensor> leaves;
   std::vector<py::object> keep;
+  std::vector<tg::Variable> variables;
   bool fast = true;
 };
 
@@ -271,6 +278,16 @@ TraceTypePtr trace_type_of(py::handle value, TypeContext& ctx) {
       py::object name = value.attr("name");
       return tg::detail::tensor_trace_type(to_dtype(value.attr("dtype")), shape,
                                            name.is_none() ? std::string() : name.cast<std::string>());
+    }
+    case Kind::kVariable: {
+      // The C++ path's own type and alias id (ArgTraits<Variable>); like C++, a call with a
+      // Variable takes the general path, which binds the Variable parameters to the call's.
+      ctx.fast = false;
+      tg::detail::ArgContext args;
+      args.variables = std::move(ctx.variables);
+      TraceTypePtr t = tg::detail::ArgTraits<tg::Variable>::trace_type(py::handle(p).cast<const tg::Variable&>(), args);
+      ctx.variables = std::move(args.variables);
+      return t;
     }
     case Kind::kNone: return none_trace_type();
     case Kind::kBool:
@@ -348,7 +365,8 @@ TraceTypePtr trace_type_of(py::handle value, TypeContext& ctx) {
 // Only calls whose values are all tensors, Python bool/int/float/complex/str/None (numbers by
 // their NumberKey, as their literals are built), plain tuples of those and objects by identity
 // take it (trace_type_of says so in TypeContext::fast); a list, dict, namedtuple, NumPy array,
-// spec or custom type sends the call down the general path, and such a call's types are never
+// spec, custom type or tg.Variable (as in C++: only the general path binds Variable parameters)
+// sends the call down the general path, and such a call's types are never
 // recorded for it. So every sequence type in the table is a plain tuple's,
 // and comparing elements is exact.
 
@@ -442,8 +460,14 @@ std::shared_ptr<PyRef> ref(py::handle h) { return std::make_shared<PyRef>(h); }
 OutputNode flatten(py::handle value, std::vector<tg::Tensor>& out, std::string& description) {
   OutputNode node;
   PyObject* p = value.ptr();
-  if (py::isinstance<tg::Tensor>(value)) {
-    const tg::Tensor& t = value.cast<const tg::Tensor&>();
+  // A Variable parameter (what the body saw for a Variable argument) means something only while
+  // a call binds it: returned, it is read there, and the call returns that tensor.
+  const tg::Variable* parameter = as_variable_ptr(value);
+  if (parameter != nullptr && !parameter->state()->parameter) parameter = nullptr;
+  if (py::isinstance<tg::Tensor>(value) || parameter != nullptr) {
+    py::object read;
+    if (parameter != nullptr) read = value.attr("read_value")();
+    const tg::Tensor& t = parameter != nullptr ? read.cast<const tg::Tensor&>() : value.cast<const tg::Tensor&>();
     out.push_back(t);
     node.kind = OutputNode::Kind::kTensor;
     node.dtype = t.dtype();
@@ -552,9 +576,28 @@ py::object results(const tg::detail::ConcreteImpl& cf, std::vector<tg::Tensor>& 
 
 // ---- the body a trace runs: placeholders in, the Python function called, results out ------
 
-py::object placeholder(py::handle value, const TraceType& type, tg::detail::PlaceholderContext& pc,
-                       const std::string& path) {
-  if (tg::detail::as_tensor_type(type, nullptr, nullptr)) return py::cast(pc.placeholder(type, path));
+// What one trace's body is given: the recorder's placeholders, and the tg.Variable objects made
+// for its Variable parameters, by alias id (the body sees one object for one aliased Variable).
+struct Placeholders {
+  tg::detail::PlaceholderContext& context;
+  std::vector<py::object> variables;
+};
+
+// The tg.Variable the body sees for the caller's Variable `value`: the Variable parameter C++
+// makes for its alias id (PlaceholderContext::variable_placeholder), which each call binds to the
+// call's Variable. It is trainable when the Variable it was traced with is (tapes in the body).
+py::object variable_placeholder(py::handle value, const TraceType& type, Placeholders& pc) {
+  const auto alias = static_cast<std::size_t>(tg::detail::variable_alias_id(type));
+  if (alias < pc.variables.size()) return pc.variables[alias];
+  py::object v = py::cast(pc.context.variable_placeholder(type, value.cast<const tg::Variable&>()));
+  v.attr("_trainable") = py::getattr(value, "trainable", py::bool_(true));
+  pc.variables.push_back(v);  // alias ids arrive in order (the order trace_type_of gave them)
+  return v;
+}
+
+py::object placeholder(py::handle value, const TraceType& type, Placeholders& pc, const std::string& path) {
+  if (tg::detail::as_tensor_type(type, nullptr, nullptr)) return py::cast(pc.context.placeholder(type, path));
+  if (tg::detail::variable_alias_id(type) >= 0) return variable_placeholder(value, type, pc);
   if (is_nan_type(type)) return py::float_(std::numeric_limits<double>::quiet_NaN());  // TF's NaN marker's value
   if (PyObject* custom = custom_python_type(type))
     return py::handle(custom).attr("placeholder_value")(py::none());
@@ -674,21 +717,32 @@ py::object python_value_of(const TraceType& t) {
   return object_of(t);
 }
 
-// The Python form of a parameter type: a TensorSpec for a tensor, the value of a literal,
-// containers of those, the TraceType object of a custom type.
+// A shape's dims as a list with None for unknown ones; None for an unknown rank.
+py::object shape_dims(const tg::TensorShape& shape) {
+  if (!shape.has_rank()) return py::none();
+  py::list d;
+  for (int64_t x : shape.dims()) d.append(x == tg::None ? py::object(py::none()) : py::object(py::int_(x)));
+  return d;
+}
+
+// The Python form of a parameter type: a TensorSpec for a tensor, a VariableSpec for a
+// Variable, the value of a literal, containers of those, the TraceType object of a custom type.
 py::object describe_type(const TraceType& t, const std::string& name) {
   tg::DType dtype;
   tg::TensorShape shape;
   if (tg::detail::as_tensor_type(t, &dtype, &shape)) {
-    py::object dims = py::none();
-    if (shape.has_rank()) {
-      py::list d;
-      for (int64_t x : shape.dims()) d.append(x == tg::None ? py::object(py::none()) : py::object(py::int_(x)));
-      dims = d;
-    }
     const std::string& spec_name = tg::detail::tensor_type_name(t);
-    return py::handle(g_registry.tensor_spec)(dims, py::module_::import("tracegraph.dtypes").attr("as_dtype")(tg::to_string(dtype)),
+    return py::handle(g_registry.tensor_spec)(shape_dims(shape), py::module_::import("tracegraph.dtypes").attr("as_dtype")(tg::to_string(dtype)),
                                              spec_name.empty() ? name : spec_name);
+  }
+  if (tg::detail::variable_alias_id(t) >= 0) {
+    tg::detail::TraceTypeTree tree;
+    std::string unsupported;
+    if (tg::detail::trace_type_tree(t, tree, unsupported))
+      return py::module_::import("tracegraph._variables")
+          .attr("VariableSpec")(shape_dims(tree.shape),
+                                py::module_::import("tracegraph.dtypes").attr("as_dtype")(tg::to_string(tree.dtype)),
+                                tree.alias_id);
   }
   if (PyObject* custom = custom_python_type(t)) return py::reinterpret_borrow<py::object>(custom);
   if (const auto* elements = tg::detail::sequence_elements(t)) {
@@ -926,8 +980,9 @@ class PyFunction {
     for (std::size_t i = 0; fast && i < b.slots.size(); ++i) fast = fast_hash(b.slots[i], h);
 
     const std::vector<PyObject*>& slots = b.slots;
-    auto body = [&](const std::vector<TraceTypePtr>& traced, tg::detail::PlaceholderContext& pc) {
+    auto body = [&](const std::vector<TraceTypePtr>& traced, tg::detail::PlaceholderContext& context) {
       py::gil_scoped_acquire gil;
+      Placeholders pc{context, {}};
       py::list positional;
       py::dict keywords;
       for (std::size_t i = 0; i < params_.size(); ++i) {
@@ -989,6 +1044,7 @@ class PyFunction {
     std::shared_ptr<tg::detail::ConcreteImpl> cf = dispatch(b, ctx, is_call);
     tg::detail::CallInputs inputs;
     inputs.tensors = std::move(ctx.leaves);
+    inputs.variables = std::move(ctx.variables);  // bound to the trace's Variable parameters
     std::vector<tg::Tensor> out;
     {
       py::gil_scoped_release release;
@@ -1010,7 +1066,11 @@ class PyFunction {
 py::object call_concrete(const PyConcrete& c, py::args args, py::kwargs kwargs) {
   const auto& params = c.cf->input_type.params;
   const std::size_t n = params.size();
-  auto holds_tensor = [](const TraceType& t) { return t.to_string().find("TensorSpec(") != std::string::npos; };
+  // A parameter that needs an argument: one holding a tensor or a Variable (TF's flat signature).
+  auto holds_tensor = [](const TraceType& t) {
+    const std::string text = t.to_string();
+    return text.find("TensorSpec(") != std::string::npos || text.find("VariableSpec(") != std::string::npos;
+  };
   auto positional = [&](std::size_t i) { return i < c.params.size() && c.params[i].kind <= kPositionalOrKeyword; };
   // As TF: positional arguments bind to every parameter in order (the structured signature)
   // when there are more of them than tensor parameters, else to the tensor parameters only.
@@ -1071,7 +1131,7 @@ py::object call_concrete(const PyConcrete& c, py::args args, py::kwargs kwargs) 
   std::vector<tg::Tensor> out;
   {
     py::gil_scoped_release release;
-    out = tg::detail::call_bound(*c.cf, ctx.leaves, {});
+    out = tg::detail::call_bound(*c.cf, ctx.leaves, ctx.variables);
   }
   return results(*c.cf, out);
 }
@@ -1114,7 +1174,7 @@ void register_function(py::module_& m) {
     std::vector<tg::Tensor> out;
     {
       py::gil_scoped_release release;
-      out = tg::detail::call_bound(*c.cf, inputs, {});
+      out = tg::ConcreteFunction(c.cf).call_flat(inputs);  // refuses a trace with Variable parameters
     }
     return out;
   });

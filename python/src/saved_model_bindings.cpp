@@ -68,8 +68,8 @@ std::string why_unsavable(const TraceType& t) {
   py::object object = object_of(t);
   if (!object.is_none())
     return "the object " + short_text(object) + ", matched by identity; an object's identity cannot leave "
-           "this process. Pass its values as tensors or Python literals (a tg.Variable the function uses should "
-           "be closed over, not passed: closed-over Variables are saved with their values)";
+           "this process. Pass its values as tensors or Python literals (a tg.Variable can be passed as it is: "
+           "a Variable argument is saved as a Variable parameter, bound to the Variable a caller passes)";
   py::object value = value_of(t);
   if (!value.is_none())
     return "the value " + short_text(value) + " (" + py::type::handle_of(value).attr("__name__").cast<std::string>() +
@@ -87,8 +87,8 @@ void check_savable(const detail::FunctionCore& core, const detail::ConcreteImpl&
     if (bad == nullptr) continue;
     value_error("tg.saved_model.save: function '" + core.name() + "' has the concrete function " + type.to_string() +
                 " whose argument '" + type.names[i] + "' holds " + why_unsavable(*bad) +
-                ". A .tgx file holds tensors, Python literals (bool, int, float, str), tuples, lists, dicts and "
-                "namedtuples of them; save the other concrete functions only (signatures=[...]) or trace the "
+                ". A .tgx file holds tensors, tg.Variable arguments, Python literals (bool, int, float, str), tuples, "
+                "lists, dicts and namedtuples of them; save the other concrete functions only (signatures=[...]) or trace the "
                 "function with arguments of those kinds");
   }
 }

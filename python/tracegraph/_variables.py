@@ -17,7 +17,8 @@ from tracegraph._tensor import Tensor, TensorShape
 
 Variable = _core.Variable
 
-__all__ = ["Variable", "name_scope", "init_scope", "VariableSynchronization", "VariableAggregation"]
+__all__ = ["Variable", "VariableSpec", "name_scope", "init_scope", "VariableSynchronization",
+           "VariableAggregation"]
 
 
 class VariableSynchronization:
@@ -34,6 +35,41 @@ class VariableAggregation:
     SUM = 1
     MEAN = 2
     ONLY_FIRST_REPLICA = 3
+
+
+class VariableSpec:
+    """The trace type of a tg.Variable argument of a tg.function (TF's VariableSpec).
+
+    shape and dtype are the Variable's; alias_id is the position of the Variable among the distinct
+    Variables of the call, so f(x, y) and f(y, x) share a trace while f(x, x) has its own. A
+    ConcreteFunction's structured_input_signature shows one per Variable parameter. Unlike TF's,
+    it has no `trainable`: whether a Variable is trainable is not part of its trace type here.
+    """
+
+    __slots__ = ("_shape", "_dtype", "_alias_id")
+
+    def __init__(self, shape, dtype=dtypes.float32, alias_id=None):
+        self._shape = TensorShape(shape)
+        self._dtype = dtypes.as_dtype(dtype)
+        if alias_id is not None and (isinstance(alias_id, bool) or not isinstance(alias_id, int)
+                                     or alias_id < 0):
+            raise TypeError(f"VariableSpec: alias_id must be None or an int >= 0, got {alias_id!r}")
+        self._alias_id = alias_id
+
+    shape = property(lambda self: self._shape)
+    dtype = property(lambda self: self._dtype)
+    alias_id = property(lambda self: self._alias_id)
+
+    def __eq__(self, other):
+        return (isinstance(other, VariableSpec) and self._shape == other._shape
+                and self._dtype == other._dtype and self._alias_id == other._alias_id)
+
+    def __hash__(self):
+        return hash((self._shape, self._dtype, self._alias_id))
+
+    def __repr__(self):
+        return (f"VariableSpec(shape={self._shape}, dtype=tg.{self._dtype.name}, "
+                f"alias_id={self._alias_id})")
 
 
 # ---- name scopes -----------------------------------------------------------------------------

@@ -32,7 +32,8 @@ def save(obj, export_dir, signatures=None, options=None):
     Without `signatures`, every concrete function traced so far is saved (trace or call the
     function for each input type the file must serve first); with a ConcreteFunction or a list
     of them, those only. The Variables the function closes over are saved with their current
-    values. Raises ValueError when there is nothing to save or an argument type cannot leave
+    values; a Variable argument is saved as a Variable parameter, which the loaded function binds
+    to the Variable each call passes. Raises ValueError when there is nothing to save or an argument type cannot leave
     the process (None, objects matched by identity, TraceTypes written in Python)."""
     if options is not None:
         raise TypeError("tg.saved_model.save takes no options (a .tgx file has none to choose)")

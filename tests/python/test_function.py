@@ -13,8 +13,8 @@ instance, input_signature, reduce_retracing, get_concrete_function with TensorSp
 ConcreteFunction calls and views.
 
 Skipped, with the reason:
-- tests of tf.Variable arguments (VariableSpec) and of Variables created in a function: the
-  Variable frontend is another slice (tests/python/test_variables*.py);
+- tests of tf.Variable arguments (VariableSpec) and of Variables created in a function: they are
+  in tests/python/test_variables.py;
 - AutoGraph (converted if/while/for): a later slice;
 - XLA / jit_compile, device placement, SavedModel, distribution strategies, CompositeTensors,
   RaggedTensor, SparseTensor, ExtensionTypes, tf.data, py_function: not in tracegraph;
