@@ -299,7 +299,7 @@ def test_variables_of_one_spec_share_a_trace():
 
 
 # ---- Variables as arguments of a tg.function (TF's VariableSpec) ---------------------------
-# Ported from polymorphic_function_test.py (testVariableAliasIdInStructuredInputSignature,
+# Ported from tensorflow/python/eager/polymorphic_function/polymorphic_function_test.py (testVariableAliasIdInStructuredInputSignature,
 # testStructuredSignatureAndMultipleVariables, testVariableRetracingOnDtypeChanges,
 # testVariableRetracingDtypeShape, testMultipleInputsWithReducedRetracing) and from the
 # guide's rule that a traced function reads and writes the Variable each call passes.
