@@ -27,26 +27,6 @@ namespace {
 
 using namespace demo;  // the helpers both demos share
 
-// One optimisation step: forward under a tape, backward, Adam update. Returns (loss, accuracy).
-std::pair<tg::Tensor, tg::Tensor> step_body(Mlp& model, tg::optim::Optimizer& opt,
-                                            const tg::Tensor& x, const tg::Tensor& y,
-                                            const tg::Tensor& grad_scale = {}) {
-  const std::vector<tg::Variable> vars = model.variables();
-  tg::Tensor loss, accuracy;
-  std::vector<tg::Tensor> grads;
-  {
-    tg::GradientTape tape;
-    const tg::Tensor logits = model(x);
-    loss = tg::nn::sparse_softmax_cross_entropy(logits, y);
-    grads = tape.gradient(loss, vars);
-    accuracy = tg::nn::accuracy(logits, y);
-  }
-  if (grad_scale.defined())
-    for (auto& g : grads) g = g * grad_scale;
-  opt.apply_gradients(grads, vars);
-  return {loss, accuracy};
-}
-
 // Collects tracegraph's diagnostics (retrace lines, warnings) instead of printing to stderr.
 std::vector<std::string> g_log;
 void capture_log(const std::string& message, void*) { g_log.push_back(message); }
@@ -137,7 +117,7 @@ int main(int argc, char** argv) {
   const std::string dir = argc > 1 ? argv[1] : tg::data::kFashionMnistDir;
   const int epochs = argc > 2 ? std::max(1, std::atoi(argv[2])) : 3;
   const std::string out_dir = argc > 3 ? argv[3] : (std::filesystem::temp_directory_path() / "tracegraph-demo").string();
-  constexpr std::size_t kBatch = 128;
+  constexpr std::size_t kBatch = kMlpBatch;
   const auto demo_start = Clock::now();
 
   std::cout << "tracegraph demo: a Fashion-MNIST classifier trained by a traced train_step\n";
@@ -160,7 +140,7 @@ int main(int argc, char** argv) {
   }
 
   Mlp model;
-  tg::optim::Adam opt(1e-3);
+  tg::optim::Adam opt(kMlpLearningRate);
   std::cout << "Model: 784-256-256-10 MLP (relu), 269,322 parameters, Glorot-uniform init; "
                "Adam(lr=0.001); batch "
             << kBatch << "; shuffled with a seeded std::mt19937\n";
@@ -168,11 +148,8 @@ int main(int argc, char** argv) {
   // The traced train_step. The batch dimension is None so that the last, smaller batch of an
   // epoch reuses the same trace.
   auto train_step = tg::function(
-      [&](const tg::Tensor& x, const tg::Tensor& y) { return step_body(model, opt, x, y); },
-      {.name = "train_step",
-       .input_signature = std::vector<tg::TensorSpec>{tg::TensorSpec({tg::None, 784}, tg::float32),
-                                                      tg::TensorSpec({tg::None}, tg::int32)},
-       .arg_names = {"x", "y"}});
+      [&](const tg::Tensor& x, const tg::Tensor& y) { return mlp_train_step(model, opt, x, y); },
+      {.name = "train_step", .input_signature = mlp_train_step_signature(), .arg_names = {"x", "y"}});
 
   std::mt19937 rng(2024);
   std::vector<int32_t> order(static_cast<std::size_t>(train.size()));
@@ -184,7 +161,7 @@ int main(int argc, char** argv) {
   std::shuffle(order.begin(), order.end(), rng);
   for (std::size_t s = 0; s < 5; ++s) {
     auto [x, y] = batch(train, order, s * kBatch, kBatch);
-    auto [loss, acc] = step_body(model, opt, x, y);
+    auto [loss, acc] = mlp_train_step(model, opt, x, y);
     std::cout << "  eager step " << s + 1 << ": loss " << std::setprecision(4) << loss.item<float>()
               << "\n";
   }
@@ -213,7 +190,7 @@ int main(int argc, char** argv) {
   section("Step time, eager vs traced vs its matrix products alone (the same batch, median of 30 steps each)");
   {
     auto [x, y] = batch(train, order, 0, kBatch);
-    const double eager_ms = median_ms([&] { (void)step_body(model, opt, x, y).first.item<float>(); }, 30);
+    const double eager_ms = median_ms([&] { (void)mlp_train_step(model, opt, x, y).first.item<float>(); }, 30);
     const double traced_ms = median_ms([&] { (void)train_step(x, y).first.item<float>(); }, 30);
     // The floor for this step: its eight matrix products (three forward; for each layer the
     // weight gradient, and the input gradient of the upper two) on operands of the same shapes,
@@ -245,7 +222,7 @@ int main(int argc, char** argv) {
   auto bad_step = tg::function(
       [&](const tg::Tensor& x, const tg::Tensor& y, int step) {
         const float warmup = std::min(1.0f, static_cast<float>(step + 1) / 10.0f);
-        return step_body(model, opt, x, y, tg::constant(warmup)).first;
+        return mlp_train_step(model, opt, x, y, tg::constant(warmup)).first;
       },
       {.name = "bad_train_step", .arg_names = {"x", "y", "step"}});
   {
@@ -280,7 +257,7 @@ int main(int argc, char** argv) {
       [&](const tg::Tensor& x, const tg::Tensor& y, const tg::Tensor& step) {
         const tg::Tensor warmup =
             tg::minimum(tg::constant(1.0f), (tg::cast(step, tg::float32) + 1.0f) / 10.0f);
-        return step_body(model, opt, x, y, warmup).first;
+        return mlp_train_step(model, opt, x, y, warmup).first;
       },
       {.name = "good_train_step", .arg_names = {"x", "y", "step"}});
   {

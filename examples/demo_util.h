@@ -1,5 +1,6 @@
-// The helpers the demos share (demo.cpp, cnn_demo.cpp, dist_demo.cpp): the MLP, timing,
-// section titles, batches and the epoch loop.
+// The helpers the demos share (demo.cpp, cnn_demo.cpp, dist_demo.cpp): the MLP and its train
+// step, timing, section titles, batches and the epoch loop. tg_bench includes it too, to time
+// the demo's step.
 #pragma once
 #include <tracegraph/tracegraph.h>
 
@@ -35,6 +36,39 @@ struct Mlp {
     return v;
   }
 };
+
+// The demo's training hyperparameters: Adam's learning rate and the batch size.
+inline constexpr double kMlpLearningRate = 1e-3;
+inline constexpr std::size_t kMlpBatch = 128;
+
+// One optimisation step of the flagship demo: forward under a tape, backward, the optimizer's
+// update; grad_scale, when given, multiplies every gradient. Returns (loss, accuracy). demo.cpp
+// traces it as train_step; bench/workloads_bench.cpp times that (demo/train_step/traced) beside
+// the same step driven from Python (bench/python_bench.py).
+inline std::pair<tg::Tensor, tg::Tensor> mlp_train_step(Mlp& model, tg::optim::Optimizer& opt,
+                                                        const tg::Tensor& x, const tg::Tensor& y,
+                                                        const tg::Tensor& grad_scale = {}) {
+  const std::vector<tg::Variable> vars = model.variables();
+  tg::Tensor loss, accuracy;
+  std::vector<tg::Tensor> grads;
+  {
+    tg::GradientTape tape;
+    const tg::Tensor logits = model(x);
+    loss = tg::nn::sparse_softmax_cross_entropy(logits, y);
+    grads = tape.gradient(loss, vars);
+    accuracy = tg::nn::accuracy(logits, y);
+  }
+  if (grad_scale.defined())
+    for (auto& g : grads) g = g * grad_scale;
+  opt.apply_gradients(grads, vars);
+  return {loss, accuracy};
+}
+
+// train_step's input signature: images [None, 784] float32, labels [None] int32. The batch
+// dimension is None so that the last, smaller batch of an epoch reuses the same trace.
+inline std::vector<tg::TensorSpec> mlp_train_step_signature() {
+  return {tg::TensorSpec({tg::None, 784}, tg::float32), tg::TensorSpec({tg::None}, tg::int32)};
+}
 
 inline void section(const std::string& title) { std::cout << "\n== " << title << " ==\n"; }
 
