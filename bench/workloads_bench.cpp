@@ -10,6 +10,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "bench_util.h"
@@ -18,6 +20,9 @@
 #include "kernels/simd_math.h"
 #include "tracegraph/tracegraph.h"
 #include "workloads.h"
+#if TG_BENCH_HAVE_TAPE
+#include "demo_util.h"  // examples/: the flagship demo's model and train step
+#endif
 
 namespace {
 
@@ -155,6 +160,34 @@ void BM_MlpTapeNoneBatch(benchmark::State& state) {
   });
 }
 BENCHMARK(BM_MlpTapeNoneBatch)->Name("mlp/train_step/traced_none_batch")->MinTime(0.3)->Unit(benchmark::kMicrosecond);
+
+// The flagship demo's train step (examples/demo.cpp), built from the demo's own code
+// (examples/demo_util.h): its 784-256-256-10 MLP of tg::nn::Dense layers, sparse softmax
+// cross-entropy under a tape, Adam(1e-3), traced with the None-batch input signature and called
+// at batch 128. As in the demo, one eager step first creates Adam's slot Variables. The same
+// step driven from Python is bench/python_bench.py's python/demo/train_step/traced; bench/run
+// puts the two side by side.
+void BM_DemoTrainStep(benchmark::State& state) {
+  tg_bench::guarded(state, [&] {
+    demo::Mlp model;
+    tg::optim::Adam opt(demo::kMlpLearningRate);
+    constexpr auto kDemoBatch = static_cast<int64_t>(demo::kMlpBatch);
+    const Tensor x = random_tensor({kDemoBatch, kIn}, 0.5f, 5) + 0.5f;  // pixels in [0, 1]
+    std::vector<int32_t> labels(demo::kMlpBatch);
+    for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<int32_t>(i % kOut);
+    const Tensor y = tg::constant(labels, tg::TensorShape({kDemoBatch}), tg::int32);
+    (void)demo::mlp_train_step(model, opt, x, y);
+    auto train_step = tg::function(
+        [&](const Tensor& xs, const Tensor& ys) { return demo::mlp_train_step(model, opt, xs, ys); },
+        {.name = "train_step", .input_signature = demo::mlp_train_step_signature(), .arg_names = {"x", "y"}});
+    tg_bench::reach_steady_state([&] { benchmark::DoNotOptimize(train_step(x, y)); });
+    for (auto _ : state) benchmark::DoNotOptimize(train_step(x, y));
+    if (train_step.tracing_count() != 1)
+      throw std::runtime_error("demo/train_step/traced: the step was traced " +
+                              std::to_string(train_step.tracing_count()) + " times, expected once");
+  });
+}
+BENCHMARK(BM_DemoTrainStep)->Name("demo/train_step/traced")->MinTime(0.3)->Unit(benchmark::kMicrosecond);
 #endif
 
 // The step's eight GEMMs (three forward; dW3, dH2, dW2, dH1, dW1 backward) through cblas
