@@ -1,0 +1,656 @@
+// The op table of the ONNX exporter (opset 17): one row per registry op it writes, with the ONNX
+// ops it becomes and how the attributes map. tracegraph's layout is NHWC (filters HWIO) and
+// ONNX's Conv and pooling are NCHW (filters OIHW): those rows transpose in and out, which ONNX
+// Runtime's layout optimiser removes between consecutive layers.
+#include "onnx_io/onnx_rules.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numbers>
+
+#include "core/check.h"
+#include "ops/op_attrs.h"
+#include "ops/window.h"
+#include "tracegraph/ops.h"
+
+namespace tg::detail::onnx_export {
+
+int64_t Emitter::rank(int i) {
+  const TensorShape& s = in_type(i).shape;
+  if (!s.has_rank())
+    refuse(str_cat("its input ", i, " has an unknown rank, which the ONNX op needs; trace the function with a "
+                   "TensorSpec of known rank"));
+  return s.rank();
+}
+
+void set_attr(onnx::NodeProto& n, const std::string& name, int64_t v) {
+  onnx::AttributeProto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+void set_attr(onnx::NodeProto& n, const std::string& name, float v) {
+  onnx::AttributeProto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::FLOAT);
+  a->set_f(v);
+}
+void set_attr(onnx::NodeProto& n, const std::string& name, const std::string& v) {
+  onnx::AttributeProto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::STRING);
+  a->set_s(v);
+}
+void set_attr(onnx::NodeProto& n, const std::string& name, const std::vector<int64_t>& v) {
+  onnx::AttributeProto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INTS);
+  for (int64_t x : v) a->add_ints(x);
+}
+
+int onnx_dtype(DType d) {
+  switch (d) {
+    case DType::Float32: return onnx::TensorProto::FLOAT;
+    case DType::Float64: return onnx::TensorProto::DOUBLE;
+    case DType::Int32: return onnx::TensorProto::INT32;
+    case DType::Int64: return onnx::TensorProto::INT64;
+    case DType::Bool: return onnx::TensorProto::BOOL;
+    case DType::UInt8: return onnx::TensorProto::UINT8;
+    case DType::String: return 0;
+  }
+  return 0;
+}
+
+namespace {
+
+constexpr int64_t kEnd = std::numeric_limits<int64_t>::max();
+
+void unary(Emitter& e, const char* op) { e.add(op, {e.in(0)}, {e.out(0)}); }
+void binary(Emitter& e, const char* op) { e.add(op, {e.in(0), e.in(1)}, {e.out(0)}); }
+void float_only(Emitter& e, const char* what) {
+  const DType d = e.in_type(0).dtype;
+  if (d != DType::Float32 && d != DType::Float64)
+    e.refuse(str_cat(what, " is written for float32 and float64 only, and this node's input is ", to_string(d)));
+}
+
+// y = Cast(x) to dtype d, unless x already has it.
+std::string cast_to(Emitter& e, const std::string& x, DType from, DType to) {
+  if (from == to) return x;
+  const std::string y = e.temp("cast");
+  set_attr(e.add("Cast", {x}, {y}), "to", static_cast<int64_t>(onnx_dtype(to)));
+  return y;
+}
+std::string cast_to_int64(Emitter& e, int i) { return cast_to(e, e.in(i), e.in_type(i).dtype, DType::Int64); }
+// Writes `x` (of ONNX type int64) to the node's output 0, cast to the output's dtype.
+void int64_to_out(Emitter& e, const std::string& x) {
+  if (e.out_type(0).dtype == DType::Int64) {
+    e.add("Identity", {x}, {e.out(0)});
+  } else {
+    set_attr(e.add("Cast", {x}, {e.out(0)}), "to", static_cast<int64_t>(onnx_dtype(e.out_type(0).dtype)));
+  }
+}
+std::string shape_of(Emitter& e, int i) {
+  const std::string s = e.temp("shape");
+  e.add("Shape", {e.in(i)}, {s});
+  return s;
+}
+
+// NHWC <-> NCHW around ONNX's Conv and pooling, and HWIO -> OIHW for filters.
+std::string transpose(Emitter& e, const std::string& x, const std::vector<int64_t>& perm, const char* hint) {
+  const std::string y = e.temp(hint);
+  set_attr(e.add("Transpose", {x}, {y}), "perm", perm);
+  return y;
+}
+const char* auto_pad(int64_t padding) { return padding == static_cast<int64_t>(Padding::Same) ? "SAME_UPPER" : "VALID"; }
+
+void emit_conv2d(Emitter& e) {
+  const auto& a = e.attrs<Conv2DAttrs>();
+  const std::string x = transpose(e, e.in(0), {0, 3, 1, 2}, "nchw");
+  const std::string w = transpose(e, e.in(1), {3, 2, 0, 1}, "oihw");
+  const std::string y = e.temp("conv_nchw");
+  onnx::NodeProto& n = e.add("Conv", {x, w}, {y});
+  set_attr(n, "strides", spatial_pair("conv2d", "strides", a.strides));
+  set_attr(n, "dilations", spatial_pair("conv2d", "dilations", a.dilations));
+  set_attr(n, "auto_pad", std::string(auto_pad(a.padding)));
+  set_attr(e.add("Transpose", {y}, {e.out(0)}), "perm", std::vector<int64_t>{0, 2, 3, 1});
+}
+
+void emit_pool(Emitter& e, const char* op) {
+  const auto& a = e.attrs<Pool2DAttrs>();
+  const std::string x = transpose(e, e.in(0), {0, 3, 1, 2}, "nchw");
+  const std::string y = e.temp("pool_nchw");
+  onnx::NodeProto& n = e.add(op, {x}, {y});
+  set_attr(n, "kernel_shape", spatial_pair(op, "ksize", a.ksize));
+  set_attr(n, "strides", spatial_pair(op, "strides", a.strides));
+  set_attr(n, "auto_pad", std::string(auto_pad(a.padding)));
+  // TF's SAME average counts only the elements inside the input.
+  if (std::string_view(op) == "AveragePool") set_attr(n, "count_include_pad", int64_t{0});
+  set_attr(e.add("Transpose", {y}, {e.out(0)}), "perm", std::vector<int64_t>{0, 2, 3, 1});
+}
+
+void emit_matmul(Emitter& e) {
+  const auto& a = e.attrs<MatMulAttrs>();
+  std::string x = e.in(0), y = e.in(1);
+  const auto swap_last = [&](const std::string& v, int i) {
+    const int64_t r = e.rank(i);
+    if (r < 2) e.refuse(str_cat("transposing its input ", i, " of rank ", r, " needs rank 2 or more"));
+    std::vector<int64_t> perm(static_cast<std::size_t>(r));
+    for (int64_t k = 0; k < r; ++k) perm[static_cast<std::size_t>(k)] = k;
+    std::swap(perm[static_cast<std::size_t>(r - 1)], perm[static_cast<std::size_t>(r - 2)]);
+    return transpose(e, v, perm, "transposed");
+  };
+  if (a.transpose_a) x = swap_last(x, 0);
+  if (a.transpose_b) y = swap_last(y, 1);
+  e.add("MatMul", {x, y}, {e.out(0)});
+}
+
+// Opset 17: ReduceSum takes its axes as an input, the other reductions as an attribute.
+void emit_reduce(Emitter& e, const char* op, const std::string& x, const std::string& out) {
+  const auto& a = e.attrs<ReduceAttrs>();
+  if (std::string_view(op) == "ReduceSum") {
+    std::vector<std::string> ins{x};
+    if (!a.axes.empty()) ins.push_back(e.int64s(a.axes));
+    set_attr(e.add(op, ins, {out}), "keepdims", int64_t{a.keepdims});
+    return;
+  }
+  onnx::NodeProto& n = e.add(op, {x}, {out});
+  if (!a.axes.empty()) set_attr(n, "axes", a.axes);
+  set_attr(n, "keepdims", int64_t{a.keepdims});
+}
+void reduce(Emitter& e, const char* op) {
+  if (e.in_type(0).dtype == DType::Bool) e.refuse(str_cat(op, " has no bool form"));
+  emit_reduce(e, op, e.in(0), e.out(0));
+}
+// any / all: bool has no ONNX reduction; as uint8, max is any and min is all.
+void reduce_bool(Emitter& e, const char* op) {
+  const std::string x = cast_to(e, e.in(0), DType::Bool, DType::UInt8);
+  const std::string r = e.temp("reduced");
+  emit_reduce(e, op, x, r);
+  set_attr(e.add("Cast", {r}, {e.out(0)}), "to", static_cast<int64_t>(onnx::TensorProto::BOOL));
+}
+
+void arg_reduce(Emitter& e, const char* op) {
+  const auto& a = e.attrs<ArgReduceAttrs>();
+  const std::string r = e.temp("arg");
+  onnx::NodeProto& n = e.add(op, {e.in(0)}, {r});
+  set_attr(n, "axis", a.axis);
+  set_attr(n, "keepdims", int64_t{0});
+  set_attr(n, "select_last_index", int64_t{0});  // TF picks the first of equal values
+  int64_to_out(e, r);
+}
+
+void emit_cross_entropy(Emitter& e) {
+  // outputs: the rows' losses -log_softmax(logits)[label], and log_softmax(logits)
+  set_attr(e.add("LogSoftmax", {e.in(0)}, {e.out(1)}), "axis", int64_t{-1});
+  const std::string labels = e.temp("labels");
+  e.add("Unsqueeze", {cast_to_int64(e, 1), e.int64s({1})}, {labels});
+  const std::string picked = e.temp("picked");
+  set_attr(e.add("GatherElements", {e.out(1), labels}, {picked}), "axis", int64_t{1});
+  const std::string row = e.temp("picked_row");
+  e.add("Squeeze", {picked, e.int64s({1})}, {row});
+  e.add("Neg", {row}, {e.out(0)});
+}
+
+void emit_cross_entropy_grad(Emitter& e) {
+  // inputs: the log_softmax rows, the labels, the losses' gradient g: (exp(rows) - one_hot) * g
+  const DType d = e.in_type(0).dtype;
+  const std::string soft = e.temp("softmax"), depth = e.temp("classes"), hot = e.temp("one_hot"), diff = e.temp("diff"),
+                    g = e.temp("g_column");
+  e.add("Exp", {e.in(0)}, {soft});
+  set_attr(e.add("Gather", {shape_of(e, 0), e.scalar(DType::Int64, 1.0)}, {depth}), "axis", int64_t{0});
+  set_attr(e.add("OneHot", {cast_to_int64(e, 1), depth, e.values(d, {0.0, 1.0})}, {hot}), "axis", int64_t{-1});
+  e.add("Sub", {soft, hot}, {diff});
+  e.add("Unsqueeze", {e.in(2), e.int64s({1})}, {g});
+  e.add("Mul", {diff, g}, {e.out(0)});
+}
+
+void emit_gelu(Emitter& e) {
+  float_only(e, "gelu");
+  const DType d = e.in_type(0).dtype;
+  const std::string x = e.in(0);
+  const std::string s = e.temp("scaled"), erf = e.temp("erf"), one_plus = e.temp("one_plus"), half_x = e.temp("half_x");
+  e.add("Mul", {x, e.scalar(d, 1.0 / std::numbers::sqrt2)}, {s});
+  e.add("Erf", {s}, {erf});
+  e.add("Add", {erf, e.scalar(d, 1.0)}, {one_plus});
+  e.add("Mul", {x, e.scalar(d, 0.5)}, {half_x});
+  e.add("Mul", {half_x, one_plus}, {e.out(0)});
+}
+
+void emit_gelu_approximate(Emitter& e) {
+  float_only(e, "gelu_approximate");
+  const DType d = e.in_type(0).dtype;
+  const std::string x = e.in(0);
+  const std::string x2 = e.temp("x2"), x3 = e.temp("x3"), c3 = e.temp("c3"), inner = e.temp("inner"),
+                    arg = e.temp("arg"), th = e.temp("tanh"), one_plus = e.temp("one_plus"), half_x = e.temp("half_x");
+  e.add("Mul", {x, x}, {x2});
+  e.add("Mul", {x2, x}, {x3});
+  e.add("Mul", {x3, e.scalar(d, 0.044715)}, {c3});
+  e.add("Add", {x, c3}, {inner});
+  e.add("Mul", {inner, e.scalar(d, std::sqrt(2.0 / std::numbers::pi))}, {arg});
+  e.add("Tanh", {arg}, {th});
+  e.add("Add", {th, e.scalar(d, 1.0)}, {one_plus});
+  e.add("Mul", {x, e.scalar(d, 0.5)}, {half_x});
+  e.add("Mul", {half_x, one_plus}, {e.out(0)});
+}
+
+void emit_leaky_relu(Emitter& e) {
+  // alpha is an operand here (TF's attribute): x > 0 ? x : alpha * x
+  const DType d = e.in_type(0).dtype;
+  const std::string pos = e.temp("positive"), scaled = e.temp("scaled");
+  e.add("Greater", {e.in(0), e.scalar(d, 0.0)}, {pos});
+  e.add("Mul", {e.in(1), e.in(0)}, {scaled});
+  e.add("Where", {pos, e.in(0), scaled}, {e.out(0)});
+}
+
+void emit_floordiv(Emitter& e) {
+  const DType d = e.in_type(0).dtype;
+  if (d == DType::Float32 || d == DType::Float64) {
+    const std::string q = e.temp("quotient");
+    e.add("Div", {e.in(0), e.in(1)}, {q});
+    e.add("Floor", {q}, {e.out(0)});
+    return;
+  }
+  // integers: (a - floormod(a, b)) / b is exact (ONNX's integer Div truncates)
+  const std::string m = e.temp("floormod"), diff = e.temp("diff");
+  set_attr(e.add("Mod", {e.in(0), e.in(1)}, {m}), "fmod", int64_t{0});
+  e.add("Sub", {e.in(0), m}, {diff});
+  e.add("Div", {diff, e.in(1)}, {e.out(0)});
+}
+
+void emit_mod(Emitter& e) {
+  const DType d = e.in_type(0).dtype;
+  if (d != DType::Float32 && d != DType::Float64) {
+    set_attr(e.add("Mod", {e.in(0), e.in(1)}, {e.out(0)}), "fmod", int64_t{0});  // the divisor's sign, as TF
+    return;
+  }
+  // floats: C's fmod, moved by b where its sign differs from b's (TF's floormod)
+  const std::string r = e.temp("fmod"), rz = e.temp("is_zero"), nz = e.temp("nonzero"), rn = e.temp("r_negative"),
+                    bn = e.temp("b_negative"), differ = e.temp("signs_differ"), fix = e.temp("fix"), moved = e.temp("moved");
+  set_attr(e.add("Mod", {e.in(0), e.in(1)}, {r}), "fmod", int64_t{1});
+  e.add("Equal", {r, e.scalar(d, 0.0)}, {rz});
+  e.add("Not", {rz}, {nz});
+  e.add("Less", {r, e.scalar(d, 0.0)}, {rn});
+  e.add("Less", {e.in(1), e.scalar(d, 0.0)}, {bn});
+  e.add("Xor", {rn, bn}, {differ});
+  e.add("And", {nz, differ}, {fix});
+  e.add("Add", {r, e.in(1)}, {moved});
+  e.add("Where", {fix, moved, r}, {e.out(0)});
+}
+
+void emit_like(Emitter& e, double value) {
+  e.add("Expand", {e.scalar(e.out_type(0).dtype, value), shape_of(e, 0)}, {e.out(0)});
+}
+
+void emit_reshape(Emitter& e) {
+  const auto& shape = e.attrs<ReshapeAttrs>().shape;
+  const bool zero = std::find(shape.begin(), shape.end(), 0) != shape.end();
+  onnx::NodeProto& n = e.add("Reshape", {e.in(0), e.int64s(shape)}, {e.out(0)});
+  // A 0 is a zero-size dim in tracegraph, and "copy the input's dim" in ONNX unless allowzero.
+  if (zero) {
+    if (std::find(shape.begin(), shape.end(), -1) != shape.end())
+      e.refuse("a shape with both a 0 and a -1 has no ONNX Reshape form");
+    set_attr(n, "allowzero", int64_t{1});
+  }
+}
+
+void emit_squeeze(Emitter& e) {
+  const auto& axes = e.attrs<SqueezeAttrs>().axes;
+  if (axes.empty()) e.add("Squeeze", {e.in(0)}, {e.out(0)});
+  else e.add("Squeeze", {e.in(0), e.int64s(axes)}, {e.out(0)});
+}
+
+void emit_stack(Emitter& e) {
+  const int64_t axis = e.attrs<AxisAttrs>().axis;
+  std::vector<std::string> parts;
+  for (int i = 0; i < e.num_inputs(); ++i) {
+    parts.push_back(e.temp("stacked"));
+    e.add("Unsqueeze", {e.in(i), e.int64s({axis})}, {parts.back()});
+  }
+  set_attr(e.add("Concat", parts, {e.out(0)}), "axis", axis);
+}
+
+void emit_slice(Emitter& e) {
+  const auto& a = e.attrs<SliceAttrs>();
+  std::vector<int64_t> ends, axes;
+  for (std::size_t k = 0; k < a.begin.size(); ++k) {
+    ends.push_back(a.size[k] < 0 ? kEnd : a.begin[k] + a.size[k]);
+    axes.push_back(static_cast<int64_t>(k));
+  }
+  e.add("Slice", {e.in(0), e.int64s(a.begin), e.int64s(ends), e.int64s(axes)}, {e.out(0)});
+}
+
+void emit_index(Emitter& e) {
+  // x[i]: a scalar index removes the first dim
+  set_attr(e.add("Gather", {e.in(0), e.scalar(DType::Int64, static_cast<double>(e.attrs<IndexAttrs>().index))},
+                 {e.out(0)}),
+           "axis", int64_t{0});
+}
+
+void emit_one_hot(Emitter& e) {
+  const auto& a = e.attrs<OneHotAttrs>();
+  // TF gives a row of off values for any index outside [0, depth); ONNX counts negative ones
+  // from the end, so those are moved out of range first.
+  const DType d = e.in_type(0).dtype;
+  const std::string neg = e.temp("negative"), idx = e.temp("indices");
+  e.add("Less", {e.in(0), e.scalar(d, 0.0)}, {neg});
+  e.add("Where", {neg, e.scalar(d, static_cast<double>(a.depth)), e.in(0)}, {idx});
+  set_attr(e.add("OneHot", {idx, e.int64s({a.depth}), e.values(a.dtype, {a.off_value, a.on_value})}, {e.out(0)}),
+           "axis", a.axis);
+}
+
+void emit_sum_to_like(Emitter& e) {
+  // x summed down to like's shape (a broadcast's gradient). Leading dims are summed statically;
+  // the rest where like has 1 and x not, decided from the types when both shapes are known and
+  // at run time from the shapes otherwise.
+  const int64_t rx = e.rank(0), rl = e.rank(1);
+  if (rl > rx) e.refuse(str_cat("its target has rank ", rl, ", more than its input's ", rx));
+  std::string x = e.in(0);
+  if (rx > rl) {
+    std::vector<int64_t> lead;
+    for (int64_t k = 0; k < rx - rl; ++k) lead.push_back(k);
+    const std::string y = e.temp("summed_lead");
+    set_attr(e.add("ReduceSum", {x, e.int64s(lead)}, {y}), "keepdims", int64_t{0});
+    x = y;
+  }
+  const TensorShape& sx = e.in_type(0).shape;
+  const TensorShape& sl = e.in_type(1).shape;
+  if (sx.is_fully_defined() && sl.is_fully_defined()) {
+    std::vector<int64_t> axes;
+    for (int64_t k = 0; k < rl; ++k)
+      if (sl.dims()[static_cast<std::size_t>(k)] == 1 && sx.dims()[static_cast<std::size_t>(rx - rl + k)] != 1) axes.push_back(k);
+    if (axes.empty()) {
+      e.add("Identity", {x}, {e.out(0)});
+    } else {
+      set_attr(e.add("ReduceSum", {x, e.int64s(axes)}, {e.out(0)}), "keepdims", int64_t{1});
+    }
+    return;
+  }
+  const std::string xs = e.temp("x_shape"), ls = shape_of(e, 1), like_one = e.temp("like_one"), x_one = e.temp("x_one"),
+                    x_not_one = e.temp("x_not_one"), summed = e.temp("summed_dims"), nz = e.temp("nonzero"),
+                    axes = e.temp("axes"), r = e.temp("reduced");
+  e.add("Shape", {x}, {xs});
+  e.add("Equal", {ls, e.scalar(DType::Int64, 1.0)}, {like_one});
+  e.add("Equal", {xs, e.scalar(DType::Int64, 1.0)}, {x_one});
+  e.add("Not", {x_one}, {x_not_one});
+  e.add("And", {like_one, x_not_one}, {summed});
+  e.add("NonZero", {summed}, {nz});
+  e.add("Squeeze", {nz, e.int64s({0})}, {axes});
+  onnx::NodeProto& n = e.add("ReduceSum", {x, axes}, {r});
+  set_attr(n, "keepdims", int64_t{1});
+  set_attr(n, "noop_with_empty_axes", int64_t{1});
+  e.add("Reshape", {r, ls}, {e.out(0)});
+}
+
+void emit_unreduce_like(Emitter& e) {
+  // a reduction's result broadcast back to like's shape (its gradient)
+  const auto& a = e.attrs<ReduceAttrs>();
+  std::string x = e.in(0);
+  if (!a.keepdims && !a.axes.empty()) {
+    const std::string y = e.temp("unsqueezed");
+    e.add("Unsqueeze", {x, e.int64s(a.axes)}, {y});
+    x = y;
+  }
+  e.add("Expand", {x, shape_of(e, 1)}, {e.out(0)});
+}
+
+void emit_pad(Emitter& e) {
+  const auto& a = e.attrs<PadAttrs>();
+  if (a.mode == 2) e.refuse("symmetric padding has no ONNX Pad mode (opset 17 has constant, reflect and edge)");
+  const std::size_t r = a.paddings.size() / 2;
+  std::vector<int64_t> pads(2 * r);
+  for (std::size_t k = 0; k < r; ++k) {
+    pads[k] = a.paddings[2 * k];
+    pads[r + k] = a.paddings[2 * k + 1];
+  }
+  if (a.mode == 1) {
+    set_attr(e.add("Pad", {e.in(0), e.int64s(pads)}, {e.out(0)}), "mode", std::string("reflect"));
+  } else {
+    set_attr(e.add("Pad", {e.in(0), e.int64s(pads), e.scalar(e.in_type(0).dtype, a.constant_value)}, {e.out(0)}),
+             "mode", std::string("constant"));
+  }
+}
+
+void emit_reverse(Emitter& e) {
+  const auto& axes = e.attrs<ReverseAttrs>().axes;
+  const std::vector<int64_t> starts(axes.size(), -1), ends(axes.size(), std::numeric_limits<int64_t>::min()),
+      steps(axes.size(), -1);
+  e.add("Slice", {e.in(0), e.int64s(starts), e.int64s(ends), e.int64s(axes), e.int64s(steps)}, {e.out(0)});
+}
+
+void emit_split(Emitter& e) {
+  const auto& a = e.attrs<SplitAttrs>();
+  std::vector<std::string> outs;
+  for (std::size_t k = 0; k < e.node().outputs.size(); ++k) outs.push_back(e.out(static_cast<int>(k)));
+  std::vector<std::string> ins{e.in(0)};
+  if (a.num <= 0) {
+    std::vector<int64_t> sizes = a.sizes;
+    const auto rest = std::find(sizes.begin(), sizes.end(), -1);
+    if (rest != sizes.end()) {
+      // the -1 piece's size is known from the output type
+      const TensorShape& s = e.out_type(static_cast<int>(rest - sizes.begin())).shape;
+      const int64_t r = s.has_rank() ? s.rank() : 0;
+      const int64_t axis = a.axis < 0 ? a.axis + r : a.axis;
+      if (!s.has_rank() || s.dims()[static_cast<std::size_t>(axis)] < 0)
+        e.refuse("a -1 size whose length is not known when traced has no ONNX Split form");
+      *rest = s.dims()[static_cast<std::size_t>(axis)];
+    }
+    ins.push_back(e.int64s(sizes));
+  }
+  set_attr(e.add("Split", ins, outs), "axis", a.axis);
+}
+
+void emit_cumsum(Emitter& e) {
+  const auto& a = e.attrs<ScanAttrs>();
+  onnx::NodeProto& n = e.add("CumSum", {e.in(0), e.scalar(DType::Int64, static_cast<double>(a.axis))}, {e.out(0)});
+  set_attr(n, "exclusive", int64_t{a.exclusive});
+  set_attr(n, "reverse", int64_t{a.reverse});
+}
+
+#define TG_ONNX_UNARY(Id, Op) {OpId::Id, Op, "", [](Emitter& e) { unary(e, Op); }}
+#define TG_ONNX_BINARY(Id, Op) {OpId::Id, Op, "", [](Emitter& e) { binary(e, Op); }}
+
+// Registry order (ops.def).
+const OnnxRule kRules[] = {
+    TG_ONNX_BINARY(Add, "Add"),
+    TG_ONNX_BINARY(Sub, "Sub"),
+    TG_ONNX_BINARY(Mul, "Mul"),
+    TG_ONNX_BINARY(Div, "Div"),
+    {OpId::FloorDiv, "Div, Floor (floats); Mod, Sub, Div (integers)", "integers: (a - floormod(a, b)) / b, exact",
+     emit_floordiv},
+    {OpId::Mod, "Mod (fmod=0; floats: fmod=1 and a sign fix)", "TF's floormod: the result has the divisor's sign",
+     emit_mod},
+    TG_ONNX_BINARY(Pow, "Pow"),
+    TG_ONNX_BINARY(Maximum, "Max"),
+    TG_ONNX_BINARY(Minimum, "Min"),
+    TG_ONNX_BINARY(Equal, "Equal"),
+    {OpId::NotEqual, "Equal, Not", "", [](Emitter& e) {
+       const std::string eq = e.temp("equal");
+       e.add("Equal", {e.in(0), e.in(1)}, {eq});
+       e.add("Not", {eq}, {e.out(0)});
+     }},
+    TG_ONNX_BINARY(Less, "Less"),
+    TG_ONNX_BINARY(LessEqual, "LessOrEqual"),
+    TG_ONNX_BINARY(Greater, "Greater"),
+    TG_ONNX_BINARY(GreaterEqual, "GreaterOrEqual"),
+    TG_ONNX_BINARY(LogicalAnd, "And"),
+    TG_ONNX_BINARY(LogicalOr, "Or"),
+    {OpId::LeakyRelu, "Greater, Mul, Where", "alpha is an operand (input 1), so not ONNX's LeakyRelu attribute",
+     emit_leaky_relu},
+    TG_ONNX_UNARY(Neg, "Neg"),
+    TG_ONNX_UNARY(Abs, "Abs"),
+    TG_ONNX_UNARY(Sign, "Sign"),
+    {OpId::Square, "Mul", "x * x", [](Emitter& e) { e.add("Mul", {e.in(0), e.in(0)}, {e.out(0)}); }},
+    TG_ONNX_UNARY(Relu, "Relu"),
+    TG_ONNX_UNARY(Exp, "Exp"),
+    TG_ONNX_UNARY(Log, "Log"),
+    TG_ONNX_UNARY(Sqrt, "Sqrt"),
+    {OpId::Rsqrt, "Sqrt, Reciprocal", "", [](Emitter& e) {
+       const std::string s = e.temp("sqrt");
+       e.add("Sqrt", {e.in(0)}, {s});
+       e.add("Reciprocal", {s}, {e.out(0)});
+     }},
+    TG_ONNX_UNARY(Tanh, "Tanh"),
+    TG_ONNX_UNARY(Sigmoid, "Sigmoid"),
+    TG_ONNX_UNARY(Sin, "Sin"),
+    TG_ONNX_UNARY(Cos, "Cos"),
+    TG_ONNX_UNARY(LogicalNot, "Not"),
+    {OpId::Cast, "Cast", "`dtype` -> `to`", [](Emitter& e) {
+       set_attr(e.add("Cast", {e.in(0)}, {e.out(0)}), "to",
+                static_cast<int64_t>(onnx_dtype(e.attrs<CastAttrs>().dtype)));
+     }},
+    TG_ONNX_UNARY(Identity, "Identity"),
+    {OpId::ZerosLike, "Shape, Expand", "", [](Emitter& e) { emit_like(e, 0.0); }},
+    {OpId::OnesLike, "Shape, Expand", "", [](Emitter& e) { emit_like(e, 1.0); }},
+    {OpId::Where, "Where", "", [](Emitter& e) { e.add("Where", {e.in(0), e.in(1), e.in(2)}, {e.out(0)}); }},
+    {OpId::StopGradient, "Identity", "", [](Emitter& e) { unary(e, "Identity"); }},
+    {OpId::Log1p, "Add, Log", "log(1 + x): less accurate than tracegraph's for |x| below about 1e-4", [](Emitter& e) {
+       const std::string s = e.temp("one_plus");
+       e.add("Add", {e.in(0), e.scalar(e.in_type(0).dtype, 1.0)}, {s});
+       e.add("Log", {s}, {e.out(0)});
+     }},
+    {OpId::Expm1, "Exp, Sub", "exp(x) - 1: less accurate than tracegraph's for |x| below about 1e-4", [](Emitter& e) {
+       const std::string s = e.temp("exp");
+       e.add("Exp", {e.in(0)}, {s});
+       e.add("Sub", {s, e.scalar(e.in_type(0).dtype, 1.0)}, {e.out(0)});
+     }},
+    TG_ONNX_UNARY(Softplus, "Softplus"),
+    {OpId::Gelu, "Mul, Erf, Add", "x / 2 * (1 + erf(x / sqrt(2))) (opset 17 has no Gelu)", emit_gelu},
+    {OpId::GeluApproximate, "Mul, Add, Tanh", "x / 2 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3)))",
+     emit_gelu_approximate},
+    {OpId::Elu, "Elu", "alpha = 1", [](Emitter& e) {
+       set_attr(e.add("Elu", {e.in(0)}, {e.out(0)}), "alpha", 1.0f);
+     }},
+    TG_ONNX_UNARY(Erf, "Erf"),
+    TG_ONNX_UNARY(Floor, "Floor"),
+    TG_ONNX_UNARY(Ceil, "Ceil"),
+    TG_ONNX_UNARY(Round, "Round"),
+    {OpId::MatMul, "MatMul (Transpose first for transpose_a / transpose_b)", "", emit_matmul},
+    {OpId::ReduceSum, "ReduceSum", "`axes` (an input; empty: all), `keepdims`", [](Emitter& e) { reduce(e, "ReduceSum"); }},
+    {OpId::ReduceMean, "ReduceMean", "`axes`, `keepdims`", [](Emitter& e) { reduce(e, "ReduceMean"); }},
+    {OpId::ReduceMax, "ReduceMax", "`axes`, `keepdims`", [](Emitter& e) { reduce(e, "ReduceMax"); }},
+    {OpId::ReduceMin, "ReduceMin", "`axes`, `keepdims`", [](Emitter& e) { reduce(e, "ReduceMin"); }},
+    {OpId::ReduceProd, "ReduceProd", "`axes`, `keepdims`", [](Emitter& e) { reduce(e, "ReduceProd"); }},
+    {OpId::ReduceAny, "Cast, ReduceMax, Cast", "as uint8", [](Emitter& e) { reduce_bool(e, "ReduceMax"); }},
+    {OpId::ReduceAll, "Cast, ReduceMin, Cast", "as uint8", [](Emitter& e) { reduce_bool(e, "ReduceMin"); }},
+    {OpId::ArgMax, "ArgMax (Cast to int32 when asked)", "`axis`, keepdims 0, the first of equal values",
+     [](Emitter& e) { arg_reduce(e, "ArgMax"); }},
+    {OpId::ArgMin, "ArgMin (Cast to int32 when asked)", "`axis`, keepdims 0, the first of equal values",
+     [](Emitter& e) { arg_reduce(e, "ArgMin"); }},
+    {OpId::Softmax, "Softmax", "`axis`", [](Emitter& e) {
+       set_attr(e.add("Softmax", {e.in(0)}, {e.out(0)}), "axis", e.attrs<AxisAttrs>().axis);
+     }},
+    {OpId::LogSoftmax, "LogSoftmax", "`axis`", [](Emitter& e) {
+       set_attr(e.add("LogSoftmax", {e.in(0)}, {e.out(0)}), "axis", e.attrs<AxisAttrs>().axis);
+     }},
+    {OpId::SparseSoftmaxCrossEntropy, "LogSoftmax, Cast, Unsqueeze, GatherElements, Squeeze, Neg",
+     "loss = -log_softmax(logits)[label] per row; labels outside [0, classes) are not checked", emit_cross_entropy},
+    {OpId::SparseSoftmaxCrossEntropyGrad, "Exp, Shape, Gather, OneHot, Sub, Unsqueeze, Mul",
+     "(exp(log_softmax rows) - one_hot(labels)) * the losses' gradient", emit_cross_entropy_grad},
+    {OpId::Cumsum, "CumSum", "`axis` (an input), `exclusive`, `reverse`", emit_cumsum},
+    {OpId::SumToLike, "ReduceSum, Reshape (Shape, Equal, NonZero when dims are None)",
+     "sums x down to like's shape (a broadcast's gradient)", emit_sum_to_like},
+    {OpId::BroadcastLike, "Shape, Expand", "", [](Emitter& e) {
+       e.add("Expand", {e.in(0), shape_of(e, 1)}, {e.out(0)});
+     }},
+    {OpId::UnreduceLike, "Unsqueeze, Shape, Expand", "", emit_unreduce_like},
+    {OpId::Reshape, "Reshape", "`shape` (an input; allowzero when it has a 0)", emit_reshape},
+    {OpId::Transpose, "Transpose", "`perm` (empty: reversed)", [](Emitter& e) {
+       onnx::NodeProto& n = e.add("Transpose", {e.in(0)}, {e.out(0)});
+       if (!e.attrs<TransposeAttrs>().perm.empty()) set_attr(n, "perm", e.attrs<TransposeAttrs>().perm);
+     }},
+    {OpId::ExpandDims, "Unsqueeze", "`axis` (an input)", [](Emitter& e) {
+       e.add("Unsqueeze", {e.in(0), e.int64s({e.attrs<AxisAttrs>().axis})}, {e.out(0)});
+     }},
+    {OpId::Squeeze, "Squeeze", "`axes` (an input; empty: every 1)", emit_squeeze},
+    {OpId::Concat, "Concat", "`axis`", [](Emitter& e) {
+       std::vector<std::string> ins;
+       for (int i = 0; i < e.num_inputs(); ++i) ins.push_back(e.in(i));
+       set_attr(e.add("Concat", ins, {e.out(0)}), "axis", e.attrs<AxisAttrs>().axis);
+     }},
+    {OpId::Stack, "Unsqueeze, Concat", "`axis`", emit_stack},
+    {OpId::Slice, "Slice", "`begin` -> starts, `begin + size` -> ends (size -1: to the end)", emit_slice},
+    {OpId::Gather, "Gather", "`axis`", [](Emitter& e) {
+       set_attr(e.add("Gather", {e.in(0), e.in(1)}, {e.out(0)}), "axis", e.attrs<AxisAttrs>().axis);
+     }},
+    {OpId::OneHot, "Less, Where, OneHot", "`depth`, `axis`, (`off_value`, `on_value`) -> values; a negative index "
+     "gives off values as in TF", emit_one_hot},
+    {OpId::Index, "Gather", "`index` -> a scalar index on axis 0", emit_index},
+    {OpId::Shape, "Shape (Cast to int32)", "", [](Emitter& e) { int64_to_out(e, shape_of(e, 0)); }},
+    {OpId::Size, "Size (Cast to int32)", "", [](Emitter& e) {
+       const std::string s = e.temp("size");
+       e.add("Size", {e.in(0)}, {s});
+       int64_to_out(e, s);
+     }},
+    {OpId::ReshapeTo, "Cast, Reshape", "", [](Emitter& e) {
+       e.add("Reshape", {e.in(0), cast_to_int64(e, 1)}, {e.out(0)});
+     }},
+    {OpId::EnsureSameShape, "Identity", "the run-time shape check is not written", [](Emitter& e) {
+       unary(e, "Identity");
+     }},
+    {OpId::Range, "Range", "", [](Emitter& e) { e.add("Range", {e.in(0), e.in(1), e.in(2)}, {e.out(0)}); }},
+    {OpId::Fill, "Cast, Expand", "", [](Emitter& e) {
+       e.add("Expand", {e.in(1), cast_to_int64(e, 0)}, {e.out(0)});
+     }},
+    {OpId::BroadcastTo, "Cast, Expand", "", [](Emitter& e) {
+       e.add("Expand", {e.in(0), cast_to_int64(e, 1)}, {e.out(0)});
+     }},
+    {OpId::ReshapeLike, "Shape, Reshape", "", [](Emitter& e) {
+       e.add("Reshape", {e.in(0), shape_of(e, 1)}, {e.out(0)});
+     }},
+    {OpId::Tile, "Tile", "`multiples` -> repeats (an input)", [](Emitter& e) {
+       e.add("Tile", {e.in(0), e.int64s(e.attrs<TileAttrs>().multiples)}, {e.out(0)});
+     }},
+    {OpId::Pad, "Pad", "`paddings` -> pads (befores, then afters); constant and reflect modes", emit_pad},
+    {OpId::Split, "Split", "`sizes` (an input) or `num` equal pieces, `axis`", emit_split},
+    {OpId::Reverse, "Slice", "steps -1 on `axes`", emit_reverse},
+    {OpId::GatherNd, "GatherND", "batch_dims 0", [](Emitter& e) {
+       e.add("GatherND", {e.in(0), cast_to_int64(e, 1)}, {e.out(0)});
+     }},
+    {OpId::WhereIndices, "NonZero, Transpose", "(n, rank) int64 positions", [](Emitter& e) {
+       const std::string nz = e.temp("nonzero");
+       e.add("NonZero", {e.in(0)}, {nz});
+       int64_to_out(e, transpose(e, nz, {1, 0}, "positions"));
+     }},
+    {OpId::Conv2D, "Transpose, Conv, Transpose", "NHWC -> NCHW, HWIO -> OIHW; `strides`, `dilations`; SAME -> "
+     "auto_pad SAME_UPPER, VALID -> VALID", emit_conv2d},
+    {OpId::MaxPool2D, "Transpose, MaxPool, Transpose", "`ksize` -> kernel_shape, `strides`, padding -> auto_pad",
+     [](Emitter& e) { emit_pool(e, "MaxPool"); }},
+    {OpId::AvgPool2D, "Transpose, AveragePool, Transpose", "as max_pool2d; count_include_pad 0 (TF's SAME average)",
+     [](Emitter& e) { emit_pool(e, "AveragePool"); }},
+    {OpId::ReadVariable, "Identity of an initializer", "a Variable closed over: an initializer named after it, with "
+     "its value at export; a Variable argument: a graph input", [](Emitter& e) {
+       e.add("Identity", {e.variable(e.attrs<VariableAttrs>().variable)}, {e.out(0)});
+     }},
+};
+
+#undef TG_ONNX_UNARY
+#undef TG_ONNX_BINARY
+
+}  // namespace
+
+std::span<const OnnxRule> onnx_rules() { return kRules; }
+
+const OnnxRule* onnx_rule(OpId op) {
+  static const std::vector<const OnnxRule*> by_op = [] {
+    std::vector<const OnnxRule*> v(kNumOps, nullptr);
+    for (const OnnxRule& r : kRules) v[static_cast<std::size_t>(r.op)] = &r;
+    return v;
+  }();
+  const auto k = static_cast<std::size_t>(op);
+  return k < by_op.size() ? by_op[k] : nullptr;
+}
+
+const char* onnx_refusal(OpId op) {
+  const uint32_t t = op_def(op).traits;
+  if (t & kOptimizerOnly) return "made by the optimiser only; files and models hold graphs as traced";
+  if (t & kWritesVariable) return "writes a Variable: an ONNX model has no state; export the inference function";
+  if (t & kCreatesVariable) return "creates a Variable: an ONNX model has no state";
+  if (t & kRandom) return "draws random numbers: ONNX's random ops give other numbers; export the inference function";
+  if (t & kCollective) return "a collective of a distributed job: ONNX has none";
+  if (t & kPrints) return "prints: ONNX has no side effects; remove tg::print from the function";
+  if (t & kSubgraphs) return "control flow: If / Loop come in a later version of the exporter";
+  return "";
+}
+
+}  // namespace tg::detail::onnx_export

@@ -1,0 +1,268 @@
+// tg::export_onnx: models written for the ONNX checker and ONNX Runtime (tests/onnx/check_models.py
+// and run_onnxruntime.mjs, run by CTest after this binary), and the exporter's refusals.
+//
+// Each case writes <case>.onnx, its inputs <case>.r<run>.in.<input>.npy and tracegraph's results
+// <case>.r<run>.out.<output>.npy (computed here by calling the traced function), and
+// <case>.dims.json: which input dims must be symbolic. With TG_ONNX_CASES_DIR unset the files go
+// to a scratch folder and only the C++ side is checked.
+#include <gtest/gtest.h>
+#include <tracegraph/npy.h>
+#include <tracegraph/onnx.h>
+#include <tracegraph/tracegraph.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path cases_dir() {
+  const char* env = std::getenv("TG_ONNX_CASES_DIR");
+  const fs::path dir = env ? fs::path(env) : fs::temp_directory_path() / "tg_onnx_cases";
+  fs::create_directories(dir);
+  return dir;
+}
+
+tg::Tensor uniform(const tg::TensorShape& shape, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
+  return tg::random_uniform(shape, lo, hi, seed);
+}
+
+tg::Tensor labels(int64_t n, int classes, uint64_t seed) {
+  return tg::cast(tg::floor(uniform({n}, seed, 0.0f, static_cast<float>(classes) - 0.01f)), tg::int32);
+}
+
+// Writes one run of a case: its named inputs and the traced function's flattened results.
+void write_run(const std::string& name, int run, const std::vector<std::pair<std::string, tg::Tensor>>& inputs,
+               const std::vector<tg::Tensor>& outputs) {
+  const fs::path dir = cases_dir();
+  for (const auto& in : inputs)
+    tg::save_npy((dir / (name + ".r" + std::to_string(run) + ".in." + in.first + ".npy")).string(), in.second);
+  for (std::size_t k = 0; k < outputs.size(); ++k)
+    tg::save_npy((dir / (name + ".r" + std::to_string(run) + ".out.output_" + std::to_string(k) + ".npy")).string(),
+                 outputs[k]);
+}
+
+void write_dims(const std::string& name, const std::map<std::string, std::vector<int>>& symbolic) {
+  std::ofstream out(cases_dir() / (name + ".dims.json"));
+  out << "{";
+  bool first = true;
+  for (const auto& [input, axes] : symbolic) {
+    out << (first ? "" : ", ") << "\"" << input << "\": [";
+    for (std::size_t k = 0; k < axes.size(); ++k) out << (k ? ", " : "") << axes[k];
+    out << "]";
+    first = false;
+  }
+  out << "}\n";
+}
+
+std::string model_path(const std::string& name) { return (cases_dir() / (name + ".onnx")).string(); }
+
+// The demo's MLP at a small size: dense layers with relu, fixed seeds.
+struct SmallMlp {
+  tg::nn::Dense hidden1{12, 16, tg::relu, /*seed=*/1, tg::float32, "hidden1"};
+  tg::nn::Dense hidden2{16, 16, tg::relu, /*seed=*/2, tg::float32, "hidden2"};
+  tg::nn::Dense logits{16, 5, nullptr, /*seed=*/3, tg::float32, "logits"};
+  tg::Tensor operator()(const tg::Tensor& x) const { return logits(hidden2(hidden1(x))); }
+  std::vector<tg::Variable> variables() const {
+    std::vector<tg::Variable> v;
+    for (const auto* layer : {&hidden1, &hidden2, &logits})
+      for (const auto& var : layer->trainable_variables()) v.push_back(var);
+    return v;
+  }
+};
+
+// The CNN demo's network at a small size: two conv + max-pool blocks, dense, dropout, dense.
+struct SmallCnn {
+  tg::nn::Conv2D conv1{1, 4, {3}, {.padding = tg::Padding::Same, .activation = tg::relu, .seed = 11, .name = "conv1"}};
+  tg::nn::Conv2D conv2{4, 6, {3}, {.padding = tg::Padding::Same, .activation = tg::relu, .seed = 12, .name = "conv2"}};
+  tg::nn::Dense hidden{2 * 2 * 6, 10, tg::relu, /*seed=*/13, tg::float32, "hidden"};
+  tg::nn::Dropout dropout{0.25, /*seed=*/14};
+  tg::nn::Dense logits{10, 3, nullptr, /*seed=*/15, tg::float32, "logits"};
+  tg::Tensor operator()(const tg::Tensor& x, bool training) const {
+    tg::Tensor h = tg::reshape(x, {-1, 8, 8, 1});
+    h = tg::max_pool2d(conv1(h), {2}, {2}, tg::Padding::Valid);  // (batch, 4, 4, 4)
+    h = tg::max_pool2d(conv2(h), {2}, {2}, tg::Padding::Valid);  // (batch, 2, 2, 6)
+    h = hidden(tg::reshape(h, {-1, 2 * 2 * 6}));
+    return logits(dropout(h, training));
+  }
+};
+
+TEST(OnnxExport, MlpPredictWithNoneBatch) {
+  SmallMlp model;
+  auto predict = tg::function([&](const tg::Tensor& x) { return tg::softmax(model(x)); },
+                              {.name = "predict",
+                               .input_signature = std::vector<tg::TensorSpec>{tg::TensorSpec({tg::None, 12}, tg::float32)},
+                               .arg_names = {"x"}});
+  const tg::Tensor x3 = uniform({3, 12}, 21), x5 = uniform({5, 12}, 22);
+  const tg::Tensor y3 = predict(x3), y5 = predict(x5);
+  const std::vector<std::string> paths = tg::export_onnx(model_path("mlp_predict"), predict);
+  ASSERT_EQ(paths.size(), 1u);
+  EXPECT_TRUE(fs::exists(paths[0]));
+  write_run("mlp_predict", 0, {{"x", x3}}, {y3});
+  write_run("mlp_predict", 1, {{"x", x5}}, {y5});
+  write_dims("mlp_predict", {{"x", {0}}});
+}
+
+TEST(OnnxExport, CnnPredictWithNoneBatch) {
+  SmallCnn model;
+  auto predict = tg::function([&](const tg::Tensor& x) { return model(x, /*training=*/false); },
+                              {.name = "cnn_predict",
+                               .input_signature = std::vector<tg::TensorSpec>{tg::TensorSpec({tg::None, 64}, tg::float32)},
+                               .arg_names = {"images"}});
+  const tg::Tensor x2 = uniform({2, 64}, 31, 0.0f, 1.0f), x4 = uniform({4, 64}, 32, 0.0f, 1.0f);
+  const tg::Tensor y2 = predict(x2), y4 = predict(x4);
+  tg::export_onnx(model_path("cnn_predict"), predict);
+  write_run("cnn_predict", 0, {{"images", x2}}, {y2});
+  write_run("cnn_predict", 1, {{"images", x4}}, {y4});
+  write_dims("cnn_predict", {{"images", {0}}});
+}
+
+// The train step's forward half: the loss and the accuracy (cross-entropy, argmax, equal, cast,
+// the reductions), with the labels as int32.
+TEST(OnnxExport, MlpLossAndAccuracy) {
+  SmallMlp model;
+  auto evaluate = tg::function(
+      [&](const tg::Tensor& x, const tg::Tensor& y) {
+        const tg::Tensor logits = model(x);
+        return std::make_pair(tg::nn::sparse_softmax_cross_entropy(logits, y), tg::nn::accuracy(logits, y));
+      },
+      {.name = "evaluate", .arg_names = {"x", "y"}});
+  const tg::Tensor x = uniform({6, 12}, 41), y = labels(6, 5, 42);
+  const auto [loss, acc] = evaluate(x, y);
+  tg::export_onnx(model_path("mlp_loss"), evaluate);
+  write_run("mlp_loss", 0, {{"x", x}, {"y", y}}, {loss, acc});
+  write_dims("mlp_loss", {});
+}
+
+// The train step's backward half: the gradients of the loss, as the tape records them in a
+// trace (matmuls with transposes, the bias sums, relu's gradient, the cross-entropy's).
+TEST(OnnxExport, MlpGradients) {
+  SmallMlp model;
+  auto gradients = tg::function(
+      [&](const tg::Tensor& x, const tg::Tensor& y) {
+        tg::GradientTape tape;
+        const tg::Tensor loss = tg::nn::sparse_softmax_cross_entropy(model(x), y);
+        return tape.gradient(loss, model.variables());
+      },
+      {.name = "gradients",
+       .input_signature = std::vector<tg::TensorSpec>{tg::TensorSpec({tg::None, 12}, tg::float32),
+                                                      tg::TensorSpec({tg::None}, tg::int32)},
+       .arg_names = {"x", "y"}});
+  const tg::Tensor x = uniform({7, 12}, 51), y = labels(7, 5, 52);
+  const std::vector<tg::Tensor> grads = gradients(x, y);
+  tg::export_onnx(model_path("mlp_gradients"), gradients);
+  write_run("mlp_gradients", 0, {{"x", x}, {"y", y}}, grads);
+  write_dims("mlp_gradients", {{"x", {0}}, {"y", {0}}});
+}
+
+// More rows of the table in one graph, each result an output.
+TEST(OnnxExport, ManyOps) {
+  auto f = tg::function(
+      [](const tg::Tensor& a, const tg::Tensor& b) {
+        std::vector<tg::Tensor> r;
+        r.push_back(tg::log_softmax(a, 0));
+        r.push_back(tg::reduce_max(a, {1}, true) - tg::reduce_min(a, {0}));
+        r.push_back(tg::reduce_prod(tg::sigmoid(a), {1}));
+        r.push_back(tg::cast(tg::argmin(a, 1), tg::int32));
+        r.push_back(tg::where(a > b, tg::tanh(a), tg::exp(b)));
+        r.push_back(tg::transpose(tg::concat({a, b}, 1), {1, 0}));
+        r.push_back(tg::stack({a, b}, 1));
+        r.push_back(tg::slice(a, {1, 0}, {2, -1}));
+        r.push_back(tg::gelu(a) + tg::gelu(b, /*approximate=*/true));
+        r.push_back(tg::sqrt(tg::abs(a)) * tg::rsqrt(tg::square(b) + 1.0f));
+        r.push_back(tg::cumsum(a, 1));
+        r.push_back(tg::tile(b, {1, 2}));
+        r.push_back(tg::pad(a, {{1, 0}, {0, 2}}));
+        r.push_back(tg::reverse(a, {1}));
+        r.push_back(tg::reduce_any(a > 0.5f, {1}));
+        r.push_back(tg::maximum(a, b) / tg::minimum(a, b - 3.0f));
+        r.push_back(tg::leaky_relu(a, 0.2f) + tg::elu(b) + tg::softplus(a));
+        r.push_back(tg::floordiv(a, b + 2.0f) + tg::mod(a * 3.0f, b + 2.0f));
+        r.push_back(tg::expand_dims(tg::squeeze(tg::reshape(a, {1, 4, 3})), -1));
+        r.push_back(tg::gather(a, tg::constant({2, 0}), 0));
+        return r;
+      },
+      {.name = "many_ops", .arg_names = {"a", "b"}});
+  const tg::Tensor a = uniform({4, 3}, 61), b = uniform({4, 3}, 62);
+  const std::vector<tg::Tensor> results = f(a, b);
+  tg::export_onnx(model_path("many_ops"), f);
+  write_run("many_ops", 0, {{"a", a}, {"b", b}}, results);
+  write_dims("many_ops", {});
+}
+
+TEST(OnnxExport, EachTraceIsOneModel) {
+  auto f = tg::function([](const tg::Tensor& x) { return tg::relu(x) * 2.0f; }, {.name = "two_traces"});
+  f(tg::ones({2}));
+  f(tg::ones({2, 3}));
+  const std::vector<std::string> paths = tg::export_onnx(model_path("two_traces"), f);
+  ASSERT_EQ(paths.size(), 2u);
+  EXPECT_EQ(fs::path(paths[0]).filename(), "two_traces.0.onnx");
+  EXPECT_EQ(fs::path(paths[1]).filename(), "two_traces.1.onnx");
+  for (const auto& p : paths) EXPECT_TRUE(fs::exists(p));
+}
+
+TEST(OnnxExport, LoadedFunctionExportsLikeTheOriginal) {
+  SmallMlp model;
+  auto predict = tg::function([&](const tg::Tensor& x) { return model(x); }, {.name = "predict", .arg_names = {"x"}});
+  const tg::Tensor x = uniform({2, 12}, 71);
+  const tg::Tensor y = predict(x);
+  const fs::path tgx = cases_dir() / "loaded_mlp.tgx";
+  tg::save(tgx.string(), predict);
+  tg::export_onnx(model_path("loaded_mlp"), tg::load(tgx.string()));
+  write_run("loaded_mlp", 0, {{"x", x}}, {y});
+  write_dims("loaded_mlp", {});
+}
+
+// Refusals: a typed error naming the op, and no file.
+void expect_refused(const std::string& name, const std::function<void(const std::string&)>& export_fn,
+                    const std::string& op) {
+  const std::string path = (fs::temp_directory_path() / ("tg_onnx_refused_" + name + ".onnx")).string();
+  fs::remove(path);
+  try {
+    export_fn(path);
+    ADD_FAILURE() << name << ": exported, expected a tg::ValueError naming op " << op;
+  } catch (const tg::ValueError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("(op " + op + ")"), std::string::npos) << what;
+    EXPECT_NE(what.find("[tg::export_onnx]"), std::string::npos) << what;
+    EXPECT_NE(what.find("Nothing was written"), std::string::npos) << what;
+  }
+  EXPECT_FALSE(fs::exists(path)) << path;
+}
+
+TEST(OnnxExportErrors, VariableWriteIsRefused) {
+  tg::Variable v(tg::zeros({2}), "counter");
+  auto step = tg::function([&](const tg::Tensor& x) {
+    v.assign_add(x);
+    return v.read_value();
+  }, {.name = "step"});
+  step(tg::ones({2}));
+  expect_refused("assign", [&](const std::string& p) { tg::export_onnx(p, step); }, "assign_add_variable");
+}
+
+TEST(OnnxExportErrors, WhileLoopIsRefusedForNow) {
+  auto f = tg::function([](const tg::Tensor& x) {
+    return tg::while_loop([](const tg::Tensor& v) { return tg::reduce_sum(v) < 100.0f; },
+                          [](const tg::Tensor& v) { return v * 2.0f; }, x);
+  }, {.name = "doubling"});
+  f(tg::ones({3}));
+  expect_refused("while", [&](const std::string& p) { tg::export_onnx(p, f); }, "while");
+}
+
+TEST(OnnxExportErrors, AnOpWithoutARuleIsRefused) {
+  auto f = tg::function([](const tg::Tensor& x) { return tg::sort(x); }, {.name = "sorting"});
+  f(tg::constant({3.0f, 1.0f, 2.0f}));
+  expect_refused("sort", [&](const std::string& p) { tg::export_onnx(p, f); }, "sort");
+}
+
+TEST(OnnxExportErrors, NothingTracedIsRefused) {
+  auto f = tg::function([](const tg::Tensor& x) { return x; }, {.name = "never_called"});
+  EXPECT_THROW(tg::export_onnx((fs::temp_directory_path() / "tg_onnx_never.onnx").string(), f), tg::ValueError);
+}
+
+}  // namespace
