@@ -19,6 +19,7 @@ enum ExitCode : int {
   kCallFailed = 3,   // the inputs fit no signature, the function cannot be called, or it threw
   kMismatch = 4,     // an output differs from its --expect file
   kInternal = 5,     // anything else: a tracegraph or tgx bug, an I/O failure writing results
+  kNotExportable = 6,  // onnx: the function holds an op or a value ONNX export does not write
 };
 
 /// Ends a subcommand: main() prints `message` (lines; the first is the summary) to stderr,

@@ -10,11 +10,14 @@ int inspect_command(const std::vector<std::string>& args);
 int validate_command(const std::vector<std::string>& args);
 int run_command(const std::vector<std::string>& args);
 int bench_command(const std::vector<std::string>& args);
+/// Built when tracegraph::onnx is (TG_ONNX); without it `tgx onnx` says how to get it.
+int onnx_command(const std::vector<std::string>& args);
 
 /// The --help text of each subcommand.
 extern const char* const kInspectHelp;
 extern const char* const kValidateHelp;
 extern const char* const kRunHelp;
 extern const char* const kBenchHelp;
+extern const char* const kOnnxHelp;
 
 }  // namespace tgx

@@ -20,6 +20,7 @@ Commands:
   validate MODEL.tgx                     load with every check; "ok" or where the file is bad
   run MODEL.tgx --input NAME=FILE.npy    call once; write, print or --expect-check the outputs
   bench MODEL.tgx --input NAME=FILE.npy  call repeatedly; latency and throughput table
+  onnx MODEL.tgx -o MODEL.onnx           write it as an ONNX model (ONNX Runtime runs it)
 
 'tgx COMMAND --help' describes each command. 'tgx --version' prints the version.
 
@@ -30,6 +31,7 @@ Exit codes (every command):
   3  a call failed: inputs fit no signature, or the function raised an error
   4  run --expect: an output differs from its expected file
   5  internal error (please report it)
+  6  onnx: the function holds an op ONNX export does not write
 )";
 
 struct Command {
@@ -43,6 +45,7 @@ const Command kCommands[] = {
     {"validate", tgx::validate_command, tgx::kValidateHelp},
     {"run", tgx::run_command, tgx::kRunHelp},
     {"bench", tgx::bench_command, tgx::kBenchHelp},
+    {"onnx", tgx::onnx_command, tgx::kOnnxHelp},
 };
 
 bool asks_for_help(const std::vector<std::string>& args) {
@@ -80,7 +83,7 @@ int main(int argc, char** argv) {
   for (const Command& c : kCommands)
     if (name == c.name) command = &c;
   if (!command) {
-    std::cerr << "tgx: unknown command '" << name << "'; expected one of inspect, validate, run, bench "
+    std::cerr << "tgx: unknown command '" << name << "'; expected one of inspect, validate, run, bench, onnx "
               << "(see 'tgx --help')\n";
     return tgx::kUsage;
   }
