@@ -331,10 +331,10 @@ void emit_one_hot(Emitter& e) {
   const auto& a = e.attrs<OneHotAttrs>();
   // TF gives a row of off values for any index outside [0, depth); ONNX counts negative ones
   // from the end, so those are moved out of range first.
-  const DType d = e.in_type(0).dtype;
-  const std::string neg = e.temp("negative"), idx = e.temp("indices");
-  e.add("Less", {e.in(0), e.scalar(d, 0.0)}, {neg});
-  e.add("Where", {neg, e.scalar(d, static_cast<double>(a.depth)), e.in(0)}, {idx});
+  // (ONNX Runtime's OneHot kernels take int64 indices with an int64 depth.)
+  const std::string in = cast_to_int64(e, 0), neg = e.temp("negative"), idx = e.temp("indices");
+  e.add("Less", {in, e.scalar(DType::Int64, 0.0)}, {neg});
+  e.add("Where", {neg, e.scalar(DType::Int64, static_cast<double>(a.depth)), in}, {idx});
   set_attr(e.add("OneHot", {idx, e.int64s({a.depth}), e.values(a.dtype, {a.off_value, a.on_value})}, {e.out(0)}),
            "axis", a.axis);
 }
@@ -504,12 +504,12 @@ const OnnxRule kRules[] = {
     {OpId::OnesLike, "Shape, Expand", "", [](Emitter& e) { emit_like(e, 1.0); }},
     {OpId::Where, "Where", "", [](Emitter& e) { e.add("Where", {e.in(0), e.in(1), e.in(2)}, {e.out(0)}); }},
     {OpId::StopGradient, "Identity", "", [](Emitter& e) { unary(e, "Identity"); }},
-    {OpId::Log1p, "Add, Log", "log(1 + x): less accurate than tracegraph's for |x| below about 1e-4", [](Emitter& e) {
+    {OpId::Log1p, "Add, Log", "log(1 + x): less accurate than tracegraph's for x near 0 (below about 1e-4 in size)", [](Emitter& e) {
        const std::string s = e.temp("one_plus");
        e.add("Add", {e.in(0), e.scalar(e.in_type(0).dtype, 1.0)}, {s});
        e.add("Log", {s}, {e.out(0)});
      }},
-    {OpId::Expm1, "Exp, Sub", "exp(x) - 1: less accurate than tracegraph's for |x| below about 1e-4", [](Emitter& e) {
+    {OpId::Expm1, "Exp, Sub", "exp(x) - 1: less accurate than tracegraph's for x near 0 (below about 1e-4 in size)", [](Emitter& e) {
        const std::string s = e.temp("exp");
        e.add("Exp", {e.in(0)}, {s});
        e.add("Sub", {s, e.scalar(e.in_type(0).dtype, 1.0)}, {e.out(0)});
@@ -573,7 +573,7 @@ const OnnxRule kRules[] = {
     {OpId::Gather, "Gather", "`axis`", [](Emitter& e) {
        set_attr(e.add("Gather", {e.in(0), e.in(1)}, {e.out(0)}), "axis", e.attrs<AxisAttrs>().axis);
      }},
-    {OpId::OneHot, "Less, Where, OneHot", "`depth`, `axis`, (`off_value`, `on_value`) -> values; a negative index "
+    {OpId::OneHot, "Cast, Less, Where, OneHot", "`depth`, `axis`, (`off_value`, `on_value`) -> values; a negative index "
      "gives off values as in TF", emit_one_hot},
     {OpId::Index, "Gather", "`index` -> a scalar index on axis 0", emit_index},
     {OpId::Shape, "Shape (Cast to int32)", "", [](Emitter& e) { int64_to_out(e, shape_of(e, 0)); }},

@@ -195,6 +195,32 @@ TEST(OnnxExport, ManyOps) {
   write_dims("many_ops", {});
 }
 
+// Shape, indexing and pooling rows, on an NHWC image batch and integer indices.
+TEST(OnnxExport, ShapeAndIndexOps) {
+  auto f = tg::function(
+      [](const tg::Tensor& img, const tg::Tensor& idx) {
+        std::vector<tg::Tensor> r;
+        r.push_back(tg::avg_pool2d(img, {2}, {2}, tg::Padding::Same));
+        for (const tg::Tensor& piece : tg::split(img, std::vector<int64_t>{1, -1}, 3)) r.push_back(piece);
+        r.push_back(tg::one_hot(idx, 4, 2.0, -1.0));
+        r.push_back(tg::gather_nd(tg::reshape(img, {-1, 2}), tg::reshape(tg::mod(idx, tg::constant(2)), {-1, 1})));
+        r.push_back(tg::shape(img));
+        r.push_back(tg::size(img));
+        r.push_back(img[1]);
+        r.push_back(tg::range(tg::constant(1), tg::constant(9), tg::constant(3)));
+        r.push_back(tg::zeros_like(img) + tg::ones_like(img) * tg::sign(img) + tg::round(img * 4.0f));
+        r.push_back(tg::reduce_all(idx < 3, {0}));
+        r.push_back(tg::broadcast_to(tg::reduce_mean(img, {0, 1, 2}), tg::constant({2, 3})));
+        return r;
+      },
+      {.name = "shape_ops", .arg_names = {"img", "idx"}});
+  const tg::Tensor img = uniform({2, 3, 5, 3}, 81), idx = tg::constant({0, 3, -1, 2, 5});
+  const std::vector<tg::Tensor> results = f(img, idx);
+  tg::export_onnx(model_path("shape_ops"), f);
+  write_run("shape_ops", 0, {{"img", img}, {"idx", idx}}, results);
+  write_dims("shape_ops", {});
+}
+
 TEST(OnnxExport, EachTraceIsOneModel) {
   auto f = tg::function([](const tg::Tensor& x) { return tg::relu(x) * 2.0f; }, {.name = "two_traces"});
   f(tg::ones({2}));
