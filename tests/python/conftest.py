@@ -1,9 +1,26 @@
 """pytest setup of the Python package's tests: they import the build tree's package
 (PYTHONPATH=<build>/python, set by CTest - python/CMakeLists.txt)."""
+import os
+import pathlib
+
 import numpy as np
 import pytest
 
 import tracegraph as tg
+
+# The build tree the package was imported from: <build>/python/tracegraph/__init__.py.
+BUILD = pathlib.Path(tg.__file__).resolve().parents[2]
+
+
+def tgx_path():
+    """The tgx tool CTest names (TG_TGX, python/CMakeLists.txt), else this build tree's; a build
+    without tools (the ASan preset) skips what needs it - the Release run covers it."""
+    named = os.environ.get("TG_TGX")
+    path = pathlib.Path(named) if named else BUILD / "tools" / "tgx" / "tgx"
+    if not named and not path.exists():
+        pytest.skip(f"this build has no tgx tool ({path}); the Release build's tests run it")
+    assert path.exists(), f"{path} is missing: build the tgx target (cmake --build {BUILD} --target tgx)"
+    return path
 
 
 @pytest.fixture

@@ -1,7 +1,6 @@
 """tg.saved_model and tg.train from Python: files saved from Python load in Python, in C++ (the
 tgx tool, which loads with tg::load) and back; C++'s golden files load in Python with the values
 tests/export/golden_test.cpp expects; bad files and calls raise Python exceptions."""
-import os
 import pathlib
 import subprocess
 from collections import namedtuple
@@ -10,18 +9,12 @@ import numpy as np
 import pytest
 
 import tracegraph as tg
-from conftest import assert_tensor
+from conftest import BUILD, assert_tensor, tgx_path
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "export" / "golden"
-# The build tree the package was imported from: <build>/python/tracegraph/__init__.py.
-BUILD = pathlib.Path(tg.__file__).resolve().parents[2]
-TGX = BUILD / "tools" / "tgx" / "tgx"
-
-
 def tgx(*args):
-    assert TGX.exists(), f"{TGX} is missing: build the tgx target (cmake --build {BUILD} --target tgx)"
-    return subprocess.run([str(TGX), *map(str, args)], capture_output=True, text=True, timeout=120)
+    return subprocess.run([str(tgx_path()), *map(str, args)], capture_output=True, text=True, timeout=120)
 
 
 # ---- Python -> Python -------------------------------------------------------------------

@@ -15,7 +15,6 @@ sparse_read (no such ops); distribution strategies and devices.
 """
 import collections
 import copy
-import pathlib
 import pickle
 import subprocess
 
@@ -23,7 +22,7 @@ import numpy as np
 import pytest
 
 import tracegraph as tg
-from conftest import assert_tensor
+from conftest import assert_tensor, tgx_path
 
 
 # ---- construction ----------------------------------------------------------------------------
@@ -579,9 +578,7 @@ def test_a_function_with_variable_arguments_saves_and_loads(tmp_path):
     with pytest.raises(TypeError):
         loaded(tg.Variable([1.0, 2.0]), tg.constant(2.0))
     # C++ reads the file (tg::load in the tgx tool): a Variable parameter, read and written.
-    tgx = pathlib.Path(tg.__file__).resolve().parents[2] / "tools" / "tgx" / "tgx"
-    assert tgx.exists(), f"{tgx} is missing: build the tgx target"
-    shown = subprocess.run([str(tgx), "inspect", str(tmp_path / "step.tgx")], capture_output=True,
+    shown = subprocess.run([str(tgx_path()), "inspect", str(tmp_path / "step.tgx")], capture_output=True,
                            text=True, timeout=120, check=True).stdout
     assert "v: VariableSpec(shape=(), dtype=tg.float32, alias_id=0)" in shown
     assert "writes: argument Variable 0" in shown
