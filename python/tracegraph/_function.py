@@ -15,6 +15,8 @@ import logging
 import weakref
 from collections import namedtuple
 
+import numpy as np
+
 from tracegraph import _core
 from tracegraph import dtypes
 from tracegraph._tensor import Tensor, TensorShape
@@ -295,6 +297,49 @@ def _autograph_transform(python_function):
     return _transform.transform_for_function(python_function)
 
 
+_CONVERTED_RESULTS = (builtins.bool, builtins.int, builtins.float, builtins.str, builtins.bytes,
+                      np.generic, np.ndarray)
+
+
+def _results_as_tensors(value):
+    """What a trace returns, with its Python numbers, strings and NumPy values as constants: TF
+    converts a traced body's results to tensors (func_graph's convert), so `return 1` gives
+    tf.Tensor(1) on every call. Tuples, namedtuples, lists and dicts are walked; None, other
+    objects and values no dtype holds (an int beyond int64) are returned as they are, where TF
+    raises TypeError. Returns `value` itself when nothing changes."""
+    if isinstance(value, _CONVERTED_RESULTS):
+        try:
+            return _core.constant(value)
+        except (TypeError, ValueError):
+            return value
+    if isinstance(value, (tuple, list)):
+        items = [_results_as_tensors(v) for v in value]
+        if all(a is b for a, b in zip(items, value)):
+            return value
+        if isinstance(value, list):
+            return items
+        return type(value)(*items) if hasattr(type(value), "_fields") else tuple(items)
+    if isinstance(value, dict):
+        changed = {k: c for k, v in value.items() for c in (_results_as_tensors(v),) if c is not v}
+        if not changed:
+            return value
+        out = value.copy()
+        out.update(changed)
+        return out
+    return value
+
+
+def _returning_tensors(traced):
+    """The callable a trace runs: `traced`, its results as tensors (_results_as_tensors). Under
+    tg.config.run_functions_eagerly(True) the results stay as the Python function returned them,
+    as TF's eager mode does."""
+    def body(*args, **kwargs):
+        result = traced(*args, **kwargs)
+        return result if _core._functions_run_eagerly() else _results_as_tensors(result)
+    functools.update_wrapper(body, traced)
+    return body
+
+
 class Function(_core._Function):
     """A tg.function (tf.function's PolymorphicFunction): callable like the Python function,
     tracing it once per new input trace type."""
@@ -315,7 +360,7 @@ class Function(_core._Function):
         self._descriptor_cache = {}
         self._concrete = {}
         self._bound_instance = _bound_instance
-        traced = _autograph_transform(python_function) if autograph else python_function
+        traced = _returning_tensors(_autograph_transform(python_function) if autograph else python_function)
         params = _params if _params is not None else _parameters(python_function)
         _core._Function.__init__(
             self, traced, name or _function_name(python_function), params, input_signature,

@@ -215,6 +215,21 @@ def is_tensor(x):
 
 # ---- Tensor: the methods written in Python ----------------------------------------------------
 
+_core_numpy = Tensor.numpy
+
+
+def _numpy(self):
+    """The value as a NumPy array (TF's numpy()). A symbolic tensor has none: AttributeError, as
+    TF's SymbolicTensor has no numpy attribute (the guide catches exactly that), with the core's
+    explanation of where the tensor came from."""
+    try:
+        return _core_numpy(self)
+    except TypeError as e:
+        if not self._is_symbolic:
+            raise
+        raise AttributeError(f"'SymbolicTensor' object has no attribute 'numpy': {e}") from None
+
+
 def _numpy_text(tensor, is_repr):
     value = tensor.numpy()
     text = repr(value) if is_repr else str(value)
@@ -451,12 +466,14 @@ def _install():
     t.__iter__ = _iter
     t.__getitem__ = _getitem
     t.__hash__ = _hash
-    t.__int__ = lambda self: int(self.numpy())
-    t.__float__ = lambda self: float(self.numpy())
+    t.numpy = _numpy
+    # int() and float() of a symbolic tensor stay TypeErrors (a value that cannot convert).
+    t.__int__ = lambda self: int(_core_numpy(self))
+    t.__float__ = lambda self: float(_core_numpy(self))
     t.__index__ = _index
     t.__copy__ = lambda self: self
     t.__deepcopy__ = lambda self, memo: self
-    t.__reduce__ = lambda self: (_rebuild, (self.numpy(),))
+    t.__reduce__ = lambda self: (_rebuild, (_core_numpy(self),))
     t.ref = lambda self: _Reference(self)
     t.experimental_ref = t.ref
     # NumPy's operators defer to the tensor's reflected ones (np_array + t is a tensor), as TF's.

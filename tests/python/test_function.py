@@ -73,11 +73,13 @@ def test_equal_numbers_are_one_literal_whatever_their_python_type():
     def f(n):
         seen.append(n)
         return n, tg.constant(n)
+    # A returned Python number is a tensor of its dtype (as TF's): int32 for the int 1, float32
+    # for 1.0, so the result's dtype tells which literal the trace was made with.
     n, t = f(1)
-    assert (n, type(n), t.dtype) == (1, int, tg.int32)
+    assert (n.dtype, int(n), t.dtype) == (tg.int32, 1, tg.int32)
     for same in (1.0, True, 1 + 0j, 1, True, 1.0):  # the cached path, then the same again
         n, t = f(same)
-        assert (n, type(n), t.dtype) == (1, int, tg.int32)  # the results of the trace made with 1
+        assert (n.dtype, int(n), t.dtype) == (tg.int32, 1, tg.int32)  # the trace made with 1
     assert f.experimental_get_tracing_count() == 1
     assert seen == [1] and type(seen[0]) is int  # the body ran once, with the value that traced
     f(False)
@@ -88,7 +90,7 @@ def test_equal_numbers_are_one_literal_whatever_their_python_type():
     f(2.0)
     assert f.experimental_get_tracing_count() == 3 and type(seen[2]) is float
     n, t = f(2)
-    assert (n, type(n), t.dtype) == (2.0, float, tg.float32)
+    assert (n.dtype, float(n), t.dtype) == (tg.float32, 2.0, tg.float32)
     f(2.5)
     assert f.experimental_get_tracing_count() == 4
 
@@ -653,9 +655,11 @@ def test_structured_outputs_and_nested_results():
     def f(x):
         return {"sum": x + 1, "pair": (x, 3), "none": None}
     out = f(tg.constant(1))
-    assert int(out["sum"]) == 2 and int(out["pair"][0]) == 1 and out["pair"][1] == 3 and out["none"] is None
+    # The Python 3 is returned as a tensor, as TF converts a traced body's results.
+    assert int(out["sum"]) == 2 and int(out["pair"][0]) == 1 and out["none"] is None
+    assert repr(out["pair"][1]) == "<tg.Tensor: shape=(), dtype=int32, numpy=3>"
     so = f.get_concrete_function(tg.constant(1)).structured_outputs
-    assert so["sum"] == tg.TensorSpec([], tg.int32) and so["pair"][1] == 3
+    assert so["sum"] == tg.TensorSpec([], tg.int32) and so["pair"][1] == tg.TensorSpec([], tg.int32)
 
 
 def test_function_returning_nothing():
@@ -983,3 +987,32 @@ def test_threads_call_one_function():
         t.join()
     assert not errors
     assert f.experimental_get_tracing_count() == 1
+
+
+def test_python_results_are_returned_as_tensors():
+    # TF converts what a traced body returns (func_graph's convert): numbers, strings and NumPy
+    # values become tensors inside tuples, namedtuples, lists and dicts; None and objects stay.
+    Pair = collections.namedtuple("Pair", "a b")
+    marker = object()
+
+    @tg.function
+    def f(x):
+        return (1, 2.5, True, "s", np.float64(0.5), np.arange(3, dtype=np.int64), None, marker,
+                Pair(x, 7), [3], collections.OrderedDict(k=4), 2 ** 70)
+    for _ in range(2):  # the trace, then the cached call
+        out = f(tg.constant(1))
+        assert [repr(v) for v in out[:4]] == [
+            "<tg.Tensor: shape=(), dtype=int32, numpy=1>", "<tg.Tensor: shape=(), dtype=float32, numpy=2.5>",
+            "<tg.Tensor: shape=(), dtype=bool, numpy=True>", "<tg.Tensor: shape=(), dtype=string, numpy=b's'>"]
+        assert out[4].dtype == tg.float64 and out[5].dtype == tg.int64 and out[5].shape == (3,)
+        assert out[6] is None and out[7] is marker
+        assert type(out[8]) is Pair and int(out[8].b) == 7 and tg.is_tensor(out[8].b)
+        assert type(out[9]) is list and tg.is_tensor(out[9][0])
+        assert type(out[10]) is collections.OrderedDict and int(out[10]["k"]) == 4
+        assert out[11] == 2 ** 70 and type(out[11]) is int  # no dtype holds it: the value itself
+    assert f.experimental_get_tracing_count() == 1
+    tg.config.run_functions_eagerly(True)
+    try:
+        assert f(tg.constant(1))[0] == 1 and type(f(tg.constant(1))[0]) is int  # eager: as returned
+    finally:
+        tg.config.run_functions_eagerly(False)
