@@ -324,6 +324,14 @@ void set_print_sink(void (*sink)(const std::string&, void*), void* user) {
 }
 }  // namespace config
 
+namespace {
+// A creator's fix (written for C++: "one tg::function per optimizer") in the Python package's words.
+std::string python_words(std::string text) {
+  for (std::size_t at = text.find("tg::"); at != std::string::npos; at = text.find("tg::", at)) text.replace(at, 4, "tg.");
+  return text;
+}
+}  // namespace
+
 Variable::Variable(Tensor initial_value, std::string name) {
   if (!initial_value.defined())
     throw ValueError("[Variable] the initial value is an empty tg::Tensor; pass a value");
@@ -345,19 +353,21 @@ Variable::Variable(Tensor initial_value, std::string name) {
     if (!policy->allowed) {
       // Name the Variable and its maker: "created once" alone does not say which one.
       const detail::VariableCreator* by = detail::t_variable_creator;
+      const bool py = policy->python;  // the Python package's tg.function: its words
       throw ValueError(detail::str_cat(
-          "tg::function only supports singleton tg::Variables created on the first call: function '",
-          policy->function_name, "' tried to create tg::Variable '", name, "' (",
+          py ? "tg.function only supports singleton tg.Variables" : "tg::function only supports singleton tg::Variables",
+          " created on the first call: function '", policy->function_name, "' tried to create ",
+          py ? "tg.Variable '" : "tg::Variable '", name, "' (",
           to_string(initial_value.dtype()), ", shape ", detail::static_shape(initial_value).to_string(),
           ")", by ? " made by " + by->what : std::string(),
           policy->trace_number > 1
               ? detail::str_cat(" in a later trace (trace ", policy->trace_number, "). ")
               : std::string(" again when its first trace was traced a second time: a body that creates "
                             "Variables is traced twice, and this one creates a new Variable on every call. "),
-          by && !by->fix.empty() ? by->fix
-                                 : std::string("Make sure the tg::Variable is only created once or "
-                                               "created outside tg::function"),
-          ". See docs/user-guide.md#variables"));
+          by && !by->fix.empty() ? (py ? python_words(by->fix) : by->fix)
+          : py ? std::string("Make sure the tg.Variable is only created once or created outside tg.function")
+               : std::string("Make sure the tg::Variable is only created once or created outside tg::function"),
+          py ? ". See docs/python.md" : ". See docs/user-guide.md#variables"));
     }
     ++policy->created;
   }

@@ -16,6 +16,9 @@ struct VariableCreationPolicy {
   /// Which trace this is (1 = the first), for the error message. The first trace of a body that
   /// created Variables is traced twice; the second pass may not create any.
   int64_t trace_number = 1;
+  /// The message speaks Python (tg.function, tg.Variable, docs/python.md) for a function of the
+  /// Python package, C++ otherwise.
+  bool python = false;
 };
 
 /// The policy of the trace running on this thread, or nullptr outside tracing.

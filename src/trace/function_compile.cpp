@@ -158,7 +158,8 @@ std::shared_ptr<ConcreteImpl> FunctionCore::trace(std::vector<TraceTypePtr> targ
   for (int pass = 0; pass < 2; ++pass) {
     GraphRecorder recorder(CapturePolicy::kReject, s.options.name, index, s.variable_parameters.get());
     kept.graph = recorder.graph();
-    VariableCreationPolicy policy{first && pass == 0, 0, s.options.name, 0, index + 1};
+    VariableCreationPolicy policy{first && pass == 0, 0, s.options.name, 0, index + 1,
+                                  diagnostics().language() == AdviceLanguage::kPython};
     try {
       TraceInProgress in_progress(this, &target);
       RecorderScope recording(&recorder);
