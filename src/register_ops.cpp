@@ -27,6 +27,7 @@ void register_all_ops(OpDef* table) {
   register_math_ops(table);
   register_sort_ops(table);
   register_collective_ops(table);
+  register_host_call_ops(table);
   register_control_flow_ops(table);
   register_tensor_array_ops(table);
   register_control_flow_gradients(table);

@@ -3,6 +3,7 @@
 #pragma once
 #include <concepts>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -24,6 +25,18 @@ Tensor scalar_like(const Tensor& like, const S& value) {
   return scalar_like(like, static_cast<carrier_t<S>>(value));
 }
 }  // namespace detail
+
+// --- Host calls ----------------------------------------------------------------------------
+/// Calls `fn` with `inputs` (eager tensors) and returns what it returns, which must be one tensor
+/// of each of `output_dtypes` (any shapes; symbolic outputs have unknown rank). Inside a trace
+/// the call is a host_call node that runs `fn` every time the graph runs, in program order with
+/// tg::print and Variable updates; eagerly it calls `fn` now. The node is not differentiable,
+/// and a graph holding it cannot be saved or exported (the function lives in this process).
+/// `name` names the function in errors. What `fn` throws propagates from the run; a result of
+/// the wrong count or dtypes is an InvalidArgumentError.
+using HostFunctionFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+std::vector<Tensor> host_call(HostFunctionFn fn, const std::vector<Tensor>& inputs,
+                              const std::vector<DType>& output_dtypes, const std::string& name = "host function");
 
 // --- Elementwise binary (NumPy broadcasting; both tensors must share a dtype) -----------------
 Tensor add(const Tensor& a, const Tensor& b);       // strings: element-wise concatenation

@@ -401,6 +401,9 @@ class FunctionReader {
         if (def->traits & kOptimizerOnly)
           r.fail_at(op_at, str_cat("node '", node.name, "' is a ", def->name, " node, which only the optimiser makes; "
                                    "files hold graphs as traced, which the optimiser never touched"));
+        if (def->attrs_kind == attrs_kind_of<HostCallAttrs>)
+          r.fail_at(op_at, str_cat("node '", node.name, "' is a ", def->name, " node, which calls a function of the host "
+                                   "program; such a function never leaves its process, so no file holds one"));
         node.op = def->id;
         node.attrs = read_attrs(r, *def, node.name, depth);
         break;

@@ -206,6 +206,13 @@ class FunctionWriter {
             throw ValueError(str_cat("[tg::save] node '", n.name, "' of function '", function_, "' is a ",
                                      op_def(n.op).name, " node recorded by hand; a file holds graphs as traced (the "
                                      "optimiser runs again at load), so record the ops it stands for themselves"));
+          // A host function (tf.py_function's callable) lives in this process only.
+          if (const auto* host = n.attrs.get_if<HostCallAttrs>())
+            throw ValueError(str_cat("[tg::save] node '", n.name, "' of function '", function_, "' is a ",
+                                     op_def(n.op).name, " node calling the host function '", host->function->name,
+                                     "', which cannot leave this process: a .tgx file holds graphs, not the host "
+                                     "program's functions. Save a function without it (call the host function outside "
+                                     "the tg::function, or compute its result with tracegraph ops)"));
           w.u16(static_cast<uint16_t>(op_def(n.op).serial));
           try {
             write_attrs(w, n);
@@ -264,9 +271,10 @@ class FunctionWriter {
           write_payload(fields, *value);
         } else {
           static_assert(std::is_same_v<T, std::shared_ptr<const FusedProgram>> ||
-                            std::is_same_v<T, std::shared_ptr<const VariableGroup>>,
+                            std::is_same_v<T, std::shared_ptr<const VariableGroup>> ||
+                            std::is_same_v<T, std::shared_ptr<const HostFunction>>,
                         "a field type export does not know");
-          TG_CHECK(false, "an optimiser-only node's attributes reached the writer (those nodes are refused first)");
+          TG_CHECK(false, "an optimiser-only or host_call node's attributes reached the writer (those nodes are refused first)");
         }
       });
     });

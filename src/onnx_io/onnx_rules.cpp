@@ -648,6 +648,7 @@ const char* onnx_refusal(OpId op) {
   if (t & kCreatesVariable) return "creates a Variable: an ONNX model has no state";
   if (t & kRandom) return "draws random numbers: ONNX's random ops give other numbers; export the inference function";
   if (t & kCollective) return "a collective of a distributed job: ONNX has none";
+  if (op == OpId::HostCall) return "calls a host function (tf.py_function), which lives in this process only: compute it with tracegraph ops";
   if (t & kPrints) return "prints: ONNX has no side effects; remove tg::print from the function";
   if (t & kSubgraphs) return "control flow: If / Loop come in a later version of the exporter";
   return "";

@@ -252,6 +252,7 @@ void register_sort_ops(OpDef* table);
 void register_collective_ops(OpDef* table);
 void register_runtime_shape_ops(OpDef* table);
 void register_sequence_ops(OpDef* table);
+void register_host_call_ops(OpDef* table);
 
 /// x, once its shape is known to equal y's: checked now when both shapes are fully known, else
 /// by an ensure_same_shape node when the graph runs (a composite op's check that must not vanish

@@ -4,6 +4,7 @@
 // export - works from the fields alone through for_each_field.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -13,6 +14,10 @@
 
 #include "core/check.h"
 #include "tracegraph/dtype.h"
+
+namespace tg {
+class Tensor;
+}  // namespace tg
 
 namespace tg::detail {
 
@@ -407,6 +412,22 @@ struct ShapeCheckAttrs {
   bool operator==(const ShapeCheckAttrs&) const = default;
 };
 
+/// What a host_call node calls: a function of the host program (a Python callable, say), taking
+/// the node's eager inputs and giving its outputs, which must have `output_dtypes` (any shapes).
+struct HostFunction {
+  std::function<std::vector<Tensor>(const std::vector<Tensor>&)> call;
+  std::vector<DType> output_dtypes;
+  /// Names the function in messages (the Python function's name for tf.py_function).
+  std::string name;
+};
+
+/// host_call: the function, by reference (it lives in this process only: never saved).
+struct HostCallAttrs {
+  std::shared_ptr<const HostFunction> function;
+  template <class F> void for_each_field(F&& f) const { f("function", function); }
+  bool operator==(const HostCallAttrs&) const = default;
+};
+
 // The order of this list is the variant index; ops.def names structs, never indices.
 using AttrsVariant = std::variant<NoAttrs, ReduceAttrs, AxisAttrs, ArgReduceAttrs, CastAttrs, MatMulAttrs,
                                   ReshapeAttrs, TransposeAttrs, SqueezeAttrs, SliceAttrs, BlockAttrs,
@@ -415,7 +436,7 @@ using AttrsVariant = std::variant<NoAttrs, ReduceAttrs, AxisAttrs, ArgReduceAttr
                                   RandomAttrs, Conv2DAttrs, Pool2DAttrs, TileAttrs, PadAttrs,
                                   SplitAttrs, ReverseAttrs, ScanAttrs, SortAttrs, TopKAttrs,
                                   CollectiveAttrs, MatMulEpilogueAttrs, Conv2DEpilogueAttrs, VariableGroupAttrs,
-                                  MaxPoolGradMaskedAttrs, ShapeCheckAttrs>;
+                                  MaxPoolGradMaskedAttrs, ShapeCheckAttrs, HostCallAttrs>;
 
 template <class T, class V> struct VariantIndex;
 template <class T, class... Ts> struct VariantIndex<T, std::variant<Ts...>> {

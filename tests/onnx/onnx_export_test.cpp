@@ -280,6 +280,15 @@ TEST(OnnxExportErrors, WhileLoopIsRefusedForNow) {
   expect_refused("while", [&](const std::string& p) { tg::export_onnx(p, f); }, "while");
 }
 
+TEST(OnnxExportErrors, AHostCallIsRefused) {
+  auto f = tg::function([](const tg::Tensor& x) {
+    return tg::host_call([](const std::vector<tg::Tensor>& in) { return std::vector<tg::Tensor>{in[0]}; }, {x},
+                         {tg::float32}, "echo")[0];
+  }, {.name = "calls_host"});
+  f(tg::ones({2}));
+  expect_refused("host_call", [&](const std::string& p) { tg::export_onnx(p, f); }, "host_call");
+}
+
 TEST(OnnxExportErrors, AnOpWithoutARuleIsRefused) {
   auto f = tg::function([](const tg::Tensor& x) { return tg::sort(x); }, {.name = "sorting"});
   f(tg::constant({3.0f, 1.0f, 2.0f}));
