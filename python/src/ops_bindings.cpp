@@ -770,9 +770,74 @@ void register_random_ops(py::module_& m) {
   }
 }
 
+// tf.py_function's core: a host_call node whose host function calls back into Python.
+
+// A Python object that host_call nodes keep: dropped with the GIL held, since a graph may be
+// freed on any thread; left alone once the interpreter is shutting down.
+struct PyObjectRef {
+  explicit PyObjectRef(PyObject* o) : object(o) {}
+  PyObjectRef(const PyObjectRef&) = delete;
+  PyObjectRef& operator=(const PyObjectRef&) = delete;
+  PyObject* object;
+  ~PyObjectRef() {
+    if (!Py_IsInitialized() || _Py_IsFinalizing()) return;
+    py::gil_scoped_acquire gil;
+    Py_XDECREF(object);
+  }
+};
+
+// Raises what `call` (the Python side's wrapper of func) raised as the tg:: error of the graph
+// run, with the Python exception's type and message: ValueError and TypeError as
+// InvalidArgumentError, as TF's py_function does, everything else as an unknown error.
+[[noreturn]] void rethrow_python_error(py::error_already_set& e, const std::string& name) {
+  std::string text;
+  try {
+    py::object lines = py::module_::import("traceback").attr("format_exception_only")(e.type(), e.value());
+    for (py::handle l : lines) text += py::str(l).cast<std::string>();
+  } catch (const py::error_already_set&) {
+    text = "(the exception could not be formatted)";
+  }
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  const std::string message = "[py_function] the Python function '" + name + "' raised " + text;
+  if (e.matches(PyExc_ValueError) || e.matches(PyExc_TypeError)) throw tg::InvalidArgumentError(message);
+  throw tg::Error("EUNKNOWN", message);
+}
+
+void register_py_function(py::module_& m) {
+  // call(list of tg.Tensor) -> list of tg.Tensor of the dtypes in `tout` (the Python wrapper
+  // converts func's results); returns host_call's outputs.
+  m.def("_py_function", [](py::function call, py::handle inputs, py::handle tout, const std::string& name) {
+    const std::vector<tg::Tensor> in = to_tensor_list(inputs, "py_function");
+    std::vector<tg::DType> dtypes;
+    for (py::handle d : tout) dtypes.push_back(to_dtype(d));
+    auto ref = std::make_shared<PyObjectRef>(call.release().ptr());
+    tg::HostFunctionFn fn = [ref, name](const std::vector<tg::Tensor>& args) {
+      py::gil_scoped_acquire gil;
+      std::vector<tg::Tensor> out;
+      try {
+        py::list py_args;
+        for (const tg::Tensor& t : args) py_args.append(py::cast(t));
+        py::object result = py::reinterpret_borrow<py::object>(ref->object)(py_args);
+        for (py::handle r : result) {
+          const tg::Tensor* t = as_tensor_ptr(r);
+          if (t == nullptr)
+            throw tg::InvalidArgumentError("[py_function] the Python function '" + name + "' gave " +
+                                           py::repr(r).cast<std::string>() + " where a tg.Tensor was expected");
+          out.push_back(*t);
+        }
+      } catch (py::error_already_set& e) {
+        rethrow_python_error(e, name);
+      }
+      return out;
+    };
+    return without_gil([&] { return tg::host_call(std::move(fn), in, dtypes, name); });
+  }, py::arg("call"), py::arg("inputs"), py::arg("tout"), py::arg("name"));
+}
+
 }  // namespace
 
 void register_ops(py::module_& m) {
+  register_py_function(m);
   register_tables(m);
   register_creation(m);
   register_shape_ops(m);

@@ -41,6 +41,7 @@ from tracegraph import types
 from tracegraph import experimental
 from tracegraph._function import ConcreteFunction, Function, TensorSpec, function, print  # pylint: disable=redefined-builtin
 from tracegraph._control_flow import TensorArray, cond, while_loop
+from tracegraph._py_function import py_function
 from tracegraph import autograph
 
 __version__ = "0.1.0"
