@@ -652,12 +652,14 @@ struct CallLog {
 };
 thread_local CallLog* t_call_log = nullptr;
 
-void python_log(const std::string& message) {
+// `alias`: the name the function's module gives the tracegraph package ("tf" after
+// `import tracegraph as tf`), so that the fixes the message writes work when pasted there.
+void python_log(const std::string& message, const std::string& alias = "tg") {
   if (g_registry.python_side == nullptr) {
     std::fprintf(stderr, "%s\n", message.c_str());
     return;
   }
-  py::handle(g_registry.python_side).attr("_log")(message);
+  py::handle(g_registry.python_side).attr("_log")(message, alias);
 }
 
 void log_sink(const std::string& message, void*) {
@@ -865,6 +867,8 @@ class PyFunction {
   }
 
   const std::shared_ptr<tg::detail::FunctionCore>& core() const { return core_; }
+  const std::string& alias() const { return alias_; }
+  void set_alias(std::string alias) { alias_ = std::move(alias); }
   const py::object& python_function() const { return fn_; }
   const std::vector<Param>& params() const { return params_; }
 
@@ -1019,7 +1023,8 @@ class PyFunction {
         t_call_log = previous;
         flush(log);
         py::object cls = py::module_::import("tracegraph.errors").attr("RetracingLimitError");
-        py::object error = cls(py::none(), py::none(), py::str(e.what()));
+        py::object text = py::handle(g_registry.python_side).attr("_in_user_words")(e.what(), alias_);
+        py::object error = cls(py::none(), py::none(), text);
         error.attr("tg_code") = "ERTL";
         PyErr_SetObject(cls.ptr(), error.ptr());
         throw py::error_already_set();
@@ -1035,7 +1040,7 @@ class PyFunction {
   }
 
   void flush(CallLog& log) {
-    for (const std::string& m : log.messages) python_log(m);
+    for (const std::string& m : log.messages) python_log(m, alias_);
     log.messages.clear();
   }
 
@@ -1054,6 +1059,7 @@ class PyFunction {
   }
 
   py::object fn_;
+  std::string alias_ = "tg";  // _module_alias: what the function's module calls the package
   std::vector<Param> params_;
   std::size_t num_positional_ = 0;
   bool has_var_positional_ = false;
@@ -1234,6 +1240,8 @@ type by the library's function core.)doc");
     return out;
   });
   fn.def_property_readonly("_name", [](const PyFunction& f) { return f.core()->name(); });
+  fn.def_property("_module_alias", [](const PyFunction& f) { return f.alias(); },
+                  [](PyFunction& f, std::string alias) { f.set_alias(std::move(alias)); });
   fn.def("_parameter_name", [](const PyFunction& f, std::size_t i) { return f.core()->parameter_name(i); });
 
   m.def("_print", [](py::list parts) {

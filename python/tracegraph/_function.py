@@ -12,6 +12,7 @@ import functools
 import inspect
 import itertools
 import logging
+import re
 import weakref
 from collections import namedtuple
 
@@ -366,6 +367,7 @@ class Function(_core._Function):
             self, traced, name or _function_name(python_function), params, input_signature,
             self._reduce_retracing, _callable_type or _callable_type_of(python_function),
             self._max_traces)
+        self._module_alias = _module_alias_of(python_function)
         try:
             functools.update_wrapper(self, python_function)
         except AttributeError:
@@ -440,7 +442,9 @@ class Function(_core._Function):
 
     def trace_history(self):
         """Why each trace happened, oldest first (the most recent 64)."""
-        return [TraceRecord(i, t, r, list(c)) for i, t, r, c in self._trace_history()]
+        words = self._module_alias
+        return [TraceRecord(i, _in_user_words(t, words), _in_user_words(r, words), list(c))
+                for i, t, r, c in self._trace_history()]
 
     def suggested_input_signature(self):
         """An input_signature covering every call seen, or None."""
@@ -449,7 +453,7 @@ class Function(_core._Function):
 
     def experimental_retracing_report(self):
         """The JSON retracing report (docs/retracing.md), its advice written as Python."""
-        return self._retracing_report()
+        return _in_user_words(self._retracing_report(), self._module_alias)
 
     retracing_report = experimental_retracing_report
 
@@ -547,12 +551,33 @@ def _errors():
 
 # ---- the core's diagnostics ------------------------------------------------------------------
 
-def _log(message):
+_PACKAGE_PREFIX = re.compile(r"(?<![\w.])tg\.")
+
+
+def _in_user_words(text, alias):
+    """The core's Python text with the package named as the user's module names it: after
+    `import tracegraph as tf`, the fix `@tg.function(...)` reads `@tf.function(...)`, which works
+    when pasted there."""
+    return text if alias == "tg" else _PACKAGE_PREFIX.sub(alias + ".", text)
+
+
+def _module_alias_of(python_function):
+    """The name the function's module binds the tracegraph package to ("tf" after
+    `import tracegraph as tf`), else "tg"."""
+    import tracegraph  # pylint: disable=import-outside-toplevel
+    while isinstance(python_function, functools.partial):
+        python_function = python_function.func
+    names = getattr(inspect.unwrap(python_function), "__globals__", None) or {}
+    bound = [name for name, value in names.items() if value is tracegraph]
+    return "tg" if not bound or "tg" in bound else ("tf" if "tf" in bound else sorted(bound)[0])
+
+
+def _log(message, alias="tg"):
     """A message of the C++ core (called by the extension; a Python function's retracing
     diagnostics come already written in Python terms): to the "tracegraph" logger."""
     if message.startswith("tracegraph warning: "):
         message = message[len("tracegraph warning: "):]
-    _logger.warning(message)
+    _logger.warning(_in_user_words(message, alias))
 
 
-_core._register_python_classes(TensorSpec, _types.TraceType, __import__(__name__, fromlist=["_log"]))
+_core._register_python_classes(TensorSpec, _types.TraceType, __import__(__name__, fromlist=["_log", "_in_user_words"]))

@@ -830,6 +830,37 @@ def test_warning_fix_for_shapes_is_pasteable_python(caplog):
     assert fixed.experimental_get_tracing_count() == 1
 
 
+def test_fixes_name_the_package_as_the_user_module_imports_it(caplog):
+    """After `import tracegraph as tf` (the guide's one changed line), the warning, the ERTL error,
+    the report and the trace reasons write `tf.` - the fix works when pasted into that module."""
+    import tracegraph  # pylint: disable=import-outside-toplevel
+    user_module = {"tf": tracegraph}
+    exec("@tf.function\ndef step(x):\n    return x * 2\n"  # pylint: disable=exec-used
+         "limited = tf.function(lambda i: tf.constant(i), experimental_max_traces=2)\n", user_module)
+    step = user_module["step"]
+    with caplog.at_level(logging.WARNING, logger="tracegraph"):
+        for n in range(1, 7):
+            step(tg.ones([n]))
+    message = [r.getMessage() for r in caplog.records if r.name == "tracegraph" and "retracing" in r.getMessage()][0]
+    fix = "@tf.function(input_signature=[tf.TensorSpec(shape=[None], dtype=tf.float32)])"
+    assert fix in message and "@tf.function(reduce_retracing=True)" in message, message
+    assert "tg." not in message
+    fixed = eval(fix[1:], user_module)(lambda x: x * 2)  # pylint: disable=eval-used
+    for n in range(1, 7):
+        fixed(tg.ones([n]))
+    assert fixed.experimental_get_tracing_count() == 1
+    assert "tf.TensorSpec(" in step.experimental_retracing_report()
+    assert "tg." not in step.experimental_retracing_report()
+    limited = user_module["limited"]
+    limited(0)
+    limited(1)
+    with pytest.raises(tg.errors.RetracingLimitError) as info:
+        limited(2)
+    assert "e.g. tf.constant(i)" in str(info.value) and "tg." not in str(info.value)
+    # A module that imports the package as tg keeps tg.
+    assert test_warning_fix_for_shapes_is_pasteable_python.__globals__["tg"] is tracegraph
+
+
 def test_tracing_limit_raises_ertl_error():
     f = tg.function(lambda i: tg.constant(i), experimental_max_traces=3)
     for i in range(3):
