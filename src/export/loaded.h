@@ -21,6 +21,12 @@ struct LoadedAccess {
   static const std::shared_ptr<LoadedState>& state(const LoadedFunction& f) { return f.state_; }
 };
 
+/// The concrete functions an exporter writes: every one of `core`'s, or the `chosen` ones, each
+/// checked to be one of them (a ValueError naming `op`, e.g. "tg::save", otherwise).
+std::vector<std::shared_ptr<ConcreteImpl>> chosen_concrete_functions(const FunctionCore& core,
+                                                                     const std::vector<ConcreteFunction>* chosen,
+                                                                     const char* op);
+
 namespace tgx {
 /// Writes these concrete functions of `core` to a .tgx file at `path` (tg::save).
 void write_function(const FunctionCore& core, const std::vector<std::shared_ptr<ConcreteImpl>>& concretes,

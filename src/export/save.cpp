@@ -348,21 +348,24 @@ void write_function(const FunctionCore& core, const std::vector<std::shared_ptr<
 
 }  // namespace tgx
 
-void save_function(const std::string& path, const FunctionCore& core, const std::vector<ConcreteFunction>* chosen) {
+std::vector<std::shared_ptr<ConcreteImpl>> chosen_concrete_functions(const FunctionCore& core,
+                                                                     const std::vector<ConcreteFunction>* chosen,
+                                                                     const char* op) {
   std::vector<std::shared_ptr<ConcreteImpl>> all = core.concrete_functions();
+  if (!chosen) return all;
   std::vector<std::shared_ptr<ConcreteImpl>> concretes;
-  if (!chosen) {
-    concretes = std::move(all);
-  } else {
-    for (const ConcreteFunction& c : *chosen) {
-      const auto& impl = FunctionAccess::impl(c);
-      if (std::find(all.begin(), all.end(), impl) == all.end())
-        throw ValueError(str_cat("[tg::save] the concrete function ", c.function_type(), " is not one of function '",
-                                 core.name(), "'s; pass concrete functions of the function being saved"));
-      concretes.push_back(impl);
-    }
+  for (const ConcreteFunction& c : *chosen) {
+    const auto& impl = FunctionAccess::impl(c);
+    if (std::find(all.begin(), all.end(), impl) == all.end())
+      throw ValueError(str_cat("[", op, "] the concrete function ", c.function_type(), " is not one of function '",
+                               core.name(), "'s; pass concrete functions of the function being exported"));
+    concretes.push_back(impl);
   }
-  tgx::write_function(core, concretes, path);
+  return concretes;
+}
+
+void save_function(const std::string& path, const FunctionCore& core, const std::vector<ConcreteFunction>* chosen) {
+  tgx::write_function(core, chosen_concrete_functions(core, chosen, "tg::save"), path);
 }
 
 }  // namespace detail

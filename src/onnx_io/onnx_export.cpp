@@ -250,20 +250,8 @@ namespace tg::detail {
 
 std::vector<std::string> export_onnx_function(const std::string& path, const FunctionCore& core,
                                               const std::vector<ConcreteFunction>* chosen, const OnnxOptions& options) {
-  std::vector<std::shared_ptr<ConcreteImpl>> all = core.concrete_functions();
-  std::vector<std::shared_ptr<ConcreteImpl>> concretes;
-  if (!chosen) {
-    concretes = std::move(all);
-  } else {
-    for (const ConcreteFunction& c : *chosen) {
-      const auto& impl = FunctionAccess::impl(c);
-      if (std::find(all.begin(), all.end(), impl) == all.end())
-        throw ValueError(str_cat("[tg::export_onnx] the concrete function ", c.function_type(), " is not one of function '",
-                                 core.name(), "'s; pass concrete functions of the function being exported"));
-      concretes.push_back(impl);
-    }
-  }
-  return onnx_export::write_models(path, core.name(), concretes, options);
+  return onnx_export::write_models(path, core.name(), chosen_concrete_functions(core, chosen, "tg::export_onnx"),
+                                   options);
 }
 
 std::vector<std::string> export_onnx_loaded(const std::string& path, const LoadedFunction& fn,
