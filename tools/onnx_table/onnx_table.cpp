@@ -10,6 +10,7 @@
 #include <sstream>
 #include <string>
 
+#include "common/generated_page.h"
 #include "onnx_io/onnx_rules.h"
 #include "ops/op.h"
 #include "tracegraph/onnx.h"
@@ -57,21 +58,7 @@ int main(int argc, char** argv) {
     std::cerr << "usage: onnx_table [--check FILE | --write FILE]\n";
     return 2;
   }
-  const std::string text = page();
-  if (argc == 1) {
-    std::cout << text;
-    return 0;
-  }
-  const std::string mode = argv[1], file = argv[2];
-  if (mode == "--write") {
-    std::ofstream(file) << text;
-    return 0;
-  }
-  std::ifstream in(file);
-  std::stringstream have;
-  have << in.rdbuf();
-  if (mode == "--check" && have.str() == text) return 0;
-  std::cerr << file << " does not match the ONNX exporter's table (src/onnx_io/onnx_rules.cpp). Regenerate it with\n"
-            << "  cmake --build --preset release --target update_onnx_table\n";
-  return 1;
+  return tg::tools::print_write_or_check(page(), argc == 3 ? argv[1] : "", argc == 3 ? argv[2] : "",
+                                         "the ONNX exporter's table (src/onnx_io/onnx_rules.cpp)",
+                                         "update_onnx_table");
 }

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/generated_page.h"
 #include "ops/op.h"
 #include "kernels/simd_math.h"
 
@@ -149,23 +150,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    const std::string text = table(argv[1]);
-    if (argc == 2) {
-      std::cout << text;
-      return 0;
-    }
-    const std::string mode = argv[2], file = argv[3];
-    if (mode == "--write") {
-      std::ofstream(file) << text;
-      return 0;
-    }
-    std::ifstream in(file);
-    std::stringstream have;
-    have << in.rdbuf();
-    if (mode == "--check" && have.str() == text) return 0;
-    std::cerr << file << " does not match the registry (src/ops/ops.def). Regenerate it with\n"
-              << "  cmake --build --preset release --target update_op_table\n";
-    return 1;
+    return tg::tools::print_write_or_check(table(argv[1]), argc == 4 ? argv[2] : "", argc == 4 ? argv[3] : "",
+                                           "the registry (src/ops/ops.def)", "update_op_table");
   } catch (const std::exception& e) {
     std::cerr << "op_table: " << e.what() << "\n";
     return 2;
