@@ -10,6 +10,8 @@
 
 
 #include "bindings.h"
+#include "ops/record_mode.h"
+#include "trace/recorder.h"
 
 namespace tgpy {
 
@@ -168,7 +170,15 @@ Tensor cast_if(const Tensor& x, std::optional<tg::DType> dtype) {
   return dtype && *dtype != x.dtype() ? tg::cast(x, *dtype) : x;
 }
 
-Tensor constant(py::handle value, py::handle dtype, py::handle shape, py::handle /*name*/) {
+// Inside a Python trace tf.constant is a node of the graph (a symbolic tensor), as in TF's graph
+// mode: `if tf.constant(True):` converts to a cond there, and `.numpy()` raises.
+Tensor in_graph(Tensor t) {
+  if (!tg::detail::records_every_op() || t.impl()->symbolic) return t;
+  auto* recorder = dynamic_cast<tg::detail::GraphRecorder*>(tg::detail::current_recorder());
+  return recorder ? recorder->constant(t) : t;
+}
+
+Tensor eager_constant(py::handle value, py::handle dtype, py::handle shape) {
   const std::optional<tg::DType> dt = to_optional_dtype(dtype);
   Tensor t = to_tensor(value, dt, DTypeRule::kRequire);
   if (shape.is_none()) return t;
@@ -181,6 +191,15 @@ Tensor constant(py::handle value, py::handle dtype, py::handle shape, py::handle
   type_error("[constant] a value of " + std::to_string(t.num_elements()) + " elements (shape " + t.shape().to_string() +
              ") cannot fill the shape " + target.to_string() + " (" + std::to_string(target.num_elements()) +
              " elements); pass a scalar, or as many values as the shape has elements");
+}
+
+Tensor constant(py::handle value, py::handle dtype, py::handle shape, py::handle /*name*/) {
+  Tensor value_tensor;
+  {
+    tg::detail::RecordEveryOpScope eager(false);  // one Const node, not a reshape or fill of one
+    value_tensor = eager_constant(value, dtype, shape);
+  }
+  return in_graph(std::move(value_tensor));
 }
 
 // tf.range: a Python int is int32, a float float32; the widest of the three is the result's.

@@ -8,6 +8,7 @@
 #include "ops/memory_refused.h"
 #include "ops/op.h"
 #include "ops/random.h"
+#include "ops/record_mode.h"
 
 namespace tg::detail {
 
@@ -17,6 +18,8 @@ namespace {
 thread_local TraceRecorder* t_recorder = nullptr;
 // What sees every op on this thread: the tapes' observer while one records (set_op_observer).
 thread_local OpObserver* t_op_observer = nullptr;
+// Whether the trace recording here records ops with only eager inputs too (RecordEveryOpScope).
+thread_local bool t_records_every_op = false;
 
 // Runs part of an op - its shape rule, or its kernel with the outputs' allocation - turning
 // memory the system refused (a kernel's scratch, a table sized by a shape) into TF's
@@ -69,7 +72,7 @@ std::vector<Tensor> dispatch(OpId id, const std::vector<Tensor>& inputs, const O
   TraceRecorder* rec = t_recorder;
   // Stateful ops (tg::print) are recorded while tracing even when their inputs are eager, so
   // that they run at every execution of the graph, not once at trace time.
-  if (symbolic || (rec && (record_eager_inputs || (def.traits & kStateful)))) {
+  if (symbolic || (rec && (record_eager_inputs || t_records_every_op || (def.traits & kStateful)))) {
     if (!rec)
       op_error<OutOfScopeError>(
           def.name, "the symbolic tensor ", first_symbolic->origin(),
@@ -91,6 +94,9 @@ TraceRecorder* current_recorder() { return t_recorder; }
 RecorderScope::RecorderScope(TraceRecorder* r) : recorder_(t_recorder, r), recording_(r != nullptr) {
   if (!recorder_.previous() && r) restart_trace_op_seeds();
 }
+
+bool records_every_op() { return t_records_every_op; }
+RecordEveryOpScope::RecordEveryOpScope(bool every_op) : every_op_(t_records_every_op, every_op) {}
 
 OpObserver* current_op_observer() { return t_op_observer; }
 void set_op_observer(OpObserver* o) { t_op_observer = o; }

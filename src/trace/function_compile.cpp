@@ -17,6 +17,7 @@
 #include "graph/graph_ir.h"
 #include "ops/collective.h"
 #include "ops/op.h"
+#include "ops/record_mode.h"
 #include "ops/variable_creation.h"
 #include "passes/passes.h"
 #include "runtime/executor.h"
@@ -163,6 +164,7 @@ std::shared_ptr<ConcreteImpl> FunctionCore::trace(std::vector<TraceTypePtr> targ
     try {
       TraceInProgress in_progress(this, &target);
       RecorderScope recording(&recorder);
+      RecordEveryOpScope graph_mode(policy.python);
       VariablePolicyScope variables(&policy);
       kept.out = body(target, recorder);
       recorder.add_outputs(kept.out.outputs, "function output");

@@ -135,6 +135,15 @@ std::vector<Tensor> GraphRecorder::record(OpId id, const std::vector<Tensor>& in
   return out;
 }
 
+Tensor GraphRecorder::constant(const Tensor& value) {
+  TG_CHECK(value.defined() && !value.impl()->symbolic, "GraphRecorder::constant takes an eager tensor");
+  const ValueRef ref = value_of(value, "constant");
+  Tensor out = symbolic_output(ref.node, ref.output);
+  if (std::optional<std::vector<int64_t>> known = known_elements(value))
+    out.impl()->symbolic->known_elements = std::make_shared<const std::vector<int64_t>>(std::move(*known));
+  return out;
+}
+
 void GraphRecorder::add_outputs(const std::vector<Tensor>& outputs, const char* user) {
   for (const Tensor& t : outputs) {
     GraphNode node;

@@ -59,6 +59,10 @@ class GraphRecorder final : public TraceRecorder, public PlaceholderContext {
   std::vector<Tensor> record(OpId id, const std::vector<Tensor>& inputs, const OpAttrs& attrs,
                              std::vector<ValueType>&& output_types) override;
 
+  /// The graph's Const node holding the eager tensor `value`, as a symbolic tensor (what
+  /// tf.constant gives inside a Python trace); tracing knows its elements when it is a shape.
+  Tensor constant(const Tensor& value);
+
   /// Adds "Identity" output nodes for the traced results.
   void add_outputs(const std::vector<Tensor>& outputs, const char* user);
   /// Runs fn with this recorder installed on the thread and adds fn's results as the outputs.
