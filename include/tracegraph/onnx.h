@@ -1,8 +1,12 @@
-// ONNX export: a traced function's concrete functions written as ONNX models (opset 17), so that
-// ONNX Runtime and the other ONNX consumers run what tracegraph traced. The optional component
+// ONNX export and import: a traced function's concrete functions written as ONNX models (opset 17),
+// so that ONNX Runtime and the other ONNX consumers run what tracegraph traced, and ONNX models
+// (PyTorch's, TensorFlow's exports) read back as callables. The optional component
 // tracegraph::onnx (find_package(tracegraph COMPONENTS onnx), link tracegraph::onnx; built with
-// -DTG_ONNX=ON over Debian's libonnx-dev). docs/onnx.md lists how each registry op is written.
+// -DTG_ONNX=ON over Debian's libonnx-dev). docs/onnx.md lists how each registry op is written and
+// which ONNX ops the importer reads.
 #pragma once
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -57,5 +61,42 @@ inline std::vector<std::string> export_onnx(const std::string& path, const Loade
                                             const OnnxOptions& options = {}) {
   return detail::export_onnx_loaded(path, fn, options);
 }
+
+/// Limits and choices of tg::import_onnx. A model beyond a limit is refused with a tg::FormatError
+/// naming the limit and this field, before anything it asks for is allocated.
+struct OnnxImportOptions {
+  /// Float initializers (weights) become tg::Variables named after them, listed by
+  /// LoadedFunction::variables(): a GradientTape inside a tg::function can fine-tune them.
+  /// Otherwise they are constants of the graph (which the optimiser may fold).
+  bool initializers_as_variables = false;
+  /// The function's name; empty: the ONNX graph's name.
+  std::string name;
+  /// Run the graph optimiser on the imported graph (FunctionOptions::optimize).
+  bool optimize = true;
+  uint64_t max_file_bytes = (uint64_t{1} << 31) - 1;  // protobuf's own limit on one message
+  int64_t max_nodes = 1'000'000;                       // ONNX nodes
+  uint64_t max_tensor_bytes = uint64_t{1} << 32;       // one initializer or Constant
+  int64_t max_rank = 32;                               // any tensor's or graph input's rank
+};
+
+/// Reads an ONNX model (a ModelProto, opset 7 to 21 of the default domain) into a function that
+/// is called like a tg::LoadedFunction loaded from a .tgx file: one positional tensor per graph
+/// input (initializers are not parameters), in the graph's order, whose dtype must be the
+/// input's and whose shape must fit it (a named symbolic dim, or one without a value, is None);
+/// it returns the graph's outputs (one Tensor when the graph has one output). The graph is traced
+/// once, through tracegraph's own ops, into one concrete function: it runs, differentiates and
+/// saves (tg::save) as a traced function does. docs/onnx.md lists the ONNX ops read.
+///
+/// The file is trusted in nothing: a file that is not a ModelProto, is truncated, holds a tensor
+/// whose data does not match its dims and type, data kept outside the file (external data), an
+/// unknown dtype, a node reading a value nothing defines, a cycle, or anything beyond the
+/// options' limits is a tg::FormatError naming the part of the model. An op the importer does not
+/// read, an attribute value it cannot honour (a Conv dilation with a stride, MaxPool's ceil_mode
+/// where it changes the output, ...) or a node of another domain is a tg::ValueError naming the
+/// op type, the node and what to do. No attribute is ignored: one the importer does not know is
+/// refused.
+LoadedFunction import_onnx(const std::string& path, const OnnxImportOptions& options = {});
+/// The same from a serialised ModelProto in memory.
+LoadedFunction import_onnx_from_memory(const void* data, std::size_t size, const OnnxImportOptions& options = {});
 
 }  // namespace tg

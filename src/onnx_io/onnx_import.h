@@ -1,0 +1,94 @@
+// The importer's op table: how each ONNX op is computed with tracegraph's ops. The table in
+// onnx_import_rules.cpp is the one place the mapping is written; the importer (onnx_import.cpp)
+// calls a node's rule while it traces the graph, and tools/onnx_table lists the table in
+// docs/onnx.md.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <onnx/onnx_pb.h>
+
+#include "tracegraph/tensor.h"
+
+namespace tg::detail::onnx_import {
+
+/// ONNX's TensorProto.DataType code as a tracegraph dtype; nullopt for a type tracegraph does
+/// not compute in (float16, int8, complex, ...).
+std::optional<DType> dtype_of(int onnx_type);
+/// The name ONNX gives a data type code ("FLOAT16"), for messages.
+std::string onnx_type_name(int onnx_type);
+
+/// What a rule sees of the node it computes: its inputs as tensors (symbolic while the graph is
+/// traced, eager for initializers and what is computed from them alone), its attributes - each
+/// one read through here is marked used, and an attribute no rule read is refused after the
+/// rule ran - and the errors to raise. Implemented by the importer.
+class NodeContext {
+ public:
+  virtual ~NodeContext() = default;
+  virtual const onnx::NodeProto& node() const = 0;
+  /// The model's opset of the default domain.
+  virtual int64_t opset() const = 0;
+  /// How many inputs the node lists, trailing empty (omitted optional) ones not counted.
+  int num_inputs() const;
+  /// Whether input i is given (listed and not the empty name of an omitted optional input).
+  bool has_input(int i) const;
+  /// Input i; a missing one is a FormatError naming the node.
+  virtual Tensor in(int i) = 0;
+  /// Input i's rank; an unknown one is refused (the rule needs it).
+  int64_t rank(int i);
+  /// The values of integer input i when they are known while importing (a constant, or a shape
+  /// computed from static dims); otherwise the node is refused: `what` names the input ("the
+  /// axes") for the message.
+  std::vector<int64_t> const_ints(int i, const char* what);
+  /// How many outputs the node lists, trailing empty (unused optional) ones not counted.
+  int num_outputs() const;
+
+  bool has_attr(const std::string& name);
+  int64_t attr_int(const std::string& name, int64_t fallback);
+  float attr_float(const std::string& name, float fallback);
+  std::string attr_string(const std::string& name, const std::string& fallback);
+  std::vector<int64_t> attr_ints(const std::string& name, const std::vector<int64_t>& fallback);
+  std::vector<float> attr_floats(const std::string& name);
+  /// A tensor attribute (Constant's value), read with the importer's checks.
+  virtual Tensor attr_tensor(const std::string& name) = 0;
+  /// Marks an attribute read that the computation does not need, with the reason in a comment
+  /// at the call (e.g. BatchNormalization's momentum, which only training uses).
+  void accept_attr(const std::string& name);
+
+  /// "node 'conv1' (Conv)", or "node 3 (Conv)" for a node without a name: how messages name it.
+  virtual std::string where() const = 0;
+  /// A node the importer cannot compute as ONNX specifies: tg::ValueError naming the op type,
+  /// the node and `why` (which should say what to do).
+  [[noreturn]] void refuse(const std::string& why) const;
+  /// A node that breaks the ONNX spec (a missing required input, a bad attribute type):
+  /// tg::FormatError naming the node.
+  [[noreturn]] void malformed(const std::string& why) const;
+
+  /// The attribute `name` (marked used), or null.
+  const onnx::AttributeProto* attr(const std::string& name, onnx::AttributeProto_AttributeType type);
+  /// The names of attributes read so far.
+  const std::vector<std::string>& used_attrs() const { return used_; }
+
+ private:
+  std::vector<std::string> used_;
+};
+
+/// A rule returns the node's outputs in order; fewer than the node lists is a refusal of the
+/// ones left (an optional output, such as MaxPool's Indices, the rule does not compute).
+using ImportFn = std::vector<Tensor> (*)(NodeContext&);
+struct ImportRule {
+  const char* op_type;
+  int64_t since;      // the first opset the rule reads (older models: refused)
+  const char* notes;  // what is refused or how the op is computed, for the docs ("" when none)
+  ImportFn compute;
+};
+
+/// Every ONNX op the importer reads, by op type.
+std::span<const ImportRule> import_rules();
+/// The rule of `op_type`, or null.
+const ImportRule* import_rule(const std::string& op_type);
+
+}  // namespace tg::detail::onnx_import

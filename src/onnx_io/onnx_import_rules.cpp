@@ -1,0 +1,935 @@
+// The importer's op table: each ONNX op computed with tracegraph's ops, as the ONNX operator spec
+// defines it for the opsets the importer reads (7-21). ONNX is channels-first (NCHW); tracegraph's
+// convolution and pooling are NHWC, so those rules transpose in and out. Every attribute a rule
+// does not read is refused by the importer, so an attribute with a meaning is never dropped.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/check.h"
+#include "onnx_io/onnx_import.h"
+#include "ops/known_values.h"
+#include "tracegraph/ops.h"
+
+namespace tg::detail::onnx_import {
+
+// ---- NodeContext's shared part --------------------------------------------------------------
+
+int NodeContext::num_inputs() const {
+  int n = node().input_size();
+  while (n > 0 && node().input(n - 1).empty()) --n;
+  return n;
+}
+bool NodeContext::has_input(int i) const { return i >= 0 && i < node().input_size() && !node().input(i).empty(); }
+int NodeContext::num_outputs() const {
+  int n = node().output_size();
+  while (n > 0 && node().output(n - 1).empty()) --n;
+  return n;
+}
+
+int64_t NodeContext::rank(int i) {
+  const Tensor t = in(i);
+  if (!t.shape().has_rank()) refuse(str_cat("input ", i, " has an unknown rank, which this op needs; give the graph's inputs shapes"));
+  return t.shape().rank();
+}
+
+std::vector<int64_t> NodeContext::const_ints(int i, const char* what) {
+  const Tensor t = in(i);
+  if (t.dtype() != DType::Int64 && t.dtype() != DType::Int32)
+    malformed(str_cat(what, " (input ", i, ") must be int64, not ", to_string(t.dtype())));
+  if (!t.is_symbolic()) {
+    if (t.shape().rank() > 1) malformed(str_cat(what, " (input ", i, ") must be a scalar or a 1-D tensor, not rank ", t.shape().rank()));
+    return tg::cast(t, DType::Int64).to_vector<int64_t>();
+  }
+  // A symbolic value whose every element tracing knows (a shape of static dims): known elements
+  // use -1 for "unknown", so only non-negative ones are taken as values.
+  if (auto known = known_elements(t); known && std::all_of(known->begin(), known->end(), [](int64_t v) { return v >= 0; }))
+    return *known;
+  refuse(str_cat(what, " (input ", i, ") is computed when the graph runs; tracegraph needs it while importing (a "
+                 "constant or an initializer). Export the model with constant ", what));
+}
+
+const onnx::AttributeProto* NodeContext::attr(const std::string& name, onnx::AttributeProto_AttributeType type) {
+  for (const auto& a : node().attribute()) {
+    if (a.name() != name) continue;
+    used_.push_back(name);
+    if (a.type() != type)
+      malformed(str_cat("attribute '", name, "' has type ", onnx::AttributeProto_AttributeType_Name(a.type()), ", expected ",
+                        onnx::AttributeProto_AttributeType_Name(type)));
+    return &a;
+  }
+  return nullptr;
+}
+bool NodeContext::has_attr(const std::string& name) {
+  for (const auto& a : node().attribute())
+    if (a.name() == name) return true;
+  return false;
+}
+int64_t NodeContext::attr_int(const std::string& name, int64_t fallback) {
+  const auto* a = attr(name, onnx::AttributeProto::INT);
+  return a ? a->i() : fallback;
+}
+float NodeContext::attr_float(const std::string& name, float fallback) {
+  const auto* a = attr(name, onnx::AttributeProto::FLOAT);
+  return a ? a->f() : fallback;
+}
+std::string NodeContext::attr_string(const std::string& name, const std::string& fallback) {
+  const auto* a = attr(name, onnx::AttributeProto::STRING);
+  return a ? a->s() : fallback;
+}
+std::vector<int64_t> NodeContext::attr_ints(const std::string& name, const std::vector<int64_t>& fallback) {
+  const auto* a = attr(name, onnx::AttributeProto::INTS);
+  return a ? std::vector<int64_t>(a->ints().begin(), a->ints().end()) : fallback;
+}
+std::vector<float> NodeContext::attr_floats(const std::string& name) {
+  const auto* a = attr(name, onnx::AttributeProto::FLOATS);
+  return a ? std::vector<float>(a->floats().begin(), a->floats().end()) : std::vector<float>{};
+}
+void NodeContext::accept_attr(const std::string& name) { used_.push_back(name); }
+
+void NodeContext::refuse(const std::string& why) const {
+  throw ValueError(str_cat("[tg::import_onnx] ", where(), " cannot be imported: ", why,
+                           ". docs/onnx.md lists what the importer reads"));
+}
+void NodeContext::malformed(const std::string& why) const {
+  const std::string part = where();
+  throw FormatError(str_cat("[tg::import_onnx] ", part, ": ", why), part, 0);
+}
+
+namespace {
+
+using tg::abs, tg::add, tg::avg_pool2d, tg::cast, tg::ceil, tg::concat, tg::constant, tg::conv2d, tg::div, tg::equal,
+    tg::erf, tg::exp, tg::expand_dims, tg::fill, tg::floor, tg::gather, tg::gelu, tg::greater, tg::greater_equal,
+    tg::identity, tg::leaky_relu, tg::less, tg::less_equal, tg::log, tg::log_softmax, tg::logical_and,
+    tg::logical_not, tg::logical_or, tg::matmul, tg::max_pool2d, tg::maximum, tg::minimum, tg::mod, tg::mul, tg::neg,
+    tg::not_equal, tg::ones, tg::ones_like, tg::pad, tg::pow, tg::reduce_max, tg::reduce_mean, tg::reduce_min,
+    tg::reduce_prod, tg::reduce_sum, tg::relu, tg::reshape, tg::rsqrt, tg::shape, tg::sigmoid, tg::size, tg::slice,
+    tg::softmax, tg::split, tg::sqrt, tg::square, tg::squeeze, tg::stack, tg::sub, tg::tanh, tg::transpose, tg::where,
+    tg::zeros, tg::zeros_like;
+
+// ---- helpers ---------------------------------------------------------------------------------
+
+// A tensor's dims with None as -1 (a rank the caller checked).
+std::vector<int64_t> dims_of(const Tensor& t) { return t.shape().none_aware().dims(); }
+
+bool is_float(DType d) { return d == DType::Float32 || d == DType::Float64; }
+
+Tensor int64s(const std::vector<int64_t>& v) {
+  return constant(v, TensorShape({static_cast<int64_t>(v.size())}), DType::Int64);
+}
+
+// An axis attribute or value in [-rank, rank) as a non-negative axis.
+int64_t norm_axis(NodeContext& c, int64_t axis, int64_t rank, const char* what) {
+  if (axis < -rank || axis >= rank) c.malformed(str_cat(what, " ", axis, " is out of range for rank ", rank));
+  return axis < 0 ? axis + rank : axis;
+}
+
+// Dim `axis` of x as an int64 scalar: a constant when static, else read when the graph runs.
+Tensor dim_value(const Tensor& x, int64_t axis) {
+  const int64_t d = dims_of(x)[static_cast<std::size_t>(axis)];
+  if (d >= 0) return constant(d, DType::Int64);
+  return cast(gather(shape(x), constant(axis, DType::Int64)), DType::Int64);
+}
+
+// ---- elementwise -----------------------------------------------------------------------------
+
+template <Tensor (*F)(const Tensor&)>
+std::vector<Tensor> unary(NodeContext& c) {
+  return {F(c.in(0))};
+}
+template <Tensor (*F)(const Tensor&, const Tensor&)>
+std::vector<Tensor> binary(NodeContext& c) {
+  return {F(c.in(0), c.in(1))};
+}
+
+std::vector<Tensor> div_rule(NodeContext& c) {
+  const Tensor a = c.in(0), b = c.in(1);
+  if (is_float(a.dtype()) || a.dtype() != b.dtype()) return {div(a, b)};
+  // ONNX's integer division truncates toward zero; tracegraph's rounds toward -inf.
+  const Tensor q = div(a, b);
+  const Tensor zero = zeros_like(b);
+  const Tensor inexact = not_equal(mod(a, b), zero);
+  const Tensor opposite = not_equal(less(a, zeros_like(a)), less(b, zero));
+  return {where(logical_and(inexact, opposite), add(q, ones_like(q)), q)};
+}
+
+std::vector<Tensor> pow_rule(NodeContext& c) {
+  const Tensor base = c.in(0);
+  Tensor e = c.in(1);
+  if (e.dtype() != base.dtype()) {
+    if (!is_float(base.dtype()))
+      c.refuse(str_cat("an integer base (", to_string(base.dtype()), ") with a ", to_string(e.dtype()),
+                       " exponent is not computed; cast the base to float"));
+    e = cast(e, base.dtype());
+  }
+  return {pow(base, e)};
+}
+
+std::vector<Tensor> variadic(NodeContext& c, Tensor (*f)(const Tensor&, const Tensor&)) {
+  if (c.num_inputs() < 1) c.malformed("it has no inputs; it takes at least one");
+  Tensor r = c.in(0);
+  for (int i = 1; i < c.num_inputs(); ++i) r = f(r, c.in(i));
+  return {r};
+}
+std::vector<Tensor> max_rule(NodeContext& c) { return variadic(c, maximum); }
+std::vector<Tensor> min_rule(NodeContext& c) { return variadic(c, minimum); }
+std::vector<Tensor> sum_rule(NodeContext& c) { return variadic(c, add); }
+
+std::vector<Tensor> reciprocal(NodeContext& c) {
+  const Tensor x = c.in(0);
+  return {div(ones_like(x), x)};
+}
+
+std::vector<Tensor> gelu_rule(NodeContext& c) {
+  const std::string approximate = c.attr_string("approximate", "none");
+  if (approximate != "none" && approximate != "tanh") c.malformed(str_cat("approximate is '", approximate, "'; ONNX allows 'none' and 'tanh'"));
+  return {gelu(c.in(0), approximate == "tanh")};
+}
+
+std::vector<Tensor> leaky_relu_rule(NodeContext& c) { return {leaky_relu(c.in(0), c.attr_float("alpha", 0.01f))}; }
+
+std::vector<Tensor> clip_rule(NodeContext& c) {
+  Tensor x = c.in(0);
+  if (c.opset() < 11) {
+    // Before opset 11 the bounds are attributes (defaults: the float range).
+    const float lo = c.attr_float("min", std::numeric_limits<float>::lowest());
+    const float hi = c.attr_float("max", std::numeric_limits<float>::max());
+    return {minimum(maximum(x, cast(constant(lo), x.dtype())), cast(constant(hi), x.dtype()))};
+  }
+  if (c.has_input(1)) x = maximum(x, c.in(1));
+  if (c.has_input(2)) x = minimum(x, c.in(2));
+  return {x};
+}
+
+std::vector<Tensor> where_rule(NodeContext& c) { return {where(c.in(0), c.in(1), c.in(2))}; }
+
+std::vector<Tensor> cast_rule(NodeContext& c) {
+  const auto* to = c.attr("to", onnx::AttributeProto::INT);
+  if (!to) c.malformed("it has no 'to' attribute");
+  const std::optional<DType> d = dtype_of(static_cast<int>(to->i()));
+  if (!d) c.refuse(str_cat("it casts to ", onnx_type_name(static_cast<int>(to->i())), ", a type tracegraph does not compute in"));
+  // saturate (opset 19) only concerns float8 targets, which are refused above.
+  c.accept_attr("saturate");
+  return {cast(c.in(0), *d)};
+}
+
+std::vector<Tensor> identity_rule(NodeContext& c) { return {identity(c.in(0))}; }
+
+std::vector<Tensor> dropout_rule(NodeContext& c) {
+  const Tensor x = c.in(0);
+  if (c.opset() < 12) {
+    c.accept_attr("ratio");    // used only when training
+    if (c.opset() < 7) c.accept_attr("is_test");
+  } else {
+    c.accept_attr("seed");     // used only when training
+    if (c.has_input(2)) {
+      const Tensor mode = c.in(2);
+      if (mode.is_symbolic() || mode.dtype() != DType::Bool || mode.num_elements() != 1)
+        c.refuse("its training_mode is not a constant false; the importer computes inference only");
+      if (mode.to_vector<bool>()[0]) c.refuse("its training_mode is true; the importer computes inference only (export the model in eval mode)");
+    }
+  }
+  std::vector<Tensor> out{identity(x)};
+  if (c.num_outputs() > 1) out.push_back(cast(ones_like(x), DType::Bool));  // nothing is dropped
+  return out;
+}
+
+// ---- matrix products -------------------------------------------------------------------------
+
+std::vector<Tensor> matmul_rule(NodeContext& c) {
+  Tensor a = c.in(0), b = c.in(1);
+  const int64_t ra = c.rank(0), rb = c.rank(1);
+  if (ra < 1 || rb < 1) c.malformed("MatMul's inputs must have rank 1 or more");
+  // NumPy's rules for 1-D operands: a vector is a row (left) or a column (right), removed after.
+  if (ra == 1) a = expand_dims(a, 0);
+  if (rb == 1) b = expand_dims(b, 1);
+  Tensor y = matmul(a, b);
+  if (ra == 1) y = squeeze(y, {-2});
+  if (rb == 1) y = squeeze(y, {-1});
+  return {y};
+}
+
+std::vector<Tensor> gemm_rule(NodeContext& c) {
+  const Tensor a = c.in(0), b = c.in(1);
+  if (c.rank(0) != 2 || c.rank(1) != 2) c.malformed("Gemm's A and B must be matrices (rank 2)");
+  const bool ta = c.attr_int("transA", 0) != 0, tb = c.attr_int("transB", 0) != 0;
+  const float alpha = c.attr_float("alpha", 1.0f), beta = c.attr_float("beta", 1.0f);
+  if (c.opset() < 7) c.accept_attr("broadcast");
+  Tensor y = matmul(a, b, ta, tb);
+  if (alpha != 1.0f) y = mul(y, cast(constant(alpha), y.dtype()));
+  if (c.has_input(2) && beta != 0.0f) {
+    Tensor bias = c.in(2);
+    if (beta != 1.0f) bias = mul(bias, cast(constant(beta), bias.dtype()));
+    y = add(y, bias);
+  }
+  return {y};
+}
+
+// ---- convolution and pooling -----------------------------------------------------------------
+
+Tensor to_nhwc(const Tensor& x) { return transpose(x, {0, 2, 3, 1}); }
+Tensor to_nchw(const Tensor& x) { return transpose(x, {0, 3, 1, 2}); }
+
+// The window geometry of a Conv or pool node over a 4-D NCHW input, after auto_pad.
+struct Window {
+  std::vector<int64_t> kernel, strides, dilations;
+  std::vector<int64_t> pads;  // top, left, bottom, right
+  bool same_upper = false;    // tracegraph's Same padding does it (needs no static dims)
+};
+
+Window window_of(NodeContext& c, const Tensor& x, std::vector<int64_t> kernel, bool has_dilations) {
+  Window w;
+  if (kernel.size() != 2) c.refuse(str_cat("its window has ", kernel.size(), " spatial dims; the importer reads 2-D windows (NCHW inputs) only"));
+  for (int64_t k : kernel)
+    if (k < 1) c.malformed(str_cat("kernel size ", k, " is not positive"));
+  w.kernel = kernel;
+  w.strides = c.attr_ints("strides", {1, 1});
+  w.dilations = has_dilations ? c.attr_ints("dilations", {1, 1}) : std::vector<int64_t>{1, 1};
+  if (w.strides.size() != 2 || w.dilations.size() != 2) c.malformed("strides and dilations need one entry per spatial dim (2)");
+  for (std::size_t i = 0; i < 2; ++i)
+    if (w.strides[i] < 1 || w.dilations[i] < 1) c.malformed("strides and dilations must be positive");
+  const std::string auto_pad = c.attr_string("auto_pad", "NOTSET");
+  const bool has_pads = c.has_attr("pads");
+  w.pads = c.attr_ints("pads", {0, 0, 0, 0});
+  if (w.pads.size() != 4) c.malformed(str_cat("pads has ", w.pads.size(), " entries; a 2-D window takes 4 (begin, begin, end, end)"));
+  for (int64_t p : w.pads)
+    if (p < 0) c.malformed(str_cat("pads holds ", p, "; pads are non-negative"));
+  if (auto_pad == "NOTSET") return w;
+  if (has_pads) c.malformed(str_cat("it has both pads and auto_pad ", auto_pad, "; ONNX allows one of them"));
+  if (auto_pad == "VALID") return w;
+  if (auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER") c.malformed(str_cat("auto_pad '", auto_pad, "' is not NOTSET, VALID, SAME_UPPER or SAME_LOWER"));
+  if (auto_pad == "SAME_UPPER") {
+    w.same_upper = true;
+    return w;
+  }
+  // SAME_LOWER: the odd element of padding goes first, which needs the input's size.
+  const std::vector<int64_t> d = dims_of(x);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const int64_t in = d[2 + i];
+    if (in < 0) c.refuse("auto_pad SAME_LOWER over a spatial dim of unknown size is not computed; give the input static spatial dims");
+    const int64_t out = (in + w.strides[i] - 1) / w.strides[i];
+    const int64_t total = std::max<int64_t>(0, (out - 1) * w.strides[i] + (w.kernel[i] - 1) * w.dilations[i] + 1 - in);
+    w.pads[i] = total - total / 2;
+    w.pads[2 + i] = total / 2;
+  }
+  return w;
+}
+
+bool any_pads(const Window& w) {
+  return std::any_of(w.pads.begin(), w.pads.end(), [](int64_t p) { return p != 0; });
+}
+
+// NHWC x with the window's explicit pads added (value `fill`).
+Tensor pad_nhwc(const Tensor& x, const Window& w, double fill) {
+  return pad(x, {{0, 0}, {w.pads[0], w.pads[2]}, {w.pads[1], w.pads[3]}, {0, 0}}, PadMode::Constant, fill);
+}
+
+std::vector<Tensor> conv_rule(NodeContext& c) {
+  const Tensor x = c.in(0), weight = c.in(1);
+  if (c.rank(0) != 4 || c.rank(1) != 4)
+    c.refuse(str_cat("it is a ", c.rank(0) - 2, "-D convolution; the importer reads 2-D ones (4-D NCHW input and weight)"));
+  const std::vector<int64_t> wd = dims_of(weight);
+  if (wd[2] < 0 || wd[3] < 0) c.refuse("its weight's kernel size is not known while importing; make the weight an initializer");
+  std::vector<int64_t> kernel = c.attr_ints("kernel_shape", {wd[2], wd[3]});
+  if (kernel != std::vector<int64_t>{wd[2], wd[3]})
+    c.malformed(str_cat("kernel_shape (", kernel[0], ", ", kernel.size() > 1 ? kernel[1] : 0, ") is not the weight's (", wd[2], ", ", wd[3], ")"));
+  const Window w = window_of(c, x, kernel, true);
+  const int64_t group = c.attr_int("group", 1);
+  const int64_t channels = dims_of(x)[1];
+  if (group < 1) c.malformed(str_cat("group is ", group));
+  if (group > 1 && channels < 0) c.refuse("a grouped convolution over an unknown number of channels is not computed");
+  if (channels >= 0 && wd[1] >= 0 && channels != wd[1] * group)
+    c.malformed(str_cat("the input has ", channels, " channels but the weight takes ", wd[1], " per group in ", group, " groups"));
+  if (wd[0] >= 0 && wd[0] % group != 0) c.malformed(str_cat("the weight's ", wd[0], " output channels do not split into ", group, " groups"));
+  Tensor h = to_nhwc(x);
+  Tensor filter = transpose(weight, {2, 3, 1, 0});  // (kh, kw, in / group, out)
+  Padding padding = Padding::Valid;
+  if (w.same_upper) padding = Padding::Same;
+  else if (any_pads(w)) h = pad_nhwc(h, w, 0.0);
+  Tensor y;
+  if (group == 1) {
+    y = conv2d(h, filter, w.strides, padding, w.dilations);
+  } else {
+    // Each group of channels convolved by its own filters, the results side by side.
+    const std::vector<Tensor> hs = split(h, group, 3), fs = split(filter, group, 3);
+    std::vector<Tensor> ys;
+    for (std::size_t g = 0; g < hs.size(); ++g) ys.push_back(conv2d(hs[g], fs[g], w.strides, padding, w.dilations));
+    y = concat(ys, 3);
+  }
+  if (c.has_input(2)) y = add(y, c.in(2));
+  return {to_nchw(y)};
+}
+
+// ONNX's output size with ceil_mode must equal the floor one (tracegraph's windows never start
+// past the input): checked on static dims.
+void check_ceil_mode(NodeContext& c, const Tensor& x, const Window& w) {
+  if (c.attr_int("ceil_mode", 0) == 0) return;
+  if (w.same_upper) return;  // auto_pad SAME: ceil_mode does not change the output size
+  const std::vector<int64_t> d = dims_of(x);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const int64_t in = d[2 + i];
+    if (in < 0) c.refuse("ceil_mode 1 over a spatial dim of unknown size is not computed; give the input static spatial dims");
+    const int64_t span = in + w.pads[i] + w.pads[2 + i] - ((w.kernel[i] - 1) * w.dilations[i] + 1);
+    if (span < 0) continue;  // the window does not fit: the pool op reports it
+    if (span % w.strides[i] != 0)
+      c.refuse(str_cat("ceil_mode 1 adds a partial window along spatial dim ", i, " (size ", in, "), which tracegraph's "
+                       "pooling does not compute; export with ceil_mode=False or pad the input"));
+  }
+}
+
+std::vector<Tensor> max_pool_rule(NodeContext& c) {
+  const Tensor x = c.in(0);
+  if (c.rank(0) != 4) c.refuse("the importer reads 2-D pooling (4-D NCHW input) only");
+  if (c.num_outputs() > 1) c.refuse("its Indices output is not computed; use the pooled values only");
+  const auto* k = c.attr("kernel_shape", onnx::AttributeProto::INTS);
+  if (!k) c.malformed("it has no kernel_shape");
+  const Window w = window_of(c, x, {k->ints().begin(), k->ints().end()}, c.opset() >= 10);
+  if (w.dilations != std::vector<int64_t>{1, 1}) c.refuse("dilated max pooling is not computed");
+  check_ceil_mode(c, x, w);
+  c.accept_attr("storage_order");  // the layout of the Indices output, refused above
+  Tensor h = to_nhwc(x);
+  if (w.same_upper) return {to_nchw(max_pool2d(h, w.kernel, w.strides, Padding::Same))};
+  // Padding never wins the max: -inf for floats (integers are refused by the pool op).
+  if (any_pads(w)) h = pad_nhwc(h, w, -std::numeric_limits<double>::infinity());
+  return {to_nchw(max_pool2d(h, w.kernel, w.strides, Padding::Valid))};
+}
+
+std::vector<Tensor> average_pool_rule(NodeContext& c) {
+  const Tensor x = c.in(0);
+  if (c.rank(0) != 4) c.refuse("the importer reads 2-D pooling (4-D NCHW input) only");
+  const auto* k = c.attr("kernel_shape", onnx::AttributeProto::INTS);
+  if (!k) c.malformed("it has no kernel_shape");
+  Window w = window_of(c, x, {k->ints().begin(), k->ints().end()}, c.opset() >= 19);
+  if (w.dilations != std::vector<int64_t>{1, 1}) c.refuse("dilated average pooling is not computed");
+  check_ceil_mode(c, x, w);
+  const bool count_pads = c.attr_int("count_include_pad", 0) != 0;
+  Tensor h = to_nhwc(x);
+  if (w.same_upper && !count_pads) return {to_nchw(avg_pool2d(h, w.kernel, w.strides, Padding::Same))};
+  if (w.same_upper) {
+    // Padded elements counted: explicit pads (which need the spatial dims).
+    const std::vector<int64_t> d = dims_of(x);
+    for (std::size_t i = 0; i < 2; ++i) {
+      if (d[2 + i] < 0) c.refuse("count_include_pad with auto_pad SAME over a dim of unknown size is not computed");
+      const int64_t out = (d[2 + i] + w.strides[i] - 1) / w.strides[i];
+      const int64_t total = std::max<int64_t>(0, (out - 1) * w.strides[i] + w.kernel[i] - d[2 + i]);
+      w.pads[i] = total / 2;
+      w.pads[2 + i] = total - total / 2;
+    }
+  }
+  if (!any_pads(w)) return {to_nchw(avg_pool2d(h, w.kernel, w.strides, Padding::Valid))};
+  const Tensor sums = avg_pool2d(pad_nhwc(h, w, 0.0), w.kernel, w.strides, Padding::Valid);
+  if (count_pads) return {to_nchw(sums)};
+  // Only the input's elements counted: divide by the share of each window inside the input.
+  const Tensor inside = avg_pool2d(pad_nhwc(ones_like(h), w, 0.0), w.kernel, w.strides, Padding::Valid);
+  return {to_nchw(div(sums, inside))};
+}
+
+std::vector<Tensor> global_pool(NodeContext& c, Tensor (*reduce)(const Tensor&, std::vector<int>, bool)) {
+  const int64_t r = c.rank(0);
+  if (r < 3) c.malformed(str_cat("its input has rank ", r, "; it needs (N, C, spatial...)"));
+  std::vector<int> axes;
+  for (int64_t a = 2; a < r; ++a) axes.push_back(static_cast<int>(a));
+  return {reduce(c.in(0), axes, true)};
+}
+std::vector<Tensor> global_average_pool(NodeContext& c) { return global_pool(c, reduce_mean); }
+std::vector<Tensor> global_max_pool(NodeContext& c) { return global_pool(c, reduce_max); }
+
+// ---- normalisation ---------------------------------------------------------------------------
+
+// A per-channel vector (C,) shaped to broadcast over NCHW... (C, 1, ..., 1).
+Tensor per_channel(const Tensor& v, int64_t rank) {
+  std::vector<int64_t> s(static_cast<std::size_t>(std::max<int64_t>(rank - 1, 1)), 1);
+  s[0] = -1;
+  return reshape(v, s);
+}
+
+std::vector<Tensor> batch_norm_rule(NodeContext& c) {
+  const Tensor x = c.in(0);
+  const int64_t r = c.rank(0);
+  if (r < 2) c.malformed(str_cat("its input has rank ", r, "; it needs (N, C, ...)"));
+  if (c.num_outputs() > 1) c.refuse("it asks for the running statistics, which only training computes; export in eval mode");
+  if (c.opset() >= 14 && c.attr_int("training_mode", 0) != 0)
+    c.refuse("training_mode is 1; the importer computes inference only (export the model in eval mode)");
+  if (c.opset() < 9 && c.attr_int("spatial", 1) != 1) c.refuse("spatial 0 (per-element statistics) is not computed");
+  if (c.opset() < 7) c.accept_attr("is_test");
+  c.accept_attr("momentum");  // updates the running statistics in training only
+  const double eps = c.attr_float("epsilon", 1e-5f);
+  const Tensor scale = per_channel(c.in(1), r), bias = per_channel(c.in(2), r);
+  const Tensor mean = per_channel(c.in(3), r), var = per_channel(c.in(4), r);
+  const Tensor factor = mul(scale, rsqrt(add(var, cast(constant(eps), var.dtype()))));
+  return {add(mul(sub(x, mean), factor), bias)};
+}
+
+std::vector<Tensor> layer_norm_rule(NodeContext& c) {
+  Tensor x = c.in(0);
+  const int64_t r = c.rank(0);
+  const int64_t axis = norm_axis(c, c.attr_int("axis", -1), r, "axis");
+  const double eps = c.attr_float("epsilon", 1e-5f);
+  if (c.attr_int("stash_type", 1) != 1)
+    c.refuse("stash_type is not 1 (float32 statistics); only float32 statistics are computed");
+  if (c.num_outputs() > 1) c.refuse("its Mean and InvStdDev outputs are not computed; use Y only");
+  const DType dtype = x.dtype();
+  if (!is_float(dtype)) c.malformed(str_cat("its input is ", to_string(dtype), "; LayerNormalization takes floats"));
+  // stash_type 1: the statistics in float32 whatever the input's type.
+  const Tensor xs = cast(x, DType::Float32);
+  std::vector<int> axes;
+  for (int64_t a = axis; a < r; ++a) axes.push_back(static_cast<int>(a));
+  const Tensor mean = reduce_mean(xs, axes, true);
+  const Tensor centred = sub(xs, mean);
+  const Tensor inv = rsqrt(add(reduce_mean(square(centred), axes, true), constant(static_cast<float>(eps))));
+  Tensor y = cast(mul(centred, inv), dtype);
+  y = mul(y, c.in(1));
+  if (c.has_input(2)) y = add(y, c.in(2));
+  return {y};
+}
+
+std::vector<Tensor> softmax_like(NodeContext& c, Tensor (*f)(const Tensor&, int)) {
+  const Tensor x = c.in(0);
+  const int64_t r = c.rank(0);
+  if (c.opset() >= 13) return {f(x, static_cast<int>(norm_axis(c, c.attr_int("axis", -1), r, "axis")))};
+  // Before opset 13: the input as a matrix (dims before axis, dims from axis), over its rows.
+  const int64_t axis = r == 0 ? 0 : norm_axis(c, c.attr_int("axis", 1), r, "axis");
+  if (axis == r - 1 || r == 0) return {f(x, -1)};
+  const Tensor s = cast(shape(x), DType::Int64);
+  const Tensor rows = reduce_prod(slice(s, {0}, {axis}), {}, false);
+  const Tensor m = reshape(x, stack({rows, constant(int64_t{-1})}));
+  return {reshape(f(m, -1), s)};
+}
+std::vector<Tensor> softmax_rule(NodeContext& c) { return softmax_like(c, softmax); }
+std::vector<Tensor> log_softmax_rule(NodeContext& c) { return softmax_like(c, log_softmax); }
+
+// ---- reductions ------------------------------------------------------------------------------
+
+std::vector<Tensor> reduce(NodeContext& c, Tensor (*f)(const Tensor&, std::vector<int>, bool), int64_t axes_input_since) {
+  const Tensor x = c.in(0);
+  const int64_t r = c.rank(0);
+  const bool keepdims = c.attr_int("keepdims", 1) != 0;
+  std::vector<int64_t> axes;
+  bool noop = false;
+  if (c.opset() >= axes_input_since) {
+    noop = c.attr_int("noop_with_empty_axes", 0) != 0;
+    if (c.has_input(1)) axes = c.const_ints(1, "the axes");
+  } else {
+    axes = c.attr_ints("axes", {});
+  }
+  if (axes.empty() && noop) return {identity(x)};
+  std::vector<int> a;
+  for (int64_t v : axes) {
+    const int ax = static_cast<int>(norm_axis(c, v, r, "axis"));
+    if (std::find(a.begin(), a.end(), ax) != a.end()) c.malformed(str_cat("axis ", v, " appears twice"));
+    a.push_back(ax);
+  }
+  if (a.empty())
+    for (int64_t k = 0; k < r; ++k) a.push_back(static_cast<int>(k));
+  return {f(x, a, keepdims)};
+}
+std::vector<Tensor> reduce_mean_rule(NodeContext& c) { return reduce(c, reduce_mean, 18); }
+std::vector<Tensor> reduce_sum_rule(NodeContext& c) { return reduce(c, reduce_sum, 13); }
+std::vector<Tensor> reduce_max_rule(NodeContext& c) { return reduce(c, reduce_max, 18); }
+std::vector<Tensor> reduce_min_rule(NodeContext& c) { return reduce(c, reduce_min, 18); }
+std::vector<Tensor> reduce_prod_rule(NodeContext& c) { return reduce(c, reduce_prod, 18); }
+
+// ---- shapes ----------------------------------------------------------------------------------
+
+std::vector<Tensor> shape_rule(NodeContext& c) {
+  const Tensor x = c.in(0);
+  const int64_t r = c.rank(0);
+  int64_t start = 0, end = r;
+  if (c.opset() >= 15) {
+    // Out-of-range start and end are clamped (not an error), negative ones count from the end.
+    start = c.attr_int("start", 0);
+    end = c.attr_int("end", r);
+    if (start < 0) start += r;
+    if (end < 0) end += r;
+    start = std::clamp<int64_t>(start, 0, r);
+    end = std::clamp<int64_t>(end, 0, r);
+  }
+  const int64_t n = std::max<int64_t>(0, end - start);
+  const std::vector<int64_t> d = dims_of(x);
+  if (std::all_of(d.begin() + start, d.begin() + start + n, [](int64_t v) { return v >= 0; }))
+    return {int64s(std::vector<int64_t>(d.begin() + start, d.begin() + start + n))};
+  return {slice(cast(shape(x), DType::Int64), {start}, {n})};
+}
+
+std::vector<Tensor> size_rule(NodeContext& c) { return {cast(size(c.in(0)), DType::Int64)}; }
+
+std::vector<Tensor> reshape_rule(NodeContext& c) {
+  const Tensor x = c.in(0);
+  const bool allow_zero = c.opset() >= 14 && c.attr_int("allowzero", 0) != 0;
+  const Tensor s = c.in(1);
+  if (s.dtype() != DType::Int64) c.malformed(str_cat("its shape is ", to_string(s.dtype()), "; ONNX's is int64"));
+  if (!s.shape().has_rank() || s.shape().rank() != 1) c.malformed("its shape input is not a 1-D tensor");
+  if (allow_zero) return {reshape(x, s)};
+  // allowzero 0: a 0 copies the input's dim at that position.
+  const int64_t rx = x.shape().has_rank() ? x.shape().rank() : -1;
+  const std::vector<int64_t> dx = rx >= 0 ? dims_of(x) : std::vector<int64_t>{};
+  if (!s.is_symbolic()) {
+    std::vector<int64_t> target = s.to_vector<int64_t>();
+    std::vector<Tensor> parts;
+    bool static_target = true;
+    for (std::size_t k = 0; k < target.size(); ++k) {
+      if (target[k] == 0) {
+        if (static_cast<int64_t>(k) >= rx) c.malformed(str_cat("its shape copies dim ", k, " (a 0) of an input of rank ", rx));
+        target[k] = dx[k];
+        static_target &= dx[k] >= 0;
+      }
+      parts.push_back(target[k] >= 0 || s.to_vector<int64_t>()[k] != 0 ? constant(target[k], DType::Int64)
+                                                                          : dim_value(x, static_cast<int64_t>(k)));
+    }
+    return {static_target ? reshape(x, target) : reshape(x, stack(parts))};
+  }
+  // A shape computed when the graph runs: an element that may be 0 becomes the input's dim there.
+  const std::optional<std::vector<int64_t>> known = known_elements(s);
+  if (!known) c.refuse("its shape has a length known only when the graph runs; give it a static length");
+  std::vector<Tensor> parts;
+  for (std::size_t k = 0; k < known->size(); ++k) {
+    const int64_t v = (*known)[k];
+    const Tensor element = gather(s, constant(static_cast<int64_t>(k), DType::Int64));
+    if (v > 0 || static_cast<int64_t>(k) >= rx) {  // past the input's rank a 0 is the spec's error
+      parts.push_back(element);
+      continue;
+    }
+    const Tensor d = dim_value(x, static_cast<int64_t>(k));
+    parts.push_back(v == 0 ? d : where(equal(element, zeros_like(element)), d, element));
+  }
+  if (parts.empty()) return {reshape(x, s)};
+  return {reshape(x, stack(parts))};
+}
+
+std::vector<Tensor> flatten_rule(NodeContext& c) {
+  const Tensor x = c.in(0);
+  const int64_t r = c.rank(0);
+  int64_t axis = c.attr_int("axis", 1);
+  if (axis < -r || axis > r) c.malformed(str_cat("axis ", axis, " is out of range for rank ", r));
+  if (axis < 0) axis += r;
+  const std::vector<int64_t> d = dims_of(x);
+  auto product = [&](int64_t from, int64_t to) {
+    int64_t p = 1;
+    for (int64_t i = from; i < to; ++i) {
+      if (d[static_cast<std::size_t>(i)] < 0) return int64_t{-1};
+      p *= d[static_cast<std::size_t>(i)];
+    }
+    return p;
+  };
+  const int64_t outer = product(0, axis), inner = product(axis, r);
+  if (outer >= 0 && inner >= 0) return {reshape(x, {outer, inner})};
+  if (inner > 0) return {reshape(x, {-1, inner})};
+  if (outer > 0) return {reshape(x, {outer, -1})};
+  const Tensor s = cast(shape(x), DType::Int64);
+  return {reshape(x, stack({reduce_prod(slice(s, {0}, {axis}), {}, false), reduce_prod(slice(s, {axis}, {r - axis}), {}, false)}))};
+}
+
+std::vector<Tensor> transpose_rule(NodeContext& c) {
+  const int64_t r = c.rank(0);
+  std::vector<int64_t> perm = c.attr_ints("perm", {});
+  if (perm.empty())
+    for (int64_t k = r - 1; k >= 0; --k) perm.push_back(k);
+  if (static_cast<int64_t>(perm.size()) != r) c.malformed(str_cat("perm has ", perm.size(), " entries for rank ", r));
+  std::vector<int> p;
+  for (int64_t v : perm) p.push_back(static_cast<int>(norm_axis(c, v, r, "perm entry")));
+  return {transpose(c.in(0), p)};
+}
+
+// Axes from the opset-13 input form or the older attribute.
+std::vector<int64_t> axes_of(NodeContext& c, bool required) {
+  if (c.opset() >= 13) {
+    if (c.has_input(1)) return c.const_ints(1, "the axes");
+    if (required) c.malformed("it has no axes input");
+    return {};
+  }
+  if (required && !c.has_attr("axes")) c.malformed("it has no axes attribute");
+  return c.attr_ints("axes", {});
+}
+
+std::vector<Tensor> squeeze_rule(NodeContext& c) {
+  const Tensor x = c.in(0);
+  const int64_t r = c.rank(0);
+  const std::vector<int64_t> axes = axes_of(c, false);
+  std::vector<int> a;
+  const std::vector<int64_t> d = dims_of(x);
+  if (axes.empty()) {
+    for (int64_t k = 0; k < r; ++k) {
+      if (d[static_cast<std::size_t>(k)] < 0) c.refuse("it squeezes every size-1 dim of an input with unknown dims; give the axes");
+      if (d[static_cast<std::size_t>(k)] == 1) a.push_back(static_cast<int>(k));
+    }
+    if (a.empty()) return {identity(x)};
+  }
+  for (int64_t v : axes) a.push_back(static_cast<int>(norm_axis(c, v, r, "axis")));
+  return {squeeze(x, a)};
+}
+
+std::vector<Tensor> unsqueeze_rule(NodeContext& c) {
+  Tensor x = c.in(0);
+  const int64_t r = c.rank(0);
+  std::vector<int64_t> axes = axes_of(c, true);
+  const int64_t out_rank = r + static_cast<int64_t>(axes.size());
+  for (int64_t& v : axes) v = norm_axis(c, v, out_rank, "axis");
+  std::sort(axes.begin(), axes.end());
+  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end()) c.malformed("an axis appears twice");
+  for (int64_t v : axes) x = expand_dims(x, static_cast<int>(v));
+  return {x};
+}
+
+std::vector<Tensor> concat_rule(NodeContext& c) {
+  if (c.num_inputs() < 1) c.malformed("it has no inputs");
+  const auto* axis = c.attr("axis", onnx::AttributeProto::INT);
+  if (!axis && c.opset() >= 4) c.malformed("it has no axis attribute");
+  std::vector<Tensor> values;
+  for (int i = 0; i < c.num_inputs(); ++i) values.push_back(c.in(i));
+  const int64_t r = c.rank(0);
+  return {concat(values, static_cast<int>(norm_axis(c, axis ? axis->i() : 1, r, "axis")))};
+}
+
+std::vector<Tensor> slice_rule(NodeContext& c) {
+  Tensor x = c.in(0);
+  const int64_t r = c.rank(0);
+  std::vector<int64_t> starts, ends, axes, steps;
+  if (c.opset() >= 10) {
+    starts = c.const_ints(1, "the starts");
+    ends = c.const_ints(2, "the ends");
+    if (c.has_input(3)) axes = c.const_ints(3, "the axes");
+    if (c.has_input(4)) steps = c.const_ints(4, "the steps");
+  } else {
+    starts = c.attr_ints("starts", {});
+    ends = c.attr_ints("ends", {});
+    axes = c.attr_ints("axes", {});
+  }
+  if (starts.size() != ends.size()) c.malformed("starts and ends differ in length");
+  if (axes.empty())
+    for (std::size_t k = 0; k < starts.size(); ++k) axes.push_back(static_cast<int64_t>(k));
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  if (axes.size() != starts.size() || steps.size() != starts.size()) c.malformed("starts, ends, axes and steps differ in length");
+  const std::vector<int64_t> d = dims_of(x);
+  std::vector<int64_t> begin(static_cast<std::size_t>(r), 0), size(static_cast<std::size_t>(r), -1);
+  std::vector<bool> seen(static_cast<std::size_t>(r), false);
+  std::vector<std::pair<int64_t, Tensor>> strided;  // (axis, indices) gathered after the slice
+  for (std::size_t k = 0; k < starts.size(); ++k) {
+    const int64_t axis = norm_axis(c, axes[k], r, "axis");
+    if (seen[static_cast<std::size_t>(axis)]) c.malformed(str_cat("axis ", axes[k], " appears twice"));
+    seen[static_cast<std::size_t>(axis)] = true;
+    const int64_t step = steps[k];
+    if (step == 0) c.malformed("a step is 0");
+    const int64_t dim = d[static_cast<std::size_t>(axis)];
+    int64_t start = starts[k], end = ends[k];
+    if (dim < 0) {
+      // An unknown dim: only "from a non-negative start to the end" is computed without it.
+      if (step == 1 && start >= 0 && end >= std::numeric_limits<int32_t>::max()) {
+        begin[static_cast<std::size_t>(axis)] = start;
+        continue;
+      }
+      c.refuse(str_cat("it slices dim ", axis, ", whose size is unknown while importing, with start ", start, ", end ", end,
+                       " and step ", step, "; only [start:] with start >= 0 is computed on such a dim"));
+    }
+    // The spec's clamping: negative values count from the end; then into [0, dim] (step > 0)
+    // or [-1, dim - 1] (step < 0).
+    if (start < 0) start += dim;
+    if (end < 0) end += dim;
+    int64_t n;
+    if (step > 0) {
+      start = std::clamp<int64_t>(start, 0, dim);
+      end = std::clamp<int64_t>(end, 0, dim);
+      n = end > start ? (end - start + step - 1) / step : 0;
+    } else {
+      start = std::clamp<int64_t>(start, -1, dim - 1);
+      end = std::clamp<int64_t>(end, -1, dim - 1);
+      n = start > end ? (start - end + (-step) - 1) / (-step) : 0;
+    }
+    if (step == 1) {
+      begin[static_cast<std::size_t>(axis)] = start;
+      size[static_cast<std::size_t>(axis)] = n;
+    } else {
+      std::vector<int64_t> idx;
+      for (int64_t i = 0; i < n; ++i) idx.push_back(start + i * step);
+      strided.emplace_back(axis, int64s(idx));
+    }
+  }
+  x = slice(x, begin, size);
+  for (const auto& s : strided) x = gather(x, s.second, static_cast<int>(s.first));
+  return {x};
+}
+
+std::vector<Tensor> gather_rule(NodeContext& c) {
+  const Tensor x = c.in(0);
+  Tensor idx = c.in(1);
+  const int64_t r = c.rank(0);
+  const int64_t axis = norm_axis(c, c.attr_int("axis", 0), r, "axis");
+  if (idx.dtype() != DType::Int64 && idx.dtype() != DType::Int32)
+    c.malformed(str_cat("its indices are ", to_string(idx.dtype()), "; ONNX's are int32 or int64"));
+  // Negative indices count from the end of the axis (tracegraph's gather refuses them).
+  const int64_t dim = dims_of(x)[static_cast<std::size_t>(axis)];
+  if (!idx.is_symbolic() && dim >= 0) {
+    std::vector<int64_t> v = cast(idx, DType::Int64).to_vector<int64_t>();
+    for (int64_t& i : v) {
+      if (i < -dim || i >= dim) c.malformed(str_cat("index ", i, " is out of range for a dim of size ", dim));
+      if (i < 0) i += dim;
+    }
+    // Elements of a shape vector: x[i] keeps what tracing knows of them (gather would not).
+    if (r == 1 && x.is_symbolic() && idx.shape().rank() <= 1 && (x.dtype() == DType::Int64 || x.dtype() == DType::Int32)) {
+      std::vector<Tensor> picked;
+      for (int64_t i : v) picked.push_back(x[i]);
+      if (idx.shape().rank() == 0) return {picked[0]};
+      if (!picked.empty()) return {stack(picked)};
+    }
+    idx = constant(v, idx.shape(), DType::Int64);
+  } else {
+    const Tensor d = cast(dim_value(x, axis), idx.dtype());
+    idx = where(less(idx, zeros_like(idx)), add(idx, d), idx);
+  }
+  return {gather(x, idx, static_cast<int>(axis))};
+}
+
+std::vector<Tensor> expand_rule(NodeContext& c) {
+  const Tensor x = c.in(0), s = c.in(1);
+  if (s.dtype() != DType::Int64) c.malformed(str_cat("its shape is ", to_string(s.dtype()), "; ONNX's is int64"));
+  // Broadcasting both ways (a 1 in the shape keeps x's dim): x combined with a neutral tensor of
+  // the shape.
+  if (x.dtype() == DType::Bool) return {logical_or(x, zeros(s, DType::Bool))};
+  if (x.dtype() == DType::String) c.refuse("expanding a string tensor is not computed");
+  return {mul(x, ones(s, x.dtype()))};
+}
+
+std::vector<Tensor> constant_rule(NodeContext& c) {
+  if (c.has_attr("value")) return {c.attr_tensor("value")};
+  if (const auto* a = c.attr("value_float", onnx::AttributeProto::FLOAT)) return {constant(a->f())};
+  if (const auto* a = c.attr("value_int", onnx::AttributeProto::INT)) return {constant(a->i(), DType::Int64)};
+  if (const auto* a = c.attr("value_floats", onnx::AttributeProto::FLOATS))
+    return {constant(std::vector<float>(a->floats().begin(), a->floats().end()), TensorShape({a->floats_size()}), DType::Float32)};
+  if (const auto* a = c.attr("value_ints", onnx::AttributeProto::INTS))
+    return {int64s(std::vector<int64_t>(a->ints().begin(), a->ints().end()))};
+  if (c.has_attr("sparse_value")) c.refuse("sparse constants are not read; store it dense");
+  if (c.has_attr("value_string") || c.has_attr("value_strings")) c.refuse("string constants are not read");
+  c.malformed("it has no value attribute");
+}
+
+std::vector<Tensor> constant_of_shape_rule(NodeContext& c) {
+  const Tensor s = c.in(0);
+  if (s.dtype() != DType::Int64) c.malformed(str_cat("its shape is ", to_string(s.dtype()), "; ONNX's is int64"));
+  Tensor value = constant(0.0f);
+  if (c.has_attr("value")) {
+    value = c.attr_tensor("value");
+    if (value.num_elements() != 1) c.malformed(str_cat("its value holds ", value.num_elements(), " elements; it must hold one"));
+    value = reshape(value, std::vector<int64_t>{});
+  }
+  return {fill(s, value)};
+}
+
+std::vector<Tensor> pad_rule(NodeContext& c) {
+  const Tensor x = c.in(0);
+  const int64_t r = c.rank(0);
+  const std::string mode = c.attr_string("mode", "constant");
+  std::vector<int64_t> pads;
+  double value = 0.0;
+  std::vector<int64_t> axes;
+  if (c.opset() >= 11) {
+    pads = c.const_ints(1, "the pads");
+    if (c.has_input(2)) {
+      const Tensor v = c.in(2);
+      if (v.is_symbolic() || v.num_elements() != 1) c.refuse("its constant_value is not a constant scalar");
+      value = cast(v, DType::Float64).to_vector<double>()[0];
+    }
+    if (c.has_input(3)) axes = c.const_ints(3, "the axes");
+  } else {
+    pads = c.attr_ints(c.opset() >= 2 ? "pads" : "paddings", {});
+    value = c.attr_float("value", 0.0f);
+  }
+  if (axes.empty())
+    for (int64_t k = 0; k < r; ++k) axes.push_back(k);
+  if (pads.size() != 2 * axes.size()) c.malformed(str_cat("pads has ", pads.size(), " entries for ", axes.size(), " axes"));
+  std::vector<std::pair<int64_t, int64_t>> paddings(static_cast<std::size_t>(r), {0, 0});
+  for (std::size_t k = 0; k < axes.size(); ++k) {
+    const int64_t a = norm_axis(c, axes[k], r, "axis");
+    const int64_t before = pads[k], after = pads[k + axes.size()];
+    if (before < 0 || after < 0) c.refuse("negative pads (cropping) are not computed; use Slice");
+    paddings[static_cast<std::size_t>(a)] = {before, after};
+  }
+  if (mode == "constant") return {pad(x, paddings, PadMode::Constant, value)};
+  if (mode == "reflect") return {pad(x, paddings, PadMode::Reflect)};
+  if (mode == "edge" || mode == "wrap") c.refuse(str_cat("mode '", mode, "' is not computed (constant and reflect are)"));
+  c.malformed(str_cat("mode '", mode, "' is not an ONNX padding mode"));
+}
+
+std::vector<Tensor> not_rule(NodeContext& c) { return {logical_not(c.in(0))}; }
+std::vector<Tensor> less_equal_rule(NodeContext& c) { return {less_equal(c.in(0), c.in(1))}; }
+std::vector<Tensor> greater_equal_rule(NodeContext& c) { return {greater_equal(c.in(0), c.in(1))}; }
+
+// ---- the table -------------------------------------------------------------------------------
+
+const ImportRule kRules[] = {
+    {"Abs", 6, "", unary<abs>},
+    {"Add", 7, "NumPy broadcasting", binary<add>},
+    {"And", 7, "", binary<logical_and>},
+    {"AveragePool", 7, "2-D (NCHW) only; dilations other than 1 and a ceil_mode that adds a partial window are refused", average_pool_rule},
+    {"BatchNormalization", 7, "inference only: training_mode 1 and the running-statistics outputs are refused", batch_norm_rule},
+    {"Cast", 6, "to the types tracegraph computes in (float, double, int32, int64, bool, uint8); others are refused", cast_rule},
+    {"Ceil", 6, "", unary<ceil>},
+    {"Clip", 6, "", clip_rule},
+    {"Concat", 4, "", concat_rule},
+    {"Constant", 9, "dense values only (sparse_value and strings are refused)", constant_rule},
+    {"ConstantOfShape", 9, "", constant_of_shape_rule},
+    {"Conv", 1, "2-D (NCHW) only; group > 1 as one convolution per group; a dilation with a stride is refused (as tracegraph's conv2d refuses it)", conv_rule},
+    {"Div", 7, "integer division truncates toward zero", div_rule},
+    {"Dropout", 7, "inference only: an identity (training_mode true is refused)", dropout_rule},
+    {"Equal", 7, "", binary<equal>},
+    {"Erf", 9, "", unary<erf>},
+    {"Exp", 6, "", unary<exp>},
+    {"Expand", 8, "", expand_rule},
+    {"Flatten", 1, "", flatten_rule},
+    {"Floor", 6, "", unary<floor>},
+    {"Gather", 1, "negative indices count from the end", gather_rule},
+    {"Gelu", 20, "approximate 'none' or 'tanh'", gelu_rule},
+    {"Gemm", 6, "", gemm_rule},
+    {"GlobalAveragePool", 1, "", global_average_pool},
+    {"GlobalMaxPool", 1, "", global_max_pool},
+    {"Greater", 7, "", binary<greater>},
+    {"GreaterOrEqual", 12, "", greater_equal_rule},
+    {"Identity", 1, "", identity_rule},
+    {"LayerNormalization", 17, "the Mean and InvStdDev outputs are refused", layer_norm_rule},
+    {"LeakyRelu", 6, "", leaky_relu_rule},
+    {"Less", 7, "", binary<less>},
+    {"LessOrEqual", 12, "", less_equal_rule},
+    {"Log", 6, "", unary<log>},
+    {"LogSoftmax", 1, "", log_softmax_rule},
+    {"MatMul", 1, "", matmul_rule},
+    {"Max", 8, "", max_rule},
+    {"MaxPool", 1, "2-D (NCHW) only; the Indices output, dilations other than 1 and a ceil_mode that adds a partial window are refused", max_pool_rule},
+    {"Min", 8, "", min_rule},
+    {"Mul", 7, "", binary<mul>},
+    {"Neg", 6, "", unary<neg>},
+    {"Not", 1, "", not_rule},
+    {"Or", 7, "", binary<logical_or>},
+    {"Pad", 2, "modes constant and reflect; edge, wrap and negative pads are refused", pad_rule},
+    {"Pow", 7, "", pow_rule},
+    {"Reciprocal", 6, "", reciprocal},
+    {"ReduceMax", 1, "", reduce_max_rule},
+    {"ReduceMean", 1, "", reduce_mean_rule},
+    {"ReduceMin", 1, "", reduce_min_rule},
+    {"ReduceProd", 1, "", reduce_prod_rule},
+    {"ReduceSum", 1, "", reduce_sum_rule},
+    {"Relu", 6, "", unary<relu>},
+    {"Reshape", 5, "0 copies the input's dim (allowzero 1 honoured)", reshape_rule},
+    {"Shape", 1, "", shape_rule},
+    {"Sigmoid", 6, "", unary<sigmoid>},
+    {"Size", 1, "", size_rule},
+    {"Slice", 1, "on a dim of unknown size only [start:] with start >= 0", slice_rule},
+    {"Softmax", 1, "before opset 13 over the input flattened from axis", softmax_rule},
+    {"Sqrt", 6, "", unary<sqrt>},
+    {"Squeeze", 1, "", squeeze_rule},
+    {"Sub", 7, "", binary<sub>},
+    {"Sum", 8, "", sum_rule},
+    {"Tanh", 6, "", unary<tanh>},
+    {"Transpose", 1, "", transpose_rule},
+    {"Unsqueeze", 1, "", unsqueeze_rule},
+    {"Where", 9, "", where_rule},
+};
+
+}  // namespace
+
+std::span<const ImportRule> import_rules() { return kRules; }
+
+const ImportRule* import_rule(const std::string& op_type) {
+  for (const ImportRule& r : kRules)
+    if (op_type == r.op_type) return &r;
+  return nullptr;
+}
+
+}  // namespace tg::detail::onnx_import

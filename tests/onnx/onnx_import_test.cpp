@@ -1,0 +1,536 @@
+// tg::import_onnx: models tracegraph exports read back (the same outputs), models PyTorch exports
+// (tests/onnx/torch_models.py writes them and PyTorch's outputs; CTest runs OnnxTorch.* with
+// TG_ONNX_TORCH_DIR set), single ops against values worked out from the ONNX spec, malformed
+// files, and fine-tuning an imported model in a traced train_step.
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+#include <tracegraph/npy.h>
+#include <tracegraph/onnx.h>
+#include <tracegraph/tracegraph.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path scratch() {
+  const fs::path dir = fs::temp_directory_path() / ("tg_onnx_import_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  return dir;
+}
+
+tg::Tensor uniform(const tg::TensorShape& shape, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
+  return tg::random_uniform(shape, lo, hi, seed);
+}
+
+// Elementwise |a - b| <= atol + rtol |b|, with the worst element in the message.
+void expect_close(const tg::Tensor& got, const tg::Tensor& want, double rtol, double atol, const std::string& what) {
+  ASSERT_EQ(got.dtype(), want.dtype()) << what;
+  ASSERT_EQ(got.shape().to_string(), want.shape().to_string()) << what;
+  const std::vector<double> a = tg::cast(got, tg::float64).to_vector<double>();
+  const std::vector<double> b = tg::cast(want, tg::float64).to_vector<double>();
+  double worst = 0;
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double excess = std::abs(a[i] - b[i]) - (atol + rtol * std::abs(b[i]));
+    if (!(excess <= worst)) {
+      worst = std::isnan(excess) ? INFINITY : excess;
+      at = i;
+    }
+  }
+  EXPECT_LE(worst, 0.0) << what << ": element " << at << " is " << a[at] << ", expected " << b[at];
+}
+
+// ---- a small ModelProto builder for single-op and malformed models --------------------------
+
+struct Model {
+  onnx::ModelProto m;
+  explicit Model(int64_t opset = 17) {
+    m.set_ir_version(8);
+    m.set_producer_name("test");
+    auto* o = m.add_opset_import();
+    o->set_domain("");
+    o->set_version(opset);
+    m.mutable_graph()->set_name("g");
+  }
+  onnx::GraphProto& g() { return *m.mutable_graph(); }
+  // dims: -1 is a symbolic dim.
+  void input(const std::string& name, int elem, const std::vector<int64_t>& dims) { value(*g().add_input(), name, elem, dims); }
+  void output(const std::string& name) { g().add_output()->set_name(name); }
+  void output(const std::string& name, int elem, const std::vector<int64_t>& dims) { value(*g().add_output(), name, elem, dims); }
+  static void value(onnx::ValueInfoProto& v, const std::string& name, int elem, const std::vector<int64_t>& dims) {
+    v.set_name(name);
+    auto* t = v.mutable_type()->mutable_tensor_type();
+    t->set_elem_type(elem);
+    auto* s = t->mutable_shape();
+    for (int64_t d : dims) {
+      if (d < 0) s->add_dim()->set_dim_param(name + "_n");
+      else s->add_dim()->set_dim_value(d);
+    }
+  }
+  onnx::NodeProto& node(const std::string& op, const std::vector<std::string>& in, const std::vector<std::string>& out) {
+    auto* n = g().add_node();
+    n->set_op_type(op);
+    n->set_name(op + "_" + std::to_string(g().node_size()));
+    for (const auto& s : in) n->add_input(s);
+    for (const auto& s : out) n->add_output(s);
+    return *n;
+  }
+  onnx::TensorProto& floats(const std::string& name, const std::vector<int64_t>& dims, const std::vector<float>& v) {
+    auto* t = g().add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    for (int64_t d : dims) t->add_dims(d);
+    t->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float)));
+    return *t;
+  }
+  onnx::TensorProto& ints(const std::string& name, const std::vector<int64_t>& dims, const std::vector<int64_t>& v) {
+    auto* t = g().add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT64);
+    for (int64_t d : dims) t->add_dims(d);
+    for (int64_t x : v) t->add_int64_data(x);
+    return *t;
+  }
+  std::string bytes() const {
+    std::string s;
+    m.SerializeToString(&s);
+    return s;
+  }
+  tg::LoadedFunction load(const tg::OnnxImportOptions& o = {}) const {
+    const std::string s = bytes();
+    return tg::import_onnx_from_memory(s.data(), s.size(), o);
+  }
+};
+
+void attr(onnx::NodeProto& n, const std::string& name, int64_t v) {
+  auto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+void attr(onnx::NodeProto& n, const std::string& name, const std::vector<int64_t>& v) {
+  auto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INTS);
+  for (int64_t x : v) a->add_ints(x);
+}
+void attr(onnx::NodeProto& n, const std::string& name, const std::string& v) {
+  auto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::STRING);
+  a->set_s(v);
+}
+
+constexpr int kF = onnx::TensorProto::FLOAT;
+constexpr int kI64 = onnx::TensorProto::INT64;
+
+// ---- round trips: what tracegraph exports imports back -------------------------------------
+
+struct SmallMlp {
+  tg::nn::Dense hidden1{12, 16, tg::relu, /*seed=*/1, tg::float32, "hidden1"};
+  tg::nn::Dense hidden2{16, 16, tg::relu, /*seed=*/2, tg::float32, "hidden2"};
+  tg::nn::Dense logits{16, 5, nullptr, /*seed=*/3, tg::float32, "logits"};
+  tg::Tensor operator()(const tg::Tensor& x) const { return logits(hidden2(hidden1(x))); }
+};
+
+TEST(OnnxImport, ExportedMlpImportsBackWithNoneBatch) {
+  SmallMlp model;
+  auto predict = tg::function([&](const tg::Tensor& x) { return tg::softmax(model(x)); },
+                              {.name = "predict",
+                               .input_signature = std::vector<tg::TensorSpec>{tg::TensorSpec({tg::None, 12}, tg::float32)},
+                               .arg_names = {"x"}});
+  const std::string path = (scratch() / "mlp.onnx").string();
+  predict.get_concrete_function(tg::TensorSpec({tg::None, 12}, tg::float32));
+  tg::export_onnx(path, predict);
+  const tg::LoadedFunction imported = tg::import_onnx(path);
+  for (int64_t batch : {3, 6}) {
+    const tg::Tensor x = uniform({batch, 12}, 100 + static_cast<uint64_t>(batch));
+    expect_close(imported(x), predict(x), 1e-6, 1e-7, "mlp batch " + std::to_string(batch));
+  }
+  ASSERT_EQ(imported.signatures().size(), 1u);
+  EXPECT_NE(imported.signatures()[0].find("(x: TensorSpec(shape=(None, 12), dtype=tg.float32"), std::string::npos)
+      << imported.signatures()[0];
+  EXPECT_TRUE(imported.variables().empty());
+  // The dispatch of a loaded function: a call no signature accepts lists the signature.
+  try {
+    imported(tg::ones({2, 11}));
+    FAIL() << "a (2, 11) input was accepted";
+  } catch (const tg::TypeError& e) {
+    EXPECT_NE(std::string(e.what()).find("(None, 12)"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(imported(tg::ones({2, 12}, tg::float64)), tg::TypeError);
+}
+
+TEST(OnnxImport, ExportedCnnImportsBack) {
+  tg::nn::Conv2D conv1{1, 4, {3}, {.padding = tg::Padding::Same, .activation = tg::relu, .seed = 11, .name = "conv1"}};
+  tg::nn::Conv2D conv2{4, 6, {3}, {.strides = {2}, .padding = tg::Padding::Valid, .activation = tg::relu, .seed = 12, .name = "conv2"}};
+  tg::nn::Dense dense{6, 3, nullptr, /*seed=*/13, tg::float32, "dense"};
+  auto predict = tg::function(
+      [&](const tg::Tensor& x) {
+        tg::Tensor h = tg::max_pool2d(conv1(x), {2}, {2}, tg::Padding::Valid);  // (b, 5, 5, 4)
+        h = tg::avg_pool2d(conv2(h), {2}, {1}, tg::Padding::Same);               // (b, 2, 2, 6)
+        return dense(tg::reduce_mean(h, {1, 2}));
+      },
+      {.name = "cnn", .input_signature = std::vector<tg::TensorSpec>{tg::TensorSpec({tg::None, 10, 10, 1}, tg::float32)}});
+  predict.get_concrete_function(tg::TensorSpec({tg::None, 10, 10, 1}, tg::float32));
+  const std::string path = (scratch() / "cnn.onnx").string();
+  tg::export_onnx(path, predict);
+  const tg::LoadedFunction imported = tg::import_onnx(path);
+  const tg::Tensor x = uniform({3, 10, 10, 1}, 7);
+  expect_close(imported(x), predict(x), 1e-5, 1e-6, "cnn");
+}
+
+// A pre-norm transformer block: layer norm, one-head self-attention, a gelu MLP, residuals.
+TEST(OnnxImport, ExportedTransformerBlockImportsBack) {
+  const tg::Tensor wq = uniform({8, 8}, 1), wk = uniform({8, 8}, 2), wv = uniform({8, 8}, 3), wo = uniform({8, 8}, 4);
+  const tg::Tensor w1 = uniform({8, 16}, 5), w2 = uniform({16, 8}, 6), gamma = uniform({8}, 8, 0.5f, 1.5f);
+  auto norm = [&](const tg::Tensor& x) {
+    const tg::Tensor mean = tg::reduce_mean(x, {-1}, true);
+    const tg::Tensor var = tg::reduce_mean(tg::square(x - mean), {-1}, true);
+    return (x - mean) * tg::rsqrt(var + 1e-5f) * gamma;
+  };
+  auto block = tg::function(
+      [&](const tg::Tensor& x) {
+        const tg::Tensor h = norm(x);
+        const tg::Tensor q = tg::matmul(h, wq), k = tg::matmul(h, wk), v = tg::matmul(h, wv);
+        const tg::Tensor scores = tg::softmax(tg::matmul(q, k, false, true) / std::sqrt(8.0f));
+        const tg::Tensor a = x + tg::matmul(tg::matmul(scores, v), wo);
+        return a + tg::matmul(tg::gelu(tg::matmul(norm(a), w1)), w2);
+      },
+      {.name = "block", .input_signature = std::vector<tg::TensorSpec>{tg::TensorSpec({tg::None, 5, 8}, tg::float32)}});
+  block.get_concrete_function(tg::TensorSpec({tg::None, 5, 8}, tg::float32));
+  const std::string path = (scratch() / "block.onnx").string();
+  tg::export_onnx(path, block);
+  const tg::LoadedFunction imported = tg::import_onnx(path);
+  const tg::Tensor x = uniform({2, 5, 8}, 9);
+  expect_close(imported(x), block(x), 1e-5, 1e-6, "transformer block");
+}
+
+// ---- models exported by PyTorch ------------------------------------------------------------
+
+fs::path torch_dir() {
+  const char* env = std::getenv("TG_ONNX_TORCH_DIR");
+  return env ? fs::path(env) : fs::path();
+}
+
+void check_torch_model(const std::string& name, const std::string& input) {
+  const fs::path dir = torch_dir();
+  if (dir.empty()) GTEST_SKIP() << "TG_ONNX_TORCH_DIR is not set; CTest's onnx_torch_import runs this with PyTorch's models";
+  const tg::LoadedFunction model = tg::import_onnx((dir / (name + ".onnx")).string());
+  for (const std::string run : {"", "2"}) {
+    const tg::Tensor x = tg::load_npy((dir / (name + ".in" + run + "." + input + ".npy")).string());
+    const tg::Tensor want = tg::load_npy((dir / (name + ".out" + run + ".0.npy")).string());
+    expect_close(model(x), want, 1e-4, 1e-5, name + " run '" + run + "'");
+  }
+}
+
+TEST(OnnxTorch, Mlp) { check_torch_model("torch_mlp", "x"); }
+TEST(OnnxTorch, CnnWithBatchNormAndPooling) { check_torch_model("torch_cnn", "images"); }
+TEST(OnnxTorch, TransformerEncoderLayer) { check_torch_model("torch_encoder", "tokens"); }
+TEST(OnnxTorch, Resnet18) {
+  if (!torch_dir().empty() && !fs::exists(torch_dir() / "torch_resnet18.onnx"))
+    GTEST_SKIP() << "python3-torchvision is not installed: no resnet18";
+  check_torch_model("torch_resnet18", "images");
+}
+TEST(OnnxTorch, MobilenetV2) {
+  if (!torch_dir().empty() && !fs::exists(torch_dir() / "torch_mobilenet_v2.onnx"))
+    GTEST_SKIP() << "python3-torchvision is not installed: no mobilenet_v2";
+  check_torch_model("torch_mobilenet_v2", "images");
+}
+
+// ---- single ops against the spec -----------------------------------------------------------
+
+TEST(OnnxImportOps, IntegerDivTruncatesTowardZero) {
+  Model m;
+  m.input("a", kI64, {4});
+  m.ints("b", {4}, {-3, 3, -2, 2});
+  m.node("Div", {"a", "b"}, {"y"});
+  m.output("y");
+  const tg::Tensor y = m.load()(tg::constant(std::vector<int64_t>{8, -8, 7, -7}, tg::TensorShape({4}), tg::int64));
+  EXPECT_EQ(y.to_vector<int64_t>(), (std::vector<int64_t>{-2, -2, -3, -3}));
+}
+
+TEST(OnnxImportOps, SliceClampsAndSteps) {
+  Model m;
+  m.input("x", kF, {2, 6});
+  m.ints("starts", {2}, {-1, 100});
+  m.ints("ends", {2}, {-100, 0});
+  m.ints("axes", {2}, {1, 0});
+  m.ints("steps", {2}, {-2, -1});
+  m.node("Slice", {"x", "starts", "ends", "axes", "steps"}, {"y"});
+  m.output("y");
+  const tg::Tensor x = tg::reshape(tg::range(0.0f, 12.0f, 1.0f), {2, 6});
+  const tg::Tensor y = m.load()(x);
+  // Rows from 1 down to (excluding) 0: row 1; columns 5, 3, 1.
+  EXPECT_EQ(y.shape().to_string(), "(1, 3)");
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{11, 9, 7}));
+}
+
+TEST(OnnxImportOps, GatherNegativeIndicesAndReshapeZero) {
+  Model m;
+  m.input("x", kF, {-1, 3, 2});
+  m.ints("idx", {2}, {-1, 0});
+  m.ints("shape", {2}, {0, -1});
+  m.node("Gather", {"x", "idx"}, {"g"});
+  attr(*m.g().mutable_node(0), "axis", int64_t{1});
+  m.node("Reshape", {"g", "shape"}, {"y"});
+  m.output("y");
+  const tg::Tensor x = tg::reshape(tg::range(0.0f, 12.0f, 1.0f), {2, 3, 2});
+  const tg::Tensor y = m.load()(x);
+  EXPECT_EQ(y.shape().to_string(), "(2, 4)");
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{4, 5, 0, 1, 10, 11, 6, 7}));
+}
+
+TEST(OnnxImportOps, AveragePoolExcludesPadsUnlessAsked) {
+  for (int64_t include : {0, 1}) {
+    Model m;
+    m.input("x", kF, {1, 1, 2, 2});
+    auto& n = m.node("AveragePool", {"x"}, {"y"});
+    attr(n, "kernel_shape", std::vector<int64_t>{2, 2});
+    attr(n, "pads", std::vector<int64_t>{1, 1, 0, 0});
+    attr(n, "count_include_pad", include);
+    m.output("y");
+    const tg::Tensor y = m.load()(tg::reshape(tg::constant({1.0f, 2.0f, 3.0f, 4.0f}), {1, 1, 2, 2}));
+    // Windows over the padded [[0 0 0] [0 1 2] [0 3 4]]: top-left holds 1 element, top-right 2,
+    // bottom-left 2, bottom-right 4.
+    const std::vector<float> want = include ? std::vector<float>{0.25f, 0.75f, 1.0f, 2.5f} : std::vector<float>{1.0f, 1.5f, 2.0f, 2.5f};
+    EXPECT_EQ(y.to_vector<float>(), want) << "count_include_pad " << include;
+  }
+}
+
+TEST(OnnxImportOps, OldSoftmaxFlattensFromAxis) {
+  Model m(11);
+  m.input("x", kF, {2, 2, 2});
+  m.node("Softmax", {"x"}, {"y"});  // axis 1 (opset < 13): over the last 4 elements of each row
+  m.output("y");
+  const tg::Tensor y = m.load()(tg::zeros({2, 2, 2}));
+  for (float v : y.to_vector<float>()) EXPECT_FLOAT_EQ(v, 0.25f);
+}
+
+TEST(OnnxImportOps, ExpandBroadcastsBothWays) {
+  Model m;
+  m.input("x", kF, {3, 1});
+  m.ints("shape", {3}, {2, 1, 4});
+  m.node("Expand", {"x", "shape"}, {"y"});
+  m.output("y");
+  const tg::Tensor y = m.load()(tg::reshape(tg::constant({1.0f, 2.0f, 3.0f}), {3, 1}));
+  EXPECT_EQ(y.shape().to_string(), "(2, 3, 4)");
+}
+
+TEST(OnnxImportOps, GroupedConvMatchesPerGroupConvs) {
+  Model m;
+  m.input("x", kF, {1, 4, 5, 5});
+  std::vector<float> w(4 * 2 * 3 * 3);
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>((i * 7) % 11) / 11.0f - 0.5f;
+  m.floats("w", {4, 2, 3, 3}, w);
+  auto& n = m.node("Conv", {"x", "w"}, {"y"});
+  attr(n, "group", int64_t{2});
+  attr(n, "pads", std::vector<int64_t>{1, 1, 1, 1});
+  m.output("y");
+  const tg::Tensor x = uniform({1, 4, 5, 5}, 3);
+  const tg::Tensor y = m.load()(x);
+  // Reference: each group as an ordinary NHWC conv.
+  const tg::Tensor wt = tg::transpose(tg::constant(w, tg::TensorShape({4, 2, 3, 3}), tg::float32), {2, 3, 1, 0});
+  const tg::Tensor xt = tg::transpose(x, {0, 2, 3, 1});
+  std::vector<tg::Tensor> parts;
+  for (int64_t g = 0; g < 2; ++g)
+    parts.push_back(tg::conv2d(tg::slice(xt, {0, 0, 0, 2 * g}, {-1, -1, -1, 2}), tg::slice(wt, {0, 0, 0, 2 * g}, {-1, -1, -1, 2}),
+                               {1}, tg::Padding::Same));
+  expect_close(y, tg::transpose(tg::concat(parts, 3), {0, 3, 1, 2}), 1e-5, 1e-6, "grouped conv");
+}
+
+// ---- malformed and refused models ------------------------------------------------------------
+
+Model relu_model() {
+  Model m;
+  m.input("x", kF, {-1, 3});
+  m.node("Relu", {"x"}, {"y"});
+  m.output("y", kF, {-1, 3});
+  return m;
+}
+
+template <class E>
+std::string error_of(const Model& m) {
+  try {
+    m.load();
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "another error: " << e.what();
+    return "";
+  }
+  ADD_FAILURE() << "the model was accepted";
+  return "";
+}
+
+TEST(OnnxImportErrors, TruncatedAndGarbageBytes) {
+  const std::string s = relu_model().bytes();
+  for (std::size_t n = 1; n < s.size(); n += 3)
+    try {
+      tg::import_onnx_from_memory(s.data(), n);
+      // A prefix can be a valid (smaller) message; then the graph checks must refuse it.
+      ADD_FAILURE() << "a " << n << "-byte prefix was accepted";
+    } catch (const tg::Error&) {
+    }
+  const std::string garbage = "\xff\xff\xff\xff this is not a model";
+  EXPECT_THROW(tg::import_onnx_from_memory(garbage.data(), garbage.size()), tg::FormatError);
+  EXPECT_THROW(tg::import_onnx("/nonexistent/model.onnx"), tg::Error);
+}
+
+TEST(OnnxImportErrors, RawDataOfTheWrongSize) {
+  Model m = relu_model();
+  m.floats("w", {2, 3}, {1, 2, 3, 4, 5});
+  EXPECT_NE(error_of<tg::FormatError>(m).find("raw_data has 20 bytes but 6 FLOAT values need 24"), std::string::npos);
+}
+
+TEST(OnnxImportErrors, ACycle) {
+  Model m;
+  m.input("x", kF, {3});
+  m.node("Add", {"x", "b"}, {"a"});
+  m.node("Relu", {"a"}, {"b"});
+  m.output("b");
+  EXPECT_NE(error_of<tg::FormatError>(m).find("cycle"), std::string::npos);
+}
+
+TEST(OnnxImportErrors, AnUndefinedInput) {
+  Model m = relu_model();
+  m.node("Add", {"y", "nowhere"}, {"z"});
+  EXPECT_NE(error_of<tg::FormatError>(m).find("'nowhere', which no node, graph input or initializer defines"), std::string::npos);
+}
+
+TEST(OnnxImportErrors, AnUnknownOpIsNamedWithItsNode) {
+  Model m = relu_model();
+  m.node("Einsum", {"y"}, {"z"});
+  m.node("com.example.Thing", {"y"}, {"w"}).set_domain("com.example");
+  const std::string e = error_of<tg::ValueError>(m);
+  EXPECT_NE(e.find("Einsum (first at node 'Einsum_2' (Einsum))"), std::string::npos) << e;
+  EXPECT_NE(e.find("com.example::"), std::string::npos) << e;
+}
+
+TEST(OnnxImportErrors, AnUnknownAttributeIsRefused) {
+  Model m = relu_model();
+  attr(*m.g().mutable_node(0), "alpha", int64_t{2});
+  EXPECT_NE(error_of<tg::ValueError>(m).find("attribute 'alpha' is not read"), std::string::npos);
+}
+
+TEST(OnnxImportErrors, ExternalDataAndUnknownTypes) {
+  Model m = relu_model();
+  auto& t = m.floats("w", {1}, {1.0f});
+  t.clear_raw_data();
+  t.set_data_location(onnx::TensorProto::EXTERNAL);
+  EXPECT_NE(error_of<tg::ValueError>(m).find("external file"), std::string::npos);
+
+  Model u;
+  u.input("x", 99, {3});
+  u.node("Relu", {"x"}, {"y"});
+  u.output("y");
+  EXPECT_NE(error_of<tg::FormatError>(u).find("is not an ONNX type"), std::string::npos);
+
+  Model h;
+  h.input("x", onnx::TensorProto::FLOAT16, {3});
+  h.node("Relu", {"x"}, {"y"});
+  h.output("y");
+  EXPECT_NE(error_of<tg::ValueError>(h).find("FLOAT16"), std::string::npos);
+}
+
+TEST(OnnxImportErrors, LimitsAndOpsets) {
+  Model m = relu_model();
+  tg::OnnxImportOptions o;
+  o.max_tensor_bytes = 8;
+  m.floats("w", {3}, {1, 2, 3});
+  try {
+    m.load(o);
+    ADD_FAILURE() << "accepted";
+  } catch (const tg::FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("max_tensor_bytes"), std::string::npos) << e.what();
+  }
+  Model late(30);
+  late.input("x", kF, {3});
+  late.node("Relu", {"x"}, {"y"});
+  late.output("y");
+  EXPECT_NE(error_of<tg::ValueError>(late).find("opset 30"), std::string::npos);
+  Model gelu(17);
+  gelu.input("x", kF, {3});
+  gelu.node("Gelu", {"x"}, {"y"});
+  gelu.output("y");
+  EXPECT_NE(error_of<tg::ValueError>(gelu).find("read from opset 20"), std::string::npos);
+}
+
+TEST(OnnxImportErrors, AttributesThatCannotBeHonoured) {
+  Model m;
+  m.input("x", kF, {1, 1, 5, 5});
+  auto& n = m.node("MaxPool", {"x"}, {"y"});
+  attr(n, "kernel_shape", std::vector<int64_t>{2, 2});
+  attr(n, "strides", std::vector<int64_t>{2, 2});
+  attr(n, "ceil_mode", int64_t{1});
+  m.output("y");
+  EXPECT_NE(error_of<tg::ValueError>(m).find("ceil_mode 1 adds a partial window"), std::string::npos);
+
+  Model b;
+  b.input("x", kF, {1, 2, 3, 3});
+  for (const char* p : {"s", "bias", "mean", "var"}) b.floats(p, {2}, {1, 1});
+  auto& bn = b.node("BatchNormalization", {"x", "s", "bias", "mean", "var"}, {"y"});
+  attr(bn, "training_mode", int64_t{1});
+  b.output("y");
+  EXPECT_NE(error_of<tg::ValueError>(b).find("training_mode is 1"), std::string::npos);
+
+  Model p;
+  p.input("x", kF, {2, 3});
+  p.ints("pads", {4}, {0, 1, 0, 1});
+  attr(p.node("Pad", {"x", "pads"}, {"y"}), "mode", std::string("edge"));
+  p.output("y");
+  EXPECT_NE(error_of<tg::ValueError>(p).find("mode 'edge' is not computed"), std::string::npos);
+}
+
+TEST(OnnxImportErrors, AnOutputOfAnotherTypeThanDeclared) {
+  Model m;
+  m.input("x", kF, {3});
+  m.node("Relu", {"x"}, {"y"});
+  m.output("y", kI64, {3});
+  EXPECT_NE(error_of<tg::FormatError>(m).find("declares it INT64 (3,) but its graph computes float32 (3,)"), std::string::npos);
+}
+
+// ---- fine-tuning an imported model ---------------------------------------------------------
+
+TEST(OnnxImportTraining, ImportedMlpFineTunesInATracedTrainStep) {
+  SmallMlp original;
+  auto predict = tg::function([&](const tg::Tensor& x) { return original(x); },
+                              {.input_signature = std::vector<tg::TensorSpec>{tg::TensorSpec({tg::None, 12}, tg::float32)}});
+  predict.get_concrete_function(tg::TensorSpec({tg::None, 12}, tg::float32));
+  const std::string path = (scratch() / "mlp_train.onnx").string();
+  tg::export_onnx(path, predict);
+  tg::OnnxImportOptions options;
+  options.initializers_as_variables = true;
+  const tg::LoadedFunction model = tg::import_onnx(path, options);
+  const std::vector<tg::Variable> vars = model.variables();
+  ASSERT_EQ(vars.size(), 6u);  // three kernels, three biases
+  const tg::Tensor x = uniform({16, 12}, 70), target = uniform({16, 5}, 71);
+  auto train_step = tg::function([&](const tg::Tensor& xb, const tg::Tensor& yb) {
+    tg::GradientTape tape;
+    const tg::Tensor loss = tg::reduce_mean(tg::square(tg::Tensor(model(xb)) - yb));
+    const std::vector<tg::Tensor> grads = tape.gradient(loss, vars);
+    for (std::size_t i = 0; i < vars.size(); ++i) {
+      tg::Variable v = vars[i];
+      v.assign_sub(grads[i] * 0.1f);
+    }
+    return loss;
+  });
+  std::vector<float> losses;
+  for (int step = 0; step < 6; ++step) losses.push_back(train_step(x, target).item<float>());
+  EXPECT_EQ(train_step.tracing_count(), 1);
+  for (std::size_t i = 1; i < losses.size(); ++i) EXPECT_LT(losses[i], losses[i - 1]) << "step " << i;
+  // The imported function reads the trained Variables.
+  const float after = tg::reduce_mean(tg::square(tg::Tensor(model(x)) - target)).item<float>();
+  EXPECT_LT(after, losses.front());
+}
+
+}  // namespace
