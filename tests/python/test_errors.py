@@ -131,3 +131,36 @@ BAD_CALLS = [
 def test_bad_input_raises(call, error):
     with pytest.raises(error):
         call()
+
+
+def every_core_class():
+    return [c for c in vars(tg._core).values() if isinstance(c, type) and c.__module__ == "tracegraph._core"
+            and not issubclass(c, BaseException)]
+
+
+@pytest.mark.parametrize("cls", every_core_class(), ids=lambda c: c.__name__)
+def test_an_object_made_without_init_raises_instead_of_reading_garbage(cls):
+    # pybind11 lets T.__new__(T) skip __init__; the object's C++ value was never constructed.
+    try:
+        obj = cls.__new__(cls)
+    except TypeError:
+        return  # the class refuses __new__ itself
+    for use in (repr, str, lambda o: o.numpy(), lambda o: o.shape, lambda o: o + 1, lambda o: tg.abs(o)):
+        try:
+            use(obj)
+        except AttributeError:
+            pass  # the class has no such attribute: nothing was read
+        except TypeError as e:
+            if "never initialised" not in str(e) and "unsupported operand" not in str(e):
+                raise
+        except (ValueError, tg.errors.InvalidArgumentError):
+            pass  # tg.abs of an object that is not a tensor
+
+
+def test_tensor_and_variable_made_without_init_raise():
+    for cls in (tg.Tensor, tg.Variable):
+        obj = cls.__new__(cls)
+        with pytest.raises(TypeError, match="never initialised"):
+            obj.numpy()
+        with pytest.raises(TypeError, match="never initialised"):
+            tg.abs(obj)
