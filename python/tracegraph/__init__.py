@@ -24,6 +24,7 @@ from tracegraph._core import (  # TF's top-level functions
     tile, transpose, truediv, unstack, where, zeros, zeros_like)
 from tracegraph import linalg
 from tracegraph import math
+from tracegraph import nest
 from tracegraph import nn
 from tracegraph import random
 from tracegraph.math import add_n

@@ -9,6 +9,7 @@ errors name the user's variables.
 """
 from tracegraph import _core
 from tracegraph import dtypes
+from tracegraph import nest
 from tracegraph._tensor import Tensor, TensorShape
 
 __all__ = ["cond", "while_loop", "TensorArray"]
@@ -27,10 +28,6 @@ class _Leaf:
         self.value = value
 
 
-def _is_namedtuple(x):
-    return isinstance(x, tuple) and hasattr(type(x), "_fields")
-
-
 def flatten(structure, convert, out, what):
     """The skeleton of `structure` (the same containers, _Leaf at the leaves); its tensors are
     appended to `out`. With `convert`, Python values other than None become tensors (TF's rule
@@ -47,13 +44,8 @@ def _flatten(x, convert, out, what, path):
         return _Leaf("array", x)
     if getattr(type(x), "_tg_keep", False):
         return _Leaf("python", x.value)  # AutoGraph's marker: a Python value carried as itself
-    if _is_namedtuple(x):
-        return type(x)(*[_flatten(v, convert, out, what, f"{path}.{n}") for n, v in zip(x._fields, x)])
-    if isinstance(x, (list, tuple)):
-        items = [_flatten(v, convert, out, what, f"{path}[{i}]") for i, v in enumerate(x)]
-        return items if isinstance(x, list) else tuple(items)
-    if isinstance(x, dict):
-        return {k: _flatten(x[k], convert, out, what, f"{path}[{k!r}]") for k in sorted(x, key=repr)}
+    if nest.is_nested(x):
+        return nest.sequence_like(x, [_flatten(v, convert, out, what, path + p) for p, v in nest.children(x)])
     if convert and x is not None and not getattr(x, "_tg_undefined", False):
         try:
             t = _core.convert_to_tensor(x)
@@ -79,13 +71,7 @@ def _pack(s, it):
         if s.kind == "array":
             return s.value._with_flow(next(it))
         return s.value
-    if _is_namedtuple(s):
-        return type(s)(*[_pack(v, it) for v in s])
-    if isinstance(s, list):
-        return [_pack(v, it) for v in s]
-    if isinstance(s, tuple):
-        return tuple(_pack(v, it) for v in s)
-    return {k: _pack(v, it) for k, v in s.items()}
+    return nest.sequence_like(s, [_pack(v, it) for _, v in nest.children(s)])
 
 
 def describe(skeleton, flat):
@@ -104,9 +90,9 @@ def _describe_skeleton(s, it):
             return f"TensorArray({s.value.dtype.name})"
         return _describe(s.value)
     if isinstance(s, dict):
-        return "{" + ", ".join(f"{k!r}: {_describe_skeleton(v, it)}" for k, v in s.items()) + "}"
+        return "{" + ", ".join(f"{k!r}: {_describe_skeleton(s[k], it)}" for k in nest.sorted_keys(s)) + "}"
     inner = ", ".join(_describe_skeleton(v, it) for v in s)
-    if _is_namedtuple(s):
+    if nest.is_namedtuple(s):
         return f"{type(s).__name__}({inner})"
     return f"[{inner}]" if isinstance(s, list) else f"({inner}{',' if len(s) == 1 else ''})"
 
@@ -131,7 +117,7 @@ def same_structure(a, b):
     if type(a) is not type(b):
         return False
     if isinstance(a, dict):
-        return list(a) == list(b) and all(same_structure(a[k], b[k]) for k in a)
+        return nest.sorted_keys(a) == nest.sorted_keys(b) and all(same_structure(a[k], b[k]) for k in a)
     return len(a) == len(b) and all(same_structure(x, y) for x, y in zip(a, b))
 
 
@@ -154,15 +140,8 @@ def _leaf_paths(s, path, out):
         if s.kind != "python":
             out.append((path, s.kind == "array"))
         return
-    if isinstance(s, dict):
-        for k, v in s.items():
-            _leaf_paths(v, f"{path}[{k!r}]", out)
-    elif _is_namedtuple(s):
-        for n, v in zip(s._fields, s):
-            _leaf_paths(v, f"{path}.{n}", out)
-    else:
-        for i, v in enumerate(s):
-            _leaf_paths(v, f"{path}[{i}]", out)
+    for suffix, v in nest.children(s):
+        _leaf_paths(v, path + suffix, out)
 
 
 def is_staged(value):
@@ -274,7 +253,7 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
             raise TypeError(f"[while_loop] body must return the loop variables ({len(vars_list)} values in a "
                             f"list or tuple), got {_describe(out)}")
         # As TF: the top-level list / tuple kind of body's result does not matter.
-        if _is_namedtuple(vars_list):
+        if nest.is_namedtuple(vars_list):
             return type(vars_list)(*out) if len(out) == len(vars_list) else tuple(out)
         return type(vars_list)(out) if type(out) is not type(vars_list) else out
 
@@ -410,8 +389,8 @@ def _flatten_invariants(skeleton, invariants, flat_init):
                 out.append(t._shape_tuple() if inv is None else TensorShape(inv).dims)
             return
         if isinstance(s, dict):
-            for k, v in s.items():
-                walk(v, None if inv is None else inv[k])
+            for k in nest.sorted_keys(s):
+                walk(s[k], None if inv is None else inv[k])
             return
         if inv is not None and (not isinstance(inv, (list, tuple)) or len(inv) != len(s)):
             raise ValueError(f"[while_loop] shape_invariants must have the structure of loop_vars, got {inv!r}")

@@ -13,6 +13,7 @@ import logging
 import threading
 
 from tracegraph import _core
+from tracegraph import nest
 from tracegraph._tensor import Tensor
 from tracegraph._variables import Variable
 
@@ -25,39 +26,6 @@ class UnconnectedGradients(enum.Enum):
     """What gradient() gives for a source the target does not depend on (tf.UnconnectedGradients)."""
     NONE = "none"
     ZERO = "zero"
-
-
-# ---- nested structures (the part of tf.nest that gradient() needs) ---------------------------
-
-def _is_namedtuple(x):
-    return isinstance(x, tuple) and hasattr(type(x), "_fields")
-
-
-def _flatten(structure):
-    """The leaves of lists, tuples, namedtuples and dicts (sorted keys, as tf.nest), in order."""
-    if isinstance(structure, dict):
-        out = []
-        for key in sorted(structure):
-            out.extend(_flatten(structure[key]))
-        return out
-    if isinstance(structure, (list, tuple)):
-        out = []
-        for item in structure:
-            out.extend(_flatten(item))
-        return out
-    return [structure]
-
-
-def _pack(structure, leaves):
-    """`structure` with its leaves replaced, in _flatten's order, by `leaves` (an iterator)."""
-    if isinstance(structure, dict):
-        packed = {key: _pack(structure[key], leaves) for key in sorted(structure)}
-        return type(structure)((key, packed[key]) for key in structure)
-    if _is_namedtuple(structure):
-        return type(structure)(*[_pack(item, leaves) for item in structure])
-    if isinstance(structure, (list, tuple)):
-        return type(structure)(_pack(item, leaves) for item in structure)
-    return next(leaves)
 
 
 # ---- the tapes recording on each thread, for stop_recording() and tg.init_scope ---------------
@@ -183,7 +151,7 @@ class GradientTape:
 
         Non-floating tensors are accepted and have no gradient (TF logs a warning for them).
         """
-        items = _flatten(tensor)
+        items = nest.flatten(tensor)
         for item in items:
             if not isinstance(item, (Tensor, Variable)):
                 raise ValueError(f"Passed in object {_describe(item)} of type "
@@ -292,15 +260,15 @@ class GradientTape:
             raise RuntimeError("GradientTape.gradient: the tape was never entered; record with "
                                "`with tape:` first")
         zero = _parse_unconnected(unconnected_gradients)
-        flat_targets = _flatten(target)
+        flat_targets = nest.flatten(target)
         flat_outputs = None
         if output_gradients is not None:
-            flat_outputs = _flatten(output_gradients)
+            flat_outputs = nest.flatten(output_gradients)
             if len(flat_outputs) != len(flat_targets):
                 raise ValueError(f"GradientTape.gradient: output_gradients has {len(flat_outputs)} "
                                  f"entries for {len(flat_targets)} targets; give one per target "
                                  "(None for ones)")
-        flat_sources = _flatten(sources)
+        flat_sources = nest.flatten(sources)
         for s in flat_sources:
             if not isinstance(s, (Tensor, Variable)):
                 raise ValueError(f"GradientTape.gradient: a source must be a tg.Tensor or a "
@@ -331,7 +299,7 @@ class GradientTape:
         finally:
             if not self._persistent:
                 self._spend()
-        return _pack(sources, iter(result))
+        return nest.pack_sequence_as(sources, result)
 
     def _spend(self):
         """A non-persistent tape after its one computation: its recording goes."""
@@ -371,7 +339,7 @@ class GradientTape:
         if n is None:
             raise ValueError("GradientTape.jacobian: the target's shape must be fully known, got "
                              f"{target.shape}")
-        flat_sources = _flatten(sources)
+        flat_sources = nest.flatten(sources)
         rows = [[] for _ in flat_sources]
         persistent = self._begin_multi_pass()
         try:
@@ -390,7 +358,7 @@ class GradientTape:
                                                       dtype=s.dtype))
                 continue
             out.append(_core.reshape(_core.stack(row), target.shape.as_list() + s.shape.as_list()))
-        return _pack(sources, iter(out))
+        return nest.pack_sequence_as(sources, out)
 
     def batch_jacobian(self, target, source, unconnected_gradients=UnconnectedGradients.NONE,
                        parallel_iterations=None, experimental_use_pfor=True):
