@@ -128,7 +128,7 @@ int64_t norm_axis(NodeContext& c, int64_t axis, int64_t rank, const char* what) 
 Tensor dim_value(const Tensor& x, int64_t axis) {
   const int64_t d = dims_of(x)[static_cast<std::size_t>(axis)];
   if (d >= 0) return constant(d, DType::Int64);
-  return cast(gather(shape(x), constant(axis, DType::Int64)), DType::Int64);
+  return cast(shape(x)[axis], DType::Int64);
 }
 
 // ---- elementwise -----------------------------------------------------------------------------
@@ -584,7 +584,7 @@ std::vector<Tensor> reshape_rule(NodeContext& c) {
   std::vector<Tensor> parts;
   for (std::size_t k = 0; k < known->size(); ++k) {
     const int64_t v = (*known)[k];
-    const Tensor element = gather(s, constant(static_cast<int64_t>(k), DType::Int64));
+    const Tensor element = s[static_cast<int64_t>(k)];  // x[i] keeps what tracing knows of it
     if (v > 0 || static_cast<int64_t>(k) >= rx) {  // past the input's rank a 0 is the spec's error
       parts.push_back(element);
       continue;
@@ -655,6 +655,8 @@ std::vector<Tensor> squeeze_rule(NodeContext& c) {
     if (a.empty()) return {identity(x)};
   }
   for (int64_t v : axes) a.push_back(static_cast<int>(norm_axis(c, v, r, "axis")));
+  // One element of a shape computation: x[0] keeps what tracing knows of it.
+  if (r == 1 && a == std::vector<int>{0} && x.is_symbolic() && !is_float(x.dtype()) && d[0] == 1) return {x[0]};
   return {squeeze(x, a)};
 }
 
@@ -666,6 +668,8 @@ std::vector<Tensor> unsqueeze_rule(NodeContext& c) {
   for (int64_t& v : axes) v = norm_axis(c, v, out_rank, "axis");
   std::sort(axes.begin(), axes.end());
   if (std::adjacent_find(axes.begin(), axes.end()) != axes.end()) c.malformed("an axis appears twice");
+  // A scalar of a shape computation: stack keeps what tracing knows of it (expand_dims would not).
+  if (r == 0 && axes == std::vector<int64_t>{0} && x.is_symbolic() && !is_float(x.dtype())) return {stack({x})};
   for (int64_t v : axes) x = expand_dims(x, static_cast<int>(v));
   return {x};
 }

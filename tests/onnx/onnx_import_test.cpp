@@ -499,6 +499,23 @@ TEST(OnnxImportErrors, AnOutputOfAnotherTypeThanDeclared) {
   EXPECT_NE(error_of<tg::FormatError>(m).find("declares it INT64 (3,) but its graph computes float32 (3,)"), std::string::npos);
 }
 
+// The fuzzer's seeds (tests/fuzz/corpus/onnx) are models the importer reads and runs, so that
+// the fuzzer starts from inputs that reach the ops.
+TEST(OnnxImportErrors, FuzzSeedsImportAndRun) {
+  const fs::path dir = fs::path(__FILE__).parent_path().parent_path() / "fuzz" / "corpus" / "onnx";
+  auto load = [&](const char* name) { return tg::import_onnx((dir / name).string()); };
+  const tg::Tensor mlp = load("mlp.onnx")(tg::ones({2, 4}));
+  EXPECT_EQ(mlp.shape().to_string(), "(2, 3)");
+  expect_close(tg::reduce_sum(mlp, {1}), tg::ones({2}), 1e-6, 1e-6, "softmax rows");
+  EXPECT_EQ(tg::Tensor(load("cnn.onnx")(uniform({2, 2, 6, 6}, 5))).shape().to_string(), "(2, 3)");
+  const tg::Tensor shaped = load("shapes.onnx")(uniform({2, 6}, 6), tg::constant({true}));
+  EXPECT_EQ(shaped.shape().to_string(), "(2, 3, 1)");
+  const tg::Outputs both = load("ops11.onnx")(uniform({2, 3, 4}, 7));
+  ASSERT_EQ(both.size(), 2u);
+  EXPECT_EQ(both[0].shape().to_string(), "(2, 4)");
+  EXPECT_EQ(both[1].shape().to_string(), "(2, 3, 6)");
+}
+
 // ---- fine-tuning an imported model ---------------------------------------------------------
 
 TEST(OnnxImportTraining, ImportedMlpFineTunesInATracedTrainStep) {
