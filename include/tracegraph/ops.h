@@ -402,6 +402,42 @@ Tensor dropout(const Tensor& x, double rate, const B& training, std::optional<ui
   return detail::dropout_with_flag(x, rate, training, seed);
 }
 
+// --- Attention --------------------------------------------------------------------------------
+/// The optional arguments of tg::scaled_dot_product_attention (PyTorch's attn_mask, is_causal,
+/// scale, dropout_p; Keras's training flag).
+struct AttentionOptions {
+  /// Empty, or broadcastable (NumPy rules, right-aligned) to (batch, heads, Tq, Tk): bool (true:
+  /// the query may attend to the key, as in PyTorch and Keras) or of q's dtype (added to the
+  /// scores; -inf hides a key).
+  Tensor mask{};
+  /// Query i attends to keys j <= i only (aligned at the top left, as PyTorch's is_causal and
+  /// Keras's use_causal_mask); combined with `mask` when both are given.
+  bool causal = false;
+  /// The scores' factor; default 1 / sqrt(D), D the head size of q.
+  std::optional<double> scale{};
+  /// The fraction of attention weights dropped (after the softmax, the kept ones scaled by
+  /// 1 / (1 - dropout)) while `training`; in [0, 1).
+  double dropout = 0.0;
+  bool training = true;
+  /// The dropout's op seed, with tg::dropout's seed rules (a new mask per call, traced or not).
+  std::optional<uint64_t> seed{};
+};
+
+/// softmax(q k^T * scale + mask) v over the last two axes, one fused op (PyTorch's
+/// F.scaled_dot_product_attention): q (batch, heads, Tq, D), k (batch, heads, Tk, D), v (batch,
+/// heads, Tk, Dv), all float32 or all float64, give (batch, heads, Tq, Dv). Only this layout
+/// (heads before time): transpose a (batch, T, heads, D) tensor with perm {0, 2, 1, 3} first.
+/// The kernel works on tiles of keys with a running maximum and sum (flash attention), and its
+/// gradient recomputes the weights tile by tile from each row's saved log-sum-exp, so neither
+/// ever holds a Tq x Tk matrix: memory beyond the inputs and outputs is O((Tq + Tk) * D)-sized
+/// per thread. A query row that sees no key (every key masked) gives zeros and a zero gradient,
+/// as PyTorch's scaled_dot_product_attention does (a plain softmax would give NaN; Keras's
+/// large-negative mask gives the mean of v instead). Bad ranks, sizes, dtypes and options throw
+/// tg::InvalidArgumentError / tg::TypeError naming what was expected and received. First-order
+/// gradients only: differentiating the gradient again is refused with InvalidArgumentError.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const AttentionOptions& options = {});
+
 // --- Sorting and einsum -----------------------------------------------------------------------
 /// The order of tg::sort and tg::argsort.
 enum class SortDirection { Ascending, Descending };

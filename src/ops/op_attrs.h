@@ -156,7 +156,10 @@ struct IndexAttrs {
 struct PrintAttrs {
   std::vector<std::string> texts;
   std::vector<int64_t> tensor_parts;
-  template <class F> void for_each_field(F&& f) const { f("texts", texts); f("tensor_parts", tensor_parts); }
+  int64_t summarize = 3;  // tf.print's: the first and last entries shown per dimension (-1: all)
+  template <class F> void for_each_field(F&& f) const {
+    f("texts", texts); f("tensor_parts", tensor_parts); f("summarize", summarize);
+  }
   bool operator==(const PrintAttrs&) const = default;
 };
 
@@ -428,6 +431,23 @@ struct HostCallAttrs {
   bool operator==(const HostCallAttrs&) const = default;
 };
 
+/// scaled_dot_product_attention and its gradient op: the scores' scale (1 / sqrt(head size) of
+/// the run's q unless scale_given), the causal mask (query i sees keys j <= i), whether a mask
+/// input follows q, k, v, and the dropout rate on the attention weights (> 0: a seed pair input
+/// comes last).
+struct AttentionAttrs {
+  bool scale_given = false;
+  double scale = 1.0;
+  bool causal = false;
+  bool has_mask = false;
+  double dropout = 0.0;
+  template <class F> void for_each_field(F&& f) const {
+    f("scale_given", scale_given); f("scale", scale); f("causal", causal); f("has_mask", has_mask);
+    f("dropout", dropout);
+  }
+  bool operator==(const AttentionAttrs&) const = default;
+};
+
 // The order of this list is the variant index; ops.def names structs, never indices.
 using AttrsVariant = std::variant<NoAttrs, ReduceAttrs, AxisAttrs, ArgReduceAttrs, CastAttrs, MatMulAttrs,
                                   ReshapeAttrs, TransposeAttrs, SqueezeAttrs, SliceAttrs, BlockAttrs,
@@ -436,7 +456,7 @@ using AttrsVariant = std::variant<NoAttrs, ReduceAttrs, AxisAttrs, ArgReduceAttr
                                   RandomAttrs, Conv2DAttrs, Pool2DAttrs, TileAttrs, PadAttrs,
                                   SplitAttrs, ReverseAttrs, ScanAttrs, SortAttrs, TopKAttrs,
                                   CollectiveAttrs, MatMulEpilogueAttrs, Conv2DEpilogueAttrs, VariableGroupAttrs,
-                                  MaxPoolGradMaskedAttrs, ShapeCheckAttrs, HostCallAttrs>;
+                                  MaxPoolGradMaskedAttrs, ShapeCheckAttrs, HostCallAttrs, AttentionAttrs>;
 
 template <class T, class V> struct VariantIndex;
 template <class T, class... Ts> struct VariantIndex<T, std::variant<Ts...>> {

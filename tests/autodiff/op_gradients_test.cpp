@@ -1,6 +1,7 @@
 // Every differentiable op's gradient rule against central finite differences, eagerly and
 // traced (exact shapes and None dims). The registry is walked, so an op marked kDifferentiable
 // without a case here fails the coverage test.
+#include <limits>
 #include <set>
 
 #include "autodiff/grad_check.h"
@@ -165,6 +166,43 @@ std::vector<GradCase> make_cases() {
            return detail::sparse_softmax_cross_entropy_rows(x, constant({1, 1, 0}));
          });
        }, {u({3, 4}, -2, 2)}},
+      // fused attention: q, k and v, plain, under a bool padding mask, causal with a row that sees
+      // no key (its gradient is 0, as its output), an additive mask with -inf, across several
+      // tiles of rows and keys, and through the log-sum-exp output the gradient op also reads
+      {"scaled_dot_product_attention", "(1,2,3,4) x (1,2,5,4) x (1,2,5,3)",
+       [](const std::vector<Tensor>& in) { return scaled_dot_product_attention(in[0], in[1], in[2]); },
+       {u({1, 2, 3, 4}), u({1, 2, 5, 4}), u({1, 2, 5, 3})}},
+      {"scaled_dot_product_attention", "bool padding mask (2,1,1,5)",
+       [](const std::vector<Tensor>& in) {
+         const Tensor mask = constant(std::vector<bool>{true, true, true, false, true, true, false, false, false, true},
+                                      {2, 1, 1, 5}, bool_);
+         return scaled_dot_product_attention(in[0], in[1], in[2], {.mask = mask});
+       },
+       {u({2, 2, 3, 4}), u({2, 2, 5, 4}), u({2, 2, 5, 3})}},
+      {"scaled_dot_product_attention", "causal and a row that sees no key",
+       [](const std::vector<Tensor>& in) {
+         const Tensor mask = constant(std::vector<bool>{true, false, true, true}, {4, 1}, bool_);
+         return scaled_dot_product_attention(in[0], in[1], in[2], {.mask = mask, .causal = true, .scale = 0.7});
+       },
+       {u({1, 2, 4, 3}), u({1, 2, 4, 3}), u({1, 2, 4, 2})}},
+      {"scaled_dot_product_attention", "additive mask with -inf",
+       [](const std::vector<Tensor>& in) {
+         const double inf = std::numeric_limits<double>::infinity();
+         const Tensor mask = constant({{0.5, -inf, 0.0, -1.0}, {0.0, 0.25, -inf, 2.0}, {-inf, 0.0, 0.0, 0.0}}, float64);
+         return scaled_dot_product_attention(in[0], in[1], in[2], {.mask = mask});
+       },
+       {u({1, 1, 3, 4}), u({1, 1, 4, 4}), u({1, 1, 4, 2})}},
+      {"scaled_dot_product_attention", "causal over several tiles (Tq 70, Tk 140)",
+       [](const std::vector<Tensor>& in) {
+         return scaled_dot_product_attention(in[0], in[1], in[2], {.causal = true});
+       },
+       {u({1, 1, 70, 4}), u({1, 1, 140, 4}), u({1, 1, 140, 2})}},
+      {"scaled_dot_product_attention", "the log-sum-exp output",
+       [](const std::vector<Tensor>& in) {
+         return detail::apply_op(detail::OpId::ScaledDotProductAttention, {in[0], in[1], in[2]},
+                                 detail::AttentionAttrs{.causal = true})[1];
+       },
+       {u({1, 2, 3, 4}), u({1, 2, 3, 4}), u({1, 2, 3, 2})}},
       // shape ops
       {"reshape", "(2,3) -> (3,2)", [](const std::vector<Tensor>& in) { return reshape(in[0], {3, 2}); },
        {u({2, 3})}},
@@ -486,6 +524,8 @@ const std::set<std::string> kCheckedElsewhere = {
     "read_variable",  // VariableGradients.* in tape_test.cpp
     "while",          // WhileLoopMatchesFiniteDifferences (while_cases())
     "stateful_while",
+    // its own gradient is refused (AttentionErrors.SecondOrderGradientsAreRefused)
+    "scaled_dot_product_attention_grad",
 };
 
 TEST(OpGradients, EveryDifferentiableOpHasAGradientCheck) {

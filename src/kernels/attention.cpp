@@ -1,0 +1,319 @@
+// The tiled attention kernels (attention.h). Work splits over (batch, head, tile of rows) on the
+// thread pool; every output row is computed by one task, in an order fixed by the sizes, so the
+// bits do not depend on the thread count. Products of tiles go through gemm, on the calling
+// thread.
+#include "kernels/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "kernels/gemm.h"
+#include "kernels/softmax_rows.h"
+
+namespace tg::detail {
+
+namespace {
+
+// Query rows and keys per tile: a 64 x 128 score tile (32 KiB in float32) stays in L2 with its
+// operands for head sizes up to a few hundred.
+constexpr int64_t kRowTile = 64;
+constexpr int64_t kKeyTile = 128;
+
+// splitmix64's finaliser: a bijection whose output bits all depend on every input bit.
+uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+int ld(int64_t n) { return static_cast<int>(std::max<int64_t>(1, n)); }
+
+template <class T>
+constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+
+// The per-thread scratch of one kernel call: three tiles.
+template <class T>
+struct Scratch {
+  T* qs;    // kRowTile x d: the tile's query rows times the scale
+  T* s;     // kRowTile x kKeyTile: scores, then weights
+  T* aux;   // forward: kRowTile x dv accumulators, then the rows' max, sum and rescale factor;
+            // backward: kRowTile x kKeyTile, the weights' gradients
+};
+
+template <class T>
+Scratch<T> scratch_for(int64_t d, int64_t aux) {
+  thread_local std::vector<T> buffer;
+  const std::size_t need = static_cast<std::size_t>(kRowTile * d + kRowTile * kKeyTile + aux);
+  if (buffer.size() < need) buffer.resize(need);
+  T* base = buffer.data();
+  return {base, base + kRowTile * d, base + kRowTile * d + kRowTile * kKeyTile};
+}
+
+// Where one (batch, head) pair's rows start.
+struct HeadView {
+  int64_t b, h, bh;
+};
+HeadView head_of(const AttentionSizes& s, int64_t bh) { return {bh / s.heads, bh % s.heads, bh}; }
+
+// qs = q rows [i0, i0 + rows) of the head, times the scale.
+template <class T>
+void scaled_rows(const AttentionSizes& sz, const AttentionParams& p, const T* q, const HeadView& hv, int64_t i0,
+                 int64_t rows, T* qs) {
+  const T scale = static_cast<T>(p.scale);
+  const T* src = q + (hv.bh * sz.tq + i0) * sz.d;
+  for (int64_t e = 0; e < rows * sz.d; ++e) qs[e] = src[e] * scale;
+}
+
+// s (rows x cols) = the scores of query rows [i0, i0 + rows) against keys [j0, j0 + cols): the
+// scaled rows times the keys, plus an additive mask, -inf where the causal or a bool mask hides
+// the key.
+template <class T>
+void tile_scores(const AttentionSizes& sz, const AttentionParams& p, const HeadView& hv, const T* qs, int64_t i0,
+                 int64_t rows, const T* k, int64_t j0, int64_t cols, T* s) {
+  if (sz.d > 0)
+    gemm<T>(static_cast<int>(rows), static_cast<int>(cols), static_cast<int>(sz.d), qs, ld(sz.d), false,
+            k + (hv.bh * sz.tk + j0) * sz.d, ld(sz.d), true, s, ld(cols));
+  else
+    std::fill(s, s + rows * cols, T(0));
+  const AttentionMaskView& m = p.mask;
+  // Without a mask, a tile wholly on or below the diagonal hides nothing from anyone.
+  if (!m.data && (!p.causal || j0 + cols - 1 <= i0)) return;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t i = i0 + r;
+    T* row = s + r * cols;
+    const int64_t base = hv.b * m.strides[0] + hv.h * m.strides[1] + i * m.strides[2];
+    for (int64_t c = 0; c < cols; ++c) {
+      const int64_t j = j0 + c;
+      if (p.causal && j > i) {
+        row[c] = kNegInf<T>;
+      } else if (m.data) {
+        const int64_t at = base + j * m.strides[3];
+        if (m.is_bool) {
+          if (!static_cast<const bool*>(m.data)[at]) row[c] = kNegInf<T>;
+        } else {
+          row[c] += static_cast<const T*>(m.data)[at];
+        }
+      }
+    }
+  }
+}
+
+// The flat index of weight (b, h, i, j) for the dropout hash.
+uint64_t flat_index(const AttentionSizes& sz, const HeadView& hv, int64_t i, int64_t j) {
+  return static_cast<uint64_t>((hv.bh * sz.tq + i) * sz.tk + j);
+}
+
+// The keys a tile of query rows [i0, i0 + rows) can see: all, or under the causal mask those up
+// to its last row.
+int64_t keys_seen(const AttentionSizes& sz, const AttentionParams& p, int64_t i0, int64_t rows) {
+  return p.causal ? std::min(sz.tk, i0 + rows) : sz.tk;
+}
+
+template <class T>
+void forward_rows(const AttentionSizes& sz, const AttentionParams& p, const T* q, const T* k, const T* v, T* out,
+                  T* lse, int64_t task) {
+  const int64_t row_tiles = (sz.tq + kRowTile - 1) / kRowTile;
+  const HeadView hv = head_of(sz, task / row_tiles);
+  const int64_t i0 = (task % row_tiles) * kRowTile;
+  const int64_t rows = std::min(kRowTile, sz.tq - i0);
+  const Scratch<T> w = scratch_for<T>(sz.d, kRowTile * sz.dv + 3 * kRowTile);
+  T* acc = w.aux;
+  T* mx = acc + kRowTile * sz.dv;
+  T* sum = mx + kRowTile;
+  T* rescale = sum + kRowTile;
+  std::fill(acc, acc + rows * sz.dv, T(0));
+  std::fill(mx, mx + rows, kNegInf<T>);
+  std::fill(sum, sum + rows, T(0));
+  scaled_rows(sz, p, q, hv, i0, rows, w.qs);
+  const T keep_scale = static_cast<T>(1.0 / (1.0 - p.dropout));
+  const int64_t seen = keys_seen(sz, p, i0, rows);
+  for (int64_t j0 = 0; j0 < seen; j0 += kKeyTile) {
+    const int64_t cols = std::min(kKeyTile, seen - j0);
+    tile_scores(sz, p, hv, w.qs, i0, rows, k, j0, cols, w.s);
+    // The online softmax: a new running maximum rescales what the row has summed so far. A row
+    // that has seen no key yet (maximum -inf) keeps its -inf scores, whose exp is 0; a NaN score
+    // is never the maximum and comes out as a NaN weight.
+    for (int64_t r = 0; r < rows; ++r) {
+      T* row = w.s + r * cols;
+      T tile_max = kNegInf<T>;
+      for (int64_t c = 0; c < cols; ++c) tile_max = row[c] > tile_max ? row[c] : tile_max;
+      const T m_new = std::max(mx[r], tile_max);
+      rescale[r] = T(1);
+      if (m_new == kNegInf<T>) continue;
+      for (int64_t c = 0; c < cols; ++c) row[c] -= m_new;
+      rescale[r] = std::exp(mx[r] - m_new);
+      mx[r] = m_new;
+    }
+    exp_in_place(w.s, rows * cols);
+    for (int64_t r = 0; r < rows; ++r) {
+      T* row = w.s + r * cols;
+      T tile_sum = 0;
+      for (int64_t c = 0; c < cols; ++c) tile_sum += row[c];
+      sum[r] = sum[r] * rescale[r] + tile_sum;
+      if (rescale[r] != T(1))
+        for (int64_t e = 0; e < sz.dv; ++e) acc[r * sz.dv + e] *= rescale[r];
+      if (p.dropout > 0)
+        for (int64_t c = 0; c < cols; ++c)
+          row[c] = attention_keeps(p, flat_index(sz, hv, i0 + r, j0 + c)) ? row[c] * keep_scale : T(0);
+    }
+    if (sz.dv > 0)
+      gemm<T>(static_cast<int>(rows), static_cast<int>(sz.dv), static_cast<int>(cols), w.s, ld(cols), false,
+              v + (hv.bh * sz.tk + j0) * sz.dv, ld(sz.dv), false, acc, ld(sz.dv), true);
+  }
+  T* o = out + (hv.bh * sz.tq + i0) * sz.dv;
+  T* l = lse + hv.bh * sz.tq + i0;
+  for (int64_t r = 0; r < rows; ++r) {
+    // A row that saw no key: zeros (PyTorch's rule), and -inf for its log-sum-exp.
+    if (sum[r] == T(0)) {
+      std::fill(o + r * sz.dv, o + (r + 1) * sz.dv, T(0));
+      l[r] = kNegInf<T>;
+      continue;
+    }
+    const T inv = T(1) / sum[r];
+    for (int64_t e = 0; e < sz.dv; ++e) o[r * sz.dv + e] = acc[r * sz.dv + e] * inv;
+    l[r] = mx[r] + std::log(sum[r]);
+  }
+}
+
+// The weights' gradients of one tile, recomputed: on return s holds the weights as the output
+// used them (after dropout) and ds the scores' gradients, P * (dP - delta) with dP the kept
+// weights' gradients.
+template <class T>
+void tile_gradients(const AttentionSizes& sz, const AttentionParams& p, const HeadView& hv, const T* qs, int64_t i0,
+                    int64_t rows, const T* k, const T* v, int64_t j0, int64_t cols, const T* lse, const T* dout,
+                    const T* delta, T* s, T* ds) {
+  tile_scores(sz, p, hv, qs, i0, rows, k, j0, cols, s);
+  const T* l = lse + hv.bh * sz.tq + i0;
+  for (int64_t r = 0; r < rows; ++r) {
+    T* row = s + r * cols;
+    if (l[r] == kNegInf<T>) {
+      std::fill(row, row + cols, kNegInf<T>);  // a row that sees no key has no weights
+      continue;
+    }
+    for (int64_t c = 0; c < cols; ++c) row[c] -= l[r];
+  }
+  exp_in_place(s, rows * cols);
+  if (sz.dv > 0)
+    gemm<T>(static_cast<int>(rows), static_cast<int>(cols), static_cast<int>(sz.dv),
+            dout + (hv.bh * sz.tq + i0) * sz.dv, ld(sz.dv), false, v + (hv.bh * sz.tk + j0) * sz.dv, ld(sz.dv),
+            true, ds, ld(cols));
+  else
+    std::fill(ds, ds + rows * cols, T(0));
+  const T keep_scale = static_cast<T>(1.0 / (1.0 - p.dropout));
+  const T* dl = delta + hv.bh * sz.tq + i0;
+  for (int64_t r = 0; r < rows; ++r) {
+    T* pr = s + r * cols;
+    T* dr = ds + r * cols;
+    for (int64_t c = 0; c < cols; ++c) {
+      const T z = p.dropout > 0 ? (attention_keeps(p, flat_index(sz, hv, i0 + r, j0 + c)) ? keep_scale : T(0)) : T(1);
+      dr[c] = pr[c] * (dr[c] * z - dl[r]);
+      pr[c] *= z;
+    }
+  }
+}
+
+// dk and dv rows [j0, j0 + cols) of one head: every query row that sees them, tile by tile.
+template <class T>
+void backward_keys(const AttentionSizes& sz, const AttentionParams& p, const T* q, const T* k, const T* v,
+                   const T* lse, const T* dout, const T* delta, T* dk, T* dv, int64_t task) {
+  const int64_t key_tiles = (sz.tk + kKeyTile - 1) / kKeyTile;
+  const HeadView hv = head_of(sz, task / key_tiles);
+  const int64_t j0 = (task % key_tiles) * kKeyTile;
+  const int64_t cols = std::min(kKeyTile, sz.tk - j0);
+  T* dk_rows = dk + (hv.bh * sz.tk + j0) * sz.d;
+  T* dv_rows = dv + (hv.bh * sz.tk + j0) * sz.dv;
+  std::fill(dk_rows, dk_rows + cols * sz.d, T(0));
+  std::fill(dv_rows, dv_rows + cols * sz.dv, T(0));
+  const Scratch<T> w = scratch_for<T>(sz.d, kRowTile * kKeyTile);
+  // Under the causal mask, rows before j0 see none of these keys.
+  for (int64_t i0 = p.causal ? std::min(j0, sz.tq) : 0; i0 < sz.tq; i0 += kRowTile) {
+    const int64_t rows = std::min(kRowTile, sz.tq - i0);
+    scaled_rows(sz, p, q, hv, i0, rows, w.qs);
+    tile_gradients(sz, p, hv, w.qs, i0, rows, k, v, j0, cols, lse, dout, delta, w.s, w.aux);
+    if (sz.dv > 0)  // dv += P^T dout
+      gemm<T>(static_cast<int>(cols), static_cast<int>(sz.dv), static_cast<int>(rows), w.s, ld(cols), true,
+              dout + (hv.bh * sz.tq + i0) * sz.dv, ld(sz.dv), false, dv_rows, ld(sz.dv), true);
+    if (sz.d > 0)  // dk += dS^T (q * scale)
+      gemm<T>(static_cast<int>(cols), static_cast<int>(sz.d), static_cast<int>(rows), w.aux, ld(cols), true, w.qs,
+              ld(sz.d), false, dk_rows, ld(sz.d), true);
+  }
+}
+
+// dq rows [i0, i0 + rows) of one head: every key they see, tile by tile.
+template <class T>
+void backward_queries(const AttentionSizes& sz, const AttentionParams& p, const T* q, const T* k, const T* v,
+                      const T* lse, const T* dout, const T* delta, T* dq, int64_t task) {
+  const int64_t row_tiles = (sz.tq + kRowTile - 1) / kRowTile;
+  const HeadView hv = head_of(sz, task / row_tiles);
+  const int64_t i0 = (task % row_tiles) * kRowTile;
+  const int64_t rows = std::min(kRowTile, sz.tq - i0);
+  T* dq_rows = dq + (hv.bh * sz.tq + i0) * sz.d;
+  std::fill(dq_rows, dq_rows + rows * sz.d, T(0));
+  const Scratch<T> w = scratch_for<T>(sz.d, kRowTile * kKeyTile);
+  scaled_rows(sz, p, q, hv, i0, rows, w.qs);
+  const int64_t seen = keys_seen(sz, p, i0, rows);
+  for (int64_t j0 = 0; j0 < seen; j0 += kKeyTile) {
+    const int64_t cols = std::min(kKeyTile, seen - j0);
+    tile_gradients(sz, p, hv, w.qs, i0, rows, k, v, j0, cols, lse, dout, delta, w.s, w.aux);
+    if (sz.d > 0)  // dq += dS k (times the scale below)
+      gemm<T>(static_cast<int>(rows), static_cast<int>(sz.d), static_cast<int>(cols), w.aux, ld(cols), false,
+              k + (hv.bh * sz.tk + j0) * sz.d, ld(sz.d), false, dq_rows, ld(sz.d), true);
+  }
+  const T scale = static_cast<T>(p.scale);
+  for (int64_t e = 0; e < rows * sz.d; ++e) dq_rows[e] *= scale;
+}
+
+}  // namespace
+
+bool attention_keeps(const AttentionParams& p, uint64_t flat_index) {
+  const uint64_t x = mix64(mix64(flat_index * 0x9e3779b97f4a7c15ULL ^ p.seed0) + p.seed1);
+  const double u = static_cast<double>(x >> 11) * 0x1.0p-53;  // uniform in [0, 1)
+  return u >= p.dropout;  // tg::dropout's rule: keep where the noise is at least the rate
+}
+
+template <class T>
+void attention_forward(const AttentionSizes& s, const AttentionParams& p, const T* q, const T* k, const T* v,
+                       T* out, T* lse) {
+  const int64_t tasks = s.batch * s.heads * ((s.tq + kRowTile - 1) / kRowTile);
+  parallel_for(tasks, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) forward_rows(s, p, q, k, v, out, lse, t);
+  });
+}
+
+template <class T>
+void attention_backward(const AttentionSizes& s, const AttentionParams& p, const T* q, const T* k, const T* v,
+                        const T* out, const T* lse, const T* dout, const T* dlse, T* dq, T* dk, T* dv) {
+  // delta_i = sum(dout_i * out_i) - dlse_i: what every weight of row i subtracts from its
+  // gradient (the softmax's own term, and the log-sum-exp's).
+  const int64_t n_rows = s.batch * s.heads * s.tq;
+  std::vector<T> delta(static_cast<std::size_t>(n_rows));
+  for (int64_t i = 0; i < n_rows; ++i) {
+    T acc = 0;
+    for (int64_t e = 0; e < s.dv; ++e) acc += dout[i * s.dv + e] * out[i * s.dv + e];
+    delta[static_cast<std::size_t>(i)] = acc - (dlse ? dlse[i] : T(0));
+  }
+  const int64_t key_tasks = s.batch * s.heads * ((s.tk + kKeyTile - 1) / kKeyTile);
+  parallel_for(key_tasks, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) backward_keys(s, p, q, k, v, lse, dout, delta.data(), dk, dv, t);
+  });
+  const int64_t row_tasks = s.batch * s.heads * ((s.tq + kRowTile - 1) / kRowTile);
+  parallel_for(row_tasks, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) backward_queries(s, p, q, k, v, lse, dout, delta.data(), dq, t);
+  });
+}
+
+template void attention_forward<float>(const AttentionSizes&, const AttentionParams&, const float*, const float*,
+                                       const float*, float*, float*);
+template void attention_forward<double>(const AttentionSizes&, const AttentionParams&, const double*,
+                                        const double*, const double*, double*, double*);
+template void attention_backward<float>(const AttentionSizes&, const AttentionParams&, const float*, const float*,
+                                        const float*, const float*, const float*, const float*, const float*,
+                                        float*, float*, float*);
+template void attention_backward<double>(const AttentionSizes&, const AttentionParams&, const double*,
+                                         const double*, const double*, const double*, const double*,
+                                         const double*, const double*, double*, double*, double*);
+
+}  // namespace tg::detail
