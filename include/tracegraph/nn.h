@@ -1,8 +1,11 @@
-// Small building blocks for neural networks: an initializer, a Dense layer, a classifier's loss
-// and accuracy. Enough to write an MLP; not a framework.
+// Small building blocks for neural networks: initializers, activations by name, Dense and the
+// other Keras layers, attention and a transformer encoder block, losses and accuracy. Not a
+// framework.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <type_traits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -37,6 +40,47 @@ Tensor truncated_normal(const TensorShape& shape, uint64_t seed, double mean = 0
 using tg::ones;
 using tg::zeros;
 
+/// An activation, given by Keras's name or as a function object (keras.activations.get).
+/// Names: "linear" (or "" / nullptr: none), "relu", "relu6", "elu", "selu", "gelu" (the erf form,
+/// Keras's default; "gelu_approximate" for the tanh one), "sigmoid", "hard_sigmoid" (relu6(x + 3)
+/// / 6, Keras 3's), "tanh", "softmax" and "log_softmax" (over the last axis), "softplus",
+/// "softsign", "silu" (also "swish"), "exponential", "leaky_relu" (alpha 0.2). An unknown name
+/// throws tg::ValueError listing the known ones. Function objects: any callable taking a
+/// const Tensor& (tg::relu, a lambda, std::function); a function whose second parameter is a bool
+/// option (tg::gelu) is called with false, and one whose second parameter is an int axis
+/// (tg::softmax, tg::log_softmax) with -1 - their defaults.
+///
+///   tg::nn::Dense ffn(64, 256, "gelu");
+///   tg::nn::Dense out(256, 64, tg::gelu);
+class Activation {
+ public:
+  Activation() = default;
+  Activation(std::nullptr_t) {}  // NOLINT: no activation
+  Activation(const char* name);  // NOLINT: Keras's names
+  Activation(const std::string& name);  // NOLINT
+  Activation(Tensor (*fn)(const Tensor&, bool));  // NOLINT: tg::gelu
+  Activation(Tensor (*fn)(const Tensor&, int));   // NOLINT: tg::softmax, tg::log_softmax
+  template <class F>
+    requires(std::is_invocable_r_v<Tensor, const std::decay_t<F>&, const Tensor&> &&
+             !std::is_convertible_v<F, std::string> && !std::is_same_v<std::decay_t<F>, Activation> &&
+             !std::is_same_v<std::decay_t<F>, std::nullptr_t>)
+  Activation(F&& fn)  // NOLINT: any callable on a tensor
+      : fn_(std::forward<F>(fn)), name_("custom") {}
+
+  /// activation(x); x itself when there is none.
+  Tensor operator()(const Tensor& x) const { return fn_ ? fn_(x) : x; }
+  /// Whether there is an activation ("linear" counts as none).
+  explicit operator bool() const { return static_cast<bool>(fn_); }
+  /// The Keras name it was made from, "linear" for none, "custom" for a function object.
+  const std::string& name() const { return name_; }
+  /// The names that construct an activation.
+  static std::vector<std::string> names();
+
+ private:
+  std::function<Tensor(const Tensor&)> fn_;
+  std::string name_ = "linear";
+};
+
 /// Keras's Dropout layer: tg::dropout with a fixed rate (validated here, InvalidArgumentError
 /// unless 0 <= rate < 1) and op seed. Each call draws a new mask; `training` false, or a bool
 /// scalar tensor that is false at run time, passes x through.
@@ -55,7 +99,9 @@ class Dropout {
   std::optional<uint64_t> seed_;
 };
 
-/// y = activation(x @ kernel + bias), with kernel (in, out) Glorot-uniform and bias zeros(out).
+/// y = activation(x @ kernel + bias), with kernel (in, out) Glorot-uniform and bias zeros(out):
+/// Keras's Dense, which contracts the last axis of an input of any rank >= 2 (a (batch, T, in)
+/// input gives (batch, T, out)). The activation is a name or a function object (nn::Activation).
 ///
 /// Its Variables are created by the constructor. Inside a tg::function construct a layer only
 /// on the first trace (keep it in an std::optional and create it when empty), or better, outside
@@ -63,16 +109,18 @@ class Dropout {
 ///
 ///   tg::nn::Dense hidden(784, 256, tg::relu, /*seed=*/1);
 ///   tg::Tensor h = hidden(x);   // x: (batch, 784) -> (batch, 256)
+///   tg::nn::Dense ffn(64, 256, "gelu");   // (batch, T, 64) -> (batch, T, 256)
 class Dense {
  public:
-  using Activation = std::function<Tensor(const Tensor&)>;
+  using Activation = nn::Activation;
 
   /// Throws tg::InvalidArgumentError unless in > 0 and out > 0.
   Dense(int64_t in, int64_t out, Activation activation = nullptr, uint64_t seed = 0,
         DType dtype = float32, std::string name = "dense");
 
-  /// x must have rank 2 with x.shape[1] == in (or None while tracing) and the layer's dtype;
-  /// else tg::InvalidArgumentError.
+  /// x must have rank >= 2 with a last dim of in (or None while tracing, checked when the graph
+  /// runs) and the layer's dtype; else tg::InvalidArgumentError. The result has x's leading dims
+  /// and a last dim of out.
   Tensor operator()(const Tensor& x) const;
 
   Variable& kernel() { return kernel_; }
@@ -289,7 +337,7 @@ struct Conv2DOptions {
   std::vector<int64_t> strides{1, 1};    // one entry (both dims) or two (height, width)
   Padding padding = Padding::Valid;      // Keras's default, "valid"
   std::vector<int64_t> dilations{1, 1};  // one or two entries; > 1 only with stride 1, as TF
-  std::function<Tensor(const Tensor&)> activation = nullptr;
+  Activation activation = nullptr;        // a Keras name or a function object
   bool use_bias = true;
   uint64_t seed = 0;                     // the Glorot-uniform kernel's seed
   DType dtype = float32;
@@ -331,6 +379,121 @@ class Conv2D {
   Conv2DOptions options_;
   Variable kernel_;
   std::optional<Variable> bias_;
+};
+
+// --- Attention layers ----------------------------------------------------------------------
+
+/// The options of a MultiHeadAttention layer (Keras's MultiHeadAttention arguments).
+struct MultiHeadAttentionOptions {
+  std::optional<int64_t> value_dim{};    // per-head size of the value projection; default key_dim
+  double dropout = 0.0;                  // on the attention weights, while training
+  bool use_bias = true;
+  std::optional<int64_t> output_dim{};   // the output projection's size; default query_features
+  std::optional<int64_t> key_features{}; // last dim of the key input; default value_features
+  std::optional<int64_t> value_features{};  // last dim of the value input; default query_features
+  uint64_t seed = 0;                     // the Glorot-uniform kernels take seed, seed + 1, ...
+  std::optional<uint64_t> dropout_seed{};  // the dropout's op seed (tg::dropout's rules)
+  DType dtype = float32;
+  std::string name = "multi_head_attention";
+};
+
+/// What one call of a MultiHeadAttention layer takes besides query and value.
+struct AttentionCall {
+  Tensor key{};           // empty: value (Keras's default)
+  /// Empty, or bool (batch, Tq, Tk) / (Tq, Tk): true where query i may attend to key j (Keras's
+  /// attention_mask); shared by every head.
+  Tensor attention_mask{};
+  bool use_causal_mask = false;
+  bool training = false;
+};
+
+/// keras.layers.MultiHeadAttention: query (batch, Tq, query_features), value (batch, Tk,
+/// value_features) and key (batch, Tk, key_features; default value) are projected per head
+/// (kernels (features, num_heads, key_dim) for query and key, (features, num_heads, value_dim)
+/// for value, Glorot-uniform, biases (num_heads, dim) zeros), attended with
+/// tg::scaled_dot_product_attention (scale 1 / sqrt(key_dim)), and projected back (kernel
+/// (num_heads, value_dim, output_dim), bias (output_dim,)) to (batch, Tq, output_dim). A query
+/// that sees no key gives zeros before the output projection (the op's rule; Keras would
+/// average every value). Variables are made by the constructor, as Dense's.
+///
+///   tg::nn::MultiHeadAttention mha(64, /*num_heads=*/4, /*key_dim=*/16);
+///   tg::Tensor y = mha(x, x);   // self-attention, (batch, T, 64) -> (batch, T, 64)
+class MultiHeadAttention {
+ public:
+  /// tg::InvalidArgumentError unless every size is > 0 and 0 <= dropout < 1; tg::TypeError
+  /// unless dtype is float32 or float64.
+  MultiHeadAttention(int64_t query_features, int64_t num_heads, int64_t key_dim,
+                     MultiHeadAttentionOptions options = {});
+  /// Inputs of rank 3 with the features above (None allowed while tracing) and the layer's
+  /// dtype, query and value with the same batch; else tg::InvalidArgumentError.
+  Tensor operator()(const Tensor& query, const Tensor& value, const AttentionCall& call = {}) const;
+
+  int64_t num_heads() const { return heads_; }
+  int64_t key_dim() const { return key_dim_; }
+  int64_t value_dim() const { return value_dim_; }
+  int64_t output_dim() const { return output_dim_; }
+  /// {query kernel, query bias, key kernel, key bias, value kernel, value bias, output kernel,
+  /// output bias}, the biases left out without use_bias.
+  std::vector<Variable> trainable_variables() const;
+
+ private:
+  Tensor project(const Tensor& x, const Variable& kernel, const std::optional<Variable>& bias, int64_t features,
+                 int64_t dim, const char* what) const;
+
+  int64_t query_features_, heads_, key_dim_, value_dim_, output_dim_, key_features_, value_features_;
+  MultiHeadAttentionOptions options_;
+  Variable query_kernel_, key_kernel_, value_kernel_, output_kernel_;
+  std::optional<Variable> query_bias_, key_bias_, value_bias_, output_bias_;
+};
+
+/// The options of a TransformerEncoderLayer (PyTorch's nn.TransformerEncoderLayer arguments).
+struct TransformerEncoderLayerOptions {
+  double dropout = 0.1;                 // after attention, inside and after the feed-forward, and
+                                        // on the attention weights, while training
+  Activation activation = "relu";       // of the feed-forward's first layer
+  double layer_norm_eps = 1e-5;
+  bool norm_first = false;              // pre-norm; false: post-norm (PyTorch's default)
+  bool use_bias = true;                 // in the attention's projections (the feed-forward's
+                                        // Dense layers always have biases)
+  uint64_t seed = 0;
+  std::optional<uint64_t> dropout_seed{};  // the dropouts' op seeds are dropout_seed, + 1, ...
+  DType dtype = float32;
+  std::string name = "transformer_encoder";
+};
+
+/// One transformer encoder block on (batch, T, d_model) inputs, PyTorch's
+/// nn.TransformerEncoderLayer with batch_first=True:
+///   post-norm: x = norm1(x + dropout(self_attention(x)));  x = norm2(x + dropout(ffn(x)))
+///   norm_first: x = x + dropout(self_attention(norm1(x)));  x = x + dropout(ffn(norm2(x)))
+/// with ffn(x) = Dense(dim_feedforward -> d_model)(dropout(activation(Dense(d_model ->
+/// dim_feedforward)(x)))), self_attention a MultiHeadAttention of num_heads heads of
+/// d_model / num_heads, and LayerNorms over d_model.
+class TransformerEncoderLayer {
+ public:
+  /// tg::InvalidArgumentError unless the sizes are > 0, num_heads divides d_model and the rates
+  /// are in [0, 1).
+  TransformerEncoderLayer(int64_t d_model, int64_t num_heads, int64_t dim_feedforward,
+                          TransformerEncoderLayerOptions options = {});
+  /// x (batch, T, d_model); `call.key` must be empty (self-attention), `call.attention_mask`
+  /// and `use_causal_mask` as for MultiHeadAttention.
+  Tensor operator()(const Tensor& x, const AttentionCall& call = {}) const;
+
+  const MultiHeadAttention& self_attention() const { return attention_; }
+  const Dense& linear1() const { return linear1_; }
+  const Dense& linear2() const { return linear2_; }
+  const LayerNorm& norm1() const { return norm1_; }
+  const LayerNorm& norm2() const { return norm2_; }
+  /// The attention's, then linear1's, linear2's, norm1's and norm2's Variables.
+  std::vector<Variable> trainable_variables() const;
+
+ private:
+  Tensor dropped(const Tensor& x, bool training, uint64_t which) const;
+
+  int64_t d_model_;
+  TransformerEncoderLayerOptions options_;
+  MultiHeadAttention attention_;
+  Dense linear1_, linear2_;
+  LayerNorm norm1_, norm2_;
 };
 
 }  // namespace tg::nn

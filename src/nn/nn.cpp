@@ -107,19 +107,38 @@ Tensor Dense::operator()(const Tensor& x) const {
                                    to_string(kernel_.dtype()), " but the input has dtype ",
                                    to_string(x.dtype()), "; tg::cast the input first");
   const TensorShape s = detail::static_shape(x);
-  if (s.has_rank() && (s.rank() != 2 || (s.dims()[1] != None && s.dims()[1] != in_)))
-    op_error<InvalidArgumentError>("Dense", "layer '", name_, "' expects inputs of shape (batch, ",
-                                   in_, "), got ", s.to_string(),
-                                   "; reshape the input to (batch, ", in_, ")");
-  // Of unknown rank while tracing, x is checked when the graph runs: matmul would take a rank-3
-  // input for a batch of matrices. Its (batch, in) view has its shape exactly when it is (batch, in).
-  const Tensor input = s.has_rank() ? x
-                                    : detail::ensure_same_shape(
-                                          x, reshape(x, {-1, in_}), "Dense", "the inputs",
-                                          detail::str_cat("their (batch, ", in_, ") view"),
-                                          detail::str_cat("layer '", name_, "' expects inputs of shape (batch, ", in_,
-                                                          "); reshape the input to (batch, ", in_, ")"));
-  Tensor y = matmul(input, kernel_.read_value()) + bias_.read_value();
+  if (s.has_rank() && (s.rank() < 2 || (s.dims().back() != None && s.dims().back() != in_)))
+    op_error<InvalidArgumentError>("Dense", "layer '", name_, "' expects inputs of shape (batch, ..., ", in_,
+                                   ") (rank >= 2, the last axis contracted), got ", s.to_string(),
+                                   "; reshape the input so that its last axis holds the ", in_, " features");
+  const Tensor kernel = kernel_.read_value();
+  Tensor y;
+  if (!s.has_rank() || s.rank() == 2) {
+    // Of unknown rank while tracing, matmul contracts the last axis of any rank >= 2 and checks
+    // the sizes when the graph runs.
+    y = matmul(x, kernel);
+  } else {
+    // (..., in) as rows of one (rows, in) x (in, out) product: one GEMM, and a 2-D product the
+    // optimiser fuses with its bias, where a batched product would run one per leading index.
+    const int64_t rank = s.rank();
+    const Tensor input =
+        s.dims().back() != None
+            ? x
+            : detail::ensure_same_dims(x, kernel, {rank - 1}, {0}, "Dense", "the inputs", "the kernel",
+                                       detail::str_cat("layer '", name_, "' expects inputs whose last axis holds its ",
+                                                       in_, " features"));
+    const Tensor rows = matmul(reshape(input, {-1, in_}), kernel);
+    std::vector<int64_t> dims(s.dims().begin(), s.dims().end() - 1);
+    bool known = true;
+    for (int64_t d : dims) known = known && d != None;
+    if (known) {
+      dims.push_back(out_);
+      y = reshape(rows, dims);
+    } else {
+      y = reshape(rows, concat({slice(shape(x), {0}, {rank - 1}), constant({static_cast<int32_t>(out_)})}, 0));
+    }
+  }
+  y = y + bias_.read_value();
   return activation_ ? activation_(y) : y;
 }
 

@@ -65,9 +65,9 @@ TEST(NnErrors, GlorotAndDense) {
   EXPECT_THROW_MSG(nn::glorot_uniform({2, 3}, 1, int32), TypeError, "[glorot_uniform]", "int32");
   EXPECT_THROW_MSG(nn::Dense(0, 3), InvalidArgumentError, "[Dense]", "in=0");
   nn::Dense layer(3, 2, nullptr, 1, float32, "fc");
-  EXPECT_THROW_MSG(layer(ones({2, 4})), InvalidArgumentError, "[Dense]", "'fc'", "(batch, 3)",
+  EXPECT_THROW_MSG(layer(ones({2, 4})), InvalidArgumentError, "[Dense]", "'fc'", "(batch, ..., 3)",
                    "(2, 4)");
-  EXPECT_THROW_MSG(layer(ones({3})), InvalidArgumentError, "(batch, 3)", "(3,)");
+  EXPECT_THROW_MSG(layer(ones({3})), InvalidArgumentError, "(batch, ..., 3)", "rank >= 2", "(3,)");
   EXPECT_THROW_MSG(layer(ones({2, 3}, float64)), InvalidArgumentError, "float32", "float64");
 }
 
