@@ -8,6 +8,9 @@
 #include <system_error>
 
 #include "tracegraph/errors.h"
+#if TGX_ONNX
+#include "tracegraph/onnx.h"
+#endif
 
 namespace tgx {
 
@@ -94,13 +97,44 @@ ParsedArgs parse_args(const std::string& command, const std::vector<std::string>
   return out;
 }
 
+bool is_onnx_model(const std::string& path) {
+  if (std::filesystem::path(path).extension() == ".onnx") return true;
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return false;
+  unsigned char head[8] = {};
+  const std::size_t n = std::fread(head, 1, sizeof head, f);
+  std::fclose(f);
+  return n > 0 && head[0] == 0x08;
+}
+
+namespace {
+
+tg::LoadedFunction import_model(const std::string& path) {
+#if TGX_ONNX
+  try {
+    return tg::import_onnx(path);
+  } catch (const tg::FormatError& e) {
+    throw Failure(kInvalidFile, "'" + path + "' is not a valid ONNX model\n  part: " + e.section() + "\n  reason: " + e.what());
+  } catch (const tg::Error& e) {
+    throw Failure(kInvalidFile, "'" + path + "' could not be imported (" + e.code() + ")\n  reason: " + e.what());
+  }
+#else
+  throw Failure(kInvalidFile, "'" + path + "' is an ONNX model, and this tgx was built without tracegraph::onnx; build "
+                              "tracegraph with -DTG_ONNX=ON (Debian: libonnx-dev libprotobuf-dev protobuf-compiler)");
+#endif
+}
+
+}  // namespace
+
 tg::LoadedFunction load_model(const std::string& command, const std::string& path) {
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
   if (!std::filesystem::exists(status))
-    usage_error(command, "model file '" + path + "' does not exist; give the path of a .tgx file written by tg::save");
+    usage_error(command, "model file '" + path + "' does not exist; give the path of a .tgx file written by tg::save "
+                         "or of an ONNX model");
   if (!std::filesystem::is_regular_file(status))
     usage_error(command, "'" + path + "' is not a regular file; give the path of a .tgx file written by tg::save");
+  if (is_onnx_model(path)) return import_model(path);
   try {
     return tg::load(path);
   } catch (const tg::FormatError& e) {

@@ -70,9 +70,13 @@ class ParsedArgs {
 ParsedArgs parse_args(const std::string& command, const std::vector<std::string>& args,
                       const std::vector<OptionSpec>& specs);
 
-/// tg::load with every check. A missing path is a usage error; a file tg::load refuses is a
-/// Failure with kInvalidFile whose message names the section and byte offset.
+/// tg::load with every check (tg::import_onnx for an ONNX model, see is_onnx_model). A missing
+/// path is a usage error; a file the loader refuses is a Failure with kInvalidFile whose message
+/// names the section and byte offset (the part of the model, for ONNX).
 tg::LoadedFunction load_model(const std::string& command, const std::string& path);
+/// Whether load_model reads `path` as an ONNX model: named .onnx, or starting with the byte a
+/// ModelProto starts with (ir_version, field 1) where a .tgx file starts with its magic.
+bool is_onnx_model(const std::string& path);
 
 /// "1,234,567": numbers people read in tables.
 std::string with_thousands(long long n);

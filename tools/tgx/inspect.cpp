@@ -213,7 +213,8 @@ int validate_command(const std::vector<std::string>& args) {
   std::cout << "ok: " << path << ": function '" << fn.name() << "' by " << fn.producer() << ", "
             << plural(fn.concrete_functions().size(), "concrete function") << ", "
             << plural(fn.variables().size(), "Variable") << ", " << plural(nodes, "graph node") << ", "
-            << with_thousands(static_cast<long long>(ec ? 0 : bytes)) << " bytes, checksums verified\n";
+            << with_thousands(static_cast<long long>(ec ? 0 : bytes))
+            << (is_onnx_model(path) ? " bytes, ONNX model checked\n" : " bytes, checksums verified\n");
   return kOk;
 }
 

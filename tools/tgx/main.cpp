@@ -22,6 +22,9 @@ Commands:
   bench MODEL.tgx --input NAME=FILE.npy  call repeatedly; latency and throughput table
   onnx MODEL.tgx -o MODEL.onnx           write it as an ONNX model (ONNX Runtime runs it)
 
+MODEL may also be an ONNX model (MODEL.onnx), read with tg::import_onnx when tgx is built with
+tracegraph::onnx; it runs as a function saved with one concrete function.
+
 'tgx COMMAND --help' describes each command. 'tgx --version' prints the version.
 
 Exit codes (every command):
