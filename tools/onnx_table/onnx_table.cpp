@@ -1,5 +1,6 @@
-// onnx_table: writes docs/onnx.md, how tg::export_onnx writes each registry op, from the
-// exporter's own table (src/onnx_io/onnx_rules.cpp) and the registry, so the page cannot drift
+// onnx_table: writes docs/onnx.md, how tg::export_onnx writes each registry op and which ONNX
+// ops tg::import_onnx reads, from the exporter's and the importer's own tables
+// (src/onnx_io/onnx_rules.cpp, onnx_import_rules.cpp) and the registry, so the page cannot drift
 // from the code.
 //
 //   onnx_table                 print the page
@@ -11,6 +12,7 @@
 #include <string>
 
 #include "common/generated_page.h"
+#include "onnx_io/onnx_import.h"
 #include "onnx_io/onnx_rules.h"
 #include "ops/op.h"
 #include "tracegraph/onnx.h"
@@ -18,6 +20,40 @@
 namespace {
 
 using namespace tg::detail;
+
+// What tg::import_onnx reads: the importer's table, with the rules every row shares.
+std::string import_section() {
+  std::ostringstream rows;
+  std::size_t n = 0;
+  for (const onnx_import::ImportRule& r : onnx_import::import_rules()) {
+    rows << "| " << r.op_type << " | " << r.since << " | " << (*r.notes ? r.notes : "-") << " |\n";
+    ++n;
+  }
+  std::ostringstream out;
+  out << "\n## Import: the ONNX ops tg::import_onnx reads\n\n"
+      << "`tg::import_onnx(path, options)` and `tgx` (for a `.onnx` file) read an ONNX model (IR version 3\n"
+      << "to 10, opset 7 to 21 of the default domain) into a `tg::LoadedFunction`: one positional tensor\n"
+      << "per graph input, named symbolic dims and dims without a value as None, the graph's outputs as\n"
+      << "its results. The graph is traced once through tracegraph's ops (the rows below) into one\n"
+      << "concrete function, which runs, differentiates and saves like a traced one; with\n"
+      << "`OnnxImportOptions::initializers_as_variables` the float initializers become Variables that a\n"
+      << "`GradientTape` in a `tg::function` can fine-tune. NCHW Conv and pooling transpose to\n"
+      << "tracegraph's NHWC kernels and back.\n\n"
+      << "The file is trusted in nothing: a file that is not a ModelProto, a truncated one, a tensor whose\n"
+      << "data does not match its dims and type, an unknown data type, a value defined twice or read\n"
+      << "before anything defines it, a cycle, or a size beyond `OnnxImportOptions`' limits is a\n"
+      << "`tg::FormatError` naming the part of the model. Refused with a `tg::ValueError` naming the op\n"
+      << "type, the node and what to do: ops not in the table (every one the model uses, listed at\n"
+      << "once), nodes of other domains, data kept in external files (a model is read on its own, never\n"
+      << "files it names), types tracegraph does not compute in (float16, bfloat16, int8, int16,\n"
+      << "uint16/32/64, complex, strings), sparse tensors, and any attribute a rule does not read: an\n"
+      << "attribute is honoured or refused, never ignored. Values a rule needs while importing (Reshape's\n"
+      << "shape, Slice's starts, the axes) must be constants or computed from static dims.\n\n"
+      << n << " ONNX ops, each read from the opset in the second column on:\n\n"
+      << "| ONNX op | from opset | notes |\n|---|---|---|\n"
+      << rows.str();
+  return out.str();
+}
 
 std::string page() {
   std::ostringstream rows;
@@ -35,10 +71,10 @@ std::string page() {
     }
   }
   std::ostringstream out;
-  out << "# ONNX export: how each op is written\n\n"
-      << "<!-- Generated from src/onnx_io/onnx_rules.cpp by tools/onnx_table: do not edit. The test\n"
-      << "     onnx_table_is_current fails when this file is stale; `cmake --build --preset release --target\n"
-      << "     update_onnx_table` rewrites it. -->\n\n"
+  out << "# ONNX export and import\n\n"
+      << "<!-- Generated from src/onnx_io/onnx_rules.cpp and onnx_import_rules.cpp by tools/onnx_table: do\n"
+      << "     not edit. The test onnx_table_is_current fails when this file is stale; `cmake --build\n"
+      << "     --preset release --target update_onnx_table` rewrites it. -->\n\n"
       << "`tg::export_onnx` (`include/tracegraph/onnx.h`) and `tgx onnx` write ONNX opset " << tg::kOnnxOpset
       << " models (IR version\n"
       << tg::kOnnxIrVersion << ") from graphs as traced. Each registry op, in registry order ([ops.md](ops.md)): the ONNX\n"
@@ -47,7 +83,7 @@ std::string page() {
       << "written, " << refused << " refused. tracegraph is NHWC (filters HWIO) and ONNX's Conv and pooling\n"
       << "NCHW (OIHW): those rows transpose in and out.\n\n"
       << "| op | ONNX | attributes and notes |\n|---|---|---|\n"
-      << rows.str();
+      << rows.str() << import_section();
   return out.str();
 }
 
