@@ -77,7 +77,10 @@ void add_print_part(std::vector<PrintPart>& parts, T v) {
   if constexpr (std::is_same_v<T, bool>) parts.push_back({v ? "True" : "False", {}});
   else parts.push_back({std::to_string(v), {}});
 }
-void print_parts(const std::vector<PrintPart>& parts);
+/// `summarize`: tf.print's, the first and last entries shown per dimension (-1: all).
+/// `separators`: what follows each part (PrintAttrs::separators); empty: spaces, then "\n".
+void print_parts(const std::vector<PrintPart>& parts, int64_t summarize = 3,
+                 std::vector<std::string> separators = {});
 }  // namespace detail
 
 /// tf.print: prints its arguments separated by spaces, then a newline, to the print sink

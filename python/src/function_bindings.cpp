@@ -1244,14 +1244,14 @@ type by the library's function core.)doc");
                   [](PyFunction& f, std::string alias) { f.set_alias(std::move(alias)); });
   fn.def("_parameter_name", [](const PyFunction& f, std::size_t i) { return f.core()->parameter_name(i); });
 
-  m.def("_print", [](py::list parts) {
+  m.def("_print", [](py::list parts, int64_t summarize, std::vector<std::string> separators) {
     std::vector<tg::detail::PrintPart> out;
     for (py::handle p : parts) {
       if (const tg::Tensor* t = as_tensor_ptr(p)) out.push_back({"", *t});
       else out.push_back({py::str(p).cast<std::string>(), {}});
     }
     py::gil_scoped_release release;
-    tg::detail::print_parts(out);
+    tg::detail::print_parts(out, summarize, std::move(separators));
   });
   m.def("_run_functions_eagerly", &tg::config::run_functions_eagerly, py::arg("run_eagerly"));
   m.def("_functions_run_eagerly", &tg::config::functions_run_eagerly);

@@ -20,7 +20,9 @@ import numpy as np
 
 from tracegraph import _core
 from tracegraph import dtypes
+from tracegraph import nest
 from tracegraph._tensor import Tensor, TensorShape
+from tracegraph._variables import Variable
 from tracegraph.types import experimental as _types
 
 __all__ = ["function", "Function", "ConcreteFunction", "TensorSpec", "print"]
@@ -505,43 +507,76 @@ def function(func=None, input_signature=None, autograph=True, jit_compile=None,
 
 # ---- tg.print ---------------------------------------------------------------------------------
 
-def _print_parts(value, parts):
-    """Tensors stay tensors (printed when the graph runs); structures around them are text."""
-    if isinstance(value, Tensor):
+class _TensorSlot:
+    """Stands for the i-th tensor of a structure while the structure's text is made."""
+
+    def __init__(self, index):
+        self.index = index
+
+    def __repr__(self):
+        return f"\x00{self.index}\x00"
+
+
+def _sorted_like_nest(value, tensors):
+    """`value` with dicts in tg.nest's (sorted) key order and tensors as _TensorSlot markers."""
+    if isinstance(value, (Tensor, Variable)):
+        tensors.append(value)
+        return _TensorSlot(len(tensors) - 1)
+    if nest.is_nested(value):
+        if isinstance(value, dict):
+            return {k: _sorted_like_nest(value[k], tensors) for k in nest.sorted_keys(value)}
+        return nest.sequence_like(value, [_sorted_like_nest(v, tensors) for _, v in nest.children(value)])
+    return value
+
+
+def _print_parts(value, parts, glue):
+    """One input of tf.print as parts: a tensor (formatted when the print runs), text, or a
+    structure written as Python writes it with its tensors in place; `glue` gets the separator
+    after each part but the input's last."""
+    if isinstance(value, (Tensor, Variable)):
         parts.append(value)
-    elif isinstance(value, (list, tuple)) and any(isinstance(v, Tensor) for v in value):
-        parts.append("[" if isinstance(value, list) else "(")
-        for i, v in enumerate(value):
-            _print_parts(v, parts)
-        parts.append("]" if isinstance(value, list) else ")")
-    elif isinstance(value, dict) and any(isinstance(v, Tensor) for v in value.values()):
-        parts.append("{")
-        for k, v in value.items():
-            parts.append(f"{k!r}:")
-            _print_parts(v, parts)
-        parts.append("}")
-    else:
-        parts.append(value if isinstance(value, str) else str(value))
+        return
+    tensors = []
+    template = _sorted_like_nest(value, tensors) if nest.is_nested(value) else value
+    text = template if isinstance(template, str) else str(template)
+    pieces = text.split("\x00")  # text, slot, text, slot, ..., text
+    for i, piece in enumerate(pieces):
+        if i % 2:
+            parts.append(tensors[int(piece)])
+        elif piece or i == 0:
+            parts.append(piece)
+        else:
+            continue
+        glue.append(len(parts) - 1)
+    glue.pop()  # the input's last part takes the separator between inputs
 
 
 def print(*inputs, output_stream=None, summarize=3, sep=" ", end="\n", name=None):  # pylint: disable=redefined-builtin
     """Prints its inputs at every execution (tf.print): eagerly at once, inside a tg.function
     each time the graph runs, in order with Python's own output (both go to sys.stdout; TF's
-    default stream is stderr). Inputs are separated by one space and followed by a newline."""
-    del summarize, name
+    default stream is stderr). Inputs are separated by `sep` and followed by `end`.
+    Tensors are written as TF's tf.print writes them: "[0 1 2 ... 7 8 9]" (the first and last
+    `summarize` entries of each longer dimension; -1 prints all), floats with the digits that
+    read back ("43.5", "0.722626925"), bools as 1 and 0, matrix rows on lines of their own;
+    structures as Python writes them, dict keys sorted, tensors in place."""
+    del name
     import sys
     if output_stream not in (None, sys.stdout):
         raise _errors().UnimplementedError(
             None, None, "tg.print writes to sys.stdout only (output_stream="
             f"{output_stream!r}); print there, or redirect sys.stdout")
-    if sep != " " or end != "\n":
-        raise _errors().UnimplementedError(
-            None, None, "tg.print separates its inputs by one space and ends the line with a "
-            "newline (sep=' ', end='\\n'); format the text with Python before passing it")
-    parts = []
+    if summarize is None:
+        summarize = 3
+    if isinstance(summarize, bool) or not isinstance(summarize, int) or summarize < -1:
+        raise ValueError(f"summarize must be -1 (print every element) or an int >= 0, got {summarize!r}")
+    if not isinstance(sep, str) or not isinstance(end, str):
+        raise TypeError(f"sep and end must be str, got {sep!r} and {end!r}")
+    parts, glued = [], []
     for value in inputs:
-        _print_parts(value, parts)
-    _core._print(parts)
+        _print_parts(value, parts, glued)
+    glued = set(glued)
+    separators = ["" if i in glued else sep for i in range(len(parts) - 1)] + [end]
+    _core._print(parts, summarize, separators)
 
 
 def _errors():

@@ -70,6 +70,9 @@ Tensor make_view(const Tensor& x, const TensorShape& shape, int64_t extra_offset
 /// The values of an eager tensor as NumPy prints them ("[1 2 3]", "2.5"), without the
 /// "tg.Tensor(...)" wrapper (tg::print uses this).
 std::string format_values(const Tensor& t);
+/// The values as tf.print writes them (src/core/print_format.cpp): the first and last
+/// `summarize` entries of every longer dimension (-1: all of them).
+std::string format_print_values(const Tensor& t, int64_t summarize);
 /// Raw pointer to the first element of an eager tensor (no dtype check).
 template <class T>
 T* data_of(const Tensor& t) {

@@ -157,8 +157,12 @@ struct PrintAttrs {
   std::vector<std::string> texts;
   std::vector<int64_t> tensor_parts;
   int64_t summarize = 3;  // tf.print's: the first and last entries shown per dimension (-1: all)
+  /// What follows each part: the separator before the next one, then the line's end after the
+  /// last (one entry, the end, when there are no parts). Empty: " " between parts, then "\n".
+  std::vector<std::string> separators;
   template <class F> void for_each_field(F&& f) const {
     f("texts", texts); f("tensor_parts", tensor_parts); f("summarize", summarize);
+    f("separators", separators);
   }
   bool operator==(const PrintAttrs&) const = default;
 };

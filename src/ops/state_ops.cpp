@@ -1,5 +1,6 @@
 // Stateful ops: Variables (read / assign / assign_add / assign_sub) and print. The one-pass
 // optimizer updates are in optimizer_updates.cpp.
+#include <algorithm>
 #include <atomic>
 #include <iostream>
 #include <mutex>
@@ -136,6 +137,11 @@ std::vector<ValueType> infer_print(const std::vector<ValueType>& in, const OpAtt
   if (attrs.tensor_parts.size() != in.size())
     op_error<InvalidArgumentError>("print", "internal part layout mismatch: ", attrs.tensor_parts.size(),
                                    " tensor parts for ", in.size(), " tensors");
+  const std::size_t want = std::max<std::size_t>(attrs.texts.size(), 1);
+  if (!attrs.separators.empty() && attrs.separators.size() != want)
+    op_error<InvalidArgumentError>("print", "expected ", want, " separators (one after each of the ",
+                                   attrs.texts.size(), " parts, the last being the line's end), got ",
+                                   attrs.separators.size());
   return {};
 }
 
@@ -143,8 +149,9 @@ void kernel_print(const std::vector<Tensor>& in, const OpAttrs& op_attrs, std::v
   const PrintAttrs& attrs = op_attrs.get<PrintAttrs>();
   std::string line;
   std::size_t next_tensor = 0;
+  const bool spaced = attrs.separators.empty();
   for (std::size_t part = 0; part < attrs.texts.size(); ++part) {
-    if (part) line += ' ';
+    if (part) line += spaced ? std::string(" ") : attrs.separators[part - 1];
     const bool is_tensor = next_tensor < attrs.tensor_parts.size() &&
                            attrs.tensor_parts[next_tensor] == static_cast<int64_t>(part);
     if (!is_tensor) {
@@ -155,9 +162,9 @@ void kernel_print(const std::vector<Tensor>& in, const OpAttrs& op_attrs, std::v
     if (t.impl()->dtype == DType::String && t.impl()->shape.rank() == 0)
       line += *t.impl()->data<std::string>();  // tf.print shows a scalar string unquoted
     else
-      line += format_values(t);
+      line += format_print_values(t, attrs.summarize);
   }
-  line += '\n';
+  line += spaced ? std::string("\n") : attrs.separators.back();
   print_sink().write(line);
 }
 
@@ -303,8 +310,12 @@ void register_state_ops(OpDef* t) {
   set_replay(t, OpId::InitializeVariable, &replay_nothing);
 }
 
-void print_parts(const std::vector<PrintPart>& parts) {
+void print_parts(const std::vector<PrintPart>& parts, int64_t summarize, std::vector<std::string> separators) {
+  if (summarize < -1)
+    op_error<InvalidArgumentError>("print", "summarize must be -1 (every element) or at least 0, got ", summarize);
   PrintAttrs attrs;
+  attrs.summarize = summarize;
+  attrs.separators = std::move(separators);
   std::vector<Tensor> tensors;
   for (std::size_t i = 0; i < parts.size(); ++i) {
     attrs.texts.push_back(parts[i].text);

@@ -1047,3 +1047,33 @@ def test_python_results_are_returned_as_tensors():
         assert f(tg.constant(1))[0] == 1 and type(f(tg.constant(1))[0]) is int  # eager: as returned
     finally:
         tg.config.run_functions_eagerly(False)
+
+
+def test_tf_print_writes_tensors_as_tensorflow(capsys):
+    # tensorflow/python/kernel_tests/logging_ops_test.py's PrintV2Test, on stdout here.
+    ten = tg.range(10)
+    tg.print(ten, ten * 10)
+    tg.print(ten, summarize=1)
+    tg.print(ten, summarize=-1)
+    tg.print(tg.constant(43.5), tg.constant([0.3, 12.4, -16.1]), tg.constant([True, False]))
+    tg.print("first:", ten, {"small": tg.constant([0.3, 12.4, -16.1]), "Big": ten * 10}, 10)
+
+    @tg.function
+    def f(x):
+        tg.print(x, summarize=2)
+        return x
+    f(tg.range(10))
+    assert capsys.readouterr().out == (
+        "[0 1 2 ... 7 8 9] [0 10 20 ... 70 80 90]\n"
+        "[0 ... 9]\n"
+        "[0 1 2 3 4 5 6 7 8 9]\n"
+        "43.5 [0.3 12.4 -16.1] [1 0]\n"
+        "first: [0 1 2 ... 7 8 9] {'Big': [0 10 20 ... 70 80 90], 'small': [0.3 12.4 -16.1]} 10\n"
+        "[0 1 ... 8 9]\n")
+    with pytest.raises(ValueError, match="summarize"):
+        tg.print(ten, summarize=-2)
+    tg.print(ten, ten * 10, sep="<separator>", end="<customend>")
+    tg.print("{}6", {"{}": ten * 10}, [ten * 2, "x"], 23, [23, 5], {"6": 12})
+    assert capsys.readouterr().out == (
+        "[0 1 2 ... 7 8 9]<separator>[0 10 20 ... 70 80 90]<customend>"
+        "{}6 {'{}': [0 10 20 ... 70 80 90]} [[0 2 4 ... 14 16 18], 'x'] 23 [23, 5] {'6': 12}\n")

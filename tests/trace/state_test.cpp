@@ -133,15 +133,38 @@ TEST(Print, RunsAtEveryExecutionWhilePlainCppRunsOnlyWhileTracing) {
   EXPECT_EQ(traced, "Traced with Tensor(\"x:0\", shape=(), dtype=int32)\n");
   EXPECT_EQ(out.take(), "Executed with 1\nExecuted with 1\nExecuted with 2\n");
 
-  // Eagerly, print prints at once; strings print unquoted, arrays like NumPy.
+  // Eagerly, print prints at once; a scalar string unquoted, arrays as tf.print writes them.
   print("values:", constant({1.5f, 2.0f}), constant("text"), 3, true);
-  EXPECT_EQ(out.take(), "values: [1.5 2. ] text 3 True\n");
+  EXPECT_EQ(out.take(), "values: [1.5 2] text 3 True\n");
 
   // A print with no tensor inputs still runs at every call.
   auto g = function([] { print("Executing"); });
   g();
   g();
   EXPECT_EQ(out.take(), "Executing\nExecuting\n");
+}
+
+// The values as TF's print_v2 writes them (tensorflow/python/kernel_tests/logging_ops_test.py
+// and the guide's loop cell): summarised per dimension, floats with the digits that read back.
+TEST(Print, WritesTensorsAsTfPrintDoes) {
+  PrintCapture out;
+  const Tensor ten = range(0, 10);
+  print(ten, mul(ten, constant(10)));
+  EXPECT_EQ(out.take(), "[0 1 2 ... 7 8 9] [0 10 20 ... 70 80 90]\n");
+  detail::print_parts({{"", ten}}, 1);
+  detail::print_parts({{"", ten}}, 2);
+  detail::print_parts({{"", ten}}, -1);
+  EXPECT_EQ(out.take(), "[0 ... 9]\n[0 1 ... 8 9]\n[0 1 2 3 4 5 6 7 8 9]\n");
+  print(constant(43.5f), constant(43.5), constant({0.3f, 12.4f, -16.1f}), constant(1.0f),
+        constant({0.722626925f, 0.33856f}), constant(0.1));
+  EXPECT_EQ(out.take(), "43.5 43.5 [0.3 12.4 -16.1] 1 [0.722626925 0.33856] 0.1\n");
+  print(constant({true, false}), constant({std::string("a"), std::string("q\"\n")}));
+  EXPECT_EQ(out.take(), "[1 0] [\"a\" \"q\\\"\\n\"]\n");
+  print(reshape(range(0, 14), {7, 2}));
+  EXPECT_EQ(out.take(), "[[0 1]\n [2 3]\n [4 5]\n ...\n [8 9]\n [10 11]\n [12 13]]\n");
+  print(reshape(range(0, 8), {2, 2, 2}));
+  EXPECT_EQ(out.take(), "[[[0 1]\n  [2 3]]\n\n [[4 5]\n  [6 7]]]\n");
+  EXPECT_THROW(detail::print_parts({{"", ten}}, -2), InvalidArgumentError);
 }
 
 TEST(Print, KeepsProgramOrderWithVariableUpdates) {
