@@ -299,6 +299,78 @@ class LSTMCell : public RecurrentCell {
                                        const RecurrentWeights& weights) const;
 };
 
+/// The options of the LSTM and GRU layers (Keras's RNN arguments).
+struct RecurrentOptions {
+  bool return_sequences = false;  // the output of every step, (batch, time, units); else the last, (batch, units)
+  bool return_state = false;      // the final states after the output
+  bool go_backwards = false;      // run from the last step to the first; a returned sequence is reversed too
+  uint64_t seed = 0;              // the cell's seed
+  DType dtype = float32;
+  std::string name{};             // empty: "lstm" / "gru"
+};
+
+/// What one call of an LSTM or GRU layer takes besides the inputs.
+struct RecurrentCall {
+  /// Empty, or bool (batch, time): false skips the step for that row - its states stay and its
+  /// output repeats the previous step's (zeros before its first unmasked step), as Keras does.
+  Tensor mask{};
+  /// Empty (zeros), or the states to start from: LSTM {h, c}, GRU {h}, each (batch, units).
+  std::vector<Tensor> initial_state{};
+};
+
+/// keras.layers.LSTM and keras.layers.GRU (batch-first, Keras's defaults): the cell (LSTMCell,
+/// GRUCell with reset_after) applied along the time axis of x (batch, time, input_dim). The time
+/// loop is a tg::for_range: eagerly a C++ loop, traced one while node whose body is one step, so
+/// a None time dim traces once and the graph does not grow with the sequence length. The weights
+/// are read once per call, before the loop, so gradients reach them in traced functions too.
+///
+/// A call returns {output} ((batch, units), or (batch, time, units) with return_sequences) and,
+/// with return_state, the final states after it: LSTM {output, h, c}, GRU {output, h}. Errors
+/// (tg::InvalidArgumentError unless said otherwise): x not (batch, time, input_dim) of the
+/// layer's dtype; a time dim of 0 known while tracing or eagerly (a None one that is 0 when the
+/// graph runs gives the initial states, and as the last output h without a mask, zeros with
+/// one); a mask not bool (tg::TypeError) or not (batch, time); initial states not (batch,
+/// units) or of the wrong count (tg::ValueError). Variables are made by the constructor, as
+/// Dense's; copies share them.
+///
+///   tg::nn::LSTM lstm(64, 128, {.return_sequences = true});
+///   tg::Tensor seq = lstm(x)[0];   // (batch, time, 64) -> (batch, time, 128)
+class LSTM {
+ public:
+  /// tg::InvalidArgumentError unless input_dim > 0 and units > 0; tg::TypeError unless dtype is
+  /// float32 or float64.
+  LSTM(int64_t input_dim, int64_t units, RecurrentOptions options = {});
+  std::vector<Tensor> operator()(const Tensor& x, const RecurrentCall& call = {}) const;
+
+  const LSTMCell& cell() const { return cell_; }
+  /// The cell's {kernel, recurrent_kernel, bias}.
+  std::vector<Variable> trainable_variables() const { return cell_.trainable_variables(); }
+  int64_t units() const { return cell_.units(); }
+  const RecurrentOptions& options() const { return options_; }
+
+ private:
+  RecurrentOptions options_;
+  int64_t input_dim_;
+  LSTMCell cell_;
+};
+
+/// keras.layers.GRU: see LSTM; the cell is a GRUCell (reset_after, Keras's default).
+class GRU {
+ public:
+  GRU(int64_t input_dim, int64_t units, RecurrentOptions options = {});
+  std::vector<Tensor> operator()(const Tensor& x, const RecurrentCall& call = {}) const;
+
+  const GRUCell& cell() const { return cell_; }
+  std::vector<Variable> trainable_variables() const { return cell_.trainable_variables(); }
+  int64_t units() const { return cell_.units(); }
+  const RecurrentOptions& options() const { return options_; }
+
+ private:
+  RecurrentOptions options_;
+  int64_t input_dim_;
+  GRUCell cell_;
+};
+
 // Losses, in Keras's argument order (targets first, then predictions or logits) and with its
 // default reduction: the per-example losses (the last axis averaged, or summed over the classes
 // for softmax) averaged over the batch, a scalar. Both arguments must be float32/float64 of one

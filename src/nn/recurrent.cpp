@@ -1,14 +1,16 @@
 // GRUCell and LSTMCell (Keras's formulas and gate order) on their shared RecurrentCell, and the
-// orthogonal initializer of their recurrent kernels. One step each; a sequence is a C++ loop,
-// tg::while_loop or tg::for_range.
+// orthogonal initializer of their recurrent kernels; the LSTM and GRU layers, which run a cell's
+// step over a whole sequence in a tg::for_range.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <random>
 
 #include "core/check.h"
 #include "core/tensor_impl.h"
 #include "nn/layer_checks.h"
 #include "ops/runtime_shape_checks.h"
+#include "tracegraph/control_flow.h"
 #include "tracegraph/nn.h"
 #include "tracegraph/ops.h"
 
@@ -153,6 +155,178 @@ std::pair<Tensor, Tensor> LSTMCell::operator()(const Tensor& x, const Tensor& h,
   const Tensor c_new = f * checked_width(op, name_, c, "the state c", u) + i * tanh(gate(z, 2, u));
   const Tensor o = sigmoid(gate(z, 3, u));
   return {o * tanh(c_new), c_new};
+}
+
+// ---- LSTM and GRU layers ----
+
+namespace {
+
+// The layer's options with its default name, after the layer's own checks (so that errors name
+// the layer, not its cell).
+RecurrentOptions layer_options(RecurrentOptions o, const char* layer, const char* default_name, int64_t input_dim,
+                               int64_t units) {
+  if (o.name.empty()) o.name = default_name;
+  o.name = checked_layer_name(layer, std::move(o.name), {{"input_dim", input_dim}, {"units", units}}, o.dtype);
+  return o;
+}
+
+// One step of a cell on x_t and the states: {output, new states}.
+using SequenceStep = std::function<std::pair<Tensor, std::vector<Tensor>>(const Tensor&, const std::vector<Tensor>&)>;
+
+// What run_sequence needs to know of the layer.
+struct SequenceLayer {
+  const char* op;  // "LSTM" / "GRU"
+  const std::string& name;
+  int64_t input_dim, units;
+  std::size_t num_states;  // LSTM 2 (h, c), GRU 1 (h)
+  const RecurrentOptions& options;
+};
+
+// The mask checked: bool, (batch, time) matching x (when the graph runs if a dim is None).
+Tensor checked_mask(const SequenceLayer& l, const Tensor& mask, const Tensor& x) {
+  if (mask.dtype() != bool_)
+    op_error<TypeError>(l.op, "layer '", l.name, "' expects a bool mask, got ", to_string(mask.dtype()),
+                        "; pass tg::cast(mask, tg::bool_)");
+  const TensorShape s = detail::static_shape(mask);
+  if (!s.has_rank() || s.rank() != 2)
+    op_error<InvalidArgumentError>(l.op, "layer '", l.name, "' expects a mask of shape (batch, time), got ",
+                                   s.to_string());
+  return detail::ensure_same_dims(mask, x, {0, 1}, {0, 1}, l.op, "the mask", "the inputs",
+                                  detail::str_cat("layer '", l.name, "' expects a mask of shape (batch, time) ",
+                                                  "for inputs of shape (batch, time, features)"));
+}
+
+// The initial states checked, or zeros (batch, units).
+std::vector<Tensor> initial_states(const SequenceLayer& l, const std::vector<Tensor>& given, const Tensor& x) {
+  const DType dtype = l.options.dtype;
+  if (given.empty()) {
+    const Tensor sx = shape(x);
+    const Tensor zero = zeros(stack({sx[0], cast(constant(l.units), sx.dtype())}), dtype);
+    return std::vector<Tensor>(l.num_states, zero);
+  }
+  if (given.size() != l.num_states)
+    op_error<ValueError>(l.op, "layer '", l.name, "' takes ", l.num_states, l.num_states == 1 ? " state (h)" : " states (h, c)",
+                         " as initial_state, got ", given.size(), " tensors");
+  std::vector<Tensor> out;
+  for (std::size_t k = 0; k < given.size(); ++k) {
+    const Tensor& t = given[k];
+    const std::string what = detail::str_cat("initial_state[", k, "]");
+    if (!t.defined()) op_error<ValueError>(l.op, "layer '", l.name, "' got an empty tg::Tensor as ", what);
+    if (t.dtype() != dtype)
+      op_error<InvalidArgumentError>(l.op, "layer '", l.name, "' has dtype ", to_string(dtype), " but ", what,
+                                     " has dtype ", to_string(t.dtype()), "; tg::cast it first");
+    const TensorShape s = detail::static_shape(t);
+    if (!s.has_rank() || s.rank() != 2 || (s.dims()[1] != None && s.dims()[1] != l.units))
+      op_error<InvalidArgumentError>(l.op, "layer '", l.name, "' expects ", what, " of shape (batch, ", l.units,
+                                     "), got ", s.to_string());
+    out.push_back(detail::ensure_same_dims(t, x, {0}, {0}, l.op, what, "the inputs",
+                                           detail::str_cat("layer '", l.name, "' expects initial states with ",
+                                                           "the inputs' batch size")));
+  }
+  return out;
+}
+
+// Keras's RNN loop (keras.backend.rnn without unroll): the step over the time axis of x
+// (batch, time, features), time-major inside, in one tg::for_range. With a mask, a masked row
+// keeps its states and repeats its previous output (zeros at first). Returns {output} or
+// {output, states...}.
+std::vector<Tensor> run_sequence(const SequenceLayer& l, const Tensor& x_in, const RecurrentCall& call,
+                                 const SequenceStep& step) {
+  const RecurrentOptions& o = l.options;
+  if (!x_in.defined()) op_error<ValueError>(l.op, "layer '", l.name, "' got an empty tg::Tensor as its input");
+  if (x_in.dtype() != o.dtype)
+    op_error<InvalidArgumentError>(l.op, "layer '", l.name, "' has dtype ", to_string(o.dtype),
+                                   " but the input has dtype ", to_string(x_in.dtype()), "; tg::cast the input first");
+  const TensorShape xs = detail::static_shape(x_in);
+  if (!xs.has_rank() || xs.rank() != 3 || (xs.dims()[2] != None && xs.dims()[2] != l.input_dim))
+    op_error<InvalidArgumentError>(l.op, "layer '", l.name, "' expects inputs of shape (batch, time, ", l.input_dim,
+                                   "), got ", xs.to_string());
+  if (xs.dims()[1] == 0)
+    op_error<InvalidArgumentError>(l.op, "layer '", l.name, "' expects at least one time step, got inputs of shape ",
+                                   xs.to_string());
+  const Tensor& x = x_in;
+  const bool masked = call.mask.defined();
+  const Tensor mask = masked ? checked_mask(l, call.mask, x) : Tensor();
+  std::vector<Tensor> carried = initial_states(l, call.initial_state, x);
+  const std::size_t n = carried.size();
+  if (masked) carried.push_back(zeros_like(carried[0]));  // the previous output
+
+  Tensor x_tm = transpose(x, {1, 0, 2});  // (time, batch, features): one gather per step
+  Tensor mask_tm = masked ? transpose(mask, {1, 0}) : Tensor();
+  if (o.go_backwards) {
+    x_tm = reverse(x_tm, {0});
+    if (masked) mask_tm = reverse(mask_tm, {0});
+  }
+  const Tensor steps = shape(x_tm)[0];
+
+  // One iteration: the step, then the mask's selection. {output, next carried}.
+  auto iteration = [&](const Tensor& i, const std::vector<Tensor>& c) {
+    const std::vector<Tensor> states(c.begin(), c.begin() + static_cast<std::ptrdiff_t>(n));
+    auto [out, next] = step(gather(x_tm, i), states);
+    if (masked) {
+      const Tensor keep = reshape(gather(mask_tm, i), {-1, 1});  // (batch, 1): broadcasts over units
+      for (std::size_t k = 0; k < n; ++k) next[k] = where(keep, next[k], states[k]);
+      out = where(keep, out, c[n]);
+      next.push_back(out);
+    }
+    return std::pair<Tensor, std::vector<Tensor>>{out, std::move(next)};
+  };
+
+  std::vector<Tensor> final_carried;
+  Tensor output;
+  if (o.return_sequences) {
+    // Step i's output is added into row i of a (time, batch, units) loop variable: TensorArray
+    // ops carry no gradient, tensor_scatter_nd_add does.
+    const Tensor st = shape(x_tm);
+    const Tensor sequence = zeros(stack({st[0], st[1], cast(constant(l.units), st.dtype())}), o.dtype);
+    auto [c, outputs] = for_range(steps, std::pair<std::vector<Tensor>, Tensor>{carried, sequence},
+                                  [&](const Tensor& i, const std::pair<std::vector<Tensor>, Tensor>& s) {
+                                    auto [out, next] = iteration(i, s.first);
+                                    return std::pair<std::vector<Tensor>, Tensor>{
+                                        std::move(next),
+                                        tensor_scatter_nd_add(s.second, reshape(i, {1, 1}), expand_dims(out, 0))};
+                                  });
+    final_carried = std::move(c);
+    output = transpose(outputs, {1, 0, 2});
+  } else {
+    final_carried = for_range(steps, carried, [&](const Tensor& i, const std::vector<Tensor>& s) {
+      return iteration(i, s).second;
+    });
+    output = masked ? final_carried[n] : final_carried[0];  // the output is h when nothing is masked
+  }
+  std::vector<Tensor> result{output};
+  if (o.return_state) result.insert(result.end(), final_carried.begin(), final_carried.begin() + static_cast<std::ptrdiff_t>(n));
+  return result;
+}
+
+}  // namespace
+
+LSTM::LSTM(int64_t input_dim, int64_t units, RecurrentOptions options)
+    : options_(layer_options(std::move(options), "LSTM", "lstm", input_dim, units)),
+      input_dim_(input_dim),
+      cell_(input_dim, units, options_.seed, options_.dtype, options_.name + "/lstm_cell") {}
+
+std::vector<Tensor> LSTM::operator()(const Tensor& x, const RecurrentCall& call) const {
+  const RecurrentWeights w = cell_.read_weights();  // before the loop: gradients reach the Variables
+  return run_sequence({"LSTM", options_.name, input_dim_, cell_.units(), 2, options_}, x, call,
+                      [&](const Tensor& xt, const std::vector<Tensor>& s) {
+                        auto [h, c] = cell_(xt, s[0], s[1], w);
+                        return std::pair<Tensor, std::vector<Tensor>>{h, {h, c}};
+                      });
+}
+
+GRU::GRU(int64_t input_dim, int64_t units, RecurrentOptions options)
+    : options_(layer_options(std::move(options), "GRU", "gru", input_dim, units)),
+      input_dim_(input_dim),
+      cell_(input_dim, units, options_.seed, options_.dtype, options_.name + "/gru_cell") {}
+
+std::vector<Tensor> GRU::operator()(const Tensor& x, const RecurrentCall& call) const {
+  const RecurrentWeights w = cell_.read_weights();
+  return run_sequence({"GRU", options_.name, input_dim_, cell_.units(), 1, options_}, x, call,
+                      [&](const Tensor& xt, const std::vector<Tensor>& s) {
+                        Tensor h = cell_(xt, s[0], w);
+                        return std::pair<Tensor, std::vector<Tensor>>{h, {h}};
+                      });
 }
 
 }  // namespace tg::nn
