@@ -9,6 +9,7 @@
 #include "tracegraph/export.h"
 #include "tracegraph/function.h"
 #include "tracegraph/graph.h"
+#include "tracegraph/indexed_slices.h"
 #include "tracegraph/gradient.h"
 #include "tracegraph/nn.h"
 #include "tracegraph/npy.h"

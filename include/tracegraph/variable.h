@@ -13,6 +13,7 @@ namespace tg {
 namespace detail {
 struct VariableState;
 }
+class IndexedSlices;
 
 /// Mutable state shared by every copy of the handle (tf.Variable).
 ///
@@ -37,6 +38,15 @@ class Variable {
   Tensor assign(const Tensor& value);
   Tensor assign_add(const Tensor& delta);
   Tensor assign_sub(const Tensor& delta);
+  /// Row updates (tf.Variable.scatter_add / scatter_sub / scatter_update): row indices[i] of the
+  /// Variable gets values[i] added, subtracted or written; no other row is touched, and traced
+  /// they are ordered stateful ops like assign. The slices' dtype and dense_shape must be the
+  /// Variable's (tg::InvalidArgumentError otherwise); an index outside [0, shape[0]) is a
+  /// tg::InvalidArgumentError when the op runs, and so are repeated indices in scatter_update
+  /// (TF leaves which of them wins undefined). Repeated indices add up in the other two.
+  Variable& scatter_add(const IndexedSlices& delta);
+  Variable& scatter_sub(const IndexedSlices& delta);
+  Variable& scatter_update(const IndexedSlices& rows);
   template <class S>
     requires detail::is_scalar_like_v<S>
   Tensor assign(const S& v) { return assign(constant(v, dtype())); }

@@ -6,11 +6,14 @@
 #include <algorithm>
 #include <string>
 #include <type_traits>
+#include <unordered_map>
 
 #include "core/check.h"
+#include "core/sink.h"
 #include "core/tensor_impl.h"
 #include "ops/broadcast.h"
 #include "ops/shape_value.h"
+#include "tracegraph/indexed_slices.h"
 #include "tracegraph/ops.h"
 
 namespace tg {
@@ -278,6 +281,71 @@ void kernel_boolean_mask(const std::vector<Tensor>& in, const OpAttrs& attrs, st
   });
 }
 
+// ---- deduplicate_slices(indices, values): repeated indices' rows summed ----
+
+std::vector<ValueType> infer_deduplicate_slices(const std::vector<ValueType>& in, const OpAttrs&) {
+  const char* op = "deduplicate_slices";
+  require_dtype(op, in[0], {DType::Int32, DType::Int64}, "indices");
+  require_dtype(op, in[1], {DType::Float32, DType::Float64}, "values");
+  if (in[0].shape.has_rank() && in[0].shape.rank() != 1)
+    op_error<InvalidArgumentError>(op, "indices must be a vector (rank 1), got shape ", in[0].shape.to_string(),
+                                   "; reshape them to (-1,)");
+  if (!in[1].shape.has_rank()) return {ValueType{in[0].dtype, TensorShape{None}}, ValueType{in[1].dtype, TensorShape::unknown_rank()}};
+  if (in[1].shape.rank() == 0)
+    op_error<InvalidArgumentError>(op, "values must have rank >= 1 (one row per index), got a scalar");
+  const int64_t rows_given = in[1].shape.none_aware().dims()[0];
+  const int64_t n = in[0].shape.has_rank() ? in[0].shape.none_aware().dims()[0] : None;
+  if (rows_given != None && n != None && rows_given != n)
+    op_error<InvalidArgumentError>(op, "values (shape ", in[1].shape.to_string(), ") must have one row per index (indices shape ",
+                                   in[0].shape.to_string(), ")");
+  std::vector<int64_t> rows = in[1].shape.none_aware().dims();
+  rows[0] = None;
+  return {ValueType{in[0].dtype, TensorShape{None}}, ValueType{in[1].dtype, TensorShape(rows)}};
+}
+template <class I>
+void deduplicate(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  const I* idx = data_of<I>(in[0]);
+  const int64_t n = in[0].impl()->shape.num_elements();
+  const auto& vd = dims_of(in[1]);
+  const int64_t row = product(vd, 1, vd.size());
+  std::unordered_map<I, int64_t> slot;  // index -> its position among the distinct ones
+  std::vector<int64_t> position(static_cast<std::size_t>(n));
+  std::vector<I> distinct;
+  for (int64_t j = 0; j < n; ++j) {
+    auto [it, fresh] = slot.emplace(idx[j], static_cast<int64_t>(distinct.size()));
+    if (fresh) distinct.push_back(idx[j]);
+    position[static_cast<std::size_t>(j)] = it->second;
+  }
+  const auto u = static_cast<int64_t>(distinct.size());
+  out[0] = allocate_tensor(in[0].impl()->dtype, TensorShape{u});
+  std::copy(distinct.begin(), distinct.end(), data_of<I>(out[0]));
+  std::vector<int64_t> dims = vd;
+  dims[0] = u;
+  out[1] = allocate_tensor(in[1].impl()->dtype, TensorShape(dims));
+  visit_dtype(in[1].impl()->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_floating_point_v<T>) {
+      const T* v = data_of<T>(in[1]);
+      T* y = data_of<T>(out[1]);
+      std::fill_n(y, u * row, T{});
+      for (int64_t j = 0; j < n; ++j) {  // in order of appearance, as unsorted_segment_sum adds
+        T* d = y + position[static_cast<std::size_t>(j)] * row;
+        const T* s = v + j * row;
+        for (int64_t k = 0; k < row; ++k) d[k] += s[k];
+      }
+    }
+  });
+}
+void kernel_deduplicate_slices(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
+  infer_deduplicate_slices({type_of(in[0]), type_of(in[1])}, attrs);
+  if (dims_of(in[1])[0] != in[0].impl()->shape.num_elements())
+    op_error<InvalidArgumentError>("deduplicate_slices", "values (shape ", in[1].impl()->shape.to_string(),
+                                   ") must have one row per index, and there are ", in[0].impl()->shape.num_elements(),
+                                   " indices");
+  if (in[0].impl()->dtype == DType::Int64) deduplicate<int64_t>(in, out);
+  else deduplicate<int32_t>(in, out);
+}
+
 // ---- gradient rules ----
 
 // gather_nd's adjoint: the slices of g added into zeros shaped like params (repeats add).
@@ -326,6 +394,7 @@ void register_nd_index_ops(OpDef* t) {
   set_op(t, OpId::TensorScatterNdAdd, &infer_tensor_scatter_nd_add, &kernel_tensor_scatter_nd_add);
   set_op(t, OpId::WhereIndices, &infer_where_indices, &kernel_where_indices);
   set_op(t, OpId::BooleanMask, &infer_boolean_mask, &kernel_boolean_mask);
+  set_op(t, OpId::DeduplicateSlices, &infer_deduplicate_slices, &kernel_deduplicate_slices);
   set_grad(t, OpId::GatherNd, &grad_gather_nd);
   set_grad(t, OpId::ScatterNd, &grad_scatter_nd);
   set_grad(t, OpId::TensorScatterNdAdd, &grad_tensor_scatter_nd_add);
@@ -360,6 +429,81 @@ Tensor where(const Tensor& condition) { return detail::apply_op1(detail::OpId::W
 
 Tensor boolean_mask(const Tensor& tensor, const Tensor& mask, int axis) {
   return detail::apply_op1(detail::OpId::BooleanMask, {tensor, mask}, detail::AxisAttrs{axis});
+}
+
+// ---- IndexedSlices and Gradient ----
+
+namespace {
+// TF warns when converting sparse slices to a dense tensor of at least this many elements.
+constexpr int64_t kLargeSparseElements = 100000000;
+}  // namespace
+
+IndexedSlices::IndexedSlices(Tensor indices, Tensor values, TensorShape dense_shape)
+    : indices_(std::move(indices)), values_(std::move(values)), dense_shape_(std::move(dense_shape)) {
+  const char* op = "IndexedSlices";
+  if (!indices_.defined() || !values_.defined())
+    detail::op_error<InvalidArgumentError>(op, "indices and values must be computed tensors, got an empty tg::Tensor");
+  if (indices_.dtype() != DType::Int32 && indices_.dtype() != DType::Int64)
+    detail::op_error<InvalidArgumentError>(op, "indices must be int32 or int64, got ", tg::to_string(indices_.dtype()));
+  if (!is_floating(values_.dtype()))
+    detail::op_error<InvalidArgumentError>(op, "values must be float32 or float64, got ", tg::to_string(values_.dtype()));
+  if (!dense_shape_.is_fully_defined() || dense_shape_.rank() == 0)
+    detail::op_error<InvalidArgumentError>(op, "dense_shape must be fully known with rank >= 1, got ",
+                                           dense_shape_.to_string());
+  const TensorShape is = detail::static_shape(indices_).none_aware();
+  const TensorShape vs = detail::static_shape(values_).none_aware();
+  if (!is.has_rank() || is.rank() != 1)
+    detail::op_error<InvalidArgumentError>(op, "indices must be a vector (rank 1), got shape ", is.to_string(),
+                                           "; reshape them to (-1,)");
+  std::vector<int64_t> want = dense_shape_.dims();
+  want[0] = is.dims()[0];
+  if (!vs.is_compatible_with(TensorShape(want)))
+    detail::op_error<InvalidArgumentError>(op, "values have shape ", vs.to_string(), " but ", is.to_string(),
+                                           " indices into a dense shape ", dense_shape_.to_string(), " need values of shape ",
+                                           TensorShape(want).to_string(), " (one row of dense_shape[1:] per index)");
+}
+
+Tensor IndexedSlices::to_dense() const {
+  const int64_t elements = dense_shape_.num_elements();
+  if (elements >= kLargeSparseElements)
+    detail::log_message(detail::str_cat("tracegraph warning: Converting sparse IndexedSlices to a dense Tensor with ",
+                                        elements, " elements. This may consume a large amount of memory."));
+  // scatter_nd adds the rows in index order onto zeros, as the gather's dense gradient does.
+  return scatter_nd(expand_dims(indices_, -1), values_, dense_shape_);
+}
+
+IndexedSlices IndexedSlices::deduplicated() const {
+  std::vector<Tensor> out = detail::apply_op(detail::OpId::DeduplicateSlices, {indices_, values_});
+  return IndexedSlices(std::move(out[0]), std::move(out[1]), dense_shape_);
+}
+
+std::string IndexedSlices::to_string() const {
+  return detail::str_cat("IndexedSlices(indices=", indices_.to_string(), ", values=", values_.to_string(),
+                         ", dense_shape=", dense_shape_.to_string(), ")");
+}
+
+Gradient::Gradient(IndexedSlices sparse) : sparse_(std::make_shared<const IndexedSlices>(std::move(sparse))) {}
+
+const Tensor& Gradient::dense() const {
+  if (sparse_)
+    throw TypeError("[Gradient.dense] this gradient is an IndexedSlices (the gradient of a gather or Embedding); "
+                    "read it with slices(), or convert it with to_dense()");
+  return dense_;
+}
+
+const IndexedSlices& Gradient::slices() const {
+  if (!sparse_)
+    throw TypeError("[Gradient.slices] this gradient is a dense tensor, not an IndexedSlices; read it with dense() "
+                    "(check is_sparse() first)");
+  return *sparse_;
+}
+
+Tensor Gradient::to_dense() const { return sparse_ ? sparse_->to_dense() : dense_; }
+
+DType Gradient::dtype() const {
+  if (!defined())
+    throw ValueError("[Gradient.dtype] the gradient is undefined (the target does not depend on its source)");
+  return sparse_ ? sparse_->dtype() : dense_.dtype();
 }
 
 }  // namespace tg

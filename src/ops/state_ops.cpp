@@ -5,13 +5,16 @@
 #include <iostream>
 #include <mutex>
 #include <type_traits>
+#include <unordered_set>
 
 #include "core/check.h"
 #include "core/sink.h"
 #include "core/tensor_impl.h"
+#include "ops/broadcast.h"
 #include "ops/op.h"
 #include "ops/variable_access.h"
 #include "ops/variable_creation.h"
+#include "tracegraph/indexed_slices.h"
 #include "tracegraph/ops.h"
 #include "tracegraph/variable.h"
 
@@ -130,6 +133,105 @@ void kernel_assign(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vec
     v.value = run_op_eager(op_def(kCombine), {v.value, in[0]}, OpAttrs{})[0];
   }
   out[0] = v.value;
+}
+
+// ---- scatter_add / scatter_sub / scatter_update on a Variable's rows ----
+
+enum class ScatterMode { kAdd, kSub, kUpdate };
+constexpr OpId scatter_op(ScatterMode m) {
+  return m == ScatterMode::kAdd ? OpId::ScatterAddVariable
+         : m == ScatterMode::kSub ? OpId::ScatterSubVariable
+                                  : OpId::ScatterUpdateVariable;
+}
+
+// indices.shape + the Variable's shape[1:]: the updates a scatter needs (unknown rank when the
+// indices' rank is).
+TensorShape scatter_updates_shape(const TensorShape& indices, const TensorShape& var) {
+  if (!indices.has_rank() || !var.has_rank()) return TensorShape::unknown_rank();
+  std::vector<int64_t> dims = indices.none_aware().dims();
+  const std::vector<int64_t> vd = var.none_aware().dims();
+  dims.insert(dims.end(), vd.begin() + 1, vd.end());
+  return TensorShape(dims);
+}
+
+template <ScatterMode kMode>
+std::vector<ValueType> infer_scatter(const std::vector<ValueType>& in, const OpAttrs& attrs) {
+  const char* op = op_def(scatter_op(kMode)).name;
+  const VariableState& v = declared_state(attrs);
+  require_dtype(op, in[0], {DType::Int32, DType::Int64}, "indices");
+  if (in[1].dtype != v.dtype)
+    op_error<InvalidArgumentError>(op, "variable '", v.name, "' has dtype ", to_string(v.dtype),
+                                   " but the updates have dtype ", to_string(in[1].dtype), "; tg::cast them first");
+  if (v.shape.has_rank() && v.shape.rank() == 0)
+    op_error<InvalidArgumentError>(op, "variable '", v.name, "' is a scalar and has no rows to update; use assign");
+  const TensorShape want = scatter_updates_shape(in[0].shape, v.shape);
+  if (!in[1].shape.is_compatible_with(want))
+    op_error<InvalidArgumentError>(op, "updates have shape ", in[1].shape.to_string(), " but indices of shape ",
+                                   in[0].shape.to_string(), " into variable '", v.name, "' (shape ", v.shape.to_string(),
+                                   ") need updates of shape ", want.to_string(), " (indices.shape + shape[1:])");
+  return {};
+}
+
+template <class I>
+void check_scatter_indices(const char* op, const Tensor& indices, int64_t rows, const VariableState& v, bool unique) {
+  const I* idx = data_of<I>(indices);
+  const int64_t n = indices.impl()->shape.num_elements();
+  std::unordered_set<I> seen;
+  for (int64_t j = 0; j < n; ++j) {
+    if (idx[j] < 0 || static_cast<int64_t>(idx[j]) >= rows)
+      op_error<InvalidArgumentError>(op, "indices[", j, "] = ", idx[j], " is not in [0, ", rows, "): variable '",
+                                     v.name, "' has shape ", v.shape.to_string(), "; indices must be >= 0 and < ", rows);
+    if (unique && !seen.insert(idx[j]).second)
+      op_error<InvalidArgumentError>(op, "index ", idx[j], " appears more than once (again at indices[", j,
+                                     "]); which of the rows would be written is undefined. Pass each index once "
+                                     "(IndexedSlices::deduplicated() sums repeated rows)");
+  }
+}
+
+template <ScatterMode kMode>
+void kernel_scatter(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>&) {
+  const char* op = op_def(scatter_op(kMode)).name;
+  VariableState& v = state_of(attrs);
+  infer_scatter<kMode>({ValueType{in[0].impl()->dtype, in[0].impl()->shape},
+                        ValueType{in[1].impl()->dtype, in[1].impl()->shape}}, attrs);
+  const std::vector<int64_t>& vd = v.shape.dims();
+  const int64_t rows = vd[0];
+  const int64_t row = product(vd, 1, vd.size());
+  if (in[0].impl()->dtype == DType::Int64)
+    check_scatter_indices<int64_t>(op, in[0], rows, v, kMode == ScatterMode::kUpdate);
+  else
+    check_scatter_indices<int32_t>(op, in[0], rows, v, kMode == ScatterMode::kUpdate);
+  const int64_t n = in[0].impl()->shape.num_elements();
+  std::lock_guard lock(v.mu);
+  if (!v.value.defined()) throw_uninitialized(v);
+  if (n == 0 || row == 0) return;
+  if (!sole_owner(v.value)) {
+    // Someone still holds the old value (a read, a tape): it must not change under them, so the
+    // update goes to a copy; otherwise only the named rows are written, where they lie.
+    Tensor copy = allocate_tensor(v.dtype, v.shape);
+    copy_elements(v.value, copy);
+    v.value = std::move(copy);
+  }
+  visit_dtype(v.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_floating_point_v<T> || (std::is_integral_v<T> && !std::is_same_v<T, bool>)) {
+      T* y = data_of<T>(v.value);
+      const T* u = data_of<T>(in[1]);
+      const auto* i32 = data_of<int32_t>(in[0]);
+      const auto* i64 = data_of<int64_t>(in[0]);
+      const bool wide = in[0].impl()->dtype == DType::Int64;
+      for (int64_t j = 0; j < n; ++j) {
+        const int64_t i = wide ? i64[j] : static_cast<int64_t>(i32[j]);
+        T* d = y + i * row;
+        const T* s = u + j * row;
+        for (int64_t k = 0; k < row; ++k) {
+          if constexpr (kMode == ScatterMode::kAdd) d[k] += s[k];
+          else if constexpr (kMode == ScatterMode::kSub) d[k] -= s[k];
+          else d[k] = s[k];
+        }
+      }
+    }
+  });
 }
 
 std::vector<ValueType> infer_print(const std::vector<ValueType>& in, const OpAttrs& op_attrs) {
@@ -289,6 +391,27 @@ std::vector<Tensor> replay_assign_update(ReplayContext& r, const std::vector<Ten
   r.write(v, updated);
   return {std::move(updated)};
 }
+// A replay's scatter: the Variable's replay value with the rows changed, through public ops so
+// that gradients flow to the updates and to the untouched rows.
+template <ScatterMode kMode>
+std::vector<Tensor> replay_scatter(ReplayContext& r, const std::vector<Tensor>& in, const OpAttrs& attrs) {
+  const std::shared_ptr<VariableState>& v = attrs.get<VariableAttrs>().variable;
+  const Tensor old = r.read(v);
+  const Tensor at = expand_dims(in[0], -1);
+  Tensor updated;
+  if constexpr (kMode == ScatterMode::kAdd) {
+    updated = tensor_scatter_nd_add(old, at, in[1]);
+  } else if constexpr (kMode == ScatterMode::kSub) {
+    updated = tensor_scatter_nd_add(old, at, neg(in[1]));
+  } else {
+    // The indices are distinct (the forward call checked them): the named rows take the updates
+    // exactly, the others keep their values.
+    const Tensor written = scatter_nd(at, ones_like(in[1]), tg::shape(old));
+    updated = where(greater(written, zeros_like(written)), scatter_nd(at, in[1], tg::shape(old)), old);
+  }
+  r.write(v, updated);
+  return {};
+}
 }  // namespace
 
 void register_state_ops(OpDef* t) {
@@ -302,6 +425,12 @@ void register_state_ops(OpDef* t) {
   set_op(t, OpId::AssignSubVariable, &infer_assign<static_cast<int>(OpId::AssignSubVariable)>,
       &kernel_assign<OpId::Sub>);
   set_op(t, OpId::InitializeVariable, &infer_initialize, &kernel_initialize);
+  set_op(t, OpId::ScatterAddVariable, &infer_scatter<ScatterMode::kAdd>, &kernel_scatter<ScatterMode::kAdd>);
+  set_op(t, OpId::ScatterSubVariable, &infer_scatter<ScatterMode::kSub>, &kernel_scatter<ScatterMode::kSub>);
+  set_op(t, OpId::ScatterUpdateVariable, &infer_scatter<ScatterMode::kUpdate>, &kernel_scatter<ScatterMode::kUpdate>);
+  set_replay(t, OpId::ScatterAddVariable, &replay_scatter<ScatterMode::kAdd>);
+  set_replay(t, OpId::ScatterSubVariable, &replay_scatter<ScatterMode::kSub>);
+  set_replay(t, OpId::ScatterUpdateVariable, &replay_scatter<ScatterMode::kUpdate>);
   set_replay(t, OpId::Print, &replay_nothing);
   set_replay(t, OpId::ReadVariable, &replay_read);
   set_replay(t, OpId::AssignVariable, &replay_assign);
@@ -418,6 +547,22 @@ Tensor Variable::assign_add(const Tensor& delta) {
 }
 Tensor Variable::assign_sub(const Tensor& delta) {
   return detail::apply_op1(detail::OpId::AssignSubVariable, {delta}, variable_attrs(state_));
+}
+namespace {
+Variable& scatter_rows(Variable& v, const IndexedSlices& slices, detail::OpId id) {
+  const char* op = detail::op_def(id).name;
+  if (!(slices.dense_shape() == v.shape().none_aware()))
+    detail::op_error<InvalidArgumentError>(op, "the slices' dense_shape ", slices.dense_shape().to_string(),
+                                           " is not the shape of variable '", v.name(), "' ", v.shape().to_string());
+  detail::apply_op(id, {slices.indices(), slices.values()}, variable_attrs(v.state()));
+  return v;
+}
+}  // namespace
+
+Variable& Variable::scatter_add(const IndexedSlices& delta) { return scatter_rows(*this, delta, detail::OpId::ScatterAddVariable); }
+Variable& Variable::scatter_sub(const IndexedSlices& delta) { return scatter_rows(*this, delta, detail::OpId::ScatterSubVariable); }
+Variable& Variable::scatter_update(const IndexedSlices& rows) {
+  return scatter_rows(*this, rows, detail::OpId::ScatterUpdateVariable);
 }
 DType Variable::dtype() const { return state_->dtype; }
 TensorShape Variable::shape() const { return state_->shape; }

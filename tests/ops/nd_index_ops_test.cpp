@@ -29,6 +29,12 @@ Fn mask_fn(int axis = 0) {
   return [axis](const std::vector<Tensor>& in) { return boolean_mask(in[0], in[1], axis); };
 }
 
+Fn dedup_fn(std::size_t output) {
+  return [output](const std::vector<Tensor>& in) {
+    return detail::apply_op(detail::OpId::DeduplicateSlices, {in[0], in[1]})[output];
+  };
+}
+
 TG_OP_CASES(nd_index_ops) {
   const Tensor ab = constant({{"a", "b"}, {"c", "d"}});
   const Tensor p3 = constant({{{1.f, 2.f}, {3.f, 4.f}}, {{5.f, 6.f}, {7.f, 8.f}}});
@@ -82,6 +88,14 @@ TG_OP_CASES(nd_index_ops) {
        {cast(p3, float64), constant({true, false})}, constant({{{1.0}, {3.0}}, {{5.0}, {7.0}}}, float64)},
       {"boolean_mask", "nothing kept", mask_fn(), {constant({1, 2}), constant({false, false})},
        empty<int32_t>({0}, int32)},
+      // deduplicate_slices: repeated indices' rows summed, in order of first appearance
+      {"deduplicate_slices", "summed rows", dedup_fn(1),
+       {constant({3, 1, 3, 0}), constant({{1.f, 2.f}, {3.f, 4.f}, {5.f, 6.f}, {7.f, 8.f}})},
+       constant({{6.f, 8.f}, {3.f, 4.f}, {7.f, 8.f}})},
+      {"deduplicate_slices", "the distinct indices, int64, float64 values", dedup_fn(0),
+       {constant({5, 5, 2}, int64), constant({1.0, 2.0, 3.0}, float64)}, constant({5, 2}, int64)},
+      {"deduplicate_slices", "no indices", dedup_fn(1), {empty<int32_t>({0}, int32), empty<float>({0, 3}, float32)},
+       empty<float>({0, 3}, float32)},
   };
 }
 

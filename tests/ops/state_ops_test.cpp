@@ -3,6 +3,7 @@
 #include <cstring>
 #include <optional>
 
+#include "ops/op.h"
 #include "ops/optimizer_updates.h"
 #include "support/op_case.h"
 #include "support/test_util.h"
@@ -35,6 +36,17 @@ TG_OP_CASES(state_ops) {
   adam_expected_twice.insert(adam_expected_twice.end(), adam_expected.begin(), adam_expected.end());
   auto descend_two = std::make_shared<std::vector<Variable>>(
       std::vector<Variable>{Variable(constant({0.0f, 0.0f, 0.0f})), Variable(constant({0.0f, 0.0f, 0.0f}))});
+  // The row updates, through the op (the cases' traces with unknown ranks pass no IndexedSlices).
+  auto rows = std::make_shared<std::vector<Variable>>(std::vector<Variable>{
+      Variable(zeros({3, 2})), Variable(zeros({3, 2}, float64)), Variable(zeros({3, 2}))});
+  auto scatter_case = [rows](std::size_t k, detail::OpId op) {
+    return [rows, k, op](const std::vector<Tensor>& in) {
+      Variable& v = (*rows)[k];
+      v.assign(cast(constant({{1.0f, 2.0f}, {3.0f, 4.0f}, {5.0f, 6.0f}}), v.dtype()));
+      detail::apply_op(op, {in[0], in[1]}, detail::VariableAttrs{v.state()});
+      return v.read_value();
+    };
+  };
   auto adam_two = std::make_shared<std::vector<Variable>>();
   for (int k = 0; k < 6; ++k) adam_two->emplace_back(constant({0.0f, 0.0f}));
   return {
@@ -97,6 +109,18 @@ TG_OP_CASES(state_ops) {
          return stack(values);
        }, {constant({0.5f, -1.0f}), constant(0.01f), constant(0.9f), constant(0.999f), constant(1e-7f)},
        cast(constant(adam_expected_twice, TensorShape({6, 2}), float64), float32), 1e-5},
+      {"scatter_add_variable", "reset, add rows (a repeated index adds twice)",
+       scatter_case(0, detail::OpId::ScatterAddVariable),
+       {constant({2, 0, 2}), constant({{1.0f, 1.0f}, {10.0f, 10.0f}, {0.5f, 0.5f}})},
+       constant({{11.0f, 12.0f}, {3.0f, 4.0f}, {6.5f, 7.5f}})},
+      {"scatter_sub_variable", "reset, subtract rows, float64, int64 indices",
+       scatter_case(1, detail::OpId::ScatterSubVariable),
+       {constant({1}, int64), constant({{1.0, -1.0}}, float64)},
+       constant({{1.0, 2.0}, {2.0, 5.0}, {5.0, 6.0}}, float64)},
+      {"scatter_update_variable", "reset, write rows",
+       scatter_case(2, detail::OpId::ScatterUpdateVariable),
+       {constant({2, 0}), constant({{7.0f, 8.0f}, {9.0f, 0.0f}})},
+       constant({{9.0f, 0.0f}, {3.0f, 4.0f}, {7.0f, 8.0f}})},
       // The printed text is checked in tests/trace/state_test.cpp; op_cases_test silences it.
       {"print", "passes values through", [](const std::vector<Tensor>& in) {
          print("x =", in[0]);
