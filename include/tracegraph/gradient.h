@@ -7,6 +7,7 @@
 #include <variant>
 #include <vector>
 
+#include "tracegraph/indexed_slices.h"
 #include "tracegraph/tensor.h"
 #include "tracegraph/variable.h"
 
@@ -90,6 +91,24 @@ class GradientTape {
                   UnconnectedGradients unconnected = UnconnectedGradients::kZero) {
     return gradient(target, std::vector<S>{source}, unconnected)[0];
   }
+
+  /// gradient() as TensorFlow returns it for gathered sources: a source whose every use on this
+  /// tape is a tg::gather along axis 0 of its full value (an nn::Embedding's table, a
+  /// Variable's rows) gets a tg::IndexedSlices - the gathered rows' gradients, one per index,
+  /// repeated indices kept - instead of a dense tensor as large as the source. Several gathers
+  /// give their slices concatenated; a source also used densely gets the dense sum. Every
+  /// other gradient is the dense tensor gradient() gives. The optimizers' apply_gradients and
+  /// the clipping functions take the result as it is; Gradient::to_dense() converts one.
+  /// The gathers must be recorded by this tape itself: a call of a traced tg::function under an
+  /// eager tape differentiates as one dense op.
+  ///   std::vector<tg::Gradient> g = tape.sparse_gradient(loss, {embedding.embeddings(), w});
+  ///   optimizer.apply_gradients(g, {embedding.embeddings(), w});
+  std::vector<Gradient> sparse_gradient(const Tensor& target, std::initializer_list<GradientSource> sources,
+                                        UnconnectedGradients unconnected = UnconnectedGradients::kZero);
+  std::vector<Gradient> sparse_gradient(const Tensor& target, const std::vector<Tensor>& sources,
+                                        UnconnectedGradients unconnected = UnconnectedGradients::kZero);
+  std::vector<Gradient> sparse_gradient(const Tensor& target, const std::vector<Variable>& sources,
+                                        UnconnectedGradients unconnected = UnconnectedGradients::kZero);
 
   /// Stops / resumes recording (tf.GradientTape.stop_recording as two calls).
   void stop_recording();

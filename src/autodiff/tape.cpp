@@ -18,6 +18,7 @@
 #include "trace/concrete.h"
 #include "tracegraph/function.h"
 #include "tracegraph/gradient.h"
+#include "tracegraph/indexed_slices.h"
 #include "tracegraph/ops.h"
 
 namespace tg {
@@ -156,10 +157,28 @@ void check_no_variable_read_in_control_flow(const TapeState& tape, const std::ve
           "w_value inside: gradients flow through captured tensors"));
 }
 
+// The gradient of a gather along axis 0 with respect to its params as TF gives it: the rows of
+// the incoming gradient, one per index (repeated indices kept). None when params' shape is not
+// fully known while tracing (the dense shape an IndexedSlices needs): the dense rule then applies.
+std::optional<IndexedSlices> gather_slices(const TapeEntry& entry, const Tensor& out_grad) {
+  const TensorShape& params = static_shape(entry.inputs[0]);
+  if (!params.is_fully_defined() || params.rank() == 0) return std::nullopt;
+  int64_t axis = entry.attrs.get<AxisAttrs>().axis;
+  if (axis < 0) axis += params.rank();
+  if (axis != 0) return std::nullopt;
+  std::vector<int64_t> rows = params.dims();
+  rows[0] = -1;
+  return IndexedSlices(reshape(entry.inputs[1], {-1}), reshape(out_grad, rows), params);
+}
+
 // The walk itself: `keys` lists, per source, the tensors that stand for it.
+// With `sparse_out`, a source gathered along axis 0 gets its gradient from that gather as
+// IndexedSlices (TF's gather gradient), one list per source in `*sparse_out`; the dense part of
+// each source's gradient is the result as before.
 std::vector<Tensor> walk_back(TapeState& tape, const std::vector<Tensor>& targets,
                               const std::vector<Tensor>& target_grads,
-                              const std::vector<std::vector<const TensorImpl*>>& keys) {
+                              const std::vector<std::vector<const TensorImpl*>>& keys,
+                              std::vector<std::vector<IndexedSlices>>* sparse_out = nullptr) {
   // Forward sweep: only entries downstream of a source matter. The walk covers the entries
   // recorded so far; a recording persistent tape appends its own backward ops behind them.
   const std::size_t recorded = tape.entries.size();
@@ -175,6 +194,11 @@ std::vector<Tensor> walk_back(TapeState& tape, const std::vector<Tensor>& target
     for (const Tensor& o : entry.outputs) reach.insert(o.impl().get());
   }
   std::unordered_map<const TensorImpl*, Tensor> grads;
+  // Sparse gradients of sources (sparse_out only), kept apart until a dense one is needed.
+  std::unordered_map<const TensorImpl*, std::vector<IndexedSlices>> sparse;
+  std::unordered_set<const TensorImpl*> sources;
+  if (sparse_out)
+    for (const auto& k : keys) sources.insert(k.begin(), k.end());
   for (std::size_t i = 0; i < targets.size(); ++i) {
     const TensorImpl* k = targets[i].impl().get();
     if (reach.count(k)) grads[k] = accumulate(grads[k], target_grads[i]);
@@ -187,12 +211,25 @@ std::vector<Tensor> walk_back(TapeState& tape, const std::vector<Tensor>& target
     std::vector<bool> reached;
     out_grads.reserve(entry.outputs.size());
     for (const Tensor& o : entry.outputs) {
+      // A source that an earlier op made (a watched intermediate): its sparse gradients join
+      // the dense one that flows on to that op.
+      if (auto s = sparse.find(o.impl().get()); s != sparse.end()) {
+        Tensor& g = grads[o.impl().get()];
+        for (const IndexedSlices& slices : s->second) g = accumulate(g, slices.to_dense());
+        sparse.erase(s);
+      }
       auto it = grads.find(o.impl().get());
       any |= it != grads.end();
       reached.push_back(it != grads.end());
       out_grads.push_back(it != grads.end() ? it->second : zeros_like(o));
     }
     if (!any) continue;
+    if (sparse_out && !entry.custom && entry.op == OpId::Gather && sources.count(entry.inputs[0].impl().get())) {
+      if (std::optional<IndexedSlices> slices = gather_slices(entry, out_grads[0])) {
+        sparse[entry.inputs[0].impl().get()].push_back(std::move(*slices));
+        continue;
+      }
+    }
     std::vector<Tensor> in_grads;
     if (entry.custom) {
       in_grads = entry.custom(out_grads);
@@ -222,13 +259,16 @@ std::vector<Tensor> walk_back(TapeState& tape, const std::vector<Tensor>& target
   result.reserve(keys.size());
   for (const auto& group : keys) {
     Tensor sum;
+    std::vector<IndexedSlices> parts;
     std::unordered_set<const TensorImpl*> seen;  // eager reads of one variable share a handle
     for (const TensorImpl* k : group) {
       if (!seen.insert(k).second) continue;
       auto it = grads.find(k);
       if (it != grads.end()) sum = accumulate(sum, it->second);
+      if (auto s = sparse.find(k); s != sparse.end()) parts.insert(parts.end(), s->second.begin(), s->second.end());
     }
     result.push_back(sum);
+    if (sparse_out) sparse_out->push_back(std::move(parts));
   }
   return result;
 }
@@ -529,12 +569,9 @@ int64_t backward_tracing_count(const ConcreteImpl& cf) {
 
 // ---- the public tape -------------------------------------------------------------------------
 
-std::vector<Tensor> tape_gradient(GradientTape& tape, const std::vector<Tensor>& targets,
-                                  const std::vector<Tensor>& target_grads,
-                                  const std::vector<Tensor>& sources) {
-  TapeState& s = *tape.state_;
-  std::optional<TapeRecordingScope> pause;
-  if (!s.persistent) pause.emplace(s, false);
+namespace {
+// Per source, the tensors that stand for it on the tape.
+std::vector<std::vector<const TensorImpl*>> source_keys(const TapeState& s, const std::vector<Tensor>& sources) {
   std::vector<std::vector<const TensorImpl*>> keys;
   for (const Tensor& src : sources) {
     // A tensor the tape never tracked - neither watched nor made by a recorded op - has no
@@ -547,8 +584,58 @@ std::vector<Tensor> tape_gradient(GradientTape& tape, const std::vector<Tensor>&
           if (var2 == var) group.push_back(read2.impl().get());
     keys.push_back(std::move(group));
   }
+  return keys;
+}
+
+// Several sparse gradients of one source: their indices and values concatenated (TF's sum of
+// IndexedSlices), the indices widened to int64 when their dtypes differ.
+IndexedSlices concat_slices(const std::vector<IndexedSlices>& parts) {
+  if (parts.size() == 1) return parts[0];
+  bool mixed = false;
+  for (const IndexedSlices& p : parts) mixed |= p.indices().dtype() != parts[0].indices().dtype();
+  std::vector<Tensor> indices, values;
+  for (const IndexedSlices& p : parts) {
+    indices.push_back(mixed ? cast(p.indices(), int64) : p.indices());
+    values.push_back(p.values());
+  }
+  return IndexedSlices(concat(indices, 0), concat(values, 0), parts[0].dense_shape());
+}
+}  // namespace
+
+std::vector<Tensor> tape_gradient(GradientTape& tape, const std::vector<Tensor>& targets,
+                                  const std::vector<Tensor>& target_grads,
+                                  const std::vector<Tensor>& sources) {
+  TapeState& s = *tape.state_;
+  std::optional<TapeRecordingScope> pause;
+  if (!s.persistent) pause.emplace(s, false);
+  const auto keys = source_keys(s, sources);
   check_no_variable_read_in_control_flow(s, targets, keys);
   return walk_back(s, targets, target_grads, keys);
+}
+
+// gradient() with TF's sparse gradients kept (GradientTape::sparse_gradient): a source with only
+// sparse parts gets them concatenated; one with a dense part too gets the dense sum.
+std::vector<Gradient> tape_sparse_gradient(TapeState& s, const Tensor& target, const std::vector<Tensor>& sources) {
+  std::optional<TapeRecordingScope> pause;
+  if (!s.persistent) pause.emplace(s, false);
+  const auto keys = source_keys(s, sources);
+  check_no_variable_read_in_control_flow(s, {target}, keys);
+  std::vector<std::vector<IndexedSlices>> sparse;
+  std::vector<Tensor> dense = walk_back(s, {target}, {ones_like(target)}, keys, &sparse);
+  std::vector<Gradient> out;
+  out.reserve(dense.size());
+  for (std::size_t i = 0; i < dense.size(); ++i) {
+    if (sparse[i].empty()) {
+      out.emplace_back(dense[i]);
+    } else if (!dense[i].defined()) {
+      out.emplace_back(concat_slices(sparse[i]));
+    } else {
+      Tensor sum = dense[i];
+      for (const IndexedSlices& slices : sparse[i]) sum = add(sum, slices.to_dense());
+      out.emplace_back(sum);
+    }
+  }
+  return out;
 }
 
 }  // namespace detail
@@ -564,6 +651,24 @@ void check_floating(const char* what, const Tensor& t, const std::string& which)
         "[GradientTape.", what, "] ", which, " must be floating-point (float32 or float64) to take "
         "gradients, but it is ", to_string(t.dtype()), ". Cast it with tg::cast(x, tg::float32) "
         "before the computation you differentiate"));
+}
+
+void check_usable(const detail::TapeState& state) {
+  if (state.spent)
+    throw ValueError(
+        "[GradientTape.gradient] this non-persistent GradientTape already computed its "
+        "gradients; a non-persistent tape allows one gradient() call. Create it as "
+        "tg::GradientTape(/*persistent=*/true) to call gradient() several times, or use a new tape");
+}
+
+// A non-persistent tape is done after its one gradient computation.
+void spend(detail::TapeState& state) {
+  if (state.persistent) return;
+  state.spent = true;
+  state.set_recording(false);
+  state.entries.clear();
+  state.tracked.clear();
+  state.variable_reads.clear();
 }
 
 }  // namespace
@@ -600,25 +705,28 @@ void GradientTape::watch(const Variable& v) {
 
 std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vector<Tensor>& sources,
                                            UnconnectedGradients unconnected) {
-  if (state_->spent)
-    throw ValueError(
-        "[GradientTape.gradient] this non-persistent GradientTape already computed its "
-        "gradients; a non-persistent tape allows one gradient() call. Create it as "
-        "tg::GradientTape(/*persistent=*/true) to call gradient() several times, or use a new tape");
+  check_usable(*state_);
   check_floating("gradient", target, "the target");
   for (std::size_t i = 0; i < sources.size(); ++i)
     check_floating("gradient", sources[i], "source " + std::to_string(i));
   std::vector<Tensor> grads = detail::tape_gradient(*this, {target}, {ones_like(target)}, sources);
-  if (!state_->persistent) {
-    state_->spent = true;
-    state_->set_recording(false);
-    state_->entries.clear();
-    state_->tracked.clear();
-    state_->variable_reads.clear();
-  }
+  spend(*state_);
   for (std::size_t i = 0; i < grads.size(); ++i)
     if (!grads[i].defined() && unconnected == UnconnectedGradients::kZero)
       grads[i] = zeros_like(sources[i]);
+  return grads;
+}
+
+std::vector<Gradient> GradientTape::sparse_gradient(const Tensor& target, const std::vector<Tensor>& sources,
+                                                    UnconnectedGradients unconnected) {
+  check_usable(*state_);
+  check_floating("sparse_gradient", target, "the target");
+  for (std::size_t i = 0; i < sources.size(); ++i)
+    check_floating("sparse_gradient", sources[i], "source " + std::to_string(i));
+  std::vector<Gradient> grads = detail::tape_sparse_gradient(*state_, target, sources);
+  spend(*state_);
+  for (std::size_t i = 0; i < grads.size(); ++i)
+    if (!grads[i].defined() && unconnected == UnconnectedGradients::kZero) grads[i] = zeros_like(sources[i]);
   return grads;
 }
 
@@ -657,6 +765,26 @@ std::vector<Tensor> GradientTape::gradient(const Tensor& target,
     else tensors.push_back(std::get<Tensor>(s.get()));
   }
   return gradient(target, tensors, unconnected);
+}
+
+std::vector<Gradient> GradientTape::sparse_gradient(const Tensor& target, const std::vector<Variable>& sources,
+                                                    UnconnectedGradients unconnected) {
+  std::vector<Tensor> reads;
+  reads.reserve(sources.size());
+  for (const Variable& v : sources) reads.push_back(read_standing_for(*state_, v));
+  return sparse_gradient(target, reads, unconnected);
+}
+
+std::vector<Gradient> GradientTape::sparse_gradient(const Tensor& target,
+                                                    std::initializer_list<GradientSource> sources,
+                                                    UnconnectedGradients unconnected) {
+  std::vector<Tensor> tensors;
+  tensors.reserve(sources.size());
+  for (const GradientSource& s : sources) {
+    if (const Variable* v = std::get_if<Variable>(&s.get())) tensors.push_back(read_standing_for(*state_, *v));
+    else tensors.push_back(std::get<Tensor>(s.get()));
+  }
+  return sparse_gradient(target, tensors, unconnected);
 }
 
 void GradientTape::stop_recording() { state_->set_recording(false); }
