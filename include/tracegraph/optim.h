@@ -1,6 +1,7 @@
 // Optimizers (tf.keras.optimizers.SGD / Adam): apply gradients to Variables, eagerly or inside a
 // traced tg::function.
 #pragma once
+#include <concepts>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -9,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "tracegraph/indexed_slices.h"
 #include "tracegraph/tensor.h"
 #include "tracegraph/variable.h"
 
@@ -98,6 +100,18 @@ class Optimizer {
   void apply_gradients(const std::vector<Tensor>& grads, const std::vector<Variable>& variables);
   /// The same with (gradient, variable) pairs, as TF's apply_gradients(zip(grads, vars)).
   void apply_gradients(const std::vector<std::pair<Tensor, Variable>>& grads_and_vars);
+  /// The same with GradientTape::sparse_gradient's list, where a gradient may be a
+  /// tg::IndexedSlices (its dense_shape must be the variable's shape and its dtype the
+  /// variable's). As Keras does, the slices are first deduplicated (IndexedSlices::deduplicated)
+  /// and then applied with the optimizer's sparse rule: SGD without momentum writes only the
+  /// named rows, SGD with momentum and Adam update their slots and variable as Keras's sparse
+  /// update_step does (see each class), and the others (AdamW, RMSprop) apply the dense gradient.
+  /// A template only so that a brace list of tensors still selects the overload above.
+  template <class G>
+    requires std::same_as<G, Gradient>
+  void apply_gradients(const std::vector<G>& grads, const std::vector<Variable>& variables) {
+    apply_gradient_list(grads, variables);
+  }
 
   /// The number of apply_gradients calls run so far (an eager read of the step counter).
   int64_t iterations() const;
@@ -140,10 +154,15 @@ class Optimizer {
   /// slots (in slot_names() order).
   virtual void update(const Tensor& grad, Variable& var, std::vector<Variable>& slots,
                       const StepValues& step) = 0;
+  /// The same for a sparse gradient, its indices distinct (deduplicated). By default it applies
+  /// the dense gradient with update().
+  virtual void update_sparse(const IndexedSlices& grad, Variable& var, std::vector<Variable>& slots,
+                             const StepValues& step);
   /// Throws tg::ValueError "[<name>] <what> must be ..." unless lo <= value <= hi (finite).
   void check_hyper(const char* what, double value, double lo, double hi, bool hi_open) const;
 
  private:
+  void apply_gradient_list(const std::vector<Gradient>& grads, const std::vector<Variable>& variables);
   void ensure_slots(const std::vector<const Variable*>& vars);
   /// The float64 learning rate of the step whose counter (steps taken) is `counter`.
   Tensor current_learning_rate(const Tensor& counter) const;
@@ -169,6 +188,10 @@ struct SGDOptions {
 ///   velocity = momentum * velocity - lr * g
 ///   var += velocity                          (nesterov: var += momentum * velocity - lr * g)
 /// With momentum 0 it is var -= lr * g and creates no slots besides the step counter.
+/// A sparse gradient (rows g_i at distinct indices i), as Keras's sparse update_step:
+///   momentum 0:  var[i] -= lr * g_i                    (no other row is written)
+///   else:        velocity = momentum * velocity;  velocity[i] -= lr * g_i
+///                var += velocity      (nesterov: var[i] -= lr * g_i; var += momentum * velocity)
 class SGD : public Optimizer {
  public:
   explicit SGD(SGDOptions options = {});
@@ -180,6 +203,8 @@ class SGD : public Optimizer {
  protected:
   void update(const Tensor& grad, Variable& var, std::vector<Variable>& slots,
               const StepValues& step) override;
+  void update_sparse(const IndexedSlices& grad, Variable& var, std::vector<Variable>& slots,
+                     const StepValues& step) override;
 
  private:
   SGDOptions options_;
@@ -195,6 +220,11 @@ struct AdamOptions {
 /// Adam (Kingma & Ba) with Keras' bias correction; t = iterations() + 1:
 ///   m += (g - m) * (1 - beta1);   v += (g^2 - v) * (1 - beta2)
 ///   var -= lr * sqrt(1 - beta2^t) / (1 - beta1^t) * m / (sqrt(v) + epsilon)
+/// A sparse gradient (rows g_i at distinct indices i), as Keras's sparse update_step (the
+/// moments decay everywhere, so every row of var moves):
+///   m -= m * (1 - beta1);  m[i] += g_i * (1 - beta1)
+///   v -= v * (1 - beta2);  v[i] += g_i^2 * (1 - beta2)
+///   var -= (m * alpha) / (sqrt(v) + epsilon),  alpha = lr * sqrt(1 - beta2^t) / (1 - beta1^t)
 class Adam : public Optimizer {
  public:
   explicit Adam(AdamOptions options = {});
@@ -207,6 +237,8 @@ class Adam : public Optimizer {
   Adam(std::string name, AdamOptions options);  // for AdamW
   void update(const Tensor& grad, Variable& var, std::vector<Variable>& slots,
               const StepValues& step) override;
+  void update_sparse(const IndexedSlices& grad, Variable& var, std::vector<Variable>& slots,
+                     const StepValues& step) override;
 
  private:
   AdamOptions options_;
@@ -236,6 +268,9 @@ class AdamW : public Adam {
  protected:
   void update(const Tensor& grad, Variable& var, std::vector<Variable>& slots,
               const StepValues& step) override;
+  /// The dense gradient through update(): Adam's sparse rule would skip the decay.
+  void update_sparse(const IndexedSlices& grad, Variable& var, std::vector<Variable>& slots,
+                     const StepValues& step) override;
 
  private:
   double weight_decay_;
@@ -294,5 +329,22 @@ Tensor global_norm(const std::vector<Tensor>& grads);
 /// value NaN, as in TF, so a bad step is visible rather than silently scaled to zero.
 /// tg::ValueError unless clip_norm > 0 is finite.
 std::pair<std::vector<Tensor>, Tensor> clip_by_global_norm(const std::vector<Tensor>& grads, double clip_norm);
+
+/// The same over GradientTape::sparse_gradient's list, as TF: an IndexedSlices counts with its
+/// values (repeated indices each counted) and is clipped by scaling its values, staying sparse.
+/// Templates only so that a brace list of tensors still selects the overloads above.
+Tensor global_norm_of_gradients(const std::vector<Gradient>& grads);
+std::pair<std::vector<Gradient>, Tensor> clip_gradients_by_global_norm(const std::vector<Gradient>& grads,
+                                                                       double clip_norm);
+template <class G>
+  requires std::same_as<G, Gradient>
+Tensor global_norm(const std::vector<G>& grads) {
+  return global_norm_of_gradients(grads);
+}
+template <class G>
+  requires std::same_as<G, Gradient>
+std::pair<std::vector<Gradient>, Tensor> clip_by_global_norm(const std::vector<G>& grads, double clip_norm) {
+  return clip_gradients_by_global_norm(grads, clip_norm);
+}
 
 }  // namespace tg::optim

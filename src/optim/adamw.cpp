@@ -26,4 +26,9 @@ void AdamW::update(const Tensor& grad, Variable& var, std::vector<Variable>& slo
   Adam::update(grad, var, slots, step);
 }
 
+void AdamW::update_sparse(const IndexedSlices& grad, Variable& var, std::vector<Variable>& slots,
+                          const StepValues& step) {
+  update(grad.to_dense(), var, slots, step);
+}
+
 }  // namespace tg::optim

@@ -69,4 +69,32 @@ std::pair<std::vector<Tensor>, Tensor> clip_by_global_norm(const std::vector<Ten
   return {std::move(out), norm};
 }
 
+namespace {
+// What a gradient counts with in a global norm: its values when it is sparse, as TF's global_norm.
+std::vector<Tensor> norm_parts(const std::vector<Gradient>& grads) {
+  std::vector<Tensor> parts;
+  parts.reserve(grads.size());
+  for (const Gradient& g : grads) parts.push_back(!g.defined() ? Tensor() : g.is_sparse() ? g.slices().values() : g.dense());
+  return parts;
+}
+}  // namespace
+
+Tensor global_norm_of_gradients(const std::vector<Gradient>& grads) { return global_norm(norm_parts(grads)); }
+
+std::pair<std::vector<Gradient>, Tensor> clip_gradients_by_global_norm(const std::vector<Gradient>& grads,
+                                                                       double clip_norm) {
+  auto [clipped, norm] = clip_by_global_norm(norm_parts(grads), clip_norm);
+  std::vector<Gradient> out;
+  out.reserve(grads.size());
+  for (std::size_t i = 0; i < grads.size(); ++i) {
+    if (grads[i].is_sparse()) {
+      const IndexedSlices& s = grads[i].slices();
+      out.emplace_back(IndexedSlices(s.indices(), clipped[i], s.dense_shape()));
+    } else {
+      out.emplace_back(clipped[i]);
+    }
+  }
+  return {std::move(out), norm};
+}
+
 }  // namespace tg::optim

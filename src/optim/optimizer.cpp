@@ -144,8 +144,18 @@ void Optimizer::ensure_slots(const std::vector<const Variable*>& vars) {
   }
 }
 
+void Optimizer::update_sparse(const IndexedSlices& grad, Variable& var, std::vector<Variable>& slots,
+                              const StepValues& step) {
+  update(grad.to_dense(), var, slots, step);
+}
+
 void Optimizer::apply_gradients(const std::vector<Tensor>& grads,
                                 const std::vector<Variable>& variables) {
+  apply_gradient_list(std::vector<Gradient>(grads.begin(), grads.end()), variables);
+}
+
+void Optimizer::apply_gradient_list(const std::vector<Gradient>& grads,
+                                    const std::vector<Variable>& variables) {
   const std::string op = name_ + ".apply_gradients";
   if (grads.size() != variables.size())
     detail::op_error<InvalidArgumentError>(op.c_str(), "got ", grads.size(), " gradients for ",
@@ -164,16 +174,21 @@ void Optimizer::apply_gradients(const std::vector<Tensor>& grads,
     if (!seen.insert(v.id()).second)
       detail::op_error<InvalidArgumentError>(op.c_str(), "variable ", i, " ('", v.name(),
                                              "') is listed twice; sum its gradients and pass it once");
-    const Tensor& g = grads[i];
+    const Gradient& g = grads[i];
     if (!g.defined()) continue;
+    if (g.is_sparse() && !(g.slices().dense_shape() == v.shape().none_aware()))
+      detail::op_error<InvalidArgumentError>(op.c_str(), "gradient ", i, " is an IndexedSlices of dense_shape ",
+                                             g.slices().dense_shape().to_string(), " but variable '", v.name(),
+                                             "' has shape ", v.shape().to_string(),
+                                             "; gradients must have their variable's shape");
     if (g.dtype() != v.dtype())
       detail::op_error<InvalidArgumentError>(op.c_str(), "gradient ", i, " has dtype ",
                                              to_string(g.dtype()), " but variable '", v.name(),
                                              "' has dtype ", to_string(v.dtype()),
                                              "; tg::cast the gradient first");
-    if (!detail::static_shape(g).is_compatible_with(v.shape()))
+    if (!g.is_sparse() && !detail::static_shape(g.dense()).is_compatible_with(v.shape()))
       detail::op_error<InvalidArgumentError>(op.c_str(), "gradient ", i, " has shape ",
-                                             detail::static_shape(g).to_string(), " but variable '", v.name(),
+                                             detail::static_shape(g.dense()).to_string(), " but variable '", v.name(),
                                              "' has shape ", v.shape().to_string(),
                                              "; gradients must have their variable's shape");
     updated.push_back(&v);
@@ -198,12 +213,19 @@ void Optimizer::apply_gradients(const std::vector<Tensor>& grads,
     if (!sv) {
       sv = StepValues{v.dtype() == float64 ? lr64 : cast(lr64, v.dtype()), cast(step64, v.dtype())};
     }
+    if (grads[i].is_sparse()) {
+      // Keras deduplicates a sparse gradient before its update step; the slices' values were
+      // checked against the variable's rows when they were made.
+      update_sparse(grads[i].slices().deduplicated(), v, slots_.at(v.id()), *sv);
+      continue;
+    }
     // A gradient of None dims passes the check above and would broadcast into the slots (a
     // (1,) gradient moving every momentum entry): its shape is checked again when the graph runs.
     // (The variable is read only then: a fully known gradient was settled above.)
-    const Tensor g = detail::static_shape(grads[i]).is_fully_defined()
-                         ? grads[i]
-                         : detail::ensure_same_shape(grads[i], v.read_value(), op, detail::str_cat("gradient ", i),
+    const Tensor& dense = grads[i].dense();
+    const Tensor g = detail::static_shape(dense).is_fully_defined()
+                         ? dense
+                         : detail::ensure_same_shape(dense, v.read_value(), op, detail::str_cat("gradient ", i),
                                                      detail::str_cat("variable '", v.name(), "'"),
                                                      "gradients must have their variable's shape");
     update(g, v, slots_.at(v.id()), *sv);

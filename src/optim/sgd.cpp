@@ -33,4 +33,24 @@ void SGD::update(const Tensor& grad, Variable& var, std::vector<Variable>& slots
     var.assign_add(v_new);
 }
 
+void SGD::update_sparse(const IndexedSlices& grad, Variable& var, std::vector<Variable>& slots,
+                        const StepValues& step) {
+  // Keras's rows to add: -g_i * lr.
+  const IndexedSlices add_rows(grad.indices(), neg(grad.values()) * step.learning_rate, grad.dense_shape());
+  if (slots.empty()) {
+    var.scatter_add(add_rows);
+    return;
+  }
+  const Tensor momentum = constant(options_.momentum, var.dtype());
+  Variable& velocity = slots[0];
+  velocity.assign(velocity.read_value() * momentum);
+  velocity.scatter_add(add_rows);
+  if (options_.nesterov) {
+    var.scatter_add(add_rows);
+    var.assign_add(velocity.read_value() * momentum);
+  } else {
+    var.assign_add(velocity.read_value());
+  }
+}
+
 }  // namespace tg::optim
