@@ -139,6 +139,42 @@ void register_nn(py::module_& m) {
       })
       .def("_variables", &nn::GRUCell::trainable_variables);
 
+  py::class_<nn::MultiHeadAttention>(m, "_MultiHeadAttention")
+      .def(py::init([](int64_t query_features, int64_t num_heads, int64_t key_dim, std::optional<int64_t> value_dim,
+                       double dropout, bool use_bias, std::optional<int64_t> output_dim, int64_t key_features,
+                       int64_t value_features, uint64_t seed, std::optional<uint64_t> dropout_seed,
+                       py::handle dtype, const std::string& name) {
+             nn::MultiHeadAttentionOptions options;
+             options.value_dim = value_dim;
+             options.dropout = dropout;
+             options.use_bias = use_bias;
+             options.output_dim = output_dim;
+             options.key_features = key_features;
+             options.value_features = value_features;
+             options.seed = seed;
+             options.dropout_seed = dropout_seed;
+             options.dtype = to_dtype(dtype);
+             options.name = name;
+             return without_gil([&] { return nn::MultiHeadAttention(query_features, num_heads, key_dim, options); });
+           }),
+           py::arg("query_features"), py::arg("num_heads"), py::arg("key_dim"), py::arg("value_dim"),
+           py::arg("dropout"), py::arg("use_bias"), py::arg("output_dim"), py::arg("key_features"),
+           py::arg("value_features"), py::arg("seed"), py::arg("dropout_seed"), py::arg("dtype"), py::arg("name"))
+      .def("__call__",
+           [](const nn::MultiHeadAttention& layer, py::handle query, py::handle value, py::handle key,
+              py::handle attention_mask, bool use_causal_mask, bool training) {
+             const Tensor q = to_tensor(query), v = to_tensor(value);
+             nn::AttentionCall call;
+             if (!key.is_none()) call.key = to_tensor(key);
+             if (!attention_mask.is_none()) call.attention_mask = to_tensor(attention_mask, tg::bool_, DTypeRule::kRequire);
+             call.use_causal_mask = use_causal_mask;
+             call.training = training;
+             return without_gil([&] { return layer(q, v, call); });
+           },
+           py::arg("query"), py::arg("value"), py::arg("key"), py::arg("attention_mask"), py::arg("use_causal_mask"),
+           py::arg("training"))
+      .def("_variables", &nn::MultiHeadAttention::trainable_variables);
+
   py::class_<nn::LSTMCell>(m, "_LSTMCell")
       .def(py::init([](int64_t input_dim, int64_t units, uint64_t seed, py::handle dtype, const std::string& name) {
              const tg::DType dt = to_dtype(dtype);

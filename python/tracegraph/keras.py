@@ -392,8 +392,8 @@ def _pair(where, what, value):
 
 
 class Dense(Layer):
-    """activation(inputs @ kernel + bias) over the last axis (keras.layers.Dense), computed by
-    tg::nn::Dense; inputs of rank > 2 are flattened to rank 2 around it."""
+    """activation(inputs @ kernel + bias) over the last axis of inputs of any rank >= 2
+    (keras.layers.Dense), computed by tg::nn::Dense."""
 
     def __init__(self, units, activation=None, use_bias=True, kernel_initializer="glorot_uniform",
                  bias_initializer="zeros", **kwargs):
@@ -417,17 +417,7 @@ class Dense(Layer):
         self.built = True
 
     def call(self, inputs):
-        x = _core.convert_to_tensor(inputs)
-        rank = x.shape.rank
-        if rank == 2:
-            y = self._layer(x)
-        elif rank is not None and rank > 2:
-            lead = _core.slice(_core.shape(x), [0], [rank - 1])
-            flat = _core.reshape(x, [-1, x.shape[-1]])
-            y = _core.reshape(self._layer(flat), _core.concat([lead, [self.units]], 0))
-        else:
-            raise ValueError(f"[Dense] inputs must have rank >= 2, got shape {x.shape}")
-        return self.activation(y)
+        return self.activation(self._layer(inputs))
 
 
 class Conv2D(Layer):
@@ -614,6 +604,69 @@ class LSTMCell(_RecurrentCell):
         return h, [h, c]
 
 
+class MultiHeadAttention(Layer):
+    """keras.layers.MultiHeadAttention over tg::nn::MultiHeadAttention (one fused attention op
+    whose kernel never holds the Tq x Tk scores): call(query, value, key=None,
+    attention_mask=None, training=None, use_causal_mask=False) with inputs (batch, T, features).
+    A query that sees no key gives zeros before the output projection, as PyTorch's attention
+    does (Keras's masking gives the mean of the values there)."""
+
+    def __init__(self, num_heads, key_dim, value_dim=None, dropout=0.0, use_bias=True, output_shape=None,
+                 attention_axes=None, kernel_initializer="glorot_uniform", bias_initializer="zeros",
+                 seed=None, **kwargs):
+        super().__init__(**kwargs)
+        self.num_heads = _positive_int("MultiHeadAttention", "num_heads", num_heads)
+        self.key_dim = _positive_int("MultiHeadAttention", "key_dim", key_dim)
+        self.value_dim = None if value_dim is None else _positive_int("MultiHeadAttention", "value_dim", value_dim)
+        if not 0.0 <= float(dropout) < 1.0:
+            raise ValueError(f"[MultiHeadAttention] dropout must be in [0, 1), got {dropout!r}")
+        self.dropout = float(dropout)
+        self.use_bias = bool(use_bias)
+        if isinstance(output_shape, (list, tuple)):
+            if len(output_shape) != 1:
+                raise _unimplemented("MultiHeadAttention", f"output_shape={output_shape!r}: only one "
+                                     "output dimension (an int) is supported")
+            output_shape = output_shape[0]
+        self._output_dim = None if output_shape is None else _positive_int("MultiHeadAttention", "output_shape",
+                                                                           output_shape)
+        if attention_axes is not None:
+            raise _unimplemented("MultiHeadAttention", "attention_axes: attention runs over axis 1 (time)")
+        self._kernel_initializer = kernel_initializer
+        _require_zeros("MultiHeadAttention", "bias_initializer", bias_initializer)
+        initializers.get(kernel_initializer)
+        self._dropout_seed = seed
+        self._layer = None
+
+    def __call__(self, query, value, key=None, attention_mask=None, return_attention_scores=False,
+                 training=None, use_causal_mask=False):
+        if return_attention_scores:
+            raise _unimplemented("MultiHeadAttention", "return_attention_scores=True: the fused kernel "
+                                 "never forms the scores; compute softmax(q k^T / sqrt(key_dim)) yourself")
+        if not self.built:
+            with self.name_scope:
+                self.build(query.shape, value.shape, None if key is None else key.shape)
+            self.built = True
+        _gradient.note_layer_reads(self.trainable_variables)
+        return self.call(query, value, key, attention_mask, training, use_causal_mask)
+
+    def build(self, query_shape, value_shape=None, key_shape=None):
+        value_shape = query_shape if value_shape is None else value_shape
+        key_shape = value_shape if key_shape is None else key_shape
+        query_features = _last_dim("MultiHeadAttention", query_shape)
+        seed = _glorot_seed("MultiHeadAttention", "kernel_initializer", self._kernel_initializer)
+        self._layer = _core._MultiHeadAttention(
+            query_features, self.num_heads, self.key_dim, self.value_dim, self.dropout, self.use_bias,
+            self._output_dim, _last_dim("MultiHeadAttention", key_shape),
+            _last_dim("MultiHeadAttention", value_shape), seed, self._dropout_seed, self._dtype.name, self.name)
+        self._own(list(self._layer._variables()))
+        self.built = True
+
+    def call(self, query, value, key=None, attention_mask=None, training=None, use_causal_mask=False):
+        if training is not None and not isinstance(training, bool):
+            raise _unimplemented("MultiHeadAttention", "a tensor `training` flag: pass a Python bool")
+        return self._layer(query, value, key, attention_mask, bool(use_causal_mask), bool(training))
+
+
 class Flatten(Layer):
     """(batch, ...) -> (batch, product of the rest)."""
 
@@ -685,6 +738,7 @@ class layers:  # pylint: disable=invalid-name
     BatchNormalization = BatchNormalization
     GRUCell = GRUCell
     LSTMCell = LSTMCell
+    MultiHeadAttention = MultiHeadAttention
     Flatten = Flatten
     MaxPooling2D = MaxPooling2D
     MaxPool2D = MaxPooling2D
