@@ -19,6 +19,13 @@ namespace tg {
 struct OnnxOptions {
   /// The model's graph name (ONNX GraphProto.name); empty: the function's name.
   std::string graph_name;
+  /// Write a function that updates Variables (a train step: assign, assign_add, assign_sub,
+  /// SGD's and Adam's updates) as ONNX has no state, as TensorFlow and PyTorch exporters do: every Variable
+  /// the function reads or writes is a graph input named after it (no initializer), and each one
+  /// it writes is also an output "<input name>/new" holding its value after the step, after the
+  /// function's own results, in the order of first write. Without it, a Variable write is refused.
+  /// A write inside a cond branch or a while_loop body is refused either way.
+  bool variables_as_inputs = false;
 };
 
 /// The ONNX opset the exporter writes (the default domain) and the IR version that opset needs.
@@ -41,8 +48,10 @@ std::vector<std::string> export_onnx_loaded(const std::string& path, const Loade
 /// its flattened results as outputs "output_0", "output_1", ....
 ///
 /// One concrete function is written to `path`; several to "<stem>.<i><ext>" ("model.0.onnx",
-/// "model.1.onnx", in trace order). Returns the paths written. Every op the graph holds must be in
-/// the exporter's table (docs/onnx.md): any other op (a Variable write, control flow, ...) is a
+/// "model.1.onnx", in trace order). Returns the paths written. tg::cond and tg::while_loop (and
+/// tg::for_range) become ONNX If and Loop nodes whose branches and body read outer values by name.
+/// Every op the graph holds must be in the exporter's table (docs/onnx.md): any other op (random
+/// numbers, tg::print, a Variable write without OnnxOptions::variables_as_inputs, ...) is a
 /// tg::ValueError naming the node and the op, and nothing is written. Arguments that are not
 /// tensors (C++ literals, objects) are fixed at the values the trace was made for.
 template <class F>

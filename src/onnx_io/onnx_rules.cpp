@@ -10,6 +10,7 @@
 #include <numbers>
 
 #include "core/check.h"
+#include "ops/control_flow_attrs.h"
 #include "ops/op_attrs.h"
 #include "ops/window.h"
 #include "tracegraph/ops.h"
@@ -447,6 +448,103 @@ void emit_cumsum(Emitter& e) {
   set_attr(n, "reverse", int64_t{a.reverse});
 }
 
+// ---- control flow -------------------------------------------------------------------------------
+
+// Nodes added while one lives go to an If branch or a Loop body.
+class InSubgraph {
+ public:
+  InSubgraph(Emitter& e, onnx::GraphProto& g) : e_(e) { e_.push_graph(g); }
+  ~InSubgraph() { e_.pop_graph(); }
+  InSubgraph(const InSubgraph&) = delete;
+  InSubgraph& operator=(const InSubgraph&) = delete;
+
+ private:
+  Emitter& e_;
+};
+
+// `vars`, then the ONNX names of the node inputs that feed sub-graph g's captures.
+std::vector<std::string> with_captures(Emitter& e, const ControlFlowPayload& p, std::size_t g,
+                                       std::vector<std::string> vars) {
+  for (int k : p.capture_inputs[g]) vars.push_back(e.in(k));
+  return vars;
+}
+
+// `results` as the outputs of `g` (the graph being written into), typed `types`.
+void graph_outputs(Emitter& e, onnx::GraphProto& g, const std::vector<std::string>& results,
+                   const std::vector<ValueType>& types, const std::string& hint) {
+  TG_CHECK(results.size() == types.size(), "a sub-graph of ", results.size(), " results for ", types.size(), " types");
+  for (std::size_t k = 0; k < results.size(); ++k) {
+    const std::string name = e.temp(str_cat(hint, "_", k));
+    e.add("Identity", {results[k]}, {name});
+    set_value_type(*g.add_output(), name, types[k].dtype, types[k].shape);
+  }
+}
+
+void set_graph_attr(onnx::NodeProto& n, const std::string& name, onnx::GraphProto&& g) {
+  onnx::AttributeProto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::GRAPH);
+  *a->mutable_g() = std::move(g);
+}
+
+std::vector<std::string> node_outputs(Emitter& e) {
+  std::vector<std::string> outs;
+  for (std::size_t k = 0; k < e.node().outputs.size(); ++k) outs.push_back(e.out(static_cast<int>(k)));
+  return outs;
+}
+
+// cond: an If whose branches read their captures from the enclosing graph by name.
+void emit_cond(Emitter& e) {
+  const ControlFlowPayload& p = *e.attrs<ControlFlowAttrs>().payload;
+  onnx::GraphProto branches[2];
+  for (std::size_t b = 0; b < 2; ++b) {
+    const NamedSubgraph& sub = p.subgraphs[b];
+    branches[b].set_name(e.temp(sub.role));
+    InSubgraph inside(e, branches[b]);
+    const std::vector<std::string> results = e.inline_graph(*sub.graph, sub.role, with_captures(e, p, b, {}));
+    std::vector<ValueType> types;
+    for (int k : sub.graph->outputs) types.push_back(sub.graph->node(k).outputs[0]);
+    graph_outputs(e, branches[b], results, types, sub.role + "_out");
+  }
+  onnx::NodeProto& n = e.add("If", {e.in(0)}, node_outputs(e));
+  set_graph_attr(n, "then_branch", std::move(branches[0]));
+  set_graph_attr(n, "else_branch", std::move(branches[1]));
+}
+
+// while: tracegraph tests the condition before each iteration and ONNX's Loop takes it as an
+// input and from the end of each iteration, so the condition is written twice: on the initial
+// values before the Loop, and on the body's results at the end of the body.
+void emit_while(Emitter& e) {
+  const ControlFlowPayload& p = *e.attrs<ControlFlowAttrs>().payload;
+  const auto n = static_cast<std::size_t>(p.num_loop_vars);
+  const GraphIR& cond = *p.subgraphs[0].graph;
+  const GraphIR& body = *p.subgraphs[1].graph;
+  std::vector<std::string> init;
+  for (std::size_t k = 0; k < n; ++k) init.push_back(e.in(static_cast<int>(k)));
+  const std::string first = e.inline_graph(cond, "cond", with_captures(e, p, 0, init)).at(0);
+  onnx::GraphProto g;
+  g.set_name(e.temp("body"));
+  {
+    InSubgraph inside(e, g);
+    set_value_type(*g.add_input(), e.temp("iteration"), DType::Int64, TensorShape());
+    set_value_type(*g.add_input(), e.temp("cond_in"), DType::Bool, TensorShape());
+    std::vector<std::string> vars;
+    for (std::size_t k = 0; k < n; ++k) {
+      vars.push_back(e.temp(str_cat("var_", k)));
+      set_value_type(*g.add_input(), vars.back(), p.output_types[k].dtype, p.output_types[k].shape);
+    }
+    const std::vector<std::string> next = e.inline_graph(body, "body", with_captures(e, p, 1, vars));
+    const std::string again = e.inline_graph(cond, "next_cond", with_captures(e, p, 0, next)).at(0);
+    graph_outputs(e, g, {again}, {ValueType{DType::Bool, TensorShape()}}, "cond_out");
+    graph_outputs(e, g, next, p.output_types, "var_out");
+  }
+  std::vector<std::string> ins{
+      p.maximum_iterations >= 0 ? e.scalar(DType::Int64, static_cast<double>(p.maximum_iterations)) : std::string(),
+      first};
+  ins.insert(ins.end(), init.begin(), init.end());
+  set_graph_attr(e.add("Loop", ins, node_outputs(e)), "body", std::move(g));
+}
+
 #define TG_ONNX_UNARY(Id, Op) {OpId::Id, Op, "", [](Emitter& e) { unary(e, Op); }}
 #define TG_ONNX_BINARY(Id, Op) {OpId::Id, Op, "", [](Emitter& e) { binary(e, Op); }}
 
@@ -622,6 +720,15 @@ const OnnxRule kRules[] = {
      "its value at export; a Variable argument: a graph input", [](Emitter& e) {
        e.add("Identity", {e.variable(e.attrs<VariableAttrs>().variable)}, {e.out(0)});
      }},
+    {OpId::Cond, "If", "then_branch, else_branch: the branches as sub-graphs, reading the values they capture from "
+     "the enclosing graph by name", emit_cond},
+    {OpId::StatefulCond, "If", "as cond (its branches read Variables; a Variable write inside is refused)",
+     emit_cond},
+    {OpId::While, "Loop", "body: (iteration, cond, loop variables...) -> (the condition on the new values, the new "
+     "values...); the condition also runs once before the Loop on the initial values; maximum_iterations -> M",
+     emit_while},
+    {OpId::StatefulWhile, "Loop", "as while (its sub-graphs read Variables; a Variable write inside is refused)",
+     emit_while},
 };
 
 #undef TG_ONNX_UNARY
@@ -650,7 +757,6 @@ const char* onnx_refusal(OpId op) {
   if (t & kCollective) return "a collective of a distributed job: ONNX has none";
   if (op == OpId::HostCall) return "calls a host function (tf.py_function), which lives in this process only: compute it with tracegraph ops";
   if (t & kPrints) return "prints: ONNX has no side effects; remove tg::print from the function";
-  if (t & kSubgraphs) return "control flow: If / Loop come in a later version of the exporter";
   return "";
 }
 

@@ -41,9 +41,22 @@ class Emitter {
   virtual std::string scalar(DType dtype, double value) = 0;
   /// A 1-D constant of a dtype.
   virtual std::string values(DType dtype, const std::vector<double>& values) = 0;
-  /// The ONNX name holding a Variable's value (its initializer, or the graph input of a Variable
-  /// argument).
+  /// The ONNX name holding a Variable's value at this point of the graph: its initializer, a
+  /// graph input (a Variable argument, or any Variable with OnnxOptions::variables_as_inputs), or
+  /// the last value write_variable gave it.
   virtual std::string variable(const std::shared_ptr<VariableState>& v) = 0;
+  /// A Variable write: `value` is the Variable's value from here on, and its last one a graph
+  /// output. Refused unless OnnxOptions::variables_as_inputs, and inside a sub-graph.
+  virtual void write_variable(const std::shared_ptr<VariableState>& v, const std::string& value) = 0;
+  /// Writes the nodes of sub-graph `g` (a cond branch, a loop's condition or body) into the ONNX
+  /// graph being written, its placeholders reading `inputs` (ONNX names visible there); returns
+  /// the names of its results. Its values are named "<scope>/<node name>".
+  virtual std::vector<std::string> inline_graph(const GraphIR& g, const std::string& scope,
+                                                const std::vector<std::string>& inputs) = 0;
+  /// Nodes added between these two calls go to `g` (an If branch, a Loop body) instead of the
+  /// graph being written; constants stay in the model's main graph, which `g` sees as outer scope.
+  virtual void push_graph(onnx::GraphProto& g) = 0;
+  virtual void pop_graph() = 0;
   /// Throws the tg::ValueError of a node this exporter cannot write, naming the node and op.
   [[noreturn]] virtual void refuse(const std::string& why) const = 0;
 };
@@ -52,6 +65,10 @@ void set_attr(onnx::NodeProto& n, const std::string& name, int64_t v);
 void set_attr(onnx::NodeProto& n, const std::string& name, float v);
 void set_attr(onnx::NodeProto& n, const std::string& name, const std::string& v);
 void set_attr(onnx::NodeProto& n, const std::string& name, const std::vector<int64_t>& v);
+
+/// Declares a value's ONNX type: its dtype, and its dims when the rank is known (a None dim as
+/// the symbolic dim "<name>_d<axis>").
+void set_value_type(onnx::ValueInfoProto& vi, const std::string& name, DType dtype, const TensorShape& shape);
 
 /// ONNX's TensorProto.DataType code of a dtype (0 for one ONNX cannot hold here: string).
 int onnx_dtype(DType d);

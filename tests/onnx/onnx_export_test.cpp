@@ -36,15 +36,31 @@ tg::Tensor labels(int64_t n, int classes, uint64_t seed) {
   return tg::cast(tg::floor(uniform({n}, seed, 0.0f, static_cast<float>(classes) - 0.01f)), tg::int32);
 }
 
-// Writes one run of a case: its named inputs and the traced function's flattened results.
+// An ONNX value name as part of a file name: '%' and '/' percent-encoded (run_onnxruntime.mjs
+// decodes them), so that a Variable's input "dense/kernel" names a file.
+std::string file_part(const std::string& name) {
+  std::string out;
+  for (char c : name) {
+    if (c == '%') out += "%25";
+    else if (c == '/') out += "%2F";
+    else out += c;
+  }
+  return out;
+}
+
+// Writes one run of a case: its named inputs and the traced function's flattened results, then
+// any further named outputs (the new values of the Variables a step writes).
 void write_run(const std::string& name, int run, const std::vector<std::pair<std::string, tg::Tensor>>& inputs,
-               const std::vector<tg::Tensor>& outputs) {
+               const std::vector<tg::Tensor>& outputs,
+               const std::vector<std::pair<std::string, tg::Tensor>>& named_outputs = {}) {
   const fs::path dir = cases_dir();
+  const std::string prefix = name + ".r" + std::to_string(run);
   for (const auto& in : inputs)
-    tg::save_npy((dir / (name + ".r" + std::to_string(run) + ".in." + in.first + ".npy")).string(), in.second);
+    tg::save_npy((dir / (prefix + ".in." + file_part(in.first) + ".npy")).string(), in.second);
   for (std::size_t k = 0; k < outputs.size(); ++k)
-    tg::save_npy((dir / (name + ".r" + std::to_string(run) + ".out.output_" + std::to_string(k) + ".npy")).string(),
-                 outputs[k]);
+    tg::save_npy((dir / (prefix + ".out.output_" + std::to_string(k) + ".npy")).string(), outputs[k]);
+  for (const auto& out : named_outputs)
+    tg::save_npy((dir / (prefix + ".out." + file_part(out.first) + ".npy")).string(), out.second);
 }
 
 void write_dims(const std::string& name, const std::map<std::string, std::vector<int>>& symbolic) {
@@ -244,6 +260,44 @@ TEST(OnnxExport, LoadedFunctionExportsLikeTheOriginal) {
   write_dims("loaded_mlp", {});
 }
 
+// tg::cond, tg::while_loop (with maximum_iterations, a cond in its body, captures) and
+// tg::for_range as If and Loop; two runs take each branch and different trip counts.
+TEST(OnnxExport, CondAndWhileLoop) {
+  const tg::Tensor w = tg::constant({0.5f, -1.0f, 2.0f});
+  auto f = tg::function(
+      [&](const tg::Tensor& x, const tg::Tensor& n) {
+        const tg::Tensor y = tg::cond(tg::reduce_sum(x) > 0.0f, [&] { return x * 2.0f + w; }, [&] { return x - w; });
+        const tg::Tensor grown = tg::while_loop(
+            [](const tg::Tensor& v) { return tg::reduce_sum(tg::abs(v)) < 1000.0f; },
+            [&](const tg::Tensor& v) {
+              return tg::cond(tg::reduce_max(v) > 10.0f, [&] { return v * 1.5f + w; }, [&] { return v * 3.0f + 1.0f; });
+            },
+            y, {.shape_invariants = {}, .maximum_iterations = 6, .name = "grow"});
+        const tg::Tensor total = tg::for_range(n, tg::zeros_like(x), [&](const tg::Tensor& i, const tg::Tensor& s) {
+          return s + tg::cast(i, tg::float32) * x;
+        });
+        // a loop with two variables of different dtypes
+        const auto [count, halved] = tg::while_loop(
+            [](const std::pair<tg::Tensor, tg::Tensor>& v) { return tg::reduce_max(tg::abs(v.second)) > 0.01f; },
+            [](const std::pair<tg::Tensor, tg::Tensor>& v) {
+              return std::make_pair(v.first + int64_t{1}, v.second * 0.5f);
+            },
+            std::make_pair(tg::constant(int64_t{0}), x));
+        return std::vector<tg::Tensor>{y, grown, total, count, halved};
+      },
+      {.name = "control_flow",
+       .input_signature = std::vector<tg::TensorSpec>{tg::TensorSpec({tg::None, 3}, tg::float32),
+                                                      tg::TensorSpec({}, tg::int32)},
+       .arg_names = {"x", "n"}});
+  const tg::Tensor x0 = uniform({2, 3}, 95, 0.1f, 1.0f), x1 = uniform({4, 3}, 96, -1.0f, -0.1f);
+  const tg::Tensor n0 = tg::constant(3), n1 = tg::constant(0);
+  const std::vector<tg::Tensor> r0 = f(x0, n0), r1 = f(x1, n1);
+  tg::export_onnx(model_path("control_flow"), f);
+  write_run("control_flow", 0, {{"x", x0}, {"n", n0}}, r0);
+  write_run("control_flow", 1, {{"x", x1}, {"n", n1}}, r1);
+  write_dims("control_flow", {{"x", {0}}});
+}
+
 // Refusals: a typed error naming the op, and no file.
 void expect_refused(const std::string& name, const std::function<void(const std::string&)>& export_fn,
                     const std::string& op) {
@@ -271,13 +325,23 @@ TEST(OnnxExportErrors, VariableWriteIsRefused) {
   expect_refused("assign", [&](const std::string& p) { tg::export_onnx(p, step); }, "assign_add_variable");
 }
 
-TEST(OnnxExportErrors, WhileLoopIsRefusedForNow) {
-  auto f = tg::function([](const tg::Tensor& x) {
+TEST(OnnxExportErrors, AVariableWriteInALoopIsRefused) {
+  tg::Variable total(tg::zeros({3}), "total");
+  auto f = tg::function([&](const tg::Tensor& x) {
     return tg::while_loop([](const tg::Tensor& v) { return tg::reduce_sum(v) < 100.0f; },
-                          [](const tg::Tensor& v) { return v * 2.0f; }, x);
-  }, {.name = "doubling"});
+                          [&](const tg::Tensor& v) {
+                            total.assign_add(v);
+                            return v * 2.0f;
+                          },
+                          x);
+  }, {.name = "accumulating"});
   f(tg::ones({3}));
-  expect_refused("while", [&](const std::string& p) { tg::export_onnx(p, f); }, "while");
+  for (bool as_inputs : {false, true})
+    expect_refused("while_write", [&](const std::string& p) {
+      tg::OnnxOptions options;
+      options.variables_as_inputs = as_inputs;
+      tg::export_onnx(p, f, options);
+    }, "assign_add_variable");
 }
 
 TEST(OnnxExportErrors, AHostCallIsRefused) {

@@ -79,7 +79,8 @@ for (const f of files) {
   if (!m) continue;
   const key = `${m[1]}.${m[2]}`;
   if (!runs.has(key)) runs.set(key, { model: path.join(casesDir, `${m[1]}.onnx`), inputs: {}, outputs: {} });
-  runs.get(key)[m[3] === 'in' ? 'inputs' : 'outputs'][m[4]] = path.join(casesDir, f);
+  // value names are percent-encoded in file names ('/' as %2F: a Variable's input "dense/kernel")
+  runs.get(key)[m[3] === 'in' ? 'inputs' : 'outputs'][decodeURIComponent(m[4])] = path.join(casesDir, f);
 }
 if (runs.size === 0) {
   console.error(`no cases in ${casesDir}: run tg_onnx_tests with TG_ONNX_CASES_DIR=${casesDir} first`);
