@@ -448,6 +448,97 @@ void emit_cumsum(Emitter& e) {
   set_attr(n, "reverse", int64_t{a.reverse});
 }
 
+// ---- scaled_dot_product_attention -------------------------------------------------------------
+
+// softmax(q k^T * scale + mask) v, written out: ONNX's Softmax gives NaN for a row whose every
+// score is -inf, where tracegraph gives zeros, so the softmax is spelled with the row maximum
+// taken as 0 (and the sum as 1) for such rows. Output 1, each row's log-sum-exp, is -inf there.
+void emit_attention(Emitter& e) {
+  const auto& a = e.attrs<AttentionAttrs>();
+  if (a.dropout > 0)
+    e.refuse(str_cat("it drops attention weights at random (dropout ", a.dropout,
+                     " while training), which a model ONNX runs cannot reproduce; export a function that calls it "
+                     "with training = false or dropout 0"));
+  float_only(e, "scaled_dot_product_attention");
+  for (int i = 0; i < 3; ++i)
+    if (e.rank(i) != 4) e.refuse(str_cat("its input ", i, " has rank ", e.rank(i), ", not 4"));
+  const DType d = e.in_type(0).dtype;
+  const double inf = std::numeric_limits<double>::infinity();
+  std::string scale;
+  if (a.scale_given) {
+    scale = e.scalar(d, a.scale);
+  } else if (const int64_t head = e.in_type(0).shape.dims()[3]; head != None) {
+    scale = e.scalar(d, head > 0 ? 1.0 / std::sqrt(static_cast<double>(head)) : 1.0);
+  } else {
+    // 1 / sqrt(D) from q's shape when it runs (D = 0 gives 1: every score is 0 then)
+    const std::string head_dim = e.temp("head_size"), as_float = e.temp("head_size_float"),
+                      at_least_one = e.temp("head_size_1"), root = e.temp("sqrt_head_size");
+    set_attr(e.add("Gather", {shape_of(e, 0), e.scalar(DType::Int64, 3.0)}, {head_dim}), "axis", int64_t{0});
+    set_attr(e.add("Cast", {head_dim}, {as_float}), "to", static_cast<int64_t>(onnx_dtype(d)));
+    e.add("Max", {as_float, e.scalar(d, 1.0)}, {at_least_one});
+    e.add("Sqrt", {at_least_one}, {root});
+    scale = e.temp("scale");
+    e.add("Reciprocal", {root}, {scale});
+  }
+  const std::string qs = e.temp("q_scaled"), scores = e.temp("scores");
+  e.add("Mul", {e.in(0), scale}, {qs});
+  e.add("MatMul", {qs, transpose(e, e.in(1), {0, 1, 3, 2}, "k_transposed")}, {scores});
+  std::string s = scores;
+  std::string visible;  // bool, broadcast to the scores: false hides a key
+  if (a.has_mask) {
+    if (e.in_type(3).dtype == DType::Bool) {
+      visible = e.in(3);
+    } else {
+      const std::string added = e.temp("masked_scores");
+      e.add("Add", {s, e.in(3)}, {added});
+      s = added;
+    }
+  }
+  if (a.causal) {
+    // query i sees keys j <= i: Range over Tq as a column against Range over Tk as a row
+    const auto positions = [&](int input, const char* hint) {
+      const std::string count = e.temp(str_cat(hint, "_count")), r = e.temp(hint);
+      set_attr(e.add("Gather", {shape_of(e, input), e.scalar(DType::Int64, 2.0)}, {count}), "axis", int64_t{0});
+      e.add("Range", {e.scalar(DType::Int64, 0.0), count, e.scalar(DType::Int64, 1.0)}, {r});
+      return r;
+    };
+    const std::string rows = positions(0, "query_positions"), cols = positions(1, "key_positions");
+    const std::string column = e.temp("query_column"), causal = e.temp("causal");
+    e.add("Unsqueeze", {rows, e.int64s({1})}, {column});
+    e.add("LessOrEqual", {cols, column}, {causal});
+    if (visible.empty()) {
+      visible = causal;
+    } else {
+      const std::string both = e.temp("visible");
+      e.add("And", {visible, causal}, {both});
+      visible = both;
+    }
+  }
+  if (!visible.empty()) {
+    const std::string hidden = e.temp("hidden_scores");
+    e.add("Where", {visible, s, e.scalar(d, -inf)}, {hidden});
+    s = hidden;
+  }
+  const std::string mx = e.temp("row_max"), none = e.temp("sees_no_key"), m0 = e.temp("row_max_or_0"),
+                    shifted = e.temp("shifted"), ex = e.temp("exp"), sum = e.temp("row_sum"),
+                    sum1 = e.temp("row_sum_or_1"), w = e.temp("weights"), log_sum = e.temp("log_sum"),
+                    lse = e.temp("lse");
+  onnx::NodeProto& max_node = e.add("ReduceMax", {s}, {mx});
+  set_attr(max_node, "axes", std::vector<int64_t>{-1});
+  set_attr(max_node, "keepdims", int64_t{1});
+  e.add("Equal", {mx, e.scalar(d, -inf)}, {none});
+  e.add("Where", {none, e.scalar(d, 0.0), mx}, {m0});
+  e.add("Sub", {s, m0}, {shifted});
+  e.add("Exp", {shifted}, {ex});
+  set_attr(e.add("ReduceSum", {ex, e.int64s({-1})}, {sum}), "keepdims", int64_t{1});
+  e.add("Where", {none, e.scalar(d, 1.0), sum}, {sum1});
+  e.add("Div", {ex, sum1}, {w});
+  e.add("MatMul", {w, e.in(2)}, {e.out(0)});
+  e.add("Log", {sum}, {log_sum});
+  e.add("Add", {log_sum, m0}, {lse});
+  e.add("Squeeze", {lse, e.int64s({-1})}, {e.out(1)});
+}
+
 // ---- control flow -------------------------------------------------------------------------------
 
 // Nodes added while one lives go to an If branch or a Loop body.
@@ -716,6 +807,12 @@ const OnnxRule kRules[] = {
      [](Emitter& e) { emit_pool(e, "MaxPool"); }},
     {OpId::AvgPool2D, "Transpose, AveragePool, Transpose", "as max_pool2d; count_include_pad 0 (TF's SAME average)",
      [](Emitter& e) { emit_pool(e, "AveragePool"); }},
+    {OpId::ScaledDotProductAttention,
+     "Mul, Transpose, MatMul, Add / Where (masks), Range, LessOrEqual (causal), ReduceMax, Equal, Sub, Exp, "
+     "ReduceSum, Div, MatMul",
+     "softmax(q k^T * scale + mask) v; a bool mask and the causal mask as Where(visible, scores, -inf); a row that "
+     "sees no key gives zeros (ONNX's Softmax would give NaN); output 1 is each row's log-sum-exp; dropout while "
+     "training is refused", emit_attention},
     {OpId::ReadVariable, "Identity of an initializer", "a Variable closed over: an initializer named after it, with "
      "its value at export; a Variable argument: a graph input", [](Emitter& e) {
        e.add("Identity", {e.variable(e.attrs<VariableAttrs>().variable)}, {e.out(0)});

@@ -298,6 +298,57 @@ TEST(OnnxExport, CondAndWhileLoop) {
   write_dims("control_flow", {{"x", {0}}});
 }
 
+// scaled_dot_product_attention's rows: the default scale, a bool mask that hides every key of
+// one query row (zeros, where ONNX's Softmax gives NaN), causal with Tq != Tk combined with the
+// mask, a float mask with a given scale.
+TEST(OnnxExport, AttentionMasks) {
+  auto f = tg::function(
+      [](const tg::Tensor& q, const tg::Tensor& k, const tg::Tensor& v, const tg::Tensor& mask,
+         const tg::Tensor& bias) {
+        std::vector<tg::Tensor> r;
+        r.push_back(tg::scaled_dot_product_attention(q, k, v));
+        r.push_back(tg::scaled_dot_product_attention(q, k, v, {.mask = mask}));
+        r.push_back(tg::scaled_dot_product_attention(q, k, v, {.mask = mask, .causal = true}));
+        r.push_back(tg::scaled_dot_product_attention(q, k, v, {.mask = bias, .scale = 0.3}));
+        r.push_back(tg::scaled_dot_product_attention(k, q, q, {.causal = true}));
+        return r;
+      },
+      {.name = "attention", .arg_names = {"q", "k", "v", "mask", "bias"}});
+  const tg::Tensor q = uniform({2, 3, 4, 8}, 101), k = uniform({2, 3, 5, 8}, 102), v = uniform({2, 3, 5, 6}, 103);
+  // (Tq, Tk) = (4, 5): row 2 sees no key
+  const tg::Tensor mask = tg::constant({{true, false, true, true, false},
+                                        {false, true, true, false, true},
+                                        {false, false, false, false, false},
+                                        {true, true, false, true, true}});
+  const tg::Tensor bias = uniform({2, 1, 4, 5}, 104, -2.0f, 0.0f);
+  const std::vector<tg::Tensor> results = f(q, k, v, mask, bias);
+  // the hidden row gives zeros, as the op's rule says
+  EXPECT_EQ(tg::reduce_max(tg::abs(results[1][0][0][2])).item<float>(), 0.0f);
+  tg::export_onnx(model_path("attention"), f);
+  write_run("attention", 0, {{"q", q}, {"k", k}, {"v", v}, {"mask", mask}, {"bias", bias}}, results);
+  write_dims("attention", {});
+}
+
+// A transformer block (PyTorch's TransformerEncoderLayer: MultiHeadAttention, LayerNorm, the
+// feed-forward) with a None batch and sequence length, with and without the causal mask.
+TEST(OnnxExport, TransformerBlock) {
+  tg::nn::TransformerEncoderLayer block(16, 4, 32, {.seed = 7, .name = "block"});
+  auto f = tg::function(
+      [&](const tg::Tensor& x) {
+        return std::make_pair(block(x), block(x, {.use_causal_mask = true}));
+      },
+      {.name = "transformer",
+       .input_signature = std::vector<tg::TensorSpec>{tg::TensorSpec({tg::None, tg::None, 16}, tg::float32)},
+       .arg_names = {"x"}});
+  const tg::Tensor x0 = uniform({2, 5, 16}, 111), x1 = uniform({1, 7, 16}, 112);
+  const auto [a0, b0] = f(x0);
+  const auto [a1, b1] = f(x1);
+  tg::export_onnx(model_path("transformer"), f);
+  write_run("transformer", 0, {{"x", x0}}, {a0, b0});
+  write_run("transformer", 1, {{"x", x1}}, {a1, b1});
+  write_dims("transformer", {{"x", {0, 1}}});
+}
+
 // Refusals: a typed error naming the op, and no file.
 void expect_refused(const std::string& name, const std::function<void(const std::string&)>& export_fn,
                     const std::string& op) {
@@ -342,6 +393,26 @@ TEST(OnnxExportErrors, AVariableWriteInALoopIsRefused) {
       options.variables_as_inputs = as_inputs;
       tg::export_onnx(p, f, options);
     }, "assign_add_variable");
+}
+
+TEST(OnnxExportErrors, AttentionDropoutIsRefused) {
+  auto f = tg::function([](const tg::Tensor& q) {
+    return tg::scaled_dot_product_attention(q, q, q, {.dropout = 0.5, .training = true, .seed = 3});
+  }, {.name = "attention_dropout"});
+  f(uniform({1, 2, 3, 4}, 91));
+  // The dropout's seed pair is drawn by a random op before the attention: that node is refused,
+  // and the message says that the attention reads it.
+  const std::string path = (fs::temp_directory_path() / "tg_onnx_refused_dropout.onnx").string();
+  fs::remove(path);
+  try {
+    tg::export_onnx(path, f);
+    ADD_FAILURE() << "exported an attention with dropout";
+  } catch (const tg::ValueError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("draws random numbers"), std::string::npos) << what;
+    EXPECT_NE(what.find("(op scaled_dot_product_attention)"), std::string::npos) << what;
+  }
+  EXPECT_FALSE(fs::exists(path));
 }
 
 TEST(OnnxExportErrors, AHostCallIsRefused) {
