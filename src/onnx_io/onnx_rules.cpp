@@ -539,6 +539,56 @@ void emit_attention(Emitter& e) {
   e.add("Squeeze", {lse, e.int64s({-1})}, {e.out(1)});
 }
 
+// ---- Variable writes (OnnxOptions::variables_as_inputs) ----------------------------------------
+
+// assign (op null), assign_add (Add), assign_sub (Sub): the new value is the node's output.
+void emit_assign(Emitter& e, const char* op) {
+  const auto& v = e.attrs<VariableAttrs>().variable;
+  const std::string value = e.node().outputs.empty() ? e.temp("value") : e.out(0);
+  if (op) e.add(op, {e.variable(v), e.in(0)}, {value});
+  else e.add("Identity", {e.in(0)}, {value});
+  e.write_variable(v, value);
+}
+
+void emit_gradient_descent(Emitter& e) {
+  // var - lr * grad
+  const auto& v = e.attrs<VariableAttrs>().variable;
+  const std::string step = e.temp("step"), value = e.temp("value");
+  e.add("Mul", {e.in(0), e.in(1)}, {step});
+  e.add("Sub", {e.variable(v), step}, {value});
+  e.write_variable(v, value);
+}
+
+// Adam's one-pass update, in the kernel's order: m += (g - m) * (1 - beta1), v += (g^2 - v) *
+// (1 - beta2), var -= m * alpha / (sqrt(v) + epsilon).
+void emit_adam(Emitter& e) {
+  const auto& a = e.attrs<AdamSlotsAttrs>();
+  const DType d = e.in_type(0).dtype;
+  const std::string g = e.in(0), alpha = e.in(1), beta1 = e.in(2), beta2 = e.in(3), eps = e.in(4);
+  const std::string m = e.variable(a.m), v = e.variable(a.v), var = e.variable(a.variable);
+  const std::string c1 = e.temp("c1"), c2 = e.temp("c2"), dm = e.temp("m_diff"), sm = e.temp("m_step"),
+                    m_new = e.temp("m_new"), gg = e.temp("g_squared"), dv = e.temp("v_diff"), sv = e.temp("v_step"),
+                    v_new = e.temp("v_new"), num = e.temp("numerator"), root = e.temp("sqrt_v"),
+                    den = e.temp("denominator"), step = e.temp("step"), var_new = e.temp("value");
+  e.add("Sub", {e.scalar(d, 1.0), beta1}, {c1});
+  e.add("Sub", {e.scalar(d, 1.0), beta2}, {c2});
+  e.add("Sub", {g, m}, {dm});
+  e.add("Mul", {dm, c1}, {sm});
+  e.add("Add", {m, sm}, {m_new});
+  e.add("Mul", {g, g}, {gg});
+  e.add("Sub", {gg, v}, {dv});
+  e.add("Mul", {dv, c2}, {sv});
+  e.add("Add", {v, sv}, {v_new});
+  e.add("Mul", {m_new, alpha}, {num});
+  e.add("Sqrt", {v_new}, {root});
+  e.add("Add", {root, eps}, {den});
+  e.add("Div", {num, den}, {step});
+  e.add("Sub", {var, step}, {var_new});
+  e.write_variable(a.m, m_new);
+  e.write_variable(a.v, v_new);
+  e.write_variable(a.variable, var_new);
+}
+
 // ---- control flow -------------------------------------------------------------------------------
 
 // Nodes added while one lives go to an If branch or a Loop body.
@@ -814,9 +864,21 @@ const OnnxRule kRules[] = {
      "sees no key gives zeros (ONNX's Softmax would give NaN); output 1 is each row's log-sum-exp; dropout while "
      "training is refused", emit_attention},
     {OpId::ReadVariable, "Identity of an initializer", "a Variable closed over: an initializer named after it, with "
-     "its value at export; a Variable argument: a graph input", [](Emitter& e) {
+     "its value at export; a Variable argument, or any Variable with `variables_as_inputs`: a graph input; after a "
+     "write: the value written", [](Emitter& e) {
        e.add("Identity", {e.variable(e.attrs<VariableAttrs>().variable)}, {e.out(0)});
      }},
+    {OpId::AssignVariable, "Identity", "with `variables_as_inputs` only: the Variable's value from here on, and its "
+     "output `<name>/new`", [](Emitter& e) { emit_assign(e, nullptr); }},
+    {OpId::AssignAddVariable, "Add", "with `variables_as_inputs` only, as assign_variable",
+     [](Emitter& e) { emit_assign(e, "Add"); }},
+    {OpId::AssignSubVariable, "Sub", "with `variables_as_inputs` only, as assign_variable",
+     [](Emitter& e) { emit_assign(e, "Sub"); }},
+    {OpId::ApplyGradientDescent, "Mul, Sub", "with `variables_as_inputs` only: var - lr * grad, as assign_variable",
+     emit_gradient_descent},
+    {OpId::ApplyAdam, "Sub, Mul, Add, Sqrt, Div", "with `variables_as_inputs` only: m += (g - m) * (1 - beta1), "
+     "v += (g^2 - v) * (1 - beta2), var -= m * alpha / (sqrt(v) + epsilon); the three as assign_variable",
+     emit_adam},
     {OpId::Cond, "If", "then_branch, else_branch: the branches as sub-graphs, reading the values they capture from "
      "the enclosing graph by name", emit_cond},
     {OpId::StatefulCond, "If", "as cond (its branches read Variables; a Variable write inside is refused)",
@@ -848,7 +910,9 @@ const OnnxRule* onnx_rule(OpId op) {
 const char* onnx_refusal(OpId op) {
   const uint32_t t = op_def(op).traits;
   if (t & kOptimizerOnly) return "made by the optimiser only; files and models hold graphs as traced";
-  if (t & kWritesVariable) return "writes a Variable: an ONNX model has no state; export the inference function";
+  if (t & kWritesVariable)
+    return "writes a Variable in a way the exporter does not write yet (with `variables_as_inputs` it writes "
+           "assign, assign_add, assign_sub, apply_gradient_descent and apply_adam); export the inference function";
   if (t & kCreatesVariable) return "creates a Variable: an ONNX model has no state";
   if (t & kRandom) return "draws random numbers: ONNX's random ops give other numbers; export the inference function";
   if (t & kCollective) return "a collective of a distributed job: ONNX has none";

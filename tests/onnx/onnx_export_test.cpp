@@ -349,6 +349,58 @@ TEST(OnnxExport, TransformerBlock) {
   write_dims("transformer", {{"x", {0, 1}}});
 }
 
+// One train step of the MLP with OnnxOptions::variables_as_inputs: the model takes the Variables
+// (weights, the learning rate, the step counter, the optimizer's slots) as inputs and returns the
+// loss and their new values, which must be tracegraph's after the same step.
+void export_train_step(const std::string& name, tg::optim::Optimizer& opt) {
+  SmallMlp model;
+  auto train_step = tg::function(
+      [&](const tg::Tensor& x, const tg::Tensor& y) {
+        tg::GradientTape tape;
+        const tg::Tensor loss = tg::reduce_mean(tg::nn::sparse_softmax_cross_entropy(model(x), y));
+        opt.apply_gradients(tape.gradient(loss, model.variables()), model.variables());
+        return loss;
+      },
+      {.name = name, .arg_names = {"x", "y"}});
+  const tg::Tensor x = uniform({6, 12}, 121), y = labels(6, 5, 122);
+  {
+    // the optimizer makes its Variables on its first step, which a later trace may not do
+    tg::GradientTape tape;
+    const tg::Tensor loss = tg::reduce_mean(tg::nn::sparse_softmax_cross_entropy(model(x), y));
+    opt.apply_gradients(tape.gradient(loss, model.variables()), model.variables());
+  }
+  // The step writes the weights, the step counter and the slots; it reads the learning rate
+  // (the first of the optimizer's Variables) too.
+  std::vector<tg::Variable> written = model.variables();
+  const std::vector<tg::Variable> own = opt.variables();
+  written.insert(written.end(), own.begin() + 1, own.end());
+  std::vector<std::pair<std::string, tg::Tensor>> inputs{{"x", x}, {"y", y}};
+  // copies of the values before the step (a Variable's buffer may be updated in place)
+  for (const tg::Variable& v : written) inputs.emplace_back(v.name(), v.read_value() * tg::ones_like(v.read_value()));
+  inputs.emplace_back(own[0].name(), own[0].read_value());
+  const tg::Tensor loss = train_step(x, y);
+  std::vector<std::pair<std::string, tg::Tensor>> updated;
+  for (const tg::Variable& v : written) updated.emplace_back(v.name() + "/new", v.read_value());
+  // the step moved the weights (so the comparison is not of unchanged values)
+  EXPECT_GT(tg::reduce_max(tg::abs(updated[0].second - inputs[2].second)).item<float>(), 0.0f);
+  tg::OnnxOptions options;
+  options.variables_as_inputs = true;
+  const std::vector<std::string> paths = tg::export_onnx(model_path(name), train_step, options);
+  ASSERT_EQ(paths.size(), 1u);
+  write_run(name, 0, inputs, {loss}, updated);
+  write_dims(name, {});
+}
+
+TEST(OnnxExport, MlpSgdStepWithVariablesAsInputs) {
+  tg::optim::SGD sgd(0.1);
+  export_train_step("mlp_sgd_step", sgd);
+}
+
+TEST(OnnxExport, MlpAdamStepWithVariablesAsInputs) {
+  tg::optim::Adam adam(0.01);
+  export_train_step("mlp_adam_step", adam);
+}
+
 // Refusals: a typed error naming the op, and no file.
 void expect_refused(const std::string& name, const std::function<void(const std::string&)>& export_fn,
                     const std::string& op) {
