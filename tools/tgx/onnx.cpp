@@ -11,7 +11,7 @@
 
 namespace tgx {
 
-const char* const kOnnxHelp = R"(Usage: tgx onnx MODEL.tgx -o MODEL.onnx [--graph-name NAME]
+const char* const kOnnxHelp = R"(Usage: tgx onnx MODEL.tgx -o MODEL.onnx [--graph-name NAME] [--variables-as-inputs]
 
 Writes the function in MODEL.tgx as an ONNX model (opset 17, IR version 8) that ONNX Runtime and
 other ONNX consumers run: its graph as traced, its Variables' values and its constants as
@@ -20,8 +20,11 @@ output_0, output_1, .... A file with several concrete functions gives one model 
 MODEL.0.onnx, MODEL.1.onnx, ... in the file's order. docs/onnx.md lists the ops written.
 
 Options:
-  -o, --output FILE     the .onnx file to write (required)
-  --graph-name NAME     the ONNX graph's name (default: the function's name)
+  -o, --output FILE       the .onnx file to write (required)
+  --graph-name NAME       the ONNX graph's name (default: the function's name)
+  --variables-as-inputs   write a function that updates Variables (a train step) as one step:
+                          every Variable it uses is a graph input named after it, and each one it
+                          writes also an output "<name>/new" (without it, a write is refused)
 
 Exit codes: 0 written; 1 usage error; 2 MODEL.tgx is invalid; 6 the function holds an op or a
 value ONNX export does not write (the message names the node and the op); nothing is written.
@@ -29,7 +32,8 @@ value ONNX export does not write (the message names the node and the op); nothin
 
 #if TGX_ONNX
 int onnx_command(const std::vector<std::string>& args) {
-  const ParsedArgs a = parse_args("onnx", args, {{"-o", true}, {"--output", true}, {"--graph-name", true}});
+  const ParsedArgs a = parse_args("onnx", args,
+                                  {{"-o", true}, {"--output", true}, {"--graph-name", true}, {"--variables-as-inputs", false}});
   if (a.positional().size() != 1)
     usage_error("onnx", "expected one model file, got " + std::to_string(a.positional().size()) +
                             " arguments; usage: tgx onnx MODEL.tgx -o MODEL.onnx");
@@ -39,6 +43,7 @@ int onnx_command(const std::vector<std::string>& args) {
   const tg::LoadedFunction fn = load_model("onnx", a.positional()[0]);
   tg::OnnxOptions options;
   if (auto name = a.value("--graph-name")) options.graph_name = *name;
+  options.variables_as_inputs = a.has("--variables-as-inputs");
   std::vector<std::string> written;
   try {
     written = tg::export_onnx(*out, fn, options);
