@@ -104,8 +104,8 @@ class Optimizer {
   /// tg::IndexedSlices (its dense_shape must be the variable's shape and its dtype the
   /// variable's). As Keras does, the slices are first deduplicated (IndexedSlices::deduplicated)
   /// and then applied with the optimizer's sparse rule: SGD without momentum writes only the
-  /// named rows, SGD with momentum and Adam update their slots and variable as Keras's sparse
-  /// update_step does (see each class), and the others (AdamW, RMSprop) apply the dense gradient.
+  /// named rows, SGD with momentum, Adam and RMSprop update their slots and variable as Keras's
+  /// sparse update_step does (see each class), and AdamW applies the dense gradient.
   /// A template only so that a brace list of tensors still selects the overload above.
   template <class G>
     requires std::same_as<G, Gradient>
@@ -293,6 +293,11 @@ struct RMSpropOptions {
 ///   momentum > 0: momentum_slot = momentum * momentum_slot + increment; var -= momentum_slot
 ///   else:         var -= increment
 /// Slots: "velocity", then "momentum" (momentum > 0), then "average_gradient" (centered).
+/// A sparse gradient (rows g_i at distinct indices i), as Keras's sparse update_step: velocity
+/// (and average_gradient) decay everywhere and get their rows' terms added, the increment is
+/// computed for the gathered rows only, lr * g_i / sqrt(denominator[i]); without momentum only
+/// those rows of var change (var[i] -= increment_i), with it momentum_slot decays everywhere,
+/// gets increment_i added at i, and var -= momentum_slot.
 class RMSprop : public Optimizer {
  public:
   explicit RMSprop(RMSpropOptions options = {});
@@ -304,6 +309,8 @@ class RMSprop : public Optimizer {
  protected:
   void update(const Tensor& grad, Variable& var, std::vector<Variable>& slots,
               const StepValues& step) override;
+  void update_sparse(const IndexedSlices& grad, Variable& var, std::vector<Variable>& slots,
+                     const StepValues& step) override;
 
  private:
   RMSpropOptions options_;

@@ -44,4 +44,37 @@ void RMSprop::update(const Tensor& grad, Variable& var, std::vector<Variable>& s
   }
 }
 
+void RMSprop::update_sparse(const IndexedSlices& grad, Variable& var, std::vector<Variable>& slots,
+                            const StepValues& step) {
+  const DType dt = var.dtype();
+  const Tensor rho = constant(options_.rho, dt);
+  const Tensor one_minus_rho = constant(1.0 - options_.rho, dt);
+  const Tensor epsilon = constant(options_.epsilon, dt);
+  const Tensor& indices = grad.indices();
+  auto rows = [&](const Tensor& values) { return IndexedSlices(indices, values, grad.dense_shape()); };
+  Variable& velocity = slots[0];
+  velocity.assign(rho * velocity.read_value());
+  velocity.scatter_add(rows(square(grad.values()) * one_minus_rho));
+  // The denominator of the gathered rows only: elementwise, so the same values as Keras's
+  // gather of the whole denominator.
+  Tensor denominator;
+  if (options_.centered) {
+    Variable& average = slots.back();
+    average.assign(rho * average.read_value());
+    average.scatter_add(rows(grad.values() * one_minus_rho));
+    denominator = gather(velocity.read_value(), indices) - square(gather(average.read_value(), indices)) + epsilon;
+  } else {
+    denominator = gather(velocity.read_value(), indices) + epsilon;
+  }
+  const Tensor increment = step.learning_rate * grad.values() * rsqrt(denominator);
+  if (options_.momentum > 0) {
+    Variable& momentum = slots[1];
+    momentum.assign(constant(options_.momentum, dt) * momentum.read_value());
+    momentum.scatter_add(rows(increment));
+    var.assign_add(neg(momentum.read_value()));
+  } else {
+    var.scatter_add(rows(neg(increment)));
+  }
+}
+
 }  // namespace tg::optim

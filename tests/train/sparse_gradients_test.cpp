@@ -241,6 +241,53 @@ TEST(SparseOptimizers, AdamFollowsKerasSparseRule) {
   EXPECT_TRUE(tensors_near(opt.slot(var, "v").read_value(), cast(constant(v, TensorShape{3, 2}, float64), float32), 1e-5));
 }
 
+TEST(SparseOptimizers, RmspropFollowsKerasSparseRule) {
+  for (const auto& [momentum, centered] : {std::pair{0.0, false}, std::pair{0.5, true}}) {
+    SCOPED_TRACE(centered ? "momentum, centered" : "plain");
+    const std::vector<double> init{0.5, -0.5, 1.0, 2.0, -1.0, 0.25};
+    Variable var(cast(constant(init, TensorShape{3, 2}, float64), float32), "var");
+    optim::RMSprop opt(0.01, 0.9, momentum, 1e-7, centered);
+    std::vector<double> w = init, vel(6, 0.0), mom(6, 0.0), avg(6, 0.0);
+    const double rho = 0.9, eps = 1e-7, lr = 0.01;
+    const std::vector<std::pair<std::vector<int>, std::vector<double>>> steps{
+        {{2, 0, 2}, {0.5, -1.0, 2.0, 0.25, -0.25, 1.0}}, {{1}, {3.0, -3.0}}};
+    for (const auto& [idx, vals] : steps) {
+      const auto n = static_cast<int64_t>(idx.size());
+      const Tensor idx_t = cast(constant(std::vector<double>(idx.begin(), idx.end()), TensorShape{n}, float64), int32);
+      opt.apply_gradients(std::vector<Gradient>{IndexedSlices(idx_t, cast(constant(vals, TensorShape{n, 2}, float64), float32),
+                                                              TensorShape{3, 2})},
+                          {var});
+      std::vector<double> g(6, 0.0);  // repeated rows summed first
+      for (std::size_t j = 0; j < idx.size(); ++j)
+        for (int k = 0; k < 2; ++k) g[static_cast<std::size_t>(idx[j]) * 2 + k] += vals[j * 2 + k];
+      const std::set<int> touched(idx.begin(), idx.end());
+      for (std::size_t e = 0; e < 6; ++e) {
+        const bool hit = touched.count(static_cast<int>(e / 2)) != 0;
+        vel[e] = rho * vel[e] + (hit ? g[e] * g[e] * (1 - rho) : 0.0);
+        avg[e] = rho * avg[e] + (hit ? g[e] * (1 - rho) : 0.0);
+        const double increment = hit ? lr * g[e] / std::sqrt((centered ? vel[e] - avg[e] * avg[e] : vel[e]) + eps) : 0.0;
+        if (momentum > 0) {
+          mom[e] = momentum * mom[e] + increment;
+          w[e] -= mom[e];
+        } else {
+          w[e] -= increment;
+        }
+      }
+    }
+    EXPECT_TRUE(tensors_near(var.read_value(), cast(constant(w, TensorShape{3, 2}, float64), float32), 1e-5));
+    EXPECT_TRUE(tensors_near(opt.slot(var, "velocity").read_value(), cast(constant(vel, TensorShape{3, 2}, float64), float32), 1e-5));
+    if (momentum == 0.0) {
+      // Without momentum, a row no step touched is never written.
+      Variable fresh(cast(constant(init, TensorShape{3, 2}, float64), float32), "fresh");
+      optim::RMSprop again(0.01);
+      again.apply_gradients(std::vector<Gradient>{IndexedSlices(constant({1}), constant({{1.0f, 1.0f}}), TensorShape{3, 2})},
+                            {fresh});
+      EXPECT_EQ(row(fresh.read_value(), 0), row(cast(constant(init, TensorShape{3, 2}, float64), float32), 0));
+      EXPECT_EQ(row(fresh.read_value(), 2), row(cast(constant(init, TensorShape{3, 2}, float64), float32), 2));
+    }
+  }
+}
+
 TEST(SparseOptimizers, ClippingByGlobalNormCountsTheValuesAndKeepsTheSlices) {
   const IndexedSlices s(constant({1, 1}), constant({{3.0f}, {0.0f}}), TensorShape{4, 1});
   const std::vector<Gradient> grads{s, constant({4.0f})};
