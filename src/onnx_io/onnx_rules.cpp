@@ -637,6 +637,17 @@ std::vector<std::string> node_outputs(Emitter& e) {
 // cond: an If whose branches read their captures from the enclosing graph by name.
 void emit_cond(Emitter& e) {
   const ControlFlowPayload& p = *e.attrs<ControlFlowAttrs>().payload;
+  if (e.node().outputs.empty()) {
+    // A cond without results computes nothing a model returns (and ONNX's If must return a
+    // value): no If is written, but its branches are, into graphs thrown away, so that an
+    // effect in them (a print, a Variable write) is refused rather than dropped.
+    for (std::size_t b = 0; b < 2; ++b) {
+      onnx::GraphProto scratch;
+      InSubgraph inside(e, scratch);
+      e.inline_graph(*p.subgraphs[b].graph, p.subgraphs[b].role, with_captures(e, p, b, {}));
+    }
+    return;
+  }
   onnx::GraphProto branches[2];
   for (std::size_t b = 0; b < 2; ++b) {
     const NamedSubgraph& sub = p.subgraphs[b];
@@ -880,7 +891,8 @@ const OnnxRule kRules[] = {
      "v += (g^2 - v) * (1 - beta2), var -= m * alpha / (sqrt(v) + epsilon); the three as assign_variable",
      emit_adam},
     {OpId::Cond, "If", "then_branch, else_branch: the branches as sub-graphs, reading the values they capture from "
-     "the enclosing graph by name", emit_cond},
+     "the enclosing graph by name; a cond without results writes no If (an effect in a branch is still refused)",
+     emit_cond},
     {OpId::StatefulCond, "If", "as cond (its branches read Variables; a Variable write inside is refused)",
      emit_cond},
     {OpId::While, "Loop", "body: (iteration, cond, loop variables...) -> (the condition on the new values, the new "

@@ -447,6 +447,25 @@ TEST(OnnxExportErrors, AVariableWriteInALoopIsRefused) {
     }, "assign_add_variable");
 }
 
+// A cond without results writes no If; a print in one of its branches is refused, not dropped.
+TEST(OnnxExportErrors, APrintInACondWithoutResultsIsRefused) {
+  auto quiet = tg::function([](const tg::Tensor& x) {
+    tg::cond(tg::reduce_sum(x) > 0.0f, [] {}, [] {});
+    return x * 2.0f;
+  }, {.name = "quiet_cond", .arg_names = {"x"}});
+  const tg::Tensor x = tg::constant({1.0f, -3.0f});
+  const tg::Tensor y = quiet(x);
+  EXPECT_NO_THROW(tg::export_onnx(model_path("quiet_cond"), quiet));
+  write_run("quiet_cond", 0, {{"x", x}}, {y});
+  write_dims("quiet_cond", {});
+  auto loud = tg::function([](const tg::Tensor& x) {
+    tg::cond(tg::reduce_sum(x) > 0.0f, [&] { tg::print(x); }, [] {});
+    return x * 2.0f;
+  }, {.name = "printing_cond"});
+  loud(tg::ones({2}));
+  expect_refused("print_in_cond", [&](const std::string& p) { tg::export_onnx(p, loud); }, "print");
+}
+
 TEST(OnnxExportErrors, AttentionDropoutIsRefused) {
   auto f = tg::function([](const tg::Tensor& q) {
     return tg::scaled_dot_product_attention(q, q, q, {.dropout = 0.5, .training = true, .seed = 3});
