@@ -7,6 +7,7 @@
 #include <set>
 #include <unistd.h>
 
+#include "core/tensor_impl.h"
 #include "support/test_util.h"
 #include "tracegraph/tracegraph.h"
 
@@ -344,6 +345,11 @@ TEST(SparseTraining, ATracedEmbeddingClassifierTrainsAndTouchesOnlyItsRows) {
   EXPECT_LT(losses.back(), 0.8f * losses.front());
   EXPECT_TRUE(tensors_near(traced.embedding.embeddings().read_value(), eager.embedding.embeddings().read_value(), 1e-4));
   EXPECT_TRUE(tensors_near(plain.embedding.embeddings().read_value(), eager.embedding.embeddings().read_value(), 1e-4));
+  // The step writes the rows where the table lies (nothing else holds its value): no copy of
+  // the table per step.
+  const float* table_data = detail::data_of<float>(traced.embedding.embeddings().read_value());
+  traced_step(ids, labels);
+  EXPECT_EQ(detail::data_of<float>(traced.embedding.embeddings().read_value()), table_data);
   // Only the rows of the ids moved.
   std::set<int32_t> used;
   for (int32_t i : ids.to_vector<int32_t>()) used.insert(i);
