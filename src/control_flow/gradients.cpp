@@ -93,6 +93,22 @@ std::vector<Tensor> grad_while(const GradInputs& g) {
     if (g.inputs[k].dtype() == DType::String)
       throw InvalidArgumentError("[gradient] differentiating a tg::while_loop with string loop variables is not supported");
 
+  // Each iteration's loop variables are stored in arrays of one element shape, so a variable
+  // must keep its shape. A TensorArray without a full element_shape starts as a scalar marker and
+  // becomes the whole array at its first write: refused here, with the fix, before anything runs.
+  for (std::size_t k = 0; k < n; ++k) {
+    const TensorShape& start = detail::static_shape(g.inputs[k]);
+    const TensorShape& after = p.output_types[k].shape;
+    if (is_floating(g.inputs[k].dtype()) && start.has_rank() && start.rank() == 0 &&
+        !(after.has_rank() && after.rank() == 0))
+      throw InvalidArgumentError(str_cat(
+          "[gradient] loop variable ", k, " of while loop '", p.name, "' starts as a scalar and has shape ",
+          after.to_string(), " after the body; a gradient through a loop needs every loop variable to keep "
+          "one shape. A tg::TensorArray written in the loop is such a variable until its first write: create "
+          "it with its full element_shape (TensorArray(dtype, size, false, element_shape)) so that it exists "
+          "whole from the start"));
+  }
+
   // 1. Forward again, recording each iteration's inputs.
   using Fwd = std::pair<std::vector<Tensor>, std::vector<TensorArray>>;
   Fwd init;

@@ -8,6 +8,7 @@
 #include "control_flow/subgraph.h"
 #include "core/check.h"
 #include "core/tensor_impl.h"
+#include "ops/grad_helpers.h"
 #include "tracegraph/control_flow.h"
 #include "tracegraph/ops.h"
 
@@ -165,6 +166,53 @@ void kernel_stack(const std::vector<Tensor>& in, const OpAttrs& op_attrs, std::v
   out[0] = zeros(TensorShape(dims), flow.impl()->dtype);
 }
 
+// The gradients. The flow is the whole array as one tensor (a row per element; a scalar before
+// the first write), so each op's gradient is a TensorArray op on the gradient tensor: a write's
+// is the written row (a read) and the rest (the row overwritten by zeros), a read's is zeros
+// with its row written, a stack's passes through. Multiple reads of one element add up on the tape.
+
+// A flow's gradient from `g`, a gradient shaped like an array with at least the flow's rows:
+// those rows (a dynamic array may have grown past them), or zeros for an empty array's scalar
+// placeholder, whose value no op reads. A flow carried by a loop has an unknown static rank, so
+// that case is decided when the graph runs.
+Tensor flow_gradient(const Tensor& g, const Tensor& flow, bool dynamic) {
+  const TensorShape& s = static_shape(flow);
+  if (s.has_rank() && s.rank() == 0) return zeros_like(flow);
+  const Tensor dims = shape(flow);
+  Tensor rows = g;
+  if (dynamic) {
+    // The flow's row count, 0 for a scalar flow (its shape is empty).
+    const Tensor count = gather(concat({dims, zeros({1}, dims.dtype())}, 0), constant(int32_t{0}));
+    rows = gather(g, range(count));
+  }
+  if (s.has_rank()) return rows;
+  return where(size(dims) > 0, detail::sum_to_like(rows, flow), zeros_like(flow));
+}
+
+std::vector<Tensor> grad_write(const GradInputs& g) {
+  const Tensor& flow = g.inputs[0];
+  const Tensor& index = g.inputs[1];
+  const Tensor& d = g.grads[0];
+  std::vector<Tensor> out(3);
+  if (g.wants(2)) out[2] = apply_op(OpId::TensorArrayRead, {d, index}, g.attrs)[0];
+  if (g.wants(0)) {
+    const Tensor rest = apply_op(OpId::TensorArrayWrite, {d, index, zeros_like(g.inputs[2])}, g.attrs)[0];
+    out[0] = flow_gradient(rest, flow, g.attrs.get<TensorArrayAttrs>().dynamic);
+  }
+  return out;
+}
+
+std::vector<Tensor> grad_read(const GradInputs& g) {
+  std::vector<Tensor> out(2);
+  if (g.wants(0))
+    out[0] = apply_op(OpId::TensorArrayWrite, {zeros_like(g.inputs[0]), g.inputs[1], g.grads[0]}, g.attrs)[0];
+  return out;
+}
+
+std::vector<Tensor> grad_stack(const GradInputs& g) {
+  return {flow_gradient(g.grads[0], g.inputs[0], g.attrs.get<TensorArrayAttrs>().dynamic)};
+}
+
 Tensor index_tensor(int64_t i) {
   return i >= INT32_MIN && i <= INT32_MAX ? constant(static_cast<int32_t>(i)) : constant(i);
 }
@@ -175,6 +223,9 @@ void register_tensor_array_ops(OpDef* t) {
   set_op(t, OpId::TensorArrayWrite, &infer_write, &kernel_write);
   set_op(t, OpId::TensorArrayRead, &infer_read, &kernel_read);
   set_op(t, OpId::TensorArrayStack, &infer_stack, &kernel_stack);
+  set_grad(t, OpId::TensorArrayWrite, &grad_write);
+  set_grad(t, OpId::TensorArrayRead, &grad_read);
+  set_grad(t, OpId::TensorArrayStack, &grad_stack);
 }
 
 }  // namespace detail

@@ -390,6 +390,28 @@ std::vector<GradCase> make_cases() {
       {"cumsum", "axis 1", [](const std::vector<Tensor>& in) { return cumsum(in[0], 1); }, {u({2, 4})}},
       {"cumsum", "axis 0 exclusive reverse", [](const std::vector<Tensor>& in) { return cumsum(in[0], 0, true, true); },
        {u({3, 2})}},
+      // TensorArrays: the flow is the whole array, each op's gradient a TensorArray op on it.
+      {"tensor_array_write", "two rows of three, stacked",
+       [](const std::vector<Tensor>& in) { return TensorArray(float64, 3).write(0, in[0]).write(2, in[1]).stack(); },
+       {u({2}), u({2})}},
+      {"tensor_array_write", "dynamic, grown and a row overwritten",
+       [](const std::vector<Tensor>& in) {
+         return TensorArray(float64, 1, true).write(0, in[0]).write(2, in[1]).write(0, in[1] * in[0]).stack();
+       },
+       {u({2}), u({2})}},
+      {"tensor_array_read", "a row read twice",
+       [](const std::vector<Tensor>& in) {
+         const TensorArray ta = TensorArray(float64, 2).write(0, in[0]).write(1, in[1]);
+         return ta.read(1) * ta.read(1) + ta.read(0);
+       },
+       {u({3}), u({3})}},
+      {"tensor_array_stack", "written in a for_range",
+       [](const std::vector<Tensor>& in) {
+         return for_range(Range(3), TensorArray(float64, 3, false, TensorShape{2}), [&](const Tensor& i, const TensorArray& ta) {
+                  return ta.write(i, in[0] * cast(i, float64) + in[0] * in[0]);
+                }).stack();
+       },
+       {u({2})}},
       {"cumprod", "axis 1", [](const std::vector<Tensor>& in) { return cumprod(in[0], 1); }, {u({2, 4})}},
       {"cumprod", "axis 0 exclusive", [](const std::vector<Tensor>& in) { return cumprod(in[0], 0, true); }, {u({4, 2})}},
       {"cumprod", "axis -1 reverse", [](const std::vector<Tensor>& in) { return cumprod(in[0], -1, false, true); },
