@@ -408,6 +408,15 @@ tg::Tensor to_tensor(py::handle value, std::optional<tg::DType> dtype, DTypeRule
     return v->read_value();
   }
   if (value.is_none()) unsupported_value(value);
+  // TF's convert_to_tensor of an IndexedSlices (a sparse gradient): the dense tensor, with TF's
+  // warning for a large one.
+  if (py::isinstance<tg::IndexedSlices>(value)) {
+    const auto& slices = value.cast<const tg::IndexedSlices&>();
+    if (dtype && slices.dtype() != *dtype && rule == DTypeRule::kRequire)
+      type_error("expected a " + tg::to_string(*dtype) + " value, got an IndexedSlices of dtype " +
+                 tg::to_string(slices.dtype()) + "; tg.cast its values first");
+    return slices.to_dense();
+  }
   if (py::isinstance<py::array>(value)) return from_numpy(py::reinterpret_borrow<py::array>(value), dtype);
   if (is_numpy_scalar(value)) return from_numpy(py::array(numpy_asarray()(value)), dtype);
   PyObject* p = value.ptr();

@@ -141,16 +141,19 @@ class PyTape {
     }
     const tg::UnconnectedGradients unconnected =
         zero ? tg::UnconnectedGradients::kZero : tg::UnconnectedGradients::kNone;
-    std::vector<tg::Tensor> tensor_grads, variable_grads;
+    std::vector<tg::Gradient> tensor_grads, variable_grads;
     without_gil([&] {
-      // The C++ tape gives untracked sources None, as TF (src/autodiff/tape.cpp).
-      if (!tensors.empty()) tensor_grads = tape_->gradient(target, tensors, unconnected);
-      if (!variables.empty()) variable_grads = tape_->gradient(target, variables, unconnected);
+      // The C++ tape gives untracked sources None, as TF (src/autodiff/tape.cpp), and a source
+      // only gathered along axis 0 (an Embedding's table) an IndexedSlices, as TF.
+      if (!tensors.empty()) tensor_grads = tape_->sparse_gradient(target, tensors, unconnected);
+      if (!variables.empty()) variable_grads = tape_->sparse_gradient(target, variables, unconnected);
     });
     py::list out;
     for (const auto& [is_variable, i] : where) {
-      const tg::Tensor& g = is_variable ? variable_grads[i] : tensor_grads[i];
-      out.append(g.defined() ? py::cast(g) : py::object(py::none()));
+      const tg::Gradient& g = is_variable ? variable_grads[i] : tensor_grads[i];
+      if (!g.defined()) out.append(py::none());
+      else if (g.is_sparse()) out.append(py::cast(g.slices()));
+      else out.append(py::cast(g.dense()));
     }
     return out;
   }
@@ -212,6 +215,32 @@ void note_variable_read(py::handle variable) {
 }
 
 void register_gradient(py::module_& m) {
+  py::class_<tg::IndexedSlices>(
+      m, "_IndexedSlices",
+      "Rows of a dense tensor (tf.IndexedSlices): row indices[i] of a tensor of shape dense_shape is "
+      "values[i], repeated indices summed. What GradientTape.gradient gives for a source only gathered "
+      "along axis 0 (tg.gather, keras.layers.Embedding); tg.convert_to_tensor makes it dense.")
+      .def(py::init([](py::handle values, py::handle indices, py::handle dense_shape) {
+             if (dense_shape.is_none())
+               throw py::value_error("IndexedSlices: pass dense_shape (the shape of the dense tensor); "
+                                     "tracegraph needs it to convert the slices");
+             return tg::IndexedSlices(to_tensor(indices), to_tensor(values),
+                                      to_static_shape(dense_shape, "IndexedSlices"));
+           }),
+           py::arg("values"), py::arg("indices"), py::arg("dense_shape") = py::none())
+      .def_property_readonly("values", &tg::IndexedSlices::values)
+      .def_property_readonly("indices", &tg::IndexedSlices::indices)
+      .def_property_readonly("dense_shape",
+                             [](const tg::IndexedSlices& s) {
+                               const std::vector<int64_t>& dims = s.dense_shape().dims();
+                               return tg::constant(dims, tg::TensorShape{static_cast<int64_t>(dims.size())}, tg::int64);
+                             })
+      .def("__neg__",
+           [](const tg::IndexedSlices& s) { return tg::IndexedSlices(s.indices(), tg::neg(s.values()), s.dense_shape()); })
+      .def("__repr__", [](const tg::IndexedSlices& s) {
+        return "tg.IndexedSlices(indices=" + s.indices().to_string() + ", values=" + s.values().to_string() +
+               ", dense_shape=" + s.dense_shape().to_string() + ")";
+      });
   py::class_<PyTape>(m, "_Tape", "tg.GradientTape's C++ half (see tracegraph/_gradient.py).")
       .def(py::init<bool>(), py::arg("watch_accessed_variables"))
       .def("_start", &PyTape::start)

@@ -46,13 +46,6 @@ class CallableSchedule final : public LearningRateSchedule {
 };
 
 // Gradients: None stands for "no gradient" (an undefined tensor, which the optimizers skip).
-std::vector<tg::Tensor> gradient_list(const py::sequence& grads) {
-  std::vector<tg::Tensor> out;
-  out.reserve(grads.size());
-  for (py::handle g : grads) out.push_back(g.is_none() ? tg::Tensor() : to_tensor(g));
-  return out;
-}
-
 std::vector<tg::Variable> variable_list(const py::sequence& vars, const char* op) {
   std::vector<tg::Variable> out;
   out.reserve(vars.size());
@@ -69,9 +62,23 @@ std::vector<tg::Variable> variable_list(const py::sequence& vars, const char* op
   return out;
 }
 
-py::list optional_tensors(const std::vector<tg::Tensor>& ts) {
+// Gradients as GradientTape.gradient gives them: None, tensors (or what converts to one) and
+// tg.IndexedSlices, kept sparse.
+std::vector<tg::Gradient> gradient_values(const py::sequence& grads) {
+  std::vector<tg::Gradient> out;
+  out.reserve(grads.size());
+  for (py::handle g : grads) {
+    if (g.is_none()) out.emplace_back();
+    else if (py::isinstance<tg::IndexedSlices>(g)) out.emplace_back(g.cast<tg::IndexedSlices>());
+    else out.emplace_back(to_tensor(g));
+  }
+  return out;
+}
+
+py::list optional_gradients(const std::vector<tg::Gradient>& gs) {
   py::list out;
-  for (const tg::Tensor& t : ts) out.append(t.defined() ? py::cast(t) : py::object(py::none()));
+  for (const tg::Gradient& g : gs)
+    out.append(!g.defined() ? py::object(py::none()) : g.is_sparse() ? py::cast(g.slices()) : py::cast(g.dense()));
   return out;
 }
 
@@ -100,7 +107,7 @@ void register_optim(py::module_& m) {
   opt.def("_apply_gradients",
           [](Optimizer& o, const py::sequence& grads, const py::sequence& vars) {
             const std::string op = o.name() + ".apply_gradients";
-            std::vector<tg::Tensor> g = gradient_list(grads);
+            std::vector<tg::Gradient> g = gradient_values(grads);
             std::vector<tg::Variable> v = variable_list(vars, op.c_str());
             without_gil([&] { o.apply_gradients(g, v); });
           },
@@ -139,14 +146,26 @@ void register_optim(py::module_& m) {
   // Gradient clipping over lists (None passes through), TF's names.
   m.def("_clip_list_by_value",
         [](const py::sequence& grads, double lo, double hi) {
-          std::vector<tg::Tensor> g = gradient_list(grads);
-          return optional_tensors(without_gil([&] { return tg::optim::clip_by_value(g, lo, hi); }));
+          // TF clips an IndexedSlices' values and keeps it sparse.
+          std::vector<tg::Gradient> g = gradient_values(grads);
+          std::vector<tg::Tensor> parts;
+          for (const tg::Gradient& x : g)
+            parts.push_back(!x.defined() ? tg::Tensor() : x.is_sparse() ? x.slices().values() : x.dense());
+          std::vector<tg::Tensor> clipped = without_gil([&] { return tg::optim::clip_by_value(parts, lo, hi); });
+          std::vector<tg::Gradient> out;
+          for (std::size_t i = 0; i < g.size(); ++i) {
+            if (g[i].is_sparse())
+              out.emplace_back(tg::IndexedSlices(g[i].slices().indices(), clipped[i], g[i].slices().dense_shape()));
+            else
+              out.emplace_back(clipped[i]);
+          }
+          return optional_gradients(out);
         },
         py::arg("t_list"), py::arg("clip_value_min"), py::arg("clip_value_max"));
   m.def("_global_norm",
         [](const py::sequence& t_list, py::handle name) {
           (void)name;
-          std::vector<tg::Tensor> g = gradient_list(t_list);
+          std::vector<tg::Gradient> g = gradient_values(t_list);
           return without_gil([&] { return tg::optim::global_norm(g); });
         },
         py::arg("t_list"), py::arg("name") = py::none(),
@@ -156,9 +175,9 @@ void register_optim(py::module_& m) {
           (void)name;
           if (!use_norm.is_none())
             unimplemented("[clip_by_global_norm] use_norm is not supported; the global norm is computed");
-          std::vector<tg::Tensor> g = gradient_list(t_list);
+          std::vector<tg::Gradient> g = gradient_values(t_list);
           auto [clipped, norm] = without_gil([&] { return tg::optim::clip_by_global_norm(g, clip_norm); });
-          return py::make_tuple(optional_tensors(clipped), norm);
+          return py::make_tuple(optional_gradients(clipped), norm);
         },
         py::arg("t_list"), py::arg("clip_norm"), py::arg("use_norm") = py::none(), py::arg("name") = py::none(),
         "(the tensors scaled so that their global norm is at most clip_norm, the global norm before) "

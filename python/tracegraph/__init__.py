@@ -30,7 +30,7 @@ from tracegraph import random
 from tracegraph.math import add_n
 from tracegraph._variables import (Variable, VariableAggregation, VariableSynchronization,
                                    init_scope, name_scope)
-from tracegraph._gradient import GradientTape, UnconnectedGradients
+from tracegraph._gradient import GradientTape, IndexedSlices, UnconnectedGradients
 from tracegraph.module import Module
 from tracegraph import optimizers
 from tracegraph import keras

@@ -14,10 +14,15 @@ import threading
 
 from tracegraph import _core
 from tracegraph import nest
-from tracegraph._tensor import Tensor
+from tracegraph._tensor import Tensor, TensorShape
 from tracegraph._variables import Variable
 
-__all__ = ["GradientTape", "UnconnectedGradients"]
+__all__ = ["GradientTape", "IndexedSlices", "UnconnectedGradients"]
+
+# tf.IndexedSlices: the C++ type (python/src/gradient_bindings.cpp), with TF's dtype and shape.
+IndexedSlices = _core._IndexedSlices
+IndexedSlices.dtype = property(lambda self: self.values.dtype)
+IndexedSlices.shape = property(lambda self: TensorShape([int(d) for d in self.dense_shape.numpy()]))
 
 _log = logging.getLogger("tracegraph")
 

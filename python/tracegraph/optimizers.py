@@ -104,6 +104,8 @@ schedules = _Schedules()
 # ---- optimizers ------------------------------------------------------------------------------
 
 def _clip_by_norm(g, clip_norm):
+    if isinstance(g, _core._IndexedSlices):  # TF: the values' norm, the slices kept
+        return _core._IndexedSlices(_clip_by_norm(g.values, clip_norm), g.indices, g.dense_shape)
     norm = _core.sqrt(_core.reduce_sum(_core.square(g)))
     limit = _core.cast(clip_norm, g.dtype)
     return _core.multiply(g, _core.divide(limit, _core.maximum(norm, limit)))
@@ -238,7 +240,10 @@ class Optimizer:
         missing = [v.name for g, v in zip(grads, variables) if g is None]
         if missing:
             _log.warning("Gradients do not exist for variables %s when minimizing the loss.", missing)
-        grads = self._clip([None if g is None else _core.convert_to_tensor(g) for g in grads])
+        # An IndexedSlices (an Embedding's gradient) stays sparse: the C++ optimizer applies it
+        # with Keras's sparse rule.
+        grads = self._clip([None if g is None else g if isinstance(g, _core._IndexedSlices)
+                            else _core.convert_to_tensor(g) for g in grads])
         if self.weight_decay:
             self._decay(grads, variables)
         self._cpp._apply_gradients(grads, variables)

@@ -14,8 +14,8 @@ Skipped, with the reason:
 - backprop.gradients_function / implicit_grad / make_vjp / val_and_grad_function and
   tape_lib.record_operation: TF-internal APIs, not part of tf's public surface;
 - custom_gradient and recompute_grad: the C++ library has no custom gradients;
-- IndexedSlices aggregation, embedding_lookup gradients as slices, SparseTensor / composite
-  watch: tracegraph's gradients are dense tensors;
+- SparseTensor / composite watch: tracegraph has no SparseTensor (IndexedSlices gradients are
+  tested in test_sparse_gradients.py);
 - GPU, device copies, MaxPooling3D, op-attribute helpers, name scopes of gradient ops, memory
   checkers: not applicable (CPU only; no such ops or helpers);
 - tests that a jacobian on a non-persistent tape without pfor raises: tracegraph computes
