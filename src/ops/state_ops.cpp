@@ -159,6 +159,10 @@ std::vector<ValueType> infer_scatter(const std::vector<ValueType>& in, const OpA
   const char* op = op_def(scatter_op(kMode)).name;
   const VariableState& v = declared_state(attrs);
   require_dtype(op, in[0], {DType::Int32, DType::Int64}, "indices");
+  if (v.dtype == DType::Bool || v.dtype == DType::String)
+    op_error<InvalidArgumentError>(op, "variable '", v.name, "' has dtype ", to_string(v.dtype),
+                                   "; row updates take numeric Variables (float32, float64, int32, int64, uint8). "
+                                   "Assign the whole value with assign instead");
   if (in[1].dtype != v.dtype)
     op_error<InvalidArgumentError>(op, "variable '", v.name, "' has dtype ", to_string(v.dtype),
                                    " but the updates have dtype ", to_string(in[1].dtype), "; tg::cast them first");

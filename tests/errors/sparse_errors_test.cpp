@@ -1,6 +1,7 @@
 // Expected failures of sparse gradients: IndexedSlices that do not fit, indices out of range
 // (eagerly and in graphs), repeated indices in scatter_update, and slices given where a dense
 // tensor was asked for.
+#include "ops/op.h"
 #include "support/test_util.h"
 
 namespace tg {
@@ -39,6 +40,15 @@ TEST(SparseErrors, AnIndexOutOfRangeIsAnInvalidArgumentEagerlyAndInAGraph) {
   EXPECT_THROW_MSG(opt.apply_gradients(std::vector<Gradient>{IndexedSlices(constant({4}), ones({1, 2}), TensorShape{4, 2})},
                                        {rows}),
                    InvalidArgumentError, "4 is not in [0, 4)");
+}
+
+TEST(SparseErrors, RowUpdatesTakeNumericVariables) {
+  Variable flags(constant({true, false}), "flags");
+  EXPECT_THROW_MSG(detail::apply_op(detail::OpId::ScatterUpdateVariable, {constant({0}), constant({false})},
+                                    detail::VariableAttrs{flags.state()}),
+                   InvalidArgumentError, "[scatter_update_variable]", "variable 'flags' has dtype bool",
+                   "numeric Variables");
+  EXPECT_TRUE(testing::same_bits(flags.read_value(), constant({true, false})));
 }
 
 TEST(SparseErrors, ScatterUpdateRefusesRepeatedIndices) {
