@@ -82,6 +82,89 @@ class Mlp:
         return loss
 
 
+def model_workloads(w):
+    """bench/models_bench.cpp's models (issue 36) in PyTorch: each as PyTorch users run it
+    (eager) and in the variants that can be faster - TorchScript, channels_last, frozen and
+    optimize_for_inference for inference, a sparse embedding gradient - under the C++ row's
+    name with torch/ in front and the variant after it."""
+    g = torch.Generator().manual_seed(0)
+    F = torch.nn.functional
+
+    def train_step(loss_fn, opt):
+        def step():
+            opt.zero_grad(set_to_none=True)
+            loss = loss_fn()
+            loss.backward()
+            opt.step()
+            return loss
+        return step
+
+    # Transformer encoder block: B16 T64 d128 h4 FFN512, GELU, post-norm, no dropout, Adam.
+    block = torch.nn.TransformerEncoderLayer(128, 4, 512, dropout=0.0, activation="gelu", batch_first=True)
+    x = torch.randn((16, 64, 128), generator=g)
+    target = torch.randn((16, 64, 128), generator=g)
+    block_script = torch.jit.trace(block, (x,))
+    for variant, model in (("eager", block), ("jit_trace", block_script)):
+        opt = torch.optim.Adam(block.parameters(), 1e-3)
+        w[f"torch/models/transformer/train_step/{variant}"] = train_step(
+            (lambda m: lambda: ((m(x) - target) ** 2).mean())(model), opt)
+
+    # LSTM: B32 T32 I64 H128, the last output through Linear(128, 10), cross-entropy, Adam.
+    class LstmModel(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm = torch.nn.LSTM(64, 128, batch_first=True)
+            self.head = torch.nn.Linear(128, 10)
+
+        def forward(self, inputs):
+            out, _ = self.lstm(inputs)
+            return self.head(out[:, -1])
+
+    lstm = LstmModel()
+    lx = torch.randn((32, 32, 64), generator=g)
+    ly = (torch.arange(32) * 7 + 3) % 10
+    lstm_script = torch.jit.trace(lstm, (lx,))
+    for variant, model in (("eager", lstm), ("jit_trace", lstm_script)):
+        opt = torch.optim.Adam(lstm.parameters(), 1e-3)
+        w[f"torch/models/lstm/train_step/{variant}"] = train_step(
+            (lambda m: lambda: F.cross_entropy(m(lx), ly))(model), opt)
+
+    # CNN inference, batch 256: conv32 3x3 SAME relu, pool 2, conv64 3x3 SAME relu, pool 2, Linear.
+    cnn = torch.nn.Sequential(
+        torch.nn.Conv2d(1, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(32, 64, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Flatten(), torch.nn.Linear(7 * 7 * 64, 10)).eval()
+    cx = torch.rand((256, 1, 28, 28), generator=g)
+    cx_last = cx.to(memory_format=torch.channels_last)
+    cnn_last = torch.nn.Sequential(*cnn).eval().to(memory_format=torch.channels_last)
+    with torch.no_grad():
+        frozen = torch.jit.optimize_for_inference(torch.jit.freeze(torch.jit.script(cnn)))
+        frozen(cx)
+        frozen_last = torch.jit.optimize_for_inference(torch.jit.freeze(torch.jit.script(cnn_last)))
+        frozen_last(cx_last)
+
+    def no_grad(fn, inputs):
+        def run():
+            with torch.no_grad():
+                return fn(inputs)
+        return run
+    w["torch/models/cnn/inference/b256/eager"] = no_grad(cnn, cx)
+    w["torch/models/cnn/inference/b256/channels_last"] = no_grad(cnn_last, cx_last)
+    w["torch/models/cnn/inference/b256/optimize_for_inference"] = no_grad(frozen, cx)
+    w["torch/models/cnn/inference/b256/optimize_for_inference_channels_last"] = no_grad(frozen_last, cx_last)
+
+    # Embedding classifier: vocab 20000 x 64, batch 64 x 50 tokens, mean, Linear(64, 2), SGD 0.1;
+    # the embedding's gradient dense (PyTorch's default) or sparse.
+    tokens = ((torch.arange(64 * 50) * 7919 + 13) % 20000).reshape(64, 50)
+    ey = (torch.arange(64) * 7 + 3) % 2
+    for variant, sparse in (("eager", False), ("sparse", True)):
+        embedding = torch.nn.Embedding(20000, 64, sparse=sparse)
+        head = torch.nn.Linear(64, 2)
+        opt = torch.optim.SGD(list(embedding.parameters()) + list(head.parameters()), 0.1)
+        w[f"torch/models/embedding/train_step/{variant}"] = train_step(
+            (lambda e, h: lambda: F.cross_entropy(h(e(tokens).mean(1)), ey))(embedding, head), opt)
+
+
 def measure(fn, repetitions, clock, min_time=0.1):
     """Median and coefficient of variation of the per-call time over `repetitions` runs, each
     long enough (min_time seconds) for the clock's resolution."""
@@ -150,6 +233,7 @@ def workloads():
     w["torch/mlp/train_step/eager"] = mlp.step
     x16 = chain_input(16)
     w["torch/trace/chain/100/jit_trace"] = lambda: torch.jit.trace(chain_tanh, (x16,))
+    model_workloads(w)
     return w
 
 
@@ -167,7 +251,7 @@ def main():
     for name, fn in workloads().items():
         if pattern and not pattern.search(name):
             continue
-        heavy = "/1M/" in name or "trace/chain" in name
+        heavy = "/1M/" in name or "trace/chain" in name or "/models/" in name
         results[name] = measure(fn, args.repetitions, args.clock, 0.3 if heavy else 0.1)
         print(f"  {name}: {results[name]['median_ns'] / 1e3:.1f} us", file=sys.stderr)
     json.dump({"torch_version": torch.__version__, "threads": torch.get_num_threads(),
