@@ -9,6 +9,7 @@
 #include "core/check.h"
 #include "onnx_io/onnx_import.h"
 #include "ops/known_values.h"
+#include "ops/record_mode.h"
 #include "tracegraph/ops.h"
 
 namespace tg::detail::onnx_import {
@@ -728,23 +729,28 @@ std::vector<Tensor> slice_rule(NodeContext& c) {
     // or [-1, dim - 1] (step < 0).
     if (start < 0) start += dim;
     if (end < 0) end += dim;
+    // The count of positions, computed without overflow for any step (INT64_MIN included).
+    const uint64_t stride = step > 0 ? static_cast<uint64_t>(step) : uint64_t{0} - static_cast<uint64_t>(step);
     int64_t n;
     if (step > 0) {
       start = std::clamp<int64_t>(start, 0, dim);
       end = std::clamp<int64_t>(end, 0, dim);
-      n = end > start ? (end - start + step - 1) / step : 0;
+      n = end > start ? static_cast<int64_t>((static_cast<uint64_t>(end - start) - 1) / stride + 1) : 0;
     } else {
       start = std::clamp<int64_t>(start, -1, dim - 1);
       end = std::clamp<int64_t>(end, -1, dim - 1);
-      n = start > end ? (start - end + (-step) - 1) / (-step) : 0;
+      n = start > end ? static_cast<int64_t>((static_cast<uint64_t>(start - end) - 1) / stride + 1) : 0;
     }
     if (step == 1) {
       begin[static_cast<std::size_t>(axis)] = start;
       size[static_cast<std::size_t>(axis)] = n;
     } else {
-      std::vector<int64_t> idx;
-      for (int64_t i = 0; i < n; ++i) idx.push_back(start + i * step);
-      strided.emplace_back(axis, int64s(idx));
+      // The positions as a range node of the graph, made when it runs: a declared dim of any
+      // size costs nothing while importing (a host vector of 2^28 positions did).
+      const int64_t last = start + (n - 1) * step;  // within [-1, dim] (n >= 1) or unused (n == 0)
+      const int64_t limit = n == 0 ? start : last + (step > 0 ? 1 : -1);
+      RecordEveryOpScope in_graph(true);
+      strided.emplace_back(axis, range(constant(start), constant(limit), constant(step)));
     }
   }
   x = slice(x, begin, size);

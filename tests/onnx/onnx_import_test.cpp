@@ -8,10 +8,13 @@
 #include <tracegraph/onnx.h>
 #include <tracegraph/tracegraph.h>
 
+#include "support/allocation_counter.h"
+
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -273,6 +276,35 @@ TEST(OnnxImportOps, SliceClampsAndSteps) {
   // Rows from 1 down to (excluding) 0: row 1; columns 5, 3, 1.
   EXPECT_EQ(y.shape().to_string(), "(1, 3)");
   EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{11, 9, 7}));
+}
+
+// Found by the fuzzer: a strided Slice over a huge declared dim built its positions on the host
+// while importing (2^28 of them, 2 GiB), and a step of INT64_MIN overflowed the count. The
+// positions are now a range node that runs with the graph, and the count never overflows.
+TEST(OnnxImportOps, StridedSliceOfAHugeDeclaredDimAllocatesNothingWhileImporting) {
+  Model m;
+  m.input("x", kF, {int64_t{1} << 40});
+  m.ints("starts", {1}, {1});
+  m.ints("ends", {1}, {std::numeric_limits<int64_t>::max()});
+  m.ints("axes", {1}, {0});
+  m.ints("steps", {1}, {2});
+  m.node("Slice", {"x", "starts", "ends", "axes", "steps"}, {"y"});
+  m.output("y");
+  {
+    tg::testing::RefuseAllocationsOver refuse(64 << 20);
+    const tg::LoadedFunction f = m.load();
+    EXPECT_EQ(f.signatures().size(), 1u);
+  }
+  Model small;
+  small.input("x", kF, {7});
+  small.ints("starts", {1}, {6});
+  small.ints("ends", {1}, {std::numeric_limits<int64_t>::min()});
+  small.ints("axes", {1}, {0});
+  small.ints("steps", {1}, {std::numeric_limits<int64_t>::min()});
+  small.node("Slice", {"x", "starts", "ends", "axes", "steps"}, {"y"});
+  small.output("y");
+  const tg::Tensor y = small.load()(tg::range(0.0f, 7.0f, 1.0f));
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{6}));  // one step from 6 leaves the dim
 }
 
 TEST(OnnxImportOps, GatherNegativeIndicesAndReshapeZero) {
