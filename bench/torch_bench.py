@@ -165,6 +165,36 @@ def model_workloads(w):
             (lambda e, h: lambda: F.cross_entropy(h(e(tokens).mean(1)), ey))(embedding, head), opt)
 
 
+def onnx_model_workloads(w):
+    """PyTorch's side of the ONNX import rows (bench/onnx_models.py's models): torchvision's
+    resnet18 and mobilenet_v2, eval and no_grad, at batch 1 and 32 on 224 x 224 inputs, eager,
+    channels_last and frozen + optimize_for_inference. Skipped without torchvision."""
+    try:
+        import torchvision  # pylint: disable=import-outside-toplevel
+    except ImportError:
+        return
+    g = torch.Generator().manual_seed(0)
+    for name in ("resnet18", "mobilenet_v2"):
+        torch.manual_seed(0)
+        model = getattr(torchvision.models, name)(weights=None).eval()
+        last = getattr(torchvision.models, name)(weights=None).eval().to(memory_format=torch.channels_last)
+        last.load_state_dict(model.state_dict())
+        with torch.no_grad():
+            frozen = torch.jit.optimize_for_inference(torch.jit.freeze(torch.jit.script(model)))
+        for batch in (1, 32):
+            x = torch.rand((batch, 3, 224, 224), generator=g)
+            x_last = x.to(memory_format=torch.channels_last)
+
+            def run(fn, inputs):
+                def call():
+                    with torch.no_grad():
+                        return fn(inputs)
+                return call
+            w[f"torch/onnx/{name}/b{batch}/eager"] = run(model, x)
+            w[f"torch/onnx/{name}/b{batch}/channels_last"] = run(last, x_last)
+            w[f"torch/onnx/{name}/b{batch}/optimize_for_inference"] = run(frozen, x)
+
+
 def measure(fn, repetitions, clock, min_time=0.1):
     """Median and coefficient of variation of the per-call time over `repetitions` runs, each
     long enough (min_time seconds) for the clock's resolution."""
@@ -234,6 +264,7 @@ def workloads():
     x16 = chain_input(16)
     w["torch/trace/chain/100/jit_trace"] = lambda: torch.jit.trace(chain_tanh, (x16,))
     model_workloads(w)
+    onnx_model_workloads(w)
     return w
 
 
@@ -251,7 +282,7 @@ def main():
     for name, fn in workloads().items():
         if pattern and not pattern.search(name):
             continue
-        heavy = "/1M/" in name or "trace/chain" in name or "/models/" in name
+        heavy = "/1M/" in name or "trace/chain" in name or "/models/" in name or "/onnx/" in name
         results[name] = measure(fn, args.repetitions, args.clock, 0.3 if heavy else 0.1)
         print(f"  {name}: {results[name]['median_ns'] / 1e3:.1f} us", file=sys.stderr)
     json.dump({"torch_version": torch.__version__, "threads": torch.get_num_threads(),
