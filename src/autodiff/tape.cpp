@@ -747,44 +747,46 @@ Tensor read_standing_for(detail::TapeState& state, const Variable& v) {
 }
 }  // namespace
 
-std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vector<Variable>& sources,
-                                           UnconnectedGradients unconnected) {
+namespace {
+// The tensors a gradient is taken with respect to: each Variable stands for its recorded read
+// (read_standing_for), a tensor for itself. One resolution for gradient() and sparse_gradient().
+std::vector<Tensor> source_tensors(detail::TapeState& state, const std::vector<Variable>& sources) {
   std::vector<Tensor> reads;
   reads.reserve(sources.size());
-  for (const Variable& v : sources) reads.push_back(read_standing_for(*state_, v));
-  return gradient(target, reads, unconnected);
+  for (const Variable& v : sources) reads.push_back(read_standing_for(state, v));
+  return reads;
+}
+std::vector<Tensor> source_tensors(detail::TapeState& state, std::initializer_list<GradientSource> sources) {
+  std::vector<Tensor> tensors;
+  tensors.reserve(sources.size());
+  for (const GradientSource& s : sources) {
+    if (const Variable* v = std::get_if<Variable>(&s.get())) tensors.push_back(read_standing_for(state, *v));
+    else tensors.push_back(std::get<Tensor>(s.get()));
+  }
+  return tensors;
+}
+}  // namespace
+
+std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vector<Variable>& sources,
+                                           UnconnectedGradients unconnected) {
+  return gradient(target, source_tensors(*state_, sources), unconnected);
 }
 
 std::vector<Tensor> GradientTape::gradient(const Tensor& target,
                                            std::initializer_list<GradientSource> sources,
                                            UnconnectedGradients unconnected) {
-  std::vector<Tensor> tensors;
-  tensors.reserve(sources.size());
-  for (const GradientSource& s : sources) {
-    if (const Variable* v = std::get_if<Variable>(&s.get())) tensors.push_back(read_standing_for(*state_, *v));
-    else tensors.push_back(std::get<Tensor>(s.get()));
-  }
-  return gradient(target, tensors, unconnected);
+  return gradient(target, source_tensors(*state_, sources), unconnected);
 }
 
 std::vector<Gradient> GradientTape::sparse_gradient(const Tensor& target, const std::vector<Variable>& sources,
                                                     UnconnectedGradients unconnected) {
-  std::vector<Tensor> reads;
-  reads.reserve(sources.size());
-  for (const Variable& v : sources) reads.push_back(read_standing_for(*state_, v));
-  return sparse_gradient(target, reads, unconnected);
+  return sparse_gradient(target, source_tensors(*state_, sources), unconnected);
 }
 
 std::vector<Gradient> GradientTape::sparse_gradient(const Tensor& target,
                                                     std::initializer_list<GradientSource> sources,
                                                     UnconnectedGradients unconnected) {
-  std::vector<Tensor> tensors;
-  tensors.reserve(sources.size());
-  for (const GradientSource& s : sources) {
-    if (const Variable* v = std::get_if<Variable>(&s.get())) tensors.push_back(read_standing_for(*state_, *v));
-    else tensors.push_back(std::get<Tensor>(s.get()));
-  }
-  return sparse_gradient(target, tensors, unconnected);
+  return sparse_gradient(target, source_tensors(*state_, sources), unconnected);
 }
 
 void GradientTape::stop_recording() { state_->set_recording(false); }
