@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "loaded_fuzz.h"
 #include "tracegraph/onnx.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
@@ -13,14 +14,5 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   options.max_nodes = 2000;
   options.max_rank = 8;
   options.initializers_as_variables = (size % 2) == 0;
-  try {
-    const tg::LoadedFunction f = tg::import_onnx_from_memory(data, size, options);
-    // What imported must describe itself.
-    for (const auto& s : f.signatures()) (void)s;
-    for (const auto& cf : f.concrete_functions()) (void)cf.optimized_graph().to_string();
-  } catch (const tg::InternalError&) {
-    __builtin_trap();
-  } catch (const tg::Error&) {
-  }
-  return 0;
+  return fuzz_loaded_function([&] { return tg::import_onnx_from_memory(data, size, options); });
 }

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "loaded_fuzz.h"
 #include "tracegraph/export.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
@@ -14,14 +15,5 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   // Mutated files rarely keep their CRC32s: with checksums on, the fuzzer would explore little
   // beyond them. Checked files are exercised by the seeds.
   options.verify_checksums = (size % 2) == 0;
-  try {
-    tg::LoadedFunction f = tg::load_from_memory(data, size, options);
-    // What loaded must describe itself.
-    for (const auto& s : f.signatures()) (void)s;
-    for (const auto& cf : f.concrete_functions()) (void)cf.optimized_graph().to_string();
-  } catch (const tg::InternalError&) {
-    __builtin_trap();
-  } catch (const tg::Error&) {
-  }
-  return 0;
+  return fuzz_loaded_function([&] { return tg::load_from_memory(data, size, options); });
 }
