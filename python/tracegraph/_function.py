@@ -13,6 +13,7 @@ import inspect
 import itertools
 import logging
 import re
+import secrets
 import weakref
 from collections import namedtuple
 
@@ -508,24 +509,26 @@ def function(func=None, input_signature=None, autograph=True, jit_compile=None,
 # ---- tg.print ---------------------------------------------------------------------------------
 
 class _TensorSlot:
-    """Stands for the i-th tensor of a structure while the structure's text is made."""
+    """Stands for the i-th tensor of a structure while the structure's text is made. Its text
+    carries a nonce drawn per print, so no text the structure itself holds can pass for one."""
 
-    def __init__(self, index):
+    def __init__(self, index, nonce):
         self.index = index
+        self.nonce = nonce
 
     def __repr__(self):
-        return f"\x00{self.index}\x00"
+        return f"<{self.nonce}:{self.index}>"
 
 
-def _sorted_like_nest(value, tensors):
+def _sorted_like_nest(value, tensors, nonce):
     """`value` with dicts in tg.nest's (sorted) key order and tensors as _TensorSlot markers."""
     if isinstance(value, (Tensor, Variable)):
         tensors.append(value)
-        return _TensorSlot(len(tensors) - 1)
+        return _TensorSlot(len(tensors) - 1, nonce)
     if nest.is_nested(value):
         if isinstance(value, dict):
-            return {k: _sorted_like_nest(value[k], tensors) for k in nest.sorted_keys(value)}
-        return nest.sequence_like(value, [_sorted_like_nest(v, tensors) for _, v in nest.children(value)])
+            return {k: _sorted_like_nest(value[k], tensors, nonce) for k in nest.sorted_keys(value)}
+        return nest.sequence_like(value, [_sorted_like_nest(v, tensors, nonce) for _, v in nest.children(value)])
     return value
 
 
@@ -537,9 +540,13 @@ def _print_parts(value, parts, glue):
         parts.append(value)
         return
     tensors = []
-    template = _sorted_like_nest(value, tensors) if nest.is_nested(value) else value
+    nonce = secrets.token_hex(8)
+    template = _sorted_like_nest(value, tensors, nonce) if nest.is_nested(value) else value
     text = template if isinstance(template, str) else str(template)
-    pieces = text.split("\x00")  # text, slot, text, slot, ..., text
+    if not tensors:
+        parts.append(text)
+        return
+    pieces = re.split(f"<{nonce}:(\\d+)>", text)  # text, slot, text, slot, ..., text
     for i, piece in enumerate(pieces):
         if i % 2:
             parts.append(tensors[int(piece)])

@@ -1072,6 +1072,9 @@ def test_tf_print_writes_tensors_as_tensorflow(capsys):
         "[0 1 ... 8 9]\n")
     with pytest.raises(ValueError, match="summarize"):
         tg.print(ten, summarize=-2)
+    # Text of any content stays text, next to tensors or inside a structure around them.
+    tg.print("a\x00b", ["0\x001\x00", ten], tg.constant(1))
+    assert capsys.readouterr().out == "a\x00b ['0\\x001\\x00', [0 1 2 ... 7 8 9]] 1\n"
     tg.print(ten, ten * 10, sep="<separator>", end="<customend>")
     tg.print("{}6", {"{}": ten * 10}, [ten * 2, "x"], 23, [23, 5], {"6": 12})
     assert capsys.readouterr().out == (
