@@ -746,9 +746,9 @@ std::vector<Tensor> slice_rule(NodeContext& c) {
       size[static_cast<std::size_t>(axis)] = n;
     } else {
       // The positions as a range node of the graph, made when it runs: a declared dim of any
-      // size costs nothing while importing (a host vector of 2^28 positions did).
-      const int64_t last = start + (n - 1) * step;  // within [-1, dim] (n >= 1) or unused (n == 0)
-      const int64_t limit = n == 0 ? start : last + (step > 0 ? 1 : -1);
+      // size costs nothing while importing (a host vector of 2^28 positions did). Its limit is
+      // one past the last position (within [0, dim - 1]), or the start when there is none.
+      const int64_t limit = n == 0 ? start : start + (n - 1) * step + (step > 0 ? 1 : -1);
       RecordEveryOpScope in_graph(true);
       strided.emplace_back(axis, range(constant(start), constant(limit), constant(step)));
     }

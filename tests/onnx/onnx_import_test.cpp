@@ -305,6 +305,19 @@ TEST(OnnxImportOps, StridedSliceOfAHugeDeclaredDimAllocatesNothingWhileImporting
   small.output("y");
   const tg::Tensor y = small.load()(tg::range(0.0f, 7.0f, 1.0f));
   EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{6}));  // one step from 6 leaves the dim
+
+  // No position at all with a step of -INT64_MAX (the fuzzer's next find: the last position was
+  // computed anyway, (0 - 1) * step overflowing).
+  Model none;
+  none.input("x", kF, {2});
+  none.ints("starts", {1}, {93});
+  none.ints("ends", {1}, {-1});
+  none.ints("axes", {1}, {0});
+  none.ints("steps", {1}, {-std::numeric_limits<int64_t>::max()});
+  none.node("Slice", {"x", "starts", "ends", "axes", "steps"}, {"y"});
+  none.output("y");
+  const tg::Tensor empty = none.load()(tg::constant({1.0f, 2.0f}));
+  EXPECT_EQ(empty.shape().to_string(), "(0,)");
 }
 
 TEST(OnnxImportOps, GatherNegativeIndicesAndReshapeZero) {
