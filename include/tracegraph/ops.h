@@ -129,8 +129,28 @@ enum class Padding : int64_t { Valid = 0, Same = 1 };
 /// strides and dilations: one entry (both dims), two (height, width), or TF's four with 1 for
 /// batch and channels. A stride > 1 together with a dilation > 1 is refused, as TF does. Runs as
 /// im2col + OpenBLAS GEMM over the thread pool. Differentiable (to any order).
+/// Grouped, as TF's: a filter (kh, kw, in_channels / groups, out_channels) whose dim 2 divides
+/// the input's channels makes groups = in_channels / dim 2 (out_channels must split into them
+/// too); output channels [g * out/groups, (g + 1) * out/groups) see only input channels
+/// [g * in/groups, (g + 1) * in/groups). One in_channel per group runs the depthwise kernels.
 Tensor conv2d(const Tensor& input, const Tensor& filter, std::vector<int64_t> strides,
               Padding padding, std::vector<int64_t> dilations = {1, 1});
+/// Depthwise 2-D convolution (TF's tf.nn.depthwise_conv2d): input (batch, height, width,
+/// in_channels), filter (kh, kw, in_channels, channel_multiplier); each input channel c is
+/// convolved with its own multiplier filters, giving output channels c * multiplier + m (TF's
+/// order), in_channels * multiplier in all. strides and dilations as conv2d's (TF's `rate` is
+/// dilations). Runs on a direct kernel vectorised along the channels, rows split over the
+/// thread pool. Differentiable (to any order).
+Tensor depthwise_conv2d(const Tensor& input, const Tensor& filter, std::vector<int64_t> strides,
+                        Padding padding, std::vector<int64_t> dilations = {1, 1});
+/// The transpose of conv2d (TF's tf.nn.conv2d_transpose, the gradient of conv2d with respect to
+/// its input): input (batch, height, width, in_channels), filter (kh, kw, out_channels,
+/// in_channels), output_shape (batch, out_height, out_width, out_channels), where conv2d with
+/// the same filter, strides, padding and dilations over a tensor of output_shape must give the
+/// input's shape (several output sizes can: output_shape picks one). The batch entry may be
+/// tg::None (the input's is taken). Differentiable (to any order).
+Tensor conv2d_transpose(const Tensor& input, const Tensor& filter, std::vector<int64_t> output_shape,
+                        std::vector<int64_t> strides, Padding padding, std::vector<int64_t> dilations = {1, 1});
 /// Max over each (ksize) window per channel (TF's tf.nn.max_pool2d); padding never wins (Same
 /// pads with -inf), a NaN in the window gives NaN. The gradient goes to the first maximum in the
 /// window, rows first (to the first NaN if any), as TF's CPU kernel does. ksize and strides take

@@ -1,7 +1,14 @@
-// The convolution ops - conv2d, its two gradient ops, and the optimiser's conv2d_epilogue - over
-// NHWC tensors and HWIO filters: shape and dtype rules, the kernels' frame, gradient rules and
-// front functions. The kernels are in conv_kernels.h; what convolution and pooling share (window
-// attributes and TF's output sizes) in window.h.
+// The convolution ops - conv2d (grouped too), its two gradient ops, conv2d_transpose,
+// depthwise_conv2d, and the optimiser's conv2d_epilogue - over NHWC tensors and HWIO filters:
+// shape and dtype rules, the kernels' frame, gradient rules and front functions. The kernels are
+// in conv_kernels.h and depthwise_conv.h; what convolution and pooling share (window attributes
+// and TF's output sizes) in window.h.
+//
+// Groups follow TF's Conv2D: a filter (kh, kw, in_channels / groups, out_channels) gives group
+// g the input channels [g * in/groups, (g + 1) * in/groups) and the output channels
+// [g * out/groups, (g + 1) * out/groups); the number of groups is read off the shapes, never
+// stored. A filter of one in_channel with groups == in_channels is a depthwise convolution
+// and runs on depthwise_conv.h's kernels; other groups run the dense kernels once per group.
 #include "ops/conv.h"
 
 #include <algorithm>
@@ -10,9 +17,12 @@
 #include "core/check.h"
 #include "core/tensor_impl.h"
 #include "kernels/conv_kernels.h"
+#include "ops/broadcast.h"
+#include "kernels/depthwise_conv.h"
 #include "ops/eager_steps.h"
 #include "ops/epilogue_steps.h"
 #include "ops/window.h"
+#include "ops/grad_helpers.h"
 #include "tracegraph/ops.h"
 
 namespace tg {
@@ -32,16 +42,78 @@ ValueType conv_output(const char* op, const ValueType& input, const ValueType& f
       op_error<InvalidArgumentError>(op, "the filter ", filter.shape.to_string(),
                                      " has a zero dimension; a filter needs at least one element "
                                      "in each dim (TensorFlow refuses empty filters too)");
-  if (x[3] != None && f[2] != None && x[3] != f[2])
+  if (x[3] != None && f[2] != None && (x[3] % f[2] != 0 || x[3] == 0))
     op_error<InvalidArgumentError>(op, "the input has ", x[3], " channels (shape ",
                                    input.shape.to_string(), ") but the filter expects ", f[2],
                                    " (shape ", filter.shape.to_string(),
-                                   ", HWIO: dim 2 is in_channels); they must be equal");
+                                   ", HWIO: dim 2 is in_channels per group); the input's channels must "
+                                   "equal it, or be a multiple of it for a grouped convolution (groups = "
+                                   "input channels / in_channels, as in TensorFlow)");
+  if (x[3] != None && f[2] != None && f[3] != None && f[3] % (x[3] / f[2]) != 0)
+    op_error<InvalidArgumentError>(op, "the filter ", filter.shape.to_string(), " has ", f[3],
+                                   " out_channels, which do not split into the ", x[3] / f[2],
+                                   " groups that the input's ", x[3], " channels make (", x[3], " / ", f[2],
+                                   " in_channels per group); give it a multiple of ", x[3] / f[2],
+                                   " out_channels");
   const Window wh = f[0] == None ? Window{None, 0}
                                  : window_1d(op, "height", x[1], f[0], a.dilations[0], a.strides[0], a.padding);
   const Window ww = f[1] == None ? Window{None, 0}
                                  : window_1d(op, "width", x[2], f[1], a.dilations[1], a.strides[1], a.padding);
   return ValueType{input.dtype, TensorShape({x[0], wh.out, ww.out, f[3]})};
+}
+
+// conv2d_transpose's output type: the input of the convolution it transposes, which must map
+// back onto conv2d_transpose's input (TF's checks of conv2d_backprop_input's input_sizes).
+ValueType transpose_output(const char* op, const ValueType& input, const ValueType& filter,
+                           const Conv2DTransposeAttrs& a) {
+  require_float(op, input, "input");
+  require_same_dtype(op, input, "input", filter, "filter");
+  const std::vector<int64_t>& os = a.output_shape;
+  if (os.size() != 4)
+    op_error<InvalidArgumentError>(op, "output_shape ", format_list(os), " has ", os.size(),
+                                   " entries; expected 4 (batch, height, width, channels: NHWC)");
+  for (std::size_t i = 1; i < 4; ++i)
+    if (os[i] < 0)
+      op_error<InvalidArgumentError>(op, "output_shape ", format_list(os), " has size ", os[i], " in dim ", i,
+                                     "; the height, width and channels must be known and >= 0");
+  if (os[0] < None)
+    op_error<InvalidArgumentError>(op, "output_shape ", format_list(os), " has a negative batch size");
+  const std::vector<int64_t> x = dims4(op, input, "input", kNHWC);
+  const std::vector<int64_t> f = dims4(op, filter, "filter", "(height, width, out_channels, in_channels)");
+  if (os[0] != None && x[0] != None && os[0] != x[0])
+    op_error<InvalidArgumentError>(op, "output_shape ", format_list(os), " has batch ", os[0], " but the input ",
+                                   input.shape.to_string(), " has batch ", x[0], "; they must be equal");
+  if (x[3] != None && f[3] != None && x[3] != f[3])
+    op_error<InvalidArgumentError>(op, "the input has ", x[3], " channels (shape ", input.shape.to_string(),
+                                   ") but the filter ", filter.shape.to_string(), " takes ", f[3],
+                                   " (dim 3 is in_channels); they must be equal");
+  const int64_t batch = x[0] != None ? x[0] : os[0];
+  const ValueType result{input.dtype, TensorShape({batch, os[1], os[2], os[3]})};
+  // The convolution over the result gives the input's shape back (conv_output checks the filter
+  // against the output's channels, groups included).
+  const ValueType back = conv_output(op, result, filter, Conv2DAttrs{a.strides, a.dilations, a.padding});
+  const std::vector<int64_t>& b = back.shape.dims();
+  for (std::size_t i = 1; i < 3; ++i)
+    if (x[i] != None && b[i] != None && x[i] != b[i])
+      op_error<InvalidArgumentError>(op, "the input ", input.shape.to_string(), " does not fit output_shape ",
+                                     format_list(os), ": a conv2d with these strides, dilations and padding over ",
+                                     "the output gives ", back.shape.to_string(), " (", i == 1 ? "height" : "width",
+                                     " ", b[i], ", not ", x[i], "); pick the output_shape whose convolution gives "
+                                     "the input's size");
+  return result;
+}
+
+// depthwise_conv2d's output type: TF's checks (the filter's dim 2 is the input's channels), then
+// conv2d's over the filter seen as (kh, kw, 1, channels * multiplier).
+ValueType depthwise_output(const char* op, const ValueType& input, const ValueType& filter, const Conv2DAttrs& a) {
+  const std::vector<int64_t> x = dims4(op, input, "input", kNHWC);
+  const std::vector<int64_t> f = dims4(op, filter, "filter", "(height, width, in_channels, channel_multiplier)");
+  if (x[3] != None && f[2] != None && x[3] != f[2])
+    op_error<InvalidArgumentError>(op, "the input has ", x[3], " channels (shape ", input.shape.to_string(),
+                                   ") but the filter ", filter.shape.to_string(), " has ", f[2],
+                                   " in dim 2 (in_channels); they must be equal");
+  const int64_t flat = f[2] == None || f[3] == None ? None : f[2] * f[3];
+  return conv_output(op, input, ValueType{filter.dtype, TensorShape({f[0], f[1], 1, flat})}, a);
 }
 
 // ---- shape rules ----
@@ -62,11 +134,31 @@ std::vector<ValueType> infer_conv2d_backprop_filter(const std::vector<ValueType>
   return {in[1]};
 }
 
+std::vector<ValueType> infer_conv2d_transpose(const std::vector<ValueType>& in, const OpAttrs& attrs) {
+  return {transpose_output("conv2d_transpose", in[0], in[1], attrs.get<Conv2DTransposeAttrs>())};
+}
+
+std::vector<ValueType> infer_depthwise_conv2d(const std::vector<ValueType>& in, const OpAttrs& attrs) {
+  return {depthwise_output("depthwise_conv2d", in[0], in[1], attrs.get<Conv2DAttrs>())};
+}
+
 // ---- kernels ----
 
-ConvGeom conv_geometry(const Tensor& input, const Tensor& filter, const Conv2DAttrs& a) {
-  const auto& x = input.impl()->shape.dims();
-  const auto& f = filter.impl()->shape.dims();
+// A convolution's geometry over the whole tensors (c and oc count every group's channels) and
+// its number of groups, from the input's and the filter's dims.
+struct GroupedGeom {
+  ConvGeom g;
+  int64_t groups;
+  bool depthwise() const { return groups > 1 && g.c == groups; }
+  // One group's convolution, for the dense kernels.
+  ConvGeom per_group() const {
+    ConvGeom p = g;
+    p.c = g.c / groups, p.oc = g.oc / groups;
+    return p;
+  }
+};
+
+GroupedGeom conv_geometry(const std::vector<int64_t>& x, const std::vector<int64_t>& f, const Conv2DAttrs& a) {
   ConvGeom g{};
   g.n = x[0], g.h = x[1], g.w = x[2], g.c = x[3];
   g.kh = f[0], g.kw = f[1], g.oc = f[3];
@@ -74,30 +166,126 @@ ConvGeom conv_geometry(const Tensor& input, const Tensor& filter, const Conv2DAt
   const Window wh = window_1d("conv2d", "height", g.h, g.kh, g.dh, g.sh, a.padding);
   const Window ww = window_1d("conv2d", "width", g.w, g.kw, g.dw, g.sw, a.padding);
   g.oh = wh.out, g.ow = ww.out, g.pt = wh.pad_before, g.pl = ww.pad_before;
-  return g;
+  TG_CHECK(f[2] > 0 && g.c % f[2] == 0 && g.oc % (g.c / f[2]) == 0, "convolution groups unchecked");
+  return {g, g.c / f[2]};
+}
+GroupedGeom conv_geometry(const Tensor& input, const Tensor& filter, const Conv2DAttrs& a) {
+  return conv_geometry(input.impl()->shape.dims(), filter.impl()->shape.dims(), a);
 }
 
-// The three convolution kernels share their frame: the geometry from inputs 0 and 1 (the
-// forward's input and filter, or the shape they stand for), nothing to do for an empty result,
-// zeros for a filter gradient over an empty input, and the pass run on the operands' float type.
-// The passes take products of the input's dims, which only an input that holds elements bounds
-// ((0, 2^40, 2^40, 1) is a valid empty one).
+// Channels [first, first + count) of every pixel of an (pixels, channels) buffer, copied to or
+// from a dense (pixels, count) one.
+template <class T>
+void take_channels(const T* src, int64_t pixels, int64_t channels, int64_t first, int64_t count, T* dst) {
+  for (int64_t p = 0; p < pixels; ++p) std::copy_n(src + p * channels + first, count, dst + p * count);
+}
+template <class T>
+void put_channels(const T* src, int64_t pixels, int64_t channels, int64_t first, int64_t count, T* dst) {
+  for (int64_t p = 0; p < pixels; ++p) std::copy_n(src + p * count, count, dst + p * channels + first);
+}
+
+// The three passes over groups: one call for one group, the depthwise kernels for a depthwise
+// convolution, else the dense kernel once per group over dense copies of its channels.
+template <class T>
+void grouped_forward(const GroupedGeom& gg, const T* x, const T* f, T* y) {
+  if (gg.groups == 1) return conv_forward<T>(gg.g, x, f, y);
+  if (gg.depthwise()) return depthwise_forward<T>(gg.g, x, f, y);
+  const ConvGeom& g = gg.g;
+  const ConvGeom p = gg.per_group();
+  const int64_t in_pixels = g.n * g.h * g.w, out_pixels = g.n * g.oh * g.ow, taps = g.kh * g.kw * p.c;
+  std::vector<T> xg(static_cast<std::size_t>(in_pixels * p.c)), fg(static_cast<std::size_t>(taps * p.oc)),
+      yg(static_cast<std::size_t>(out_pixels * p.oc));
+  for (int64_t k = 0; k < gg.groups; ++k) {
+    take_channels(x, in_pixels, g.c, k * p.c, p.c, xg.data());
+    take_channels(f, taps, g.oc, k * p.oc, p.oc, fg.data());
+    conv_forward<T>(p, xg.data(), fg.data(), yg.data());
+    put_channels(yg.data(), out_pixels, g.oc, k * p.oc, p.oc, y);
+  }
+}
+template <class T>
+void grouped_backprop_input(const GroupedGeom& gg, const T* f, const T* dy, T* dx) {
+  if (gg.groups == 1) return conv_backprop_input<T>(gg.g, f, dy, dx);
+  if (gg.depthwise()) return depthwise_backprop_input<T>(gg.g, f, dy, dx);
+  const ConvGeom& g = gg.g;
+  const ConvGeom p = gg.per_group();
+  const int64_t in_pixels = g.n * g.h * g.w, out_pixels = g.n * g.oh * g.ow, taps = g.kh * g.kw * p.c;
+  std::vector<T> dxg(static_cast<std::size_t>(in_pixels * p.c)), fg(static_cast<std::size_t>(taps * p.oc)),
+      dyg(static_cast<std::size_t>(out_pixels * p.oc));
+  for (int64_t k = 0; k < gg.groups; ++k) {
+    take_channels(f, taps, g.oc, k * p.oc, p.oc, fg.data());
+    take_channels(dy, out_pixels, g.oc, k * p.oc, p.oc, dyg.data());
+    conv_backprop_input<T>(p, fg.data(), dyg.data(), dxg.data());
+    put_channels(dxg.data(), in_pixels, g.c, k * p.c, p.c, dx);
+  }
+}
+template <class T>
+void grouped_backprop_filter(const GroupedGeom& gg, const T* x, const T* dy, T* df) {
+  if (gg.groups == 1) return conv_backprop_filter<T>(gg.g, x, dy, df);
+  if (gg.depthwise()) return depthwise_backprop_filter<T>(gg.g, x, dy, df);
+  const ConvGeom& g = gg.g;
+  const ConvGeom p = gg.per_group();
+  const int64_t in_pixels = g.n * g.h * g.w, out_pixels = g.n * g.oh * g.ow, taps = g.kh * g.kw * p.c;
+  std::vector<T> xg(static_cast<std::size_t>(in_pixels * p.c)), dfg(static_cast<std::size_t>(taps * p.oc)),
+      dyg(static_cast<std::size_t>(out_pixels * p.oc));
+  for (int64_t k = 0; k < gg.groups; ++k) {
+    take_channels(x, in_pixels, g.c, k * p.c, p.c, xg.data());
+    take_channels(dy, out_pixels, g.oc, k * p.oc, p.oc, dyg.data());
+    conv_backprop_filter<T>(p, xg.data(), dyg.data(), dfg.data());
+    put_channels(dfg.data(), taps, g.oc, k * p.oc, p.oc, df);
+  }
+}
+
+// The convolution kernels share their frame: the geometry (from the forward's input and filter
+// dims, or the shapes they stand for), nothing to do for an empty result, zeros for a filter
+// gradient over an empty input, and the pass run on the operands' float type. The passes take
+// products of the input's dims, which only an input that holds elements bounds ((0, 2^40, 2^40,
+// 1) is a valid empty one).
 template <class Pass>
-void run_conv_pass(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out, Pass&& pass) {
-  const ConvGeom g = conv_geometry(in[0], in[1], attrs.get<Conv2DAttrs>());
+void run_conv_pass(const GroupedGeom& gg, int64_t input_elements, DType dtype, std::vector<Tensor>& out, Pass&& pass) {
   const int64_t n = out[0].impl()->shape.num_elements();
   if (n == 0) return;
-  if (in[0].impl()->shape.num_elements() == 0) {
-    dispatch_float(in[0].impl()->dtype, [&](auto tag) { std::fill_n(data_of<decltype(tag)>(out[0]), n, decltype(tag)(0)); });
+  if (input_elements == 0) {
+    dispatch_float(dtype, [&](auto tag) { std::fill_n(data_of<decltype(tag)>(out[0]), n, decltype(tag)(0)); });
     return;
   }
-  dispatch_float(in[0].impl()->dtype, [&](auto tag) { pass(g, tag); });
+  dispatch_float(dtype, [&](auto tag) { pass(gg, tag); });
+}
+template <class Pass>
+void run_conv_pass(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out, Pass&& pass) {
+  run_conv_pass(conv_geometry(in[0], in[1], attrs.get<Conv2DAttrs>()), in[0].impl()->shape.num_elements(),
+                in[0].impl()->dtype, out, pass);
 }
 
 void kernel_conv2d(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
-  run_conv_pass(in, attrs, out, [&](const ConvGeom& g, auto tag) {
+  run_conv_pass(in, attrs, out, [&](const GroupedGeom& g, auto tag) {
     using T = decltype(tag);
-    conv_forward<T>(g, data_of<T>(in[0]), data_of<T>(in[1]), data_of<T>(out[0]));
+    grouped_forward<T>(g, data_of<T>(in[0]), data_of<T>(in[1]), data_of<T>(out[0]));
+  });
+}
+
+// The filter's buffer read as the grouped (kh, kw, 1, channels * multiplier) one.
+std::vector<int64_t> depthwise_as_grouped(const Tensor& filter) {
+  const auto& f = filter.impl()->shape.dims();
+  return {f[0], f[1], 1, f[2] * f[3]};
+}
+
+void kernel_depthwise_conv2d(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
+  const GroupedGeom gg = conv_geometry(in[0].impl()->shape.dims(), depthwise_as_grouped(in[1]), attrs.get<Conv2DAttrs>());
+  run_conv_pass(gg, in[0].impl()->shape.num_elements(), in[0].impl()->dtype, out, [&](const GroupedGeom& g, auto tag) {
+    using T = decltype(tag);
+    grouped_forward<T>(g, data_of<T>(in[0]), data_of<T>(in[1]), data_of<T>(out[0]));
+  });
+}
+
+void kernel_conv2d_transpose(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
+  const Conv2DTransposeAttrs& a = attrs.get<Conv2DTransposeAttrs>();
+  const GroupedGeom gg = conv_geometry(out[0].impl()->shape.dims(), in[1].impl()->shape.dims(),
+                                       Conv2DAttrs{a.strides, a.dilations, a.padding});
+  // The forward convolution's input is this op's output; its output (this op's input) may be
+  // empty while the result is not: the result is then zeros.
+  run_conv_pass(gg, in[0].impl()->shape.num_elements(), in[0].impl()->dtype, out, [&](const GroupedGeom& g, auto tag) {
+    using T = decltype(tag);
+    grouped_backprop_input<T>(g, data_of<T>(in[1]), data_of<T>(in[0]), data_of<T>(out[0]));
   });
 }
 
@@ -114,9 +302,11 @@ std::vector<ValueType> infer_conv2d_epilogue(const std::vector<ValueType>& in, c
 void kernel_conv2d_epilogue(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
   const Conv2DEpilogueAttrs& e = attrs.get<Conv2DEpilogueAttrs>();
   const EpilogueParts parts = EpilogueParts::of(e);
-  const ConvGeom g = conv_geometry(in[0], in[1], product_attrs(e).get<Conv2DAttrs>());
+  const GroupedGeom gg = conv_geometry(in[0], in[1], product_attrs(e).get<Conv2DAttrs>());
+  const ConvGeom& g = gg.g;
   const TensorShape product({g.n, g.oh, g.ow, g.oc});
-  if (!epilogue_fits(parts, in, out, product))
+  // A grouped convolution's kernels take no epilogue: it runs after them, as the separate ops.
+  if (gg.groups != 1 || !epilogue_fits(parts, in, out, product))
     return run_steps_eagerly([&](auto op) { return run_epilogue_steps(OpId::Conv2D, product_attrs(e), parts, in, op); }, out);
   if (product.num_elements() == 0) return;
   const GemmEpilogue epilogue = gemm_epilogue_of(parts, in, out, g.oc);
@@ -124,16 +314,16 @@ void kernel_conv2d_epilogue(const std::vector<Tensor>& in, const OpAttrs& attrs,
 }
 
 void kernel_conv2d_backprop_input(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
-  run_conv_pass(in, attrs, out, [&](const ConvGeom& g, auto tag) {
+  run_conv_pass(in, attrs, out, [&](const GroupedGeom& g, auto tag) {
     using T = decltype(tag);
-    conv_backprop_input<T>(g, data_of<T>(in[1]), data_of<T>(in[2]), data_of<T>(out[0]));
+    grouped_backprop_input<T>(g, data_of<T>(in[1]), data_of<T>(in[2]), data_of<T>(out[0]));
   });
 }
 
 void kernel_conv2d_backprop_filter(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
-  run_conv_pass(in, attrs, out, [&](const ConvGeom& g, auto tag) {
+  run_conv_pass(in, attrs, out, [&](const GroupedGeom& g, auto tag) {
     using T = decltype(tag);
-    conv_backprop_filter<T>(g, data_of<T>(in[0]), data_of<T>(in[2]), data_of<T>(out[0]));
+    grouped_backprop_filter<T>(g, data_of<T>(in[0]), data_of<T>(in[2]), data_of<T>(out[0]));
   });
 }
 
@@ -143,6 +333,8 @@ void kernel_conv2d_backprop_filter(const std::vector<Tensor>& in, const OpAttrs&
 //   conv2d(x, f)                  dx = backprop_input(x, f, dy)   df = backprop_filter(x, f, dy)
 //   backprop_input(x~, f, d) = G  df = backprop_filter(G, f, d)   dd = conv2d(G, f)
 //   backprop_filter(x, f~, d) = G dx = backprop_input(x, G, d)    dd = conv2d(x, G)
+//   conv2d_transpose(d, f) = G    dd = conv2d(dG, f)              df = backprop_filter(dG, f, d)
+//   depthwise_conv2d(x, f)        conv2d's, over f viewed as the grouped (kh, kw, 1, c * m)
 // (x~, f~: shape only, no gradient).
 
 const Conv2DAttrs& conv_attrs(const GradInputs& g) { return g.attrs.get<Conv2DAttrs>(); }
@@ -167,6 +359,28 @@ std::vector<Tensor> grad_conv2d_backprop_filter(const GradInputs& g) {
   return {g.wants(0) ? conv2d_backprop_input(g.inputs[0], G, g.inputs[2], conv_attrs(g)) : Tensor(), Tensor(),
           g.wants(2) ? conv2d_with(g.inputs[0], G, conv_attrs(g)) : Tensor()};
 }
+std::vector<Tensor> grad_conv2d_transpose(const GradInputs& g) {
+  const Conv2DTransposeAttrs& t = g.attrs.get<Conv2DTransposeAttrs>();
+  const Conv2DAttrs a{t.strides, t.dilations, t.padding};
+  const Tensor& G = g.grads[0];
+  return {g.wants(0) ? conv2d_with(G, g.inputs[1], a) : Tensor(),
+          g.wants(1) ? conv2d_backprop_filter(G, g.inputs[1], g.inputs[0], a) : Tensor()};
+}
+
+// A depthwise filter (kh, kw, c, m) as the grouped conv2d filter (kh, kw, 1, c * m): the same
+// elements in the same order.
+Tensor grouped_view(const Tensor& filter) {
+  const TensorShape s = filter.shape().none_aware();
+  if (s.has_rank() && s.rank() == 4 && s.dims()[0] != None && s.dims()[1] != None)
+    return reshape(filter, {s.dims()[0], s.dims()[1], 1, -1});
+  return reshape(filter, concat({slice(shape(filter), {0}, {2}), constant({1, -1})}, 0));
+}
+std::vector<Tensor> grad_depthwise_conv2d(const GradInputs& g) {
+  const Tensor& dy = g.grads[0];
+  const Tensor f = grouped_view(g.inputs[1]);
+  return {g.wants(0) ? conv2d_backprop_input(g.inputs[0], f, dy, conv_attrs(g)) : Tensor(),
+          g.wants(1) ? reshape_like(conv2d_backprop_filter(g.inputs[0], f, dy, conv_attrs(g)), g.inputs[1]) : Tensor()};
+}
 
 }  // namespace
 
@@ -178,26 +392,60 @@ Tensor conv2d_backprop_filter(const Tensor& input, const Tensor& filter_like, co
                               const Conv2DAttrs& attrs) {
   return apply_op1(OpId::Conv2DBackpropFilter, {input, filter_like, grad}, attrs);
 }
+Tensor conv2d_transpose_grouped(const Tensor& input, const Tensor& filter, std::vector<int64_t> output_shape,
+                                const Conv2DAttrs& attrs) {
+  return apply_op1(OpId::Conv2DTranspose, {input, filter},
+                   Conv2DTransposeAttrs{std::move(output_shape), attrs.strides, attrs.dilations, attrs.padding});
+}
 
 void register_conv_ops(OpDef* t) {
   set_op(t, OpId::Conv2D, &infer_conv2d, &kernel_conv2d);
   set_op(t, OpId::Conv2DEpilogue, &infer_conv2d_epilogue, &kernel_conv2d_epilogue);
   set_op(t, OpId::Conv2DBackpropInput, &infer_conv2d_backprop_input, &kernel_conv2d_backprop_input);
   set_op(t, OpId::Conv2DBackpropFilter, &infer_conv2d_backprop_filter, &kernel_conv2d_backprop_filter);
+  set_op(t, OpId::Conv2DTranspose, &infer_conv2d_transpose, &kernel_conv2d_transpose);
+  set_op(t, OpId::DepthwiseConv2D, &infer_depthwise_conv2d, &kernel_depthwise_conv2d);
   set_grad(t, OpId::Conv2D, &grad_conv2d);
   set_grad(t, OpId::Conv2DBackpropInput, &grad_conv2d_backprop_input);
   set_grad(t, OpId::Conv2DBackpropFilter, &grad_conv2d_backprop_filter);
+  set_grad(t, OpId::Conv2DTranspose, &grad_conv2d_transpose);
+  set_grad(t, OpId::DepthwiseConv2D, &grad_depthwise_conv2d);
 }
 
 }  // namespace detail
 
+namespace {
+detail::Conv2DAttrs user_conv_attrs(const char* op, const std::vector<int64_t>& strides, Padding padding,
+                                    const std::vector<int64_t>& dilations) {
+  return detail::Conv2DAttrs{detail::spatial_pair(op, "strides", strides),
+                             detail::spatial_pair(op, "dilations", dilations), static_cast<int64_t>(padding)};
+}
+}  // namespace
+
 Tensor conv2d(const Tensor& input, const Tensor& filter, std::vector<int64_t> strides, Padding padding,
               std::vector<int64_t> dilations) {
-  const char* op = "conv2d";
-  return detail::apply_op1(detail::OpId::Conv2D, {input, filter},
-                           detail::Conv2DAttrs{detail::spatial_pair(op, "strides", strides),
-                                               detail::spatial_pair(op, "dilations", dilations),
-                                               static_cast<int64_t>(padding)});
+  return detail::apply_op1(detail::OpId::Conv2D, {input, filter}, user_conv_attrs("conv2d", strides, padding, dilations));
+}
+
+Tensor depthwise_conv2d(const Tensor& input, const Tensor& filter, std::vector<int64_t> strides, Padding padding,
+                        std::vector<int64_t> dilations) {
+  return detail::apply_op1(detail::OpId::DepthwiseConv2D, {input, filter},
+                           user_conv_attrs("depthwise_conv2d", strides, padding, dilations));
+}
+
+Tensor conv2d_transpose(const Tensor& input, const Tensor& filter, std::vector<int64_t> output_shape,
+                        std::vector<int64_t> strides, Padding padding, std::vector<int64_t> dilations) {
+  const char* op = "conv2d_transpose";
+  const detail::Conv2DAttrs a = user_conv_attrs(op, strides, padding, dilations);
+  // TF's conv2d_transpose has no groups: the output's channels are the filter's dim 2.
+  const TensorShape fs = filter.defined() ? filter.shape().none_aware() : TensorShape::unknown_rank();
+  if (output_shape.size() == 4 && fs.has_rank() && fs.rank() == 4 && fs.dims()[2] != None &&
+      output_shape[3] != fs.dims()[2])
+    detail::op_error<InvalidArgumentError>(op, "output_shape ", detail::format_list(output_shape), " has ",
+                                           output_shape[3], " channels but the filter ", fs.to_string(),
+                                           " makes ", fs.dims()[2],
+                                           " (dim 2 is out_channels); they must be equal");
+  return detail::conv2d_transpose_grouped(input, filter, std::move(output_shape), a);
 }
 
 }  // namespace tg

@@ -16,6 +16,11 @@ Tensor conv2d_backprop_input(const Tensor& input_like, const Tensor& filter, con
 /// filter_like, given conv2d's input and the gradient of its output.
 Tensor conv2d_backprop_filter(const Tensor& input, const Tensor& filter_like, const Tensor& grad,
                               const Conv2DAttrs& attrs);
+/// conv2d_transpose with groups (ONNX's ConvTranspose): the filter (kh, kw, out_channels /
+/// groups, in_channels), groups = output_shape[3] / its dim 2. tg::conv2d_transpose is the
+/// one-group case.
+Tensor conv2d_transpose_grouped(const Tensor& input, const Tensor& filter, std::vector<int64_t> output_shape,
+                                const Conv2DAttrs& attrs);
 /// The gradient of max_pool2d(input) given the gradient of its output: each output element's
 /// gradient added at its window's first maximum.
 Tensor max_pool2d_grad(const Tensor& input, const Tensor& grad, const Pool2DAttrs& attrs);

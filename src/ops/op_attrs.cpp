@@ -22,7 +22,8 @@ const char* attrs_kind_name(std::size_t kind) {
       "ScanAttrs",
       "SortAttrs",     "TopKAttrs",
       "CollectiveAttrs", "MatMulEpilogueAttrs", "Conv2DEpilogueAttrs", "VariableGroupAttrs",
-      "MaxPoolGradMaskedAttrs", "ShapeCheckAttrs", "HostCallAttrs", "AttentionAttrs"};
+      "MaxPoolGradMaskedAttrs", "ShapeCheckAttrs", "HostCallAttrs", "AttentionAttrs",
+      "Conv2DTransposeAttrs"};
   static_assert(std::size(kNames) == std::variant_size_v<AttrsVariant>, "one name per attribute struct");
   return kind < std::size(kNames) ? kNames[kind] : "?";
 }

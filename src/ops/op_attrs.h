@@ -292,6 +292,19 @@ struct Conv2DAttrs {
   bool operator==(const Conv2DAttrs&) const = default;
 };
 
+/// conv2d_transpose (TF's conv2d_transpose): the convolution it is the transpose of, and the
+/// output's shape (NHWC; the batch may be None: it is the input's).
+struct Conv2DTransposeAttrs {
+  std::vector<int64_t> output_shape;     // (batch, height, width, channels)
+  std::vector<int64_t> strides{1, 1};    // (height, width)
+  std::vector<int64_t> dilations{1, 1};  // (height, width)
+  int64_t padding = 0;
+  template <class F> void for_each_field(F&& f) const {
+    f("output_shape", output_shape); f("strides", strides); f("dilations", dilations); f("padding", padding);
+  }
+  bool operator==(const Conv2DTransposeAttrs&) const = default;
+};
+
 /// conv2d_epilogue (made by the optimiser from a conv2d and the fused node after it): the
 /// convolution's attributes, and the epilogue's parts as in MatMulEpilogueAttrs.
 struct Conv2DEpilogueAttrs {
@@ -460,7 +473,8 @@ using AttrsVariant = std::variant<NoAttrs, ReduceAttrs, AxisAttrs, ArgReduceAttr
                                   RandomAttrs, Conv2DAttrs, Pool2DAttrs, TileAttrs, PadAttrs,
                                   SplitAttrs, ReverseAttrs, ScanAttrs, SortAttrs, TopKAttrs,
                                   CollectiveAttrs, MatMulEpilogueAttrs, Conv2DEpilogueAttrs, VariableGroupAttrs,
-                                  MaxPoolGradMaskedAttrs, ShapeCheckAttrs, HostCallAttrs, AttentionAttrs>;
+                                  MaxPoolGradMaskedAttrs, ShapeCheckAttrs, HostCallAttrs, AttentionAttrs,
+                                  Conv2DTransposeAttrs>;
 
 template <class T, class V> struct VariantIndex;
 template <class T, class... Ts> struct VariantIndex<T, std::variant<Ts...>> {

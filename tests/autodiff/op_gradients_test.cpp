@@ -247,6 +247,56 @@ std::vector<GradCase> make_cases() {
          return detail::conv2d_backprop_filter(in[0], in[1], in[2], detail::Conv2DAttrs{{2, 2}, {1, 1}, 1});
        },
        {u({1, 5, 5, 2}), u({3, 3, 2, 3}), u({1, 3, 3, 3})}},
+      {"conv2d", "groups 2 (4 -> 6 channels), 3x3 SAME stride 2", conv(Padding::Same, {2, 2}),
+       {u({1, 5, 6, 4}), u({3, 3, 2, 6})}},
+      {"conv2d", "depthwise as groups (1 in_channel per group), VALID dilation 2", conv(Padding::Valid, {1, 1}, {2, 2}),
+       {u({1, 6, 5, 3}), u({2, 2, 1, 6})}},
+      {"conv2d_backprop_input", "groups 3, 2x2 VALID",
+       [](const std::vector<Tensor>& in) {
+         return detail::conv2d_backprop_input(in[0], in[1], in[2], detail::Conv2DAttrs{{1, 1}, {1, 1}, 0});
+       },
+       {u({1, 4, 4, 3}), u({2, 2, 1, 3}), u({1, 3, 3, 3})}},
+      {"conv2d_backprop_filter", "groups 2, 2x2 SAME",
+       [](const std::vector<Tensor>& in) {
+         return detail::conv2d_backprop_filter(in[0], in[1], in[2], detail::Conv2DAttrs{{1, 1}, {1, 1}, 1});
+       },
+       {u({1, 3, 4, 4}), u({2, 2, 2, 4}), u({1, 3, 4, 4})}},
+      {"depthwise_conv2d", "3x3 SAME stride 1, multiplier 1, batch 1",
+       [](const std::vector<Tensor>& in) { return depthwise_conv2d(in[0], in[1], {1, 1}, Padding::Same); },
+       {u({1, 5, 5, 3}), u({3, 3, 3, 1})}},
+      {"depthwise_conv2d", "3x2 SAME stride 2, multiplier 2, batch 2",
+       [](const std::vector<Tensor>& in) { return depthwise_conv2d(in[0], in[1], {2, 2}, Padding::Same); },
+       {u({2, 5, 6, 2}), u({3, 2, 2, 2})}},
+      {"depthwise_conv2d", "2x2 VALID dilation 2, multiplier 3",
+       [](const std::vector<Tensor>& in) { return depthwise_conv2d(in[0], in[1], {1, 1}, Padding::Valid, {2, 2}); },
+       {u({1, 6, 5, 2}), u({2, 2, 2, 3})}},
+      {"conv2d_transpose", "3x3 SAME stride 2, 3 -> 2 channels, odd output",
+       [](const std::vector<Tensor>& in) { return conv2d_transpose(in[0], in[1], {1, 5, 5, 2}, {2, 2}, Padding::Same); },
+       {u({1, 3, 3, 3}), u({3, 3, 2, 3})}},
+      {"conv2d_transpose", "2x3 VALID stride (2, 1), batch 2",
+       [](const std::vector<Tensor>& in) { return conv2d_transpose(in[0], in[1], {2, 5, 5, 3}, {2, 1}, Padding::Valid); },
+       {u({2, 2, 3, 2}), u({2, 3, 3, 2})}},
+      {"conv2d_transpose", "2x2 SAME dilation 2",
+       [](const std::vector<Tensor>& in) {
+         return conv2d_transpose(in[0], in[1], {1, 4, 4, 1}, {1, 1}, Padding::Same, {2, 2});
+       },
+       {u({1, 4, 4, 2}), u({2, 2, 1, 2})}},
+      {"depthwise_conv2d", "second order (input gradient through the filter and input)",
+       [](const std::vector<Tensor>& in) {
+         GradientTape tape;
+         tape.watch(in[0]);
+         const Tensor y = depthwise_conv2d(in[0], in[1], {2, 2}, Padding::Same);
+         return tape.gradient(reduce_sum(y * y) * 0.5, in[0]);
+       },
+       {u({1, 5, 4, 2}), u({2, 3, 2, 2})}},
+      {"conv2d_transpose", "second order (filter gradient through the filter and input)",
+       [](const std::vector<Tensor>& in) {
+         GradientTape tape;
+         tape.watch(in[1]);
+         const Tensor y = conv2d_transpose(in[0], in[1], {1, 5, 5, 2}, {2, 2}, Padding::Same);
+         return tape.gradient(reduce_sum(y * y) * 0.5, in[1]);
+       },
+       {u({1, 3, 3, 3}), u({3, 3, 2, 3})}},
       {"max_pool2d", "2x2 SAME stride 2 on 5x5", pool(max_pool2d, {2, 2}, {2, 2}, Padding::Same), {u({2, 5, 5, 3})}},
       {"max_pool2d", "3x3 VALID stride 1", pool(max_pool2d, {3, 3}, {1, 1}, Padding::Valid), {u({1, 5, 4, 2})}},
       {"max_pool2d_grad", "2x2 SAME stride 2",

@@ -28,6 +28,59 @@ TEST(ConvErrors, ChannelsMustMatch) {
                    "the input has 2 channels", "the filter expects 3", "in_channels");
 }
 
+// Groups as TF reads them: the input's channels a multiple of the filter's in_channels, the
+// out_channels a multiple of the groups.
+TEST(ConvErrors, GroupsMustDivideTheChannels) {
+  EXPECT_THROW_MSG(conv2d(zeros({1, 5, 5, 6}), zeros({3, 3, 4, 4}), {1, 1}, Padding::Same), InvalidArgumentError,
+                   "[conv2d]", "the input has 6 channels", "the filter expects 4", "multiple of it",
+                   "grouped convolution");
+  EXPECT_THROW_MSG(conv2d(zeros({1, 5, 5, 6}), zeros({3, 3, 2, 4}), {1, 1}, Padding::Same), InvalidArgumentError,
+                   "[conv2d]", "4 out_channels", "do not split into the 3 groups", "multiple of 3");
+  EXPECT_THROW_MSG(detail::conv2d_backprop_filter(zeros({1, 5, 5, 6}), zeros({3, 3, 2, 4}), zeros({1, 5, 5, 4}),
+                                                  detail::Conv2DAttrs{{1, 1}, {1, 1}, 1}),
+                   InvalidArgumentError, "[conv2d_backprop_filter]", "do not split into the 3 groups");
+  // While tracing with None channels the check waits for the run.
+  auto traced = function([](const Tensor& x) { return conv2d(x, zeros({3, 3, 4, 4}), {1, 1}, Padding::Same); },
+                         {.input_signature = std::vector<TensorSpec>{TensorSpec({None, 5, 5, None}, float32)}});
+  EXPECT_THROW_MSG(traced(zeros({1, 5, 5, 6})), InvalidArgumentError, "[conv2d]", "the input has 6 channels");
+}
+
+TEST(ConvErrors, DepthwiseFilterMustMatchTheInputChannels) {
+  EXPECT_THROW_MSG(depthwise_conv2d(zeros({1, 5, 5, 3}), zeros({3, 3, 4, 1}), {1, 1}, Padding::Same),
+                   InvalidArgumentError, "[depthwise_conv2d]", "the input has 3 channels", "has 4 in dim 2",
+                   "must be equal");
+  EXPECT_THROW_MSG(depthwise_conv2d(zeros({1, 5, 5, 3}), zeros({3, 3, 3}), {1, 1}, Padding::Same),
+                   InvalidArgumentError, "[depthwise_conv2d]", "expected filter of rank 4", "channel_multiplier");
+  EXPECT_THROW_MSG(depthwise_conv2d(zeros({1, 5, 5, 3}), zeros({3, 3, 3, 1}), {2, 2}, Padding::Same, {2, 2}),
+                   InvalidArgumentError, "[depthwise_conv2d]", "a stride > 1 together with a dilation > 1");
+  EXPECT_THROW_MSG(depthwise_conv2d(zeros({1, 5, 5, 3}), zeros({3, 3, 3, 1}, float64), {1, 1}, Padding::Same),
+                   InvalidArgumentError, "[depthwise_conv2d]", "of one dtype");
+  auto traced = function([](const Tensor& x) { return depthwise_conv2d(x, zeros({3, 3, 4, 2}), {1, 1}, Padding::Same); },
+                         {.input_signature = std::vector<TensorSpec>{TensorSpec({None, 5, 5, None}, float32)}});
+  EXPECT_THROW_MSG(traced(zeros({1, 5, 5, 2})), InvalidArgumentError, "[depthwise_conv2d]", "the input has 2 channels");
+}
+
+// TF's checks of conv2d_transpose's output_shape.
+TEST(ConvErrors, Conv2dTransposeOutputShapeMustFit) {
+  const Tensor x = zeros({1, 4, 4, 3}), f = zeros({3, 3, 2, 3});
+  EXPECT_THROW_MSG(conv2d_transpose(x, f, {1, 8, 8}, {2, 2}, Padding::Same), InvalidArgumentError,
+                   "[conv2d_transpose]", "output_shape [1, 8, 8] has 3 entries", "expected 4");
+  EXPECT_THROW_MSG(conv2d_transpose(x, f, {1, 8, 8, 5}, {2, 2}, Padding::Same), InvalidArgumentError,
+                   "[conv2d_transpose]", "has 5 channels", "makes 2", "out_channels");
+  EXPECT_THROW_MSG(conv2d_transpose(x, f, {2, 8, 8, 2}, {2, 2}, Padding::Same), InvalidArgumentError,
+                   "[conv2d_transpose]", "has batch 2", "has batch 1");
+  EXPECT_THROW_MSG(conv2d_transpose(x, f, {1, 10, 8, 2}, {2, 2}, Padding::Same), InvalidArgumentError,
+                   "[conv2d_transpose]", "does not fit output_shape [1, 10, 8, 2]", "height 5, not 4");
+  EXPECT_THROW_MSG(conv2d_transpose(zeros({1, 4, 4, 2}), f, {1, 8, 8, 2}, {2, 2}, Padding::Same),
+                   InvalidArgumentError, "[conv2d_transpose]", "the input has 2 channels", "takes 3");
+  EXPECT_THROW_MSG(conv2d_transpose(x, f, {1, -8, 8, 2}, {2, 2}, Padding::Same), InvalidArgumentError,
+                   "[conv2d_transpose]", "size -8 in dim 1");
+  EXPECT_THROW_MSG(conv2d_transpose(x, zeros({3, 3, 2, 3}, float64), {1, 8, 8, 2}, {2, 2}, Padding::Same),
+                   InvalidArgumentError, "[conv2d_transpose]", "of one dtype");
+  // Both 7 and 8 map onto 4 at stride 2 SAME: either is accepted.
+  EXPECT_EQ(conv2d_transpose(x, f, {1, 7, 8, 2}, {2, 2}, Padding::Same).shape(), (TensorShape{1, 7, 8, 2}));
+}
+
 TEST(ConvErrors, StridesDilationsAndWindowsMustBePositive) {
   EXPECT_THROW_MSG(conv2d(x4_(), f4_(), {0, 1}, Padding::Same), InvalidArgumentError, "[conv2d]", "strides [0, 1]",
                    ">= 1", "got 0");

@@ -1,0 +1,210 @@
+// The depthwise kernels' bodies (depthwise_conv.h), compiled by depthwise_conv.cpp for the
+// baseline ISA and by depthwise_conv_avx512.cpp for AVX-512; an unnamed namespace keeps the two
+// copies apart.
+#pragma once
+#include <algorithm>
+#include <type_traits>
+#include <vector>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#include "core/thread_pool.h"
+#include "kernels/conv_kernels.h"
+
+namespace tg::detail {
+namespace {
+
+// Below this many multiply-adds a kernel runs on the calling thread: waking the pool costs more.
+constexpr int64_t kDepthwiseParallelWork = int64_t{1} << 16;
+// The filter gradient's blocks of output rows: at most this many partial sums.
+constexpr int64_t kDepthwiseMaxParts = 16;
+
+// For one output pixel (oy, ox) of image n: the input pixel each window tap reads, as element
+// offsets into x, and the tap's index (ky * kw + kx); taps over the padding are left out.
+// Returns the number of taps kept.
+inline int64_t taps_inside(const ConvGeom& g, int64_t n, int64_t oy, int64_t ox, int64_t* at, int64_t* tap) {
+  int64_t count = 0;
+  for (int64_t ky = 0; ky < g.kh; ++ky) {
+    const int64_t iy = oy * g.sh - g.pt + ky * g.dh;
+    if (iy < 0 || iy >= g.h) continue;
+    for (int64_t kx = 0; kx < g.kw; ++kx) {
+      const int64_t ix = ox * g.sw - g.pl + kx * g.dw;
+      if (ix < 0 || ix >= g.w) continue;
+      at[count] = ((n * g.h + iy) * g.w + ix) * g.c;
+      tap[count++] = ky * g.kw + kx;
+    }
+  }
+  return count;
+}
+
+// The input gradient's mirror: for input pixel (iy, ix) of image n, the output pixels whose
+// window reads it (as element offsets into dy) and the tap that reads it there.
+inline int64_t readers_of(const ConvGeom& g, int64_t n, int64_t iy, int64_t ix, int64_t* at, int64_t* tap) {
+  int64_t count = 0;
+  for (int64_t ky = 0; ky < g.kh; ++ky) {
+    const int64_t ty = iy + g.pt - ky * g.dh;
+    if (ty < 0 || ty % g.sh != 0 || ty / g.sh >= g.oh) continue;
+    for (int64_t kx = 0; kx < g.kw; ++kx) {
+      const int64_t tx = ix + g.pl - kx * g.dw;
+      if (tx < 0 || tx % g.sw != 0 || tx / g.sw >= g.ow) continue;
+      at[count] = ((n * g.oh + ty / g.sh) * g.ow + tx / g.sw) * g.oc;
+      tap[count++] = ky * g.kw + kx;
+    }
+  }
+  return count;
+}
+
+// out[j] = sum over the taps of a[at[t] + j] * b[tap[t] * oc + j], j < c (multiplier 1).
+template <class T>
+void sum_products(const T* a, const T* b, const int64_t* at, const int64_t* tap, int64_t taps, int64_t c,
+                  int64_t oc, T* __restrict out) {
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float>) {
+    int64_t j = 0;
+    for (; j + 64 <= c; j += 64) {
+      __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+      for (int64_t t = 0; t < taps; ++t) {
+        const float* pa = a + at[t] + j;
+        const float* pb = b + tap[t] * oc + j;
+        s0 = _mm512_fmadd_ps(_mm512_loadu_ps(pa), _mm512_loadu_ps(pb), s0);
+        s1 = _mm512_fmadd_ps(_mm512_loadu_ps(pa + 16), _mm512_loadu_ps(pb + 16), s1);
+        s2 = _mm512_fmadd_ps(_mm512_loadu_ps(pa + 32), _mm512_loadu_ps(pb + 32), s2);
+        s3 = _mm512_fmadd_ps(_mm512_loadu_ps(pa + 48), _mm512_loadu_ps(pb + 48), s3);
+      }
+      _mm512_storeu_ps(out + j, s0);
+      _mm512_storeu_ps(out + j + 16, s1);
+      _mm512_storeu_ps(out + j + 32, s2);
+      _mm512_storeu_ps(out + j + 48, s3);
+    }
+    for (; j < c; j += 16) {
+      const __mmask16 lanes = c - j >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (c - j)) - 1);
+      __m512 s = _mm512_setzero_ps();
+      for (int64_t t = 0; t < taps; ++t)
+        s = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(lanes, a + at[t] + j), _mm512_maskz_loadu_ps(lanes, b + tap[t] * oc + j), s);
+      _mm512_mask_storeu_ps(out + j, lanes, s);
+    }
+    return;
+  }
+#endif
+  std::fill(out, out + c, T(0));
+  for (int64_t t = 0; t < taps; ++t) {
+    const T* __restrict pa = a + at[t];
+    const T* __restrict pb = b + tap[t] * oc;
+    for (int64_t k = 0; k < c; ++k) out[k] += pa[k] * pb[k];
+  }
+}
+
+// Splits [0, rows) over the pool when the work pays for it; fn(r0, r1) for each block.
+template <class Fn>
+void for_rows(int64_t rows, int64_t work_per_row, Fn&& fn) {
+  if (rows * work_per_row < kDepthwiseParallelWork || rows < 2) return fn(int64_t{0}, rows);
+  const int64_t grain = std::max<int64_t>(1, kDepthwiseParallelWork / std::max<int64_t>(1, work_per_row));
+  parallel_for(rows, grain, [&](int64_t r0, int64_t r1) { fn(r0, r1); });
+}
+
+template <class T>
+void forward_impl(const ConvGeom& g, const T* x, const T* f, T* y) {
+  const int64_t m = g.oc / g.c, window = g.kh * g.kw;
+  for_rows(g.n * g.oh, g.ow * g.oc * window, [&](int64_t r0, int64_t r1) {
+    std::vector<int64_t> at(static_cast<std::size_t>(window)), tap(static_cast<std::size_t>(window));
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t n = r / g.oh, oy = r % g.oh;
+      for (int64_t ox = 0; ox < g.ow; ++ox) {
+        const int64_t taps = taps_inside(g, n, oy, ox, at.data(), tap.data());
+        T* __restrict out = y + (r * g.ow + ox) * g.oc;
+        if (m == 1) {
+          sum_products(x, f, at.data(), tap.data(), taps, g.c, g.oc, out);
+          continue;
+        }
+        std::fill(out, out + g.oc, T(0));
+        for (int64_t t = 0; t < taps; ++t) {
+          const T* __restrict px = x + at[t];
+          const T* __restrict pf = f + tap[t] * g.oc;
+          for (int64_t c = 0; c < g.c; ++c)
+            for (int64_t k = 0; k < m; ++k) out[c * m + k] += px[c] * pf[c * m + k];
+        }
+      }
+    }
+  });
+}
+
+template <class T>
+void backprop_input_impl(const ConvGeom& g, const T* f, const T* dy, T* dx) {
+  const int64_t m = g.oc / g.c, window = g.kh * g.kw;
+  const int64_t reads = std::max<int64_t>(1, window / std::max<int64_t>(1, g.sh * g.sw));
+  for_rows(g.n * g.h, g.w * g.oc * reads, [&](int64_t r0, int64_t r1) {
+    std::vector<int64_t> at(static_cast<std::size_t>(window)), tap(static_cast<std::size_t>(window));
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t n = r / g.h, iy = r % g.h;
+      for (int64_t ix = 0; ix < g.w; ++ix) {
+        const int64_t taps = readers_of(g, n, iy, ix, at.data(), tap.data());
+        T* __restrict out = dx + (r * g.w + ix) * g.c;
+        if (m == 1) {
+          sum_products(dy, f, at.data(), tap.data(), taps, g.c, g.oc, out);
+          continue;
+        }
+        std::fill(out, out + g.c, T(0));
+        for (int64_t t = 0; t < taps; ++t) {
+          const T* __restrict pd = dy + at[t];
+          const T* __restrict pf = f + tap[t] * g.oc;
+          for (int64_t c = 0; c < g.c; ++c) {
+            T s = 0;
+            for (int64_t k = 0; k < m; ++k) s += pd[c * m + k] * pf[c * m + k];
+            out[c] += s;
+          }
+        }
+      }
+    }
+  });
+}
+
+// df over the output rows [r0, r1), added to df (zeroed by the caller).
+template <class T>
+void filter_rows(const ConvGeom& g, const T* x, const T* dy, int64_t r0, int64_t r1, T* __restrict df) {
+  const int64_t m = g.oc / g.c, window = g.kh * g.kw;
+  std::vector<int64_t> at(static_cast<std::size_t>(window)), tap(static_cast<std::size_t>(window));
+  for (int64_t r = r0; r < r1; ++r) {
+    const int64_t n = r / g.oh, oy = r % g.oh;
+    for (int64_t ox = 0; ox < g.ow; ++ox) {
+      const int64_t taps = taps_inside(g, n, oy, ox, at.data(), tap.data());
+      const T* __restrict pd = dy + (r * g.ow + ox) * g.oc;
+      for (int64_t t = 0; t < taps; ++t) {
+        const T* __restrict px = x + at[t];
+        T* __restrict out = df + tap[t] * g.oc;
+        if (m == 1) {
+          for (int64_t c = 0; c < g.c; ++c) out[c] += px[c] * pd[c];
+        } else {
+          for (int64_t c = 0; c < g.c; ++c)
+            for (int64_t k = 0; k < m; ++k) out[c * m + k] += px[c] * pd[c * m + k];
+        }
+      }
+    }
+  }
+}
+
+template <class T>
+void backprop_filter_impl(const ConvGeom& g, const T* x, const T* dy, T* df) {
+  const int64_t rows = g.n * g.oh, size = g.kh * g.kw * g.oc;
+  const int64_t work_per_row = g.ow * g.oc * g.kh * g.kw;
+  // Blocks fixed by the shapes: a few rows' work each at least, at most kDepthwiseMaxParts.
+  const int64_t min_rows = std::max<int64_t>(1, kDepthwiseParallelWork / std::max<int64_t>(1, work_per_row));
+  const int64_t parts = std::clamp<int64_t>(rows / min_rows, 1, kDepthwiseMaxParts);
+  std::fill(df, df + size, T(0));
+  if (parts == 1) return filter_rows(g, x, dy, 0, rows, df);
+  std::vector<T> partial(static_cast<std::size_t>(parts * size), T(0));
+  const auto block = [&](int64_t p) {
+    filter_rows(g, x, dy, rows * p / parts, rows * (p + 1) / parts, partial.data() + p * size);
+  };
+  parallel_for(parts, 1, [&](int64_t b, int64_t e) {
+    for (int64_t p = b; p < e; ++p) block(p);
+  });
+  for (int64_t p = 0; p < parts; ++p) {
+    const T* __restrict src = partial.data() + p * size;
+    for (int64_t i = 0; i < size; ++i) df[i] += src[i];
+  }
+}
+
+}  // namespace
+}  // namespace tg::detail
