@@ -6,12 +6,12 @@
 #include <algorithm>
 #include <string>
 #include <type_traits>
-#include <unordered_map>
 
 #include "core/check.h"
 #include "core/sink.h"
 #include "core/tensor_impl.h"
 #include "ops/broadcast.h"
+#include "ops/distinct_indices.h"
 #include "ops/shape_value.h"
 #include "tracegraph/indexed_slices.h"
 #include "tracegraph/ops.h"
@@ -308,13 +308,13 @@ void deduplicate(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   const int64_t n = in[0].impl()->shape.num_elements();
   const auto& vd = dims_of(in[1]);
   const int64_t row = product(vd, 1, vd.size());
-  std::unordered_map<I, int64_t> slot;  // index -> its position among the distinct ones
+  DistinctIndices<I> numbering(n);
   std::vector<int64_t> position(static_cast<std::size_t>(n));
   std::vector<I> distinct;
   for (int64_t j = 0; j < n; ++j) {
-    auto [it, fresh] = slot.emplace(idx[j], static_cast<int64_t>(distinct.size()));
-    if (fresh) distinct.push_back(idx[j]);
-    position[static_cast<std::size_t>(j)] = it->second;
+    const auto [number, first] = numbering.number(idx[j]);
+    if (first) distinct.push_back(idx[j]);
+    position[static_cast<std::size_t>(j)] = number;
   }
   const auto u = static_cast<int64_t>(distinct.size());
   out[0] = allocate_tensor(in[0].impl()->dtype, TensorShape{u});
@@ -327,11 +327,19 @@ void deduplicate(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
     if constexpr (std::is_floating_point_v<T>) {
       const T* v = data_of<T>(in[1]);
       T* y = data_of<T>(out[1]);
-      std::fill_n(y, u * row, T{});
-      for (int64_t j = 0; j < n; ++j) {  // in order of appearance, as unsorted_segment_sum adds
-        T* d = y + position[static_cast<std::size_t>(j)] * row;
+      // In order of appearance from zero, as unsorted_segment_sum adds; a row's first value is
+      // written as 0 + value (not copied), so that a -0 sums to +0 as it does there.
+      std::vector<bool> started(static_cast<std::size_t>(u));
+      for (int64_t j = 0; j < n; ++j) {
+        const int64_t p = position[static_cast<std::size_t>(j)];
+        T* d = y + p * row;
         const T* s = v + j * row;
-        for (int64_t k = 0; k < row; ++k) d[k] += s[k];
+        if (started[static_cast<std::size_t>(p)]) {
+          for (int64_t k = 0; k < row; ++k) d[k] += s[k];
+        } else {
+          started[static_cast<std::size_t>(p)] = true;
+          for (int64_t k = 0; k < row; ++k) d[k] = T{0} + s[k];
+        }
       }
     }
   });

@@ -707,8 +707,10 @@ Tensor reduced_count(const Tensor& x, const Tensor& y) {
 
 std::vector<Tensor> grad_reduce_mean(const GradInputs& g) {
   const ReduceAttrs& r = g.attrs.get<ReduceAttrs>();
-  return {div(unreduce_like(g.grads[0], g.inputs[0], r.axes, r.keepdims),
-              reduced_count(g.inputs[0], g.outputs[0]))};
+  // TF divides the broadcast gradient by the count; dividing before broadcasting gives the same
+  // quotients with one division per output element instead of one per input element.
+  return {unreduce_like(div(g.grads[0], reduced_count(g.inputs[0], g.outputs[0])), g.inputs[0], r.axes,
+                        r.keepdims)};
 }
 
 // max/min: the gradient goes to the elements equal to the result, split evenly among ties

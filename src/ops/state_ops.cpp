@@ -5,12 +5,12 @@
 #include <iostream>
 #include <mutex>
 #include <type_traits>
-#include <unordered_set>
 
 #include "core/check.h"
 #include "core/sink.h"
 #include "core/tensor_impl.h"
 #include "ops/broadcast.h"
+#include "ops/distinct_indices.h"
 #include "ops/op.h"
 #include "ops/variable_access.h"
 #include "ops/variable_creation.h"
@@ -180,12 +180,12 @@ template <class I>
 void check_scatter_indices(const char* op, const Tensor& indices, int64_t rows, const VariableState& v, bool unique) {
   const I* idx = data_of<I>(indices);
   const int64_t n = indices.impl()->shape.num_elements();
-  std::unordered_set<I> seen;
+  DistinctIndices<I> seen(unique ? n : 0);
   for (int64_t j = 0; j < n; ++j) {
     if (idx[j] < 0 || static_cast<int64_t>(idx[j]) >= rows)
       op_error<InvalidArgumentError>(op, "indices[", j, "] = ", idx[j], " is not in [0, ", rows, "): variable '",
                                      v.name, "' has shape ", v.shape.to_string(), "; indices must be >= 0 and < ", rows);
-    if (unique && !seen.insert(idx[j]).second)
+    if (unique && !seen.number(idx[j]).second)
       op_error<InvalidArgumentError>(op, "index ", idx[j], " appears more than once (again at indices[", j,
                                      "]); which of the rows would be written is undefined. Pass each index once "
                                      "(IndexedSlices::deduplicated() sums repeated rows)");

@@ -1,6 +1,7 @@
 // Sparse gradients (TF's IndexedSlices): what GradientTape::sparse_gradient gives for gathered
 // sources, the Variables' row updates, the optimizers' sparse rules (Keras's formulas written out
 // here), clipping, and a traced embedding classifier trained, optimised and saved.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -55,6 +56,36 @@ TEST(SparseGradients, AGatheredVariableGetsIndexedSlicesWithRepeatedIndicesKept)
   const std::vector<float> dense_row1 = row(g[0].to_dense(), 1);
   for (int k = 0; k < 3; ++k) EXPECT_EQ(dense_row1[k], w[k] + w[6 + k]);
   EXPECT_EQ(row(g[0].to_dense(), 0), (std::vector<float>{0.0f, 0.0f, 0.0f}));
+}
+
+// deduplicated(): the distinct indices in order of first appearance, each row the sum of its
+// repeats from zero in order (as unsorted_segment_sum adds, so a lone -0 becomes +0), over enough
+// indices (strided, repeated, far apart) that any slip in the numbering shows.
+TEST(SparseGradients, DeduplicatedSumsRepeatsInOrderOfFirstAppearance) {
+  const int64_t n = 5000, width = 3;
+  const Tensor ids = ids_of(TensorShape{n}, 700, 9) * 4096 + 7;
+  const Tensor values = random_uniform(TensorShape{n, width}, -1.0f, 1.0f, uint64_t{3});
+  const std::vector<int32_t> id = ids.to_vector<int32_t>();
+  const std::vector<float> v = values.to_vector<float>();
+  std::vector<int32_t> want_ids;
+  std::vector<float> want;
+  for (int64_t j = 0; j < n; ++j) {
+    const auto at = std::find(want_ids.begin(), want_ids.end(), id[static_cast<std::size_t>(j)]);
+    std::size_t p = static_cast<std::size_t>(at - want_ids.begin());
+    if (at == want_ids.end()) {
+      want_ids.push_back(id[static_cast<std::size_t>(j)]);
+      want.insert(want.end(), width, 0.0f);
+    }
+    for (int64_t k = 0; k < width; ++k) want[p * width + k] += v[static_cast<std::size_t>(j * width + k)];
+  }
+  const IndexedSlices d = IndexedSlices(ids, values, TensorShape{700 * 4096 + 7, width}).deduplicated();
+  EXPECT_EQ(d.indices().to_vector<int32_t>(), want_ids);
+  EXPECT_TRUE(same_bits(d.values(), constant(want, TensorShape{static_cast<int64_t>(want_ids.size()), width})));
+
+  const IndexedSlices zero = IndexedSlices(constant({2, 5, 2}), constant({{-0.0f}, {-0.0f}, {1.0f}}), TensorShape{6, 1})
+                                 .deduplicated();
+  EXPECT_TRUE(same_bits(zero.values(), constant({{1.0f}, {0.0f}})));
+  EXPECT_FALSE(std::signbit(zero.values().to_vector<float>()[1]));
 }
 
 TEST(SparseGradients, ToDenseGivesTheDenseGradientsBitsForGatherAndEmbedding) {
