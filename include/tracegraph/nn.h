@@ -414,11 +414,14 @@ struct Conv2DOptions {
   uint64_t seed = 0;                     // the Glorot-uniform kernel's seed
   DType dtype = float32;
   std::string name = "conv2d";
+  int64_t groups = 1;                    // Keras's groups: in_channels and filters split into them
 };
 
 /// y = activation(conv2d(x, kernel) + bias), Keras's Conv2D: input (batch, height, width,
-/// in_channels), kernel (kh, kw, in_channels, filters) Glorot-uniform (fans include the
-/// receptive field), bias zeros(filters).
+/// in_channels), kernel (kh, kw, in_channels / groups, filters) Glorot-uniform (fans include the
+/// receptive field), bias zeros(filters). With groups > 1 (both in_channels and filters must
+/// divide by it, else tg::InvalidArgumentError) each group of filters sees its own slice of the
+/// input channels (conv2d's grouped form).
 ///
 /// Like Dense, its Variables are created by the constructor (so in_channels is given); copies
 /// share them.
@@ -449,6 +452,96 @@ class Conv2D {
  private:
   int64_t in_, filters_;
   Conv2DOptions options_;
+  Variable kernel_;
+  std::optional<Variable> bias_;
+};
+
+/// The options of a DepthwiseConv2D layer (Keras's DepthwiseConv2D arguments, NHWC).
+struct DepthwiseConv2DOptions {
+  std::vector<int64_t> strides{1, 1};    // one entry (both dims) or two (height, width)
+  Padding padding = Padding::Valid;
+  int64_t depth_multiplier = 1;          // output channels per input channel
+  std::vector<int64_t> dilations{1, 1};  // one or two entries; > 1 only with stride 1, as TF
+  Activation activation = nullptr;
+  bool use_bias = true;
+  uint64_t seed = 0;                     // the Glorot-uniform kernel's seed
+  DType dtype = float32;
+  std::string name = "depthwise_conv2d";
+};
+
+/// y = activation(depthwise_conv2d(x, kernel) + bias), Keras's DepthwiseConv2D: input (batch,
+/// height, width, in_channels), kernel (kh, kw, in_channels, depth_multiplier) Glorot-uniform,
+/// bias zeros(in_channels * depth_multiplier); output channel c * depth_multiplier + m comes from
+/// input channel c. Variables are made by the constructor, as Conv2D's; copies share them.
+///
+///   tg::nn::DepthwiseConv2D dw(32, {3, 3}, {.strides = {2, 2}, .padding = tg::Padding::Same});
+class DepthwiseConv2D {
+ public:
+  /// Throws tg::InvalidArgumentError unless in_channels, depth_multiplier, the kernel size,
+  /// strides and dilations are positive (one or two entries), tg::TypeError for a dtype that is
+  /// not float32 or float64.
+  DepthwiseConv2D(int64_t in_channels, std::vector<int64_t> kernel_size, DepthwiseConv2DOptions options = {});
+  /// x: rank 4 with x.shape[3] == in_channels (or None while tracing), the layer's dtype.
+  Tensor operator()(const Tensor& x) const;
+
+  Variable& kernel() { return kernel_; }
+  const Variable& kernel() const { return kernel_; }
+  /// The bias Variable; tg::ValueError when the layer was built with use_bias = false.
+  const Variable& bias() const;
+  std::vector<Variable> trainable_variables() const;
+  int64_t in_channels() const { return in_; }
+  const DepthwiseConv2DOptions& options() const { return options_; }
+
+ private:
+  int64_t in_;
+  DepthwiseConv2DOptions options_;
+  Variable kernel_;
+  std::optional<Variable> bias_;
+};
+
+/// The options of a Conv2DTranspose layer (Keras's Conv2DTranspose arguments, NHWC).
+struct Conv2DTransposeOptions {
+  std::vector<int64_t> strides{1, 1};    // one entry (both dims) or two (height, width)
+  Padding padding = Padding::Valid;
+  /// Keras's output_padding: empty (None) or one or two entries, each < its stride; the extra
+  /// rows/columns at the bottom/right of the output.
+  std::vector<int64_t> output_padding{};
+  std::vector<int64_t> dilations{1, 1};
+  Activation activation = nullptr;
+  bool use_bias = true;
+  uint64_t seed = 0;                     // the Glorot-uniform kernel's seed
+  DType dtype = float32;
+  std::string name = "conv2d_transpose";
+};
+
+/// y = activation(conv2d_transpose(x, kernel) + bias), Keras's Conv2DTranspose: input (batch,
+/// height, width, in_channels), kernel (kh, kw, filters, in_channels) Glorot-uniform, bias
+/// zeros(filters). The output size is Keras's: without output_padding, height * stride under
+/// SAME and height * stride + max(window - stride, 0) under VALID (window = (k - 1) *
+/// dilation + 1); with it, (height - 1) * stride + window - 2 * pad + output_padding, pad being
+/// window / 2 under SAME and 0 under VALID. The input's height and width must be known while
+/// tracing (the batch may be None).
+class Conv2DTranspose {
+ public:
+  /// Throws tg::InvalidArgumentError for non-positive sizes or an output_padding not below the
+  /// stride, tg::TypeError for a dtype that is not float32 or float64.
+  Conv2DTranspose(int64_t in_channels, int64_t filters, std::vector<int64_t> kernel_size,
+                  Conv2DTransposeOptions options = {});
+  Tensor operator()(const Tensor& x) const;
+
+  Variable& kernel() { return kernel_; }
+  const Variable& kernel() const { return kernel_; }
+  /// The bias Variable; tg::ValueError when the layer was built with use_bias = false.
+  const Variable& bias() const;
+  std::vector<Variable> trainable_variables() const;
+  int64_t in_channels() const { return in_; }
+  int64_t filters() const { return filters_; }
+  const Conv2DTransposeOptions& options() const { return options_; }
+
+ private:
+  int64_t in_, filters_;
+  std::vector<int64_t> kernel_size_;
+  Conv2DTransposeOptions options_;
   Variable kernel_;
   std::optional<Variable> bias_;
 };

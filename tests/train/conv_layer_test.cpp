@@ -68,5 +68,82 @@ TEST(Conv2DLayer, TypedErrorsNameTheLayer) {
   EXPECT_THROW_MSG(layer(Tensor{}), ValueError, "empty");
 }
 
+// Keras's groups: the kernel (kh, kw, in / groups, filters), conv2d's grouped form.
+TEST(Conv2DLayer, GroupsSplitTheChannels) {
+  nn::Conv2D layer(4, 6, {3}, {.padding = Padding::Same, .seed = 3, .groups = 2});
+  EXPECT_EQ(layer.kernel().read_value().shape(), TensorShape({3, 3, 2, 6}));
+  const Tensor x = random_uniform({2, 5, 5, 4}, -1, 1, 9);
+  EXPECT_TENSOR_EQ(layer(x), conv2d(x, layer.kernel().read_value(), {1, 1}, Padding::Same) + layer.bias().read_value());
+  EXPECT_THROW_MSG(nn::Conv2D(4, 6, {3}, {.groups = 3}), InvalidArgumentError, "[Conv2D]", "groups=3",
+                   "in_channels=4", "filters=6");
+}
+
+TEST(DepthwiseConv2DLayer, ForwardGradientsAndErrors) {
+  nn::DepthwiseConv2D layer(3, {3}, {.strides = {2}, .padding = Padding::Same, .depth_multiplier = 2,
+                                     .activation = relu, .seed = 5, .name = "dw"});
+  EXPECT_EQ(layer.kernel().read_value().shape(), TensorShape({3, 3, 3, 2}));
+  EXPECT_EQ(layer.kernel().name(), "dw/depthwise_kernel");
+  EXPECT_EQ(layer.bias().read_value().shape(), TensorShape({6}));
+  EXPECT_TENSOR_EQ(layer.kernel().read_value(), nn::glorot_uniform({3, 3, 3, 2}, 5));
+  layer.trainable_variables()[1].assign(constant({0.1f, -0.1f, 0.2f, -0.2f, 0.3f, -0.3f}));
+  const Tensor x = random_uniform({2, 7, 6, 3}, -1, 1, 4);
+  const Tensor k = layer.kernel().read_value(), b = layer.bias().read_value();
+  EXPECT_TENSOR_EQ(layer(x), relu(depthwise_conv2d(x, k, {2, 2}, Padding::Same) + b));
+  EXPECT_EQ(layer(x).shape(), TensorShape({2, 4, 3, 6}));
+  auto step = function(
+      [&](const Tensor& in) {
+        GradientTape tape;
+        return tape.gradient(reduce_sum(square(layer(in))), layer.trainable_variables());
+      },
+      {.input_signature = std::vector<TensorSpec>{TensorSpec({None, 7, 6, 3}, float32)}});
+  GradientTape tape;
+  tape.watch(k);
+  tape.watch(b);
+  const std::vector<Tensor> expected =
+      tape.gradient(reduce_sum(square(relu(depthwise_conv2d(x, k, {2, 2}, Padding::Same) + b))), {k, b});
+  const std::vector<Tensor> grads = step(x);
+  ASSERT_EQ(grads.size(), 2u);
+  EXPECT_TENSOR_NEAR(grads[0], expected[0], 1e-5);
+  EXPECT_TENSOR_NEAR(grads[1], expected[1], 1e-5);
+  EXPECT_THROW_MSG(layer(random_uniform({1, 5, 5, 4}, -1, 1, 1)), InvalidArgumentError, "[DepthwiseConv2D]",
+                   "layer 'dw'", "(batch, height, width, 3)");
+  EXPECT_THROW_MSG(nn::DepthwiseConv2D(3, {3}, {.depth_multiplier = 0}), InvalidArgumentError, "[DepthwiseConv2D]",
+                   "depth_multiplier=0");
+}
+
+// Keras's output sizes: SAME gives in * stride; VALID in * stride + max(window - stride, 0); an
+// output_padding gives (in - 1) * stride + window - 2 * pad + output_padding.
+TEST(Conv2DTransposeLayer, OutputSizesFollowKeras) {
+  const Tensor x = random_uniform({2, 4, 5, 3}, -1, 1, 7);
+  nn::Conv2DTranspose same(3, 2, {3}, {.strides = {2}, .padding = Padding::Same, .seed = 1});
+  EXPECT_EQ(same.kernel().read_value().shape(), TensorShape({3, 3, 2, 3}));
+  EXPECT_EQ(same(x).shape(), TensorShape({2, 8, 10, 2}));
+  EXPECT_TENSOR_EQ(same(x), conv2d_transpose(x, same.kernel().read_value(), {2, 8, 10, 2}, {2, 2}, Padding::Same) +
+                                same.bias().read_value());
+  nn::Conv2DTranspose valid(3, 2, {3}, {.strides = {2}, .seed = 1});
+  EXPECT_EQ(valid(x).shape(), TensorShape({2, 9, 11, 2}));
+  nn::Conv2DTranspose wide(3, 2, {1}, {.strides = {3}, .seed = 1});  // window 1 < stride 3
+  EXPECT_EQ(wide(x).shape(), TensorShape({2, 12, 15, 2}));
+  nn::Conv2DTranspose padded(3, 2, {3}, {.strides = {2}, .padding = Padding::Same, .output_padding = {0, 1}, .seed = 1});
+  EXPECT_EQ(padded(x).shape(), TensorShape({2, 7, 10, 2}));
+  EXPECT_THROW_MSG(nn::Conv2DTranspose(3, 2, {3}, {.strides = {2}, .output_padding = {2}}), InvalidArgumentError,
+                   "[Conv2DTranspose]", "output_padding 2 must be less than its stride 2");
+  // Traced with a None batch: one trace, gradients reach the Variables.
+  auto step = function(
+      [&](const Tensor& in) {
+        GradientTape tape;
+        return tape.gradient(reduce_sum(square(same(in))), same.trainable_variables());
+      },
+      {.input_signature = std::vector<TensorSpec>{TensorSpec({None, 4, 5, 3}, float32)}});
+  const std::vector<Tensor> grads = step(x);
+  ASSERT_EQ(grads.size(), 2u);
+  EXPECT_EQ(grads[0].shape(), TensorShape({3, 3, 2, 3}));
+  (void)step(random_uniform({1, 4, 5, 3}, -1, 1, 8));
+  EXPECT_EQ(step.tracing_count(), 1);
+  auto unknown = function([&](const Tensor& in) { return same(in); },
+                          {.input_signature = std::vector<TensorSpec>{TensorSpec({None, None, 5, 3}, float32)}});
+  EXPECT_THROW_MSG(unknown(x), InvalidArgumentError, "[Conv2DTranspose]", "height and width while tracing");
+}
+
 }  // namespace
 }  // namespace tg
