@@ -10,6 +10,7 @@
 #include "core/check.h"
 #include "core/sink.h"
 #include "core/tensor_impl.h"
+#include "core/thread_pool.h"
 #include "ops/broadcast.h"
 #include "ops/distinct_indices.h"
 #include "ops/shape_value.h"
@@ -329,18 +330,25 @@ void deduplicate(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
       T* y = data_of<T>(out[1]);
       // In order of appearance from zero, as unsorted_segment_sum adds; a row's first value is
       // written as 0 + value (not copied), so that a -0 sums to +0 as it does there.
-      std::vector<bool> started(static_cast<std::size_t>(u));
-      for (int64_t j = 0; j < n; ++j) {
-        const int64_t p = position[static_cast<std::size_t>(j)];
-        T* d = y + p * row;
-        const T* s = v + j * row;
-        if (started[static_cast<std::size_t>(p)]) {
-          for (int64_t k = 0; k < row; ++k) d[k] += s[k];
-        } else {
-          started[static_cast<std::size_t>(p)] = true;
-          for (int64_t k = 0; k < row; ++k) d[k] = T{0} + s[k];
+      // Threads take ranges of output rows, each scanning every index for its own: a row's sum
+      // runs in the same order on any thread count.
+      std::vector<char> started(static_cast<std::size_t>(u));
+      auto sum_rows = [&](int64_t begin, int64_t end) {
+        for (int64_t j = 0; j < n; ++j) {
+          const int64_t p = position[static_cast<std::size_t>(j)];
+          if (p < begin || p >= end) continue;
+          T* d = y + p * row;
+          const T* s = v + j * row;
+          if (started[static_cast<std::size_t>(p)]) {
+            for (int64_t k = 0; k < row; ++k) d[k] += s[k];
+          } else {
+            started[static_cast<std::size_t>(p)] = 1;
+            for (int64_t k = 0; k < row; ++k) d[k] = T{0} + s[k];
+          }
         }
-      }
+      };
+      if (n * row < 2 * kParallelMinElements) sum_rows(0, u);
+      else parallel_for(u, std::max<int64_t>(1, kParallelMinElements / std::max<int64_t>(row, 1)), sum_rows);
     }
   });
 }

@@ -9,6 +9,7 @@
 #include "core/check.h"
 #include "core/sink.h"
 #include "core/tensor_impl.h"
+#include "core/thread_pool.h"
 #include "ops/broadcast.h"
 #include "ops/distinct_indices.h"
 #include "ops/op.h"
@@ -224,16 +225,23 @@ void kernel_scatter(const std::vector<Tensor>& in, const OpAttrs& attrs, std::ve
       const auto* i32 = data_of<int32_t>(in[0]);
       const auto* i64 = data_of<int64_t>(in[0]);
       const bool wide = in[0].impl()->dtype == DType::Int64;
-      for (int64_t j = 0; j < n; ++j) {
-        const int64_t i = wide ? i64[j] : static_cast<int64_t>(i32[j]);
-        T* d = y + i * row;
-        const T* s = u + j * row;
-        for (int64_t k = 0; k < row; ++k) {
-          if constexpr (kMode == ScatterMode::kAdd) d[k] += s[k];
-          else if constexpr (kMode == ScatterMode::kSub) d[k] -= s[k];
-          else d[k] = s[k];
+      // Threads take ranges of the variable's rows, each scanning every index for its own: a
+      // repeated row's updates apply in index order on any thread count.
+      auto update_rows = [&](int64_t begin, int64_t end) {
+        for (int64_t j = 0; j < n; ++j) {
+          const int64_t i = wide ? i64[j] : static_cast<int64_t>(i32[j]);
+          if (i < begin || i >= end) continue;
+          T* d = y + i * row;
+          const T* s = u + j * row;
+          for (int64_t k = 0; k < row; ++k) {
+            if constexpr (kMode == ScatterMode::kAdd) d[k] += s[k];
+            else if constexpr (kMode == ScatterMode::kSub) d[k] -= s[k];
+            else d[k] = s[k];
+          }
         }
-      }
+      };
+      if (n * row < 2 * kParallelMinElements) update_rows(0, rows);
+      else parallel_for(rows, std::max<int64_t>(1, rows * kParallelMinElements / (n * row)), update_rows);
     }
   });
 }

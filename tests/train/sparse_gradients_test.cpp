@@ -187,6 +187,34 @@ TEST(SparseUpdates, ScatterOpsWriteOnlyTheNamedRows) {
   EXPECT_LT(text.find("scatter_add_variable"), text.find("scatter_sub_variable")) << text;
 }
 
+// Large enough to be split over threads (by destination rows): repeated rows still add in
+// index order, so 1 and 2 threads give a serial loop's bits, for the scatter and for
+// deduplicated() alike.
+TEST(SparseUpdates, SplitScatterAndDeduplicationGiveTheSerialBits) {
+  const int64_t rows = 900, width = 64, n = 6000;
+  const Tensor ids = ids_of(TensorShape{n}, rows, 21);
+  const Tensor values = random_uniform(TensorShape{n, width}, -1.0f, 1.0f, uint64_t{22});
+  const Tensor start = random_uniform(TensorShape{rows, width}, -1.0f, 1.0f, uint64_t{23});
+  std::vector<float> want = start.to_vector<float>();
+  const std::vector<int32_t> id = ids.to_vector<int32_t>();
+  const std::vector<float> v = values.to_vector<float>();
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t k = 0; k < width; ++k)
+      want[static_cast<std::size_t>(id[static_cast<std::size_t>(j)] * width + k)] += v[static_cast<std::size_t>(j * width + k)];
+  const int threads = config::num_threads();
+  Tensor dedup_bits[2];
+  for (int t : {1, 2}) {
+    config::set_num_threads(t);
+    Variable table(start, "table");
+    const IndexedSlices slices(ids, values, TensorShape{rows, width});
+    table.scatter_add(slices);
+    EXPECT_TRUE(same_bits(table.read_value(), constant(want, TensorShape{rows, width}))) << t << " threads";
+    dedup_bits[t - 1] = slices.deduplicated().values();
+  }
+  config::set_num_threads(threads);
+  EXPECT_TRUE(same_bits(dedup_bits[0], dedup_bits[1]));
+}
+
 // ---- the optimizers ----
 
 TEST(SparseOptimizers, SgdWritesOnlyTheNamedRowsWithRepeatsSummedAsTheDensePathDoes) {
