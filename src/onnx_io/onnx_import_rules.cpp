@@ -8,6 +8,7 @@
 
 #include "core/check.h"
 #include "onnx_io/onnx_import.h"
+#include "ops/conv.h"
 #include "ops/known_values.h"
 #include "ops/record_mode.h"
 #include "tracegraph/ops.h"
@@ -347,16 +348,51 @@ std::vector<Tensor> conv_rule(NodeContext& c) {
   Padding padding = Padding::Valid;
   if (w.same_upper) padding = Padding::Same;
   else if (any_pads(w)) h = pad_nhwc(h, w, 0.0);
-  Tensor y;
-  if (group == 1) {
-    y = conv2d(h, filter, w.strides, padding, w.dilations);
-  } else {
-    // Each group of channels convolved by its own filters, the results side by side.
-    const std::vector<Tensor> hs = split(h, group, 3), fs = split(filter, group, 3);
-    std::vector<Tensor> ys;
-    for (std::size_t g = 0; g < hs.size(); ++g) ys.push_back(conv2d(hs[g], fs[g], w.strides, padding, w.dilations));
-    y = concat(ys, 3);
+  // A grouped Conv is conv2d's grouped form as it stands (the weight's in_channels per group);
+  // one channel per group runs the depthwise kernels.
+  Tensor y = conv2d(h, filter, w.strides, padding, w.dilations);
+  if (c.has_input(2)) y = add(y, c.in(2));
+  return {to_nchw(y)};
+}
+
+// ConvTranspose: conv2d_transpose onto the whole output (no pads, VALID), then the ONNX pads
+// cropped off and output_padding added as zero rows/columns at the end where no window reaches.
+std::vector<Tensor> conv_transpose_rule(NodeContext& c) {
+  const Tensor x = c.in(0), weight = c.in(1);
+  if (c.rank(0) != 4 || c.rank(1) != 4)
+    c.refuse(str_cat("it is a ", c.rank(0) - 2, "-D transposed convolution; the importer reads 2-D ones (4-D NCHW input and weight)"));
+  const std::vector<int64_t> wd = dims_of(weight), xd = dims_of(x);
+  for (int64_t d : wd)
+    if (d < 0) c.refuse("its weight's shape is not known while importing; make the weight an initializer");
+  if (xd[2] < 0 || xd[3] < 0) c.refuse("its input's height and width are not known while importing; give them static sizes");
+  const std::string auto_pad = c.attr_string("auto_pad", "NOTSET");
+  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER")
+    c.refuse(str_cat("auto_pad ", auto_pad, " is not read for ConvTranspose; export it with explicit pads"));
+  if (c.has_attr("output_shape")) c.refuse("output_shape is not read; export it with explicit pads and output_padding");
+  const std::vector<int64_t> kernel = c.attr_ints("kernel_shape", {wd[2], wd[3]});
+  if (kernel != std::vector<int64_t>{wd[2], wd[3]}) c.malformed("kernel_shape is not the weight's spatial shape");
+  const Window w = window_of(c, x, kernel, true);
+  const int64_t group = c.attr_int("group", 1);
+  if (group < 1) c.malformed(str_cat("group is ", group));
+  if (xd[1] >= 0 && xd[1] != wd[0])
+    c.malformed(str_cat("the input has ", xd[1], " channels but the weight's dim 0 is ", wd[0]));
+  if (wd[0] % group != 0) c.malformed(str_cat("the weight's ", wd[0], " input channels do not split into ", group, " groups"));
+  const std::vector<int64_t> output_padding = c.attr_ints("output_padding", {0, 0});
+  if (output_padding.size() != 2) c.malformed("output_padding needs one entry per spatial dim (2)");
+  std::vector<int64_t> full(2), out(2);
+  for (std::size_t i = 0; i < 2; ++i) {
+    if (output_padding[i] < 0) c.malformed("output_padding must be non-negative");
+    full[i] = (xd[2 + i] - 1) * w.strides[i] + (w.kernel[i] - 1) * w.dilations[i] + 1;
+    out[i] = full[i] - w.pads[i] - w.pads[2 + i] + output_padding[i];
+    if (out[i] < 0) c.malformed(str_cat("its pads leave an output of size ", out[i]));
   }
+  const Tensor filter = transpose(weight, {2, 3, 1, 0});  // (kh, kw, out / group, in)
+  Tensor y = conv2d_transpose_grouped(to_nhwc(x), filter, {None, full[0], full[1], wd[1] * group},
+                                      Conv2DAttrs{w.strides, w.dilations, static_cast<int64_t>(Padding::Valid)});
+  const int64_t more_h = std::max<int64_t>(0, w.pads[0] + out[0] - full[0]);
+  const int64_t more_w = std::max<int64_t>(0, w.pads[1] + out[1] - full[1]);
+  if (more_h > 0 || more_w > 0) y = pad(y, {{0, 0}, {0, more_h}, {0, more_w}, {0, 0}}, PadMode::Constant, 0.0);
+  y = slice(y, {0, w.pads[0], w.pads[1], 0}, {-1, out[0], out[1], -1});
   if (c.has_input(2)) y = add(y, c.in(2));
   return {to_nchw(y)};
 }
@@ -876,7 +912,8 @@ const ImportRule kRules[] = {
     {"Concat", 4, "", concat_rule},
     {"Constant", 9, "dense values only (sparse_value and strings are refused)", constant_rule},
     {"ConstantOfShape", 9, "", constant_of_shape_rule},
-    {"Conv", 1, "2-D (NCHW) only; group > 1 as one convolution per group; a dilation with a stride is refused (as tracegraph's conv2d refuses it)", conv_rule},
+    {"Conv", 1, "2-D (NCHW) only; group > 1 as conv2d's grouped form (depthwise kernels for one channel per group); a dilation with a stride is refused (as tracegraph's conv2d refuses it)", conv_rule},
+    {"ConvTranspose", 1, "2-D (NCHW) with static weight, height and width; explicit pads, output_padding, group, strides, dilations (auto_pad SAME and output_shape are refused)", conv_transpose_rule},
     {"Div", 7, "integer division truncates toward zero", div_rule},
     {"Dropout", 7, "inference only: an identity (training_mode true is refused)", dropout_rule},
     {"Equal", 7, "", binary<equal>},

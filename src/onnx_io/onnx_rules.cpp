@@ -105,15 +105,78 @@ std::string transpose(Emitter& e, const std::string& x, const std::vector<int64_
 }
 const char* auto_pad(int64_t padding) { return padding == static_cast<int64_t>(Padding::Same) ? "SAME_UPPER" : "VALID"; }
 
-void emit_conv2d(Emitter& e) {
-  const auto& a = e.attrs<Conv2DAttrs>();
+// A Conv over the NHWC input and an OIHW weight already written, with `group`.
+void emit_conv_nchw(Emitter& e, const Conv2DAttrs& a, const std::string& w, int64_t group) {
   const std::string x = transpose(e, e.in(0), {0, 3, 1, 2}, "nchw");
-  const std::string w = transpose(e, e.in(1), {3, 2, 0, 1}, "oihw");
   const std::string y = e.temp("conv_nchw");
   onnx::NodeProto& n = e.add("Conv", {x, w}, {y});
   set_attr(n, "strides", spatial_pair("conv2d", "strides", a.strides));
   set_attr(n, "dilations", spatial_pair("conv2d", "dilations", a.dilations));
   set_attr(n, "auto_pad", std::string(auto_pad(a.padding)));
+  if (group != 1) set_attr(n, "group", group);
+  set_attr(e.add("Transpose", {y}, {e.out(0)}), "perm", std::vector<int64_t>{0, 2, 3, 1});
+}
+
+// The static dims of input i (refused where one is None: the ONNX attribute needs it).
+std::vector<int64_t> static_dims(Emitter& e, int i, const char* what) {
+  const TensorShape& s = e.in_type(i).shape;
+  if (!s.has_rank() || !s.is_fully_defined())
+    e.refuse(str_cat("its ", what, " has shape ", s.to_string(), "; the ONNX node needs it fully known"));
+  return s.dims();
+}
+
+// conv2d's groups (input channels / the filter's in_channels) go to Conv's `group`; an input of
+// unknown channels is written as one group, which ONNX checks against the weight when it runs.
+void emit_conv2d(Emitter& e) {
+  const auto& a = e.attrs<Conv2DAttrs>();
+  const TensorShape& xs = e.in_type(0).shape;
+  const TensorShape& fs = e.in_type(1).shape;
+  int64_t group = 1;
+  if (xs.has_rank() && fs.has_rank() && xs.dims()[3] != None && fs.dims()[2] != None && fs.dims()[2] > 0)
+    group = xs.dims()[3] / fs.dims()[2];
+  emit_conv_nchw(e, a, transpose(e, e.in(1), {3, 2, 0, 1}, "oihw"), group);
+}
+
+// depthwise_conv2d: Conv with one group per input channel; the filter (kh, kw, c, m) becomes the
+// weight (c * m, 1, kh, kw), output channel c * m + q as in both.
+void emit_depthwise_conv2d(Emitter& e) {
+  const std::vector<int64_t> f = static_dims(e, 1, "filter");
+  const std::string cm = transpose(e, e.in(1), {2, 3, 0, 1}, "cmhw");
+  const std::string w = e.temp("depthwise_oihw");
+  e.add("Reshape", {cm, e.int64s({f[2] * f[3], 1, f[0], f[1]})}, {w});
+  emit_conv_nchw(e, e.attrs<Conv2DAttrs>(), w, f[2]);
+}
+
+// conv2d_transpose: ConvTranspose with explicit pads - the forward convolution's padding before
+// on each side, and what the output's size leaves at the end split into pads and output_padding.
+void emit_conv2d_transpose(Emitter& e) {
+  const auto& a = e.attrs<Conv2DTransposeAttrs>();
+  const std::vector<int64_t> f = static_dims(e, 1, "filter");
+  const TensorShape& xs = e.in_type(0).shape;
+  if (!xs.has_rank() || xs.dims()[1] == None || xs.dims()[2] == None)
+    e.refuse(str_cat("its input has shape ", xs.to_string(), "; ConvTranspose's pads need its height and width"));
+  const std::vector<int64_t> st = spatial_pair("conv2d_transpose", "strides", a.strides);
+  const std::vector<int64_t> dl = spatial_pair("conv2d_transpose", "dilations", a.dilations);
+  std::vector<int64_t> begin(2), end(2), extra(2);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const int64_t window = (f[i] - 1) * dl[i] + 1, out = a.output_shape[i + 1], in = xs.dims()[i + 1];
+    // The forward convolution over `out`: SAME pads (out' - 1) * stride + window - out in all,
+    // the smaller half before.
+    const int64_t conv_out = a.padding == 1 ? (out + st[i] - 1) / st[i] : (out - window) / st[i] + 1;
+    begin[i] = a.padding == 1 ? std::max<int64_t>(0, (conv_out - 1) * st[i] + window - out) / 2 : 0;
+    const int64_t full = (in - 1) * st[i] + window - begin[i];  // output size with no end pads
+    end[i] = std::max<int64_t>(0, full - out);
+    extra[i] = out - (full - end[i]);
+  }
+  const std::string x = transpose(e, e.in(0), {0, 3, 1, 2}, "nchw");
+  const std::string w = transpose(e, e.in(1), {3, 2, 0, 1}, "iohw");
+  const std::string y = e.temp("conv_transpose_nchw");
+  onnx::NodeProto& n = e.add("ConvTranspose", {x, w}, {y});
+  set_attr(n, "strides", st);
+  set_attr(n, "dilations", dl);
+  set_attr(n, "pads", std::vector<int64_t>{begin[0], begin[1], end[0], end[1]});
+  if (extra[0] != 0 || extra[1] != 0) set_attr(n, "output_padding", extra);
+  if (f[2] != a.output_shape[3]) set_attr(n, "group", a.output_shape[3] / f[2]);
   set_attr(e.add("Transpose", {y}, {e.out(0)}), "perm", std::vector<int64_t>{0, 2, 3, 1});
 }
 
@@ -863,7 +926,12 @@ const OnnxRule kRules[] = {
        int64_to_out(e, transpose(e, nz, {1, 0}, "positions"));
      }},
     {OpId::Conv2D, "Transpose, Conv, Transpose", "NHWC -> NCHW, HWIO -> OIHW; `strides`, `dilations`; SAME -> "
-     "auto_pad SAME_UPPER, VALID -> VALID", emit_conv2d},
+     "auto_pad SAME_UPPER, VALID -> VALID; groups (input channels / the filter's dim 2) -> group", emit_conv2d},
+    {OpId::DepthwiseConv2D, "Transpose, Reshape, Conv, Transpose", "group = in_channels, the filter (kh, kw, c, m) "
+     "as the weight (c * m, 1, kh, kw); the rest as conv2d; needs a static filter", emit_depthwise_conv2d},
+    {OpId::Conv2DTranspose, "Transpose, ConvTranspose, Transpose", "HWOI filter -> IOHW weight; `strides`, "
+     "`dilations`; SAME/VALID and output_shape -> explicit pads and output_padding (needs the input's static height "
+     "and width)", emit_conv2d_transpose},
     {OpId::MaxPool2D, "Transpose, MaxPool, Transpose", "`ksize` -> kernel_shape, `strides`, padding -> auto_pad",
      [](Emitter& e) { emit_pool(e, "MaxPool"); }},
     {OpId::AvgPool2D, "Transpose, AveragePool, Transpose", "as max_pool2d; count_include_pad 0 (TF's SAME average)",

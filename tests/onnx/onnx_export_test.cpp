@@ -10,6 +10,7 @@
 #include <tracegraph/onnx.h>
 #include <tracegraph/tracegraph.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -136,6 +137,36 @@ TEST(OnnxExport, CnnPredictWithNoneBatch) {
   write_run("cnn_predict", 0, {{"images", x2}}, {y2});
   write_run("cnn_predict", 1, {{"images", x4}}, {y4});
   write_dims("cnn_predict", {{"images", {0}}});
+}
+
+// Grouped conv2d (Conv's group), depthwise_conv2d (group = channels, the filter reshaped) and
+// conv2d_transpose (ConvTranspose with explicit pads and output_padding), with a None batch; the
+// model read back by the importer gives the same results.
+TEST(OnnxExport, GroupedDepthwiseAndTransposedConvolutions) {
+  const tg::Tensor grouped = uniform({3, 3, 2, 6}, 41), depthwise = uniform({3, 3, 6, 2}, 42);
+  const tg::Tensor up_same = uniform({3, 3, 4, 12}, 43), up_valid = uniform({2, 3, 3, 4}, 44);
+  auto net = tg::function(
+      [&](const tg::Tensor& x) {
+        const tg::Tensor h = tg::relu(tg::conv2d(x, grouped, {1, 1}, tg::Padding::Same));              // (n, 7, 7, 6)
+        const tg::Tensor d = tg::depthwise_conv2d(h, depthwise, {2, 2}, tg::Padding::Same);            // (n, 4, 4, 12)
+        const tg::Tensor u = tg::conv2d_transpose(d, up_same, {tg::None, 7, 7, 4}, {2, 2}, tg::Padding::Same);
+        return tg::conv2d_transpose(u, up_valid, {tg::None, 15, 16, 3}, {2, 2}, tg::Padding::Valid);
+      },
+      {.name = "grouped_convs",
+       .input_signature = std::vector<tg::TensorSpec>{tg::TensorSpec({tg::None, 7, 7, 4}, tg::float32)},
+       .arg_names = {"images"}});
+  const tg::Tensor x1 = uniform({1, 7, 7, 4}, 45), x3 = uniform({3, 7, 7, 4}, 46);
+  const tg::Tensor y1 = net(x1), y3 = net(x3);
+  EXPECT_EQ(y3.shape(), tg::TensorShape({3, 15, 16, 3}));
+  tg::export_onnx(model_path("grouped_convs"), net);
+  write_run("grouped_convs", 0, {{"images", x1}}, {y1});
+  write_run("grouped_convs", 1, {{"images", x3}}, {y3});
+  write_dims("grouped_convs", {{"images", {0}}});
+  tg::LoadedFunction back = tg::import_onnx(model_path("grouped_convs"));
+  const tg::Tensor again = back(x3);
+  ASSERT_EQ(again.shape(), y3.shape());
+  const std::vector<float> a = again.to_vector<float>(), b = y3.to_vector<float>();
+  for (std::size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-4f * (1.0f + std::abs(b[i]))) << "element " << i;
 }
 
 // The train step's forward half: the loss and the accuracy (cross-entropy, argmax, equal, cast,
