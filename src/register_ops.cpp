@@ -3,6 +3,7 @@
 // in its ops' shape rules, kernels and gradients next to the ops themselves. A new family adds
 // one line here.
 #include "control_flow/subgraph.h"
+#include "ops/bf16_compute.h"
 #include "ops/op.h"
 
 namespace tg::detail {
@@ -32,6 +33,7 @@ void register_all_ops(OpDef* table) {
   register_control_flow_ops(table);
   register_tensor_array_ops(table);
   register_control_flow_gradients(table);
+  register_bf16_rules(table);  // last: it wraps the entries the others filled in
 }
 
 }  // namespace tg::detail

@@ -38,7 +38,7 @@ class Tensor {
   bool is_symbolic() const;
 
   /// A copy of the elements in row-major order. T must match dtype(): float, double,
-  /// int32_t, int64_t, bool, std::string or uint8_t; eager tensors only.
+  /// int32_t, int64_t, bool, std::string, uint8_t or bfloat16_t; eager tensors only.
   template <class T>
   std::vector<T> to_vector() const;
   /// The single element of a one-element tensor (any rank).

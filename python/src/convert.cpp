@@ -151,6 +151,8 @@ tg::Tensor from_numpy(py::array arr, std::optional<tg::DType> dtype) {
                "); only integers convert to any number type and floats to floats - use tg.cast "
                "for other conversions");
   if (target == tg::string_) return strings_from_array(arr);
+  // NumPy has no bfloat16: the values go in as float32 and round once (TF's rounding).
+  if (target == tg::bfloat16) return tg::cast(from_numpy(arr, tg::float32), tg::bfloat16);
   if (tg::is_integer(target)) check_integer_range(arr, target);
   const tg::TensorShape shape = shape_of(arr);
   if (arr.size() == 0) return tg::zeros(shape, target);
@@ -190,7 +192,8 @@ int dtype_rank(tg::DType d) {
     case tg::DType::UInt8: return 1;
     case tg::DType::Int32: return 2;
     case tg::DType::Int64: return 3;
-    case tg::DType::Float32: return 4;
+    case tg::DType::Float32:
+    case tg::DType::BFloat16: return 4;
     case tg::DType::Float64: return 5;
     case tg::DType::String: return 6;
   }
@@ -389,8 +392,11 @@ py::dtype numpy_dtype(tg::DType dtype) {
     case tg::DType::Bool: return py::dtype::of<bool>();
     case tg::DType::UInt8: return py::dtype::of<uint8_t>();
     case tg::DType::String: return py::dtype("O");
+    case tg::DType::BFloat16: break;
   }
-  return py::dtype("O");
+  type_error("NumPy has no bfloat16 dtype, so a bfloat16 tensor has no NumPy array (TensorFlow returns one of "
+             "ml_dtypes' bfloat16, which this Python lacks); tg.cast(x, tg.float32).numpy() gives its values "
+             "exactly");
 }
 
 tg::Tensor to_tensor(py::handle value, std::optional<tg::DType> dtype, DTypeRule rule) {

@@ -50,6 +50,7 @@ DLDataType dl_dtype(tg::DType dtype) {
     case tg::DType::Int64: return {kDLInt, 64, 1};
     case tg::DType::UInt8: return {kDLUInt, 8, 1};
     case tg::DType::Bool: return {kDLBoolCode, 8, 1};
+    case tg::DType::BFloat16: return {kDLBfloat, 16, 1};
     case tg::DType::String: break;
   }
   type_error("a string tensor cannot be exported through DLPack: DLPack holds numbers only");
@@ -101,11 +102,12 @@ tg::DType tg_dtype(const DLDataType& t) {
     if (t.code == kDLInt && t.bits == 64) return tg::DType::Int64;
     if (t.code == kDLUInt && t.bits == 8) return tg::DType::UInt8;
     if (t.code == kDLBoolCode && t.bits == 8) return tg::DType::Bool;
+    if (t.code == kDLBfloat && t.bits == 16) return tg::DType::BFloat16;
   }
   type_error("from_dlpack: the tensor's DLPack dtype (code " + std::to_string(t.code) + ", " +
              std::to_string(t.bits) + " bits, " + std::to_string(t.lanes) +
-             " lanes) has no tracegraph dtype; tracegraph takes float32, float64, int32, int64, uint8 and "
-             "bool - convert it first (e.g. torch's .float() or NumPy's astype)");
+             " lanes) has no tracegraph dtype; tracegraph takes float32, float64, int32, int64, uint8, "
+             "bool and bfloat16 - convert it first (e.g. torch's .float() or NumPy's astype)");
 }
 
 // The producer's deleter, called once: from the capsule's consumer (us) when the last tensor

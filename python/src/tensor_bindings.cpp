@@ -113,6 +113,9 @@ py::buffer_info buffer_of(const Tensor& t) {
     case tg::DType::Bool: format = py::format_descriptor<bool>::format(); break;
     case tg::DType::UInt8: format = py::format_descriptor<uint8_t>::format(); break;
     case tg::DType::String: break;
+    case tg::DType::BFloat16:
+      throw py::buffer_error("a bfloat16 tensor has no buffer: NumPy and the buffer protocol have no bfloat16 "
+                             "format; tg.cast(x, tg.float32) first");
   }
   const tg::TensorShape tensor_shape = t.shape();
   const std::vector<int64_t>& dims = tensor_shape.dims();

@@ -15,6 +15,7 @@ std::string to_string(DType d) {
     case DType::Bool: return "bool";
     case DType::String: return "string";
     case DType::UInt8: return "uint8";
+    case DType::BFloat16: return "bfloat16";
   }
   throw InvalidArgumentError(detail::str_cat("invalid DType value ", static_cast<int>(d)));
 }
@@ -28,11 +29,12 @@ std::size_t dtype_size(DType d) {
     case DType::Bool: return 1;
     case DType::String: return sizeof(std::string);
     case DType::UInt8: return 1;
+    case DType::BFloat16: return 2;
   }
   throw InvalidArgumentError(detail::str_cat("invalid DType value ", static_cast<int>(d)));
 }
 
-bool is_floating(DType d) { return d == DType::Float32 || d == DType::Float64; }
+bool is_floating(DType d) { return d == DType::Float32 || d == DType::Float64 || d == DType::BFloat16; }
 bool is_integer(DType d) { return d == DType::Int32 || d == DType::Int64 || d == DType::UInt8; }
 bool is_numeric(DType d) { return is_floating(d) || is_integer(d); }
 

@@ -285,6 +285,14 @@ std::string format_values(const detail::TensorImpl& impl) {
       else fmt(impl.data<double>());
       break;
     }
+    case DType::BFloat16: {
+      // Each value is exactly a float32: printed as the float32 it widens to.
+      std::vector<float> widened;
+      for (int64_t i : idx) widened.push_back(static_cast<float>(impl.data<bfloat16_t>()[i]));
+      if (scalar) elems.push_back(format_float_scalar<float>(widened[0]));
+      else elems = format_float_array<float>(widened);
+      break;
+    }
     case DType::Int32:
       for (int64_t i : idx) elems.push_back(std::to_string(impl.data<int32_t>()[i]));
       elems = right_align(std::move(elems));

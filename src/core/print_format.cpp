@@ -59,6 +59,7 @@ std::string print_element(const TensorImpl& t, int64_t i) {
   switch (t.dtype) {
     case DType::Float32: return print_float(t.data<float>()[i]);
     case DType::Float64: return print_float(t.data<double>()[i]);
+    case DType::BFloat16: return print_float(static_cast<float>(t.data<bfloat16_t>()[i]));
     case DType::Int32: return std::to_string(t.data<int32_t>()[i]);
     case DType::Int64: return std::to_string(t.data<int64_t>()[i]);
     case DType::UInt8: return std::to_string(int{t.data<uint8_t>()[i]});

@@ -175,6 +175,7 @@ TG_INSTANTIATE(int64_t)
 TG_INSTANTIATE(bool)
 TG_INSTANTIATE(std::string)
 TG_INSTANTIATE(uint8_t)
+TG_INSTANTIATE(bfloat16_t)
 #undef TG_INSTANTIATE
 
 Tensor::operator bool() const {
@@ -196,6 +197,7 @@ Tensor::operator bool() const {
     case DType::Int32: return *impl.data<int32_t>() != 0;
     case DType::Int64: return *impl.data<int64_t>() != 0;
     case DType::UInt8: return *impl.data<uint8_t>() != 0;
+    case DType::BFloat16: return static_cast<float>(*impl.data<bfloat16_t>()) != 0;
     case DType::Bool: return *impl.data<bool>();
     case DType::String: break;
   }

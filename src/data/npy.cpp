@@ -322,7 +322,8 @@ Tensor parse_npy(const uint8_t* data, std::size_t size, const std::string& sourc
     case DType::Int64: convert(elements, f, *dims, *fortran, data_of<int64_t>(t), count); break;
     case DType::Bool: convert(elements, f, *dims, *fortran, data_of<bool>(t), count); break;
     case DType::UInt8: convert(elements, f, *dims, *fortran, data_of<uint8_t>(t), count); break;
-    case DType::String: TG_CHECK(false, "a .npy descr mapped to string");
+    case DType::String:
+    case DType::BFloat16: TG_CHECK(false, "a .npy descr mapped to ", to_string(f.dtype));
   }
   return t;
 }
@@ -342,6 +343,9 @@ std::string encode_npy(const Tensor& t) {
     case DType::UInt8: descr = "|u1"; break;
     case DType::String:
       op_error<TypeError>("save_npy", "a string tensor has no .npy form tracegraph writes; save numbers or bools");
+    case DType::BFloat16:
+      op_error<TypeError>("save_npy", "a bfloat16 tensor has no standard .npy form (NumPy has no bfloat16); "
+                          "tg::cast it to float32 first, which holds every bfloat16 value exactly");
   }
   const TensorShape& shape = static_shape(t);
   if (shape.dims().size() > kMaxRank)
@@ -375,7 +379,8 @@ std::string encode_npy(const Tensor& t) {
     case DType::Int64: first = data_of<int64_t>(t); break;
     case DType::Bool: first = data_of<bool>(t); break;
     case DType::UInt8: first = data_of<uint8_t>(t); break;
-    case DType::String: break;
+    case DType::String:
+    case DType::BFloat16: break;
   }
   const char* p = static_cast<const char*>(first);
   static_assert(std::endian::native == std::endian::little, "save_npy writes little-endian data as it is in memory");

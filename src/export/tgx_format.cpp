@@ -20,14 +20,15 @@ uint8_t dtype_code(DType d) {
     case DType::Bool: return 5;
     case DType::String: return 6;
     case DType::UInt8: return 7;
+    case DType::BFloat16: return 8;
   }
   throw InternalError("dtype_code: unknown dtype");
 }
 
 bool dtype_from_code(uint8_t code, DType* d) {
   static constexpr DType kByCode[] = {DType::Float32, DType::Float64, DType::Int32, DType::Int64,
-                                      DType::Bool,    DType::String,  DType::UInt8};
-  if (code < 1 || code > 7) return false;
+                                      DType::Bool,    DType::String,  DType::UInt8, DType::BFloat16};
+  if (code < 1 || code > 8) return false;
   *d = kByCode[code - 1];
   return true;
 }
@@ -100,7 +101,7 @@ std::string Reader::str(const char* what) {
 DType Reader::dtype(const char* what) {
   DType d;
   const uint8_t code = u8();
-  if (!dtype_from_code(code, &d)) fail_at(pos_ - 1, str_cat(what, " has dtype code ", int(code), ", which no dtype has (1-7)"));
+  if (!dtype_from_code(code, &d)) fail_at(pos_ - 1, str_cat(what, " has dtype code ", int(code), ", which no dtype has (1-8)"));
   return d;
 }
 

@@ -22,6 +22,7 @@
 #include "core/check.h"
 #include "kernels/simd_math.h"
 #include "kernels/simd_math_formulas.h"
+#include "tracegraph/dtype.h"
 
 namespace tg::detail {
 namespace {
@@ -30,8 +31,10 @@ namespace {
 
 // kU8 (uint8) is a class of its own, not part of kInt or kNum: TensorFlow defines only some ops
 // on uint8 (no neg, abs, pow, mod ...), so each functor that accepts it says so.
+// kBF16 (bfloat16) is accepted by no functor: ops compute on it in float32 and round the
+// result (ops/bf16_compute.h), so these functors only ever see its float32 values.
 enum DTypeClass : unsigned {
-  kFloat = 1, kInt = 2, kBoolT = 4, kStr = 8, kU8 = 16, kNum = kFloat | kInt, kAny = 31
+  kFloat = 1, kInt = 2, kBoolT = 4, kStr = 8, kU8 = 16, kBF16 = 32, kNum = kFloat | kInt, kAny = 31
 };
 
 /// Sixteen float32 lanes as one value (a GCC vector type). The fused kernel's register chains
@@ -44,6 +47,7 @@ constexpr unsigned class_of() {
   if constexpr (std::is_same_v<T, bool>) return kBoolT;
   else if constexpr (std::is_same_v<T, std::string>) return kStr;
   else if constexpr (std::is_same_v<T, uint8_t>) return kU8;
+  else if constexpr (std::is_same_v<T, bfloat16_t>) return kBF16;
   else if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, F32x16>) return kFloat;
   else return kInt;
 }
@@ -362,7 +366,12 @@ struct WhereF : Unary<kAny> {
 
 template <class To, class From>
 To convert(From v) {
-  if constexpr (std::is_same_v<To, bool>) {
+  if constexpr (std::is_same_v<From, bfloat16_t>) {
+    return convert<To>(static_cast<float>(v));  // exact: every bfloat16 is a float32
+  } else if constexpr (std::is_same_v<To, bfloat16_t>) {
+    // Through float32, as TensorFlow (Eigen) converts: float64 and int64 round twice.
+    return bfloat16_t(convert<float>(v));
+  } else if constexpr (std::is_same_v<To, bool>) {
     return v != From(0);
   } else if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To>) {
     // Defined saturation instead of C++'s undefined out-of-range conversion; NaN gives 0.

@@ -231,6 +231,7 @@ class GraphWriter final : public Emitter {
         case DType::Float64: t->add_double_data(v); break;
         case DType::Int64: t->add_int64_data(static_cast<int64_t>(v)); break;
         case DType::Int32: case DType::Bool: case DType::UInt8: t->add_int32_data(static_cast<int32_t>(v)); break;
+        case DType::BFloat16: t->add_int32_data(bfloat16_t(static_cast<float>(v)).bits); break;  // ONNX: the bits
         case DType::String: refuse("a string constant cannot be written");
       }
     }

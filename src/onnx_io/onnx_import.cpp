@@ -193,7 +193,8 @@ class Importer {
           dst[i] = static_cast<std::byte>(*dtype == DType::Bool ? (v != 0) : v);
         }
         break;
-      case DType::String: TG_CHECK(false, "dtype_of never gives string");
+      case DType::String:
+      case DType::BFloat16: TG_CHECK(false, "dtype_of never gives ", to_string(*dtype));
     }
     return out;
   }

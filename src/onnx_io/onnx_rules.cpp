@@ -58,6 +58,7 @@ int onnx_dtype(DType d) {
     case DType::Int64: return onnx::TensorProto::INT64;
     case DType::Bool: return onnx::TensorProto::BOOL;
     case DType::UInt8: return onnx::TensorProto::UINT8;
+    case DType::BFloat16: return onnx::TensorProto::BFLOAT16;
     case DType::String: return 0;
   }
   return 0;

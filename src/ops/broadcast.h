@@ -40,7 +40,9 @@ void require_dtype(const char* op, const ValueType& in, std::initializer_list<DT
 void require_min_rank(const char* op, const ValueType& in, int64_t min_rank, const char* what);
 
 /// Calls fn with a value-initialised object of dtype's C++ type (float, double, int32_t,
-/// int64_t, bool, std::string, uint8_t): the one switch from a runtime dtype to a kernel template.
+/// int64_t, bool, std::string, uint8_t, bfloat16_t): the one switch from a runtime dtype to a
+/// kernel template. bfloat16_t has no arithmetic: kernels that compute on T exclude it, since
+/// ops compute on bfloat16 in float32 (ops/bf16_compute.h) and refuse it otherwise.
 template <class Fn>
 void visit_dtype(DType d, Fn&& fn) {
   switch (d) {
@@ -51,6 +53,7 @@ void visit_dtype(DType d, Fn&& fn) {
     case DType::Bool: return fn(bool{});
     case DType::String: return fn(std::string{});
     case DType::UInt8: return fn(uint8_t{});
+    case DType::BFloat16: return fn(bfloat16_t{});
   }
 }
 

@@ -65,6 +65,7 @@ void store(const char* op, Tensor& t, int64_t i, double v) {
     case DType::Int32: data_of<int32_t>(t)[i] = checked_int<int32_t>(op, v); break;
     case DType::Int64: data_of<int64_t>(t)[i] = checked_int<int64_t>(op, v); break;
     case DType::UInt8: data_of<uint8_t>(t)[i] = checked_int<uint8_t>(op, v); break;
+    case DType::BFloat16: data_of<bfloat16_t>(t)[i] = bfloat16_t(static_cast<float>(v)); break;
     case DType::Bool:
     case DType::String: TG_CHECK(false, "store into a ", to_string(t.dtype()), " tensor"); break;
   }
@@ -76,6 +77,7 @@ void store(const char* op, Tensor& t, int64_t i, int64_t v) {
     case DType::Int32: data_of<int32_t>(t)[i] = checked_narrow<int32_t>(op, v); break;
     case DType::Int64: data_of<int64_t>(t)[i] = v; break;
     case DType::UInt8: data_of<uint8_t>(t)[i] = checked_narrow<uint8_t>(op, v); break;
+    case DType::BFloat16: data_of<bfloat16_t>(t)[i] = bfloat16_t(static_cast<float>(v)); break;
     case DType::Bool:
     case DType::String: TG_CHECK(false, "store into a ", to_string(t.dtype()), " tensor"); break;
   }

@@ -22,11 +22,13 @@ std::string accepted_list(unsigned acc) {
   if (acc & kU8) add("uint8");
   if (acc & kBoolT) add("bool");
   if (acc & kStr) add("string");
+  if (acc & kBF16) add("bfloat16");
   return s;
 }
 
 void require_accepts(const char* op, unsigned acc, DType d) {
-  const unsigned cls = is_floating(d)           ? kFloat
+  const unsigned cls = d == DType::BFloat16      ? kBF16
+                       : is_floating(d)           ? kFloat
                        : d == DType::UInt8       ? kU8
                        : is_integer(d)           ? kInt
                        : d == DType::Bool        ? kBoolT

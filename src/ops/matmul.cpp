@@ -12,6 +12,7 @@
 #include "ops/broadcast.h"
 #include "ops/eager_steps.h"
 #include "ops/epilogue_steps.h"
+#include "kernels/bf16.h"
 #include "kernels/gemm.h"
 #include "ops/grad_helpers.h"
 #include "tracegraph/ops.h"
@@ -59,7 +60,7 @@ std::vector<ValueType> infer_matmul(const std::vector<ValueType>& in, const OpAt
     op_error<InvalidArgumentError>(kOp, "expected a and b of one dtype, got ", to_string(a.dtype),
                                    " and ", to_string(b.dtype),
                                    " (tracegraph never promotes silently); tg::cast one first");
-  require_dtype(kOp, a, {DType::Float32, DType::Float64, DType::Int32, DType::Int64},
+  require_dtype(kOp, a, {DType::Float32, DType::Float64, DType::Int32, DType::Int64, DType::BFloat16},
                 "inputs");
   // Unknown rank on either side leaves the number of batch dims unknown.
   if (!a.shape.has_rank() || !b.shape.has_rank())
@@ -164,6 +165,23 @@ void kernel_float(const Tensor& a, const Tensor& b, Tensor& out, const Gemm& g) 
   });
 }
 
+// bfloat16 operands: float32 sums of exact products (bf16_gemm), each result rounded to
+// bfloat16 as TensorFlow's bfloat16 matmul does. Batches go one matrix at a time.
+void kernel_bf16(const Tensor& a, const Tensor& b, Tensor& out, const Gemm& g) {
+  const bfloat16_t* pa = data_of<bfloat16_t>(a);
+  const bfloat16_t* pb = data_of<bfloat16_t>(b);
+  bfloat16_t* pc = data_of<bfloat16_t>(out);
+  if (out.impl()->shape.num_elements() == 0) return;
+  const int m = blas_int(g.m), n = blas_int(g.n), k = blas_int(g.k);
+  const int lda = blas_int(g.a_cols), ldb = blas_int(g.b_cols);
+  const int64_t c_size = g.m * g.n;
+  std::vector<float> sums(static_cast<std::size_t>(c_size));
+  for_each_batch(a, b, out, [&](int64_t ia, int64_t ib, int64_t ic) {
+    bf16_gemm(m, n, k, pa + ia * g.a_size, lda, g.ta, pb + ib * g.b_size, ldb, g.tb, sums.data(), n);
+    f32_to_bf16(sums.data(), pc + ic * c_size, c_size);
+  });
+}
+
 // C = op(A) op(B) for one batch entry, in unsigned arithmetic (wraps on overflow). The i-k-j
 // order streams rows of B and C; a transposed B is packed once per call so that the inner loop
 // stays contiguous.
@@ -210,6 +228,7 @@ void kernel_matmul(const std::vector<Tensor>& in, const OpAttrs& attrs,
     case DType::Float64: return kernel_float<double>(in[0], in[1], out[0], g);
     case DType::Int32: return kernel_int<int32_t>(in[0], in[1], out[0], g);
     case DType::Int64: return kernel_int<int64_t>(in[0], in[1], out[0], g);
+    case DType::BFloat16: return kernel_bf16(in[0], in[1], out[0], g);
     default: TG_CHECK(false, "matmul kernel reached with dtype ", to_string(in[0].impl()->dtype));
   }
 }

@@ -166,7 +166,8 @@ Tensor scalar_for_tensor_param(const ConcreteImpl& cf, std::size_t index, double
   bool exact = false;
   switch (dtype) {
     case DType::Float32:
-    case DType::Float64: exact = true; break;
+    case DType::Float64:
+    case DType::BFloat16: exact = true; break;  // a float parameter rounds as tg::cast does
     case DType::Bool: exact = value == 0 || value == 1; break;
     case DType::Int32: exact = integer && *integer >= INT32_MIN && *integer <= INT32_MAX; break;
     case DType::Int64: exact = integer != nullptr; break;

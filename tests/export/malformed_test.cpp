@@ -406,15 +406,15 @@ TEST(MalformedFiles, BadCodesAreNamed) {
     w.u8(static_cast<uint8_t>(tgx::TypeCode::kTensor));
     w.u8(42);
   };
-  EXPECT_TRUE(refused(file_of(dtype), "manifest", {"dtype code 42", "(1-7)"}));
-  Parts past_uint8 = dtype;  // 7 is uint8, the last code
-  past_uint8.signature = [](Writer& w) {
+  EXPECT_TRUE(refused(file_of(dtype), "manifest", {"dtype code 42", "(1-8)"}));
+  Parts past_last = dtype;  // 8 is bfloat16, the last code
+  past_last.signature = [](Writer& w) {
     w.u32(1);
     w.str("x");
     w.u8(static_cast<uint8_t>(tgx::TypeCode::kTensor));
-    w.u8(8);
+    w.u8(9);
   };
-  EXPECT_TRUE(refused(file_of(past_uint8), "manifest", {"dtype code 8"}));
+  EXPECT_TRUE(refused(file_of(past_last), "manifest", {"dtype code 9"}));
   Parts dims;
   dims.nodes[0].outputs = {{float32, TensorShape::unknown_rank()}};
   // An input of unknown rank takes the (2,) signature, but then add's rule no longer gives

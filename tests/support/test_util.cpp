@@ -67,6 +67,7 @@ Tensor seeded_values(const std::vector<int64_t>& dims, DType dtype, uint64_t see
     case DType::Bool: return compare<bool>(actual, expected, tol);
     case DType::String: return compare<std::string>(actual, expected, tol);
     case DType::UInt8: return compare<uint8_t>(actual, expected, tol);
+    case DType::BFloat16: return compare<float>(cast(actual, float32), cast(expected, float32), tol);
   }
   return ::testing::AssertionFailure() << "unknown dtype";
 }

@@ -15,7 +15,8 @@ enum class Family { kFloat, kInteger, kBool, kString };
 Family family_of(tg::DType d) {
   switch (d) {
     case tg::DType::Float32:
-    case tg::DType::Float64: return Family::kFloat;
+    case tg::DType::Float64:
+    case tg::DType::BFloat16: return Family::kFloat;
     case tg::DType::Int32:
     case tg::DType::Int64:
     case tg::DType::UInt8: return Family::kInteger;
@@ -27,7 +28,7 @@ Family family_of(tg::DType d) {
 
 std::vector<double> as_doubles(const tg::Tensor& t) {
   if (t.dtype() == tg::float64) return t.to_vector<double>();
-  const std::vector<float> f = t.to_vector<float>();
+  const std::vector<float> f = (t.dtype() == tg::bfloat16 ? tg::cast(t, tg::float32) : t).to_vector<float>();
   return {f.begin(), f.end()};
 }
 

@@ -88,7 +88,7 @@ std::vector<Parameter> parse_parameters(const std::string& text) {
 }
 
 std::optional<tg::DType> parse_dtype(const std::string& name) {
-  for (tg::DType d : {tg::float32, tg::float64, tg::int32, tg::int64, tg::bool_, tg::string_, tg::uint8})
+  for (tg::DType d : {tg::float32, tg::float64, tg::int32, tg::int64, tg::bool_, tg::string_, tg::uint8, tg::bfloat16})
     if (tg::to_string(d) == name) return d;
   return std::nullopt;
 }

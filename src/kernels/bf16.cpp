@@ -1,0 +1,99 @@
+// bfloat16 conversions, and the dispatch of bf16_gemm between the AVX512_BF16 kernel
+// (bf16_avx512.cpp) and float32 gemm on widened operands.
+#include "kernels/bf16.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "kernels/bf16_avx512.h"
+#include "kernels/gemm.h"
+
+namespace tg::detail {
+
+void bf16_to_f32(const bfloat16_t* x, float* y, int64_t n) {
+  // Plain shifts of the bits, which the compiler vectorises.
+  const auto* in = reinterpret_cast<const uint16_t*>(x);
+  auto* out = reinterpret_cast<uint32_t*>(y);
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<uint32_t>(in[i]) << 16;
+}
+
+void f32_to_bf16(const float* x, bfloat16_t* y, int64_t n) {
+  auto* out = reinterpret_cast<uint16_t*>(y);
+  for (int64_t i = 0; i < n; ++i) out[i] = bfloat16_t::round_from(x[i]);
+}
+
+bool cpu_has_avx512_bf16() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
+}
+
+namespace {
+
+std::atomic<bool> instructions_enabled{true};
+
+bool use_instructions() {
+  static const bool has = cpu_has_avx512_bf16();
+  return has && instructions_enabled.load(std::memory_order_relaxed);
+}
+
+// op(X) of a stored bfloat16 matrix as a rows x cols float32 matrix.
+std::vector<float> widened(int rows, int cols, const bfloat16_t* x, int ld, bool transposed) {
+  std::vector<float> out(static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols));
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j)
+      out[static_cast<std::size_t>(i) * cols + j] =
+          static_cast<float>(transposed ? x[static_cast<int64_t>(j) * ld + i] : x[static_cast<int64_t>(i) * ld + j]);
+  return out;
+}
+
+}  // namespace
+
+bool set_bf16_gemm_instructions(bool enabled) { return instructions_enabled.exchange(enabled); }
+
+void bf16_gemm(int m, int n, int k, const bfloat16_t* a, int lda, bool ta, const bfloat16_t* b, int ldb, bool tb,
+               float* c, int ldc) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    for (int i = 0; i < m; ++i) std::fill_n(c + static_cast<int64_t>(i) * ldc, n, 0.0f);
+    return;
+  }
+  const auto* au = reinterpret_cast<const uint16_t*>(a);
+  const auto* bu = reinterpret_cast<const uint16_t*>(b);
+  if (!use_instructions()) {
+    const std::vector<float> wa = widened(m, k, a, lda, ta), wb = widened(k, n, b, ldb, tb);
+    gemm<float>(m, n, k, wa.data(), k, false, wb.data(), n, false, c, ldc);
+    return;
+  }
+  using namespace bf16_avx512;
+  const int panels = (n + kPanelCols - 1) / kPanelCols;
+  const int row_blocks = (m + kBlockRows - 1) / kBlockRows;
+  const int64_t pairs = (k + 1) / 2;
+  std::vector<uint16_t> packed(static_cast<std::size_t>(panels * pairs * 2 * kPanelCols));
+  const int64_t flops = int64_t{2} * m * n * k;
+  // Parts fixed by the sizes alone; each element of C is computed by one part, whole, so the
+  // bits never depend on the thread count.
+  const bool serial = num_threads() == 1 || flops < (int64_t{1} << 22);
+  if (serial) {
+    pack_b(n, k, bu, ldb, tb, packed.data(), 0, panels);
+    multiply(m, n, k, au, lda, ta, packed.data(), c, ldc, 0, row_blocks, 0, panels);
+    return;
+  }
+  parallel_for(panels, 1, [&](int64_t p0, int64_t p1) {
+    pack_b(n, k, bu, ldb, tb, packed.data(), static_cast<int>(p0), static_cast<int>(p1));
+  });
+  if (row_blocks >= 2 * num_threads() || panels < 2) {
+    parallel_for(row_blocks, 1, [&](int64_t r0, int64_t r1) {
+      multiply(m, n, k, au, lda, ta, packed.data(), c, ldc, static_cast<int>(r0), static_cast<int>(r1), 0, panels);
+    });
+  } else {
+    parallel_for(panels, 1, [&](int64_t p0, int64_t p1) {
+      multiply(m, n, k, au, lda, ta, packed.data(), c, ldc, 0, row_blocks, static_cast<int>(p0), static_cast<int>(p1));
+    });
+  }
+}
+
+}  // namespace tg::detail
