@@ -96,12 +96,13 @@ void sum_products(const T* a, const T* b, const int64_t* at, const int64_t* tap,
   }
 }
 
-// Splits [0, rows) over the pool when the work pays for it; fn(r0, r1) for each block.
+// Splits [0, rows) over the pool when the work pays for it: fn(r0, r1) for one even block of
+// rows per thread (parallel_parts: parallel_for would round a few rows' boundaries to 16).
 template <class Fn>
 void for_rows(int64_t rows, int64_t work_per_row, Fn&& fn) {
-  if (rows * work_per_row < kDepthwiseParallelWork || rows < 2) return fn(int64_t{0}, rows);
-  const int64_t grain = std::max<int64_t>(1, kDepthwiseParallelWork / std::max<int64_t>(1, work_per_row));
-  parallel_for(rows, grain, [&](int64_t r0, int64_t r1) { fn(r0, r1); });
+  const int parts = static_cast<int>(std::min<int64_t>(num_threads(), rows));
+  if (rows * work_per_row < kDepthwiseParallelWork || parts < 2) return fn(int64_t{0}, rows);
+  parallel_parts(parts, [&](int p) { fn(rows * p / parts, rows * (p + 1) / parts); });
 }
 
 template <class T>
@@ -197,9 +198,7 @@ void backprop_filter_impl(const ConvGeom& g, const T* x, const T* dy, T* df) {
   const auto block = [&](int64_t p) {
     filter_rows(g, x, dy, rows * p / parts, rows * (p + 1) / parts, partial.data() + p * size);
   };
-  parallel_for(parts, 1, [&](int64_t b, int64_t e) {
-    for (int64_t p = b; p < e; ++p) block(p);
-  });
+  parallel_parts(static_cast<int>(parts), [&](int p) { block(p); });
   for (int64_t p = 0; p < parts; ++p) {
     const T* __restrict src = partial.data() + p * size;
     for (int64_t i = 0; i < size; ++i) df[i] += src[i];
