@@ -86,6 +86,7 @@ struct OnnxImportOptions {
   int64_t max_nodes = 1'000'000;                       // ONNX nodes
   uint64_t max_tensor_bytes = uint64_t{1} << 32;       // one initializer or Constant
   int64_t max_rank = 32;                               // any tensor's or graph input's rank
+  int64_t max_graph_depth = 16;                        // sub-graphs (If branches, Loop bodies) nested
 };
 
 /// Reads an ONNX model (a ModelProto, opset 7 to 21 of the default domain) into a function that
@@ -98,12 +99,15 @@ struct OnnxImportOptions {
 ///
 /// The file is trusted in nothing: a file that is not a ModelProto, is truncated, holds a tensor
 /// whose data does not match its dims and type, data kept outside the file (external data), an
-/// unknown dtype, a node reading a value nothing defines, a cycle, or anything beyond the
-/// options' limits is a tg::FormatError naming the part of the model. An op the importer does not
-/// read, an attribute value it cannot honour (a Conv dilation with a stride, MaxPool's ceil_mode
-/// where it changes the output, ...) or a node of another domain is a tg::ValueError naming the
-/// op type, the node and what to do. No attribute is ignored: one the importer does not know is
-/// refused.
+/// unknown dtype, a node reading a value nothing defines, a cycle, a sub-graph that redefines a
+/// name of its enclosing graph, or anything beyond the options' limits (max_nodes counts the
+/// nodes of sub-graphs too) is a tg::FormatError naming the part of the model. An op the
+/// importer does not read, an attribute value it cannot honour (a Conv dilation with a stride,
+/// MaxPool's ceil_mode where it changes the output, ...) or a node of another domain is a
+/// tg::ValueError naming the op type, the node and what to do. No attribute is ignored: one the
+/// importer does not know is refused. If and Loop become tg::cond and tg::while_loop nodes (a
+/// Loop's scan outputs tg::TensorArrays), so an imported model with control flow differentiates
+/// as those do.
 LoadedFunction import_onnx(const std::string& path, const OnnxImportOptions& options = {});
 /// The same from a serialised ModelProto in memory.
 LoadedFunction import_onnx_from_memory(const void* data, std::size_t size, const OnnxImportOptions& options = {});

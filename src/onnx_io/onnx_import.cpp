@@ -66,10 +66,10 @@ class Importer {
     const onnx::GraphProto& g = model_.graph();
     read_initializers(g);
     read_inputs(g);
-    order_nodes(g);
-    check_ops(g);
-    for (const auto& out : g.output())
-      if (!defined_.count(out.name())) bad(str_cat("graph output '", out.name(), "'"), "no node, input or initializer defines it");
+    main_.graph = &g;
+    nodes_seen_ = g.node_size();
+    plan_nodes(main_, main_scope_, 0);
+    check_ops(main_);
     if (g.output_size() == 0) bad("graph", "it has no outputs");
     return trace(g);
   }
@@ -102,10 +102,37 @@ class Importer {
       throw ValueError(str_cat("[", kOp, "] the graph has sparse initializers, which the importer does not read; store them dense"));
   }
 
-  void define(const std::string& name, const std::string& what) {
+  // The names a graph defines (initializers, inputs, node outputs), within those of the graphs
+  // enclosing it: a sub-graph reads its enclosing graphs' values by name.
+  struct Scope {
+    const Scope* outer = nullptr;
+    std::unordered_set<std::string> names;
+    bool visible(const std::string& name) const {
+      for (const Scope* s = this; s; s = s->outer)
+        if (s->names.count(name)) return true;
+      return false;
+    }
+  };
+
+  // A validated graph: its nodes in an order that computes each value before its use, its own
+  // initializers (a sub-graph's), the plans of its nodes' graph attributes, and the names it
+  // reads from enclosing graphs.
+  struct GraphPlan {
+    const onnx::GraphProto* graph = nullptr;
+    std::vector<int> order;
+    std::vector<std::pair<std::string, Tensor>> initializers;
+    std::map<std::pair<int, std::string>, std::unique_ptr<GraphPlan>> subgraphs;  // (node, attribute)
+    std::vector<std::string> outer_reads;
+  };
+
+  void define(Scope& scope, const std::string& name, const std::string& what) {
     if (name.empty()) bad(what, "it defines a value with an empty name");
-    if (!defined_.insert(name).second) bad(what, str_cat("value '", name, "' is defined twice (ONNX graphs define each value once)"));
+    if (scope.outer && scope.outer->visible(name))
+      bad(what, str_cat("value '", name, "' is also a value of an enclosing graph; ONNX sub-graphs may read the names "
+                        "of enclosing graphs but not define them again"));
+    if (!scope.names.insert(name).second) bad(what, str_cat("value '", name, "' is defined twice (ONNX graphs define each value once)"));
   }
+  void define(const std::string& name, const std::string& what) { define(main_scope_, name, what); }
 
   TensorShape read_shape(const onnx::TypeProto_Tensor& t, const std::string& what) {
     if (!t.has_shape()) return TensorShape::unknown_rank();
@@ -229,31 +256,54 @@ class Importer {
     }
   }
 
-  // Kahn's order over the nodes: every input of a node is defined by the graph or an earlier
-  // node; a value nothing defines, or a cycle, is refused.
-  void order_nodes(const onnx::GraphProto& g) {
+  // Validates the nodes of plan.graph (its initializers and inputs already defined in `scope`)
+  // and orders them by Kahn's algorithm: every input of a node, and every value its sub-graphs
+  // read from this graph, is defined by the graph, an enclosing graph or an earlier node; a value
+  // nothing defines, or a cycle, is refused. Sub-graphs are validated the same way, nested at most
+  // OnnxImportOptions::max_graph_depth deep.
+  void plan_nodes(GraphPlan& plan, Scope& scope, int64_t depth) {
+    const onnx::GraphProto& g = *plan.graph;
     std::unordered_map<std::string, int> producer;
     for (int i = 0; i < g.node_size(); ++i) {
       const auto& n = g.node(i);
       for (const auto& out : n.output()) {
         if (out.empty()) continue;
-        define(out, node_name(n, i));
+        define(scope, out, node_name(n, i));
         producer.emplace(out, i);
       }
     }
     std::vector<int> pending(static_cast<std::size_t>(g.node_size()), 0);
     std::vector<std::vector<int>> consumers(static_cast<std::size_t>(g.node_size()));
+    std::unordered_set<std::string> outer_reads;
+    // Node i reads `name`: a dependency on its producer here, or a read of an enclosing graph.
+    auto reads = [&](int i, const std::string& name, const std::string& what) {
+      if (auto it = producer.find(name); it != producer.end()) {
+        ++pending[static_cast<std::size_t>(i)];
+        consumers[static_cast<std::size_t>(it->second)].push_back(i);
+      } else if (!scope.names.count(name)) {
+        if (!scope.visible(name)) bad(what, str_cat("it reads '", name, "', which no node, graph input or initializer defines"));
+        if (outer_reads.insert(name).second) plan.outer_reads.push_back(name);
+      }
+    };
     for (int i = 0; i < g.node_size(); ++i) {
       const auto& n = g.node(i);
-      for (const auto& in : n.input()) {
-        if (in.empty()) continue;  // an omitted optional input
-        if (!defined_.count(in))
-          bad(node_name(n, i), str_cat("it reads '", in, "', which no node, graph input or initializer defines"));
-        if (auto it = producer.find(in); it != producer.end()) {
-          ++pending[static_cast<std::size_t>(i)];
-          consumers[static_cast<std::size_t>(it->second)].push_back(i);
-        }
+      for (const auto& in : n.input())
+        if (!in.empty()) reads(i, in, node_name(n, i));  // empty: an omitted optional input
+      for (const auto& a : n.attribute()) {
+        if (a.type() == onnx::AttributeProto::GRAPHS || a.graphs_size() > 0)
+          throw ValueError(str_cat("[", kOp, "] ", node_name(n, i), " has a list of graphs in attribute '", a.name(),
+                                   "', which no op the importer reads takes (If and Loop take one graph each)"));
+        if (a.type() != onnx::AttributeProto::GRAPH) continue;
+        auto sub = plan_subgraph(a.g(), scope, depth + 1, str_cat(node_name(n, i), " attribute '", a.name(), "'"));
+        for (const auto& name : sub->outer_reads) reads(i, name, node_name(n, i));
+        if (!plan.subgraphs.emplace(std::pair{i, a.name()}, std::move(sub)).second)
+          bad(node_name(n, i), str_cat("attribute '", a.name(), "' appears twice"));
       }
+    }
+    for (const auto& out : g.output()) {
+      const std::string what = str_cat("graph output '", out.name(), "'");
+      if (!scope.visible(out.name())) bad(what, "no node, input or initializer defines it");
+      if (!scope.names.count(out.name()) && outer_reads.insert(out.name()).second) plan.outer_reads.push_back(out.name());
     }
     std::vector<int> ready;
     for (int i = g.node_size() - 1; i >= 0; --i)
@@ -261,29 +311,63 @@ class Importer {
     while (!ready.empty()) {
       const int i = ready.back();
       ready.pop_back();
-      order_.push_back(i);
+      plan.order.push_back(i);
       // Consumers in reverse so that independent nodes keep the file's order.
       const auto& cs = consumers[static_cast<std::size_t>(i)];
       for (auto it = cs.rbegin(); it != cs.rend(); ++it)
         if (--pending[static_cast<std::size_t>(*it)] == 0) ready.push_back(*it);
     }
-    if (order_.size() != static_cast<std::size_t>(g.node_size())) {
+    if (plan.order.size() != static_cast<std::size_t>(g.node_size())) {
       std::string names;
       int shown = 0;
       for (int i = 0; i < g.node_size() && shown < 5; ++i)
         if (pending[static_cast<std::size_t>(i)] > 0) names += str_cat(shown++ ? ", " : "", node_name(g.node(i), i));
-      bad("graph", str_cat("its nodes form a cycle (", names, " wait on each other); ONNX graphs are acyclic"));
+      bad(depth == 0 ? std::string("graph") : str_cat("sub-graph '", g.name(), "'"),
+          str_cat("its nodes form a cycle (", names, " wait on each other); ONNX graphs are acyclic"));
     }
+  }
+
+  // A graph attribute (an If branch, a Loop body): its initializers, inputs and nodes, within
+  // the names of `outer`.
+  std::unique_ptr<GraphPlan> plan_subgraph(const onnx::GraphProto& g, const Scope& outer, int64_t depth, const std::string& what) {
+    if (depth > options_.max_graph_depth)
+      bad(what, str_cat("its sub-graphs are nested more than OnnxImportOptions::max_graph_depth (", options_.max_graph_depth,
+                        ") deep"));
+    nodes_seen_ += g.node_size();
+    if (nodes_seen_ > options_.max_nodes)
+      bad(what, str_cat("the model's graphs have more than OnnxImportOptions::max_nodes (", options_.max_nodes, ") nodes"));
+    if (g.sparse_initializer_size() > 0)
+      throw ValueError(str_cat("[", kOp, "] ", what, " has sparse initializers, which the importer does not read; store them dense"));
+    auto plan = std::make_unique<GraphPlan>();
+    plan->graph = &g;
+    Scope scope;
+    scope.outer = &outer;
+    for (const auto& init : g.initializer()) {
+      const std::string part = str_cat(what, " initializer '", init.name(), "'");
+      define(scope, init.name(), part);
+      plan->initializers.emplace_back(init.name(), read_tensor(init, part));
+    }
+    for (const auto& in : g.input()) {
+      const std::string part = str_cat(what, " input '", in.name(), "'");
+      define(scope, in.name(), part);
+      if (in.type().has_tensor_type()) read_shape(in.type().tensor_type(), part);  // its rank within the limit
+      else if (in.has_type())
+        throw ValueError(str_cat("[", kOp, "] ", part, " is not a tensor (a sequence, map or optional), which the importer "
+                                 "does not read"));
+    }
+    plan_nodes(*plan, scope, depth);
+    return plan;
   }
 
   static std::string node_name(const onnx::NodeProto& n, int index) {
     return n.name().empty() ? str_cat("node ", index, " (", n.op_type(), ")") : str_cat("node '", n.name(), "' (", n.op_type(), ")");
   }
 
-  // Every node's op is read by the table at the model's opset: all that are not, named at once.
-  void check_ops(const onnx::GraphProto& g) {
-    std::map<std::string, std::string> missing;  // op type -> first node
-    for (int i : order_) {
+  // Every node's op (sub-graphs' too) is read by the table at the model's opset: all that are
+  // not, named at once.
+  void collect_missing(const GraphPlan& plan, std::map<std::string, std::string>& missing) {
+    const onnx::GraphProto& g = *plan.graph;
+    for (int i : plan.order) {
       const auto& n = g.node(i);
       if (!n.domain().empty() && n.domain() != "ai.onnx") {
         missing.emplace(str_cat(n.domain(), "::", n.op_type()), node_name(n, i));
@@ -298,6 +382,11 @@ class Importer {
                                  " or later"));
       }
     }
+    for (const auto& [key, sub] : plan.subgraphs) collect_missing(*sub, missing);
+  }
+  void check_ops(const GraphPlan& plan) {
+    std::map<std::string, std::string> missing;  // op type -> first node
+    collect_missing(plan, missing);
     if (missing.empty()) return;
     std::string list;
     for (const auto& [op, node] : missing) list += str_cat(list.empty() ? "" : ", ", op, " (first at ", node, ")");
@@ -314,10 +403,16 @@ class Importer {
     TensorShape shape;
   };
 
+  // The values computed so far in one graph being traced, within those of its enclosing graphs.
+  struct Env {
+    Env* outer = nullptr;
+    std::unordered_map<std::string, Tensor> values;
+  };
+
   class Context final : public NodeContext {
    public:
-    Context(Importer& imp, const onnx::NodeProto& n, int index, std::unordered_map<std::string, Tensor>& env)
-        : imp_(imp), n_(n), index_(index), env_(env) {}
+    Context(Importer& imp, const GraphPlan& plan, const onnx::NodeProto& n, int index, Env& env)
+        : imp_(imp), plan_(plan), n_(n), index_(index), env_(env) {}
     const onnx::NodeProto& node() const override { return n_; }
     int64_t opset() const override { return imp_.opset_; }
     Tensor in(int i) override {
@@ -341,30 +436,46 @@ class Importer {
       if (!a) malformed(str_cat("it has no attribute '", name, "'"));
       return imp_.read_tensor(a->t(), str_cat(node_name(n_, index_), " attribute '", name, "'"));
     }
+    std::vector<Tensor> run_subgraph(const std::string& name, const std::vector<Tensor>& inputs) override {
+      auto it = plan_.subgraphs.find(std::pair{index_, name});
+      if (it == plan_.subgraphs.end()) malformed(str_cat("it has no graph attribute '", name, "'"));
+      return imp_.run_graph(*it->second, env_, inputs, str_cat(where(), " attribute '", name, "'"));
+    }
+    std::any& memo() override { return imp_.memos_[&n_]; }
     std::string where() const override { return node_name(n_, index_); }
 
    private:
     Importer& imp_;
+    const GraphPlan& plan_;
     const onnx::NodeProto& n_;
     int index_;
-    std::unordered_map<std::string, Tensor>& env_;
+    Env& env_;
   };
 
-  // A value by name: computed, a graph input, or an initializer (a Variable read on first use).
-  Tensor value(const std::string& name, std::unordered_map<std::string, Tensor>& env) {
-    if (auto it = env.find(name); it != env.end()) return it->second;
+  // A value by name: computed here or in an enclosing graph, a graph input, or an initializer
+  // (a Variable read on first use, in the graph that first uses it).
+  Tensor value(const std::string& name, Env& env) {
+    for (Env* e = &env; e; e = e->outer)
+      if (auto it = e->values.find(name); it != e->values.end()) return it->second;
     auto init = initializers_.find(name);
     TG_CHECK(init != initializers_.end(), "ONNX value '", name, "' was checked to be defined");
     Tensor t = init->second;
     if (auto v = variables_.find(name); v != variables_.end()) t = v->second.read_value();
-    env.emplace(name, t);
+    env.values.emplace(name, t);
     return t;
   }
 
-  void run_node(const onnx::NodeProto& n, int index, std::unordered_map<std::string, Tensor>& env) {
-    Context c(*this, n, index, env);
+  void run_node(const GraphPlan& plan, int index, Env& env) {
+    const onnx::NodeProto& n = plan.graph->node(index);
+    Context c(*this, plan, n, index, env);
     const ImportRule* rule = import_rule(n.op_type());
     TG_CHECK(rule != nullptr, "op ", n.op_type(), " was checked to have a rule");
+    // The Variables (initializers) its sub-graphs read are read here, before the If or Loop:
+    // gradients flow to a Variable read outside tg::cond / tg::while_loop and captured by them.
+    for (auto it = plan.subgraphs.lower_bound(std::pair{index, std::string()});
+         it != plan.subgraphs.end() && it->first.first == index; ++it)
+      for (const auto& name : it->second->outer_reads)
+        if (variables_.count(name)) value(name, env);
     std::vector<Tensor> outs;
     try {
       outs = rule->compute(c);
@@ -384,14 +495,40 @@ class Importer {
     if (static_cast<int>(outs.size()) < c.num_outputs())
       c.refuse(str_cat("it asks for output ", outs.size(), " ('", n.output(static_cast<int>(outs.size())), "'), which the importer does not compute"));
     for (int k = 0; k < n.output_size(); ++k)
-      if (!n.output(k).empty()) env[n.output(k)] = outs[static_cast<std::size_t>(k)];
+      if (!n.output(k).empty()) env.values[n.output(k)] = outs[static_cast<std::size_t>(k)];
+  }
+
+  // A sub-graph traced where the caller records: its inputs bound to `inputs`, its initializers
+  // as constants, its nodes in order; returns its outputs.
+  std::vector<Tensor> run_graph(const GraphPlan& plan, Env& outer, const std::vector<Tensor>& inputs, const std::string& what) {
+    const onnx::GraphProto& g = *plan.graph;
+    if (static_cast<std::size_t>(g.input_size()) != inputs.size())
+      bad(what, str_cat("the graph has ", g.input_size(), " inputs where its node gives it ", inputs.size()));
+    Env env;
+    env.outer = &outer;
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      const auto& in = g.input(static_cast<int>(i));
+      if (in.type().has_tensor_type()) {
+        const int elem = in.type().tensor_type().elem_type();
+        const std::optional<DType> d = dtype_of(elem);
+        if (elem != onnx::TensorProto::UNDEFINED && (!d || *d != inputs[i].dtype()))
+          bad(str_cat(what, " input '", in.name(), "'"), str_cat("it is declared ", onnx_type_name(elem), " but its node gives it ",
+                                                                 to_string(inputs[i].dtype())));
+      }
+      env.values.emplace(in.name(), inputs[i]);
+    }
+    for (const auto& [name, t] : plan.initializers) env.values.emplace(name, t);
+    for (int i : plan.order) run_node(plan, i, env);
+    std::vector<Tensor> out;
+    for (const auto& o : g.output()) out.push_back(value(o.name(), env));
+    return out;
   }
 
   TraceOutput body(const std::vector<TraceTypePtr>& traced, PlaceholderContext& pc, const FunctionCore& core) {
     const onnx::GraphProto& g = model_.graph();
-    std::unordered_map<std::string, Tensor> env;
-    for (std::size_t i = 0; i < inputs_.size(); ++i) env.emplace(inputs_[i].name, pc.placeholder(*traced[i], core.parameter_name(i)));
-    for (int i : order_) run_node(g.node(i), i, env);
+    Env env;
+    for (std::size_t i = 0; i < inputs_.size(); ++i) env.values.emplace(inputs_[i].name, pc.placeholder(*traced[i], core.parameter_name(i)));
+    for (int i : main_.order) run_node(main_, i, env);
     TraceOutput out;
     for (const auto& o : g.output()) {
       Tensor t = value(o.name(), env);
@@ -471,12 +608,14 @@ class Importer {
   const onnx::ModelProto& model_;
   const OnnxImportOptions& options_;
   int64_t opset_ = 0;
-  std::unordered_set<std::string> defined_;
+  Scope main_scope_;
+  GraphPlan main_;
+  int64_t nodes_seen_ = 0;
+  std::unordered_map<const onnx::NodeProto*, std::any> memos_;
   std::unordered_map<std::string, Tensor> initializers_;
   std::vector<std::string> initializer_order_;
   std::unordered_map<std::string, Variable> variables_;
   std::vector<Input> inputs_;
-  std::vector<int> order_;
 };
 
 std::shared_ptr<LoadedState> import_bytes(const void* data, std::size_t size, const OnnxImportOptions& options) {

@@ -3,6 +3,7 @@
 // calls a node's rule while it traces the graph, and tools/onnx_table lists the table in
 // docs/onnx.md.
 #pragma once
+#include <any>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -54,6 +55,16 @@ class NodeContext {
   std::vector<float> attr_floats(const std::string& name);
   /// A tensor attribute (Constant's value), read with the importer's checks.
   virtual Tensor attr_tensor(const std::string& name) = 0;
+  /// The graph attribute `name` (If's branches, Loop's body), marked used; null when the node has
+  /// none. The importer validated it with the model (names, order, ops, limits).
+  const onnx::GraphProto* subgraph(const std::string& name);
+  /// Runs the graph attribute `name` with its graph inputs bound to `inputs` (in order) and the
+  /// values of the enclosing graphs in scope, recording its nodes where the caller is tracing
+  /// (inside a tg::cond branch or a tg::while_loop body); returns its graph outputs in order.
+  virtual std::vector<Tensor> run_subgraph(const std::string& name, const std::vector<Tensor>& inputs) = 0;
+  /// What a rule keeps about its node across the traces of one import (a Loop's learned loop
+  /// shapes, when the body enclosing it is traced again): empty at first.
+  virtual std::any& memo() = 0;
   /// Marks an attribute read that the computation does not need, with the reason in a comment
   /// at the call (e.g. BatchNormalization's momentum, which only training uses).
   void accept_attr(const std::string& name);

@@ -11,6 +11,7 @@
 #include "ops/conv.h"
 #include "ops/known_values.h"
 #include "ops/record_mode.h"
+#include "tracegraph/control_flow.h"
 #include "tracegraph/ops.h"
 
 namespace tg::detail::onnx_import {
@@ -88,6 +89,10 @@ std::vector<float> NodeContext::attr_floats(const std::string& name) {
   return a ? std::vector<float>(a->floats().begin(), a->floats().end()) : std::vector<float>{};
 }
 void NodeContext::accept_attr(const std::string& name) { used_.push_back(name); }
+const onnx::GraphProto* NodeContext::subgraph(const std::string& name) {
+  const auto* a = attr(name, onnx::AttributeProto::GRAPH);
+  return a ? &a->g() : nullptr;
+}
 
 void NodeContext::refuse(const std::string& why) const {
   throw ValueError(str_cat("[tg::import_onnx] ", where(), " cannot be imported: ", why,
@@ -898,6 +903,167 @@ std::vector<Tensor> not_rule(NodeContext& c) { return {logical_not(c.in(0))}; }
 std::vector<Tensor> less_equal_rule(NodeContext& c) { return {less_equal(c.in(0), c.in(1))}; }
 std::vector<Tensor> greater_equal_rule(NodeContext& c) { return {greater_equal(c.in(0), c.in(1))}; }
 
+// ---- control flow --------------------------------------------------------------------------
+
+// Input i as the scalar of `dtype` that If's and Loop's condition and trip count are (ONNX
+// allows a one-element tensor of any rank).
+Tensor scalar_input(NodeContext& c, int i, DType dtype, const char* what) {
+  const Tensor t = c.in(i);
+  if (t.dtype() != dtype) c.malformed(str_cat(what, " (input ", i, ") must be ", to_string(dtype), ", not ", to_string(t.dtype())));
+  const TensorShape& s = t.shape();
+  if (s.has_rank() && s.rank() == 0) return t;
+  if (s.is_fully_defined() && s.num_elements() != 1)
+    c.malformed(str_cat(what, " (input ", i, ") must hold one element, not shape ", s.to_string()));
+  return reshape(t, std::vector<int64_t>{});
+}
+
+// A sub-graph result that is a one-element bool (the body's condition) as a scalar.
+Tensor scalar_result(NodeContext& c, const Tensor& t, const char* what) {
+  if (t.dtype() != DType::Bool) c.malformed(str_cat(what, " must be bool, not ", to_string(t.dtype())));
+  const TensorShape& s = t.shape();
+  if (s.has_rank() && s.rank() == 0) return t;
+  if (s.is_fully_defined() && s.num_elements() != 1) c.malformed(str_cat(what, " must hold one element, not shape ", s.to_string()));
+  return reshape(t, std::vector<int64_t>{});
+}
+
+std::vector<Tensor> if_rule(NodeContext& c) {
+  const onnx::GraphProto* then_branch = c.subgraph("then_branch");
+  const onnx::GraphProto* else_branch = c.subgraph("else_branch");
+  if (!then_branch || !else_branch) c.malformed("it needs both graph attributes then_branch and else_branch");
+  if (then_branch->output_size() != else_branch->output_size())
+    c.malformed(str_cat("then_branch returns ", then_branch->output_size(), " values and else_branch ",
+                        else_branch->output_size(), "; both return one value per output of the If"));
+  if (c.node().output_size() > then_branch->output_size())
+    c.malformed(str_cat("it has ", c.node().output_size(), " outputs but its branches return ", then_branch->output_size()));
+  const Tensor pred = scalar_input(c, 0, DType::Bool, "the condition");
+  // A condition known while importing (a constant) imports the branch it takes only.
+  return detail::cond_flat(pred, [&] { return c.run_subgraph("then_branch", {}); },
+                           [&] { return c.run_subgraph("else_branch", {}); });
+}
+
+// What a Loop learns about its loop across the traces of one import: a loop-carried value whose
+// shape an iteration changes is traced again with the changed dims None, and a scan output whose
+// dtype the body's declaration does not give is traced again with the dtype the body computes.
+// Kept per node, so that a Loop in a body traced again starts from what it learned.
+struct LoopMemo {
+  std::vector<TensorShape> carried;
+  std::vector<DType> scans;
+};
+// Thrown out of a Loop body traced with shapes or dtypes it does not keep (caught by its rule).
+struct RetraceLoop {};
+constexpr int kLoopTraces = 4;  // a Loop's body is traced at most this often per trace of its graph
+
+// Loop (M, cond, v...) with body (iteration, cond, v...) -> (cond, v..., scans...): a while_loop
+// over (iteration, cond, v..., one TensorArray per scan output), whose condition is "cond, and
+// iteration < M" (M a constant: maximum_iterations); the scan outputs are the arrays stacked.
+std::vector<Tensor> loop_rule(NodeContext& c) {
+  const onnx::GraphProto* body = c.subgraph("body");
+  if (!body) c.malformed("it has no graph attribute 'body'");
+  if (c.node().input_size() < 2)
+    c.malformed(str_cat("it has ", c.node().input_size(), " inputs; Loop takes M and cond (either may be the empty name), "
+                        "then its loop-carried values"));
+  const int n = c.node().input_size() - 2;
+  if (body->input_size() != 2 + n)
+    c.malformed(str_cat("its body has ", body->input_size(), " inputs; with ", n, " loop-carried values it takes ", 2 + n,
+                        " (the iteration number, the condition, the values)"));
+  const int k = body->output_size() - 1 - n;
+  if (k < 0)
+    c.malformed(str_cat("its body has ", body->output_size(), " outputs; with ", n, " loop-carried values it returns at least ",
+                        1 + n, " (the condition, the values, then any scan outputs)"));
+  if (c.node().output_size() > n + k)
+    c.malformed(str_cat("it has ", c.node().output_size(), " outputs but its body gives ", n, " loop-carried values and ", k,
+                        " scan outputs"));
+  const auto nn = static_cast<std::size_t>(n), nk = static_cast<std::size_t>(k);
+
+  WhileOptions options;
+  options.name = "loop";
+  Tensor trip;  // M known only when the graph runs
+  if (c.has_input(0)) {
+    const Tensor m = scalar_input(c, 0, DType::Int64, "the trip count M");
+    if (m.is_symbolic()) trip = m;
+    else options.maximum_iterations = std::max<int64_t>(m.item<int64_t>(), 0);
+  }
+  std::vector<Tensor> init{constant(int64_t{0}), c.has_input(1) ? scalar_input(c, 1, DType::Bool, "the condition") : constant(true)};
+  std::vector<FlatLeaf> leaves{{"iteration", false}, {"cond", false}};
+  for (int j = 0; j < n; ++j) {
+    if (!c.has_input(2 + j)) c.malformed(str_cat("its loop-carried value ", j, " (input ", 2 + j, ") is missing"));
+    init.push_back(c.in(2 + j));
+    leaves.push_back({body->input(2 + j).name(), false});
+  }
+  std::any& any = c.memo();
+  if (!any.has_value()) {
+    LoopMemo fresh;
+    for (std::size_t j = 0; j < nn; ++j) fresh.carried.push_back(init[2 + j].shape());
+    for (std::size_t s = 0; s < nk; ++s) {
+      const auto& out = body->output(static_cast<int>(1 + nn + s));
+      const std::optional<DType> d = out.type().has_tensor_type() ? dtype_of(out.type().tensor_type().elem_type()) : std::nullopt;
+      fresh.scans.push_back(d.value_or(DType::Float32));
+    }
+    any = std::move(fresh);
+  }
+  LoopMemo& memo = std::any_cast<LoopMemo&>(any);
+  for (std::size_t j = 0; j < nn; ++j) memo.carried[j] = memo.carried[j].most_specific_common_supertype(init[2 + j].shape());
+
+  for (int attempt = 1;; ++attempt) {
+    const bool last = attempt == kLoopTraces;
+    std::vector<Tensor> vars = init;
+    std::vector<FlatLeaf> flat_leaves = leaves;
+    std::vector<TensorArray> arrays;
+    for (std::size_t s = 0; s < nk; ++s) {
+      arrays.emplace_back(memo.scans[s], 0, true);
+      vars.push_back(arrays.back().flow());
+      flat_leaves.push_back({body->output(static_cast<int>(1 + nn + s)).name(), true});
+    }
+    options.shape_invariants = {TensorShape{}, TensorShape{}};
+    for (std::size_t j = 0; j < nn; ++j) options.shape_invariants.push_back(memo.carried[j]);
+    for (std::size_t s = 0; s < nk; ++s) options.shape_invariants.push_back(TensorShape::unknown_rank());
+    std::vector<TensorShape> scan_shapes(nk, TensorShape::unknown_rank());
+    auto cond_fn = [&](const std::vector<Tensor>& v) -> std::vector<Tensor> {
+      if (!trip.defined()) return {v[1]};
+      return {logical_and(v[1], less(v[0], trip))};
+    };
+    auto body_fn = [&](const std::vector<Tensor>& v) -> std::vector<Tensor> {
+      const std::vector<Tensor> in(v.begin(), v.begin() + 2 + n);
+      const std::vector<Tensor> out = c.run_subgraph("body", in);
+      std::vector<Tensor> next{add(v[0], constant(int64_t{1})), scalar_result(c, out[0], "the body's condition (output 0)")};
+      bool retrace = false;
+      for (std::size_t j = 0; j < nn; ++j) {
+        const Tensor& r = out[1 + j];
+        next.push_back(r);
+        if (r.dtype() == init[2 + j].dtype() && !r.shape().is_subtype_of(memo.carried[j])) {
+          memo.carried[j] = memo.carried[j].most_specific_common_supertype(r.shape());
+          retrace = true;
+        }
+      }
+      for (std::size_t s = 0; s < nk; ++s) {
+        const Tensor& r = out[1 + nn + s];
+        if (r.dtype() != memo.scans[s]) {
+          memo.scans[s] = r.dtype();
+          retrace = true;
+        }
+        scan_shapes[s] = r.shape();
+      }
+      if (retrace && !last) throw RetraceLoop{};
+      for (std::size_t s = 0; s < nk; ++s) next.push_back(arrays[s].with_flow(v[2 + nn + s]).write(v[0], out[1 + nn + s]).flow());
+      return next;
+    };
+    std::vector<Tensor> result;
+    try {
+      result = detail::while_loop_flat(cond_fn, body_fn, vars, flat_leaves, options);
+    } catch (const RetraceLoop&) {
+      continue;
+    }
+    std::vector<Tensor> outs(result.begin() + 2, result.begin() + 2 + n);
+    for (std::size_t s = 0; s < nk; ++s) {
+      // The stacked array's element shape is what the body computes (zero iterations stack to
+      // (0, element...) when it is fully known).
+      const TensorArray done = TensorArray(memo.scans[s], 0, true, scan_shapes[s]).with_flow(result[2 + nn + s]);
+      outs.push_back(done.stack());
+    }
+    return outs;
+  }
+}
+
 // ---- the table -------------------------------------------------------------------------------
 
 const ImportRule kRules[] = {
@@ -930,11 +1096,16 @@ const ImportRule kRules[] = {
     {"Greater", 7, "", binary<greater>},
     {"GreaterOrEqual", 12, "", greater_equal_rule},
     {"Identity", 1, "", identity_rule},
+    {"If", 11, "a tg::cond whose branches read the enclosing graphs' values; a constant condition imports the branch it takes",
+     if_rule},
     {"LayerNormalization", 17, "the Mean and InvStdDev outputs are refused", layer_norm_rule},
     {"LeakyRelu", 6, "", leaky_relu_rule},
     {"Less", 7, "", binary<less>},
     {"LessOrEqual", 12, "", less_equal_rule},
     {"Log", 6, "", unary<log>},
+    {"Loop", 11, "a tg::while_loop over the iteration number, the condition and the loop-carried values (M a constant: "
+     "maximum_iterations); scan outputs as tg::TensorArrays, stacked; a loop-carried value may change its shape "
+     "(its changing dims become None)", loop_rule},
     {"LogSoftmax", 1, "", log_softmax_rule},
     {"MatMul", 1, "", matmul_rule},
     {"Max", 8, "", max_rule},

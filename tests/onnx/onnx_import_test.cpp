@@ -595,4 +595,367 @@ TEST(OnnxImportTraining, ImportedMlpFineTunesInATracedTrainStep) {
   EXPECT_LT(after, losses.front());
 }
 
+// ---- If and Loop -----------------------------------------------------------------------------
+
+// A sub-graph for a graph attribute (an If branch, a Loop body).
+struct Sub {
+  onnx::GraphProto g;
+  explicit Sub(const std::string& name) { g.set_name(name); }
+  void input(const std::string& name, int elem, const std::vector<int64_t>& dims) { Model::value(*g.add_input(), name, elem, dims); }
+  void output(const std::string& name) { g.add_output()->set_name(name); }
+  onnx::NodeProto& node(const std::string& op, const std::vector<std::string>& in, const std::vector<std::string>& out) {
+    auto* n = g.add_node();
+    n->set_op_type(op);
+    n->set_name(g.name() + "/" + op + "_" + std::to_string(g.node_size()));
+    for (const auto& x : in) n->add_input(x);
+    for (const auto& x : out) n->add_output(x);
+    return *n;
+  }
+};
+
+void attr(onnx::NodeProto& n, const std::string& name, const onnx::GraphProto& g) {
+  auto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::GRAPH);
+  *a->mutable_g() = g;
+}
+
+constexpr int kBool = onnx::TensorProto::BOOL;
+
+void bools(Model& m, const std::string& name, const std::vector<int64_t>& dims, const std::vector<bool>& v) {
+  auto* t = m.g().add_initializer();
+  t->set_name(name);
+  t->set_data_type(kBool);
+  for (int64_t d : dims) t->add_dims(d);
+  for (bool b : v) t->add_int32_data(b ? 1 : 0);
+}
+
+// The function of OnnxExport.CondAndWhileLoop: a cond, a while_loop with maximum_iterations
+// and a cond in its body, a for_range, a loop over two dtypes.
+std::vector<tg::Tensor> control_flow_model(const tg::Tensor& x, const tg::Tensor& n, const tg::Tensor& w) {
+  const tg::Tensor y = tg::cond(tg::reduce_sum(x) > 0.0f, [&] { return x * 2.0f + w; }, [&] { return x - w; });
+  const tg::Tensor grown = tg::while_loop(
+      [](const tg::Tensor& v) { return tg::reduce_sum(tg::abs(v)) < 1000.0f; },
+      [&](const tg::Tensor& v) {
+        return tg::cond(tg::reduce_max(v) > 10.0f, [&] { return v * 1.5f + w; }, [&] { return v * 3.0f + 1.0f; });
+      },
+      y, {.shape_invariants = {}, .maximum_iterations = 6, .name = "grow"});
+  const tg::Tensor total = tg::for_range(n, tg::zeros_like(x), [&](const tg::Tensor& i, const tg::Tensor& s) {
+    return s + tg::cast(i, tg::float32) * x;
+  });
+  const auto [count, halved] = tg::while_loop(
+      [](const std::pair<tg::Tensor, tg::Tensor>& v) { return tg::reduce_max(tg::abs(v.second)) > 0.01f; },
+      [](const std::pair<tg::Tensor, tg::Tensor>& v) { return std::make_pair(v.first + int64_t{1}, v.second * 0.5f); },
+      std::make_pair(tg::constant(int64_t{0}), x));
+  return {y, grown, total, count, halved};
+}
+
+TEST(OnnxImportControlFlow, ExportedCondAndWhileImportBack) {
+  const tg::Tensor w = tg::constant({0.5f, -1.0f, 2.0f});
+  auto f = tg::function([&](const tg::Tensor& x, const tg::Tensor& n) { return control_flow_model(x, n, w); },
+                        {.name = "control_flow",
+                         .input_signature = std::vector<tg::TensorSpec>{tg::TensorSpec({tg::None, 3}, tg::float32),
+                                                                        tg::TensorSpec({}, tg::int32)},
+                         .arg_names = {"x", "n"}});
+  f.get_concrete_function(tg::TensorSpec({tg::None, 3}, tg::float32), tg::TensorSpec({}, tg::int32));
+  const std::string path = (scratch() / "control_flow.onnx").string();
+  tg::export_onnx(path, f);
+  const tg::LoadedFunction imported = tg::import_onnx(path);
+  const std::pair<tg::Tensor, tg::Tensor> runs[] = {{uniform({2, 3}, 95, 0.1f, 1.0f), tg::constant(3)},
+                                                    {uniform({4, 3}, 96, -1.0f, -0.1f), tg::constant(0)},
+                                                    {uniform({1, 3}, 97, -5.0f, 5.0f), tg::constant(7)}};
+  for (const auto& run : runs) {
+    const std::vector<tg::Tensor> want = f(run.first, run.second);
+    const tg::Outputs got = imported(run.first, run.second);
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t k = 0; k < want.size(); ++k)
+      expect_close(got[k], want[k], 1e-6, 1e-6, "output " + std::to_string(k) + " for n = " + std::to_string(run.second.item<int32_t>()));
+  }
+}
+
+// Loop (M = 4, no cond): acc = 2 acc + i, a scan output acc + x (x and the 2 read from the
+// enclosing graph), and the body's condition passed through.
+TEST(OnnxImportControlFlow, LoopWithTripCountAndScanOutput) {
+  Model m;
+  m.input("x", kF, {3});
+  m.ints("M", {}, {4});
+  m.floats("two", {}, {2.0f});
+  m.floats("acc0", {3}, {1.0f, 0.0f, -1.0f});
+  Sub body("body");
+  body.input("i", kI64, {});
+  body.input("c", kBool, {});
+  body.input("acc", kF, {3});
+  body.node("Cast", {"i"}, {"fi"});
+  attr(*body.g.mutable_node(0), "to", int64_t{kF});
+  body.node("Mul", {"acc", "two"}, {"doubled"});
+  body.node("Add", {"doubled", "fi"}, {"acc_next"});
+  body.node("Add", {"acc_next", "x"}, {"row"});
+  body.node("Identity", {"c"}, {"c_next"});
+  body.output("c_next");
+  body.output("acc_next");
+  body.output("row");
+  attr(m.node("Loop", {"M", "", "acc0"}, {"acc_final", "rows"}), "body", body.g);
+  m.output("acc_final");
+  m.output("rows");
+  const tg::LoadedFunction f = m.load();
+  const tg::Tensor x = tg::constant({10.0f, 20.0f, 30.0f});
+  const tg::Outputs out = f(x);
+  std::vector<float> acc{1.0f, 0.0f, -1.0f}, rows;
+  for (int i = 0; i < 4; ++i)
+    for (std::size_t j = 0; j < 3; ++j) {
+      acc[j] = 2 * acc[j] + static_cast<float>(i);
+      rows.push_back(acc[j] + x.to_vector<float>()[j]);
+    }
+  expect_close(out[0], tg::constant(acc, {3}), 0, 0, "final acc");
+  expect_close(out[1], tg::constant(rows, {4, 3}), 0, 0, "scan rows");
+}
+
+// Loop (no M, cond): a loop-carried value that grows every iteration (its shape becomes None),
+// stopped by the body's condition.
+TEST(OnnxImportControlFlow, LoopWithConditionOnlyAndAGrowingValue) {
+  Model m;
+  m.input("start", kI64, {1});
+  bools(m, "go", {}, {true});
+  m.ints("axes", {1}, {0});
+  m.ints("three", {}, {3});
+  Sub body("body");
+  body.input("i", kI64, {});
+  body.input("c", kBool, {});
+  body.input("v", kI64, {-1});
+  body.node("Unsqueeze", {"i", "axes"}, {"i1"});
+  attr(body.node("Concat", {"v", "i1"}, {"v_next"}), "axis", int64_t{0});
+  body.node("Less", {"i", "three"}, {"again"});
+  body.output("again");
+  body.output("v_next");
+  attr(m.node("Loop", {"", "go", "start"}, {"v_final"}), "body", body.g);
+  m.output("v_final");
+  const tg::LoadedFunction f = m.load();
+  expect_close(f(tg::constant(std::vector<int64_t>{7}, {1})), tg::constant(std::vector<int64_t>{7, 0, 1, 2, 3}, {5}), 0, 0, "grown");
+}
+
+// Loop with M and cond both graph inputs: M bounds the count, cond false runs nothing, a
+// negative M runs nothing.
+TEST(OnnxImportControlFlow, LoopWithRunTimeTripCountAndCondition) {
+  Model m;
+  m.input("M", kI64, {});
+  m.input("go", kBool, {});
+  m.input("s0", kF, {});
+  m.floats("one", {}, {1.0f});
+  m.floats("limit", {}, {100.0f});
+  Sub body("body");
+  body.input("i", kI64, {});
+  body.input("c", kBool, {});
+  body.input("s", kF, {});
+  body.node("Add", {"s", "one"}, {"s_next"});
+  body.node("Less", {"s_next", "limit"}, {"again"});
+  body.node("Cast", {"i"}, {"fi"});
+  attr(*body.g.mutable_node(2), "to", int64_t{kF});
+  body.output("again");
+  body.output("s_next");
+  body.output("fi");
+  attr(m.node("Loop", {"M", "go", "s0"}, {"s_final", "iterations"}), "body", body.g);
+  m.output("s_final");
+  m.output("iterations");
+  const tg::LoadedFunction f = m.load();
+  auto run = [&](int64_t trip, bool go, float s0) { return f(tg::constant(trip), tg::constant(go), tg::constant(s0)); };
+  tg::Outputs out = run(5, true, 0.0f);
+  EXPECT_EQ(out[0].item<float>(), 5.0f);
+  expect_close(out[1], tg::constant({0.0f, 1.0f, 2.0f, 3.0f, 4.0f}), 0, 0, "iteration numbers");
+  EXPECT_EQ(run(5, false, 2.0f)[0].item<float>(), 2.0f);
+  EXPECT_EQ(run(-3, true, 2.0f)[0].item<float>(), 2.0f);
+  out = run(1000, true, 97.0f);  // the body's condition stops it: 98, 99, 100
+  EXPECT_EQ(out[0].item<float>(), 100.0f);
+  EXPECT_EQ(out[1].shape().to_string(), "(3,)");
+}
+
+// If: branches that read the enclosing graph's values (an input, an initializer, a value a node
+// after the If in the file computes); a condition that is a constant imports one branch.
+TEST(OnnxImportControlFlow, IfReadsEnclosingValues) {
+  Model m;
+  m.input("p", kBool, {});
+  m.input("x", kF, {2});
+  m.floats("w", {2}, {1.0f, -2.0f});
+  Sub then_branch("then"), else_branch("else");
+  then_branch.node("Add", {"x", "w"}, {"t"});
+  then_branch.output("t");
+  else_branch.node("Mul", {"x", "later"}, {"e"});
+  else_branch.output("e");
+  onnx::NodeProto& n = m.node("If", {"p"}, {"y"});
+  attr(n, "then_branch", then_branch.g);
+  attr(n, "else_branch", else_branch.g);
+  m.node("Neg", {"x"}, {"later"});  // read by the else branch, listed after the If
+  m.output("y");
+  const tg::LoadedFunction f = m.load();
+  const tg::Tensor x = tg::constant({3.0f, 4.0f});
+  expect_close(f(tg::constant(true), x), tg::constant({4.0f, 2.0f}), 0, 0, "then");
+  expect_close(f(tg::constant(false), x), tg::constant({-9.0f, -16.0f}), 0, 0, "else");
+
+  Model c;
+  c.input("x", kF, {2});
+  bools(c, "p", {1}, {false});
+  Sub t2("then"), e2("else");
+  t2.node("Relu", {"x"}, {"t"});
+  t2.output("t");
+  e2.node("Neg", {"x"}, {"e"});
+  e2.output("e");
+  onnx::NodeProto& n2 = c.node("If", {"p"}, {"y"});
+  attr(n2, "then_branch", t2.g);
+  attr(n2, "else_branch", e2.g);
+  c.output("y");
+  expect_close(c.load()(x), tg::constant({-3.0f, -4.0f}), 0, 0, "constant condition");
+}
+
+TEST(OnnxImportControlFlow, MalformedSubGraphsAreRefused) {
+  auto if_model = [](const Sub& then_branch, const Sub& else_branch) {
+    Model m;
+    m.input("p", kBool, {});
+    m.input("x", kF, {2});
+    onnx::NodeProto& n = m.node("If", {"p"}, {"y"});
+    attr(n, "then_branch", then_branch.g);
+    attr(n, "else_branch", else_branch.g);
+    m.output("y");
+    return m;
+  };
+  Sub ok("ok");
+  ok.node("Relu", {"x"}, {"r"});
+  ok.output("r");
+  {
+    Sub shadow("shadow");  // defines "x" again
+    shadow.node("Relu", {"p"}, {"x"});
+    shadow.output("x");
+    EXPECT_NE(error_of<tg::FormatError>(if_model(ok, shadow)).find("also a value of an enclosing graph"), std::string::npos);
+  }
+  {
+    Sub undefined("undefined");
+    undefined.node("Relu", {"nowhere"}, {"r2"});
+    undefined.output("r2");
+    EXPECT_NE(error_of<tg::FormatError>(if_model(ok, undefined)).find("'nowhere', which no node"), std::string::npos);
+  }
+  {
+    Sub two("two");
+    two.node("Relu", {"x"}, {"a"});
+    two.node("Neg", {"x"}, {"b"});
+    two.output("a");
+    two.output("b");
+    EXPECT_NE(error_of<tg::FormatError>(if_model(ok, two)).find("then_branch returns 1 values and else_branch 2"),
+              std::string::npos);
+  }
+  {
+    Sub unknown("unknown");
+    unknown.node("Einsum", {"x"}, {"u"});
+    unknown.output("u");
+    EXPECT_NE(error_of<tg::ValueError>(if_model(ok, unknown)).find("Einsum (first at node 'unknown/Einsum_1'"), std::string::npos);
+  }
+  {
+    // A cycle through a branch: the If reads "z" in a branch, and "z" is computed from the If.
+    Model m;
+    m.input("p", kBool, {});
+    m.input("x", kF, {2});
+    Sub reads("reads");
+    reads.node("Relu", {"z"}, {"r"});
+    reads.output("r");
+    onnx::NodeProto& n = m.node("If", {"p"}, {"y"});
+    attr(n, "then_branch", reads.g);
+    attr(n, "else_branch", ok.g);
+    m.node("Neg", {"y"}, {"z"});
+    m.output("z");
+    EXPECT_NE(error_of<tg::FormatError>(m).find("cycle"), std::string::npos);
+  }
+  {
+    // Loop bodies nested deeper than max_graph_depth.
+    Model m;
+    m.input("x", kF, {2});
+    m.ints("M", {}, {1});
+    Sub inner("level0");
+    inner.input("i", kI64, {});
+    inner.input("c", kBool, {});
+    inner.input("v", kF, {2});
+    inner.node("Relu", {"v"}, {"v0"});
+    inner.output("c");
+    inner.output("v0");
+    for (int level = 1; level < 5; ++level) {
+      Sub outer("level" + std::to_string(level));
+      const std::string l = std::to_string(level);
+      outer.input("i" + l, kI64, {});
+      outer.input("c" + l, kBool, {});
+      outer.input("v" + l, kF, {2});
+      attr(outer.node("Loop", {"M", "", "v" + l}, {"w" + l}), "body", inner.g);
+      outer.output("c" + l);
+      outer.output("w" + l);
+      inner = outer;
+    }
+    attr(m.node("Loop", {"M", "", "x"}, {"y"}), "body", inner.g);
+    m.output("y");
+    tg::OnnxImportOptions o;
+    o.max_graph_depth = 3;
+    try {
+      const std::string s = m.bytes();
+      tg::import_onnx_from_memory(s.data(), s.size(), o);
+      ADD_FAILURE() << "a model nested 5 deep was accepted with max_graph_depth 3";
+    } catch (const tg::FormatError& e) {
+      EXPECT_NE(std::string(e.what()).find("max_graph_depth (3)"), std::string::npos) << e.what();
+    }
+    const tg::LoadedFunction f = m.load();  // within the default depth
+    expect_close(f(tg::constant({-1.0f, 2.0f})), tg::constant({0.0f, 2.0f}), 0, 0, "nested loops");
+  }
+  {
+    // A Loop body with the wrong number of inputs.
+    Model m;
+    m.input("x", kF, {2});
+    m.ints("M", {}, {2});
+    Sub body("body");
+    body.input("i", kI64, {});
+    body.input("v", kF, {2});
+    body.node("Relu", {"v"}, {"r"});
+    body.output("r");
+    attr(m.node("Loop", {"M", "", "x"}, {"y"}), "body", body.g);
+    m.output("y");
+    EXPECT_NE(error_of<tg::FormatError>(m).find("its body has 2 inputs; with 1 loop-carried values it takes 3"), std::string::npos);
+  }
+}
+
+// Fine-tuning through imported control flow: an If whose branches read a weight, and a Loop
+// that applies another one; the gradients of the imported Variables are the original's.
+TEST(OnnxImportTraining, GradientsFlowThroughImportedCondAndLoop) {
+  tg::Variable w1(uniform({3, 3}, 120), "w1"), w2(uniform({3, 3}, 121, -0.5f, 0.5f), "w2");
+  // The Variables are read before the cond and the loop (gradients flow through captured tensors).
+  auto model_fn = [&](const tg::Tensor& x) {
+    const tg::Tensor a = w1.read_value(), b = w2.read_value();
+    const tg::Tensor h = tg::cond(tg::reduce_sum(x) > 0.0f, [&] { return tg::tanh(tg::matmul(x, a)); },
+                                  [&] { return tg::matmul(x, a) * 0.5f; });
+    return tg::for_range(3, h, [&](const tg::Tensor&, const tg::Tensor& s) { return tg::tanh(tg::matmul(s, b)) + s; });
+  };
+  auto predict = tg::function(model_fn, {.input_signature = std::vector<tg::TensorSpec>{tg::TensorSpec({tg::None, 3}, tg::float32)}});
+  predict.get_concrete_function(tg::TensorSpec({tg::None, 3}, tg::float32));
+  const std::string path = (scratch() / "cf_train.onnx").string();
+  tg::export_onnx(path, predict);
+  tg::OnnxImportOptions options;
+  options.initializers_as_variables = true;
+  const tg::LoadedFunction imported = tg::import_onnx(path, options);
+  const std::vector<tg::Variable> vars = imported.variables();
+  // The weights, and the float constants the export wrote as initializers.
+  auto named = [&](const std::string& name) {
+    for (const tg::Variable& v : vars)
+      if (v.name() == name) return v;
+    ADD_FAILURE() << "no Variable '" << name << "'";
+    return vars.at(0);
+  };
+  const tg::Variable iw1 = named("w1"), iw2 = named("w2");
+  for (const tg::Tensor& x : {uniform({4, 3}, 122, 0.1f, 1.0f), uniform({2, 3}, 123, -1.0f, -0.1f)}) {
+    auto grads_of = [&](auto&& f, const tg::Variable& a, const tg::Variable& b) {
+      auto step = tg::function([&](const tg::Tensor& xb) {
+        tg::GradientTape tape;
+        const tg::Tensor loss = tg::reduce_sum(tg::square(tg::Tensor(f(xb))));
+        return tape.gradient(loss, std::vector<tg::Variable>{a, b});
+      });
+      return step(x);
+    };
+    const std::vector<tg::Tensor> want = grads_of(model_fn, w1, w2);
+    const std::vector<tg::Tensor> got = grads_of(imported, iw1, iw2);
+    ASSERT_EQ(got.size(), 2u);
+    expect_close(got[0], want[0], 1e-5, 1e-6, "d w1");
+    expect_close(got[1], want[1], 1e-5, 1e-6, "d w2");
+  }
+}
+
 }  // namespace

@@ -49,6 +49,12 @@ std::string import_section() {
       << "uint16/32/64, complex, strings), sparse tensors, and any attribute a rule does not read: an\n"
       << "attribute is honoured or refused, never ignored. Values a rule needs while importing (Reshape's\n"
       << "shape, Slice's starts, the axes) must be constants or computed from static dims.\n\n"
+      << "If and Loop become `tg::cond` and `tg::while_loop` nodes (a Loop's scan outputs `tg::TensorArray`s),\n"
+      << "so imported control flow runs in the graph and differentiates as tracegraph's own does. Their\n"
+      << "sub-graphs are validated with the model: they read the enclosing graphs' values by name (and the\n"
+      << "enclosing graph orders its nodes by those reads too); a sub-graph that defines an enclosing name\n"
+      << "again, or sub-graphs nested deeper than `OnnxImportOptions::max_graph_depth`, are a\n"
+      << "`tg::FormatError`, and `max_nodes` counts the nodes of every graph.\n\n"
       << n << " ONNX ops, each read from the opset in the second column on:\n\n"
       << "| ONNX op | from opset | notes |\n|---|---|---|\n"
       << rows.str();
