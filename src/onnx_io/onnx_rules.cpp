@@ -459,6 +459,40 @@ void emit_unreduce_like(Emitter& e) {
   e.add("Expand", {x, shape_of(e, 1)}, {e.out(0)});
 }
 
+// A block's begin offsets (BlockAttrs: missing entries 0, negative ones counted from the end of
+// the dim of `big`, input `big_input`) as an int64 vector of the block's rank.
+std::string block_begin(Emitter& e, int big_input, int64_t rank) {
+  std::vector<int64_t> b = e.attrs<BlockAttrs>().begin;
+  if (static_cast<int64_t>(b.size()) > rank) e.refuse(str_cat("its begin has ", b.size(), " entries for rank ", rank));
+  b.resize(static_cast<std::size_t>(rank), 0);
+  if (std::none_of(b.begin(), b.end(), [](int64_t v) { return v < 0; })) return e.int64s(b);
+  const std::string negative = e.temp("negative_begin"), moved = e.temp("begin_from_end"), out = e.temp("begin");
+  e.add("Less", {e.int64s(b), e.scalar(DType::Int64, 0.0)}, {negative});
+  e.add("Add", {e.int64s(b), shape_of(e, big_input)}, {moved});
+  e.add("Where", {negative, moved, e.int64s(b)}, {out});
+  return out;
+}
+
+// pad_like(g, like): zeros shaped like `like` with g at the block's offsets (slice_like's gradient).
+void emit_pad_like(Emitter& e) {
+  const int64_t rank = e.rank(0);
+  const std::string b = block_begin(e, 1, rank), rest = e.temp("rest"), after = e.temp("after"), pads = e.temp("pads");
+  e.add("Sub", {shape_of(e, 1), shape_of(e, 0)}, {rest});
+  e.add("Sub", {rest, b}, {after});
+  set_attr(e.add("Concat", {b, after}, {pads}), "axis", int64_t{0});
+  e.add("Pad", {e.in(0), pads}, {e.out(0)});
+}
+
+// slice_like(x, like): the block of x shaped like `like` at the offsets.
+void emit_slice_like(Emitter& e) {
+  const int64_t rank = e.rank(0);
+  const std::string b = block_begin(e, 0, rank), end = e.temp("end");
+  e.add("Add", {b, shape_of(e, 1)}, {end});
+  std::vector<int64_t> axes(static_cast<std::size_t>(rank));
+  for (int64_t k = 0; k < rank; ++k) axes[static_cast<std::size_t>(k)] = k;
+  e.add("Slice", {e.in(0), b, end, e.int64s(axes)}, {e.out(0)});
+}
+
 void emit_pad(Emitter& e) {
   const auto& a = e.attrs<PadAttrs>();
   if (a.mode == 2) e.refuse("symmetric padding has no ONNX Pad mode (opset 17 has constant, reflect and edge)");
@@ -517,18 +551,25 @@ void emit_cumsum(Emitter& e) {
 // softmax(q k^T * scale + mask) v, written out: ONNX's Softmax gives NaN for a row whose every
 // score is -inf, where tracegraph gives zeros, so the softmax is spelled with the row maximum
 // taken as 0 (and the sum as 1) for such rows. Output 1, each row's log-sum-exp, is -inf there.
-void emit_attention(Emitter& e) {
-  const auto& a = e.attrs<AttentionAttrs>();
+struct AttentionWeights {
+  std::string scale;   // the scale the scores were multiplied by
+  std::string weights; // softmax(scores): (batch, heads, Tq, Tk), zeros for a row that sees no key
+  std::string row_max; // each row's maximum score (0 for such a row), keepdims
+  std::string row_sum; // each row's sum of exp(scores - row_max), keepdims
+};
+
+AttentionWeights attention_weights(Emitter& e, const AttentionAttrs& a) {
   if (a.dropout > 0)
     e.refuse(str_cat("it drops attention weights at random (dropout ", a.dropout,
                      " while training), which a model ONNX runs cannot reproduce; export a function that calls it "
                      "with training = false or dropout 0"));
-  float_only(e, "scaled_dot_product_attention");
+  float_only(e, op_def(e.node().op).name);
   for (int i = 0; i < 3; ++i)
     if (e.rank(i) != 4) e.refuse(str_cat("its input ", i, " has rank ", e.rank(i), ", not 4"));
   const DType d = e.in_type(0).dtype;
   const double inf = std::numeric_limits<double>::infinity();
-  std::string scale;
+  AttentionWeights out;
+  std::string& scale = out.scale;
   if (a.scale_given) {
     scale = e.scalar(d, a.scale);
   } else if (const int64_t head = e.in_type(0).shape.dims()[3]; head != None) {
@@ -583,24 +624,147 @@ void emit_attention(Emitter& e) {
     e.add("Where", {visible, s, e.scalar(d, -inf)}, {hidden});
     s = hidden;
   }
-  const std::string mx = e.temp("row_max"), none = e.temp("sees_no_key"), m0 = e.temp("row_max_or_0"),
-                    shifted = e.temp("shifted"), ex = e.temp("exp"), sum = e.temp("row_sum"),
-                    sum1 = e.temp("row_sum_or_1"), w = e.temp("weights"), log_sum = e.temp("log_sum"),
-                    lse = e.temp("lse");
+  const std::string mx = e.temp("row_max"), none = e.temp("sees_no_key"), shifted = e.temp("shifted"), ex = e.temp("exp"),
+                    sum1 = e.temp("row_sum_or_1");
+  out.row_max = e.temp("row_max_or_0");
+  out.row_sum = e.temp("row_sum");
+  out.weights = e.temp("weights");
   onnx::NodeProto& max_node = e.add("ReduceMax", {s}, {mx});
   set_attr(max_node, "axes", std::vector<int64_t>{-1});
   set_attr(max_node, "keepdims", int64_t{1});
   e.add("Equal", {mx, e.scalar(d, -inf)}, {none});
-  e.add("Where", {none, e.scalar(d, 0.0), mx}, {m0});
-  e.add("Sub", {s, m0}, {shifted});
+  e.add("Where", {none, e.scalar(d, 0.0), mx}, {out.row_max});
+  e.add("Sub", {s, out.row_max}, {shifted});
   e.add("Exp", {shifted}, {ex});
-  set_attr(e.add("ReduceSum", {ex, e.int64s({-1})}, {sum}), "keepdims", int64_t{1});
-  e.add("Where", {none, e.scalar(d, 1.0), sum}, {sum1});
-  e.add("Div", {ex, sum1}, {w});
-  e.add("MatMul", {w, e.in(2)}, {e.out(0)});
-  e.add("Log", {sum}, {log_sum});
-  e.add("Add", {log_sum, m0}, {lse});
+  set_attr(e.add("ReduceSum", {ex, e.int64s({-1})}, {out.row_sum}), "keepdims", int64_t{1});
+  e.add("Where", {none, e.scalar(d, 1.0), out.row_sum}, {sum1});
+  e.add("Div", {ex, sum1}, {out.weights});
+  return out;
+}
+
+void emit_attention(Emitter& e) {
+  const AttentionWeights w = attention_weights(e, e.attrs<AttentionAttrs>());
+  const std::string log_sum = e.temp("log_sum"), lse = e.temp("lse");
+  e.add("MatMul", {w.weights, e.in(2)}, {e.out(0)});
+  e.add("Log", {w.row_sum}, {log_sum});
+  e.add("Add", {log_sum, w.row_max}, {lse});
   e.add("Squeeze", {lse, e.int64s({-1})}, {e.out(1)});
+}
+
+// The gradient op (inputs q, k, v, [mask], out, lse, d_out, d_lse; outputs dq, dk, dv) with the
+// weights P recomputed as the forward writes them: dv = P^T d_out; dS = P * (d_out v^T -
+// rowsum(d_out * out) + d_lse) (the log-sum-exp's gradient is P); dq = scale dS k,
+// dk = scale dS^T q. A row that sees no key has P = 0 and gives nothing.
+void emit_attention_grad(Emitter& e) {
+  const auto& a = e.attrs<AttentionAttrs>();
+  const AttentionWeights w = attention_weights(e, a);
+  const int base = a.has_mask ? 4 : 3;
+  const std::string out = e.in(base), d_out = e.in(base + 2), d_lse = e.in(base + 3);
+  const std::string d_p = e.temp("d_weights"), prod = e.temp("d_out_times_out"), dot = e.temp("row_dot"),
+                    lse_col = e.temp("d_lse_column"), inner = e.temp("inner"), inner2 = e.temp("inner_with_lse"),
+                    d_s = e.temp("d_scores"), d_ss = e.temp("d_scores_scaled"), p_t = transpose(e, w.weights, {0, 1, 3, 2}, "weights_t");
+  e.add("MatMul", {p_t, d_out}, {e.out(2)});
+  e.add("MatMul", {d_out, transpose(e, e.in(2), {0, 1, 3, 2}, "v_transposed")}, {d_p});
+  e.add("Mul", {d_out, out}, {prod});
+  set_attr(e.add("ReduceSum", {prod, e.int64s({-1})}, {dot}), "keepdims", int64_t{1});
+  e.add("Sub", {d_p, dot}, {inner});
+  e.add("Unsqueeze", {d_lse, e.int64s({-1})}, {lse_col});
+  e.add("Add", {inner, lse_col}, {inner2});
+  e.add("Mul", {w.weights, inner2}, {d_s});
+  e.add("Mul", {d_s, w.scale}, {d_ss});
+  e.add("MatMul", {d_ss, e.in(1)}, {e.out(0)});
+  e.add("MatMul", {transpose(e, d_ss, {0, 1, 3, 2}, "d_scores_t"), e.in(0)}, {e.out(1)});
+}
+
+// ---- TensorArray ------------------------------------------------------------------------------
+
+// A TensorArray's flow is (count, element...) once written, or a scalar while nothing is. As
+// ONNX values: `rows` (int64 scalar) is 0 for the scalar and count otherwise, and the rows as
+// a (rows, element...) tensor, whatever the flow's rank when it runs (a flow carried by a Loop
+// has none when traced). `elements` is the number of values in one element.
+struct FlowRows {
+  std::string rows, data;
+};
+FlowRows flow_rows(Emitter& e, const std::string& flow, const std::string& element_shape, const std::string& elements) {
+  const std::string dims = e.temp("flow_shape"), padded = e.temp("flow_shape_0"), flat = e.temp("flow_flat"),
+                    total = e.temp("flow_values"), kept = e.temp("flow_kept"), row_dims = e.temp("rows_shape"),
+                    rows_1d = e.temp("rows_1d");
+  FlowRows r{e.temp("rows"), e.temp("flow_rows")};
+  e.add("Shape", {flow}, {dims});
+  set_attr(e.add("Concat", {dims, e.int64s({0})}, {padded}), "axis", int64_t{0});
+  set_attr(e.add("Gather", {padded, e.scalar(DType::Int64, 0.0)}, {r.rows}), "axis", int64_t{0});
+  e.add("Reshape", {flow, e.int64s({-1})}, {flat});
+  e.add("Mul", {r.rows, elements}, {total});
+  e.add("Unsqueeze", {r.rows, e.int64s({0})}, {rows_1d});
+  const std::string total_1d = e.temp("flow_values_1d");
+  e.add("Unsqueeze", {total, e.int64s({0})}, {total_1d});
+  e.add("Slice", {flat, e.int64s({0}), total_1d, e.int64s({0})}, {kept});
+  set_attr(e.add("Concat", {rows_1d, element_shape}, {row_dims}), "axis", int64_t{0});
+  e.add("Reshape", {kept, row_dims}, {r.data});
+  return r;
+}
+
+// `data` (rows, element...) of rank `rank` padded with zero rows to `count` rows.
+void pad_rows(Emitter& e, const std::string& data, const std::string& rows, const std::string& count, int64_t rank,
+              const std::string& out) {
+  const std::string more = e.temp("more_rows"), more_1d = e.temp("more_rows_1d"), pads = e.temp("pads");
+  e.add("Sub", {count, rows}, {more});
+  e.add("Unsqueeze", {more, e.int64s({0})}, {more_1d});
+  set_attr(e.add("Concat", {e.int64s(std::vector<int64_t>(static_cast<std::size_t>(rank + 1), 0)), more_1d,
+                            e.int64s(std::vector<int64_t>(static_cast<std::size_t>(rank), 0))},
+                 {pads}),
+           "axis", int64_t{0});
+  e.add("Pad", {data, pads}, {out});
+}
+
+// write(flow, index, value): the rows, grown to the array's count (a dynamic array: to index + 1
+// when larger), with row `index` set by ScatterND.
+void emit_tensor_array_write(Emitter& e) {
+  const auto& a = e.attrs<TensorArrayAttrs>();
+  const int64_t rank = e.rank(2);
+  const TensorShape& flow = e.in_type(0).shape;
+  const std::string index = cast_to_int64(e, 1), at = e.temp("at"), update = e.temp("update");
+  e.add("Reshape", {index, e.int64s({1, 1})}, {at});
+  e.add("Unsqueeze", {e.in(2), e.int64s({0})}, {update});
+  if (!a.dynamic && flow.has_rank() && flow.rank() >= 1) {
+    e.add("ScatterND", {e.in(0), at, update}, {e.out(0)});
+    return;
+  }
+  const std::string element = e.temp("element_shape"), elements = e.temp("element_values");
+  e.add("Shape", {e.in(2)}, {element});
+  e.add("Size", {e.in(2)}, {elements});
+  const FlowRows r = flow_rows(e, e.in(0), element, elements);
+  std::string count = e.scalar(DType::Int64, static_cast<double>(a.size));
+  if (a.dynamic) {
+    const std::string next = e.temp("index_plus_1"), grown = e.temp("grown"), at_least = e.temp("count");
+    e.add("Add", {index, e.scalar(DType::Int64, 1.0)}, {next});
+    e.add("Max", {r.rows, next, count}, {at_least});
+    count = at_least;
+  }
+  const std::string padded = e.temp("padded");
+  pad_rows(e, r.data, r.rows, count, rank, padded);
+  e.add("ScatterND", {padded, at, update}, {e.out(0)});
+}
+
+// stack(flow): the flow once written; for an array nothing was written to, zeros of its size and
+// element shape (which must be known then, as the kernel requires).
+void emit_tensor_array_stack(Emitter& e) {
+  const auto& a = e.attrs<TensorArrayAttrs>();
+  const TensorShape& flow = e.in_type(0).shape;
+  const TensorShape hint = a.element_shape_known ? TensorShape(a.element_shape) : TensorShape::unknown_rank();
+  if ((flow.has_rank() && flow.rank() >= 1) || !hint.is_fully_defined()) {
+    // A flow of unknown rank whose element shape is not known: tracegraph's stack fails on an
+    // array nothing was written to, and this Identity passes its scalar on.
+    if (flow.has_rank() && flow.rank() == 0)
+      e.refuse("it stacks a TensorArray that nothing was written to and whose element shape is not fully known "
+               "(tracegraph's stack fails on it too); give the array its element_shape");
+    e.add("Identity", {e.in(0)}, {e.out(0)});
+    return;
+  }
+  const FlowRows r = flow_rows(e, e.in(0), e.int64s(hint.dims()), e.scalar(DType::Int64, static_cast<double>(hint.num_elements())));
+  const std::string count = e.temp("count");
+  e.add("Max", {r.rows, e.scalar(DType::Int64, static_cast<double>(a.size))}, {count});
+  pad_rows(e, r.data, r.rows, count, hint.rank(), e.out(0));
 }
 
 // ---- Variable writes (OnnxOptions::variables_as_inputs) ----------------------------------------
@@ -651,6 +815,22 @@ void emit_adam(Emitter& e) {
   e.write_variable(a.m, m_new);
   e.write_variable(a.v, v_new);
   e.write_variable(a.variable, var_new);
+}
+
+// scatter_add / scatter_sub / scatter_update on a Variable's rows: ScatterND over the rows named
+// by the indices (as (..., 1) positions), with reduction add for add and sub (updates negated).
+void emit_scatter_variable(Emitter& e, const char* reduction, bool negate) {
+  const auto& v = e.attrs<VariableAttrs>().variable;
+  const std::string at = e.temp("rows"), value = e.temp("value");
+  e.add("Unsqueeze", {cast_to_int64(e, 0), e.int64s({-1})}, {at});
+  std::string updates = e.in(1);
+  if (negate) {
+    updates = e.temp("negated");
+    e.add("Neg", {e.in(1)}, {updates});
+  }
+  onnx::NodeProto& n = e.add("ScatterND", {e.variable(v), at, updates}, {value});
+  if (reduction) set_attr(n, "reduction", std::string(reduction));
+  e.write_variable(v, value);
 }
 
 // ---- control flow -------------------------------------------------------------------------------
@@ -912,6 +1092,9 @@ const OnnxRule kRules[] = {
     {OpId::ReshapeLike, "Shape, Reshape", "", [](Emitter& e) {
        e.add("Reshape", {e.in(0), shape_of(e, 1)}, {e.out(0)});
      }},
+    {OpId::SliceLike, "Shape, Add, Slice", "the block shaped like input 1 at `begin` (a negative entry counts from "
+     "the end)", emit_slice_like},
+    {OpId::PadLike, "Shape, Sub, Concat, Pad", "zeros shaped like input 1 with input 0 at `begin`", emit_pad_like},
     {OpId::Tile, "Tile", "`multiples` -> repeats (an input)", [](Emitter& e) {
        e.add("Tile", {e.in(0), e.int64s(e.attrs<TileAttrs>().multiples)}, {e.out(0)});
      }},
@@ -920,6 +1103,16 @@ const OnnxRule kRules[] = {
     {OpId::Reverse, "Slice", "steps -1 on `axes`", emit_reverse},
     {OpId::GatherNd, "GatherND", "batch_dims 0", [](Emitter& e) {
        e.add("GatherND", {e.in(0), cast_to_int64(e, 1)}, {e.out(0)});
+     }},
+    {OpId::ScatterNd, "Cast, Expand, ScatterND (reduction add)", "zeros of `shape` with the updates added (repeats "
+     "add); indices out of range are not checked", [](Emitter& e) {
+       const std::string zeros = e.temp("zeros");
+       e.add("Expand", {e.scalar(e.in_type(1).dtype, 0.0), cast_to_int64(e, 2)}, {zeros});
+       set_attr(e.add("ScatterND", {zeros, cast_to_int64(e, 0), e.in(1)}, {e.out(0)}), "reduction", std::string("add"));
+     }},
+    {OpId::TensorScatterNdAdd, "Cast, ScatterND (reduction add)", "repeats add; indices out of range are not checked",
+     [](Emitter& e) {
+       set_attr(e.add("ScatterND", {e.in(0), cast_to_int64(e, 1), e.in(2)}, {e.out(0)}), "reduction", std::string("add"));
      }},
     {OpId::WhereIndices, "NonZero, Transpose", "(n, rank) int64 positions", [](Emitter& e) {
        const std::string nz = e.temp("nonzero");
@@ -943,6 +1136,11 @@ const OnnxRule kRules[] = {
      "softmax(q k^T * scale + mask) v; a bool mask and the causal mask as Where(visible, scores, -inf); a row that "
      "sees no key gives zeros (ONNX's Softmax would give NaN); output 1 is each row's log-sum-exp; dropout while "
      "training is refused", emit_attention},
+    {OpId::ScaledDotProductAttentionGrad,
+     "the forward's weights as scaled_dot_product_attention writes them, then Transpose, MatMul, Mul, ReduceSum, "
+     "Sub, Unsqueeze, Add",
+     "dv = P^T dout, dS = P (dout v^T - rowsum(dout out) + dlse), dq = scale dS k, dk = scale dS^T q; dropout is "
+     "refused", emit_attention_grad},
     {OpId::ReadVariable, "Identity of an initializer", "a Variable closed over: an initializer named after it, with "
      "its value at export; a Variable argument, or any Variable with `variables_as_inputs`: a graph input; after a "
      "write: the value written", [](Emitter& e) {
@@ -959,6 +1157,14 @@ const OnnxRule kRules[] = {
     {OpId::ApplyAdam, "Sub, Mul, Add, Sqrt, Div", "with `variables_as_inputs` only: m += (g - m) * (1 - beta1), "
      "v += (g^2 - v) * (1 - beta2), var -= m * alpha / (sqrt(v) + epsilon); the three as assign_variable",
      emit_adam},
+    {OpId::ScatterAddVariable, "Cast, Unsqueeze, ScatterND (reduction add)",
+     "with `variables_as_inputs` only: the rows named by the indices, as assign_variable; indices out of range are "
+     "not checked", [](Emitter& e) { emit_scatter_variable(e, "add", false); }},
+    {OpId::ScatterSubVariable, "Cast, Unsqueeze, Neg, ScatterND (reduction add)",
+     "with `variables_as_inputs` only, as scatter_add_variable", [](Emitter& e) { emit_scatter_variable(e, "add", true); }},
+    {OpId::ScatterUpdateVariable, "Cast, Unsqueeze, ScatterND",
+     "with `variables_as_inputs` only, as scatter_add_variable (repeated indices are not checked)",
+     [](Emitter& e) { emit_scatter_variable(e, nullptr, false); }},
     {OpId::Cond, "If", "then_branch, else_branch: the branches as sub-graphs, reading the values they capture from "
      "the enclosing graph by name; a cond without results writes no If (an effect in a branch is still refused)",
      emit_cond},
@@ -969,6 +1175,16 @@ const OnnxRule kRules[] = {
      emit_while},
     {OpId::StatefulWhile, "Loop", "as while (its sub-graphs read Variables; a Variable write inside is refused)",
      emit_while},
+    {OpId::TensorArrayWrite, "ScatterND (after Shape, Concat, Gather, Reshape, Slice, Pad for an array that grows)",
+     "the array's flow tensor (count, element...) with row `index` set; a dynamic array, or one nothing was written "
+     "to, is padded with zero rows to max(size, rows, index + 1) first", emit_tensor_array_write},
+    {OpId::TensorArrayRead, "Gather", "row `index` of the flow", [](Emitter& e) {
+       set_attr(e.add("Gather", {e.in(0), e.in(1)}, {e.out(0)}), "axis", int64_t{0});
+     }},
+    {OpId::TensorArrayStack, "Identity (Shape, Slice, Reshape, Pad for an array that may be empty)",
+     "the flow; an array nothing was written to as zeros of (size, element_shape); with an element shape not known "
+     "when traced, a flow nothing was written to passes as its scalar (tracegraph raises there)",
+     emit_tensor_array_stack},
 };
 
 #undef TG_ONNX_UNARY

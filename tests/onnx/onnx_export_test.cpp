@@ -432,6 +432,161 @@ TEST(OnnxExport, MlpAdamStepWithVariablesAsInputs) {
   export_train_step("mlp_adam_step", adam);
 }
 
+// TensorArrays in loops: a fixed-size array with its element shape (the LSTM's kind), a dynamic
+// one without (its first write makes the rows), reads of an array, and stacks after zero and
+// more iterations.
+TEST(OnnxExport, TensorArraysInLoops) {
+  auto f = tg::function(
+      [](const tg::Tensor& x, const tg::Tensor& n) {
+        const tg::Tensor rows = tg::shape(x)[0];
+        // fixed size: row i of x times i, written at i
+        const tg::TensorArray fixed = tg::for_range(
+            rows, tg::TensorArray(tg::float32, rows, false, tg::TensorShape({3})),
+            [&](const tg::Tensor& i, const tg::TensorArray& ta) { return ta.write(i, tg::gather(x, i) * tg::cast(i, tg::float32)); });
+        // dynamic, no element shape: n pieces of running sums
+        const auto [sum, grown] = tg::for_range(
+            n, std::make_pair(tg::zeros({3}), tg::TensorArray(tg::float32, 0, true)),
+            [&](const tg::Tensor& i, const std::pair<tg::Tensor, tg::TensorArray>& st) {
+              const tg::Tensor next = st.first + tg::gather(x, tg::mod(i, rows));
+              return std::make_pair(next, st.second.write(i, next));
+            });
+        // dynamic with its element shape: stacks to (0, 2) when n is 0
+        const tg::TensorArray pairs = tg::for_range(
+            n, tg::TensorArray(tg::int32, 0, true, tg::TensorShape({2})),
+            [&](const tg::Tensor& i, const tg::TensorArray& ta) { return ta.write(i, tg::stack({i, i * 2})); });
+        // reads back from the fixed array, in reverse
+        const tg::Tensor reversed = tg::for_range(rows, tg::zeros({3}), [&](const tg::Tensor& i, const tg::Tensor& acc) {
+          return acc * 0.5f + fixed.read(rows - 1 - i);
+        });
+        return std::vector<tg::Tensor>{fixed.stack(), sum, pairs.stack(), reversed, grown.stack()};
+      },
+      {.name = "tensor_arrays",
+       .input_signature = std::vector<tg::TensorSpec>{tg::TensorSpec({tg::None, 3}, tg::float32), tg::TensorSpec({}, tg::int32)},
+       .arg_names = {"x", "n"}});
+  const tg::Tensor x0 = uniform({4, 3}, 131), x1 = uniform({2, 3}, 132);
+  const tg::Tensor n0 = tg::constant(5), n1 = tg::constant(1);
+  const std::vector<tg::Tensor> r0 = f(x0, n0), r1 = f(x1, n1);
+  EXPECT_EQ(r0[4].shape().to_string(), "(5, 3)");
+  tg::export_onnx(model_path("tensor_arrays"), f);
+  write_run("tensor_arrays", 0, {{"x", x0}, {"n", n0}}, r0);
+  write_run("tensor_arrays", 1, {{"x", x1}, {"n", n1}}, r1);
+  write_dims("tensor_arrays", {{"x", {0}}});
+  // With zero iterations the dynamic array without an element shape cannot be stacked (by
+  // tracegraph either), so that run goes to a model without that output.
+  auto g = tg::function(
+      [](const tg::Tensor& n) {
+        return tg::for_range(n, tg::TensorArray(tg::float32, 0, true, tg::TensorShape({2})),
+                             [](const tg::Tensor& i, const tg::TensorArray& ta) {
+                               return ta.write(i, tg::stack({tg::cast(i, tg::float32), tg::constant(1.0f)}));
+                             })
+            .stack();
+      },
+      {.name = "empty_array", .input_signature = std::vector<tg::TensorSpec>{tg::TensorSpec({}, tg::int32)}, .arg_names = {"n"}});
+  const tg::Tensor e0 = g(tg::constant(0)), e1 = g(tg::constant(3));
+  EXPECT_EQ(e0.shape().to_string(), "(0, 2)");
+  tg::export_onnx(model_path("empty_array"), g);
+  write_run("empty_array", 0, {{"n", tg::constant(0)}}, {e0});
+  write_run("empty_array", 1, {{"n", tg::constant(3)}}, {e1});
+  write_dims("empty_array", {});
+}
+
+// Row updates of Variables (scatter_add / scatter_sub / scatter_update, as optimizers apply
+// sparse gradients) in a step exported with variables_as_inputs.
+TEST(OnnxExport, ScatterVariableStepWithVariablesAsInputs) {
+  tg::Variable table(uniform({5, 3}, 141), "table"), counts(tg::constant({1.0f, 2.0f, 3.0f, 4.0f}), "counts");
+  auto step = tg::function(
+      [&](const tg::Tensor& rows, const tg::Tensor& updates) {
+        table.scatter_add(tg::IndexedSlices(rows, updates, tg::TensorShape({5, 3})));
+        table.scatter_sub(tg::IndexedSlices(tg::constant({0}), tg::ones({1, 3}) * 0.25f, tg::TensorShape({5, 3})));
+        counts.scatter_update(tg::IndexedSlices(tg::constant({int64_t{2}}), tg::constant({-7.0f}), tg::TensorShape({4})));
+        return tg::reduce_sum(table.read_value());
+      },
+      {.name = "scatter_step", .arg_names = {"rows", "updates"}});
+  const tg::Tensor rows = tg::constant({4, 1, 4}), updates = uniform({3, 3}, 142);
+  std::vector<std::pair<std::string, tg::Tensor>> inputs{{"rows", rows}, {"updates", updates}};
+  inputs.emplace_back("table", table.read_value() * tg::ones_like(table.read_value()));
+  inputs.emplace_back("counts", counts.read_value() + tg::zeros_like(counts.read_value()));
+  const tg::Tensor total = step(rows, updates);
+  const std::vector<std::pair<std::string, tg::Tensor>> updated{{"table/new", table.read_value()},
+                                                               {"counts/new", counts.read_value()}};
+  EXPECT_EQ(counts.read_value().to_vector<float>(), (std::vector<float>{1, 2, -7, 4}));
+  tg::OnnxOptions options;
+  options.variables_as_inputs = true;
+  tg::export_onnx(model_path("scatter_step"), step, options);
+  write_run("scatter_step", 0, inputs, {total}, updated);
+  write_dims("scatter_step", {});
+}
+
+// scaled_dot_product_attention's gradient op, expanded: the gradients of q, k and v with a bool
+// mask that hides a whole query row, causal, and a float mask with a given scale.
+TEST(OnnxExport, AttentionGradients) {
+  auto f = tg::function(
+      [](const tg::Tensor& q, const tg::Tensor& k, const tg::Tensor& v, const tg::Tensor& mask, const tg::Tensor& bias) {
+        tg::GradientTape tape;
+        tape.watch(q);
+        tape.watch(k);
+        tape.watch(v);
+        const tg::Tensor a = tg::scaled_dot_product_attention(q, k, v, {.mask = mask});
+        const tg::Tensor b = tg::scaled_dot_product_attention(q, k, v, {.causal = true});
+        const tg::Tensor c = tg::scaled_dot_product_attention(q, k, v, {.mask = bias, .scale = 0.3});
+        const tg::Tensor loss = tg::reduce_sum(tg::square(a)) + tg::reduce_sum(b * tg::cos(b)) + tg::reduce_sum(tg::tanh(c));
+        return tape.gradient(loss, std::vector<tg::Tensor>{q, k, v});
+      },
+      {.name = "attention_grad", .arg_names = {"q", "k", "v", "mask", "bias"}});
+  const tg::Tensor q = uniform({2, 2, 4, 3}, 151), k = uniform({2, 2, 4, 3}, 152), v = uniform({2, 2, 4, 5}, 153);
+  // query 1 sees no key
+  const tg::Tensor mask = tg::constant({{true, true, false, true},
+                                        {false, false, false, false},
+                                        {true, false, true, true},
+                                        {true, true, true, false}});
+  const tg::Tensor bias = uniform({1, 1, 4, 4}, 154);
+  const std::vector<tg::Tensor> grads = f(q, k, v, mask, bias);
+  tg::export_onnx(model_path("attention_grad"), f);
+  write_run("attention_grad", 0, {{"q", q}, {"k", k}, {"v", v}, {"mask", mask}, {"bias", bias}}, grads);
+  write_dims("attention_grad", {});
+}
+
+// A train step of an LSTM (tg::for_range over the time steps, a TensorArray for the outputs, and
+// the loop's gradient) with SGD, exported with variables_as_inputs.
+TEST(OnnxExport, LstmTrainStepWithVariablesAsInputs) {
+  tg::nn::LSTM lstm(3, 4, {.return_sequences = true, .seed = 161, .name = "lstm"});
+  tg::nn::Dense head{4, 2, nullptr, /*seed=*/162, tg::float32, "head"};
+  tg::optim::SGD sgd(0.1);
+  std::vector<tg::Variable> vars = lstm.trainable_variables();
+  for (const auto& v : head.trainable_variables()) vars.push_back(v);
+  auto train_step = tg::function(
+      [&](const tg::Tensor& x, const tg::Tensor& y) {
+        tg::GradientTape tape;
+        const tg::Tensor h = lstm(x)[0];
+        const tg::Tensor loss = tg::reduce_mean(tg::square(head(h) - y));
+        sgd.apply_gradients(tape.gradient(loss, vars), vars);
+        return loss;
+      },
+      {.name = "lstm_step", .arg_names = {"x", "y"}});
+  const tg::Tensor x = uniform({2, 5, 3}, 163), y = uniform({2, 5, 2}, 164);
+  {
+    tg::GradientTape tape;
+    const tg::Tensor loss = tg::reduce_mean(tg::square(head(lstm(x)[0]) - y));
+    sgd.apply_gradients(tape.gradient(loss, vars), vars);
+  }
+  // The step writes the weights and the step counter, and reads the learning rate.
+  std::vector<tg::Variable> written = vars;
+  const std::vector<tg::Variable> own = sgd.variables();
+  written.insert(written.end(), own.begin() + 1, own.end());
+  std::vector<std::pair<std::string, tg::Tensor>> inputs{{"x", x}, {"y", y}};
+  for (const tg::Variable& v : written) inputs.emplace_back(v.name(), v.read_value() + tg::zeros_like(v.read_value()));
+  inputs.emplace_back(own[0].name(), own[0].read_value());
+  const tg::Tensor loss = train_step(x, y);
+  std::vector<std::pair<std::string, tg::Tensor>> updated;
+  for (const tg::Variable& v : written) updated.emplace_back(v.name() + "/new", v.read_value());
+  EXPECT_GT(tg::reduce_max(tg::abs(updated[0].second - inputs[2].second)).item<float>(), 0.0f);
+  tg::OnnxOptions options;
+  options.variables_as_inputs = true;
+  tg::export_onnx(model_path("lstm_step"), train_step, options);
+  write_run("lstm_step", 0, inputs, {loss}, updated);
+  write_dims("lstm_step", {});
+}
+
 // Refusals: a typed error naming the op, and no file.
 void expect_refused(const std::string& name, const std::function<void(const std::string&)>& export_fn,
                     const std::string& op) {
