@@ -4,9 +4,13 @@
 // through tracegraph eagerly and traced, and through two hand-written references
 // (reference_cpp.cpp): im2col + cblas_sgemm, and direct loop nests. bench/torch_bench.py runs
 // the same in PyTorch.
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "bench_util.h"
+#include "kernels/conv_kernels.h"
+#include "kernels/onednn_conv.h"
 #include "reference_cpp.h"
 #include "tracegraph/tracegraph.h"
 #include "workloads.h"
@@ -119,5 +123,94 @@ BENCHMARK(BM_ConvReference<false, true>)->Name("cnn/conv2d/forward/reference_dir
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ConvReference<true, true>)->Name("cnn/conv2d/forward_backward/reference_direct")->MinTime(0.5)
     ->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+// ---- Per layer: the own kernels against oneDNN's (issue 36) ----
+// The CNN's two convolutions and resnet18's layers, each direction on raw buffers through the
+// kernel entry points (no op dispatch), at the thread count given as the argument:
+// "own" forces the own kernels, "onednn" oneDNN on NHWC as stored, "onednn_blocked" oneDNN on
+// its blocked layouts with reorders on every call. conv_kernels.cpp's onednn_wins comes from
+// these medians (run with --benchmark_filter=conv_layers/...).
+namespace {
+
+struct LayerShape {
+  const char* name;
+  int64_t n, hw, c, k, oc, stride, pad;  // square images and windows, explicit padding each side
+};
+
+constexpr LayerShape kLayers[] = {
+    {"cnn1_b128", 128, 28, 1, 3, 32, 1, 1},     {"cnn2_b128", 128, 14, 32, 3, 64, 1, 1},
+    {"cnn1_b256", 256, 28, 1, 3, 32, 1, 1},     {"cnn2_b256", 256, 14, 32, 3, 64, 1, 1},
+    {"r18stem_b1", 1, 224, 3, 7, 64, 2, 3},     {"r18stem_b32", 32, 224, 3, 7, 64, 2, 3},
+    {"r18l1_b1", 1, 56, 64, 3, 64, 1, 1},       {"r18l1_b32", 32, 56, 64, 3, 64, 1, 1},
+    {"r18l2s2_b1", 1, 56, 64, 3, 128, 2, 1},    {"r18l2s2_b32", 32, 56, 64, 3, 128, 2, 1},
+    {"r18l2_b1", 1, 28, 128, 3, 128, 1, 1},     {"r18l2_b32", 32, 28, 128, 3, 128, 1, 1},
+    {"r18l3_b1", 1, 14, 256, 3, 256, 1, 1},     {"r18l3_b32", 32, 14, 256, 3, 256, 1, 1},
+    {"r18l4_b1", 1, 7, 512, 3, 512, 1, 1},      {"r18l4_b32", 32, 7, 512, 3, 512, 1, 1},
+    {"r18ds2_b1", 1, 56, 64, 1, 128, 2, 0},     {"r18ds2_b32", 32, 56, 64, 1, 128, 2, 0},
+    {"r18ds4_b1", 1, 14, 256, 1, 512, 2, 0},    {"r18ds4_b32", 32, 14, 256, 1, 512, 2, 0},
+};
+
+tg::detail::ConvGeom layer_geom(const LayerShape& s) {
+  const int64_t out = (s.hw + 2 * s.pad - s.k) / s.stride + 1;
+  return {s.n, s.hw, s.hw, s.c, s.k, s.k, s.oc, out, out, s.stride, s.stride, 1, 1, s.pad, s.pad};
+}
+
+enum class LayerBackend { own, onednn, onednn_blocked };
+enum class LayerDirection { forward, backprop_input, backprop_filter };
+
+void BM_ConvLayer(benchmark::State& state, LayerShape shape, LayerDirection dir, LayerBackend backend) {
+  namespace d = tg::detail;
+  namespace dnn = tg::detail::onednn;
+  tg::config::set_num_threads(static_cast<int>(state.range(0)));
+  const d::ConvGeom g = layer_geom(shape);
+  auto buf = [](int64_t n, float v) { return std::vector<float>(static_cast<std::size_t>(n), v); };
+  std::vector<float> x = buf(g.n * g.h * g.w * g.c, 0.5f), f = buf(g.k() * g.oc, 0.01f),
+                     y = buf(g.n * g.oh * g.ow * g.oc, 0.25f);
+  const auto layout = backend == LayerBackend::onednn_blocked ? dnn::ActivationLayout::blocked : dnn::ActivationLayout::nhwc;
+  // One call: false when oneDNN has no optimised kernel for it.
+  auto run = [&] {
+    if (backend == LayerBackend::own) {
+      d::set_conv_backend(d::ConvBackend::own);
+      if (dir == LayerDirection::forward) d::conv_forward<float>(g, x.data(), f.data(), y.data());
+      else if (dir == LayerDirection::backprop_input) d::conv_backprop_input<float>(g, f.data(), y.data(), x.data());
+      else d::conv_backprop_filter<float>(g, x.data(), y.data(), f.data());
+      d::set_conv_backend(d::ConvBackend::automatic);
+      return true;
+    }
+    if (dir == LayerDirection::forward) return dnn::conv_forward(g, x.data(), f.data(), y.data(), nullptr, layout);
+    if (dir == LayerDirection::backprop_input) return dnn::conv_backprop_input(g, f.data(), y.data(), x.data(), layout);
+    return dnn::conv_backprop_filter(g, x.data(), y.data(), f.data(), layout);
+  };
+  if (!run()) {  // also creates oneDNN's primitives, outside the timed loop
+    state.SkipWithError("oneDNN has no optimised kernel for this convolution");
+    return;
+  }
+  for (auto _ : state) {
+    run();
+    benchmark::ClobberMemory();
+  }
+  state.counters["GFLOPS"] = benchmark::Counter(2.0 * static_cast<double>(g.n * g.pixels() * g.k() * g.oc),
+                                                benchmark::Counter::kIsIterationInvariantRate,
+                                                benchmark::Counter::kIs1000);
+}
+
+const bool kLayersRegistered = [] {
+  const std::pair<LayerDirection, const char*> dirs[] = {
+      {LayerDirection::forward, "forward"}, {LayerDirection::backprop_input, "backprop_input"},
+      {LayerDirection::backprop_filter, "backprop_filter"}};
+  const std::pair<LayerBackend, const char*> backends[] = {
+      {LayerBackend::own, "own"}, {LayerBackend::onednn, "onednn"}, {LayerBackend::onednn_blocked, "onednn_blocked"}};
+  for (const LayerShape& s : kLayers)
+    for (const auto& dir : dirs)
+      for (const auto& backend : backends)
+        benchmark::RegisterBenchmark(
+            (std::string("conv_layers/") + s.name + "/" + dir.second + "/" + backend.second).c_str(),
+            [s, dir, backend](benchmark::State& st) { BM_ConvLayer(st, s, dir.first, backend.first); })
+            ->ArgName("threads")->Arg(1)->Arg(2)->MinTime(0.1)->Repetitions(5)->ReportAggregatesOnly(true)
+            ->Unit(benchmark::kMillisecond);
+  return true;
+}();
 
 }  // namespace

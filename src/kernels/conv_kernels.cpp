@@ -1,12 +1,14 @@
 #include "kernels/conv_kernels.h"
 
 #include <algorithm>
+#include <atomic>
 #include <type_traits>
 #include <vector>
 
 #include "core/thread_pool.h"
 #include "kernels/gemm.h"
 #include "kernels/implicit_gemm.h"
+#include "kernels/onednn_conv.h"
 
 namespace tg::detail {
 namespace {
@@ -223,13 +225,53 @@ std::vector<float> flip_filter(const ConvGeom& g, const float* f) {
   return flipped;
 }
 
+// ---- oneDNN (onednn_conv.h) ----
+
+std::atomic<ConvBackend> g_backend{ConvBackend::automatic};
+
+// Whether oneDNN computes this direction of this float32 geometry: the rule measured with
+// bench/conv_bench.cpp's conv_layers rows on this project's AVX-512 machines (the CNN's layers,
+// resnet18's at batch 1 and 32, 1 and 2 threads), where oneDNN's kernels (brgconv, jit avx512)
+// beat ours by 10-40% and its parts use the second core for a single image. Ours stay for:
+// - few input channels: a forward window of under 32 taps (the CNN's 3x3x1 layer), and both
+//   gradients under 8 channels (resnet's 7x7x3 stem: input gradient 149 against 355 ms);
+// - the pointwise window, which is a plain GEMM (not measured);
+// - a forward whose filter dwarfs its output (7x7x512 at batch 1: oneDNN reorders 9 MB of
+//   filter per call), and a filter gradient over under 100 output pixels;
+// - CPUs without AVX-512, where the rule was not measured.
+// The rule does not depend on the thread count, so neither do the bits.
+bool onednn_wins(onednn::ConvDirection d, const ConvGeom& g) {
+  if (!own_avx512_kernels() || g.pointwise()) return false;
+  const int64_t output_pixels = g.n * g.oh * g.ow;
+  switch (d) {
+    case onednn::ConvDirection::forward:
+      return g.k() >= 32 && !(output_pixels < 64 && g.k() * g.oc > (int64_t{1} << 20));
+    case onednn::ConvDirection::backprop_input: return g.c >= 8;
+    case onednn::ConvDirection::backprop_filter: return g.c >= 8 && output_pixels >= 100;
+  }
+  return false;
+}
+
+bool use_onednn(onednn::ConvDirection d, const ConvGeom& g) {
+  switch (g_backend.load(std::memory_order_relaxed)) {
+    case ConvBackend::own: return false;
+    case ConvBackend::onednn: return true;
+    case ConvBackend::automatic: break;
+  }
+  return onednn_wins(d, g);
+}
+
 }  // namespace
+
+void set_conv_backend(ConvBackend backend) { g_backend.store(backend, std::memory_order_relaxed); }
+ConvBackend conv_backend() { return g_backend.load(std::memory_order_relaxed); }
 
 template <class T>
 void conv_forward(const ConvGeom& g, const T* x, const T* f, T* y, const GemmEpilogue* epilogue) {
   const int64_t k = g.k(), rows = g.pixels();
   const Groups groups = plan_groups(g.n, rows);
   if constexpr (std::is_same_v<T, float>) {
+    if (use_onednn(onednn::ConvDirection::forward, g) && onednn::conv_forward(g, x, f, y, epilogue)) return;
     if (use_direct(g)) {
       multiply_padded_images(groups, g.n, 2 * groups.per * rows * k * g.oc, forward_window(g), x, g.h, g.w, f, y,
                              rows * g.oc, epilogue);
@@ -265,6 +307,7 @@ void conv_backprop_input(const ConvGeom& g, const T* f, const T* dy, T* dx) {
     return;
   }
   if constexpr (std::is_same_v<T, float>) {
+    if (use_onednn(onednn::ConvDirection::backprop_input, g) && onednn::conv_backprop_input(g, f, dy, dx)) return;
     // At stride 1 the input gradient is a convolution of dy, padded by the window's span less
     // the forward's padding, with the filter flipped in space and its channel dims swapped.
     if (use_direct(g) && g.sh == 1 && g.sw == 1) {
@@ -301,6 +344,9 @@ void conv_backprop_filter(const ConvGeom& g, const T* x, const T* dy, T* df) {
   if (groups.count == 0 || rows == 0) {  // no output: nothing depends on the filter
     std::fill_n(df, fsize, T(0));
     return;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (use_onednn(onednn::ConvDirection::backprop_filter, g) && onednn::conv_backprop_filter(g, x, dy, df)) return;
   }
   const int n_oc = blas_int(kConvOp, g.oc), n_k = blas_int(kConvOp, k);
   // Group 0 writes df; the others write partials, summed in group order afterwards, so the

@@ -1,6 +1,12 @@
 // The convolution kernels on raw NHWC / HWIO buffers, given the geometry the op has checked.
 //
-// float32 on a CPU with AVX-512F runs the implicit-GEMM kernels of implicit_gemm.h: each image
+// float32 goes to oneDNN (onednn_conv.h) where it measured faster, a rule of the shapes and
+// direction alone (conv_kernels.cpp's onednn_wins; docs/DECISIONS.md): on AVX-512 CPUs, every
+// window but the pointwise one with enough input channels, except a forward whose filter dwarfs
+// its output and a filter gradient over a few output pixels. It falls back to the kernels below
+// wherever oneDNN has only its reference kernel.
+//
+// Otherwise float32 on a CPU with AVX-512F runs the implicit-GEMM kernels of implicit_gemm.h: each image
 // is copied once into a zero-padded plane, and the kernels read the windows from it in place.
 // The input gradient at stride 1 is the forward kernel over the padded output gradient with the
 // filter flipped (the strided one takes the GEMM path below).
@@ -12,9 +18,9 @@
 // needs no copy: the input is that matrix. The input gradient is the product with the filter
 // transposed, scattered back (col2im); the filter gradient is im2col^T times the output gradient.
 //
-// Either way, groups of images are spread over the thread pool; their boundaries depend only on
-// the shapes, and the filter gradient sums one partial per group in group order, so the bits
-// never depend on timing.
+// Every way, groups of images (for oneDNN also bands of one image's rows) are spread over the
+// thread pool; their boundaries depend only on the shapes, and the filter gradient sums one
+// partial per group in group order, so the bits never depend on timing or the thread count.
 #pragma once
 #include <cstdint>
 
@@ -34,6 +40,13 @@ struct ConvGeom {
   // A 1x1 window at stride 1 without padding: the input is its own im2col matrix.
   bool pointwise() const { return kh == 1 && kw == 1 && sh == 1 && sw == 1 && pt == 0 && pl == 0; }
 };
+
+/// Which kernels float32 convolutions run on. `automatic` is the rule measured on this machine
+/// (conv_kernels.cpp's onednn_wins); the others force one side, for the tests and the benchmark
+/// (a geometry oneDNN has no optimised kernel for still runs on the own kernels). Process-wide.
+enum class ConvBackend { automatic, own, onednn };
+void set_conv_backend(ConvBackend backend);
+ConvBackend conv_backend();
 
 /// y = conv2d(x, f); with an epilogue (float only: conv2d_epilogue), every block of output pixels
 /// gets it on the thread that computed the block.

@@ -7,6 +7,7 @@
 
 #include "core/thread_pool.h"
 #include "ops/conv.h"
+#include "kernels/conv_kernels.h"
 #include "kernels/gemm.h"
 #include "kernels/implicit_gemm.h"
 #include "ops/op.h"
@@ -299,6 +300,11 @@ TEST(Conv, ParallelResultsAreReproducible) {
 // cancels to near 0 carries the absolute rounding of the whole sum: hence 1e-4.
 TEST(Conv, DirectKernelsAgreeWithIm2colAndGemm) {
   if (!detail::implicit_gemm::available()) GTEST_SKIP() << "this CPU has no AVX-512F: only im2col + GEMM runs";
+  // The own kernels even where oneDNN would take the geometry (conv_onednn_test.cpp tests that).
+  struct OwnKernels {
+    OwnKernels() { detail::set_conv_backend(detail::ConvBackend::own); }
+    ~OwnKernels() { detail::set_conv_backend(detail::ConvBackend::automatic); }
+  } own_kernels;
   struct Geometry {
     Dims x, f, strides;
     bool same;

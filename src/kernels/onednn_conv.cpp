@@ -1,0 +1,510 @@
+#include "kernels/onednn_conv.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/check.h"
+#include "core/thread_pool.h"
+#include "kernels/conv_kernels.h"
+#include "kernels/gemm_epilogue.h"
+
+namespace tg::detail::onednn {
+namespace {
+
+using dnnl::memory;
+using Tag = memory::format_tag;
+constexpr auto kF32 = memory::data_type::f32;
+
+// ---- one OpenMP thread per call ----
+
+// tracegraph is not compiled with -fopenmp and does not link libgomp itself (libdnnl brings it),
+// so its thread-count calls are looked up at run time. Without them oneDNN could start a team
+// of OpenMP threads beside the pool's, so it is not used at all.
+struct OmpThreadCalls {
+  void (*set)(int) = nullptr;
+  int (*get)() = nullptr;
+};
+
+template <class Fn>
+Fn lookup(const char* name) {
+  Fn fn = nullptr;
+  if (void* sym = dlsym(RTLD_DEFAULT, name)) std::memcpy(&fn, &sym, sizeof fn);
+  return fn;
+}
+
+const OmpThreadCalls& omp_calls() {
+  static const OmpThreadCalls calls{lookup<void (*)(int)>("omp_set_num_threads"), lookup<int (*)()>("omp_get_max_threads")};
+  return calls;
+}
+
+bool omp_controllable() { return omp_calls().set && omp_calls().get; }
+
+// oneDNN sizes its work by the calling thread's OpenMP thread count, both when it creates a
+// primitive and when it runs one: this sets that count to 1 for the guard's life and restores
+// the caller's own (a program's OpenMP code on this thread keeps its setting).
+class OneOmpThread {
+ public:
+  OneOmpThread() : saved_(omp_calls().get()) {
+    if (saved_ != 1) omp_calls().set(1);
+  }
+  ~OneOmpThread() {
+    if (saved_ != 1) omp_calls().set(saved_);
+  }
+  OneOmpThread(const OneOmpThread&) = delete;
+  OneOmpThread& operator=(const OneOmpThread&) = delete;
+
+ private:
+  int saved_;
+};
+
+const dnnl::engine& cpu_engine() {
+  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+dnnl::stream& thread_stream() {
+  thread_local dnnl::stream stream(cpu_engine());
+  return stream;
+}
+
+// A 64-byte aligned scratch buffer per thread and slot, kept across calls (fresh large
+// allocations would page-fault on every call).
+enum Slot { kActivationsIn, kActivationsOut, kFilterOut, kScratchpad, kSlots };
+float* thread_buffer(Slot slot, std::size_t bytes) {
+  thread_local std::vector<float> buffers[kSlots];
+  std::vector<float>& b = buffers[slot];
+  const std::size_t floats = bytes / sizeof(float) + 16;
+  if (b.size() < floats) b.resize(floats);
+  auto at = reinterpret_cast<std::uintptr_t>(b.data());
+  return reinterpret_cast<float*>((at + 63) & ~std::uintptr_t{63});
+}
+
+// ---- the parts of a convolution ----
+
+// One oneDNN convolution: `n` images of `h` input and `oh` output rows (widths as the
+// geometry's), with oneDNN's paddings and strides.
+struct Sub {
+  int64_t n = 0, h = 0, oh = 0;
+  int64_t pt = 0, pb = 0, pl = 0, pr = 0;
+  int64_t sh = 1, sw = 1;
+};
+
+// A part: its convolution, where its input (x or dx) and output (y or dy) start, and the rows
+// of the whole output (pixels) it covers.
+struct Part {
+  Sub sub;
+  int64_t in_offset = 0, out_offset = 0;
+};
+
+int64_t span(int64_t k, int64_t d) { return (k - 1) * d + 1; }
+
+// oneDNN's stride along a dim with `out` outputs: one output never steps (TF allows any stride
+// there, INT64_MAX included).
+int64_t stride_for(int64_t out, int64_t s) { return out <= 1 ? 1 : s; }
+
+// The padding after the input that oneDNN's size check wants, given the padding before. Input
+// past the last window (VALID with a remainder) makes it negative; any value up to stride - 1
+// larger gives the same output size, so a negative one is raised to 0 when it can be.
+int64_t pad_after(int64_t in, int64_t out, int64_t window, int64_t stride, int64_t before) {
+  const int64_t needed = (out - 1) * stride + window - in - before;
+  return needed < 0 && needed + stride - 1 >= 0 ? 0 : needed;
+}
+
+Sub whole_sub(const ConvGeom& g, int64_t n) {
+  Sub s;
+  s.n = n, s.h = g.h, s.oh = g.oh;
+  s.sh = stride_for(g.oh, g.sh), s.sw = stride_for(g.ow, g.sw);
+  s.pt = g.pt, s.pl = g.pl;
+  s.pb = pad_after(g.h, g.oh, span(g.kh, g.dh), s.sh, g.pt);
+  s.pr = pad_after(g.w, g.ow, span(g.kw, g.dw), s.sw, g.pl);
+  return s;
+}
+
+// Images in at most kMaxParts groups; a single image in bands of rows. Fixed by the shapes
+// alone: the filter gradient's partial sums, and so its bits, never depend on the thread count.
+constexpr int64_t kMaxParts = 8;
+int64_t band_count(int64_t rows) { return rows >= 16 ? 4 : rows >= 4 ? 2 : 1; }
+
+// Every band of the forward and the input gradient reads the whole filter: where it is more
+// than twice the image, two bands on two cores ran no faster than one (resnet18's 14x14x256 and
+// 7x7x512 layers: their time goes to reading the filter), so such an image is one part.
+bool bands_read_filter_cheaply(const ConvGeom& g) {
+  return g.kh * g.kw * g.c * g.oc <= 2 * std::max(g.h * g.w * g.c, g.oh * g.ow * g.oc);
+}
+
+std::vector<Part> image_groups(const ConvGeom& g) {
+  const int64_t per = (g.n + kMaxParts - 1) / kMaxParts;
+  std::vector<Part> parts;
+  for (int64_t n0 = 0; n0 < g.n; n0 += per) {
+    const int64_t n1 = std::min(g.n, n0 + per);
+    parts.push_back({whole_sub(g, n1 - n0), n0 * g.h * g.w * g.c, n0 * g.oh * g.ow * g.oc});
+  }
+  return parts;
+}
+
+// The parts over output rows (forward, filter gradient): each band of output rows reads the
+// band of input rows its windows reach. Empty when a band's windows lie in the padding alone.
+std::vector<Part> plan_over_output(const ConvGeom& g, bool banded) {
+  if (g.n > 1 || !banded || band_count(g.oh) == 1) return image_groups(g);
+  const int64_t bands = band_count(g.oh), window = span(g.kh, g.dh);
+  const Sub whole = whole_sub(g, 1);
+  std::vector<Part> parts;
+  for (int64_t b = 0; b < bands; ++b) {
+    const int64_t r0 = b * g.oh / bands, r1 = (b + 1) * g.oh / bands;
+    const int64_t first = r0 * g.sh - g.pt;  // input row of the band's first window
+    const int64_t ia = std::max<int64_t>(0, first), ib = std::min(g.h, (r1 - 1) * g.sh - g.pt + window);
+    if (ib <= ia) return {};
+    Sub s = whole;
+    s.h = ib - ia, s.oh = r1 - r0;
+    s.sh = stride_for(s.oh, g.sh);
+    s.pt = ia - first;
+    s.pb = pad_after(s.h, s.oh, window, s.sh, s.pt);
+    parts.push_back({s, ia * g.w * g.c, r0 * g.ow * g.oc});
+  }
+  return parts;
+}
+
+// The parts over input rows (input gradient): each band of dx rows gets the dy rows whose
+// windows reach it. Band boundaries sit where a window starts (a row + pt a multiple of the
+// stride), so that no band needs negative padding before it.
+std::vector<Part> plan_over_input(const ConvGeom& g) {
+  if (g.n > 1 || !bands_read_filter_cheaply(g) || band_count(g.h) == 1) return image_groups(g);
+  const int64_t bands = band_count(g.h), window = span(g.kh, g.dh), sh = stride_for(g.oh, g.sh);
+  const Sub whole = whole_sub(g, 1);
+  std::vector<int64_t> bounds{0};
+  for (int64_t b = 1; b < bands; ++b) {
+    const int64_t a = b * g.h / bands;
+    const int64_t aligned = a - (a + g.pt) % sh;
+    if (aligned > bounds.back()) bounds.push_back(aligned);
+  }
+  bounds.push_back(g.h);
+  std::vector<Part> parts;
+  for (std::size_t b = 0; b + 1 < bounds.size(); ++b) {
+    const int64_t a = bounds[b], e = bounds[b + 1];
+    const int64_t reach = a + g.pt - window + 1;  // windows starting at or after this reach row a
+    const int64_t o0 = reach <= 0 ? 0 : (reach + sh - 1) / sh;
+    const int64_t o1 = std::min(g.oh, (e - 1 + g.pt) / sh + 1);
+    if (o1 <= o0 || a + g.pt - o0 * sh < 0) return {};
+    Sub s = whole;
+    s.h = e - a, s.oh = o1 - o0;
+    s.sh = stride_for(s.oh, g.sh);
+    s.pt = a + g.pt - o0 * sh;
+    s.pb = pad_after(s.h, s.oh, window, s.sh, s.pt);
+    parts.push_back({s, a * g.w * g.c, o0 * g.ow * g.oc});
+  }
+  return parts;
+}
+
+std::vector<Part> plan(ConvDirection d, const ConvGeom& g) {
+  if (d == ConvDirection::backprop_input) return plan_over_input(g);
+  // The filter gradient writes a partial filter per band instead: bands paid off there.
+  return plan_over_output(g, d == ConvDirection::backprop_filter || bands_read_filter_cheaply(g));
+}
+
+// ---- primitives ----
+
+// A part's primitive with the layouts it runs on (a: src or diff_src, w: weights or
+// diff_weights, d: dst or diff_dst), and the reorders from and to the layouts tracegraph stores
+// (none where they are the same).
+struct Prim {
+  dnnl::primitive conv;
+  memory::desc a, w, d, scratchpad;
+  memory::desc user_a, user_w, user_d;
+  std::optional<dnnl::reorder> reorder_a, reorder_w, reorder_d;
+  bool direct_a() const { return !reorder_a; }
+  bool direct_w() const { return !reorder_w; }
+  bool direct_d() const { return !reorder_d; }
+};
+
+memory::desc nhwc(int64_t n, int64_t c, int64_t h, int64_t w) { return memory::desc({n, c, h, w}, kF32, Tag::nhwc); }
+
+std::optional<dnnl::reorder> reorder_between(const memory::desc& from, const memory::desc& to) {
+  if (from == to) return std::nullopt;
+  return dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), from, cpu_engine(), to));
+}
+
+// The primitive, or null where oneDNN has only its reference kernel (or none) for it.
+std::shared_ptr<const Prim> make_prim(ConvDirection dir, ActivationLayout layout, const ConvGeom& g, const Sub& s) {
+  const OneOmpThread one;
+  const Tag act = layout == ActivationLayout::nhwc ? Tag::nhwc : Tag::any;
+  const memory::desc a({s.n, g.c, s.h, g.w}, kF32, act), w({g.oc, g.c, g.kh, g.kw}, kF32, Tag::any),
+      d({s.n, g.oc, s.oh, g.ow}, kF32, act);
+  const memory::dims strides{s.sh, s.sw}, dilations{g.kh > 1 ? g.dh - 1 : 0, g.kw > 1 ? g.dw - 1 : 0},
+      before{s.pt, s.pl}, after{s.pb, s.pr};
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  const auto algo = dnnl::algorithm::convolution_direct;
+  auto p = std::make_shared<Prim>();
+  p->user_a = nhwc(s.n, g.c, s.h, g.w);
+  p->user_w = memory::desc({g.oc, g.c, g.kh, g.kw}, kF32, Tag::hwio);
+  p->user_d = nhwc(s.n, g.oc, s.oh, g.ow);
+  std::string impl;
+  try {
+    const dnnl::convolution_forward::desc fwd(dir == ConvDirection::forward ? dnnl::prop_kind::forward_inference
+                                                                            : dnnl::prop_kind::forward_training,
+                                              algo, a, w, d, strides, dilations, before, after);
+    if (dir == ConvDirection::forward) {
+      const dnnl::convolution_forward::primitive_desc pd(fwd, attr, cpu_engine());
+      impl = pd.impl_info_str();
+      p->a = pd.src_desc(), p->w = pd.weights_desc(), p->d = pd.dst_desc(), p->scratchpad = pd.scratchpad_desc();
+      p->conv = dnnl::convolution_forward(pd);
+    } else {
+      const dnnl::convolution_forward::primitive_desc hint(fwd, cpu_engine());
+      if (dir == ConvDirection::backprop_input) {
+        const dnnl::convolution_backward_data::primitive_desc pd(
+            dnnl::convolution_backward_data::desc(algo, a, w, d, strides, dilations, before, after), attr, cpu_engine(),
+            hint);
+        impl = pd.impl_info_str();
+        p->a = pd.diff_src_desc(), p->w = pd.weights_desc(), p->d = pd.diff_dst_desc();
+        p->scratchpad = pd.scratchpad_desc();
+        p->conv = dnnl::convolution_backward_data(pd);
+      } else {
+        const dnnl::convolution_backward_weights::primitive_desc pd(
+            dnnl::convolution_backward_weights::desc(algo, a, w, d, strides, dilations, before, after), attr,
+            cpu_engine(), hint);
+        impl = pd.impl_info_str();
+        p->a = pd.src_desc(), p->w = pd.diff_weights_desc(), p->d = pd.diff_dst_desc();
+        p->scratchpad = pd.scratchpad_desc();
+        p->conv = dnnl::convolution_backward_weights(pd);
+      }
+    }
+    // Reorders in the direction the data flows: into oneDNN's layouts for what it reads, out
+    // of them for what it writes.
+    const bool writes_a = dir == ConvDirection::backprop_input, writes_w = dir == ConvDirection::backprop_filter,
+               writes_d = dir == ConvDirection::forward;
+    p->reorder_a = writes_a ? reorder_between(p->a, p->user_a) : reorder_between(p->user_a, p->a);
+    p->reorder_w = writes_w ? reorder_between(p->w, p->user_w) : reorder_between(p->user_w, p->w);
+    p->reorder_d = writes_d ? reorder_between(p->d, p->user_d) : reorder_between(p->user_d, p->d);
+  } catch (const dnnl::error&) {
+    return nullptr;  // no implementation for these sizes
+  }
+  if (impl.find("ref") != std::string::npos) return nullptr;
+  return p;
+}
+
+using Key = std::array<int64_t, 18>;
+
+std::shared_ptr<const Prim> primitive_for(ConvDirection dir, ActivationLayout layout, const ConvGeom& g, const Sub& s) {
+  static std::mutex mu;
+  static std::map<Key, std::shared_ptr<const Prim>> cache;  // null: oneDNN has no fast kernel
+  // A program that runs ever new shapes would grow the cache without bound: past this many
+  // geometries it starts afresh (parts running elsewhere hold their primitives).
+  constexpr std::size_t kMaxCached = 512;
+  const Key key{static_cast<int64_t>(dir) * 2 + static_cast<int64_t>(layout),
+                s.n, s.h, g.w, g.c, g.kh, g.kw, g.oc, s.oh, g.ow, s.sh, s.sw, g.dh, g.dw, s.pt, s.pb, s.pl, s.pr};
+  {
+    std::lock_guard lock(mu);
+    if (auto it = cache.find(key); it != cache.end()) return it->second;
+  }
+  std::shared_ptr<const Prim> p = make_prim(dir, layout, g, s);  // slow: outside the lock
+  std::lock_guard lock(mu);
+  if (cache.size() >= kMaxCached) cache.clear();
+  cache.emplace(key, p);
+  return p;
+}
+
+// oneDNN's kernels index with 32-bit integers in places: larger tensors stay with ours.
+bool fits_int32(const ConvGeom& g) {
+  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+  auto fits = [&](int64_t a, int64_t b, int64_t c, int64_t d) {
+    int64_t r = 0;
+    return !__builtin_mul_overflow(a, b, &r) && !__builtin_mul_overflow(r, c, &r) &&
+           !__builtin_mul_overflow(r, d, &r) && r <= kMax;
+  };
+  return fits(g.n, g.h, g.w, g.c) && fits(g.n, g.oh, g.ow, g.oc) && fits(g.kh, g.kw, g.c, g.oc) &&
+         stride_for(g.oh, g.sh) <= kMax && stride_for(g.ow, g.sw) <= kMax && g.dh <= kMax && g.dw <= kMax && g.pt <= kMax && g.pl <= kMax;
+}
+
+// The parts and their primitives, or nothing when oneDNN does not run every part.
+struct Planned {
+  std::vector<Part> parts;
+  std::vector<std::shared_ptr<const Prim>> prims;
+};
+
+std::optional<Planned> plan_with_primitives(ConvDirection dir, const ConvGeom& g, ActivationLayout layout) {
+  if (!omp_controllable() || g.n <= 0 || g.oh <= 0 || g.ow <= 0 || g.c <= 0 || g.oc <= 0 || !fits_int32(g))
+    return std::nullopt;
+  Planned p;
+  p.parts = plan(dir, g);
+  if (p.parts.empty()) return std::nullopt;
+  for (const Part& part : p.parts) {
+    p.prims.push_back(primitive_for(dir, layout, g, part.sub));
+    if (!p.prims.back()) return std::nullopt;
+  }
+  return p;
+}
+
+// ---- running the parts ----
+
+// User memory at p (oneDNN reads or writes through it; const only in our signatures).
+memory user_memory(const memory::desc& d, const float* p) { return memory(d, cpu_engine(), const_cast<float*>(p)); }
+
+// What the primitive reads, in its layout: the user's buffer itself, or a reordered copy.
+memory readable(const memory::desc& want, const memory::desc& user, const float* p,
+                const std::optional<dnnl::reorder>& reorder, Slot slot, dnnl::stream& s) {
+  memory from = user_memory(user, p);
+  if (!reorder) return from;
+  memory to(want, cpu_engine(), thread_buffer(slot, want.get_size()));
+  reorder->execute(s, from, to);
+  return to;
+}
+
+// Where the primitive writes, in its layout: the user's buffer itself, or a buffer reordered
+// into it afterwards (finish()).
+memory writable(const memory::desc& have, const memory::desc& user, float* p, const std::optional<dnnl::reorder>& reorder,
+                Slot slot) {
+  if (!reorder) return user_memory(user, p);
+  return memory(have, cpu_engine(), thread_buffer(slot, have.get_size()));
+}
+
+void finish(const memory& written, const memory::desc& user, float* p, const std::optional<dnnl::reorder>& reorder,
+            dnnl::stream& s) {
+  if (!reorder) return;
+  memory to = user_memory(user, p);
+  reorder->execute(s, const_cast<memory&>(written), to);
+}
+
+void add_scratchpad(const Prim& p, std::unordered_map<int, memory>& args) {
+  if (p.scratchpad.get_size() == 0) return;
+  args.emplace(DNNL_ARG_SCRATCHPAD, memory(p.scratchpad, cpu_engine(), thread_buffer(kScratchpad, p.scratchpad.get_size())));
+}
+
+// The filter (read by every part) in each distinct layout the parts' primitives want,
+// reordered once on the calling thread.
+struct FilterCopies {
+  std::vector<memory::desc> layouts;
+  std::vector<std::vector<float>> copies;
+  std::vector<float*> aligned;
+
+  const float* for_prim(const Prim& p, const float* f) {
+    if (p.direct_w()) return f;
+    for (std::size_t i = 0; i < layouts.size(); ++i)
+      if (layouts[i] == p.w) return aligned[i];
+    layouts.push_back(p.w);
+    copies.emplace_back(p.w.get_size() / sizeof(float) + 16);
+    const auto at = reinterpret_cast<std::uintptr_t>(copies.back().data());
+    aligned.push_back(reinterpret_cast<float*>((at + 63) & ~std::uintptr_t{63}));
+    memory from = user_memory(p.user_w, f), to(p.w, cpu_engine(), aligned.back());
+    const OneOmpThread one;
+    p.reorder_w->execute(thread_stream(), from, to);
+    thread_stream().wait();
+    return aligned.back();
+  }
+};
+
+// Runs fn(part index) for every part on the pool, each under one OpenMP thread, with oneDNN's
+// errors (which should not happen once a primitive exists) as tracegraph internal errors.
+template <class Fn>
+void run_parts(std::size_t count, Fn&& fn) {
+  parallel_parts(static_cast<int>(count), [&](int i) {
+    const OneOmpThread one;
+    try {
+      fn(static_cast<std::size_t>(i));
+      thread_stream().wait();
+    } catch (const dnnl::error& err) {
+      TG_CHECK(false, "oneDNN failed on a convolution it accepted: ", err.what());
+    }
+  });
+}
+
+}  // namespace
+
+bool supports(ConvDirection d, const ConvGeom& g, ActivationLayout layout) {
+  return plan_with_primitives(d, g, layout).has_value();
+}
+
+bool conv_forward(const ConvGeom& g, const float* x, const float* f, float* y, const GemmEpilogue* epilogue,
+                  ActivationLayout layout) {
+  if (epilogue && epilogue->column_sums) return false;
+  std::optional<Planned> planned = plan_with_primitives(ConvDirection::forward, g, layout);
+  if (!planned) return false;
+  FilterCopies filters;
+  std::vector<const float*> filter_of;
+  for (const auto& p : planned->prims) filter_of.push_back(filters.for_prim(*p, f));
+  const EpilogueRowFn row_fn = epilogue ? epilogue_row_fn(*epilogue) : nullptr;
+  run_parts(planned->parts.size(), [&](std::size_t i) {
+    const Part& part = planned->parts[i];
+    const Prim& p = *planned->prims[i];
+    dnnl::stream& s = thread_stream();
+    float* out = y + part.out_offset;
+    memory dst = writable(p.d, p.user_d, out, p.reorder_d, kActivationsOut);
+    std::unordered_map<int, memory> args{
+        {DNNL_ARG_SRC, readable(p.a, p.user_a, x + part.in_offset, p.reorder_a, kActivationsIn, s)},
+        {DNNL_ARG_WEIGHTS, user_memory(p.w, filter_of[i])},
+        {DNNL_ARG_DST, dst}};
+    add_scratchpad(p, args);
+    p.conv.execute(s, args);
+    finish(dst, p.user_d, out, p.reorder_d, s);
+    s.wait();
+    if (row_fn) {
+      const int64_t r0 = part.out_offset / g.oc, r1 = r0 + part.sub.n * part.sub.oh * g.ow;
+      for (int64_t r = r0; r < r1; ++r) row_fn(*epilogue, y + r * g.oc, r, 0, g.oc);
+    }
+  });
+  return true;
+}
+
+bool conv_backprop_input(const ConvGeom& g, const float* f, const float* dy, float* dx, ActivationLayout layout) {
+  std::optional<Planned> planned = plan_with_primitives(ConvDirection::backprop_input, g, layout);
+  if (!planned) return false;
+  FilterCopies filters;
+  std::vector<const float*> filter_of;
+  for (const auto& p : planned->prims) filter_of.push_back(filters.for_prim(*p, f));
+  run_parts(planned->parts.size(), [&](std::size_t i) {
+    const Part& part = planned->parts[i];
+    const Prim& p = *planned->prims[i];
+    dnnl::stream& s = thread_stream();
+    float* out = dx + part.in_offset;
+    memory diff_src = writable(p.a, p.user_a, out, p.reorder_a, kActivationsOut);
+    std::unordered_map<int, memory> args{
+        {DNNL_ARG_DIFF_DST, readable(p.d, p.user_d, dy + part.out_offset, p.reorder_d, kActivationsIn, s)},
+        {DNNL_ARG_WEIGHTS, user_memory(p.w, filter_of[i])},
+        {DNNL_ARG_DIFF_SRC, diff_src}};
+    add_scratchpad(p, args);
+    p.conv.execute(s, args);
+    finish(diff_src, p.user_a, out, p.reorder_a, s);
+  });
+  return true;
+}
+
+bool conv_backprop_filter(const ConvGeom& g, const float* x, const float* dy, float* df, ActivationLayout layout) {
+  std::optional<Planned> planned = plan_with_primitives(ConvDirection::backprop_filter, g, layout);
+  if (!planned) return false;
+  const int64_t fsize = g.kh * g.kw * g.c * g.oc;
+  const std::size_t parts = planned->parts.size();
+  // Part 0 writes df, the others partials, added in part order afterwards.
+  std::vector<float> partials(static_cast<std::size_t>(parts - 1) * static_cast<std::size_t>(fsize));
+  run_parts(parts, [&](std::size_t i) {
+    const Part& part = planned->parts[i];
+    const Prim& p = *planned->prims[i];
+    dnnl::stream& s = thread_stream();
+    float* out = i == 0 ? df : partials.data() + (i - 1) * fsize;
+    memory diff_w = writable(p.w, p.user_w, out, p.reorder_w, kFilterOut);
+    std::unordered_map<int, memory> args{
+        {DNNL_ARG_SRC, readable(p.a, p.user_a, x + part.in_offset, p.reorder_a, kActivationsIn, s)},
+        {DNNL_ARG_DIFF_DST, readable(p.d, p.user_d, dy + part.out_offset, p.reorder_d, kActivationsOut, s)},
+        {DNNL_ARG_DIFF_WEIGHTS, diff_w}};
+    add_scratchpad(p, args);
+    p.conv.execute(s, args);
+    finish(diff_w, p.user_w, out, p.reorder_w, s);
+  });
+  for (std::size_t i = 1; i < parts; ++i) {
+    const float* partial = partials.data() + (i - 1) * fsize;
+    for (int64_t j = 0; j < fsize; ++j) df[j] += partial[j];
+  }
+  return true;
+}
+
+}  // namespace tg::detail::onednn
