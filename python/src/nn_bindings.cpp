@@ -57,7 +57,7 @@ void register_nn(py::module_& m) {
   py::class_<nn::Conv2D>(m, "_Conv2D")
       .def(py::init([](int64_t in, int64_t filters, std::vector<int64_t> kernel_size, std::vector<int64_t> strides,
                        const std::string& padding, std::vector<int64_t> dilations, bool use_bias, uint64_t seed,
-                       py::handle dtype, const std::string& name) {
+                       py::handle dtype, const std::string& name, int64_t groups) {
              nn::Conv2DOptions options;
              options.strides = std::move(strides);
              options.padding = to_padding(padding, "Conv2D");
@@ -66,17 +66,75 @@ void register_nn(py::module_& m) {
              options.seed = seed;
              options.dtype = to_dtype(dtype);
              options.name = name;
+             options.groups = groups;
              return without_gil([&] { return nn::Conv2D(in, filters, std::move(kernel_size), std::move(options)); });
            }),
            py::arg("in_channels"), py::arg("filters"), py::arg("kernel_size"), py::arg("strides"),
            py::arg("padding"), py::arg("dilations"), py::arg("use_bias"), py::arg("seed"), py::arg("dtype"),
-           py::arg("name"))
+           py::arg("name"), py::arg("groups") = 1)
       .def("__call__", [](const nn::Conv2D& c, py::handle x) {
         Tensor t = to_tensor(x);
         return without_gil([&] { return c(t); });
       })
       .def_property_readonly("kernel", [](const nn::Conv2D& c) { return c.kernel(); })
       .def_property_readonly("bias", [](const nn::Conv2D& c) -> py::object {
+        if (!c.options().use_bias) return py::none();
+        return py::cast(c.bias());
+      });
+
+  py::class_<nn::DepthwiseConv2D>(m, "_DepthwiseConv2D")
+      .def(py::init([](int64_t in, std::vector<int64_t> kernel_size, std::vector<int64_t> strides,
+                       const std::string& padding, int64_t depth_multiplier, std::vector<int64_t> dilations,
+                       bool use_bias, uint64_t seed, py::handle dtype, const std::string& name) {
+             nn::DepthwiseConv2DOptions options;
+             options.strides = std::move(strides);
+             options.padding = to_padding(padding, "DepthwiseConv2D");
+             options.depth_multiplier = depth_multiplier;
+             options.dilations = std::move(dilations);
+             options.use_bias = use_bias;
+             options.seed = seed;
+             options.dtype = to_dtype(dtype);
+             options.name = name;
+             return without_gil([&] { return nn::DepthwiseConv2D(in, std::move(kernel_size), std::move(options)); });
+           }),
+           py::arg("in_channels"), py::arg("kernel_size"), py::arg("strides"), py::arg("padding"),
+           py::arg("depth_multiplier"), py::arg("dilations"), py::arg("use_bias"), py::arg("seed"), py::arg("dtype"),
+           py::arg("name"))
+      .def("__call__", [](const nn::DepthwiseConv2D& c, py::handle x) {
+        Tensor t = to_tensor(x);
+        return without_gil([&] { return c(t); });
+      })
+      .def_property_readonly("kernel", [](const nn::DepthwiseConv2D& c) { return c.kernel(); })
+      .def_property_readonly("bias", [](const nn::DepthwiseConv2D& c) -> py::object {
+        if (!c.options().use_bias) return py::none();
+        return py::cast(c.bias());
+      });
+
+  py::class_<nn::Conv2DTranspose>(m, "_Conv2DTranspose")
+      .def(py::init([](int64_t in, int64_t filters, std::vector<int64_t> kernel_size, std::vector<int64_t> strides,
+                       const std::string& padding, std::vector<int64_t> output_padding, std::vector<int64_t> dilations,
+                       bool use_bias, uint64_t seed, py::handle dtype, const std::string& name) {
+             nn::Conv2DTransposeOptions options;
+             options.strides = std::move(strides);
+             options.padding = to_padding(padding, "Conv2DTranspose");
+             options.output_padding = std::move(output_padding);
+             options.dilations = std::move(dilations);
+             options.use_bias = use_bias;
+             options.seed = seed;
+             options.dtype = to_dtype(dtype);
+             options.name = name;
+             return without_gil(
+                 [&] { return nn::Conv2DTranspose(in, filters, std::move(kernel_size), std::move(options)); });
+           }),
+           py::arg("in_channels"), py::arg("filters"), py::arg("kernel_size"), py::arg("strides"), py::arg("padding"),
+           py::arg("output_padding"), py::arg("dilations"), py::arg("use_bias"), py::arg("seed"), py::arg("dtype"),
+           py::arg("name"))
+      .def("__call__", [](const nn::Conv2DTranspose& c, py::handle x) {
+        Tensor t = to_tensor(x);
+        return without_gil([&] { return c(t); });
+      })
+      .def_property_readonly("kernel", [](const nn::Conv2DTranspose& c) { return c.kernel(); })
+      .def_property_readonly("bias", [](const nn::Conv2DTranspose& c) -> py::object {
         if (!c.options().use_bias) return py::none();
         return py::cast(c.bias());
       });

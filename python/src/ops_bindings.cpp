@@ -5,11 +5,13 @@
 #include <algorithm>
 #include <cctype>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
 
 #include "bindings.h"
+#include "ops/known_values.h"
 #include "ops/record_mode.h"
 #include "trace/recorder.h"
 
@@ -689,6 +691,49 @@ void register_nn_ops(py::module_& m) {
         },
         py::arg("input"), py::arg("filters"), py::arg("strides"), py::arg("padding"), py::arg("data_format") = "NHWC",
         py::arg("dilations") = py::none(), py::arg("name") = py::none());
+  m.def("depthwise_conv2d",
+        [](py::handle input, py::handle filter, py::handle strides, py::handle padding, py::handle data_format,
+           py::handle dilations, py::handle) {
+          if (!data_format.is_none()) check_nhwc(data_format, "depthwise_conv2d");
+          const auto xf = to_tensor_pair(input, filter);
+          const Tensor x = xf.first, f = xf.second;
+          const std::vector<int64_t> s = to_int_list(strides, "strides", "depthwise_conv2d");
+          const std::vector<int64_t> d = dilations.is_none() ? std::vector<int64_t>{1, 1}
+                                                             : to_int_list(dilations, "dilations", "depthwise_conv2d");
+          const tg::Padding p = to_padding(padding, "depthwise_conv2d");
+          return without_gil([&, x, f] { return tg::depthwise_conv2d(x, f, s, p, d); });
+        },
+        py::arg("input"), py::arg("filter"), py::arg("strides"), py::arg("padding"), py::arg("data_format") = py::none(),
+        py::arg("dilations") = py::none(), py::arg("name") = py::none());
+  m.def("conv2d_transpose",
+        [](py::handle input, py::handle filters, py::handle output_shape, py::handle strides, py::handle padding,
+           py::handle data_format, py::handle dilations, py::handle) {
+          const char* op = "conv2d_transpose";
+          check_nhwc(data_format, op);
+          const auto xf = to_tensor_pair(input, filters);
+          const Tensor x = xf.first, f = xf.second;
+          // A list (None for an unknown batch) or an integer tensor whose elements tracing knows.
+          std::vector<int64_t> out;
+          if (PyList_Check(output_shape.ptr()) || PyTuple_Check(output_shape.ptr())) {
+            for (py::handle item : py::reinterpret_borrow<py::sequence>(output_shape))
+              out.push_back(item.is_none() ? tg::None : to_int(item, "output_shape", op));
+          } else {
+            const Tensor t = to_tensor(output_shape);
+            const std::optional<std::vector<int64_t>> known = tg::detail::known_elements(t);
+            if (!known)
+              throw tg::InvalidArgumentError(std::string("[conv2d_transpose] output_shape must be a list of 4 ints or an "
+                                                         "integer vector tensor whose height, width and channels are "
+                                                         "known while tracing, got ") + t.to_string());
+            out = *known;
+          }
+          const std::vector<int64_t> s = to_int_list(strides, "strides", op);
+          const std::vector<int64_t> d =
+              dilations.is_none() ? std::vector<int64_t>{1, 1} : to_int_list(dilations, "dilations", op);
+          const tg::Padding p = to_padding(padding, op);
+          return without_gil([&, x, f] { return tg::conv2d_transpose(x, f, out, s, p, d); });
+        },
+        py::arg("input"), py::arg("filters"), py::arg("output_shape"), py::arg("strides"), py::arg("padding") = "SAME",
+        py::arg("data_format") = "NHWC", py::arg("dilations") = py::none(), py::arg("name") = py::none());
   for (const char* name : {"max_pool2d", "avg_pool2d"}) {
     const bool max = name[0] == 'm';
     m.def(name,

@@ -438,8 +438,9 @@ class Conv2D(Layer):
         if data_format not in (None, "channels_last"):
             raise _unimplemented("Conv2D", f"data_format={data_format!r}: only channels_last "
                                  "(NHWC) is supported")
-        if groups != 1:
-            raise _unimplemented("Conv2D", "groups > 1 is not supported")
+        self.groups = _positive_int("Conv2D", "groups", groups)
+        if self.filters % self.groups:
+            raise ValueError(f"[Conv2D] filters={self.filters} must be a multiple of groups={self.groups}")
         self.activation = activations.get(activation)
         self.use_bias = bool(use_bias)
         self._kernel_initializer = kernel_initializer
@@ -450,9 +451,98 @@ class Conv2D(Layer):
     def build(self, input_shape):
         channels = _last_dim("Conv2D", input_shape)
         seed = _glorot_seed("Conv2D", "kernel_initializer", self._kernel_initializer)
+        if channels % self.groups:
+            raise ValueError(f"[Conv2D] the inputs' {channels} channels must be a multiple of "
+                             f"groups={self.groups}")
         self._layer = _core._Conv2D(channels, self.filters, self.kernel_size, self.strides,
                                     self.padding, self.dilation_rate, self.use_bias, seed,
-                                    self._dtype.name, self.name)
+                                    self._dtype.name, self.name, self.groups)
+        self.kernel = self._own([self._layer.kernel])[0]
+        self.bias = self._own([self._layer.bias])[0] if self.use_bias else None
+        self.built = True
+
+    def call(self, inputs):
+        return self.activation(self._layer(inputs))
+
+
+def _conv_padding(where, padding):
+    if not isinstance(padding, str) or padding.lower() not in ("valid", "same"):
+        raise ValueError(f"[{where}] padding must be 'valid' or 'same', got {padding!r}")
+    return padding.lower()
+
+
+def _channels_last(where, data_format):
+    if data_format not in (None, "channels_last"):
+        raise _unimplemented(where, f"data_format={data_format!r}: only channels_last (NHWC) is "
+                             "supported")
+
+
+class DepthwiseConv2D(Layer):
+    """activation(depthwise_conv2d(inputs, kernel) + bias), NHWC (keras.layers.DepthwiseConv2D):
+    kernel (kh, kw, in_channels, depth_multiplier), computed by tg::nn::DepthwiseConv2D."""
+
+    def __init__(self, kernel_size, strides=(1, 1), padding="valid", depth_multiplier=1,
+                 data_format=None, dilation_rate=(1, 1), activation=None, use_bias=True,
+                 depthwise_initializer="glorot_uniform", bias_initializer="zeros", **kwargs):
+        super().__init__(**kwargs)
+        self.kernel_size = _pair("DepthwiseConv2D", "kernel_size", kernel_size)
+        self.strides = _pair("DepthwiseConv2D", "strides", strides)
+        self.dilation_rate = _pair("DepthwiseConv2D", "dilation_rate", dilation_rate)
+        self.padding = _conv_padding("DepthwiseConv2D", padding)
+        self.depth_multiplier = _positive_int("DepthwiseConv2D", "depth_multiplier", depth_multiplier)
+        _channels_last("DepthwiseConv2D", data_format)
+        self.activation = activations.get(activation)
+        self.use_bias = bool(use_bias)
+        self._depthwise_initializer = depthwise_initializer
+        _require_zeros("DepthwiseConv2D", "bias_initializer", bias_initializer)
+        initializers.get(depthwise_initializer)
+        self._layer = None
+
+    def build(self, input_shape):
+        channels = _last_dim("DepthwiseConv2D", input_shape)
+        seed = _glorot_seed("DepthwiseConv2D", "depthwise_initializer", self._depthwise_initializer)
+        self._layer = _core._DepthwiseConv2D(channels, self.kernel_size, self.strides, self.padding,
+                                             self.depth_multiplier, self.dilation_rate, self.use_bias,
+                                             seed, self._dtype.name, self.name)
+        self.depthwise_kernel = self._own([self._layer.kernel])[0]
+        self.bias = self._own([self._layer.bias])[0] if self.use_bias else None
+        self.built = True
+
+    def call(self, inputs):
+        return self.activation(self._layer(inputs))
+
+
+class Conv2DTranspose(Layer):
+    """activation(conv2d_transpose(inputs, kernel) + bias), NHWC (keras.layers.Conv2DTranspose):
+    kernel (kh, kw, filters, in_channels), Keras's output sizes, computed by
+    tg::nn::Conv2DTranspose (the inputs' height and width must be known)."""
+
+    def __init__(self, filters, kernel_size, strides=(1, 1), padding="valid", output_padding=None,
+                 data_format=None, dilation_rate=(1, 1), activation=None, use_bias=True,
+                 kernel_initializer="glorot_uniform", bias_initializer="zeros", **kwargs):
+        super().__init__(**kwargs)
+        self.filters = _positive_int("Conv2DTranspose", "filters", filters)
+        self.kernel_size = _pair("Conv2DTranspose", "kernel_size", kernel_size)
+        self.strides = _pair("Conv2DTranspose", "strides", strides)
+        self.dilation_rate = _pair("Conv2DTranspose", "dilation_rate", dilation_rate)
+        self.padding = _conv_padding("Conv2DTranspose", padding)
+        self.output_padding = (None if output_padding is None
+                               else _pair("Conv2DTranspose", "output_padding", output_padding))
+        _channels_last("Conv2DTranspose", data_format)
+        self.activation = activations.get(activation)
+        self.use_bias = bool(use_bias)
+        self._kernel_initializer = kernel_initializer
+        _require_zeros("Conv2DTranspose", "bias_initializer", bias_initializer)
+        initializers.get(kernel_initializer)
+        self._layer = None
+
+    def build(self, input_shape):
+        channels = _last_dim("Conv2DTranspose", input_shape)
+        seed = _glorot_seed("Conv2DTranspose", "kernel_initializer", self._kernel_initializer)
+        self._layer = _core._Conv2DTranspose(channels, self.filters, self.kernel_size, self.strides,
+                                             self.padding, self.output_padding or [],
+                                             self.dilation_rate, self.use_bias, seed,
+                                             self._dtype.name, self.name)
         self.kernel = self._own([self._layer.kernel])[0]
         self.bias = self._own([self._layer.bias])[0] if self.use_bias else None
         self.built = True
@@ -732,6 +822,9 @@ class layers:  # pylint: disable=invalid-name
     Layer = Layer
     Dense = Dense
     Conv2D = Conv2D
+    DepthwiseConv2D = DepthwiseConv2D
+    Conv2DTranspose = Conv2DTranspose
+    Convolution2DTranspose = Conv2DTranspose
     Dropout = Dropout
     Embedding = Embedding
     LayerNormalization = LayerNormalization

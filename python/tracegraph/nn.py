@@ -1,8 +1,8 @@
 """tg.nn: activations, losses, convolution and pooling (TensorFlow's tf.nn)."""
 from tracegraph import _core
-from tracegraph._core import (avg_pool2d, conv2d, dropout, elu, gelu, l2_normalize, leaky_relu,
-                              log_sigmoid, log_softmax, max_pool2d, relu, relu6, sigmoid, softmax,
-                              softplus, tanh)
+from tracegraph._core import (avg_pool2d, conv2d, conv2d_transpose, depthwise_conv2d, dropout,
+                              elu, gelu, l2_normalize, leaky_relu, log_sigmoid, log_softmax,
+                              max_pool2d, relu, relu6, sigmoid, softmax, softplus, tanh)
 from tracegraph.math import top_k
 
 

@@ -48,8 +48,30 @@ def conv2d_valid(x, w):
     return out
 
 
+def depthwise_valid(x, w):
+    n, h, wd, c = x.shape
+    kh, kw, _, m = w.shape
+    out = np.zeros((n, h - kh + 1, wd - kw + 1, c * m), x.dtype)
+    for i in range(h - kh + 1):
+        for j in range(wd - kw + 1):
+            out[:, i, j, :] = np.einsum("nhwc,hwcm->ncm", x[:, i:i + kh, j:j + kw, :], w).reshape(n, c * m)
+    return out
+
+
+def conv2d_transpose_valid(x, w, stride, output_shape):
+    kh, kw = w.shape[:2]
+    out = np.zeros(output_shape, x.dtype)
+    for i in range(x.shape[1]):
+        for j in range(x.shape[2]):
+            out[:, i * stride:i * stride + kh, j * stride:j * stride + kw, :] += np.einsum(
+                "nc,hwoc->nhwo", x[:, i, j, :], w)
+    return out
+
+
 IMG = R.standard_normal((1, 5, 5, 2)).astype(np.float32)
 KER = R.standard_normal((3, 3, 2, 3)).astype(np.float32)
+DW_KER = R.standard_normal((3, 3, 2, 2)).astype(np.float32)
+T_KER = R.standard_normal((3, 3, 4, 2)).astype(np.float32)
 
 # (op name, call, expected) - call takes the module it is looked up in; expected is a NumPy value.
 CASES = [
@@ -190,6 +212,10 @@ CASES = [
     ("sequence_mask", lambda: tg.sequence_mask([1, 3], 4), np.arange(4) < np.array([[1], [3]])),
     # neural networks
     ("conv2d", lambda: tg.nn.conv2d(IMG, KER, strides=1, padding="VALID"), conv2d_valid(IMG, KER)),
+    ("depthwise_conv2d", lambda: tg.nn.depthwise_conv2d(IMG, DW_KER, [1, 1, 1, 1], "VALID"),
+     depthwise_valid(IMG, DW_KER)),
+    ("conv2d_transpose", lambda: tg.nn.conv2d_transpose(IMG, T_KER, [1, 11, 11, 4], 2, "VALID"),
+     conv2d_transpose_valid(IMG, T_KER, 2, (1, 11, 11, 4))),
     ("max_pool2d", lambda: tg.nn.max_pool2d(IMG, 2, 2, "VALID"),
      IMG[:, :4, :4, :].reshape(1, 2, 2, 2, 2, 2).max(axis=(2, 4))),
     ("avg_pool2d", lambda: tg.nn.avg_pool2d(IMG, [2, 2], [2, 2], "VALID"),
