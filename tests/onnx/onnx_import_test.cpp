@@ -239,6 +239,37 @@ void check_torch_model(const std::string& name, const std::string& input) {
 TEST(OnnxTorch, Mlp) { check_torch_model("torch_mlp", "x"); }
 TEST(OnnxTorch, CnnWithBatchNormAndPooling) { check_torch_model("torch_cnn", "images"); }
 TEST(OnnxTorch, TransformerEncoderLayer) { check_torch_model("torch_encoder", "tokens"); }
+// torch.jit.script'ed loops and an if: Loop with a trip count from a shape, If, Loop with a condition.
+TEST(OnnxTorch, ScriptedLoopsAndIf) { check_torch_model("torch_control_flow", "x"); }
+// The same model fine-tuned: its Linear layer is read inside the Loop's body.
+TEST(OnnxTorch, ScriptedLoopsFineTune) {
+  const fs::path dir = torch_dir();
+  if (dir.empty()) GTEST_SKIP() << "TG_ONNX_TORCH_DIR is not set; CTest's onnx_torch_import runs this with PyTorch's models";
+  tg::OnnxImportOptions options;
+  options.initializers_as_variables = true;
+  const tg::LoadedFunction model = tg::import_onnx((dir / "torch_control_flow.onnx").string(), options);
+  std::vector<tg::Variable> vars;
+  for (const tg::Variable& v : model.variables())
+    if (v.name().rfind("lin.", 0) == 0) vars.push_back(v);
+  ASSERT_EQ(vars.size(), 2u);  // lin.weight, lin.bias
+  const tg::Tensor x = tg::load_npy((dir / "torch_control_flow.in.x.npy").string());
+  const tg::Tensor target = tg::zeros({3, 8}) + 0.02f;
+  auto train_step = tg::function([&](const tg::Tensor& xb) {
+    tg::GradientTape tape;
+    const tg::Tensor loss = tg::reduce_sum(tg::square(tg::Tensor(model(xb)) - target));
+    const std::vector<tg::Tensor> grads = tape.gradient(loss, vars);
+    for (std::size_t i = 0; i < vars.size(); ++i) {
+      tg::Variable v = vars[i];
+      v.assign_sub(grads[i] * 0.05f);
+    }
+    return loss;
+  });
+  const float first = train_step(x).item<float>();
+  float last = first;
+  for (int step = 0; step < 8; ++step) last = train_step(x).item<float>();
+  EXPECT_EQ(train_step.tracing_count(), 1);
+  EXPECT_LT(last, first);
+}
 TEST(OnnxTorch, Resnet18) {
   if (!torch_dir().empty() && !fs::exists(torch_dir() / "torch_resnet18.onnx"))
     GTEST_SKIP() << "python3-torchvision is not installed: no resnet18";
@@ -555,6 +586,14 @@ TEST(OnnxImportErrors, FuzzSeedsImportAndRun) {
   EXPECT_EQ(tg::Tensor(load("cnn.onnx")(uniform({2, 2, 6, 6}, 5))).shape().to_string(), "(2, 3)");
   const tg::Tensor shaped = load("shapes.onnx")(uniform({2, 6}, 6), tg::constant({true}));
   EXPECT_EQ(shaped.shape().to_string(), "(2, 3, 1)");
+  // A Loop (M = 3, its body's condition, a scan output) and an If whose branches read the
+  // Loop's results from the enclosing graph.
+  const tg::LoadedFunction cf = load("control_flow.onnx");
+  const tg::Tensor x = tg::constant({1.0f, 2.0f});
+  const tg::Outputs taken = cf(x, tg::constant(true));
+  expect_close(taken[0], tg::constant({4.0f, 5.0f}), 0, 0, "then: relu(acc)");
+  expect_close(taken[1], tg::constant({{1.0f, 4.0f}, {2.0f, 6.0f}, {4.0f, 10.0f}}), 0, 0, "scan rows");
+  expect_close(cf(x, tg::constant(false))[0], tg::constant({-7.0f / 3, -20.0f / 3}), 1e-6, 0, "else: -mean(rows)");
   const tg::Outputs both = load("ops11.onnx")(uniform({2, 3, 4}, 7));
   ASSERT_EQ(both.size(), 2u);
   EXPECT_EQ(both[0].shape().to_string(), "(2, 4)");

@@ -41,6 +41,27 @@ class SmallCnn(nn.Module):
         return self.head(h)
 
 
+class LoopsAndIf(nn.Module):
+    """Control flow that torch.jit.script keeps: a loop over a dim (ONNX Loop with a trip count), a
+    data-dependent if (If), and a while loop on a value (Loop with a condition)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = x
+        for _ in range(x.size(1)):
+            h = torch.tanh(self.lin(h)) + h * 0.5
+        if bool(h.sum() > 0):
+            h = h * 2.0
+        else:
+            h = h - 1.0
+        while bool(h.abs().sum() > 1.0):
+            h = h * 0.5
+        return h
+
+
 def randomize_batchnorm(model, gen):
     # Fresh BatchNorm layers hold mean 0 and variance 1: random statistics test the formula.
     for m in model.modules():
@@ -51,8 +72,11 @@ def randomize_batchnorm(model, gen):
             m.bias.data.copy_(torch.randn(m.num_features, generator=gen))
 
 
-def export(out, name, model, inputs, input_names, dynamic):
+def export(out, name, model, inputs, input_names, dynamic, script=False):
     model.eval()
+    if script:
+        # torch.jit.script keeps Python control flow as prim::Loop / prim::If (ONNX Loop / If).
+        model = torch.jit.script(model)
     with torch.no_grad():
         expected = model(*inputs[0])
         expected2 = model(*inputs[1])
@@ -86,6 +110,9 @@ def main():
                                        activation="gelu", batch_first=True)
     export(out, "torch_encoder", layer, [(torch.randn(2, 5, 16),), (torch.randn(3, 5, 16),)], ["tokens"],
            {"tokens": {0: "batch"}, "output": {0: "batch"}})
+
+    export(out, "torch_control_flow", LoopsAndIf(), [(torch.randn(3, 8),), (torch.randn(5, 8) * 3,)], ["x"],
+           {"x": {0: "batch"}, "output": {0: "batch"}}, script=True)
 
     if "--torchvision" in sys.argv[2:]:
         try:
