@@ -99,6 +99,8 @@ void kernel_while(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vect
 
 // ---- building the nodes ---------------------------------------------------------------------
 
+thread_local std::shared_ptr<const ControlFlowPayload> t_last_while_payload;
+
 
 // Body results against the loop variables' dtypes and shape invariants.
 void check_body_results(const std::vector<Tensor>& got, const std::vector<Tensor>& entry,
@@ -232,12 +234,19 @@ std::vector<Tensor> while_loop_flat(const FlatFn& cond, const FlatFn& body, cons
   payload->subgraphs = {{"cond", cond_tracer.graph()}, {"body", body_tracer.graph()}};
   payload->name = name;
   const bool stateful = cond_tracer.stateful() || body_tracer.stateful();
+  // Under a tape, the loop stores what its gradient needs as it runs (TF's while_v2
+  // accumulators), so that the gradient does not run the loop again.
+  if (!stateful && current_op_observer() != nullptr)
+    if (std::optional<std::vector<Tensor>> stored = while_storing_gradient_values(*payload, inputs)) return *stored;
+  t_last_while_payload = payload;
   const OpId op = stateful ? OpId::StatefulWhile : OpId::While;
   if (stateful) add_variable_snapshots(op, attrs, inputs);  // for a tape's gradient
   // Inside a trace the loop is recorded even when every input is eager: it must run at every
   // call, not once at trace time.
   return apply_op_in_trace(op, inputs, attrs);
 }
+
+std::shared_ptr<const ControlFlowPayload> last_while_payload() { return t_last_while_payload; }
 
 // ---- tg::for_range --------------------------------------------------------------------------
 

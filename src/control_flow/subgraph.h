@@ -3,6 +3,7 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -28,6 +29,17 @@ int64_t scalar_index(const Tensor& t);
 void register_control_flow_ops(OpDef* table);
 void register_tensor_array_ops(OpDef* table);
 void register_control_flow_gradients(OpDef* table);
+
+/// The payload of the last while node built on this thread (while_loop_flat).
+std::shared_ptr<const ControlFlowPayload> last_while_payload();
+
+/// A while loop with payload `p` and node inputs `inputs` (loop variables, captures), built
+/// instead as a loop that also stores, per iteration, the forward values its gradient needs
+/// (src/control_flow/gradients.cpp): its loop variables' final values, or nothing where the loop
+/// is built as it is (no float loop variable, a body the gradient cannot split, or a loop built
+/// by a gradient).
+std::optional<std::vector<Tensor>> while_storing_gradient_values(const ControlFlowPayload& p,
+                                                                 const std::vector<Tensor>& inputs);
 
 /// "(float32 (3,), int32 ())" for messages about structures of tensors.
 std::string describe_tensors(const std::vector<Tensor>& ts);

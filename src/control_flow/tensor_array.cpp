@@ -2,6 +2,7 @@
 // while nothing has been written (the element shape may not be known before the first write,
 // e.g. when the array enters a loop). Its ops copy on write, like every tensor op.
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <limits>
 
@@ -87,6 +88,51 @@ std::vector<ValueType> infer_write(const std::vector<ValueType>& in, const OpAtt
   return {ValueType{in[0].dtype, with_count(refine(element, in[2].shape), a)}};
 }
 
+// Appending to a dynamic array. A loop that writes element i of an array in iteration i (a loop
+// gradient's stored forward values, a user's dynamic_size array) would copy the whole array at
+// every write; instead a dynamic array's flow lives in a buffer with spare rows and a header at
+// its end (a magic number, the rows claimed so far, the rows it has room for). A write at index
+// == count of a flow that ends where the claimed rows end claims the next row (atomically) and
+// writes it in place: no view of the buffer covers that row, so every existing flow keeps its
+// value. Any other write copies, into a buffer of twice the rows.
+constexpr uint64_t kAppendMagic = 0x7467'6170'7065'6e64ull;
+constexpr std::size_t kAppendHeader = 24;  // magic, claimed rows, room (each 8 bytes)
+
+std::byte* append_header(const Tensor& flow) {
+  const TensorImpl& impl = *flow.impl();
+  if (impl.offset != 0 || !impl.buffer || !impl.buffer->owns_memory() || impl.dtype == DType::String) return nullptr;
+  const std::size_t bytes = static_cast<std::size_t>(impl.buffer->count()) * dtype_size(impl.dtype);
+  if (bytes < 2 * kAppendHeader) return nullptr;
+  std::byte* h = static_cast<std::byte*>(impl.buffer->data()) + ((bytes - kAppendHeader) & ~std::size_t{7});
+  uint64_t magic = 0;
+  std::memcpy(&magic, h, sizeof magic);
+  return magic == kAppendMagic ? h : nullptr;
+}
+
+// A tensor of `count` rows of `row_elems` elements with room for `room` rows and the header.
+Tensor allocate_appendable(DType dtype, const std::vector<int64_t>& dims, int64_t row_elems, int64_t room) {
+  const std::size_t esize = dtype_size(dtype);
+  const std::size_t data = static_cast<std::size_t>(room) * static_cast<std::size_t>(row_elems) * esize;
+  const auto elems = static_cast<int64_t>((data + 2 * kAppendHeader + esize - 1) / esize);
+  Tensor whole = allocate_tensor(dtype, TensorShape({elems}));
+  const std::size_t bytes = static_cast<std::size_t>(elems) * esize;
+  std::byte* h = bytes_of(whole) + ((bytes - kAppendHeader) & ~std::size_t{7});
+  const int64_t fields[3] = {static_cast<int64_t>(kAppendMagic), dims[0], room};
+  std::memcpy(h, fields, sizeof fields);
+  return make_view(whole, TensorShape(dims));
+}
+
+// Claims row `count` of an appendable flow: whether the caller may write it in place.
+bool claim_next_row(const Tensor& flow, int64_t count, int64_t row_bytes) {
+  std::byte* h = append_header(flow);
+  if (!h || row_bytes <= 0) return false;
+  int64_t room = 0;
+  std::memcpy(&room, h + 16, sizeof room);
+  if (count >= room || h < bytes_of(flow) + room * row_bytes) return false;
+  int64_t expected = count;
+  return std::atomic_ref<int64_t>(*reinterpret_cast<int64_t*>(h + 8)).compare_exchange_strong(expected, count + 1);
+}
+
 void kernel_write(const std::vector<Tensor>& in, const OpAttrs& op_attrs, std::vector<Tensor>& out) {
   const TensorArrayAttrs& a = op_attrs.get<TensorArrayAttrs>();
   const char* op = "TensorArray.write";
@@ -112,11 +158,25 @@ void kernel_write(const std::vector<Tensor>& in, const OpAttrs& op_attrs, std::v
   const int64_t count = dynamic ? std::max({a.size, old_count, i + 1}) : a.size;
   std::vector<int64_t> dims{count};
   dims.insert(dims.end(), vshape.dims().begin(), vshape.dims().end());
-  Tensor result = allocate_tensor(flow.impl()->dtype, TensorShape(dims));
-  const std::size_t row = static_cast<std::size_t>(vshape.num_elements()) * dtype_size(flow.impl()->dtype);
+  const DType dtype = flow.impl()->dtype;
+  const std::size_t row = static_cast<std::size_t>(vshape.num_elements()) * dtype_size(dtype);
+  if (dynamic && !empty && i == old_count && count == old_count + 1 &&
+      claim_next_row(flow, old_count, static_cast<int64_t>(row))) {
+    std::memcpy(bytes_of(flow) + row * static_cast<std::size_t>(i), bytes_of(value), row);
+    out[0] = make_view(flow, TensorShape(dims));
+    return;
+  }
+  // Room for more rows when this write appends (a write far past the end stays exact, and an
+  // array too large to double is allocated as it is, or refused by the allocator).
+  int64_t room = 0, room_bytes = 0;
+  const bool appends = dynamic && row > 0 && i == old_count && count < (int64_t{1} << 40) &&
+                       !__builtin_mul_overflow(std::max<int64_t>(4, 2 * count), static_cast<int64_t>(row), &room_bytes);
+  if (appends) room = std::max<int64_t>(4, 2 * count);
+  Tensor result = appends ? allocate_appendable(dtype, dims, vshape.num_elements(), room)
+                          : allocate_tensor(dtype, TensorShape(dims));
   std::byte* dst = bytes_of(result);
-  std::memset(dst, 0, row * static_cast<std::size_t>(count));
   if (old_count) std::memcpy(dst, bytes_of(flow), row * static_cast<std::size_t>(old_count));
+  std::memset(dst + row * static_cast<std::size_t>(old_count), 0, row * static_cast<std::size_t>(count - old_count));
   std::memcpy(dst + row * static_cast<std::size_t>(i), bytes_of(value), row);
   out[0] = std::move(result);
 }

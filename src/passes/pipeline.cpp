@@ -18,7 +18,8 @@ struct Pass {
   // Whether the pass also runs on a cond branch or loop body when its node is built. Not
   // simplification (it runs with the parent graph's pipeline, simplify_subgraphs below, so that
   // optimize = false keeps a sub-graph as written), and never fusion: control-flow gradients
-  // replay sub-graph ops through the tape, and fused ops have no gradient.
+  // replay sub-graph ops through the tape, and fused ops have no gradient (fuse_subgraphs fuses
+  // them once the whole graph is final).
   bool on_new_subgraphs;
 };
 // The one pass list, for graphs and sub-graphs. Simplification first removes no-op nodes, and
@@ -86,6 +87,34 @@ int simplify_subgraphs(GraphIR& g) {
   return changed;
 }
 
+// Fuses the sub-graphs of cond/while nodes, innermost first, as the main pipeline fuses the
+// graph: at the end of optimize_graph nothing differentiates the graph any more (a concrete
+// function's gradient and its exports read the graph as traced, which keeps the sub-graphs as
+// they were: each rewritten payload and sub-graph is a fresh copy), so a loop body runs the same
+// fused kernels as the same code unrolled.
+int fuse_subgraphs(GraphIR& g) {
+  int changed = 0;
+  for (GraphNode& node : g.nodes) {
+    if (node.kind != NodeKind::kOp || !has_subgraphs(node.op)) continue;
+    auto payload = std::make_shared<ControlFlowPayload>(*node.attrs.get<ControlFlowAttrs>().payload);
+    int here = 0;
+    for (NamedSubgraph& sub : payload->subgraphs) {
+      auto copy = std::make_shared<GraphIR>(*sub.graph);
+      int n = fuse_subgraphs(*copy);
+      n += fuse_elementwise(*copy);
+      n += fuse_product_epilogues(*copy);
+      if (!n) continue;
+      eliminate_dead_code(*copy);
+      sub.graph = std::move(copy);
+      here += n;
+    }
+    if (!here) continue;
+    node.attrs = ControlFlowAttrs{std::move(payload)};
+    changed += here;
+  }
+  return changed;
+}
+
 }  // namespace
 
 void set_verify_graphs(bool enabled) { verify_flag().store(enabled); }
@@ -110,6 +139,10 @@ void optimize_graph(const std::shared_ptr<GraphIR>& g, const std::string& label)
     p.run(*g);
     if (verify) verify_graph(*g, p.name);
     dump(g, label, step++, p.name);
+  }
+  if (fuse_subgraphs(*g)) {
+    if (verify) verify_graph(*g, "fuse_subgraphs");
+    dump(g, label, step++, "fuse_subgraphs");
   }
   // Passes that drop nodes keep the node array's capacity; the optimised graph is kept for as
   // long as its concrete function, usually at a fraction of the traced size (a fused chain).

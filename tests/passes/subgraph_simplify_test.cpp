@@ -2,6 +2,7 @@
 // and gradients as they were.
 #include "control_flow/subgraph.h"
 #include "trace/function_core.h"
+#include "ops/fused.h"
 #include "passes/passes.h"
 #include "support/test_util.h"
 #include "trace/concrete.h"
@@ -13,12 +14,15 @@ using detail::GraphIR;
 using detail::NodeKind;
 using detail::OpId;
 
-// Mul nodes in g and in every sub-graph below it.
+// Mul nodes in g and in every sub-graph below it, those fused into a fused_elementwise node
+// included (the optimised graph's sub-graphs are fused too).
 int count_muls(const GraphIR& g) {
   int n = 0;
   for (const auto& node : g.nodes) {
     if (node.kind != NodeKind::kOp) continue;
     n += node.op == OpId::Mul;
+    if (node.op == OpId::FusedElementwise)
+      for (OpId op : detail::fused_ops(node.attrs)) n += op == OpId::Mul;
     for (const auto& sub : detail::subgraphs_of(node)) n += count_muls(*sub.graph);
   }
   return n;

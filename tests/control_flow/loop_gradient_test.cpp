@@ -1,0 +1,192 @@
+// A loop's gradient from stored forward values: the backward loop runs the gradient's products
+// only (the body is not computed again there), a captured sequence read one step at a time and
+// a weight's product are gathered after the loop, and the numbers match finite differences and
+// the same computation unrolled. Also the in-place append of dynamic TensorArrays it relies on.
+#include <cmath>
+#include <functional>
+#include <string>
+
+#include "control_flow/subgraph.h"
+#include "support/test_util.h"
+#include "trace/concrete.h"
+#include "trace/function_core.h"
+#include "tracegraph/graph.h"
+
+namespace tg {
+namespace {
+
+using detail::GraphIR;
+using detail::NodeKind;
+using detail::OpId;
+
+constexpr int64_t kBatch = 3, kIn = 4, kUnits = 5, kTime = 4;
+
+// An LSTM-like step: z = x_t K + h U + b, gates by slices, as nn::LSTMCell computes it.
+std::pair<Tensor, Tensor> cell(const Tensor& xt, const Tensor& h, const Tensor& c, const Tensor& k, const Tensor& u,
+                               const Tensor& b) {
+  const Tensor z = matmul(xt, k) + matmul(h, u) + b;
+  auto gate = [&](int64_t g) { return slice(z, {0, g * kUnits}, {-1, kUnits}); };
+  const Tensor c_new = sigmoid(gate(1)) * c + sigmoid(gate(0)) * tanh(gate(2));
+  return {sigmoid(gate(3)) * tanh(c_new), c_new};
+}
+
+// The sequence x (time, batch, in) through the cell in one tg::for_range, or in a C++ loop.
+Tensor looped(const Tensor& x, const Tensor& k, const Tensor& u, const Tensor& b) {
+  const Tensor h0 = zeros({kBatch, kUnits}, x.dtype());
+  using State = std::tuple<Tensor, Tensor>;
+  auto [h, c] = for_range(shape(x)[0], State{h0, h0}, [&](const Tensor& i, const State& s) {
+    auto [h2, c2] = cell(gather(x, i), std::get<0>(s), std::get<1>(s), k, u, b);
+    return State{h2, c2};
+  });
+  return reduce_sum(h * h) + reduce_sum(c);
+}
+Tensor unrolled(const Tensor& x, const Tensor& k, const Tensor& u, const Tensor& b) {
+  Tensor h = zeros({kBatch, kUnits}, x.dtype()), c = h;
+  for (int64_t t = 0; t < x.shape().dims()[0]; ++t) std::tie(h, c) = cell(x[t], h, c, k, u, b);
+  return reduce_sum(h * h) + reduce_sum(c);
+}
+
+Tensor seeded(TensorShape s, uint64_t seed, double scale) {
+  return random_uniform(std::move(s), -scale, scale, float64, seed);
+}
+
+struct Inputs {
+  Tensor x = seeded({kTime, kBatch, kIn}, 1, 1.0);
+  Tensor k = seeded({kIn, 4 * kUnits}, 2, 0.5);
+  Tensor u = seeded({kUnits, 4 * kUnits}, 3, 0.5);
+  Tensor b = seeded({4 * kUnits}, 4, 0.5);
+};
+
+std::vector<Tensor> gradients_of(Tensor (*model)(const Tensor&, const Tensor&, const Tensor&, const Tensor&),
+                                 const Tensor& x, const Tensor& k, const Tensor& u, const Tensor& b) {
+  GradientTape tape;
+  for (const Tensor* t : {&x, &k, &u, &b}) tape.watch(*t);
+  return tape.gradient(model(x, k, u, b), std::vector<Tensor>{x, k, u, b});
+}
+
+// MatMul nodes of g's while nodes whose name ends with `suffix`, in their bodies (nested too).
+int matmuls_in(const GraphIR& g, bool inside) {
+  int n = 0;
+  for (const auto& node : g.nodes) {
+    if (node.kind != NodeKind::kOp) continue;
+    n += inside && node.op == OpId::MatMul;
+    for (const auto& sub : detail::subgraphs_of(node)) n += matmuls_in(*sub.graph, true);
+  }
+  return n;
+}
+int body_matmuls(const GraphIR& g, const std::string& suffix) {
+  int n = 0;
+  for (const auto& node : g.nodes) {
+    if (node.kind != NodeKind::kOp || (node.op != OpId::While && node.op != OpId::StatefulWhile)) continue;
+    const auto& p = *node.attrs.get<detail::ControlFlowAttrs>().payload;
+    if (p.name.size() >= suffix.size() && p.name.compare(p.name.size() - suffix.size(), suffix.size(), suffix) == 0)
+      n += matmuls_in(*p.subgraphs[1].graph, true);
+  }
+  return n;
+}
+int top_matmuls(const GraphIR& g) {
+  int n = 0;
+  for (const auto& node : g.nodes) n += node.kind == NodeKind::kOp && node.op == OpId::MatMul;
+  return n;
+}
+
+TEST(LoopGradient, MatchesTheUnrolledComputationAndFiniteDifferences) {
+  const Inputs in;
+  auto traced = function([](const Tensor& x, const Tensor& k, const Tensor& u, const Tensor& b) {
+    return gradients_of(looped, x, k, u, b);
+  });
+  const std::vector<Tensor> got = traced(in.x, in.k, in.u, in.b);
+  const std::vector<Tensor> want = gradients_of(unrolled, in.x, in.k, in.u, in.b);
+  ASSERT_EQ(got.size(), 4u);
+  for (std::size_t i = 0; i < 4; ++i) EXPECT_TENSOR_NEAR(got[i], want[i], 1e-12);
+  // Central differences on a few elements of each input.
+  const double eps = 1e-6;
+  std::vector<Tensor> args{in.x, in.k, in.u, in.b};
+  for (std::size_t a = 0; a < 4; ++a) {
+    const std::vector<double> base = args[a].to_vector<double>();
+    const std::vector<double> g = got[a].to_vector<double>();
+    for (std::size_t e : {std::size_t{0}, base.size() / 2, base.size() - 1}) {
+      auto at = [&](double delta) {
+        std::vector<double> v = base;
+        v[e] += delta;
+        std::vector<Tensor> moved = args;
+        moved[a] = constant(v, args[a].shape(), float64);
+        return looped(moved[0], moved[1], moved[2], moved[3]).item<double>();
+      };
+      EXPECT_NEAR(g[e], (at(eps) - at(-eps)) / (2 * eps), 1e-6) << "input " << a << " element " << e;
+    }
+  }
+}
+
+TEST(LoopGradient, TheBackwardLoopRunsOnlyTheGradientProducts) {
+  const Inputs in;
+  // The sequence is data (no gradient asked for it); the weights' gradients are asked for.
+  auto traced = function([](const Tensor& x, const Tensor& k, const Tensor& u, const Tensor& b) {
+    GradientTape tape;
+    for (const Tensor* t : {&k, &u, &b}) tape.watch(*t);
+    return tape.gradient(looped(x, k, u, b), std::vector<Tensor>{k, u, b});
+  }, {.optimize = false});
+  const GraphIR& g = *detail::FunctionAccess::impl(traced.get_concrete_function(in.x, in.k, in.u, in.b))->ir;
+  // Per iteration the backward loop multiplies dz by U^T (the state's gradient) and nothing
+  // else: the loop traced under the tape stores the values its gradient needs, so nothing runs
+  // the forward again; the weights' gradients are two products after the loop, and the
+  // sequence's gradient is not computed.
+  EXPECT_EQ(body_matmuls(g, "_grad"), 1) << Graph(detail::FunctionAccess::impl(traced.get_concrete_function(in.x, in.k, in.u, in.b))->ir).to_string();
+  EXPECT_EQ(body_matmuls(g, "_grad_forward"), 0);
+  EXPECT_EQ(body_matmuls(g, ""), 3);  // the forward loop's two and the backward loop's one
+  EXPECT_EQ(top_matmuls(g), 2);
+  const std::vector<Tensor> got = traced(in.x, in.k, in.u, in.b);
+  const std::vector<Tensor> want = gradients_of(unrolled, in.x, in.k, in.u, in.b);
+  for (std::size_t i = 0; i < 3; ++i) EXPECT_TENSOR_NEAR(got[i], want[i + 1], 1e-12);
+}
+
+TEST(LoopGradient, ALoopTracedWithoutATapeStoresItsValuesInItsGradient) {
+  // The loop is traced alone; the eager tape differentiates the call, whose gradient runs the
+  // forward part again to store the values, then the same backward loop.
+  const Inputs in;
+  auto f = function(looped);
+  GradientTape tape;
+  for (const Tensor* t : {&in.x, &in.k, &in.u, &in.b}) tape.watch(*t);
+  const Tensor y = f(in.x, in.k, in.u, in.b);
+  const std::vector<Tensor> got = tape.gradient(y, std::vector<Tensor>{in.x, in.k, in.u, in.b});
+  const std::vector<Tensor> want = gradients_of(unrolled, in.x, in.k, in.u, in.b);
+  for (std::size_t i = 0; i < 4; ++i) EXPECT_TENSOR_NEAR(got[i], want[i], 1e-12);
+}
+
+TEST(LoopGradient, NoIterationGivesThePassThroughAndZeros) {
+  const Inputs in;
+  auto traced = function([](const Tensor& x, const Tensor& k, const Tensor& u, const Tensor& b) {
+    return gradients_of(looped, x, k, u, b);
+  });
+  const Tensor empty = zeros({0, kBatch, kIn}, float64);
+  const std::vector<Tensor> got = traced(empty, in.k, in.u, in.b);
+  EXPECT_TENSOR_EQ(got[0], empty);
+  EXPECT_TENSOR_EQ(got[1], zeros_like(in.k));
+  EXPECT_TENSOR_EQ(got[2], zeros_like(in.u));
+  EXPECT_TENSOR_EQ(got[3], zeros_like(in.b));
+}
+
+TEST(TensorArrayAppend, WritesInPlaceOnlyWhereNoOtherArraySeesTheRow) {
+  TensorArray a(float32, 0, true, TensorShape{2});
+  a = a.write(0, constant(std::vector<float>{1, 2}, {2}));
+  const TensorArray b = a.write(1, constant(std::vector<float>{3, 4}, {2}));
+  const TensorArray c = a.write(1, constant(std::vector<float>{5, 6}, {2}));  // the same row again: a copy
+  const TensorArray d = b.write(2, constant(std::vector<float>{7, 8}, {2}));
+  EXPECT_TENSOR_EQ(a.stack(), constant(std::vector<float>{1, 2}, {1, 2}));
+  EXPECT_TENSOR_EQ(b.stack(), constant(std::vector<float>{1, 2, 3, 4}, {2, 2}));
+  EXPECT_TENSOR_EQ(c.stack(), constant(std::vector<float>{1, 2, 5, 6}, {2, 2}));
+  EXPECT_TENSOR_EQ(d.stack(), constant(std::vector<float>{1, 2, 3, 4, 7, 8}, {3, 2}));
+  // Appends of a long run keep every element (the buffer grows by doubling).
+  TensorArray e(int32, 0, true, TensorShape{});
+  for (int i = 0; i < 100; ++i) e = e.write(i, constant(i * 3));
+  std::vector<int32_t> want(100);
+  for (int i = 0; i < 100; ++i) want[static_cast<std::size_t>(i)] = i * 3;
+  EXPECT_TENSOR_EQ(e.stack(), constant(want, {100}, int32));
+  // A write past the end fills the rows between with zeros.
+  const TensorArray f = b.write(4, constant(std::vector<float>{9, 9}, {2}));
+  EXPECT_TENSOR_EQ(f.stack(), constant(std::vector<float>{1, 2, 3, 4, 0, 0, 0, 0, 9, 9}, {5, 2}));
+  EXPECT_TENSOR_EQ(d.stack(), constant(std::vector<float>{1, 2, 3, 4, 7, 8}, {3, 2}));
+}
+
+}  // namespace
+}  // namespace tg
