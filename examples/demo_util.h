@@ -22,11 +22,12 @@ inline double seconds_since(Clock::time_point t0) {
 }
 
 // The flagship demo's 784-256-256-10 MLP (relu, fixed seeds): demo.cpp trains it in one
-// process, dist_demo.cpp on every rank of an MPI job.
+// process, dist_demo.cpp on every rank of an MPI job. Its layers take the global dtype policy
+// (float32 unless tg::nn::set_global_policy("mixed_bfloat16") ran before the model was built).
 struct Mlp {
-  tg::nn::Dense hidden1{784, 256, tg::relu, /*seed=*/1, tg::float32, "hidden1"};
-  tg::nn::Dense hidden2{256, 256, tg::relu, /*seed=*/2, tg::float32, "hidden2"};
-  tg::nn::Dense logits{256, 10, nullptr, /*seed=*/3, tg::float32, "logits"};
+  tg::nn::Dense hidden1{784, 256, tg::relu, /*seed=*/1, tg::nn::global_policy(), "hidden1"};
+  tg::nn::Dense hidden2{256, 256, tg::relu, /*seed=*/2, tg::nn::global_policy(), "hidden2"};
+  tg::nn::Dense logits{256, 10, nullptr, /*seed=*/3, tg::nn::global_policy(), "logits"};
 
   tg::Tensor operator()(const tg::Tensor& x) const { return logits(hidden2(hidden1(x))); }
   std::vector<tg::Variable> variables() const {

@@ -99,6 +99,39 @@ class Dropout {
   std::optional<uint64_t> seed_;
 };
 
+/// A layer's two dtypes, as Keras's tf.keras.mixed_precision.Policy: the dtype of its Variables
+/// and the dtype it computes in. "float32", "float64" and "bfloat16" make both the same;
+/// "mixed_bfloat16" keeps the Variables (and the optimizer's updates of them) in float32 and
+/// computes in bfloat16: at each call the layer casts floating inputs and its Variables to
+/// bfloat16, and its output is bfloat16. The gradient of a cast Variable comes back in float32.
+/// nn::sparse_softmax_cross_entropy computes in float32 whatever its logits' dtype, as Keras's
+/// mixed precision guide asks of a model's last step.
+///
+///   tg::nn::set_global_policy("mixed_bfloat16");     // layers built from now on
+///   tg::nn::Dense hidden(784, 256, tg::relu, 1);       // float32 Variables, bfloat16 compute
+///   tg::nn::Dense head(256, 10, nullptr, 2, "float32");  // one layer's own policy
+class DTypePolicy {
+ public:
+  /// "float32", "float64", "bfloat16" or "mixed_bfloat16"; else tg::ValueError.
+  DTypePolicy(const std::string& name);
+  DTypePolicy(const char* name) : DTypePolicy(std::string(name)) {}
+  /// The policy named by a floating dtype (float32 -> "float32"); tg::TypeError for others.
+  DTypePolicy(DType dtype);
+
+  const std::string& name() const { return name_; }
+  DType variable_dtype() const { return variable_; }
+  DType compute_dtype() const { return compute_; }
+  bool operator==(const DTypePolicy& other) const { return name_ == other.name_; }
+
+ private:
+  std::string name_;
+  DType variable_, compute_;
+};
+/// The policy of layers built without one from now on (Keras's set_global_policy); "float32"
+/// until set. Process-wide: set it before building the model, not while layers are built.
+void set_global_policy(const DTypePolicy& policy);
+DTypePolicy global_policy();
+
 /// y = activation(x @ kernel + bias), with kernel (in, out) Glorot-uniform and bias zeros(out):
 /// Keras's Dense, which contracts the last axis of an input of any rank >= 2 (a (batch, T, in)
 /// input gives (batch, T, out)). The activation is a name or a function object (nn::Activation).
@@ -114,14 +147,17 @@ class Dense {
  public:
   using Activation = nn::Activation;
 
-  /// Throws tg::InvalidArgumentError unless in > 0 and out > 0.
+  /// Throws tg::InvalidArgumentError unless in > 0 and out > 0. `dtype` is a DType or a
+  /// DTypePolicy (by default the global policy when the layer is built).
   Dense(int64_t in, int64_t out, Activation activation = nullptr, uint64_t seed = 0,
-        DType dtype = float32, std::string name = "dense");
+        DTypePolicy dtype = global_policy(), std::string name = "dense");
 
   /// x must have rank >= 2 with a last dim of in (or None while tracing, checked when the graph
-  /// runs) and the layer's dtype; else tg::InvalidArgumentError. The result has x's leading dims
-  /// and a last dim of out.
+  /// runs) and the layer's compute dtype (under a mixed policy, any floating dtype, cast to it);
+  /// else tg::InvalidArgumentError. The result has x's leading dims and a last dim of out.
   Tensor operator()(const Tensor& x) const;
+
+  const DTypePolicy& dtype_policy() const { return policy_; }
 
   Variable& kernel() { return kernel_; }
   Variable& bias() { return bias_; }
@@ -136,6 +172,7 @@ class Dense {
   int64_t in_, out_;
   Activation activation_;
   std::string name_;
+  DTypePolicy policy_;
   Variable kernel_;
   Variable bias_;
 };

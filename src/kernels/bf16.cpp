@@ -13,22 +13,34 @@
 
 namespace tg::detail {
 
+bool cpu_has_avx512_bf16() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
+}
+
+namespace {
+
+// The conversions' AVX-512 loops need only AVX-512BW/VL, which every AVX512_BF16 CPU has; the
+// check is shared so that one file decides.
+bool vector_conversions() {
+  static const bool has = cpu_has_avx512_bf16();
+  return has;
+}
+
+}  // namespace
+
 void bf16_to_f32(const bfloat16_t* x, float* y, int64_t n) {
-  // Plain shifts of the bits, which the compiler vectorises.
   const auto* in = reinterpret_cast<const uint16_t*>(x);
+  if (vector_conversions()) return bf16_avx512::widen(in, y, n);
   auto* out = reinterpret_cast<uint32_t*>(y);
   for (int64_t i = 0; i < n; ++i) out[i] = static_cast<uint32_t>(in[i]) << 16;
 }
 
 void f32_to_bf16(const float* x, bfloat16_t* y, int64_t n) {
   auto* out = reinterpret_cast<uint16_t*>(y);
+  if (vector_conversions()) return bf16_avx512::narrow(x, out, n);
   for (int64_t i = 0; i < n; ++i) out[i] = bfloat16_t::round_from(x[i]);
-}
-
-bool cpu_has_avx512_bf16() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
 }
 
 namespace {

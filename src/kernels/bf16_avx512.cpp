@@ -5,6 +5,12 @@
 // subnormal inputs as zero and rounds each step to nearest even, as oneDNN's bf16 kernels do.
 #include "kernels/bf16_avx512.h"
 
+// GCC 12 reports the intrinsics' own _mm512_undefined_* placeholders as maybe uninitialised
+// when they are inlined here; the warning is about the header, not this code.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#ifndef __clang__  // clang has no such group (and no such false positive)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include <algorithm>
@@ -69,6 +75,41 @@ void block(int64_t pairs, const uint32_t* ap, const uint16_t* bp, float* c, int 
 }
 
 }  // namespace
+
+void widen(const uint16_t* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i)));
+    _mm512_storeu_si512(y + i, _mm512_slli_epi32(h, 16));
+  }
+  if (i < n) {
+    const __mmask16 m = lanes(static_cast<int>(n - i));
+    const __m512i h = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, x + i));
+    _mm512_mask_storeu_epi32(y + i, m, _mm512_slli_epi32(h, 16));
+  }
+}
+
+namespace {
+// Sixteen floats' bits rounded to their upper halves as bfloat16_t::round_from does.
+inline __m256i round_lanes(__m512i u) {
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb), 16);
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                                _mm512_set1_epi32(0x7f800000));
+  const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+  return _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, rounded, quiet));
+}
+}  // namespace
+
+void narrow(const float* x, uint16_t* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i), round_lanes(_mm512_loadu_si512(x + i)));
+  if (i < n) {
+    const __mmask16 m = lanes(static_cast<int>(n - i));
+    _mm256_mask_storeu_epi16(y + i, m, round_lanes(_mm512_maskz_loadu_epi32(m, x + i)));
+  }
+}
 
 void pack_b(int n, int k, const uint16_t* b, int ldb, bool tb, uint16_t* out, int p0, int p1) {
   const int64_t pairs = (k + 1) / 2;

@@ -9,6 +9,11 @@ namespace tg::detail::bf16_avx512 {
 inline constexpr int kPanelCols = 32;
 inline constexpr int kBlockRows = 12;
 
+/// bf16_to_f32 and f32_to_bf16 (kernels/bf16.h) sixteen lanes at a time, with the same integer
+/// rounding as bfloat16_t (not vcvtneps2bf16, which flushes subnormals to zero).
+void widen(const uint16_t* x, float* y, int64_t n);
+void narrow(const float* x, uint16_t* y, int64_t n);
+
 /// Packs panels [p0, p1) of op(B) (k x n bfloat16 bits, leading dim ldb, transposed when tb) in
 /// vdpbf16ps order: panel p, pair q holds (B[2q][j], B[2q+1][j]) for its 32 columns j, zeros
 /// past k and n. `out` holds ceil(n / 32) panels of ceil(k / 2) * 64 values.

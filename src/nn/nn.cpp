@@ -1,6 +1,7 @@
 // The initializers, Dropout, Dense, and the classifier's loss and accuracy, composed from public ops so that
 // gradients come from the ops' own rules.
 #include <cmath>
+#include <mutex>
 
 #include "core/check.h"
 #include "core/tensor_impl.h"
@@ -90,28 +91,73 @@ Tensor dense_kernel(int64_t in, int64_t out, uint64_t seed, DType dtype, const s
 }
 }  // namespace
 
-Dense::Dense(int64_t in, int64_t out, Activation activation, uint64_t seed, DType dtype,
+// ---- dtype policies ----
+
+namespace {
+std::mutex policy_mutex;
+DTypePolicy& global_policy_slot() {
+  static DTypePolicy policy("float32");
+  return policy;
+}
+}  // namespace
+
+DTypePolicy::DTypePolicy(const std::string& name) : name_(name) {
+  if (name == "float32" || name == "float64" || name == "bfloat16") {
+    variable_ = compute_ = name == "float32" ? float32 : name == "float64" ? float64 : bfloat16;
+  } else if (name == "mixed_bfloat16") {
+    variable_ = float32;
+    compute_ = bfloat16;
+  } else {
+    op_error<ValueError>("DTypePolicy", "unknown policy '", name,
+                         "'; expected \"float32\", \"float64\", \"bfloat16\" or \"mixed_bfloat16\" "
+                         "(mixed_float16 is not supported: tracegraph has no float16)");
+  }
+}
+
+DTypePolicy::DTypePolicy(DType dtype) : name_(to_string(dtype)), variable_(dtype), compute_(dtype) {
+  if (!is_floating(dtype))
+    op_error<TypeError>("DTypePolicy", "a layer's dtype must be floating (float32, float64 or bfloat16), got ",
+                        to_string(dtype));
+}
+
+void set_global_policy(const DTypePolicy& policy) {
+  const std::lock_guard<std::mutex> lock(policy_mutex);
+  global_policy_slot() = policy;
+}
+
+DTypePolicy global_policy() {
+  const std::lock_guard<std::mutex> lock(policy_mutex);
+  return global_policy_slot();
+}
+
+Dense::Dense(int64_t in, int64_t out, Activation activation, uint64_t seed, DTypePolicy dtype,
              std::string name)
     : in_(in),
       out_(out),
       activation_(std::move(activation)),
       name_(std::move(name)),
-      kernel_(dense_kernel(in, out, seed, dtype, name_), name_ + "/kernel"),
-      bias_(zeros({out}, dtype), name_ + "/bias") {}
+      policy_(std::move(dtype)),
+      kernel_(dense_kernel(in, out, seed, policy_.variable_dtype(), name_), name_ + "/kernel"),
+      bias_(zeros({out}, policy_.variable_dtype()), name_ + "/bias") {}
 
-Tensor Dense::operator()(const Tensor& x) const {
-  if (!x.defined())
+Tensor Dense::operator()(const Tensor& input) const {
+  if (!input.defined())
     op_error<ValueError>("Dense", "layer '", name_, "' got an empty tg::Tensor");
-  if (x.dtype() != kernel_.dtype())
+  const DType compute = policy_.compute_dtype();
+  const bool mixed = compute != policy_.variable_dtype();
+  // Under a mixed policy floating inputs are cast to the compute dtype (Keras's autocast);
+  // otherwise a dtype mismatch is an error, as everywhere in tracegraph.
+  const Tensor x = mixed && is_floating(input.dtype()) && input.dtype() != compute ? cast(input, compute) : input;
+  if (x.dtype() != compute)
     op_error<InvalidArgumentError>("Dense", "layer '", name_, "' has dtype ",
-                                   to_string(kernel_.dtype()), " but the input has dtype ",
+                                   to_string(compute), " but the input has dtype ",
                                    to_string(x.dtype()), "; tg::cast the input first");
   const TensorShape s = detail::static_shape(x);
   if (s.has_rank() && (s.rank() < 2 || (s.dims().back() != None && s.dims().back() != in_)))
     op_error<InvalidArgumentError>("Dense", "layer '", name_, "' expects inputs of shape (batch, ..., ", in_,
                                    ") (rank >= 2, the last axis contracted), got ", s.to_string(),
                                    "; reshape the input so that its last axis holds the ", in_, " features");
-  const Tensor kernel = kernel_.read_value();
+  const Tensor kernel = mixed ? cast(kernel_.read_value(), compute) : kernel_.read_value();
   Tensor y;
   if (!s.has_rank() || s.rank() == 2) {
     // Of unknown rank while tracing, matmul contracts the last axis of any rank >= 2 and checks
@@ -138,7 +184,7 @@ Tensor Dense::operator()(const Tensor& x) const {
       y = reshape(rows, concat({slice(shape(x), {0}, {rank - 1}), constant({static_cast<int32_t>(out_)})}, 0));
     }
   }
-  y = y + bias_.read_value();
+  y = y + (mixed ? cast(bias_.read_value(), compute) : bias_.read_value());
   return activation_ ? activation_(y) : y;
 }
 
@@ -146,8 +192,10 @@ Tensor sparse_softmax_cross_entropy(const Tensor& logits, const Tensor& labels) 
   if (!logits.defined() || !labels.defined())
     op_error<ValueError>("sparse_softmax_cross_entropy", "got an empty tg::Tensor");
   // One op for the rows' losses (and one for their gradient), which checks the shapes when
-  // traced and the labels whenever it runs (src/ops/cross_entropy.cpp).
-  return reduce_mean(detail::sparse_softmax_cross_entropy_rows(logits, labels));
+  // traced and the labels whenever it runs (src/ops/cross_entropy.cpp). bfloat16 logits (a
+  // mixed_bfloat16 model's) are widened: the loss computes in float32, as Keras's does.
+  const Tensor wide = logits.dtype() == bfloat16 ? cast(logits, float32) : logits;
+  return reduce_mean(detail::sparse_softmax_cross_entropy_rows(wide, labels));
 }
 
 Tensor accuracy(const Tensor& logits, const Tensor& labels) {

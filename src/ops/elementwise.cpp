@@ -6,6 +6,7 @@
 #include "core/check.h"
 #include "core/tensor_impl.h"
 #include "ops/broadcast.h"
+#include "kernels/bf16.h"
 #include "kernels/elementwise_functors.h"
 #include "ops/grad_helpers.h"
 #include "tracegraph/ops.h"
@@ -137,6 +138,13 @@ std::vector<ValueType> infer_cast(const std::vector<ValueType>& in, const OpAttr
 
 void kernel_cast(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
   const int64_t n = in[0].impl()->shape.num_elements();
+  // float32 <-> bfloat16, every step of a mixed_bfloat16 model: the vectorised conversions,
+  // which round as convert does.
+  const DType from = in[0].impl()->dtype, to = attrs.get<CastAttrs>().dtype;
+  if (from == DType::Float32 && to == DType::BFloat16)
+    return f32_to_bf16(data_of<float>(in[0]), data_of<bfloat16_t>(out[0]), n);
+  if (from == DType::BFloat16 && to == DType::Float32)
+    return bf16_to_f32(data_of<bfloat16_t>(in[0]), data_of<float>(out[0]), n);
   visit_dtype(in[0].impl()->dtype, [&](auto from_tag) {
     using From = decltype(from_tag);
     visit_dtype(attrs.get<CastAttrs>().dtype, [&](auto to_tag) {

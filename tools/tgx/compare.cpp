@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "tracegraph/ops.h"
 
 namespace tgx {
 namespace {
