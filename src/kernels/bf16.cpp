@@ -84,7 +84,9 @@ void bf16_gemm(int m, int n, int k, const bfloat16_t* a, int lda, bool ta, const
   const int panels = (n + kPanelCols - 1) / kPanelCols;
   const int row_blocks = (m + kBlockRows - 1) / kBlockRows;
   const int64_t pairs = (k + 1) / 2;
-  std::vector<uint16_t> packed(static_cast<std::size_t>(panels * pairs * 2 * kPanelCols));
+  // Kept per thread between calls: a fresh buffer of this size costs page faults every step.
+  thread_local std::vector<uint16_t> packed;
+  packed.resize(static_cast<std::size_t>(panels * pairs * 2 * kPanelCols));
   const int64_t flops = int64_t{2} * m * n * k;
   // Parts fixed by the sizes alone; each element of C is computed by one part, whole, so the
   // bits never depend on the thread count.

@@ -20,20 +20,29 @@
 namespace tg::detail::bf16_avx512 {
 namespace {
 
-inline uint16_t element(const uint16_t* x, int ld, bool transposed, int64_t row, int64_t col) {
-  return transposed ? x[col * ld + row] : x[row * ld + col];
-}
-
 // Rows [row0, row0 + kBlockRows) of op(A) as pairs: out[q * kBlockRows + r], zeros past m and k.
 void pack_a(int m, int k, const uint16_t* a, int lda, bool ta, int row0, uint32_t* out) {
   const int64_t pairs = (k + 1) / 2;
+  if (ta) {
+    // A's rows are stored as columns: pair q of the block's rows lies in stored rows 2q and
+    // 2q + 1, side by side, so read them in that order.
+    const int rows = std::min(kBlockRows, m - row0);
+    for (int64_t q = 0; q < pairs; ++q) {
+      const uint16_t* lo = a + 2 * q * lda + row0;
+      const uint16_t* hi = 2 * q + 1 < k ? lo + lda : nullptr;
+      uint32_t* dst = out + q * kBlockRows;
+      for (int r = 0; r < rows; ++r) dst[r] = lo[r] | (hi ? static_cast<uint32_t>(hi[r]) << 16 : 0u);
+      for (int r = rows; r < kBlockRows; ++r) dst[r] = 0;
+    }
+    return;
+  }
   for (int r = 0; r < kBlockRows; ++r) {
     const int64_t i = row0 + r;
     if (i >= m) {
       for (int64_t q = 0; q < pairs; ++q) out[q * kBlockRows + r] = 0;
       continue;
     }
-    if (!ta) {
+    {
       const uint16_t* row = a + i * lda;
       for (int64_t q = 0; q < k / 2; ++q) {
         uint32_t v;
@@ -41,12 +50,6 @@ void pack_a(int m, int k, const uint16_t* a, int lda, bool ta, int row0, uint32_
         out[q * kBlockRows + r] = v;
       }
       if (k % 2) out[(pairs - 1) * kBlockRows + r] = row[k - 1];
-    } else {
-      for (int64_t q = 0; q < pairs; ++q) {
-        const uint32_t lo = element(a, lda, true, i, 2 * q);
-        const uint32_t hi = 2 * q + 1 < k ? element(a, lda, true, i, 2 * q + 1) : 0u;
-        out[q * kBlockRows + r] = lo | (hi << 16);
-      }
     }
   }
 }
