@@ -948,14 +948,34 @@ std::vector<Tensor> if_rule(NodeContext& c) {
 struct LoopMemo {
   std::vector<TensorShape> carried;
   std::vector<DType> scans;
+  std::vector<TensorShape> scan_shapes;  // what the body computes (or declares) per scan output
 };
 // Thrown out of a Loop body traced with shapes or dtypes it does not keep (caught by its rule).
 struct RetraceLoop {};
 constexpr int kLoopTraces = 4;  // a Loop's body is traced at most this often per trace of its graph
+// Scan outputs of a Loop with a constant M whose elements have a static shape are arrays of M
+// elements from the start (so that the loop differentiates) up to this many bytes each.
+constexpr uint64_t kFixedScanBytes = uint64_t{1} << 30;
+
+// A declared type's shape when every dim has a value; else unknown.
+TensorShape declared_static_shape(const onnx::ValueInfoProto& v) {
+  if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape()) return TensorShape::unknown_rank();
+  const auto& dims = v.type().tensor_type().shape().dim();
+  if (dims.size() > 32) return TensorShape::unknown_rank();
+  std::vector<int64_t> out;
+  for (const auto& d : dims) {
+    if (!d.has_dim_value() || d.dim_value() < 0) return TensorShape::unknown_rank();
+    out.push_back(d.dim_value());
+  }
+  return TensorShape(out);
+}
 
 // Loop (M, cond, v...) with body (iteration, cond, v...) -> (cond, v..., scans...): a while_loop
 // over (iteration, cond, v..., one TensorArray per scan output), whose condition is "cond, and
 // iteration < M" (M a constant: maximum_iterations); the scan outputs are the arrays stacked.
+// With a constant M and static element shapes the arrays have M elements from the start (a loop
+// that differentiates keeps its variables' shapes), and the stack is cut to the iterations run
+// unless the condition is a constant true.
 std::vector<Tensor> loop_rule(NodeContext& c) {
   const onnx::GraphProto* body = c.subgraph("body");
   if (!body) c.malformed("it has no graph attribute 'body'");
@@ -998,6 +1018,7 @@ std::vector<Tensor> loop_rule(NodeContext& c) {
       const auto& out = body->output(static_cast<int>(1 + nn + s));
       const std::optional<DType> d = out.type().has_tensor_type() ? dtype_of(out.type().tensor_type().elem_type()) : std::nullopt;
       fresh.scans.push_back(d.value_or(DType::Float32));
+      fresh.scan_shapes.push_back(declared_static_shape(out));
     }
     any = std::move(fresh);
   }
@@ -1009,8 +1030,18 @@ std::vector<Tensor> loop_rule(NodeContext& c) {
     std::vector<Tensor> vars = init;
     std::vector<FlatLeaf> flat_leaves = leaves;
     std::vector<TensorArray> arrays;
+    const int64_t trips = options.maximum_iterations;
+    bool fixed = trips >= 0 && nk > 0;
+    for (std::size_t s = 0; s < nk && fixed; ++s) {
+      const TensorShape& e = memo.scan_shapes[s];
+      fixed = e.is_fully_defined() &&
+              (e.num_elements() == 0 ||
+               static_cast<uint64_t>(trips) <= kFixedScanBytes / dtype_size(memo.scans[s]) / static_cast<uint64_t>(e.num_elements()));
+    }
+    bool always = !init[1].is_symbolic() && init[1].item<bool>();  // the body's condition is a constant true too
     for (std::size_t s = 0; s < nk; ++s) {
-      arrays.emplace_back(memo.scans[s], 0, true);
+      if (fixed) arrays.emplace_back(memo.scans[s], trips, false, memo.scan_shapes[s]);
+      else arrays.emplace_back(memo.scans[s], 0, true);
       vars.push_back(arrays.back().flow());
       flat_leaves.push_back({body->output(static_cast<int>(1 + nn + s)).name(), true});
     }
@@ -1026,6 +1057,7 @@ std::vector<Tensor> loop_rule(NodeContext& c) {
       const std::vector<Tensor> in(v.begin(), v.begin() + 2 + n);
       const std::vector<Tensor> out = c.run_subgraph("body", in);
       std::vector<Tensor> next{add(v[0], constant(int64_t{1})), scalar_result(c, out[0], "the body's condition (output 0)")};
+      always = always && !next[1].is_symbolic() && next[1].item<bool>();
       bool retrace = false;
       for (std::size_t j = 0; j < nn; ++j) {
         const Tensor& r = out[1 + j];
@@ -1042,6 +1074,13 @@ std::vector<Tensor> loop_rule(NodeContext& c) {
           retrace = true;
         }
         scan_shapes[s] = r.shape();
+        const TensorShape& known = memo.scan_shapes[s];
+        if (!known.has_rank() || !r.shape().is_subtype_of(known)) {
+          memo.scan_shapes[s] = known.has_rank() && known.rank() == r.shape().rank() ? known.most_specific_common_supertype(r.shape())
+                                                                                      : r.shape();
+          // Traced again when the arrays could be made whole (or were made with another shape).
+          retrace |= fixed || (trips >= 0 && memo.scan_shapes[s].is_fully_defined());
+        }
       }
       if (retrace && !last) throw RetraceLoop{};
       for (std::size_t s = 0; s < nk; ++s) next.push_back(arrays[s].with_flow(v[2 + nn + s]).write(v[0], out[1 + nn + s]).flow());
@@ -1057,6 +1096,11 @@ std::vector<Tensor> loop_rule(NodeContext& c) {
     for (std::size_t s = 0; s < nk; ++s) {
       // The stacked array's element shape is what the body computes (zero iterations stack to
       // (0, element...) when it is fully known).
+      if (fixed) {
+        const Tensor stacked = arrays[s].with_flow(result[2 + nn + s]).stack();
+        outs.push_back(always ? stacked : gather(stacked, tg::range(result[0])));
+        continue;
+      }
       const TensorArray done = TensorArray(memo.scans[s], 0, true, scan_shapes[s]).with_flow(result[2 + nn + s]);
       outs.push_back(done.stack());
     }
@@ -1104,8 +1148,9 @@ const ImportRule kRules[] = {
     {"LessOrEqual", 12, "", less_equal_rule},
     {"Log", 6, "", unary<log>},
     {"Loop", 11, "a tg::while_loop over the iteration number, the condition and the loop-carried values (M a constant: "
-     "maximum_iterations); scan outputs as tg::TensorArrays, stacked; a loop-carried value may change its shape "
-     "(its changing dims become None)", loop_rule},
+     "maximum_iterations); scan outputs as tg::TensorArrays, stacked (of M elements when M is a constant and their "
+     "shape static, so that gradients flow through them); a loop-carried value may change its shape (its changing "
+     "dims become None)", loop_rule},
     {"LogSoftmax", 1, "", log_softmax_rule},
     {"MatMul", 1, "", matmul_rule},
     {"Max", 8, "", max_rule},

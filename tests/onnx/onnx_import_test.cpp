@@ -997,4 +997,57 @@ TEST(OnnxImportTraining, GradientsFlowThroughImportedCondAndLoop) {
   }
 }
 
+// Gradients through a Loop's scan output: with a constant M and a static element shape the
+// arrays are whole from the start. acc <- acc * x from acc = x: the rows are x^2 .. x^5. With a
+// condition that stops the loop early, the rows are cut to the iterations run.
+TEST(OnnxImportTraining, GradientsFlowThroughAScanOutput) {
+  auto loop_model = [](bool stop_early) {
+    Model m;
+    m.input("x", kF, {3});
+    m.ints("M", {}, {4});
+    m.floats("limit", {}, {10.0f});
+    Sub body("body");
+    body.input("i", kI64, {});
+    body.input("c", kBool, {});
+    body.input("acc", kF, {3});
+    body.node("Mul", {"acc", "x"}, {"acc_next"});
+    if (stop_early) {
+      body.node("ReduceMax", {"acc_next"}, {"top"});
+      attr(*body.g.mutable_node(1), "keepdims", int64_t{0});
+      body.node("Less", {"top", "limit"}, {"c_next"});
+    } else {
+      body.node("Identity", {"c"}, {"c_next"});
+    }
+    body.output("c_next");
+    body.output("acc_next");
+    body.output("acc_next");
+    attr(m.node("Loop", {"M", "", "x"}, {"acc_final", "rows"}), "body", body.g);
+    m.output("acc_final");
+    m.output("rows");
+    return m.load();
+  };
+  const tg::Tensor x = tg::constant({1.0f, 2.0f, 0.5f});
+  for (const bool stop_early : {false, true}) {
+    const tg::LoadedFunction f = loop_model(stop_early);
+    auto step = tg::function([&](const tg::Tensor& xb) {
+      tg::GradientTape tape;
+      tape.watch(xb);
+      const tg::Outputs o = f(xb);
+      return std::make_pair(o[1], tape.gradient(tg::reduce_sum(o[1]), xb));
+    });
+    const auto [rows, grad] = step(x);
+    // Without the stop: 4 rows. With it: 2^2, 2^3 = 8, 2^4 = 16 >= 10 stops after 3 rows.
+    const int n = stop_early ? 3 : 4;
+    std::vector<float> want_rows, want_grad(3, 0.0f);
+    for (int k = 0; k < n; ++k)
+      for (std::size_t j = 0; j < 3; ++j) {
+        const float v = x.to_vector<float>()[j];
+        want_rows.push_back(std::pow(v, static_cast<float>(k + 2)));
+        want_grad[j] += static_cast<float>(k + 2) * std::pow(v, static_cast<float>(k + 1));
+      }
+    expect_close(rows, tg::constant(want_rows, {n, 3}), 1e-6, 0, "rows");
+    expect_close(grad, tg::constant(want_grad, {3}), 1e-5, 0, "gradient");
+  }
+}
+
 }  // namespace
