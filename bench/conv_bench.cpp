@@ -4,6 +4,7 @@
 // through tracegraph eagerly and traced, and through two hand-written references
 // (reference_cpp.cpp): im2col + cblas_sgemm, and direct loop nests. bench/torch_bench.py runs
 // the same in PyTorch.
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -165,23 +166,30 @@ void BM_ConvLayer(benchmark::State& state, LayerShape shape, LayerDirection dir,
   namespace dnn = tg::detail::onednn;
   tg::config::set_num_threads(static_cast<int>(state.range(0)));
   const d::ConvGeom g = layer_geom(shape);
-  auto buf = [](int64_t n, float v) { return std::vector<float>(static_cast<std::size_t>(n), v); };
-  std::vector<float> x = buf(g.n * g.h * g.w * g.c, 0.5f), f = buf(g.k() * g.oc, 0.01f),
-                     y = buf(g.n * g.oh * g.ow * g.oc, 0.25f);
+  // Buffers aligned to 64 bytes, as tracegraph's tensors are.
+  std::vector<std::vector<float>> storage;
+  auto buf = [&](int64_t n, float v) {
+    storage.emplace_back(static_cast<std::size_t>(n + 16), v);
+    const auto at = reinterpret_cast<std::uintptr_t>(storage.back().data());
+    return reinterpret_cast<float*>((at + 63) & ~std::uintptr_t{63});
+  };
+  float* x = buf(g.n * g.h * g.w * g.c, 0.5f);
+  float* f = buf(g.k() * g.oc, 0.01f);
+  float* y = buf(g.n * g.oh * g.ow * g.oc, 0.25f);
   const auto layout = backend == LayerBackend::onednn_blocked ? dnn::ActivationLayout::blocked : dnn::ActivationLayout::nhwc;
   // One call: false when oneDNN has no optimised kernel for it.
   auto run = [&] {
     if (backend == LayerBackend::own) {
       d::set_conv_backend(d::ConvBackend::own);
-      if (dir == LayerDirection::forward) d::conv_forward<float>(g, x.data(), f.data(), y.data());
-      else if (dir == LayerDirection::backprop_input) d::conv_backprop_input<float>(g, f.data(), y.data(), x.data());
-      else d::conv_backprop_filter<float>(g, x.data(), y.data(), f.data());
+      if (dir == LayerDirection::forward) d::conv_forward<float>(g, x, f, y);
+      else if (dir == LayerDirection::backprop_input) d::conv_backprop_input<float>(g, f, y, x);
+      else d::conv_backprop_filter<float>(g, x, y, f);
       d::set_conv_backend(d::ConvBackend::automatic);
       return true;
     }
-    if (dir == LayerDirection::forward) return dnn::conv_forward(g, x.data(), f.data(), y.data(), nullptr, layout);
-    if (dir == LayerDirection::backprop_input) return dnn::conv_backprop_input(g, f.data(), y.data(), x.data(), layout);
-    return dnn::conv_backprop_filter(g, x.data(), y.data(), f.data(), layout);
+    if (dir == LayerDirection::forward) return dnn::conv_forward(g, x, f, y, nullptr, layout);
+    if (dir == LayerDirection::backprop_input) return dnn::conv_backprop_input(g, f, y, x, layout);
+    return dnn::conv_backprop_filter(g, x, y, f, layout);
   };
   if (!run()) {  // also creates oneDNN's primitives, outside the timed loop
     state.SkipWithError("oneDNN has no optimised kernel for this convolution");
