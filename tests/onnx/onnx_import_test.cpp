@@ -766,10 +766,34 @@ TEST(OnnxImportControlFlow, LoopWithConditionOnlyAndAGrowingValue) {
   body.node("Less", {"i", "three"}, {"again"});
   body.output("again");
   body.output("v_next");
+  Model both_empty = m;  // no M and no cond: the first iteration runs, then the body's condition decides
   attr(m.node("Loop", {"", "go", "start"}, {"v_final"}), "body", body.g);
   m.output("v_final");
   const tg::LoadedFunction f = m.load();
   expect_close(f(tg::constant(std::vector<int64_t>{7}, {1})), tg::constant(std::vector<int64_t>{7, 0, 1, 2, 3}, {5}), 0, 0, "grown");
+  attr(both_empty.node("Loop", {"", "", "start"}, {"v_final"}), "body", body.g);
+  both_empty.output("v_final");
+  expect_close(both_empty.load()(tg::constant(std::vector<int64_t>{7}, {1})),
+               tg::constant(std::vector<int64_t>{7, 0, 1, 2, 3}, {5}), 0, 0, "grown without M and cond");
+
+  // A body that passes its values through (no nodes) and scans an enclosing value: M rows of it.
+  Model p;
+  p.input("v", kF, {2});
+  p.ints("M", {}, {3});
+  p.floats("w", {2}, {5.0f, 6.0f});
+  Sub pass("pass");
+  pass.input("i", kI64, {});
+  pass.input("c", kBool, {});
+  pass.input("u", kF, {2});
+  pass.output("c");
+  pass.output("u");
+  pass.output("w");
+  attr(p.node("Loop", {"M", "", "v"}, {"u_final", "ws"}), "body", pass.g);
+  p.output("u_final");
+  p.output("ws");
+  const tg::Outputs out = p.load()(tg::constant({1.0f, 2.0f}));
+  expect_close(out[0], tg::constant({1.0f, 2.0f}), 0, 0, "passed through");
+  expect_close(out[1], tg::constant({{5.0f, 6.0f}, {5.0f, 6.0f}, {5.0f, 6.0f}}), 0, 0, "scanned w");
 }
 
 // Loop with M and cond both graph inputs: M bounds the count, cond false runs nothing, a
@@ -842,6 +866,22 @@ TEST(OnnxImportControlFlow, IfReadsEnclosingValues) {
   attr(n2, "else_branch", e2.g);
   c.output("y");
   expect_close(c.load()(x), tg::constant({-3.0f, -4.0f}), 0, 0, "constant condition");
+
+  // Branches without nodes: the outputs are the enclosing graph's values themselves.
+  Model d;
+  d.input("p", kBool, {});
+  d.input("x", kF, {2});
+  d.floats("w", {2}, {1.0f, -2.0f});
+  Sub t3("then"), e3("else");
+  t3.output("x");
+  e3.output("w");
+  onnx::NodeProto& n3 = d.node("If", {"p"}, {"y"});
+  attr(n3, "then_branch", t3.g);
+  attr(n3, "else_branch", e3.g);
+  d.output("y");
+  const tg::LoadedFunction passthrough = d.load();
+  expect_close(passthrough(tg::constant(true), x), x, 0, 0, "then: x");
+  expect_close(passthrough(tg::constant(false), x), tg::constant({1.0f, -2.0f}), 0, 0, "else: w");
 }
 
 TEST(OnnxImportControlFlow, MalformedSubGraphsAreRefused) {
