@@ -149,6 +149,11 @@ TG_OP_CASES(grouped_conv) {
       {"4x2 SAME stride (1, 2), even padding", {2, 5, 6, 2}, {4, 2, 2, 1}, {1, 2}, true},
       {"window as large as the input, VALID", {2, 3, 4, 5}, {3, 4, 5, 1}, {1, 1}, false},
       {"rows on the thread pool, 32 channels", {4, 20, 20, 32}, {3, 3, 32, 1}, {1, 1}, true},
+      // Stride 1 computes four output pixels at once where their windows lie inside the input.
+      {"23 columns, 37 channels (blocks of four pixels, a channel tail)", {1, 5, 23, 37}, {3, 3, 37, 1}, {1, 1}, true},
+      {"VALID dilation 2, 80 channels (a 64-channel block of four pixels)", {1, 9, 26, 80}, {3, 3, 80, 1}, {1, 1},
+       false, {2, 2}},
+      {"5x3 SAME, 11 columns, 16 channels, batch 2", {2, 6, 11, 16}, {5, 3, 16, 1}, {1, 1}, true},
       {"float64 multiplier 3, stride 2", {2, 6, 7, 2}, {3, 3, 2, 3}, {2, 2}, true, {1, 1}, float64},
   };
   for (const Geometry& c : depthwise) {
@@ -225,7 +230,8 @@ TEST(GroupedConv, DepthwiseKernelsAgreeAcrossBuildsAndThreadCounts) {
   auto run = [&] {
     return std::vector<Tensor>{depthwise_conv2d(x, f, {2, 2}, Padding::Same),
                                detail::conv2d_backprop_input(x, grouped_f, dy, a),
-                               detail::conv2d_backprop_filter(x, grouped_f, dy, a)};
+                               detail::conv2d_backprop_filter(x, grouped_f, dy, a),
+                               depthwise_conv2d(x, f, {1, 1}, Padding::Same)};
   };
   const std::vector<Tensor> first = run(), again = run();
   for (std::size_t i = 0; i < first.size(); ++i) EXPECT_TENSOR_EQ(first[i], again[i]);
