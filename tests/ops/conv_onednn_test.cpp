@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -221,6 +222,33 @@ TEST(OneDnnConv, DispatchFollowsTheBackendSetting) {
   set_conv_backend(ConvBackend::automatic);
   EXPECT_EQ(forced, direct);
   for (std::size_t i = 0; i < own.size(); ++i) EXPECT_NEAR(own[i], direct[i], 1e-4);
+}
+
+// This process's thread count, from /proc (-1 where there is none).
+int process_threads() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+  return -1;
+}
+
+// oneDNN runs on one OpenMP thread per call, on the pool's threads: no OpenMP team is started
+// (its idle workers would spin on the pool's cores).
+TEST(OneDnnConv, StartsNoThreadsBesideThePool) {
+  const int threads = num_threads();
+  set_num_threads(2);
+  const Case& c = cases()[6];  // several images: parts on both pool threads
+  const ConvGeom g = c.geom();
+  const std::vector<float> x = values(sizes(g).x, 1), f = values(sizes(g).f, 2);
+  ASSERT_FALSE(run_onednn(ConvDirection::forward, g, x, f).empty());  // the pool's threads exist now
+  const int before = process_threads();
+  if (before < 0) GTEST_SKIP() << "no /proc/self/status";
+  for (ConvDirection d : kDirections) {
+    const auto [a, b] = operands(d, g, 3);
+    EXPECT_FALSE(run_onednn(d, g, a, b).empty());
+  }
+  EXPECT_EQ(process_threads(), before);
+  set_num_threads(threads);
 }
 
 // The automatic choice on the measured shapes: the CNN's second layer (32 channels in) goes to
