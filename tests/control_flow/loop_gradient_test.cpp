@@ -166,6 +166,30 @@ TEST(LoopGradient, NoIterationGivesThePassThroughAndZeros) {
   EXPECT_TENSOR_EQ(got[3], zeros_like(in.b));
 }
 
+TEST(LoopGradient, ABodyWithACondAndANestedLoopMatchesTheEagerTape) {
+  // y_{t+1} = cond(sum(y) > 0, sin(y) * w, y * y) then three times y = tanh(y * w) inside.
+  auto model = [](const Tensor& x, const Tensor& w) {
+    const Tensor y = for_range(4, x, [&](const Tensor&, const Tensor& s) {
+      const Tensor c = cond(reduce_sum(s) > 0.0, [&] { return sin(s) * w; }, [&] { return s * s; });
+      return for_range(3, c, [&](const Tensor&, const Tensor& v) { return tanh(v * w); });
+    });
+    return reduce_sum(y * y);
+  };
+  auto grads = [&](const Tensor& x, const Tensor& w) {
+    GradientTape tape;
+    tape.watch(x);
+    tape.watch(w);
+    return tape.gradient(model(x, w), std::vector<Tensor>{x, w});
+  };
+  auto traced = function(grads);
+  for (const std::vector<double>& xv : {std::vector<double>{0.3, -0.2, 0.5}, std::vector<double>{-0.4, -0.3, 0.1}}) {
+    const Tensor x = constant(xv, {3}, float64), w = constant(std::vector<double>{0.9, -1.2, 1.4}, {3}, float64);
+    const std::vector<Tensor> got = traced(x, w), want = grads(x, w);  // eagerly: C++ loops
+    EXPECT_TENSOR_NEAR(got[0], want[0], 1e-12);
+    EXPECT_TENSOR_NEAR(got[1], want[1], 1e-12);
+  }
+}
+
 TEST(TensorArrayAppend, WritesInPlaceOnlyWhereNoOtherArraySeesTheRow) {
   TensorArray a(float32, 0, true, TensorShape{2});
   a = a.write(0, constant(std::vector<float>{1, 2}, {2}));
