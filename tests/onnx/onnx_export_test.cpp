@@ -546,45 +546,60 @@ TEST(OnnxExport, AttentionGradients) {
   write_dims("attention_grad", {});
 }
 
-// A train step of an LSTM (tg::for_range over the time steps, a TensorArray for the outputs, and
-// the loop's gradient) with SGD, exported with variables_as_inputs.
-TEST(OnnxExport, LstmTrainStepWithVariablesAsInputs) {
-  tg::nn::LSTM lstm(3, 4, {.return_sequences = true, .seed = 161, .name = "lstm"});
+// A train step of a recurrent layer (tg::for_range over the time steps, a TensorArray for the
+// outputs, and the loop's gradient) exported with variables_as_inputs; a mask skips steps.
+template <class Layer>
+void export_recurrent_step(const std::string& name, const Layer& rnn, tg::optim::Optimizer& opt) {
   tg::nn::Dense head{4, 2, nullptr, /*seed=*/162, tg::float32, "head"};
-  tg::optim::SGD sgd(0.1);
-  std::vector<tg::Variable> vars = lstm.trainable_variables();
+  std::vector<tg::Variable> vars = rnn.trainable_variables();
   for (const auto& v : head.trainable_variables()) vars.push_back(v);
+  const tg::Tensor x = uniform({2, 5, 3}, 163), y = uniform({2, 5, 2}, 164);
+  const tg::Tensor mask = tg::constant({{true, true, false, true, true}, {true, true, true, true, false}});
+  auto loss_of = [&](const tg::Tensor& xb, const tg::Tensor& yb, const tg::Tensor& mb) {
+    return tg::reduce_mean(tg::square(head(rnn(xb, {.mask = mb})[0]) - yb));
+  };
   auto train_step = tg::function(
-      [&](const tg::Tensor& x, const tg::Tensor& y) {
+      [&](const tg::Tensor& xb, const tg::Tensor& yb, const tg::Tensor& mb) {
         tg::GradientTape tape;
-        const tg::Tensor h = lstm(x)[0];
-        const tg::Tensor loss = tg::reduce_mean(tg::square(head(h) - y));
-        sgd.apply_gradients(tape.gradient(loss, vars), vars);
+        const tg::Tensor loss = loss_of(xb, yb, mb);
+        opt.apply_gradients(tape.gradient(loss, vars), vars);
         return loss;
       },
-      {.name = "lstm_step", .arg_names = {"x", "y"}});
-  const tg::Tensor x = uniform({2, 5, 3}, 163), y = uniform({2, 5, 2}, 164);
+      {.name = name, .arg_names = {"x", "y", "mask"}});
   {
+    // the optimizer makes its Variables on its first step
     tg::GradientTape tape;
-    const tg::Tensor loss = tg::reduce_mean(tg::square(head(lstm(x)[0]) - y));
-    sgd.apply_gradients(tape.gradient(loss, vars), vars);
+    const tg::Tensor loss = loss_of(x, y, mask);
+    opt.apply_gradients(tape.gradient(loss, vars), vars);
   }
-  // The step writes the weights and the step counter, and reads the learning rate.
+  // The step writes the weights, the step counter and any slots, and reads the learning rate.
   std::vector<tg::Variable> written = vars;
-  const std::vector<tg::Variable> own = sgd.variables();
+  const std::vector<tg::Variable> own = opt.variables();
   written.insert(written.end(), own.begin() + 1, own.end());
-  std::vector<std::pair<std::string, tg::Tensor>> inputs{{"x", x}, {"y", y}};
+  std::vector<std::pair<std::string, tg::Tensor>> inputs{{"x", x}, {"y", y}, {"mask", mask}};
   for (const tg::Variable& v : written) inputs.emplace_back(v.name(), v.read_value() + tg::zeros_like(v.read_value()));
   inputs.emplace_back(own[0].name(), own[0].read_value());
-  const tg::Tensor loss = train_step(x, y);
+  const tg::Tensor loss = train_step(x, y, mask);
   std::vector<std::pair<std::string, tg::Tensor>> updated;
   for (const tg::Variable& v : written) updated.emplace_back(v.name() + "/new", v.read_value());
-  EXPECT_GT(tg::reduce_max(tg::abs(updated[0].second - inputs[2].second)).item<float>(), 0.0f);
+  EXPECT_GT(tg::reduce_max(tg::abs(updated[0].second - inputs[3].second)).item<float>(), 0.0f);
   tg::OnnxOptions options;
   options.variables_as_inputs = true;
-  tg::export_onnx(model_path("lstm_step"), train_step, options);
-  write_run("lstm_step", 0, inputs, {loss}, updated);
-  write_dims("lstm_step", {});
+  tg::export_onnx(model_path(name), train_step, options);
+  write_run(name, 0, inputs, {loss}, updated);
+  write_dims(name, {});
+}
+
+TEST(OnnxExport, LstmTrainStepWithVariablesAsInputs) {
+  tg::nn::LSTM lstm(3, 4, {.return_sequences = true, .seed = 161, .name = "lstm"});
+  tg::optim::SGD sgd(0.1);
+  export_recurrent_step("lstm_step", lstm, sgd);
+}
+
+TEST(OnnxExport, GruAdamTrainStepWithVariablesAsInputs) {
+  tg::nn::GRU gru(3, 4, {.return_sequences = true, .go_backwards = true, .seed = 165, .name = "gru"});
+  tg::optim::Adam adam(0.01);
+  export_recurrent_step("gru_step", gru, adam);
 }
 
 // Refusals: a typed error naming the op, and no file.
