@@ -10,7 +10,7 @@ from tracegraph import _core
 from tracegraph import dtypes
 from tracegraph import errors
 from tracegraph._tensor import Tensor, TensorShape, is_tensor, newaxis, unknown_shape
-from tracegraph.dtypes import DType, as_dtype, bool, double, float32, float64, int32, int64, string, uint8  # pylint: disable=redefined-builtin
+from tracegraph.dtypes import DType, as_dtype, bfloat16, bool, double, float32, float64, int32, int64, string, uint8  # pylint: disable=redefined-builtin
 
 from tracegraph._core import (  # TF's top-level functions
     abs, add, argmax, argmin, argsort, boolean_mask, broadcast_to, cast, clip_by_value, concat,

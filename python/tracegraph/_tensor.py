@@ -231,8 +231,12 @@ def _numpy(self):
 
 
 def _numpy_text(tensor, is_repr):
-    value = tensor.numpy()
+    # NumPy has no bfloat16: its values print as the float32 values they are exactly.
+    is_bf16 = tensor.dtype == dtypes.bfloat16
+    value = (_core.cast(tensor, dtypes.float32) if is_bf16 else tensor).numpy()
     text = repr(value) if is_repr else str(value)
+    if is_bf16:
+        text = text.replace("dtype=float32", "dtype=bfloat16")
     if "\n" in text:
         text = "\n" + text
     return text

@@ -6,7 +6,10 @@ import numpy as np
 from tracegraph import _core
 
 __all__ = ["DType", "as_dtype", "float32", "float64", "double", "int32", "int64", "uint8", "bool",
-           "string", "cast"]
+           "string", "bfloat16", "cast"]
+
+# bfloat16's largest finite value, (2 - 2^-7) * 2^127: NumPy has no bfloat16 to ask.
+_BFLOAT16_MAX = 3.3895313892515355e38
 
 
 class DType:
@@ -71,7 +74,7 @@ class DType:
 
     @property
     def is_numpy_compatible(self):
-        return True
+        return self._numpy is not None
 
     @property
     def size(self):
@@ -79,6 +82,8 @@ class DType:
 
     @property
     def min(self):
+        if self._numpy is None:
+            return -_BFLOAT16_MAX
         if self._kind == "f":
             return float(np.finfo(self._numpy).min)
         if self._kind in ("i", "u"):
@@ -87,6 +92,8 @@ class DType:
 
     @property
     def max(self):
+        if self._numpy is None:
+            return _BFLOAT16_MAX
         if self._kind == "f":
             return float(np.finfo(self._numpy).max)
         if self._kind in ("i", "u"):
@@ -133,9 +140,12 @@ int64 = DType(3, "int64", np.int64, 9, "i", 8)
 bool = DType(4, "bool", np.bool_, 10, "b", 1)  # pylint: disable=redefined-builtin
 string = DType(5, "string", np.object_, 7, "s", 0)
 uint8 = DType(6, "uint8", np.uint8, 4, "u", 1)
+# NumPy has no bfloat16 (TensorFlow's as_numpy_dtype is ml_dtypes' type, which this Python lacks):
+# as_numpy_dtype is None, and .numpy() of a bfloat16 tensor raises (docs/DECISIONS.md).
+bfloat16 = DType(7, "bfloat16", None, 14, "f", 2)
 double = float64
 
-_BY_ENUM = (float32, float64, int32, int64, bool, string, uint8)
+_BY_ENUM = (float32, float64, int32, int64, bool, string, uint8, bfloat16)
 if [d.name for d in _BY_ENUM] != list(_core._dtype_names):
     raise ImportError("tracegraph: the Python dtypes do not match the extension module's "
                       f"({_core._dtype_names}); rebuild the package")
@@ -175,7 +185,7 @@ def as_dtype(type_value):
         if np_dtype.kind in ("U", "S", "O"):
             return string
         for d in _BY_ENUM:
-            if d is not string and np.dtype(d.as_numpy_dtype) == np_dtype:
+            if d is not string and d.as_numpy_dtype is not None and np.dtype(d.as_numpy_dtype) == np_dtype:
                 return d
         raise TypeError(f"Cannot convert the NumPy dtype {np_dtype} to a tracegraph DType: "
                         "tracegraph has float32, float64, int32, int64, uint8, bool and string.")
