@@ -445,6 +445,14 @@ Tensor conv2d_transpose(const Tensor& input, const Tensor& filter, std::vector<i
                                            output_shape[3], " channels but the filter ", fs.to_string(),
                                            " makes ", fs.dims()[2],
                                            " (dim 2 is out_channels); they must be equal");
+  if (output_shape.size() == 4 && output_shape[3] >= 0 && (!fs.has_rank() || fs.dims()[2] == None)) {
+    // Tracing does not know the filter's out_channels: seen as (kh, kw, output channels, in), a
+    // filter of other out_channels fails at run time instead of running as a grouped transpose.
+    const Tensor dims = shape(filter);
+    const Tensor want = concat({slice(dims, {0}, {2}), constant({static_cast<int32_t>(output_shape[3])}),
+                                slice(dims, {3}, {1})}, 0);
+    return detail::conv2d_transpose_grouped(input, reshape(filter, want), std::move(output_shape), a);
+  }
   return detail::conv2d_transpose_grouped(input, filter, std::move(output_shape), a);
 }
 

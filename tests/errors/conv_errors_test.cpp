@@ -77,6 +77,12 @@ TEST(ConvErrors, Conv2dTransposeOutputShapeMustFit) {
                    "[conv2d_transpose]", "size -8 in dim 1");
   EXPECT_THROW_MSG(conv2d_transpose(x, zeros({3, 3, 2, 3}, float64), {1, 8, 8, 2}, {2, 2}, Padding::Same),
                    InvalidArgumentError, "[conv2d_transpose]", "of one dtype");
+  // A filter whose out_channels tracing does not know is checked when the function runs.
+  auto traced = function([](const Tensor& in, const Tensor& w) {
+    return conv2d_transpose(in, w, {1, 8, 8, 2}, {2, 2}, Padding::Same);
+  }, {.input_signature = std::vector<TensorSpec>{TensorSpec({1, 4, 4, 3}, float32), TensorSpec({3, 3, None, 3}, float32)}});
+  EXPECT_EQ(traced(x, ones({3, 3, 2, 3})).shape(), (TensorShape{1, 8, 8, 2}));
+  EXPECT_THROW(traced(x, ones({3, 3, 1, 3})), InvalidArgumentError);
   // Both 7 and 8 map onto 4 at stride 2 SAME: either is accepted.
   EXPECT_EQ(conv2d_transpose(x, f, {1, 7, 8, 2}, {2, 2}, Padding::Same).shape(), (TensorShape{1, 7, 8, 2}));
 }
