@@ -110,8 +110,8 @@ using tg::abs, tg::add, tg::avg_pool2d, tg::cast, tg::ceil, tg::concat, tg::cons
     tg::identity, tg::leaky_relu, tg::less, tg::less_equal, tg::log, tg::log_softmax, tg::logical_and,
     tg::logical_not, tg::logical_or, tg::matmul, tg::max_pool2d, tg::maximum, tg::minimum, tg::mod, tg::mul, tg::neg,
     tg::not_equal, tg::ones, tg::ones_like, tg::pad, tg::pow, tg::reduce_max, tg::reduce_mean, tg::reduce_min,
-    tg::reduce_prod, tg::reduce_sum, tg::relu, tg::reshape, tg::rsqrt, tg::shape, tg::sigmoid, tg::size, tg::slice,
-    tg::softmax, tg::split, tg::sqrt, tg::square, tg::squeeze, tg::stack, tg::sub, tg::tanh, tg::transpose, tg::where,
+    tg::reduce_prod, tg::reduce_sum, tg::relu, tg::reshape, tg::rsqrt, tg::scatter_nd, tg::shape, tg::sigmoid, tg::size, tg::slice,
+    tg::softmax, tg::split, tg::sqrt, tg::square, tg::squeeze, tg::stack, tg::sub, tg::tanh, tg::tensor_scatter_nd_add, tg::transpose, tg::where,
     tg::zeros, tg::zeros_like;
 
 // ---- helpers ---------------------------------------------------------------------------------
@@ -829,6 +829,30 @@ std::vector<Tensor> gather_rule(NodeContext& c) {
   return {gather(x, idx, static_cast<int>(axis))};
 }
 
+// ScatterND: data with updates at the index tuples of indices' last dim (negative entries count
+// from the end of their dim); reduction none replaces (repeated tuples are undefined in ONNX),
+// add adds (tensor_scatter_nd_add).
+std::vector<Tensor> scatter_nd_rule(NodeContext& c) {
+  const Tensor data = c.in(0), updates = c.in(2);
+  Tensor idx = c.in(1);
+  if (idx.dtype() != DType::Int64) c.malformed(str_cat("its indices are ", to_string(idx.dtype()), "; ONNX's are int64"));
+  const int64_t ri = c.rank(1);
+  const int64_t rd = c.rank(0);
+  const int64_t k = ri > 0 ? dims_of(idx)[static_cast<std::size_t>(ri - 1)] : -1;
+  if (k < 0) c.refuse("the length of its index tuples (the indices' last dim) is not known while importing");
+  if (k > rd) c.malformed(str_cat("its index tuples have ", k, " entries for data of rank ", rd));
+  const std::string reduction = c.attr_string("reduction", "none");
+  if (reduction != "none" && reduction != "add")
+    c.refuse(str_cat("reduction '", reduction, "' is not computed (none and add are)"));
+  if (k > 0) {
+    const Tensor dims = slice(cast(shape(data), DType::Int64), {0}, {k});
+    idx = where(less(idx, zeros_like(idx)), add(idx, dims), idx);
+  }
+  if (reduction == "add") return {tensor_scatter_nd_add(data, idx, updates)};
+  const Tensor where_written = scatter_nd(idx, ones_like(updates), shape(data));
+  return {where(greater(where_written, zeros_like(where_written)), scatter_nd(idx, updates, shape(data)), data)};
+}
+
 std::vector<Tensor> expand_rule(NodeContext& c) {
   const Tensor x = c.in(0), s = c.in(1);
   if (s.dtype() != DType::Int64) c.malformed(str_cat("its shape is ", to_string(s.dtype()), "; ONNX's is int64"));
@@ -1170,6 +1194,8 @@ const ImportRule kRules[] = {
     {"ReduceSum", 1, "", reduce_sum_rule},
     {"Relu", 6, "", unary<relu>},
     {"Reshape", 5, "0 copies the input's dim (allowzero 1 honoured)", reshape_rule},
+    {"ScatterND", 11, "reduction none and add (mul, max, min are refused); repeated index tuples add under none too "
+     "(ONNX leaves them undefined)", scatter_nd_rule},
     {"Shape", 1, "", shape_rule},
     {"Sigmoid", 6, "", unary<sigmoid>},
     {"Size", 1, "", size_rule},

@@ -392,6 +392,21 @@ TEST(OnnxImportOps, OldSoftmaxFlattensFromAxis) {
   for (float v : y.to_vector<float>()) EXPECT_FLOAT_EQ(v, 0.25f);
 }
 
+TEST(OnnxImportOps, ScatterNdReplacesOrAddsWithNegativeIndices) {
+  for (const char* reduction : {"none", "add"}) {
+    Model m;
+    m.input("data", kF, {3, 2});
+    m.ints("at", {2, 1}, {-1, 0});
+    m.floats("rows", {2, 2}, {10.0f, 20.0f, 30.0f, 40.0f});
+    attr(m.node("ScatterND", {"data", "at", "rows"}, {"y"}), "reduction", std::string(reduction));
+    m.output("y");
+    const tg::Tensor got = m.load()(tg::constant({{1.0f, 2.0f}, {3.0f, 4.0f}, {5.0f, 6.0f}}));
+    const tg::Tensor want = std::string(reduction) == "none" ? tg::constant({{30.0f, 40.0f}, {3.0f, 4.0f}, {10.0f, 20.0f}})
+                                                             : tg::constant({{31.0f, 42.0f}, {3.0f, 4.0f}, {15.0f, 26.0f}});
+    expect_close(got, want, 0, 0, reduction);
+  }
+}
+
 TEST(OnnxImportOps, ExpandBroadcastsBothWays) {
   Model m;
   m.input("x", kF, {3, 1});
@@ -709,6 +724,27 @@ TEST(OnnxImportControlFlow, ExportedCondAndWhileImportBack) {
     ASSERT_EQ(got.size(), want.size());
     for (std::size_t k = 0; k < want.size(); ++k)
       expect_close(got[k], want[k], 1e-6, 1e-6, "output " + std::to_string(k) + " for n = " + std::to_string(run.second.item<int32_t>()));
+  }
+}
+
+// Recurrent layers as exported (a Loop over the time steps writing a TensorArray, as ScatterND)
+// read back: the same sequences for two batch sizes.
+TEST(OnnxImportControlFlow, ExportedRecurrentLayersImportBack) {
+  tg::nn::LSTM lstm(3, 4, {.return_sequences = true, .seed = 171, .name = "lstm"});
+  tg::nn::GRU gru(3, 4, {.return_sequences = true, .go_backwards = true, .seed = 172, .name = "gru"});
+  auto predict = tg::function([&](const tg::Tensor& x) { return std::make_pair(lstm(x)[0], gru(x)[0]); },
+                              {.name = "recurrent",
+                               .input_signature = std::vector<tg::TensorSpec>{tg::TensorSpec({tg::None, 5, 3}, tg::float32)}});
+  predict.get_concrete_function(tg::TensorSpec({tg::None, 5, 3}, tg::float32));
+  const std::string path = (scratch() / "recurrent.onnx").string();
+  tg::export_onnx(path, predict);
+  const tg::LoadedFunction imported = tg::import_onnx(path);
+  for (int64_t batch : {1, 3}) {
+    const tg::Tensor x = uniform({batch, 5, 3}, 173 + static_cast<uint64_t>(batch));
+    const auto [a, b] = predict(x);
+    const tg::Outputs got = imported(x);
+    expect_close(got[0], a, 1e-6, 1e-7, "lstm, batch " + std::to_string(batch));
+    expect_close(got[1], b, 1e-6, 1e-7, "gru, batch " + std::to_string(batch));
   }
 }
 
