@@ -7,6 +7,7 @@
 #include <string>
 
 #include "control_flow/subgraph.h"
+#include "core/tensor_impl.h"
 #include "support/test_util.h"
 #include "trace/concrete.h"
 #include "trace/function_core.h"
@@ -200,6 +201,11 @@ TEST(TensorArrayAppend, WritesInPlaceOnlyWhereNoOtherArraySeesTheRow) {
   EXPECT_TENSOR_EQ(b.stack(), constant(std::vector<float>{1, 2, 3, 4}, {2, 2}));
   EXPECT_TENSOR_EQ(c.stack(), constant(std::vector<float>{1, 2, 5, 6}, {2, 2}));
   EXPECT_TENSOR_EQ(d.stack(), constant(std::vector<float>{1, 2, 3, 4, 7, 8}, {3, 2}));
+  // b and d were written in place, in a's buffer; c, a second write of row 1, is a copy.
+  auto buffer = [](const TensorArray& t) { return t.stack().impl()->buffer.get(); };
+  EXPECT_EQ(buffer(b), buffer(a));
+  EXPECT_EQ(buffer(d), buffer(a));
+  EXPECT_NE(buffer(c), buffer(a));
   // Appends of a long run keep every element (the buffer grows by doubling).
   TensorArray e(int32, 0, true, TensorShape{});
   for (int i = 0; i < 100; ++i) e = e.write(i, constant(i * 3));
