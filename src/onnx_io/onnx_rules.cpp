@@ -493,6 +493,36 @@ void emit_slice_like(Emitter& e) {
   e.add("Slice", {e.in(0), b, end, e.int64s(axes)}, {e.out(0)});
 }
 
+// scatter_add_like(g, indices, like): zeros shaped like `like` with g's slices added at the
+// indices along `axis` (gather's gradient): ScatterND with reduction add over the axis moved to
+// the front, and back.
+void emit_scatter_add_like(Emitter& e) {
+  const int64_t r = e.rank(2), ri = e.rank(1);
+  int64_t axis = e.attrs<AxisAttrs>().axis;
+  if (axis < 0) axis += r;
+  if (axis < 0 || axis >= r) e.refuse(str_cat("its axis ", e.attrs<AxisAttrs>().axis, " is out of range for rank ", r));
+  const DType d = e.in_type(0).dtype;
+  const std::string zeros = e.temp("zeros"), at = e.temp("at");
+  e.add("Expand", {e.scalar(d, 0.0), shape_of(e, 2)}, {zeros});
+  e.add("Unsqueeze", {cast_to_int64(e, 1), e.int64s({-1})}, {at});
+  if (axis == 0) {
+    set_attr(e.add("ScatterND", {zeros, at, e.in(0)}, {e.out(0)}), "reduction", std::string("add"));
+    return;
+  }
+  std::vector<int64_t> to_front{axis}, back(static_cast<std::size_t>(r)), g_perm;
+  for (int64_t k = 0; k < r; ++k)
+    if (k != axis) to_front.push_back(k);
+  for (int64_t k = 0; k < r; ++k) back[static_cast<std::size_t>(to_front[static_cast<std::size_t>(k)])] = k;
+  for (int64_t k = 0; k < ri; ++k) g_perm.push_back(axis + k);
+  for (int64_t k = 0; k < axis; ++k) g_perm.push_back(k);
+  for (int64_t k = axis + ri; k < r - 1 + ri; ++k) g_perm.push_back(k);
+  const std::string summed = e.temp("summed_front");
+  set_attr(e.add("ScatterND", {transpose(e, zeros, to_front, "zeros_front"), at, transpose(e, e.in(0), g_perm, "g_front")},
+                 {summed}),
+           "reduction", std::string("add"));
+  set_attr(e.add("Transpose", {summed}, {e.out(0)}), "perm", back);
+}
+
 void emit_pad(Emitter& e) {
   const auto& a = e.attrs<PadAttrs>();
   if (a.mode == 2) e.refuse("symmetric padding has no ONNX Pad mode (opset 17 has constant, reflect and edge)");
@@ -1095,6 +1125,9 @@ const OnnxRule kRules[] = {
     {OpId::SliceLike, "Shape, Add, Slice", "the block shaped like input 1 at `begin` (a negative entry counts from "
      "the end)", emit_slice_like},
     {OpId::PadLike, "Shape, Sub, Concat, Pad", "zeros shaped like input 1 with input 0 at `begin`", emit_pad_like},
+    {OpId::ScatterAddLike, "Shape, Expand, Cast, Unsqueeze, ScatterND (reduction add), Transpose for an axis but 0",
+     "zeros shaped like input 2 with input 0's slices added at the indices along `axis` (gather's gradient)",
+     emit_scatter_add_like},
     {OpId::Tile, "Tile", "`multiples` -> repeats (an input)", [](Emitter& e) {
        e.add("Tile", {e.in(0), e.int64s(e.attrs<TileAttrs>().multiples)}, {e.out(0)});
      }},

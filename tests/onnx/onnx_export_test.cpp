@@ -602,6 +602,26 @@ TEST(OnnxExport, GruAdamTrainStepWithVariablesAsInputs) {
   export_recurrent_step("gru_step", gru, adam);
 }
 
+// gather's gradient (scatter_add_like) along axis 0 with repeated rows and along axis 1 with
+// 2-D indices.
+TEST(OnnxExport, GatherGradients) {
+  auto f = tg::function(
+      [](const tg::Tensor& table, const tg::Tensor& rows, const tg::Tensor& cols) {
+        tg::GradientTape tape;
+        tape.watch(table);
+        const tg::Tensor a = tg::gather(table, rows);      // (4, 3)
+        const tg::Tensor b = tg::gather(table, cols, 1);   // (5, 2, 2)
+        const tg::Tensor loss = tg::reduce_sum(tg::square(a)) + tg::reduce_sum(tg::sin(b));
+        return tape.gradient(loss, table);
+      },
+      {.name = "gather_grad", .arg_names = {"table", "rows", "cols"}});
+  const tg::Tensor table = uniform({5, 3}, 181), rows = tg::constant({4, 0, 4, 2}), cols = tg::constant({{2, 0}, {2, 2}});
+  const tg::Tensor g = f(table, rows, cols);
+  tg::export_onnx(model_path("gather_grad"), f);
+  write_run("gather_grad", 0, {{"table", table}, {"rows", rows}, {"cols", cols}}, {g});
+  write_dims("gather_grad", {});
+}
+
 // Refusals: a typed error naming the op, and no file.
 void expect_refused(const std::string& name, const std::function<void(const std::string&)>& export_fn,
                     const std::string& op) {
