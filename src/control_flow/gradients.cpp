@@ -595,6 +595,15 @@ std::vector<Tensor> grad_storing_while(const GradInputs& g, const StoringLoop& l
   const ControlFlowPayload& p = *loop.original;
   std::vector<Tensor> result(g.inputs.size());
   const std::size_t first_cap = 1 + s.n, first_array = first_cap + s.m;
+  // Only the loop's own variables are results a user sees; a gradient reaching the iteration
+  // count, the captures passed through or the stored values comes from a gradient of this
+  // loop's gradient, which would need the gradient of what was stored.
+  for (std::size_t j = 0; j < g.outputs.size(); ++j)
+    if ((j == 0 || j >= first_cap) && g.got_gradient(j))
+      throw InvalidArgumentError(str_cat(
+          "[gradient] a gradient of the gradient of the tg::while_loop '", p.name, "' is not supported: the "
+          "first gradient reads the values the loop stored per iteration, which have no gradient. For a "
+          "higher-order gradient, write the loop as a C++ loop (unrolled into the trace)"));
   std::vector<char> caps(s.fc.size());
   bool any = false;
   for (std::size_t i = 0; i < s.fc.size(); ++i) any |= (caps[i] = g.wants(first_cap + s.fc[i]));

@@ -191,6 +191,25 @@ TEST(LoopGradient, ABodyWithACondAndANestedLoopMatchesTheEagerTape) {
   }
 }
 
+TEST(LoopGradient, ASecondOrderGradientIsRefused) {
+  // d/dw of dy/dx through a loop: refused with a typed error, never a wrong number.
+  auto second = function([](const Tensor& x, const Tensor& w) {
+    GradientTape outer;
+    outer.watch(w);
+    Tensor first;
+    {
+      GradientTape tape;
+      tape.watch(x);
+      const Tensor y = reduce_sum(for_range(3, x, [&](const Tensor&, const Tensor& s) { return s * s * w; }));
+      first = reduce_sum(tape.gradient(y, x));
+    }
+    return outer.gradient(first, w);
+  });
+  const Tensor x = constant(std::vector<double>{0.7, -0.4}, {2}, float64);
+  EXPECT_TRUE(testing::throws_with<InvalidArgumentError>([&] { (void)second(x, constant(std::vector<double>{0.9, 1.1}, {2}, float64)); },
+                                                         {"gradient of the gradient", "C++ loop"}));
+}
+
 TEST(TensorArrayAppend, WritesInPlaceOnlyWhereNoOtherArraySeesTheRow) {
   TensorArray a(float32, 0, true, TensorShape{2});
   a = a.write(0, constant(std::vector<float>{1, 2}, {2}));
