@@ -85,27 +85,35 @@ void bf16_gemm(int m, int n, int k, const bfloat16_t* a, int lda, bool ta, const
   const int row_blocks = (m + kBlockRows - 1) / kBlockRows;
   const int64_t pairs = (k + 1) / 2;
   // Kept per thread between calls: a fresh buffer of this size costs page faults every step.
-  thread_local std::vector<uint16_t> packed;
-  packed.resize(static_cast<std::size_t>(panels * pairs * 2 * kPanelCols));
+  // The pool's threads get its address: in their lambdas the name would be their own buffer.
+  thread_local std::vector<uint16_t> packed_buffer;
+  packed_buffer.resize(static_cast<std::size_t>(panels * pairs * 2 * kPanelCols));
+  uint16_t* const packed = packed_buffer.data();
   const int64_t flops = int64_t{2} * m * n * k;
-  // Parts fixed by the sizes alone; each element of C is computed by one part, whole, so the
-  // bits never depend on the thread count.
-  const bool serial = num_threads() == 1 || flops < (int64_t{1} << 22);
-  if (serial) {
-    pack_b(n, k, bu, ldb, tb, packed.data(), 0, panels);
-    multiply(m, n, k, au, lda, ta, packed.data(), c, ldc, 0, row_blocks, 0, panels);
+  // Each element of C is computed whole by one part, so the bits never depend on the split.
+  const int threads = num_threads();
+  if (threads == 1 || flops < (int64_t{1} << 22)) {
+    pack_b(n, k, bu, ldb, tb, packed, 0, panels);
+    multiply(m, n, k, au, lda, ta, packed, c, ldc, 0, row_blocks, 0, panels);
     return;
   }
-  parallel_for(panels, 1, [&](int64_t p0, int64_t p1) {
-    pack_b(n, k, bu, ldb, tb, packed.data(), static_cast<int>(p0), static_cast<int>(p1));
+  // One part per thread, of whole panels or row blocks (parallel_for would keep fewer than 16
+  // blocks in one chunk).
+  auto share = [](int count, int parts, int p) { return static_cast<int>(int64_t{count} * p / parts); };
+  const int pack_parts = std::min(threads, panels);
+  parallel_parts(pack_parts, [&](int p) {
+    pack_b(n, k, bu, ldb, tb, packed, share(panels, pack_parts, p), share(panels, pack_parts, p + 1));
   });
-  if (row_blocks >= 2 * num_threads() || panels < 2) {
-    parallel_for(row_blocks, 1, [&](int64_t r0, int64_t r1) {
-      multiply(m, n, k, au, lda, ta, packed.data(), c, ldc, static_cast<int>(r0), static_cast<int>(r1), 0, panels);
+  if (row_blocks >= 2 * threads || panels < 2) {
+    const int parts = std::min(threads, row_blocks);
+    parallel_parts(parts, [&](int p) {
+      multiply(m, n, k, au, lda, ta, packed, c, ldc, share(row_blocks, parts, p), share(row_blocks, parts, p + 1), 0,
+               panels);
     });
   } else {
-    parallel_for(panels, 1, [&](int64_t p0, int64_t p1) {
-      multiply(m, n, k, au, lda, ta, packed.data(), c, ldc, 0, row_blocks, static_cast<int>(p0), static_cast<int>(p1));
+    const int parts = std::min(threads, panels);
+    parallel_parts(parts, [&](int p) {
+      multiply(m, n, k, au, lda, ta, packed, c, ldc, 0, row_blocks, share(panels, parts, p), share(panels, parts, p + 1));
     });
   }
 }

@@ -175,11 +175,12 @@ void kernel_bf16(const Tensor& a, const Tensor& b, Tensor& out, const Gemm& g) {
   const int m = blas_int(g.m), n = blas_int(g.n), k = blas_int(g.k);
   const int lda = blas_int(g.a_cols), ldb = blas_int(g.b_cols);
   const int64_t c_size = g.m * g.n;
-  thread_local std::vector<float> sums;  // kept between calls: no page faults per step
-  sums.resize(static_cast<std::size_t>(c_size));
+  thread_local std::vector<float> sum_buffer;  // kept between calls: no page faults per step
+  sum_buffer.resize(static_cast<std::size_t>(c_size));
+  float* const sums = sum_buffer.data();
   for_each_batch(a, b, out, [&](int64_t ia, int64_t ib, int64_t ic) {
-    bf16_gemm(m, n, k, pa + ia * g.a_size, lda, g.ta, pb + ib * g.b_size, ldb, g.tb, sums.data(), n);
-    f32_to_bf16(sums.data(), pc + ic * c_size, c_size);
+    bf16_gemm(m, n, k, pa + ia * g.a_size, lda, g.ta, pb + ib * g.b_size, ldb, g.tb, sums, n);
+    f32_to_bf16(sums, pc + ic * c_size, c_size);
   });
 }
 
