@@ -232,6 +232,7 @@ struct SplitBody {
   std::vector<const GraphNode*> cap_node;          // kRows / kProduct: the node whose inputs are stored
   std::vector<ValueRef> residuals;    // forward values stored per iteration
   std::vector<ValueRef> shapes_only;  // forward values of a fully known shape whose value no gradient op reads
+  std::vector<char> recompute;        // per node: a forward elementwise node the backward loop computes again
   std::vector<char> fwd_run;          // per node: run in the forward loop
   bool forward_only(const ValueRef& r) const {
     const auto j = static_cast<std::size_t>(r.node);
@@ -273,6 +274,10 @@ std::vector<char> backward_nodes(const SplitBody& s, const std::vector<char>& ca
     if (r.node < 0) return;
     if (s.forward_only(r)) {
       if (!residuals && std::find(s.shapes_only.begin(), s.shapes_only.end(), r) != s.shapes_only.end()) return;
+      if (!s.recompute.empty() && s.recompute[static_cast<std::size_t>(r.node)]) {
+        run[static_cast<std::size_t>(r.node)] = 1;
+        return;
+      }
       if (residuals && std::find(residuals->begin(), residuals->end(), r) == residuals->end()) residuals->push_back(r);
       TG_CHECK(residuals || std::find(s.residuals.begin(), s.residuals.end(), r) != s.residuals.end(),
                "a loop gradient needs a forward value its forward loop did not store");
@@ -315,6 +320,36 @@ void keep_shapes_only(SplitBody& s, const std::vector<char>& bwd_run) {
     }
     (value_read ? kept : s.shapes_only).push_back(r);
   }
+  s.residuals = std::move(kept);
+}
+
+// Stored values that are elementwise functions of other stored values (an LSTM's c' from its
+// gates and c, tanh(c'), sigmoid's s (1 - s)) are computed again in the backward loop, where they
+// fuse with the gradient ops, instead of being stored: their ops cost about what storing and
+// reading them back costs, and the loop keeps less memory per iteration.
+void recompute_elementwise(SplitBody& s) {
+  const GraphIR& g = *s.graph;
+  s.recompute.assign(g.nodes.size(), 0);
+  std::vector<char> stored(g.nodes.size(), 0);
+  for (const ValueRef& r : s.residuals)
+    if (g.nodes[static_cast<std::size_t>(r.node)].outputs.size() == 1) stored[static_cast<std::size_t>(r.node)] = 1;
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    const GraphNode& node = g.nodes[i];
+    if (!s.dv[i] || s.dg[i] || node.kind != NodeKind::kOp || node.outputs.size() != 1) continue;
+    const uint32_t traits = op_def(node.op).traits;
+    if (!(traits & kElementwise) || (traits & kStateful)) continue;
+    bool ok = true;
+    for (const ValueRef& in : node.inputs) {
+      const auto j = static_cast<std::size_t>(in.node);
+      ok &= !s.forward_only(in) || (stored[j] && !s.recompute[j]) || s.recompute[j];
+    }
+    s.recompute[i] = ok;
+  }
+  // A stored value is dropped when it can be computed again; what it is computed from stays
+  // stored or is itself computed again, down to values that stay stored.
+  std::vector<ValueRef> kept;
+  for (const ValueRef& r : s.residuals)
+    if (!s.recompute[static_cast<std::size_t>(r.node)]) kept.push_back(r);
   s.residuals = std::move(kept);
 }
 
@@ -424,6 +459,7 @@ std::optional<SplitBody> split_body_vjp(const ControlFlowPayload& p, const std::
   // The stored values (for every gradient of the split), and the forward loop's nodes: the next
   // loop variables and the stored values.
   keep_shapes_only(s, backward_nodes(s, std::vector<char>(fc.size(), 1), &s.residuals));
+  recompute_elementwise(s);
   s.fwd_run.assign(count, 0);
   for (const ValueRef& r : s.body_out) s.fwd_run[static_cast<std::size_t>(r.node)] = 1;
   for (const ValueRef& r : s.residuals) s.fwd_run[static_cast<std::size_t>(r.node)] = 1;
