@@ -85,6 +85,17 @@ int body_matmuls(const GraphIR& g, const std::string& suffix) {
   }
   return n;
 }
+// TensorArray writes in the body of g's while node named `name`: the values it stores per iteration.
+int body_writes(const GraphIR& g, const std::string& name) {
+  int n = 0;
+  for (const auto& node : g.nodes) {
+    if (node.kind != NodeKind::kOp || node.op != OpId::While) continue;
+    const auto& p = *node.attrs.get<detail::ControlFlowAttrs>().payload;
+    if (p.name != name) continue;
+    for (const auto& b : p.subgraphs[1].graph->nodes) n += b.kind == NodeKind::kOp && b.op == OpId::TensorArrayWrite;
+  }
+  return n;
+}
 int top_matmuls(const GraphIR& g) {
   int n = 0;
   for (const auto& node : g.nodes) n += node.kind == NodeKind::kOp && node.op == OpId::MatMul;
@@ -136,6 +147,10 @@ TEST(LoopGradient, TheBackwardLoopRunsOnlyTheGradientProducts) {
   EXPECT_EQ(body_matmuls(g, "_grad_forward"), 0);
   EXPECT_EQ(body_matmuls(g, ""), 3);  // the forward loop's two and the backward loop's one
   EXPECT_EQ(top_matmuls(g), 2);
+  // Per iteration the forward loop stores h, c, x_t, the four gates and the step's index (the
+  // row of x a gradient of x would go to); c', tanh(c') and the gates' derivatives are
+  // computed again backward, from those.
+  EXPECT_EQ(body_writes(g, "while"), 8);
   const std::vector<Tensor> got = traced(in.x, in.k, in.u, in.b);
   const std::vector<Tensor> want = gradients_of(unrolled, in.x, in.k, in.u, in.b);
   for (std::size_t i = 0; i < 3; ++i) EXPECT_TENSOR_NEAR(got[i], want[i + 1], 1e-12);
