@@ -403,11 +403,32 @@ class Importer {
     TensorShape shape;
   };
 
-  // The values computed so far in one graph being traced, within those of its enclosing graphs.
+  // The values computed so far in one graph being traced, within those of its enclosing graphs:
+  // as the ONNX graph sees them (values) and, for 4-D ones held channels-last, as NHWC tensors
+  // (nhwc). A value may be in both (its NCHW form made for a rule that reads it so).
   struct Env {
     Env* outer = nullptr;
     std::unordered_map<std::string, Tensor> values;
+    std::unordered_map<std::string, Tensor> nhwc;
   };
+
+  // x's axes permuted: a reshape when the dims are static and those other than 1 keep their
+  // order (a (N, C, 1, 1) value, a per-channel constant), else a transpose.
+  static Tensor permute(const Tensor& x, const std::vector<int>& perm) {
+    const TensorShape& s = static_shape(x);
+    if (s.is_fully_defined()) {
+      std::vector<int64_t> out;
+      std::vector<int> moved;
+      for (int p : perm) {
+        out.push_back(s.dims()[static_cast<std::size_t>(p)]);
+        if (out.back() != 1) moved.push_back(p);
+      }
+      if (std::is_sorted(moved.begin(), moved.end())) return tg::reshape(x, out);
+    }
+    return tg::transpose(x, perm);
+  }
+  static Tensor nchw_to_nhwc(const Tensor& x) { return permute(x, {0, 2, 3, 1}); }
+  static Tensor nhwc_to_nchw(const Tensor& x) { return permute(x, {0, 3, 1, 2}); }
 
   class Context final : public NodeContext {
    public:
@@ -417,6 +438,7 @@ class Importer {
     int64_t opset() const override { return imp_.opset_; }
     Tensor in(int i) override {
       if (!has_input(i)) malformed(str_cat("input ", i, " is missing"));
+      if (!overrides_.empty() && overrides_[static_cast<std::size_t>(i)]) return *overrides_[static_cast<std::size_t>(i)];
       Tensor t = imp_.value(n_.input(i), env_);
       // A shape-like value (an integer scalar or vector) whose every element tracing knows (static
       // dims read by Shape, and arithmetic on them) is a constant from here on: the rules that
@@ -430,6 +452,63 @@ class Importer {
                                   DType::Int64), t.dtype());
       }
       return t;
+    }
+    TensorShape shape_of(int i) override {
+      if (!has_input(i)) malformed(str_cat("input ", i, " is missing"));
+      if (!overrides_.empty() && overrides_[static_cast<std::size_t>(i)]) return overrides_[static_cast<std::size_t>(i)]->shape();
+      if (const Tensor* h = imp_.nhwc_value(n_.input(i), env_)) {
+        const std::vector<int64_t> d = h->shape().none_aware().dims();  // None is -1
+        return TensorShape({d[0], d[3], d[1], d[2]});
+      }
+      return in(i).shape();
+    }
+    bool held_nhwc(int i) override {
+      return has_input(i) && (overrides_.empty() || !overrides_[static_cast<std::size_t>(i)]) &&
+             imp_.nhwc_value(n_.input(i), env_) != nullptr;
+    }
+    Tensor in_nhwc(int i) override {
+      if (held_nhwc(i)) return *imp_.nhwc_value(n_.input(i), env_);
+      const Tensor t = in(i);
+      TG_CHECK(t.shape().has_rank() && t.shape().rank() == 4, "in_nhwc reads 4-D values (the rule checked the rank)");
+      Tensor h = nchw_to_nhwc(t);
+      // Kept: every later rule that reads this value channels-last shares the one transpose.
+      if (overrides_.empty()) env_.nhwc.emplace(n_.input(i), h);
+      return h;
+    }
+    // An elementwise node with an input held channels-last reads all its inputs channels-last:
+    // each other input of rank 4 or less broadcasts as NCHW, so it is made 4-D, permuted to NHWC,
+    // and its leading 1s dropped (a (C, 1, 1) constant becomes (C,)). False (inputs untouched)
+    // when no input is held so or one has an unknown rank or more than 4 dims.
+    bool take_nhwc_inputs() {
+      bool any = false;
+      for (int i = 0; i < n_.input_size(); ++i) any = any || held_nhwc(i);
+      if (!any) return false;
+      std::vector<std::optional<Tensor>> o(static_cast<std::size_t>(n_.input_size()));
+      for (int i = 0; i < n_.input_size(); ++i) {
+        if (!has_input(i)) continue;
+        if (const Tensor* h = imp_.nhwc_value(n_.input(i), env_)) {
+          o[static_cast<std::size_t>(i)] = *h;
+          continue;
+        }
+        Tensor t = in(i);
+        const TensorShape& s = static_shape(t);
+        if (!s.has_rank() || s.rank() > 4) return false;
+        if (s.rank() > 0) {
+          if (s.is_fully_defined()) {
+            std::vector<int64_t> d = s.dims();
+            d.insert(d.begin(), static_cast<std::size_t>(4 - s.rank()), 1);
+            std::vector<int64_t> out{d[0], d[2], d[3], d[1]};
+            while (!out.empty() && out.front() == 1) out.erase(out.begin());
+            t = tg::reshape(nchw_to_nhwc(tg::reshape(t, d)), out);
+          } else {
+            while (t.shape().rank() < 4) t = tg::expand_dims(t, 0);
+            t = nchw_to_nhwc(t);
+          }
+        }
+        o[static_cast<std::size_t>(i)] = t;
+      }
+      overrides_ = std::move(o);
+      return true;
     }
     Tensor attr_tensor(const std::string& name) override {
       const auto* a = attr(name, onnx::AttributeProto::TENSOR);
@@ -450,19 +529,33 @@ class Importer {
     const onnx::NodeProto& n_;
     int index_;
     Env& env_;
+    std::vector<std::optional<Tensor>> overrides_;  // the inputs an elementwise node reads channels-last
   };
 
   // A value by name: computed here or in an enclosing graph, a graph input, or an initializer
   // (a Variable read on first use, in the graph that first uses it).
+  // A value held only channels-last is transposed here (once per graph that reads it).
   Tensor value(const std::string& name, Env& env) {
     for (Env* e = &env; e; e = e->outer)
       if (auto it = e->values.find(name); it != e->values.end()) return it->second;
+    if (const Tensor* h = nhwc_value(name, env)) {
+      Tensor t = nhwc_to_nchw(*h);
+      env.values.emplace(name, t);
+      return t;
+    }
     auto init = initializers_.find(name);
     TG_CHECK(init != initializers_.end(), "ONNX value '", name, "' was checked to be defined");
     Tensor t = init->second;
     if (auto v = variables_.find(name); v != variables_.end()) t = v->second.read_value();
     env.values.emplace(name, t);
     return t;
+  }
+
+  // The NHWC tensor of a value held channels-last, or null.
+  const Tensor* nhwc_value(const std::string& name, Env& env) {
+    for (Env* e = &env; e; e = e->outer)
+      if (auto it = e->nhwc.find(name); it != e->nhwc.end()) return &it->second;
+    return nullptr;
   }
 
   void run_node(const GraphPlan& plan, int index, Env& env) {
@@ -477,7 +570,9 @@ class Importer {
       for (const auto& name : it->second->outer_reads)
         if (variables_.count(name)) value(name, env);
     std::vector<Tensor> outs;
+    bool all_nhwc = false;  // an elementwise node reading channels-last inputs returns channels-last outputs
     try {
+      all_nhwc = elementwise_op(n.op_type()) && c.take_nhwc_inputs();
       outs = rule->compute(c);
     } catch (Error& e) {
       if (dynamic_cast<FormatError*>(&e) == nullptr && std::string(e.what()).find(node_name(n, index)) == std::string::npos)
@@ -494,8 +589,16 @@ class Importer {
     }
     if (static_cast<int>(outs.size()) < c.num_outputs())
       c.refuse(str_cat("it asks for output ", outs.size(), " ('", n.output(static_cast<int>(outs.size())), "'), which the importer does not compute"));
-    for (int k = 0; k < n.output_size(); ++k)
-      if (!n.output(k).empty()) env.values[n.output(k)] = outs[static_cast<std::size_t>(k)];
+    for (int k = 0; k < n.output_size(); ++k) {
+      if (n.output(k).empty()) continue;
+      const Tensor& t = outs[static_cast<std::size_t>(k)];
+      if (all_nhwc || c.marked_nhwc(k)) {
+        TG_CHECK(t.shape().has_rank() && t.shape().rank() == 4, "a channels-last output of ", n.op_type(), " is 4-D");
+        env.nhwc[n.output(k)] = t;
+      } else {
+        env.values[n.output(k)] = t;
+      }
+    }
   }
 
   // A sub-graph traced where the caller records: its inputs bound to `inputs`, its initializers

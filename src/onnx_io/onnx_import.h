@@ -40,6 +40,22 @@ class NodeContext {
   virtual Tensor in(int i) = 0;
   /// Input i's rank; an unknown one is refused (the rule needs it).
   int64_t rank(int i);
+  /// Input i's shape as the ONNX graph sees it, without computing anything.
+  virtual TensorShape shape_of(int i) = 0;
+  /// Input i's dims as the ONNX graph sees them (None as -1); its rank must be known.
+  std::vector<int64_t> dims(int i);
+
+  // Channels-last values. The importer may hold a 4-D value channels-last (NHWC) while the ONNX
+  // graph sees it channels-first (NCHW): convolutions, pools and elementwise ops then pass it on
+  // without transposing, and in() gives the NCHW value (one transpose, made once per value) to
+  // every rule that does not ask for the NHWC one.
+  /// Whether input i is held channels-last (in_nhwc(i) costs nothing).
+  virtual bool held_nhwc(int i) = 0;
+  /// 4-D input i channels-last: as held, or transposed from NCHW.
+  virtual Tensor in_nhwc(int i) = 0;
+  /// Marks output k as returned channels-last (the rule returns the NHWC tensor of a 4-D value).
+  void mark_nhwc(int k) { nhwc_outputs_.push_back(k); }
+  bool marked_nhwc(int k) const;
   /// The values of integer input i when they are known while importing (a constant, or a shape
   /// computed from static dims); otherwise the node is refused: `what` names the input ("the
   /// axes") for the message.
@@ -85,6 +101,7 @@ class NodeContext {
 
  private:
   std::vector<std::string> used_;
+  std::vector<int> nhwc_outputs_;
 };
 
 /// A rule returns the node's outputs in order; fewer than the node lists is a refusal of the
@@ -101,5 +118,8 @@ struct ImportRule {
 std::span<const ImportRule> import_rules();
 /// The rule of `op_type`, or null.
 const ImportRule* import_rule(const std::string& op_type);
+/// Whether `op_type` computes each output element from the inputs' elements at the same index
+/// (after broadcasting) whatever the axis order, so that it runs on channels-last inputs as held.
+bool elementwise_op(const std::string& op_type);
 
 }  // namespace tg::detail::onnx_import

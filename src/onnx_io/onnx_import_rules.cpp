@@ -1,6 +1,8 @@
 // The importer's op table: each ONNX op computed with tracegraph's ops, as the ONNX operator spec
 // defines it for the opsets the importer reads (7-21). ONNX is channels-first (NCHW); tracegraph's
-// convolution and pooling are NHWC, so those rules transpose in and out. Every attribute a rule
+// convolution and pooling are NHWC, so those rules take their input channels-last and return
+// their output channels-last (NodeContext::in_nhwc, mark_nhwc): the importer holds such values
+// NHWC until a rule that is not layout-aware reads them (see onnx_import.h). Every attribute a rule
 // does not read is refused by the importer, so an attribute with a meaning is never dropped.
 #include <algorithm>
 #include <cmath>
@@ -31,9 +33,16 @@ int NodeContext::num_outputs() const {
 }
 
 int64_t NodeContext::rank(int i) {
-  const Tensor t = in(i);
-  if (!t.shape().has_rank()) refuse(str_cat("input ", i, " has an unknown rank, which this op needs; give the graph's inputs shapes"));
-  return t.shape().rank();
+  const TensorShape s = shape_of(i);
+  if (!s.has_rank()) refuse(str_cat("input ", i, " has an unknown rank, which this op needs; give the graph's inputs shapes"));
+  return s.rank();
+}
+std::vector<int64_t> NodeContext::dims(int i) {
+  rank(i);
+  return shape_of(i).none_aware().dims();
+}
+bool NodeContext::marked_nhwc(int k) const {
+  return std::find(nhwc_outputs_.begin(), nhwc_outputs_.end(), k) != nhwc_outputs_.end();
 }
 
 std::vector<int64_t> NodeContext::const_ints(int i, const char* what) {
@@ -274,9 +283,6 @@ std::vector<Tensor> gemm_rule(NodeContext& c) {
 
 // ---- convolution and pooling -----------------------------------------------------------------
 
-Tensor to_nhwc(const Tensor& x) { return transpose(x, {0, 2, 3, 1}); }
-Tensor to_nchw(const Tensor& x) { return transpose(x, {0, 3, 1, 2}); }
-
 // The window geometry of a Conv or pool node over a 4-D NCHW input, after auto_pad.
 struct Window {
   std::vector<int64_t> kernel, strides, dilations;
@@ -284,7 +290,7 @@ struct Window {
   bool same_upper = false;    // tracegraph's Same padding does it (needs no static dims)
 };
 
-Window window_of(NodeContext& c, const Tensor& x, std::vector<int64_t> kernel, bool has_dilations) {
+Window window_of(NodeContext& c, const std::vector<int64_t>& d, std::vector<int64_t> kernel, bool has_dilations) {
   Window w;
   if (kernel.size() != 2) c.refuse(str_cat("its window has ", kernel.size(), " spatial dims; the importer reads 2-D windows (NCHW inputs) only"));
   for (int64_t k : kernel)
@@ -309,8 +315,7 @@ Window window_of(NodeContext& c, const Tensor& x, std::vector<int64_t> kernel, b
     w.same_upper = true;
     return w;
   }
-  // SAME_LOWER: the odd element of padding goes first, which needs the input's size.
-  const std::vector<int64_t> d = dims_of(x);
+  // SAME_LOWER: the odd element of padding goes first, which needs the input's size (d: NCHW).
   for (std::size_t i = 0; i < 2; ++i) {
     const int64_t in = d[2 + i];
     if (in < 0) c.refuse("auto_pad SAME_LOWER over a spatial dim of unknown size is not computed; give the input static spatial dims");
@@ -332,7 +337,7 @@ Tensor pad_nhwc(const Tensor& x, const Window& w, double fill) {
 }
 
 std::vector<Tensor> conv_rule(NodeContext& c) {
-  const Tensor x = c.in(0), weight = c.in(1);
+  const Tensor weight = c.in(1);
   if (c.rank(0) != 4 || c.rank(1) != 4)
     c.refuse(str_cat("it is a ", c.rank(0) - 2, "-D convolution; the importer reads 2-D ones (4-D NCHW input and weight)"));
   const std::vector<int64_t> wd = dims_of(weight);
@@ -340,15 +345,16 @@ std::vector<Tensor> conv_rule(NodeContext& c) {
   std::vector<int64_t> kernel = c.attr_ints("kernel_shape", {wd[2], wd[3]});
   if (kernel != std::vector<int64_t>{wd[2], wd[3]})
     c.malformed(str_cat("kernel_shape (", kernel[0], ", ", kernel.size() > 1 ? kernel[1] : 0, ") is not the weight's (", wd[2], ", ", wd[3], ")"));
-  const Window w = window_of(c, x, kernel, true);
+  const std::vector<int64_t> xd = c.dims(0);
+  const Window w = window_of(c, xd, kernel, true);
   const int64_t group = c.attr_int("group", 1);
-  const int64_t channels = dims_of(x)[1];
+  const int64_t channels = xd[1];
   if (group < 1) c.malformed(str_cat("group is ", group));
   if (group > 1 && channels < 0) c.refuse("a grouped convolution over an unknown number of channels is not computed");
   if (channels >= 0 && wd[1] >= 0 && channels != wd[1] * group)
     c.malformed(str_cat("the input has ", channels, " channels but the weight takes ", wd[1], " per group in ", group, " groups"));
   if (wd[0] >= 0 && wd[0] % group != 0) c.malformed(str_cat("the weight's ", wd[0], " output channels do not split into ", group, " groups"));
-  Tensor h = to_nhwc(x);
+  Tensor h = c.in_nhwc(0);
   Tensor filter = transpose(weight, {2, 3, 1, 0});  // (kh, kw, in / group, out)
   Padding padding = Padding::Valid;
   if (w.same_upper) padding = Padding::Same;
@@ -357,16 +363,17 @@ std::vector<Tensor> conv_rule(NodeContext& c) {
   // one channel per group runs the depthwise kernels.
   Tensor y = conv2d(h, filter, w.strides, padding, w.dilations);
   if (c.has_input(2)) y = add(y, c.in(2));
-  return {to_nchw(y)};
+  c.mark_nhwc(0);
+  return {y};
 }
 
 // ConvTranspose: conv2d_transpose onto the whole output (no pads, VALID), then the ONNX pads
 // cropped off and output_padding added as zero rows/columns at the end where no window reaches.
 std::vector<Tensor> conv_transpose_rule(NodeContext& c) {
-  const Tensor x = c.in(0), weight = c.in(1);
+  const Tensor weight = c.in(1);
   if (c.rank(0) != 4 || c.rank(1) != 4)
     c.refuse(str_cat("it is a ", c.rank(0) - 2, "-D transposed convolution; the importer reads 2-D ones (4-D NCHW input and weight)"));
-  const std::vector<int64_t> wd = dims_of(weight), xd = dims_of(x);
+  const std::vector<int64_t> wd = dims_of(weight), xd = c.dims(0);
   for (int64_t d : wd)
     if (d < 0) c.refuse("its weight's shape is not known while importing; make the weight an initializer");
   if (xd[2] < 0 || xd[3] < 0) c.refuse("its input's height and width are not known while importing; give them static sizes");
@@ -376,7 +383,7 @@ std::vector<Tensor> conv_transpose_rule(NodeContext& c) {
   if (c.has_attr("output_shape")) c.refuse("output_shape is not read; export it with explicit pads and output_padding");
   const std::vector<int64_t> kernel = c.attr_ints("kernel_shape", {wd[2], wd[3]});
   if (kernel != std::vector<int64_t>{wd[2], wd[3]}) c.malformed("kernel_shape is not the weight's spatial shape");
-  const Window w = window_of(c, x, kernel, true);
+  const Window w = window_of(c, xd, kernel, true);
   const int64_t group = c.attr_int("group", 1);
   if (group < 1) c.malformed(str_cat("group is ", group));
   if (xd[1] >= 0 && xd[1] != wd[0])
@@ -392,22 +399,22 @@ std::vector<Tensor> conv_transpose_rule(NodeContext& c) {
     if (out[i] < 0) c.malformed(str_cat("its pads leave an output of size ", out[i]));
   }
   const Tensor filter = transpose(weight, {2, 3, 1, 0});  // (kh, kw, out / group, in)
-  Tensor y = conv2d_transpose_grouped(to_nhwc(x), filter, {None, full[0], full[1], wd[1] * group},
+  Tensor y = conv2d_transpose_grouped(c.in_nhwc(0), filter, {None, full[0], full[1], wd[1] * group},
                                       Conv2DAttrs{w.strides, w.dilations, static_cast<int64_t>(Padding::Valid)});
   const int64_t more_h = std::max<int64_t>(0, w.pads[0] + out[0] - full[0]);
   const int64_t more_w = std::max<int64_t>(0, w.pads[1] + out[1] - full[1]);
   if (more_h > 0 || more_w > 0) y = pad(y, {{0, 0}, {0, more_h}, {0, more_w}, {0, 0}}, PadMode::Constant, 0.0);
   y = slice(y, {0, w.pads[0], w.pads[1], 0}, {-1, out[0], out[1], -1});
   if (c.has_input(2)) y = add(y, c.in(2));
-  return {to_nchw(y)};
+  c.mark_nhwc(0);
+  return {y};
 }
 
 // ONNX's output size with ceil_mode must equal the floor one (tracegraph's windows never start
 // past the input): checked on static dims.
-void check_ceil_mode(NodeContext& c, const Tensor& x, const Window& w) {
+void check_ceil_mode(NodeContext& c, const std::vector<int64_t>& d, const Window& w) {
   if (c.attr_int("ceil_mode", 0) == 0) return;
   if (w.same_upper) return;  // auto_pad SAME: ceil_mode does not change the output size
-  const std::vector<int64_t> d = dims_of(x);
   for (std::size_t i = 0; i < 2; ++i) {
     const int64_t in = d[2 + i];
     if (in < 0) c.refuse("ceil_mode 1 over a spatial dim of unknown size is not computed; give the input static spatial dims");
@@ -420,36 +427,37 @@ void check_ceil_mode(NodeContext& c, const Tensor& x, const Window& w) {
 }
 
 std::vector<Tensor> max_pool_rule(NodeContext& c) {
-  const Tensor x = c.in(0);
   if (c.rank(0) != 4) c.refuse("the importer reads 2-D pooling (4-D NCHW input) only");
   if (c.num_outputs() > 1) c.refuse("its Indices output is not computed; use the pooled values only");
   const auto* k = c.attr("kernel_shape", onnx::AttributeProto::INTS);
   if (!k) c.malformed("it has no kernel_shape");
-  const Window w = window_of(c, x, {k->ints().begin(), k->ints().end()}, c.opset() >= 10);
+  const std::vector<int64_t> xd = c.dims(0);
+  const Window w = window_of(c, xd, {k->ints().begin(), k->ints().end()}, c.opset() >= 10);
   if (w.dilations != std::vector<int64_t>{1, 1}) c.refuse("dilated max pooling is not computed");
-  check_ceil_mode(c, x, w);
+  check_ceil_mode(c, xd, w);
   c.accept_attr("storage_order");  // the layout of the Indices output, refused above
-  Tensor h = to_nhwc(x);
-  if (w.same_upper) return {to_nchw(max_pool2d(h, w.kernel, w.strides, Padding::Same))};
+  Tensor h = c.in_nhwc(0);
+  c.mark_nhwc(0);
+  if (w.same_upper) return {max_pool2d(h, w.kernel, w.strides, Padding::Same)};
   // Padding never wins the max: -inf for floats (integers are refused by the pool op).
   if (any_pads(w)) h = pad_nhwc(h, w, -std::numeric_limits<double>::infinity());
-  return {to_nchw(max_pool2d(h, w.kernel, w.strides, Padding::Valid))};
+  return {max_pool2d(h, w.kernel, w.strides, Padding::Valid)};
 }
 
 std::vector<Tensor> average_pool_rule(NodeContext& c) {
-  const Tensor x = c.in(0);
   if (c.rank(0) != 4) c.refuse("the importer reads 2-D pooling (4-D NCHW input) only");
   const auto* k = c.attr("kernel_shape", onnx::AttributeProto::INTS);
   if (!k) c.malformed("it has no kernel_shape");
-  Window w = window_of(c, x, {k->ints().begin(), k->ints().end()}, c.opset() >= 19);
+  const std::vector<int64_t> d = c.dims(0);
+  Window w = window_of(c, d, {k->ints().begin(), k->ints().end()}, c.opset() >= 19);
   if (w.dilations != std::vector<int64_t>{1, 1}) c.refuse("dilated average pooling is not computed");
-  check_ceil_mode(c, x, w);
+  check_ceil_mode(c, d, w);
   const bool count_pads = c.attr_int("count_include_pad", 0) != 0;
-  Tensor h = to_nhwc(x);
-  if (w.same_upper && !count_pads) return {to_nchw(avg_pool2d(h, w.kernel, w.strides, Padding::Same))};
+  const Tensor h = c.in_nhwc(0);
+  c.mark_nhwc(0);
+  if (w.same_upper && !count_pads) return {avg_pool2d(h, w.kernel, w.strides, Padding::Same)};
   if (w.same_upper) {
     // Padded elements counted: explicit pads (which need the spatial dims).
-    const std::vector<int64_t> d = dims_of(x);
     for (std::size_t i = 0; i < 2; ++i) {
       if (d[2 + i] < 0) c.refuse("count_include_pad with auto_pad SAME over a dim of unknown size is not computed");
       const int64_t out = (d[2 + i] + w.strides[i] - 1) / w.strides[i];
@@ -458,17 +466,21 @@ std::vector<Tensor> average_pool_rule(NodeContext& c) {
       w.pads[2 + i] = total - total / 2;
     }
   }
-  if (!any_pads(w)) return {to_nchw(avg_pool2d(h, w.kernel, w.strides, Padding::Valid))};
+  if (!any_pads(w)) return {avg_pool2d(h, w.kernel, w.strides, Padding::Valid)};
   const Tensor sums = avg_pool2d(pad_nhwc(h, w, 0.0), w.kernel, w.strides, Padding::Valid);
-  if (count_pads) return {to_nchw(sums)};
+  if (count_pads) return {sums};
   // Only the input's elements counted: divide by the share of each window inside the input.
   const Tensor inside = avg_pool2d(pad_nhwc(ones_like(h), w, 0.0), w.kernel, w.strides, Padding::Valid);
-  return {to_nchw(div(sums, inside))};
+  return {div(sums, inside)};
 }
 
 std::vector<Tensor> global_pool(NodeContext& c, Tensor (*reduce)(const Tensor&, std::vector<int>, bool)) {
   const int64_t r = c.rank(0);
   if (r < 3) c.malformed(str_cat("its input has rank ", r, "; it needs (N, C, spatial...)"));
+  if (c.held_nhwc(0)) {
+    c.mark_nhwc(0);
+    return {reduce(c.in_nhwc(0), {1, 2}, true)};  // (N, 1, 1, C)
+  }
   std::vector<int> axes;
   for (int64_t a = 2; a < r; ++a) axes.push_back(static_cast<int>(a));
   return {reduce(c.in(0), axes, true)};
@@ -486,7 +498,6 @@ Tensor per_channel(const Tensor& v, int64_t rank) {
 }
 
 std::vector<Tensor> batch_norm_rule(NodeContext& c) {
-  const Tensor x = c.in(0);
   const int64_t r = c.rank(0);
   if (r < 2) c.malformed(str_cat("its input has rank ", r, "; it needs (N, C, ...)"));
   if (c.num_outputs() > 1) c.refuse("it asks for the running statistics, which only training computes; export in eval mode");
@@ -496,9 +507,14 @@ std::vector<Tensor> batch_norm_rule(NodeContext& c) {
   if (c.opset() < 7) c.accept_attr("is_test");
   c.accept_attr("momentum");  // updates the running statistics in training only
   const double eps = c.attr_float("epsilon", 1e-5f);
-  const Tensor scale = per_channel(c.in(1), r), bias = per_channel(c.in(2), r);
-  const Tensor mean = per_channel(c.in(3), r), var = per_channel(c.in(4), r);
+  // Channels-last: the (C,) vectors broadcast over the last axis as they are.
+  const bool nhwc = r == 4 && c.held_nhwc(0);
+  const int64_t vr = nhwc ? 2 : r;
+  const Tensor x = nhwc ? c.in_nhwc(0) : c.in(0);
+  const Tensor scale = per_channel(c.in(1), vr), bias = per_channel(c.in(2), vr);
+  const Tensor mean = per_channel(c.in(3), vr), var = per_channel(c.in(4), vr);
   const Tensor factor = mul(scale, rsqrt(add(var, cast(constant(eps), var.dtype()))));
+  if (nhwc) c.mark_nhwc(0);
   return {add(mul(sub(x, mean), factor), bias)};
 }
 
@@ -542,9 +558,12 @@ std::vector<Tensor> log_softmax_rule(NodeContext& c) { return softmax_like(c, lo
 
 // ---- reductions ------------------------------------------------------------------------------
 
+// The NHWC axis of NCHW axis a.
+int nhwc_axis(int a) { return a == 0 ? 0 : a == 1 ? 3 : a - 1; }
+
 std::vector<Tensor> reduce(NodeContext& c, Tensor (*f)(const Tensor&, std::vector<int>, bool), int64_t axes_input_since) {
-  const Tensor x = c.in(0);
   const int64_t r = c.rank(0);
+  const bool nhwc = r == 4 && c.held_nhwc(0);
   const bool keepdims = c.attr_int("keepdims", 1) != 0;
   std::vector<int64_t> axes;
   bool noop = false;
@@ -554,7 +573,11 @@ std::vector<Tensor> reduce(NodeContext& c, Tensor (*f)(const Tensor&, std::vecto
   } else {
     axes = c.attr_ints("axes", {});
   }
-  if (axes.empty() && noop) return {identity(x)};
+  if (axes.empty() && noop) {
+    if (!nhwc) return {identity(c.in(0))};
+    c.mark_nhwc(0);
+    return {identity(c.in_nhwc(0))};
+  }
   std::vector<int> a;
   for (int64_t v : axes) {
     const int ax = static_cast<int>(norm_axis(c, v, r, "axis"));
@@ -563,7 +586,24 @@ std::vector<Tensor> reduce(NodeContext& c, Tensor (*f)(const Tensor&, std::vecto
   }
   if (a.empty())
     for (int64_t k = 0; k < r; ++k) a.push_back(static_cast<int>(k));
-  return {f(x, a, keepdims)};
+  if (!nhwc) return {f(c.in(0), a, keepdims)};
+  // Channels-last: the axes mapped; kept dims stay NHWC, else the dims left are put in NCHW order.
+  std::vector<int> mapped;
+  for (int ax : a) mapped.push_back(nhwc_axis(ax));
+  Tensor y = f(c.in_nhwc(0), mapped, keepdims);
+  if (keepdims) {
+    c.mark_nhwc(0);
+    return {y};
+  }
+  std::vector<int> left;  // the NHWC axes left, in NHWC order
+  for (int k = 0; k < 4; ++k)
+    if (std::find(mapped.begin(), mapped.end(), k) == mapped.end()) left.push_back(k);
+  std::vector<int> perm;  // for each NCHW axis left (in order), its position in y
+  for (int k = 0; k < 4; ++k)
+    if (std::find(a.begin(), a.end(), k) == a.end())
+      perm.push_back(static_cast<int>(std::find(left.begin(), left.end(), nhwc_axis(k)) - left.begin()));
+  if (!std::is_sorted(perm.begin(), perm.end())) y = transpose(y, perm);
+  return {y};
 }
 std::vector<Tensor> reduce_mean_rule(NodeContext& c) { return reduce(c, reduce_mean, 18); }
 std::vector<Tensor> reduce_sum_rule(NodeContext& c) { return reduce(c, reduce_sum, 13); }
@@ -574,7 +614,6 @@ std::vector<Tensor> reduce_prod_rule(NodeContext& c) { return reduce(c, reduce_p
 // ---- shapes ----------------------------------------------------------------------------------
 
 std::vector<Tensor> shape_rule(NodeContext& c) {
-  const Tensor x = c.in(0);
   const int64_t r = c.rank(0);
   int64_t start = 0, end = r;
   if (c.opset() >= 15) {
@@ -587,10 +626,13 @@ std::vector<Tensor> shape_rule(NodeContext& c) {
     end = std::clamp<int64_t>(end, 0, r);
   }
   const int64_t n = std::max<int64_t>(0, end - start);
-  const std::vector<int64_t> d = dims_of(x);
+  const std::vector<int64_t> d = c.dims(0);
   if (std::all_of(d.begin() + start, d.begin() + start + n, [](int64_t v) { return v >= 0; }))
     return {int64s(std::vector<int64_t>(d.begin() + start, d.begin() + start + n))};
-  return {slice(cast(shape(x), DType::Int64), {start}, {n})};
+  // A channels-last input's dims read in NCHW order.
+  const Tensor s = c.held_nhwc(0) ? gather(cast(shape(c.in_nhwc(0)), DType::Int64), int64s({0, 3, 1, 2}))
+                                  : cast(shape(c.in(0)), DType::Int64);
+  return {slice(s, {start}, {n})};
 }
 
 std::vector<Tensor> size_rule(NodeContext& c) { return {cast(size(c.in(0)), DType::Int64)}; }
@@ -721,9 +763,21 @@ std::vector<Tensor> concat_rule(NodeContext& c) {
   const auto* axis = c.attr("axis", onnx::AttributeProto::INT);
   if (!axis && c.opset() >= 4) c.malformed("it has no axis attribute");
   std::vector<Tensor> values;
-  for (int i = 0; i < c.num_inputs(); ++i) values.push_back(c.in(i));
   const int64_t r = c.rank(0);
-  return {concat(values, static_cast<int>(norm_axis(c, axis ? axis->i() : 1, r, "axis")))};
+  const int a = static_cast<int>(norm_axis(c, axis ? axis->i() : 1, r, "axis"));
+  // Channels-last when an input is held so and every input is 4-D: the axis mapped.
+  bool nhwc = false, all4 = true;
+  for (int i = 0; i < c.num_inputs(); ++i) {
+    nhwc = nhwc || c.held_nhwc(i);
+    all4 = all4 && c.shape_of(i).has_rank() && c.shape_of(i).rank() == 4;
+  }
+  if (nhwc && all4) {
+    for (int i = 0; i < c.num_inputs(); ++i) values.push_back(c.in_nhwc(i));
+    c.mark_nhwc(0);
+    return {concat(values, nhwc_axis(a))};
+  }
+  for (int i = 0; i < c.num_inputs(); ++i) values.push_back(c.in(i));
+  return {concat(values, a)};
 }
 
 std::vector<Tensor> slice_rule(NodeContext& c) {
@@ -1214,6 +1268,14 @@ const ImportRule kRules[] = {
 }  // namespace
 
 std::span<const ImportRule> import_rules() { return kRules; }
+
+bool elementwise_op(const std::string& op_type) {
+  static const char* const kOps[] = {"Abs", "Add", "And", "Cast", "Ceil", "Clip", "Div", "Dropout", "Equal", "Erf", "Exp",
+                                     "Floor", "Gelu", "Greater", "GreaterOrEqual", "Identity", "LeakyRelu", "Less",
+                                     "LessOrEqual", "Log", "Max", "Min", "Mul", "Neg", "Not", "Or", "Pow", "Reciprocal",
+                                     "Relu", "Sigmoid", "Sqrt", "Sub", "Sum", "Tanh", "Where"};
+  return std::any_of(std::begin(kOps), std::end(kOps), [&](const char* op) { return op_type == op; });
+}
 
 const ImportRule* import_rule(const std::string& op_type) {
   for (const ImportRule& r : kRules)

@@ -270,15 +270,35 @@ TEST(OnnxTorch, ScriptedLoopsFineTune) {
   EXPECT_EQ(train_step.tracing_count(), 1);
   EXPECT_LT(last, first);
 }
+// How many nodes of op `op` the traced graph of `f`'s (single) concrete function holds.
+int count_ops(const tg::LoadedFunction& f, const std::string& op) {
+  int n = 0;
+  for (const tg::ConcreteFunction& cf : f.concrete_functions())
+    for (const auto& node : cf.graph().nodes()) n += node.op == op;
+  return n;
+}
+
+// The importer keeps activations channels-last between convolutions: one transpose at the input,
+// at most one more where the NCHW value leaves (the flatten before the classifier).
+void expect_few_transposes(const std::string& name) {
+  const fs::path dir = torch_dir();
+  if (dir.empty()) GTEST_SKIP() << "TG_ONNX_TORCH_DIR is not set; CTest's onnx_torch_import runs this with PyTorch's models";
+  const tg::LoadedFunction model = tg::import_onnx((dir / (name + ".onnx")).string());
+  EXPECT_GE(count_ops(model, "conv2d"), 10) << name;
+  EXPECT_LE(count_ops(model, "transpose"), 2) << name;
+}
+
 TEST(OnnxTorch, Resnet18) {
   if (!torch_dir().empty() && !fs::exists(torch_dir() / "torch_resnet18.onnx"))
     GTEST_SKIP() << "python3-torchvision is not installed: no resnet18";
   check_torch_model("torch_resnet18", "images");
+  expect_few_transposes("torch_resnet18");
 }
 TEST(OnnxTorch, MobilenetV2) {
   if (!torch_dir().empty() && !fs::exists(torch_dir() / "torch_mobilenet_v2.onnx"))
     GTEST_SKIP() << "python3-torchvision is not installed: no mobilenet_v2";
   check_torch_model("torch_mobilenet_v2", "images");
+  expect_few_transposes("torch_mobilenet_v2");
 }
 
 // ---- single ops against the spec -----------------------------------------------------------
@@ -437,6 +457,105 @@ TEST(OnnxImportOps, GroupedConvMatchesPerGroupConvs) {
     parts.push_back(tg::conv2d(tg::slice(xt, {0, 0, 0, 2 * g}, {-1, -1, -1, 2}), tg::slice(wt, {0, 0, 0, 2 * g}, {-1, -1, -1, 2}),
                                {1}, tg::Padding::Same));
   expect_close(y, tg::transpose(tg::concat(parts, 3), {0, 3, 1, 2}), 1e-5, 1e-6, "grouped conv");
+}
+
+// A Conv's output is held channels-last; the ops after it read it as NCHW values: per-channel
+// constants, Concat on channels (with a value held NCHW too), ReduceMean with and without
+// keepdims (one reduction leaves its dims out of NHWC order), Flatten, Shape over a None batch,
+// pools and graph outputs. The reference computes the same in NCHW with tracegraph's ops.
+TEST(OnnxImportOps, ChannelsLastValuesKeepTheirNchwMeaning) {
+  Model m;
+  m.input("x", kF, {-1, 3, 5, 5});
+  std::vector<float> w(4 * 3 * 3 * 3);
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>((i * 5) % 13) / 13.0f - 0.5f;
+  m.floats("w", {4, 3, 3, 3}, w);
+  m.floats("scale", {4, 1, 1}, {0.5f, -1.0f, 2.0f, 1.5f});
+  m.floats("shift", {1, 4, 1, 1}, {0.1f, 0.2f, -0.3f, 0.4f});
+  m.floats("row", {5}, {1.0f, 2.0f, 3.0f, 4.0f, 5.0f});
+  attr(m.node("Conv", {"x", "w"}, {"c"}), "pads", std::vector<int64_t>{1, 1, 1, 1});
+  m.node("Mul", {"c", "scale"}, {"scaled"});
+  m.node("Add", {"scaled", "shift"}, {"shifted"});
+  m.node("Relu", {"shifted"}, {"r"});
+  m.node("Mul", {"r", "row"}, {"rowed"});  // a (W,) constant: broadcast over the last NCHW axis
+  attr(m.node("Concat", {"rowed", "c"}, {"cat"}), "axis", int64_t{1});
+  attr(m.node("Concat", {"r", "x"}, {"cat_x"}), "axis", int64_t{-3});
+  const std::pair<const char*, std::vector<int64_t>> means[] = {{"mean_keep", {2, 3}}, {"mean_drop", {-2, -1}}, {"mean_c", {1}}, {"mean_nh", {0, 2}}};
+  for (const auto& [name, axes] : means) {
+    auto& n = m.node("ReduceMean", {"cat"}, {name});  // opset 17: the axes are an attribute
+    attr(n, "axes", axes);
+    if (std::string(name) != "mean_keep") attr(n, "keepdims", int64_t{0});
+  }
+  m.node("Flatten", {"r"}, {"flat"});
+  m.node("Shape", {"r"}, {"shape"});
+  auto& pool = m.node("MaxPool", {"r"}, {"pooled"});
+  attr(pool, "kernel_shape", std::vector<int64_t>{2, 2});
+  attr(pool, "strides", std::vector<int64_t>{2, 2});
+  m.node("GlobalAveragePool", {"rowed"}, {"gap"});
+  for (const char* o : {"rowed", "cat", "cat_x", "mean_keep", "mean_drop", "mean_c", "mean_nh", "flat", "shape", "pooled", "gap"})
+    m.output(o);
+  const tg::LoadedFunction f = m.load();
+  const tg::Tensor x = uniform({2, 3, 5, 5}, 11);
+  const std::vector<tg::Tensor> got = f(x);
+  ASSERT_EQ(got.size(), 11u);
+
+  const tg::Tensor wt = tg::transpose(tg::constant(w, tg::TensorShape({4, 3, 3, 3}), tg::float32), {2, 3, 1, 0});
+  const tg::Tensor c = tg::transpose(tg::conv2d(tg::transpose(x, {0, 2, 3, 1}), wt, {1}, tg::Padding::Same), {0, 3, 1, 2});
+  const tg::Tensor scale = tg::reshape(tg::constant({0.5f, -1.0f, 2.0f, 1.5f}), {4, 1, 1});
+  const tg::Tensor shift = tg::reshape(tg::constant({0.1f, 0.2f, -0.3f, 0.4f}), {1, 4, 1, 1});
+  const tg::Tensor r = tg::relu(c * scale + shift);
+  const tg::Tensor rowed = r * tg::constant({1.0f, 2.0f, 3.0f, 4.0f, 5.0f});
+  const tg::Tensor cat = tg::concat({rowed, c}, 1);
+  const tg::Tensor pooled = tg::transpose(tg::max_pool2d(tg::transpose(r, {0, 2, 3, 1}), {2, 2}, {2, 2}, tg::Padding::Valid), {0, 3, 1, 2});
+  const std::vector<tg::Tensor> want{rowed,
+                                     cat,
+                                     tg::concat({r, x}, 1),
+                                     tg::reduce_mean(cat, {2, 3}, true),
+                                     tg::reduce_mean(cat, {2, 3}, false),
+                                     tg::reduce_mean(cat, {1}, false),
+                                     tg::reduce_mean(cat, {0, 2}, false),
+                                     tg::reshape(r, {2, 100}),
+                                     tg::constant(std::vector<int64_t>{2, 4, 5, 5}, tg::TensorShape({4}), tg::int64),
+                                     pooled,
+                                     tg::reduce_mean(rowed, {2, 3}, true)};
+  const char* names[] = {"rowed", "cat", "cat_x", "mean_keep", "mean_drop", "mean_c", "mean_nh", "flat", "shape", "pooled", "gap"};
+  for (std::size_t i = 0; i < want.size(); ++i) expect_close(got[i], want[i], 1e-5, 1e-6, names[i]);
+}
+
+// Conv -> BatchNormalization -> Relu -> MaxPool -> Conv + a residual Add: one transpose at the
+// input and one at the output, none between.
+TEST(OnnxImportOps, ConvChainsTransposeOnlyAtTheEnds) {
+  Model m;
+  m.input("x", kF, {1, 2, 6, 6});
+  std::vector<float> w(2 * 2 * 3 * 3);
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>((i * 3) % 7) / 7.0f - 0.4f;
+  m.floats("w", {2, 2, 3, 3}, w);
+  m.floats("gamma", {2}, {1.5f, 0.5f});
+  m.floats("beta", {2}, {0.1f, -0.2f});
+  m.floats("mu", {2}, {0.3f, -0.1f});
+  m.floats("var", {2}, {2.0f, 0.5f});
+  attr(m.node("Conv", {"x", "w"}, {"c1"}), "pads", std::vector<int64_t>{1, 1, 1, 1});
+  m.node("BatchNormalization", {"c1", "gamma", "beta", "mu", "var"}, {"bn"});
+  m.node("Relu", {"bn"}, {"r"});
+  auto& pool = m.node("MaxPool", {"r"}, {"p"});
+  attr(pool, "kernel_shape", std::vector<int64_t>{3, 3});
+  attr(pool, "pads", std::vector<int64_t>{1, 1, 1, 1});
+  attr(m.node("Conv", {"p", "w"}, {"c2"}), "pads", std::vector<int64_t>{1, 1, 1, 1});
+  m.node("Add", {"c2", "r"}, {"y"});
+  m.output("y");
+  const tg::LoadedFunction f = m.load();
+  EXPECT_EQ(count_ops(f, "transpose"), 2);
+  const tg::Tensor x = uniform({1, 2, 6, 6}, 5);
+  const tg::Tensor wt = tg::transpose(tg::constant(w, tg::TensorShape({2, 2, 3, 3}), tg::float32), {2, 3, 1, 0});
+  auto per_c = [](const std::vector<float>& v) { return tg::constant(v, tg::TensorShape({1, 2, 1, 1}), tg::float32); };
+  const tg::Tensor xh = tg::transpose(x, {0, 2, 3, 1});
+  const tg::Tensor c1 = tg::transpose(tg::conv2d(xh, wt, {1}, tg::Padding::Same), {0, 3, 1, 2});
+  const tg::Tensor r = tg::relu((c1 - per_c({0.3f, -0.1f})) * per_c({1.5f, 0.5f}) / tg::sqrt(per_c({2.0f, 0.5f}) + 1e-5f) +
+                                per_c({0.1f, -0.2f}));
+  const tg::Tensor p = tg::max_pool2d(tg::pad(tg::transpose(r, {0, 2, 3, 1}), {{0, 0}, {1, 1}, {1, 1}, {0, 0}}, tg::PadMode::Constant,
+                                              -INFINITY),
+                                      {3, 3}, {1, 1}, tg::Padding::Valid);
+  const tg::Tensor c2 = tg::transpose(tg::conv2d(p, wt, {1}, tg::Padding::Same), {0, 3, 1, 2});
+  expect_close(f(x), c2 + r, 1e-5, 1e-5, "conv chain");
 }
 
 // ---- malformed and refused models ------------------------------------------------------------
