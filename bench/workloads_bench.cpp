@@ -166,10 +166,15 @@ BENCHMARK(BM_MlpTapeNoneBatch)->Name("mlp/train_step/traced_none_batch")->MinTim
 // cross-entropy under a tape, Adam(1e-3), traced with the None-batch input signature and called
 // at batch 128. As in the demo, one eager step first creates Adam's slot Variables. The same
 // step driven from Python is bench/python_bench.py's python/demo/train_step/traced; bench/run
-// puts the two side by side.
+// puts the two side by side. kMixedBf16: the same model built under Keras's mixed_bfloat16
+// policy (float32 Variables, bfloat16 compute), against the float32 step.
+template <bool kMixedBf16>
 void BM_DemoTrainStep(benchmark::State& state) {
   tg_bench::guarded(state, [&] {
+    const tg::nn::DTypePolicy before = tg::nn::global_policy();
+    if (kMixedBf16) tg::nn::set_global_policy("mixed_bfloat16");
     demo::Mlp model;
+    tg::nn::set_global_policy(before);
     tg::optim::Adam opt(demo::kMlpLearningRate);
     constexpr auto kDemoBatch = static_cast<int64_t>(demo::kMlpBatch);
     const Tensor x = random_tensor({kDemoBatch, kIn}, 0.5f, 5) + 0.5f;  // pixels in [0, 1]
@@ -187,7 +192,8 @@ void BM_DemoTrainStep(benchmark::State& state) {
                               std::to_string(train_step.tracing_count()) + " times, expected once");
   });
 }
-BENCHMARK(BM_DemoTrainStep)->Name("demo/train_step/traced")->MinTime(0.3)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_DemoTrainStep<false>)->Name("demo/train_step/traced")->MinTime(0.3)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_DemoTrainStep<true>)->Name("demo/train_step/mixed_bfloat16")->MinTime(0.3)->Unit(benchmark::kMicrosecond);
 #endif
 
 // The step's eight GEMMs (three forward; dW3, dH2, dW2, dH1, dW1 backward) through cblas
