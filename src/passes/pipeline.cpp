@@ -60,11 +60,11 @@ void dump(const std::shared_ptr<GraphIR>& g, const std::string& label, int step,
   std::ofstream(base + ".dot") << view.to_dot();
 }
 
-// Simplifies the sub-graphs of cond/while nodes, innermost first. Payloads and sub-graphs are
-// shared (a node's copies, gradient functions), so each rewritten one is a fresh copy. Only
-// simplification (and the sweep after it): the control-flow gradients replay sub-graph ops
-// through the tape, and fused ops have no gradient.
-int simplify_subgraphs(GraphIR& g) {
+// Runs `rewrite` (a pass that returns its number of changes) over the sub-graphs of cond/while
+// nodes, innermost first. Payloads and sub-graphs are shared (a node's copies, gradient
+// functions), so each rewritten one is a fresh copy.
+template <class Rewrite>
+int rewrite_subgraphs(GraphIR& g, const Rewrite& rewrite) {
   int changed = 0;
   for (GraphNode& node : g.nodes) {
     if (node.kind != NodeKind::kOp || !has_subgraphs(node.op)) continue;
@@ -72,10 +72,8 @@ int simplify_subgraphs(GraphIR& g) {
     int here = 0;
     for (NamedSubgraph& sub : payload->subgraphs) {
       auto copy = std::make_shared<GraphIR>(*sub.graph);
-      int n = simplify_subgraphs(*copy);
-      const int simplified = simplify_algebra(*copy);
-      if (simplified) eliminate_dead_code(*copy);
-      n += simplified;
+      int n = rewrite_subgraphs(*copy, rewrite);  // innermost first
+      n += rewrite(*copy);
       if (!n) continue;
       sub.graph = std::move(copy);
       here += n;
@@ -87,32 +85,27 @@ int simplify_subgraphs(GraphIR& g) {
   return changed;
 }
 
-// Fuses the sub-graphs of cond/while nodes, innermost first, as the main pipeline fuses the
-// graph: at the end of optimize_graph nothing differentiates the graph any more (a concrete
-// function's gradient and its exports read the graph as traced, which keeps the sub-graphs as
-// they were: each rewritten payload and sub-graph is a fresh copy), so a loop body runs the same
-// fused kernels as the same code unrolled.
+// Simplification only (and the sweep after it) while the graph may still be differentiated: the
+// control-flow gradients replay sub-graph ops through the tape, and fused ops have no gradient.
+int simplify_subgraphs(GraphIR& g) {
+  return rewrite_subgraphs(g, [](GraphIR& sub) {
+    const int n = simplify_algebra(sub);
+    if (n) eliminate_dead_code(sub);
+    return n;
+  });
+}
+
+// Fusion, as the main pipeline fuses the graph: at the end of optimize_graph nothing
+// differentiates the graph any more (a concrete function's gradient and its exports read the
+// graph as traced, which keeps the sub-graphs as they were), so a loop body runs the same fused
+// kernels as the same code unrolled.
 int fuse_subgraphs(GraphIR& g) {
-  int changed = 0;
-  for (GraphNode& node : g.nodes) {
-    if (node.kind != NodeKind::kOp || !has_subgraphs(node.op)) continue;
-    auto payload = std::make_shared<ControlFlowPayload>(*node.attrs.get<ControlFlowAttrs>().payload);
-    int here = 0;
-    for (NamedSubgraph& sub : payload->subgraphs) {
-      auto copy = std::make_shared<GraphIR>(*sub.graph);
-      int n = fuse_subgraphs(*copy);
-      n += fuse_elementwise(*copy);
-      n += fuse_product_epilogues(*copy);
-      if (!n) continue;
-      eliminate_dead_code(*copy);
-      sub.graph = std::move(copy);
-      here += n;
-    }
-    if (!here) continue;
-    node.attrs = ControlFlowAttrs{std::move(payload)};
-    changed += here;
-  }
-  return changed;
+  return rewrite_subgraphs(g, [](GraphIR& sub) {
+    int n = fuse_elementwise(sub);
+    n += fuse_product_epilogues(sub);
+    if (n) eliminate_dead_code(sub);
+    return n;
+  });
 }
 
 }  // namespace
