@@ -28,12 +28,13 @@ constexpr OpId kViaFloat32[] = {
 };
 
 // Ops whose own rule and kernel take bfloat16: they move elements without computing on them
-// (visit_dtype's bfloat16_t copies), pass values on, or (matmul) have a bfloat16 kernel.
+// (visit_dtype's bfloat16_t copies), pass values on, or (matmul, matmul_epilogue) have a bfloat16
+// kernel.
 constexpr OpId kNative[] = {
     OpId::Cast, OpId::Identity, OpId::StopGradient, OpId::Reshape, OpId::Transpose, OpId::ExpandDims,
     OpId::Squeeze, OpId::Concat, OpId::Stack, OpId::Slice, OpId::Gather, OpId::Index, OpId::Shape, OpId::Size,
     OpId::ReshapeTo, OpId::EnsureSameShape, OpId::Fill, OpId::BroadcastTo, OpId::ReshapeLike, OpId::SplitLike,
-    OpId::SliceLike, OpId::Tile, OpId::Split, OpId::Reverse, OpId::MatMul, OpId::ReadVariable,
+    OpId::SliceLike, OpId::Tile, OpId::Split, OpId::Reverse, OpId::MatMul, OpId::MatMulEpilogue, OpId::ReadVariable,
     OpId::AssignVariable, OpId::InitializeVariable, OpId::Cond, OpId::StatefulCond, OpId::While,
     OpId::StatefulWhile, OpId::TensorArrayWrite, OpId::TensorArrayRead, OpId::TensorArrayStack, OpId::Print,
 };

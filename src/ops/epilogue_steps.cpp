@@ -15,9 +15,12 @@ std::vector<ValueType> infer_epilogue_node(const char* op, OpId product, const O
   if (in.size() != e.arity())
     op_error<InvalidArgumentError>(op, "expected ", e.arity(), " inputs, got ", in.size(), "; ", op,
                                    " nodes are made by the graph optimiser only");
+  // bfloat16: a matmul's only (its kernel's bfloat16 path rounds as the ops apart do).
+  const bool bf16 = product == OpId::MatMul && in[0].dtype == DType::BFloat16 && !e.column_sums;
   for (std::size_t i = 0; i < 2; ++i)
-    if (in[i].dtype != DType::Float32)
-      op_error<InvalidArgumentError>(op, "expected float32 operands, got input ", i, " ", describe(in[i]));
+    if (in[i].dtype != (bf16 ? DType::BFloat16 : DType::Float32))
+      op_error<InvalidArgumentError>(op, "expected float32 operands, got input ", i, " ", describe(in[i]),
+                                     product == OpId::MatMul ? " (bfloat16 operands: both, without column sums)" : "");
   return run_epilogue_steps(product, product_attrs, e, in, [](OpId id, const std::vector<ValueType>& args, const OpAttrs& a) {
     return op_def(id).infer(args, a).at(0);
   });

@@ -14,6 +14,8 @@
 #include "ops/epilogue_steps.h"
 #include "kernels/bf16.h"
 #include "kernels/gemm.h"
+#include "core/thread_pool.h"
+#include "kernels/elementwise_functors.h"
 #include "ops/grad_helpers.h"
 #include "tracegraph/ops.h"
 
@@ -252,6 +254,72 @@ std::vector<ValueType> infer_matmul_epilogue(const std::vector<ValueType>& in, c
   return infer_epilogue_node(kEpilogueOp, OpId::MatMul, product_attrs(e), EpilogueParts::of(e), in);
 }
 
+// The epilogue of a bfloat16 product, rows [r0, r1) of its float32 sums (n per row), with the
+// bits of the ops apart: each op rounds its own result to bfloat16, and the next one computes in
+// float32 on that rounded value (as kernel_via_float32 does). So the product is rounded first,
+// the bias added to it and rounded, and the mask, relu and where look at that rounded value
+// (relu and where of a bfloat16 value are bfloat16 values: nothing more to round). `wide` holds
+// one row.
+void bf16_epilogue_rows(const EpilogueParts& e, const float* sums, int64_t n, const float* bias, bool* mask_out,
+                        const bool* mask_in, bfloat16_t* out, float* wide, int64_t r0, int64_t r1) {
+  for (int64_t r = r0; r < r1; ++r) {
+    bfloat16_t* row = out + r * n;
+    f32_to_bf16(sums + r * n, row, n);
+    if (!e.bias && !e.mask_out && !e.relu && !e.mask_in) continue;
+    bf16_to_f32(row, wide, n);
+    if (e.bias) {
+      for (int64_t j = 0; j < n; ++j) wide[j] = AddF{}(wide[j], bias[j]);
+      f32_to_bf16(wide, row, n);
+      if (!e.mask_out && !e.relu && !e.mask_in) continue;
+      bf16_to_f32(row, wide, n);
+    }
+    // One loop per part, with nothing aliased, so that each vectorises.
+    float* __restrict w = wide;
+    if (e.mask_out) {
+      bool* __restrict m = mask_out + r * n;
+      for (int64_t j = 0; j < n; ++j) m[j] = GreaterF{}(w[j], 0.0f);
+    }
+    if (e.relu)
+      for (int64_t j = 0; j < n; ++j) w[j] = ReluF{}(w[j]);
+    if (e.mask_in) {
+      // The mask read as bytes, as kernel_where does, so that the loop blends.
+      const auto* __restrict m = reinterpret_cast<const unsigned char*>(mask_in + r * n);
+      for (int64_t j = 0; j < n; ++j) w[j] = WhereF{}(m[j] != 0, w[j], 0.0f);
+    }
+    f32_to_bf16(wide, row, n);
+  }
+}
+
+// matmul_epilogue on bfloat16 operands (no column sums: the optimiser fuses none on bfloat16).
+void kernel_matmul_epilogue_bf16(const EpilogueParts& parts, const Gemm& g, const std::vector<Tensor>& in,
+                                 std::vector<Tensor>& out) {
+  TG_CHECK(!parts.column_sums, "matmul_epilogue: column sums of a bfloat16 product");
+  const int64_t count = g.m * g.n;
+  if (count == 0) return;
+  thread_local std::vector<float> sum_buffer, bias_buffer;  // kept between calls, as kernel_bf16's
+  sum_buffer.resize(static_cast<std::size_t>(count));
+  float* const sums = sum_buffer.data();
+  bf16_gemm(blas_int(g.m), blas_int(g.n), blas_int(g.k), data_of<bfloat16_t>(in[0]), blas_int(g.a_cols), g.ta,
+            data_of<bfloat16_t>(in[1]), blas_int(g.b_cols), g.tb, sums, blas_int(g.n));
+  const float* bias = nullptr;
+  if (parts.bias) {
+    bias_buffer.resize(static_cast<std::size_t>(g.n));
+    bf16_to_f32(data_of<bfloat16_t>(in[EpilogueParts::kBiasInput]), bias_buffer.data(), g.n);
+    bias = bias_buffer.data();
+  }
+  bool* const mask_out = parts.mask_out ? data_of<bool>(out[1]) : nullptr;
+  const bool* const mask_in = parts.mask_in ? data_of<bool>(in[parts.mask_input()]) : nullptr;
+  bfloat16_t* const result = data_of<bfloat16_t>(out[0]);
+  // Rows split over the pool by a count fixed by the sizes; every row's bits are its own.
+  const int parts_count = static_cast<int>(std::clamp<int64_t>(count / 16384, 1, num_threads()));
+  parallel_parts(parts_count, [&](int p) {
+    thread_local std::vector<float> wide;
+    wide.resize(static_cast<std::size_t>(g.n));
+    bf16_epilogue_rows(parts, sums, g.n, bias, mask_out, mask_in, result, wide.data(), g.m * p / parts_count,
+                       g.m * (p + 1) / parts_count);
+  });
+}
+
 void kernel_matmul_epilogue(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
   const MatMulEpilogueAttrs& e = attrs.get<MatMulEpilogueAttrs>();
   const EpilogueParts parts = EpilogueParts::of(e);
@@ -259,6 +327,7 @@ void kernel_matmul_epilogue(const std::vector<Tensor>& in, const OpAttrs& attrs,
   const TensorShape product({g.m, g.n});
   if (!epilogue_fits(parts, in, out, product))
     return run_steps_eagerly([&](auto op) { return run_epilogue_steps(OpId::MatMul, product_attrs(e), parts, in, op); }, out);
+  if (in[0].impl()->dtype == DType::BFloat16) return kernel_matmul_epilogue_bf16(parts, g, in, out);
   float* const sums = parts.column_sums ? data_of<float>(out.back()) : nullptr;
   if (product.num_elements() == 0) {
     if (sums) std::fill_n(sums, g.n, 0.0f);  // a sum of no rows

@@ -9,6 +9,8 @@
 // - a float32 max_pool2d_grad read only by where(mask, dx, 0) (relu's gradient before the pool)
 //   becomes max_pool2d_grad_masked, which takes in the sum over all but the channels of its
 //   result (a convolution layer's bias gradient).
+// A 2-D bfloat16 matmul takes in the same bias, relu, masks from its op nodes (bfloat16 ops are
+// not fused elementwise), rounding each op's result as the op would (see the bfloat16 section).
 #include <algorithm>
 #include <optional>
 #include <utility>
@@ -271,6 +273,135 @@ void take_column_sums(GraphIR& g, const NodeUsers& users, int self) {
   }
 }
 
+// ---- bfloat16 dense layers. Their elementwise ops are not fused (no fused loops on bfloat16),
+// so the epilogue is read off the nodes themselves: a 2-D bfloat16 matmul read by
+// - add(product, bias) alone, the add then read by relu and by greater(add, zeros_like(add))
+//   (relu's gradient's mask), or by anything (then the bias alone is taken in);
+// - where(mask, product, zeros_like(product)) and that zeros_like alone (relu's gradient).
+// The matmul_epilogue rounds as the ops apart do (matmul.cpp), so the bits stay the same. ----
+
+// Whether `r` is an output of a plain op node `op` (no control input) reading exactly `inputs`.
+bool is_op(const GraphIR& g, ValueRef r, OpId op) {
+  const GraphNode& n = g.node_of(r);
+  return n.kind == NodeKind::kOp && n.op == op && n.control_input < 0;
+}
+
+// Whether `r` is a 2-D bfloat16 matmul's output.
+bool is_bf16_matmul(const GraphIR& g, ValueRef r) {
+  if (!is_op(g, r, OpId::MatMul)) return false;
+  for (const ValueRef& in : g.node_of(r).inputs) {
+    const ValueType& t = g.type_of(in);
+    if (t.dtype != DType::BFloat16 || !t.shape.has_rank() || t.shape.rank() != 2) return false;
+  }
+  return true;
+}
+
+// Every input in the graph that reads `from` reads `to` instead.
+void redirect(GraphIR& g, ValueRef from, ValueRef to) {
+  for (GraphNode& n : g.nodes)
+    for (ValueRef& in : n.inputs)
+      if (in == from) in = to;
+}
+
+bool only_reader(const NodeUsers& users, int node, int reader) {
+  const auto readers = users.of(node);
+  return readers.size() == 1 && readers[0] == reader;
+}
+
+// Node `self` becomes matmul_epilogue(product's operands, extra inputs) with these outputs.
+void become_bf16_epilogue(GraphIR& g, int self, const GraphNode& product, const EpilogueParts& e,
+                          const std::vector<ValueRef>& extra, SmallVector<ValueType, 1> outputs) {
+  const MatMulAttrs& a = product.attrs.get<MatMulAttrs>();
+  SmallVector<ValueRef, 2> inputs;
+  inputs.push_back(product.inputs[0]);
+  inputs.push_back(product.inputs[1]);
+  for (const ValueRef& r : extra) inputs.push_back(r);
+  GraphNode& node = g.nodes[static_cast<std::size_t>(self)];
+  node.op = OpId::MatMulEpilogue;
+  node.name = g.unique_name(op_def(OpId::MatMulEpilogue).name);
+  node.attrs = MatMulEpilogueAttrs{a.transpose_a, a.transpose_b, e.bias, e.mask_out, e.relu, e.mask_in};
+  node.inputs = std::move(inputs);
+  node.outputs = std::move(outputs);
+}
+
+// add(product, bias): the bias, and relu with its mask where the add's readers are just those.
+bool fuse_bf16_bias(GraphIR& g, const NodeUsers& users, int self) {
+  const GraphNode& node = g.node(self);
+  if (node.inputs.size() != 2 || !is_bf16_matmul(g, node.inputs[0]) || !only_reader(users, node.inputs[0].node, self))
+    return false;
+  const ValueType& bias = g.type_of(node.inputs[1]);
+  const TensorShape& shape = g.type_of(node.inputs[0]).shape;
+  if (bias.dtype != DType::BFloat16 || !bias.shape.has_rank() || bias.shape.rank() != 1 || shape.dims().back() == None ||
+      bias.shape.dims()[0] != shape.dims().back() || !(node.outputs[0].shape == shape))
+    return false;
+  // The add's readers: one relu, and at most one greater(add, zeros_like(add)) whose zeros_like
+  // nothing else reads. Anything else needs the add's own value.
+  const ValueRef sum{self, 0};
+  int relu = -1, greater = -1;
+  bool other = false;
+  for (int r : users.of(self)) {
+    const GraphNode& n = g.node(r);
+    if (n.kind != NodeKind::kOp || n.control_input >= 0) other = true;
+    else if (n.op == OpId::Relu && relu < 0) relu = r;
+    else if (n.op == OpId::ZerosLike && n.inputs[0] == sum && users.of(r).size() == 1 &&
+             is_op(g, ValueRef{users.of(r)[0], 0}, OpId::Greater))
+      continue;  // checked with its greater
+    else if (n.op == OpId::Greater && greater < 0 && n.inputs[0] == sum && is_op(g, n.inputs[1], OpId::ZerosLike) &&
+             g.node_of(n.inputs[1]).inputs[0] == sum && only_reader(users, n.inputs[1].node, r))
+      greater = r;
+    else other = true;
+  }
+  const GraphNode product = g.node_of(node.inputs[0]);
+  const ValueRef bias_ref = node.inputs[1];
+  EpilogueParts e;
+  e.bias = true;
+  if (other || relu < 0) {
+    become_bf16_epilogue(g, self, product, e, {bias_ref}, g.node(self).outputs);
+    return true;
+  }
+  e.relu = true;
+  e.mask_out = greater >= 0;
+  SmallVector<ValueType, 1> outputs;
+  outputs.push_back(g.node(relu).outputs[0]);
+  if (greater >= 0) outputs.push_back(g.node(greater).outputs[0]);
+  become_bf16_epilogue(g, self, product, e, {bias_ref}, std::move(outputs));
+  // The relu, the greater and its zeros_like are left without readers, for the sweep.
+  redirect(g, ValueRef{relu, 0}, ValueRef{self, 0});
+  if (greater >= 0) redirect(g, ValueRef{greater, 0}, ValueRef{self, 1});
+  return true;
+}
+
+// where(mask, product, zeros_like(product)).
+bool fuse_bf16_masked(GraphIR& g, const NodeUsers& users, int self) {
+  const GraphNode& node = g.node(self);
+  if (node.inputs.size() != 3 || !is_bf16_matmul(g, node.inputs[1]) || !is_op(g, node.inputs[2], OpId::ZerosLike))
+    return false;
+  const ValueRef product_ref = node.inputs[1];
+  const int zeros = node.inputs[2].node;
+  if (!(g.node(zeros).inputs[0] == product_ref) || !only_reader(users, zeros, self)) return false;
+  const auto readers = users.of(product_ref.node);
+  if (readers.size() != 2 || !((readers[0] == self && readers[1] == zeros) || (readers[0] == zeros && readers[1] == self)))
+    return false;
+  const ValueType& mask = g.type_of(node.inputs[0]);
+  const TensorShape& shape = g.type_of(product_ref).shape;
+  if (mask.dtype != DType::Bool || !(mask.shape == shape) || !(node.outputs[0].shape == shape)) return false;
+  const GraphNode product = g.node_of(product_ref);
+  EpilogueParts e;
+  e.mask_in = true;
+  become_bf16_epilogue(g, self, product, e, {node.inputs[0]}, g.node(self).outputs);
+  return true;
+}
+
+bool fuse_bf16_epilogue(GraphIR& g, const NodeUsers& users, int self) {
+  const GraphNode& node = g.node(self);
+  if (node.kind != NodeKind::kOp || node.control_input >= 0 || node.outputs.size() != 1 ||
+      node.outputs[0].dtype != DType::BFloat16)
+    return false;
+  if (node.op == OpId::Add) return fuse_bf16_bias(g, users, self);
+  if (node.op == OpId::Where) return fuse_bf16_masked(g, users, self);
+  return false;
+}
+
 }  // namespace
 
 int fuse_product_epilogues(GraphIR& g) {
@@ -278,6 +409,10 @@ int fuse_product_epilogues(GraphIR& g) {
   int count = 0;
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     const int self = static_cast<int>(i);
+    if (fuse_bf16_epilogue(g, users, self)) {
+      ++count;
+      continue;
+    }
     if (const std::optional<Found> f = find_epilogue(g, users, self)) {
       rewrite_as_epilogue(g, users, self, *f);
       ++count;  // the product is left without readers, for the sweep after this pass

@@ -3,6 +3,7 @@
 // an epilogue stays.
 #include "graph/verify.h"
 #include "kernels/gemm.h"
+#include "ops/op.h"
 #include "passes/passes.h"
 #include "support/graph_util.h"
 #include "support/test_util.h"
@@ -226,6 +227,101 @@ TEST(ProductEpilogues, WhatIsNotAnEpilogueStaysAsItWas) {
     const Graph g = optimised.get_concrete_function(in).optimized_graph();
     EXPECT_EQ(count_op(g, "matmul_epilogue"), 0) << g.to_string();
   }
+}
+
+// bfloat16 dense layers (elementwise ops not fused): the products take in the bias, relu and its
+// mask, and relu's gradient, rounding as the ops apart do (each op rounds its own result), on one
+// thread and two and with rows split over the pool (batch 600).
+TEST(ProductEpilogues, BFloat16DenseLayersTakeInBiasReluAndMasksWithTheBitsOfTheOpsApart) {
+  detail::set_verify_graphs(true);
+  const int threads_before = config::num_threads();
+  for (const int threads : {1, 2})
+    for (const int64_t batch : {96, 600}) {
+      config::set_num_threads(threads);
+      SCOPED_TRACE(::testing::Message() << threads << " threads, batch " << batch);
+      std::vector<Tensor> in = dense_inputs(batch);
+      for (Tensor& t : in) t = cast(t, bfloat16);
+      auto optimised = function(dense_step);
+      auto plain = function(dense_step, {.optimize = false});
+      const std::vector<Tensor> got = run(optimised, in), want = run(plain, in), eager = dense_step(in[0], in[1], in[2], in[3], in[4]);
+      ASSERT_EQ(got.size(), want.size());
+      for (std::size_t k = 0; k < got.size(); ++k) {
+        EXPECT_EQ(got[k].dtype(), bfloat16);
+        EXPECT_TRUE(same_bits(got[k], want[k])) << "output " << k;
+        EXPECT_TRUE(same_bits(got[k], eager[k])) << "output " << k;
+      }
+      const Graph g = optimised.get_concrete_function(in[0], in[1], in[2], in[3], in[4]).optimized_graph();
+      // x w1 (+ b1, relu, mask), h w2 (+ b2), dlogits w2^T (relu's gradient); the bias
+      // gradients stay sum_to_like nodes.
+      EXPECT_EQ(count_op(g, "matmul_epilogue"), 3) << g.to_string();
+      EXPECT_EQ(count_op(g, "matmul"), 2) << g.to_string();
+      for (const char* op : {"relu", "greater", "where", "add"}) EXPECT_EQ(count_op(g, op), 0) << op << "\n" << g.to_string();
+    }
+  config::set_num_threads(threads_before);
+}
+
+// Sums that round to zero in bfloat16 but not in float32 (the mask looks at the rounded value),
+// negative zeros and ties: the bits of the ops apart.
+TEST(ProductEpilogues, BFloat16EpilogueMasksTheRoundedValues) {
+  detail::set_verify_graphs(true);
+  // x: tiny values whose products (1e-42) are float32 subnormals that round to zero in bfloat16.
+  const float tiny = 1e-21f;
+  const Tensor x = cast(constant(std::vector<float>{tiny, 0.0f, -0.0f, 1.0f, tiny, -tiny, 3.0f, -1.0f}, {4, 2}), bfloat16);
+  const Tensor w = cast(constant(std::vector<float>{tiny, -tiny, 1.0f, 0.0f, 1.00390625f, -2.0f}, {2, 3}), bfloat16);
+  const Tensor b = cast(constant(std::vector<float>{0.0f, -0.0f, 0.00390625f}, {3}), bfloat16);
+  auto body = [](const Tensor& x, const Tensor& w, const Tensor& b) {
+    GradientTape tape;
+    tape.watch(w);
+    const Tensor y = relu(matmul(x, w) + b);
+    std::vector<Tensor> out = tape.gradient(reduce_sum(y), std::vector<Tensor>{w});
+    out.push_back(y);
+    return out;
+  };
+  auto optimised = function(body);
+  auto plain = function(body, {.optimize = false});
+  const std::vector<Tensor> got = optimised(x, w, b), want = plain(x, w, b);
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t k = 0; k < got.size(); ++k) EXPECT_TRUE(same_bits(got[k], want[k])) << "output " << k;
+  EXPECT_EQ(count_op(optimised.get_concrete_function(x, w, b).optimized_graph(), "matmul_epilogue"), 1);
+}
+
+// A bfloat16 layer whose value before relu is read elsewhere takes in its bias only; a product
+// read twice, a bias of one value or of float32 takes in nothing.
+TEST(ProductEpilogues, BFloat16WhatIsNotAnEpilogueStays) {
+  const Tensor x = cast(random_uniform({6, 8}, -1, 1, 1), bfloat16), w = cast(random_uniform({8, 4}, -1, 1, 2), bfloat16);
+  const Tensor b = cast(random_uniform({4}, -1, 1, 3), bfloat16), one = cast(random_uniform({1}, -1, 1, 4), bfloat16);
+  using Body = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+  struct Case { const char* label; Body body; int epilogues; };
+  const std::vector<Case> cases = {
+      {"value before relu read", [](const std::vector<Tensor>& in) {
+         const Tensor z = matmul(in[0], in[1]) + in[2];
+         return std::vector<Tensor>{relu(z), z};
+       }, 1},
+      {"product read twice", [](const std::vector<Tensor>& in) {
+         const Tensor z = matmul(in[0], in[1]);
+         return std::vector<Tensor>{relu(z + in[2]) + z};
+       }, 0},
+      {"a bias of one value", [](const std::vector<Tensor>& in) { return std::vector<Tensor>{relu(matmul(in[0], in[1]) + in[3])}; }, 0},
+      {"mask before the bias", [](const std::vector<Tensor>& in) {
+         const Tensor z = matmul(in[0], in[1]);
+         return std::vector<Tensor>{where(greater(z, zeros_like(z)), z + in[2], zeros_like(z))};
+       }, 0},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.label);
+    const std::vector<Tensor> in = {x, w, b, one};
+    auto optimised = function(c.body);
+    auto plain = function(c.body, {.optimize = false});
+    const std::vector<Tensor> got = optimised(in), want = plain(in);
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t k = 0; k < got.size(); ++k) EXPECT_TRUE(same_bits(got[k], want[k])) << "output " << k;
+    const Graph g = optimised.get_concrete_function(in).optimized_graph();
+    EXPECT_EQ(count_op(g, "matmul_epilogue"), c.epilogues) << g.to_string();
+  }
+  // An epilogue node of bfloat16 operands and a float32 bias is refused, as add refuses it.
+  EXPECT_THROW(detail::apply_op1(detail::OpId::MatMulEpilogue, {x, w, cast(b, float32)},
+                                 detail::MatMulEpilogueAttrs{false, false, true, false, false, false}),
+               InvalidArgumentError);
 }
 
 }  // namespace
