@@ -1039,6 +1039,80 @@ TEST(OnnxImportControlFlow, IfReadsEnclosingValues) {
   expect_close(passthrough(tg::constant(false), x), tg::constant({1.0f, -2.0f}), 0, 0, "else: w");
 }
 
+// A Conv's output, held channels-last, read inside If branches: an elementwise op on it there, and
+// a branch that returns it as it is; the If's result is the NCHW value either way.
+TEST(OnnxImportControlFlow, BranchesReadChannelsLastValues) {
+  Model m;
+  m.input("p", kBool, {});
+  m.input("x", kF, {1, 2, 3, 3});
+  std::vector<float> w(3 * 2);
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i) - 2.5f;
+  m.floats("w", {3, 2, 1, 1}, w);
+  m.floats("scale", {3, 1, 1}, {1.0f, -2.0f, 0.5f});
+  m.node("Conv", {"x", "w"}, {"c"});
+  Sub then_branch("then"), else_branch("else");
+  then_branch.node("Mul", {"c", "scale"}, {"t"});
+  then_branch.output("t");
+  else_branch.output("c");
+  onnx::NodeProto& n = m.node("If", {"p"}, {"y"});
+  attr(n, "then_branch", then_branch.g);
+  attr(n, "else_branch", else_branch.g);
+  m.output("y");
+  const tg::LoadedFunction f = m.load();
+  const tg::Tensor x = uniform({1, 2, 3, 3}, 21);
+  const tg::Tensor wt = tg::transpose(tg::constant(w, tg::TensorShape({3, 2, 1, 1}), tg::float32), {2, 3, 1, 0});
+  const tg::Tensor c = tg::transpose(tg::conv2d(tg::transpose(x, {0, 2, 3, 1}), wt, {1}, tg::Padding::Valid), {0, 3, 1, 2});
+  const tg::Tensor scale = tg::constant(std::vector<float>{1.0f, -2.0f, 0.5f}, tg::TensorShape({3, 1, 1}), tg::float32);
+  expect_close(f(tg::constant(true), x), c * scale, 1e-6, 1e-6, "then");
+  expect_close(f(tg::constant(false), x), c, 1e-6, 1e-6, "else");
+}
+
+// With initializers as Variables the per-channel constants and BatchNormalization's statistics
+// are Variable reads in the graph: the same result, and gradients reach them.
+TEST(OnnxImportTraining, ChannelsLastConvModelFineTunes) {
+  Model m;
+  m.input("x", kF, {2, 2, 4, 4});
+  std::vector<float> w(3 * 2 * 3 * 3);
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>((i * 5) % 9) / 9.0f - 0.45f;
+  m.floats("w", {3, 2, 3, 3}, w);
+  m.floats("gamma", {3}, {1.0f, 0.5f, 2.0f});
+  m.floats("beta", {3}, {0.0f, 0.1f, -0.1f});
+  m.floats("mu", {3}, {0.2f, 0.0f, -0.2f});
+  m.floats("var", {3}, {1.0f, 2.0f, 0.5f});
+  m.floats("scale", {1, 3, 1, 1}, {0.5f, 1.0f, -1.0f});
+  attr(m.node("Conv", {"x", "w"}, {"c"}), "pads", std::vector<int64_t>{1, 1, 1, 1});
+  m.node("BatchNormalization", {"c", "gamma", "beta", "mu", "var"}, {"bn"});
+  m.node("Mul", {"bn", "scale"}, {"s"});
+  m.node("Relu", {"s"}, {"r"});
+  m.node("GlobalAveragePool", {"r"}, {"g"});
+  m.node("Flatten", {"g"}, {"y"});
+  m.output("y");
+  tg::OnnxImportOptions options;
+  options.initializers_as_variables = true;
+  const tg::LoadedFunction plain = m.load(), trainable = m.load(options);
+  const tg::Tensor x = uniform({2, 2, 4, 4}, 8);
+  expect_close(trainable(x), plain(x), 1e-6, 1e-6, "Variables as initializers");
+  // The input's, and the Conv weight's (a Variable read, OIHW to HWIO); the Flatten after the
+  // (N, C, 1, 1) pool reshapes.
+  EXPECT_EQ(count_ops(trainable, "transpose"), 2);
+  std::vector<tg::Variable> vars = trainable.variables();
+  ASSERT_EQ(vars.size(), 6u);
+  auto train_step = tg::function([&](const tg::Tensor& xb) {
+    tg::GradientTape tape;
+    const tg::Tensor loss = tg::reduce_sum(tg::square(tg::Tensor(trainable(xb)) - 1.0f));
+    const std::vector<tg::Tensor> grads = tape.gradient(loss, vars);
+    for (std::size_t i = 0; i < vars.size(); ++i) {
+      tg::Variable v = vars[i];
+      v.assign_sub(grads[i] * 0.02f);
+    }
+    return loss;
+  });
+  const float first = train_step(x).item<float>();
+  float last = first;
+  for (int step = 0; step < 5; ++step) last = train_step(x).item<float>();
+  EXPECT_LT(last, first);
+}
+
 TEST(OnnxImportControlFlow, MalformedSubGraphsAreRefused) {
   auto if_model = [](const Sub& then_branch, const Sub& else_branch) {
     Model m;
