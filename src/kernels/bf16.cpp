@@ -30,17 +30,33 @@ bool vector_conversions() {
 
 }  // namespace
 
-void bf16_to_f32(const bfloat16_t* x, float* y, int64_t n) {
-  const auto* in = reinterpret_cast<const uint16_t*>(x);
+namespace {
+
+void widen_serial(const uint16_t* in, float* y, int64_t n) {
   if (vector_conversions()) return bf16_avx512::widen(in, y, n);
   auto* out = reinterpret_cast<uint32_t*>(y);
   for (int64_t i = 0; i < n; ++i) out[i] = static_cast<uint32_t>(in[i]) << 16;
 }
 
-void f32_to_bf16(const float* x, bfloat16_t* y, int64_t n) {
-  auto* out = reinterpret_cast<uint16_t*>(y);
+void narrow_serial(const float* x, uint16_t* out, int64_t n) {
   if (vector_conversions()) return bf16_avx512::narrow(x, out, n);
   for (int64_t i = 0; i < n; ++i) out[i] = bfloat16_t::round_from(x[i]);
+}
+
+}  // namespace
+
+// Each element converts alone, so large conversions (a layer's weights: 200K values, cast every
+// step) split over the pool with the same bits.
+void bf16_to_f32(const bfloat16_t* x, float* y, int64_t n) {
+  const auto* in = reinterpret_cast<const uint16_t*>(x);
+  if (n < kParallelMinElements) return widen_serial(in, y, n);
+  parallel_for(n, kParallelMinElements / 4, [&](int64_t b, int64_t e) { widen_serial(in + b, y + b, e - b); });
+}
+
+void f32_to_bf16(const float* x, bfloat16_t* y, int64_t n) {
+  auto* out = reinterpret_cast<uint16_t*>(y);
+  if (n < kParallelMinElements) return narrow_serial(x, out, n);
+  parallel_for(n, kParallelMinElements / 4, [&](int64_t b, int64_t e) { narrow_serial(x + b, out + b, e - b); });
 }
 
 namespace {

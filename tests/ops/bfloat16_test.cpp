@@ -213,6 +213,28 @@ TEST(BFloat16, BulkConversionsRoundAsOneValueDoes) {
   }
 }
 
+// Conversions of 64K values and more split over the pool: every element as one value converts,
+// on one thread and two, at sizes that end mid-chunk.
+TEST(BFloat16, LargeBulkConversionsSplitOverThePoolWithTheSameBits) {
+  const int threads_before = config::num_threads();
+  for (const int threads : {1, 2})
+    for (const int64_t n : {int64_t{1} << 16, (int64_t{1} << 18) + 13}) {
+      config::set_num_threads(threads);
+      SCOPED_TRACE(::testing::Message() << threads << " threads, " << n << " values");
+      std::vector<float> x(static_cast<std::size_t>(n));
+      for (int64_t i = 0; i < n; ++i) x[static_cast<std::size_t>(i)] = float_of(0x3F7F0000u + static_cast<uint32_t>(i) * 0x2F1u);
+      std::vector<bfloat16_t> y(x.size());
+      detail::f32_to_bf16(x.data(), y.data(), n);
+      std::vector<float> back(x.size());
+      detail::bf16_to_f32(y.data(), back.data(), n);
+      int64_t wrong = 0;
+      for (std::size_t i = 0; i < x.size(); ++i)
+        wrong += y[i].bits != bfloat16_t(x[i]).bits || bits_of(back[i]) != static_cast<uint32_t>(y[i].bits) << 16;
+      EXPECT_EQ(wrong, 0);
+    }
+  config::set_num_threads(threads_before);
+}
+
 TEST(BFloat16, NamesElementsAndPrinting) {
   EXPECT_EQ(to_string(bfloat16), "bfloat16");
   EXPECT_EQ(dtype_size(bfloat16), 2u);
