@@ -412,18 +412,28 @@ class Importer {
     std::unordered_map<std::string, Tensor> nhwc;
   };
 
-  // x's axes permuted: a reshape when the dims are static and those other than 1 keep their
-  // order (a (N, C, 1, 1) value, a per-channel constant), else a transpose.
+  // x's axes permuted (perm[0] is 0: the batch stays first): a reshape when the dims other than
+  // 1 keep their order (a (N, C, 1, 1) value, a per-channel constant) and every dim but the
+  // batch is static (the batch as -1 when it is None and the other dims hold elements), else a
+  // transpose.
   static Tensor permute(const Tensor& x, const std::vector<int>& perm) {
     const TensorShape& s = static_shape(x);
-    if (s.is_fully_defined()) {
+    if (s.has_rank() && static_cast<std::size_t>(s.rank()) == perm.size() && perm[0] == 0) {
+      const std::vector<int64_t> d = s.none_aware().dims();
       std::vector<int64_t> out;
       std::vector<int> moved;
-      for (int p : perm) {
-        out.push_back(s.dims()[static_cast<std::size_t>(p)]);
-        if (out.back() != 1) moved.push_back(p);
+      int64_t rest = 1;
+      bool known = true;
+      for (std::size_t k = 0; k < perm.size(); ++k) {
+        const int64_t v = d[static_cast<std::size_t>(perm[k])];
+        out.push_back(v);
+        if (k > 0) {
+          known = known && v >= 0;
+          rest *= std::max<int64_t>(v, 0);
+          if (v != 1) moved.push_back(perm[k]);
+        }
       }
-      if (std::is_sorted(moved.begin(), moved.end())) return tg::reshape(x, out);
+      if (known && (out[0] >= 0 || rest > 0) && std::is_sorted(moved.begin(), moved.end())) return tg::reshape(x, out);
     }
     return tg::transpose(x, perm);
   }

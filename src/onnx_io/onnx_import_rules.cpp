@@ -331,6 +331,19 @@ bool any_pads(const Window& w) {
   return std::any_of(w.pads.begin(), w.pads.end(), [](int64_t p) { return p != 0; });
 }
 
+// Explicit pads that are what SAME_UPPER pads over the input's (static) spatial dims d: the
+// convolution then pads inside its kernel instead of copying the input into a padded one.
+bool pads_are_same(const Window& w, const std::vector<int64_t>& d) {
+  for (std::size_t i = 0; i < 2; ++i) {
+    const int64_t in = d[2 + i];
+    if (in < 0) return false;
+    const int64_t out = (in + w.strides[i] - 1) / w.strides[i];
+    const int64_t total = std::max<int64_t>(0, (out - 1) * w.strides[i] + (w.kernel[i] - 1) * w.dilations[i] + 1 - in);
+    if (w.pads[i] != total / 2 || w.pads[2 + i] != total - total / 2) return false;
+  }
+  return true;
+}
+
 // NHWC x with the window's explicit pads added (value `fill`).
 Tensor pad_nhwc(const Tensor& x, const Window& w, double fill) {
   return pad(x, {{0, 0}, {w.pads[0], w.pads[2]}, {w.pads[1], w.pads[3]}, {0, 0}}, PadMode::Constant, fill);
@@ -357,7 +370,7 @@ std::vector<Tensor> conv_rule(NodeContext& c) {
   Tensor h = c.in_nhwc(0);
   Tensor filter = transpose(weight, {2, 3, 1, 0});  // (kh, kw, in / group, out)
   Padding padding = Padding::Valid;
-  if (w.same_upper) padding = Padding::Same;
+  if (w.same_upper || (any_pads(w) && pads_are_same(w, xd))) padding = Padding::Same;
   else if (any_pads(w)) h = pad_nhwc(h, w, 0.0);
   // A grouped Conv is conv2d's grouped form as it stands (the weight's in_channels per group);
   // one channel per group runs the depthwise kernels.

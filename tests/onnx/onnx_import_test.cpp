@@ -544,6 +544,9 @@ TEST(OnnxImportOps, ConvChainsTransposeOnlyAtTheEnds) {
   m.output("y");
   const tg::LoadedFunction f = m.load();
   EXPECT_EQ(count_ops(f, "transpose"), 2);
+  // The Convs' pads (1 each side of a 3x3 window, stride 1) are SAME's: padded inside conv2d.
+  // The MaxPool's are explicit (-inf).
+  EXPECT_EQ(count_ops(f, "pad"), 1);
   const tg::Tensor x = uniform({1, 2, 6, 6}, 5);
   const tg::Tensor wt = tg::transpose(tg::constant(w, tg::TensorShape({2, 2, 3, 3}), tg::float32), {2, 3, 1, 0});
   auto per_c = [](const std::vector<float>& v) { return tg::constant(v, tg::TensorShape({1, 2, 1, 1}), tg::float32); };
