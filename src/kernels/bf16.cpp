@@ -78,6 +78,11 @@ std::vector<float> widened(int rows, int cols, const bfloat16_t* x, int ld, bool
   return out;
 }
 
+template <class T>
+void grow_to(std::vector<T>& v, std::size_t size) {
+  if (v.size() < size) v.resize(size);
+}
+
 }  // namespace
 
 bool set_bf16_gemm_instructions(bool enabled) { return instructions_enabled.exchange(enabled); }
@@ -103,7 +108,9 @@ void bf16_gemm(int m, int n, int k, const bfloat16_t* a, int lda, bool ta, const
   // Kept per thread between calls: a fresh buffer of this size costs page faults every step.
   // The pool's threads get its address: in their lambdas the name would be their own buffer.
   thread_local std::vector<uint16_t> packed_buffer;
-  packed_buffer.resize(static_cast<std::size_t>(panels * pairs * 2 * kPanelCols));
+  // Grown only: resizing up after a smaller product would zero the new part (a memset of up to
+  // megabytes per call, every step).
+  grow_to(packed_buffer, static_cast<std::size_t>(panels * pairs * 2 * kPanelCols));
   uint16_t* const packed = packed_buffer.data();
   const int64_t flops = int64_t{2} * m * n * k;
   // Each element of C is computed whole by one part, so the bits never depend on the split.

@@ -178,7 +178,8 @@ void kernel_bf16(const Tensor& a, const Tensor& b, Tensor& out, const Gemm& g) {
   const int lda = blas_int(g.a_cols), ldb = blas_int(g.b_cols);
   const int64_t c_size = g.m * g.n;
   thread_local std::vector<float> sum_buffer;  // kept between calls: no page faults per step
-  sum_buffer.resize(static_cast<std::size_t>(c_size));
+  // Grown only: resizing up after a smaller product would zero the new part every step.
+  if (sum_buffer.size() < static_cast<std::size_t>(c_size)) sum_buffer.resize(static_cast<std::size_t>(c_size));
   float* const sums = sum_buffer.data();
   for_each_batch(a, b, out, [&](int64_t ia, int64_t ib, int64_t ic) {
     bf16_gemm(m, n, k, pa + ia * g.a_size, lda, g.ta, pb + ib * g.b_size, ldb, g.tb, sums, n);
@@ -297,13 +298,13 @@ void kernel_matmul_epilogue_bf16(const EpilogueParts& parts, const Gemm& g, cons
   const int64_t count = g.m * g.n;
   if (count == 0) return;
   thread_local std::vector<float> sum_buffer, bias_buffer;  // kept between calls, as kernel_bf16's
-  sum_buffer.resize(static_cast<std::size_t>(count));
+  if (sum_buffer.size() < static_cast<std::size_t>(count)) sum_buffer.resize(static_cast<std::size_t>(count));
   float* const sums = sum_buffer.data();
   bf16_gemm(blas_int(g.m), blas_int(g.n), blas_int(g.k), data_of<bfloat16_t>(in[0]), blas_int(g.a_cols), g.ta,
             data_of<bfloat16_t>(in[1]), blas_int(g.b_cols), g.tb, sums, blas_int(g.n));
   const float* bias = nullptr;
   if (parts.bias) {
-    bias_buffer.resize(static_cast<std::size_t>(g.n));
+    if (bias_buffer.size() < static_cast<std::size_t>(g.n)) bias_buffer.resize(static_cast<std::size_t>(g.n));
     bf16_to_f32(data_of<bfloat16_t>(in[EpilogueParts::kBiasInput]), bias_buffer.data(), g.n);
     bias = bias_buffer.data();
   }
@@ -314,7 +315,7 @@ void kernel_matmul_epilogue_bf16(const EpilogueParts& parts, const Gemm& g, cons
   const int parts_count = static_cast<int>(std::clamp<int64_t>(count / 16384, 1, num_threads()));
   parallel_parts(parts_count, [&](int p) {
     thread_local std::vector<float> wide;
-    wide.resize(static_cast<std::size_t>(g.n));
+    if (wide.size() < static_cast<std::size_t>(g.n)) wide.resize(static_cast<std::size_t>(g.n));
     bf16_epilogue_rows(parts, sums, g.n, bias, mask_out, mask_in, result, wide.data(), g.m * p / parts_count,
                        g.m * (p + 1) / parts_count);
   });
