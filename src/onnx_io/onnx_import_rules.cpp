@@ -584,6 +584,11 @@ std::vector<Tensor> reduce(NodeContext& c, Tensor (*f)(const Tensor&, std::vecto
     noop = c.attr_int("noop_with_empty_axes", 0) != 0;
     if (c.has_input(1)) axes = c.const_ints(1, "the axes");
   } else {
+    // Before the opset that made the axes an input they are an attribute; a second input then has
+    // no meaning and reducing over every axis instead would be a wrong result.
+    if (c.num_inputs() > 1)
+      c.malformed(str_cat("it has ", c.num_inputs(), " inputs; before opset ", axes_input_since,
+                          " it takes one and reads its axes from the attribute 'axes'"));
     axes = c.attr_ints("axes", {});
   }
   if (axes.empty() && noop) {

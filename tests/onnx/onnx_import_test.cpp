@@ -585,6 +585,23 @@ std::string error_of(const Model& m) {
   return "";
 }
 
+// ReduceMean reads its axes from an input from opset 18 on; before, an axes input is refused
+// (it was ignored, reducing over every axis).
+TEST(OnnxImportErrors, ReduceAxesInputBeforeItsOpsetIsRefused) {
+  Model m(17);
+  m.input("x", kF, {2, 3});
+  m.ints("axes", {1}, {1});
+  m.node("ReduceMean", {"x", "axes"}, {"y"});
+  m.output("y");
+  EXPECT_NE(error_of<tg::FormatError>(m).find("before opset 18 it takes one and reads its axes from the attribute"), std::string::npos);
+  Model n(18);
+  n.input("x", kF, {2, 3});
+  n.ints("axes", {1}, {1});
+  attr(n.node("ReduceMean", {"x", "axes"}, {"y"}), "keepdims", int64_t{0});
+  n.output("y");
+  expect_close(n.load()(tg::constant({{1.0f, 2.0f, 3.0f}, {4.0f, 5.0f, 6.0f}})), tg::constant({2.0f, 5.0f}), 0, 0, "opset 18 axes input");
+}
+
 TEST(OnnxImportErrors, TruncatedAndGarbageBytes) {
   const std::string s = relu_model().bytes();
   for (std::size_t n = 1; n < s.size(); n += 3)
