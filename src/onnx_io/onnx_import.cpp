@@ -447,6 +447,7 @@ class Importer {
     const onnx::NodeProto& node() const override { return n_; }
     int64_t opset() const override { return imp_.opset_; }
     Tensor in(int i) override {
+      note_input(i);
       if (!has_input(i)) malformed(str_cat("input ", i, " is missing"));
       if (!overrides_.empty() && overrides_[static_cast<std::size_t>(i)]) return *overrides_[static_cast<std::size_t>(i)];
       Tensor t = imp_.value(n_.input(i), env_);
@@ -464,6 +465,7 @@ class Importer {
       return t;
     }
     TensorShape shape_of(int i) override {
+      note_input(i);
       if (!has_input(i)) malformed(str_cat("input ", i, " is missing"));
       if (!overrides_.empty() && overrides_[static_cast<std::size_t>(i)]) return overrides_[static_cast<std::size_t>(i)]->shape();
       if (const Tensor* h = imp_.nhwc_value(n_.input(i), env_)) {
@@ -477,6 +479,7 @@ class Importer {
              imp_.nhwc_value(n_.input(i), env_) != nullptr;
     }
     Tensor in_nhwc(int i) override {
+      note_input(i);
       if (held_nhwc(i)) return *imp_.nhwc_value(n_.input(i), env_);
       const Tensor t = in(i);
       TG_CHECK(t.shape().has_rank() && t.shape().rank() == 4, "in_nhwc reads 4-D values (the rule checked the rank)");
@@ -597,6 +600,10 @@ class Importer {
         c.refuse(str_cat("attribute '", a.name(), "' is not read by the importer's ", n.op_type(),
                          " rule, and ignoring it could change the result; remove it from the model if it has no effect"));
     }
+    for (int i = 0; i < n.input_size(); ++i)
+      if (!n.input(i).empty() && !c.input_read(i))
+        c.refuse(str_cat("input ", i, " ('", n.input(i), "') is not read by the importer's ", n.op_type(),
+                         " rule, and ignoring it could change the result; remove it from the model if it has no effect"));
     if (static_cast<int>(outs.size()) < c.num_outputs())
       c.refuse(str_cat("it asks for output ", outs.size(), " ('", n.output(static_cast<int>(outs.size())), "'), which the importer does not compute"));
     for (int k = 0; k < n.output_size(); ++k) {

@@ -84,6 +84,11 @@ class NodeContext {
   /// Marks an attribute read that the computation does not need, with the reason in a comment
   /// at the call (e.g. BatchNormalization's momentum, which only training uses).
   void accept_attr(const std::string& name);
+  /// The same for input i: an input given to the node that no rule reads is refused after the
+  /// rule ran, as an unread attribute is.
+  void accept_input(int i) { note_input(i); }
+  /// Whether the rule read input i (in, shape_of, in_nhwc, const_ints) or accepted it.
+  bool input_read(int i) const;
 
   /// "node 'conv1' (Conv)", or "node 3 (Conv)" for a node without a name: how messages name it.
   virtual std::string where() const = 0;
@@ -102,6 +107,12 @@ class NodeContext {
  private:
   std::vector<std::string> used_;
   std::vector<int> nhwc_outputs_;
+  std::vector<int> read_inputs_;
+
+ protected:
+  void note_input(int i) {
+    if (!input_read(i)) read_inputs_.push_back(i);
+  }
 };
 
 /// A rule returns the node's outputs in order; fewer than the node lists is a refusal of the

@@ -41,6 +41,9 @@ std::vector<int64_t> NodeContext::dims(int i) {
   rank(i);
   return shape_of(i).none_aware().dims();
 }
+bool NodeContext::input_read(int i) const {
+  return std::find(read_inputs_.begin(), read_inputs_.end(), i) != read_inputs_.end();
+}
 bool NodeContext::marked_nhwc(int k) const {
   return std::find(nhwc_outputs_.begin(), nhwc_outputs_.end(), k) != nhwc_outputs_.end();
 }

@@ -652,6 +652,15 @@ TEST(OnnxImportErrors, AnUnknownAttributeIsRefused) {
   EXPECT_NE(error_of<tg::ValueError>(m).find("attribute 'alpha' is not read"), std::string::npos);
 }
 
+// An input the rule does not read is refused, as an unread attribute is: ignored, it could
+// change what the model means (a Reduce* node's axes input before its opset read them).
+TEST(OnnxImportErrors, AnInputTheRuleDoesNotReadIsRefused) {
+  Model m = relu_model();
+  m.g().mutable_node(0)->add_input("x");
+  const std::string e = error_of<tg::ValueError>(m);
+  EXPECT_NE(e.find("input 1 ('x') is not read by the importer's Relu rule"), std::string::npos) << e;
+}
+
 TEST(OnnxImportErrors, ExternalDataAndUnknownTypes) {
   Model m = relu_model();
   auto& t = m.floats("w", {1}, {1.0f});
