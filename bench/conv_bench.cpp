@@ -5,6 +5,7 @@
 // (reference_cpp.cpp): im2col + cblas_sgemm, and direct loop nests. bench/torch_bench.py runs
 // the same in PyTorch.
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <utility>
 #include <vector>
@@ -132,7 +133,8 @@ BENCHMARK(BM_ConvReference<true, true>)->Name("cnn/conv2d/forward_backward/refer
 // kernel entry points (no op dispatch), at the thread count given as the argument:
 // "own" forces the own kernels, "onednn" oneDNN on NHWC as stored, "onednn_blocked" oneDNN on
 // its blocked layouts with reorders on every call. conv_kernels.cpp's onednn_wins comes from
-// these medians (run with --benchmark_filter=conv_layers/...).
+// these medians. They set the thread count per run, and 360 of them take minutes, so they are
+// registered only on request: TG_BENCH_CONV_LAYERS=1 tg_bench --benchmark_filter=conv_layers/
 namespace {
 
 struct LayerShape {
@@ -164,6 +166,12 @@ enum class LayerDirection { forward, backprop_input, backprop_filter };
 void BM_ConvLayer(benchmark::State& state, LayerShape shape, LayerDirection dir, LayerBackend backend) {
   namespace d = tg::detail;
   namespace dnn = tg::detail::onednn;
+  // The process's count comes back afterwards: the rows run after this one must not inherit
+  // this row's threads (a 1-thread column measures the calling thread's CPU time).
+  struct RestoreThreads {
+    int count = tg::config::num_threads();
+    ~RestoreThreads() { tg::config::set_num_threads(count); }
+  } restore;
   tg::config::set_num_threads(static_cast<int>(state.range(0)));
   const d::ConvGeom g = layer_geom(shape);
   // Buffers aligned to 64 bytes, as tracegraph's tensors are.
@@ -205,6 +213,7 @@ void BM_ConvLayer(benchmark::State& state, LayerShape shape, LayerDirection dir,
 }
 
 const bool kLayersRegistered = [] {
+  if (std::getenv("TG_BENCH_CONV_LAYERS") == nullptr) return false;
   const std::pair<LayerDirection, const char*> dirs[] = {
       {LayerDirection::forward, "forward"}, {LayerDirection::backprop_input, "backprop_input"},
       {LayerDirection::backprop_filter, "backprop_filter"}};
