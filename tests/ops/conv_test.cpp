@@ -24,32 +24,8 @@ using namespace testing::windows;
 // Full-precision draws: distinct enough that max pooling has no ties.
 using testing::seeded_values;
 
-struct ConvRef {
-  int64_t n, c, oc;
-  Axis y, x;
-  ConvRef(const Dims& xd, const Dims& fd, Dims s, bool same, Dims d)
-      : n(xd[0]), c(xd[3]), oc(fd[3]), y(xd[1], fd[0], s[0], d[0], same), x(xd[2], fd[1], s[1], d[1], same) {}
-  int64_t xi(int64_t b, int64_t iy, int64_t ix, int64_t ch) const { return ((b * y.in + iy) * x.in + ix) * c + ch; }
-  int64_t fi(int64_t ky, int64_t kx, int64_t ch, int64_t o) const { return ((ky * x.k + kx) * c + ch) * oc + o; }
-  int64_t yi(int64_t b, int64_t oy, int64_t ox, int64_t o) const { return ((b * y.out + oy) * x.out + ox) * oc + o; }
-  // Calls fn(input index, filter index, output index) for every product of the convolution.
-  template <class F> void each(F fn) const {
-    for (int64_t b = 0; b < n; ++b)
-      for (int64_t oy = 0; oy < y.out; ++oy)
-        for (int64_t ox = 0; ox < x.out; ++ox)
-          for (int64_t ky = 0; ky < y.k; ++ky)
-            for (int64_t kx = 0; kx < x.k; ++kx) {
-              const int64_t iy = y.at(oy, ky), ix = x.at(ox, kx);
-              if (iy < 0 || iy >= y.in || ix < 0 || ix >= x.in) continue;
-              for (int64_t ch = 0; ch < c; ++ch)
-                for (int64_t o = 0; o < oc; ++o) fn(xi(b, iy, ix, ch), fi(ky, kx, ch, o), yi(b, oy, ox, o));
-            }
-  }
-  Dims out_dims() const { return {n, y.out, x.out, oc}; }
-};
-
 Tensor ref_conv(const Tensor& xt, const Tensor& ft, Dims s, bool same, Dims d = {1, 1}) {
-  const ConvRef r(xt.shape().dims(), ft.shape().dims(), s, same, d);
+  const ConvReference r(xt.shape().dims(), ft.shape().dims(), s, same, d);
   const std::vector<double> x = f64(xt), f = f64(ft);
   const Dims od = r.out_dims();
   std::vector<double> y(static_cast<std::size_t>(od[0] * od[1] * od[2] * od[3]), 0.0);
@@ -57,14 +33,14 @@ Tensor ref_conv(const Tensor& xt, const Tensor& ft, Dims s, bool same, Dims d = 
   return as(y, od, xt.dtype());
 }
 Tensor ref_backprop_input(const Tensor& like, const Tensor& ft, const Tensor& dyt, Dims s, bool same, Dims d) {
-  const ConvRef r(like.shape().dims(), ft.shape().dims(), s, same, d);
+  const ConvReference r(like.shape().dims(), ft.shape().dims(), s, same, d);
   const std::vector<double> f = f64(ft), dy = f64(dyt);
   std::vector<double> dx(static_cast<std::size_t>(like.num_elements()), 0.0);
   r.each([&](int64_t i, int64_t j, int64_t o) { dx[i] += f[j] * dy[o]; });
   return as(dx, like.shape().dims(), like.dtype());
 }
 Tensor ref_backprop_filter(const Tensor& xt, const Tensor& like, const Tensor& dyt, Dims s, bool same, Dims d) {
-  const ConvRef r(xt.shape().dims(), like.shape().dims(), s, same, d);
+  const ConvReference r(xt.shape().dims(), like.shape().dims(), s, same, d);
   const std::vector<double> x = f64(xt), dy = f64(dyt);
   std::vector<double> df(static_cast<std::size_t>(like.num_elements()), 0.0);
   r.each([&](int64_t i, int64_t j, int64_t o) { df[j] += x[i] * dy[o]; });
@@ -87,7 +63,7 @@ struct ConvShape {
 std::vector<testing::OpCase> conv_cases(const ConvShape& c, uint64_t seed) {
   const double tol = c.dtype == float32 ? 2e-5 : 1e-12;
   const Tensor x = seeded_values(c.x, c.dtype, seed), f = seeded_values(c.f, c.dtype, seed + 1);
-  const ConvRef r(c.x, c.f, c.strides, c.same, c.dilations);
+  const ConvReference r(c.x, c.f, c.strides, c.same, c.dilations);
   const Tensor dy = seeded_values(r.out_dims(), c.dtype, seed + 2);
   const Dims s = c.strides, d = c.dilations;
   const bool same = c.same;
@@ -320,7 +296,7 @@ TEST(Conv, DirectKernelsAgreeWithIm2colAndGemm) {
   uint64_t seed = 40;
   for (const Geometry& c : geometries) {
     const Tensor x = seeded_values(c.x, float32, seed++), f = seeded_values(c.f, float32, seed++);
-    const Tensor dy = seeded_values(ConvRef(c.x, c.f, c.strides, c.same, c.dilations).out_dims(), float32, seed++);
+    const Tensor dy = seeded_values(ConvReference(c.x, c.f, c.strides, c.same, c.dilations).out_dims(), float32, seed++);
     const detail::Conv2DAttrs a = conv_attrs(c.strides, c.same, c.dilations);
     auto run = [&] {
       return std::vector<Tensor>{conv2d(x, f, c.strides, pad(c.same), c.dilations),

@@ -16,35 +16,6 @@ namespace {
 using namespace testing::windows;
 using testing::seeded_values;
 
-// A grouped convolution from the definition: groups = input channels / the filter's dim 2;
-// output channel o of group o / (out / groups) reads input channels of that group only.
-struct GroupedRef {
-  int64_t n, c, cg, oc, ocg, groups;
-  Axis y, x;
-  GroupedRef(const Dims& xd, const Dims& fd, Dims s, bool same, Dims d)
-      : n(xd[0]), c(xd[3]), cg(fd[2]), oc(fd[3]), ocg(fd[3] / (xd[3] / fd[2])), groups(xd[3] / fd[2]),
-        y(xd[1], fd[0], s[0], d[0], same), x(xd[2], fd[1], s[1], d[1], same) {}
-  int64_t xi(int64_t b, int64_t iy, int64_t ix, int64_t ch) const { return ((b * y.in + iy) * x.in + ix) * c + ch; }
-  int64_t fi(int64_t ky, int64_t kx, int64_t ch, int64_t o) const { return ((ky * x.k + kx) * cg + ch) * oc + o; }
-  int64_t yi(int64_t b, int64_t oy, int64_t ox, int64_t o) const { return ((b * y.out + oy) * x.out + ox) * oc + o; }
-  // fn(input index, filter index, output index) for every product of the convolution.
-  template <class F> void each(F fn) const {
-    for (int64_t b = 0; b < n; ++b)
-      for (int64_t oy = 0; oy < y.out; ++oy)
-        for (int64_t ox = 0; ox < x.out; ++ox)
-          for (int64_t ky = 0; ky < y.k; ++ky)
-            for (int64_t kx = 0; kx < x.k; ++kx) {
-              const int64_t iy = y.at(oy, ky), ix = x.at(ox, kx);
-              if (iy < 0 || iy >= y.in || ix < 0 || ix >= x.in) continue;
-              for (int64_t g = 0; g < groups; ++g)
-                for (int64_t ch = 0; ch < cg; ++ch)
-                  for (int64_t o = g * ocg; o < (g + 1) * ocg; ++o)
-                    fn(xi(b, iy, ix, g * cg + ch), fi(ky, kx, ch, o), yi(b, oy, ox, o));
-            }
-  }
-  Dims out_dims() const { return {n, y.out, x.out, oc}; }
-};
-
 struct Geometry {
   std::string label;
   Dims x, f, strides;
@@ -54,7 +25,7 @@ struct Geometry {
 };
 
 Tensor ref_forward(const Geometry& c, const Tensor& xt, const Tensor& ft) {
-  const GroupedRef r(c.x, c.f, c.strides, c.same, c.dilations);
+  const ConvReference r(c.x, c.f, c.strides, c.same, c.dilations);
   const std::vector<double> x = f64(xt), f = f64(ft);
   const Dims od = r.out_dims();
   std::vector<double> y(static_cast<std::size_t>(od[0] * od[1] * od[2] * od[3]), 0.0);
@@ -62,14 +33,14 @@ Tensor ref_forward(const Geometry& c, const Tensor& xt, const Tensor& ft) {
   return as(y, od, c.dtype);
 }
 Tensor ref_input_grad(const Geometry& c, const Tensor& ft, const Tensor& dyt) {
-  const GroupedRef r(c.x, c.f, c.strides, c.same, c.dilations);
+  const ConvReference r(c.x, c.f, c.strides, c.same, c.dilations);
   const std::vector<double> f = f64(ft), dy = f64(dyt);
   std::vector<double> dx(static_cast<std::size_t>(TensorShape(c.x).num_elements()), 0.0);
   r.each([&](int64_t i, int64_t j, int64_t o) { dx[i] += f[j] * dy[o]; });
   return as(dx, c.x, c.dtype);
 }
 Tensor ref_filter_grad(const Geometry& c, const Tensor& xt, const Tensor& dyt) {
-  const GroupedRef r(c.x, c.f, c.strides, c.same, c.dilations);
+  const ConvReference r(c.x, c.f, c.strides, c.same, c.dilations);
   const std::vector<double> x = f64(xt), dy = f64(dyt);
   std::vector<double> df(static_cast<std::size_t>(TensorShape(c.f).num_elements()), 0.0);
   r.each([&](int64_t i, int64_t j, int64_t o) { df[j] += x[i] * dy[o]; });
@@ -81,7 +52,7 @@ double tol_of(DType d) { return d == float32 ? 2e-5 : 1e-12; }
 // A grouped conv2d and its two gradient ops.
 std::vector<testing::OpCase> grouped_cases(const Geometry& c, uint64_t seed) {
   const Tensor x = seeded_values(c.x, c.dtype, seed), f = seeded_values(c.f, c.dtype, seed + 1);
-  const Tensor dy = seeded_values(GroupedRef(c.x, c.f, c.strides, c.same, c.dilations).out_dims(), c.dtype, seed + 2);
+  const Tensor dy = seeded_values(ConvReference(c.x, c.f, c.strides, c.same, c.dilations).out_dims(), c.dtype, seed + 2);
   const Dims s = c.strides, d = c.dilations;
   const bool same = c.same;
   const detail::Conv2DAttrs a{s, d, static_cast<int64_t>(pad(same))};
@@ -195,7 +166,7 @@ TG_OP_CASES(grouped_conv) {
   for (const Transposed& t : transposed) {
     // The convolution it transposes: input output_shape, filter HWIO = (kh, kw, out, in).
     const Geometry fwd{t.label, t.out, t.f, t.strides, t.same, t.dilations, t.dtype};
-    const Dims in_dims = GroupedRef(t.out, t.f, t.strides, t.same, t.dilations).out_dims();
+    const Dims in_dims = ConvReference(t.out, t.f, t.strides, t.same, t.dilations).out_dims();
     const Tensor x = seeded_values(in_dims, t.dtype, seed), f = seeded_values(t.f, t.dtype, seed + 1);
     seed += 2;
     const Dims out = t.out, s = t.strides, d = t.dilations;
