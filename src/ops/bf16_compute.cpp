@@ -23,8 +23,7 @@ constexpr OpId kViaFloat32[] = {
     OpId::OnesLike, OpId::Where, OpId::ReduceSum, OpId::ReduceMean, OpId::ReduceMax, OpId::ReduceMin,
     OpId::ReduceProd, OpId::ArgMax, OpId::ArgMin, OpId::Softmax, OpId::LogSoftmax, OpId::SparseSoftmaxCrossEntropy,
     OpId::SparseSoftmaxCrossEntropyGrad, OpId::Cumsum, OpId::SumToLike, OpId::BroadcastLike, OpId::UnreduceLike,
-    OpId::TileGrad, OpId::Conv2D, OpId::Conv2DBackpropInput, OpId::Conv2DBackpropFilter, OpId::MaxPool2D,
-    OpId::MaxPool2DGrad, OpId::AvgPool2D, OpId::AvgPool2DGrad,
+    OpId::TileGrad, OpId::MaxPool2D, OpId::MaxPool2DGrad, OpId::AvgPool2D, OpId::AvgPool2DGrad,
 };
 
 // Ops whose own rule and kernel take bfloat16: they move elements without computing on them
@@ -37,6 +36,9 @@ constexpr OpId kNative[] = {
     OpId::SliceLike, OpId::Tile, OpId::Split, OpId::Reverse, OpId::MatMul, OpId::MatMulEpilogue, OpId::ReadVariable,
     OpId::AssignVariable, OpId::InitializeVariable, OpId::Cond, OpId::StatefulCond, OpId::While,
     OpId::StatefulWhile, OpId::TensorArrayWrite, OpId::TensorArrayRead, OpId::TensorArrayStack, OpId::Print,
+    // Convolutions: oneDNN's bfloat16 kernels, else float32 and rounded, by geometry (ops/conv.cpp).
+    OpId::Conv2D, OpId::Conv2DBackpropInput, OpId::Conv2DBackpropFilter, OpId::Conv2DTranspose,
+    OpId::DepthwiseConv2D,
 };
 
 struct Original {

@@ -3,9 +3,10 @@
 // rules applies, and the registry's entries are wrapped to follow it:
 // - via float32: bfloat16 inputs are widened, the op's float32 shape rule and kernel run, and
 //   its float32 outputs are rounded to bfloat16 (arithmetic, activations, reductions, softmax,
-//   cross-entropy, convolutions and pooling, and their gradient helpers);
-// - native: the op handles bfloat16 itself (data movement, which copies elements; matmul, which
-//   runs on the CPU's bfloat16 instructions; variables and control flow, which pass values on);
+//   cross-entropy, pooling, and their gradient helpers);
+// - native: the op handles bfloat16 itself (data movement, which copies elements; matmul and the
+//   convolutions, which run on the CPU's bfloat16 instructions where they can and round float32
+//   results elsewhere; variables and control flow, which pass values on);
 // - refused: every other op raises InvalidArgumentError naming the op and the dtype.
 #pragma once
 #include "ops/op.h"

@@ -16,7 +16,9 @@
 
 #include "core/check.h"
 #include "core/tensor_impl.h"
+#include "kernels/bf16.h"
 #include "kernels/conv_kernels.h"
+#include "kernels/onednn_conv_bf16.h"
 #include "ops/broadcast.h"
 #include "kernels/depthwise_conv.h"
 #include "ops/eager_steps.h"
@@ -29,11 +31,16 @@ namespace tg {
 namespace detail {
 namespace {
 
+// The convolutions take bfloat16 too (the kernels' section says how they compute it).
+void require_conv_float(const char* op, const ValueType& t) {
+  require_dtype(op, t, {DType::Float32, DType::Float64, DType::BFloat16}, "input");
+}
+
 // conv2d's output type; everything the op family checks about an (input, filter) pair.
 ValueType conv_output(const char* op, const ValueType& input, const ValueType& filter,
                       const Conv2DAttrs& a) {
   check_conv_attrs(op, a);
-  require_float(op, input, "input");
+  require_conv_float(op, input);
   require_same_dtype(op, input, "input", filter, "filter");
   const std::vector<int64_t> x = dims4(op, input, "input", kNHWC);
   const std::vector<int64_t> f = dims4(op, filter, "filter", kHWIO);
@@ -66,7 +73,7 @@ ValueType conv_output(const char* op, const ValueType& input, const ValueType& f
 // back onto conv2d_transpose's input (TF's checks of conv2d_backprop_input's input_sizes).
 ValueType transpose_output(const char* op, const ValueType& input, const ValueType& filter,
                            const Conv2DTransposeAttrs& a) {
-  require_float(op, input, "input");
+  require_conv_float(op, input);
   require_same_dtype(op, input, "input", filter, "filter");
   const std::vector<int64_t>& os = a.output_shape;
   if (os.size() != 4)
@@ -256,7 +263,46 @@ void run_conv_pass(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vec
                 in[0].impl()->dtype, out, pass);
 }
 
+// ---- bfloat16 ----
+// A bfloat16 convolution of one group runs on oneDNN's AVX512_BF16 kernels where they take it
+// (kernels/onednn_conv_bf16.h); any other runs the op's float32 kernel on the widened operands
+// and rounds each result to bfloat16, TensorFlow's rule for bfloat16 ops (ops/bf16_compute.h).
+// Both round float32 sums of exact products to nearest, ties to even; the native kernels count
+// subnormals as zero, as the bfloat16 matmul does.
+
+bool is_bf16(const std::vector<Tensor>& in) { return in[0].impl()->dtype == DType::BFloat16; }
+
+void bf16_via_float32(KernelFn float_kernel, const std::vector<Tensor>& in, const OpAttrs& attrs,
+                      std::vector<Tensor>& out) {
+  std::vector<Tensor> wide_in = in;
+  for (Tensor& t : wide_in) {
+    if (!t.defined() || t.impl()->dtype != DType::BFloat16) continue;
+    Tensor w = allocate_tensor(DType::Float32, t.impl()->shape);
+    bf16_to_f32(data_of<bfloat16_t>(t), data_of<float>(w), t.impl()->shape.num_elements());
+    t = std::move(w);
+  }
+  std::vector<Tensor> wide_out{allocate_tensor(DType::Float32, out[0].impl()->shape)};
+  float_kernel(wide_in, attrs, wide_out);
+  f32_to_bf16(data_of<float>(wide_out[0]), data_of<bfloat16_t>(out[0]), out[0].impl()->shape.num_elements());
+}
+
+// The native pass native(geometry) -> bool where one group and a non-empty input allow it,
+// else the float32 kernel.
+template <class Native>
+void run_bf16(KernelFn float_kernel, const GroupedGeom& gg, const std::vector<Tensor>& in, const OpAttrs& attrs,
+              std::vector<Tensor>& out, Native&& native) {
+  if (out[0].impl()->shape.num_elements() == 0) return;
+  if (gg.groups == 1 && in[0].impl()->shape.num_elements() > 0 && native(gg.g)) return;
+  bf16_via_float32(float_kernel, in, attrs, out);
+}
+
 void kernel_conv2d(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
+  if (is_bf16(in))
+    return run_bf16(&kernel_conv2d, conv_geometry(in[0], in[1], attrs.get<Conv2DAttrs>()), in, attrs, out,
+                    [&](const ConvGeom& g) {
+                      return onednn_bf16::conv_forward(g, data_of<bfloat16_t>(in[0]), data_of<bfloat16_t>(in[1]),
+                                                       data_of<bfloat16_t>(out[0]));
+                    });
   run_conv_pass(in, attrs, out, [&](const GroupedGeom& g, auto tag) {
     using T = decltype(tag);
     grouped_forward<T>(g, data_of<T>(in[0]), data_of<T>(in[1]), data_of<T>(out[0]));
@@ -270,6 +316,7 @@ std::vector<int64_t> depthwise_as_grouped(const Tensor& filter) {
 }
 
 void kernel_depthwise_conv2d(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
+  if (is_bf16(in)) return bf16_via_float32(&kernel_depthwise_conv2d, in, attrs, out);
   const GroupedGeom gg = conv_geometry(in[0].impl()->shape.dims(), depthwise_as_grouped(in[1]), attrs.get<Conv2DAttrs>());
   run_conv_pass(gg, in[0].impl()->shape.num_elements(), in[0].impl()->dtype, out, [&](const GroupedGeom& g, auto tag) {
     using T = decltype(tag);
@@ -281,6 +328,10 @@ void kernel_conv2d_transpose(const std::vector<Tensor>& in, const OpAttrs& attrs
   const Conv2DTransposeAttrs& a = attrs.get<Conv2DTransposeAttrs>();
   const GroupedGeom gg = conv_geometry(out[0].impl()->shape.dims(), in[1].impl()->shape.dims(),
                                        Conv2DAttrs{a.strides, a.dilations, a.padding});
+  if (is_bf16(in))
+    return run_bf16(&kernel_conv2d_transpose, gg, in, attrs, out, [&](const ConvGeom& g) {
+      return onednn_bf16::conv_backprop_input(g, data_of<bfloat16_t>(in[1]), data_of<bfloat16_t>(in[0]), data_of<bfloat16_t>(out[0]));
+    });
   // The forward convolution's input is this op's output; its output (this op's input) may be
   // empty while the result is not: the result is then zeros.
   run_conv_pass(gg, in[0].impl()->shape.num_elements(), in[0].impl()->dtype, out, [&](const GroupedGeom& g, auto tag) {
@@ -314,6 +365,12 @@ void kernel_conv2d_epilogue(const std::vector<Tensor>& in, const OpAttrs& attrs,
 }
 
 void kernel_conv2d_backprop_input(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
+  if (is_bf16(in))
+    return run_bf16(&kernel_conv2d_backprop_input, conv_geometry(in[0], in[1], attrs.get<Conv2DAttrs>()), in, attrs,
+                    out, [&](const ConvGeom& g) {
+                      return onednn_bf16::conv_backprop_input(g, data_of<bfloat16_t>(in[1]), data_of<bfloat16_t>(in[2]),
+                                                              data_of<bfloat16_t>(out[0]));
+                    });
   run_conv_pass(in, attrs, out, [&](const GroupedGeom& g, auto tag) {
     using T = decltype(tag);
     grouped_backprop_input<T>(g, data_of<T>(in[1]), data_of<T>(in[2]), data_of<T>(out[0]));
@@ -321,6 +378,12 @@ void kernel_conv2d_backprop_input(const std::vector<Tensor>& in, const OpAttrs& 
 }
 
 void kernel_conv2d_backprop_filter(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
+  if (is_bf16(in))
+    return run_bf16(&kernel_conv2d_backprop_filter, conv_geometry(in[0], in[1], attrs.get<Conv2DAttrs>()), in, attrs,
+                    out, [&](const ConvGeom& g) {
+                      return onednn_bf16::conv_backprop_filter(g, data_of<bfloat16_t>(in[0]), data_of<bfloat16_t>(in[2]),
+                                                               data_of<bfloat16_t>(out[0]));
+                    });
   run_conv_pass(in, attrs, out, [&](const GroupedGeom& g, auto tag) {
     using T = decltype(tag);
     grouped_backprop_filter<T>(g, data_of<T>(in[0]), data_of<T>(in[2]), data_of<T>(out[0]));
