@@ -216,9 +216,11 @@ void tile_gradients(const AttentionSizes& sz, const AttentionParams& p, const He
 }
 
 // dk and dv rows [j0, j0 + cols) of one head: every query row that sees them, tile by tile.
+// dq non-null (only when the keys fit one tile, so that this task sees every key of each row):
+// dq's rows too, from the same recomputed tiles, and backward_queries is not run.
 template <class T>
 void backward_keys(const AttentionSizes& sz, const AttentionParams& p, const T* q, const T* k, const T* v,
-                   const T* lse, const T* dout, const T* delta, T* dk, T* dv, int64_t task) {
+                   const T* lse, const T* dout, const T* delta, T* dq, T* dk, T* dv, int64_t task) {
   const int64_t key_tiles = (sz.tk + kKeyTile - 1) / kKeyTile;
   const HeadView hv = head_of(sz, task / key_tiles);
   const int64_t j0 = (task % key_tiles) * kKeyTile;
@@ -239,6 +241,13 @@ void backward_keys(const AttentionSizes& sz, const AttentionParams& p, const T* 
     if (sz.d > 0)  // dk += dS^T (q * scale)
       gemm<T>(static_cast<int>(cols), static_cast<int>(sz.d), static_cast<int>(rows), w.aux, ld(cols), true, w.qs,
               ld(sz.d), false, dk_rows, ld(sz.d), true);
+    if (dq && sz.d > 0) {  // dq = dS k times the scale: these are all the keys the rows see
+      T* dq_rows = dq + (hv.bh * sz.tq + i0) * sz.d;
+      gemm<T>(static_cast<int>(rows), static_cast<int>(sz.d), static_cast<int>(cols), w.aux, ld(cols), false,
+              k + (hv.bh * sz.tk + j0) * sz.d, ld(sz.d), false, dq_rows, ld(sz.d), false);
+      const T scale = static_cast<T>(p.scale);
+      for (int64_t e = 0; e < rows * sz.d; ++e) dq_rows[e] *= scale;
+    }
   }
 }
 
@@ -295,10 +304,15 @@ void attention_backward(const AttentionSizes& s, const AttentionParams& p, const
     for (int64_t e = 0; e < s.dv; ++e) acc += dout[i * s.dv + e] * out[i * s.dv + e];
     delta[static_cast<std::size_t>(i)] = acc - (dlse ? dlse[i] : T(0));
   }
-  const int64_t key_tasks = s.batch * s.heads * ((s.tk + kKeyTile - 1) / kKeyTile);
-  parallel_for(key_tasks, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t t = begin; t < end; ++t) backward_keys(s, p, q, k, v, lse, dout, delta.data(), dk, dv, t);
+  // Keys in one tile: each key task sees every key of its rows and computes dq as well, which
+  // saves recomputing every tile's weights and their gradients a second time.
+  const int64_t key_tiles = (s.tk + kKeyTile - 1) / kKeyTile;
+  T* dq_in_keys = key_tiles == 1 ? dq : nullptr;
+  parallel_for(s.batch * s.heads * key_tiles, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t)
+      backward_keys(s, p, q, k, v, lse, dout, delta.data(), dq_in_keys, dk, dv, t);
   });
+  if (dq_in_keys) return;  // the one key tile's loop starts at row 0: every dq row is written
   const int64_t row_tasks = s.batch * s.heads * ((s.tq + kRowTile - 1) / kRowTile);
   parallel_for(row_tasks, 1, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) backward_queries(s, p, q, k, v, lse, dout, delta.data(), dq, t);

@@ -105,6 +105,28 @@ TG_OP_CASES(attention) {
         detail::apply_op(detail::OpId::ScaledDotProductAttentionGrad, in, detail::AttentionAttrs{.has_mask = true});
     return concat({flat(d[0]), flat(d[1]), flat(d[2])}, 0);
   };
+  // Causal, two row tiles over one key tile (the kernel's path that computes dq beside dk and dv).
+  const Tensor qc = values({1, 2, 70, 12}, 9, float64), kc = values({1, 2, 100, 12}, 10, float64),
+               vc = values({1, 2, 100, 5}, 11, float64);
+  const Tensor doutc = values({1, 2, 70, 5}, 12, float64), dlsec = values({1, 2, 70}, 13, float64);
+  const double scale_c = 1.0 / std::sqrt(12.0);
+  Tensor expected_causal;
+  {
+    GradientTape tape;
+    tape.watch(qc);
+    tape.watch(kc);
+    tape.watch(vc);
+    const Reference r = reference_attention(qc, kc, vc, none, true, scale_c);
+    const std::vector<Tensor> g =
+        tape.gradient(reduce_sum(r.out * doutc) + reduce_sum(r.lse * dlsec), {qc, kc, vc});
+    expected_causal = concat({flat(g[0]), flat(g[1]), flat(g[2])}, 0);
+  }
+  const detail::AttentionAttrs causal_attrs{.scale_given = true, .scale = scale_c, .causal = true};
+  const std::vector<Tensor> fwdc = detail::apply_op(detail::OpId::ScaledDotProductAttention, {qc, kc, vc}, causal_attrs);
+  auto grad_op_causal = [causal_attrs](const std::vector<Tensor>& in) {
+    const std::vector<Tensor> d = detail::apply_op(detail::OpId::ScaledDotProductAttentionGrad, in, causal_attrs);
+    return concat({flat(d[0]), flat(d[1]), flat(d[2])}, 0);
+  };
   return {
       {"scaled_dot_product_attention", "f32 (2,3,4,8) x (2,3,5,8) x (2,3,5,6)", attend, {q, k, v},
        f32(ref(q, k, v, none, false, scale)), 1e-5},
@@ -127,6 +149,8 @@ TG_OP_CASES(attention) {
        zeros({2, 3, 4, 6})},
       {"scaled_dot_product_attention_grad", "dq, dk, dv with a padding mask, f64", grad_op,
        {q64, k64, v64, mask, fwd[0], fwd[1], dout, dlse}, expected_grads, 1e-10},
+      {"scaled_dot_product_attention_grad", "dq, dk, dv causal, Tq 70 over one key tile of Tk 100, f64",
+       grad_op_causal, {qc, kc, vc, fwdc[0], fwdc[1], doutc, dlsec}, expected_causal, 1e-10},
   };
 }
 
