@@ -449,7 +449,7 @@ struct Conv2DOptions {
   Activation activation = nullptr;        // a Keras name or a function object
   bool use_bias = true;
   uint64_t seed = 0;                     // the Glorot-uniform kernel's seed
-  DType dtype = float32;
+  DTypePolicy dtype = global_policy();  // as Dense: by default the global policy when built
   std::string name = "conv2d";
   int64_t groups = 1;                    // Keras's groups: in_channels and filters split into them
 };
@@ -469,7 +469,8 @@ class Conv2D {
  public:
   /// kernel_size has one entry (square) or two; throws tg::InvalidArgumentError unless
   /// in_channels, filters, the kernel size, strides and dilations are positive and have one or
-  /// two entries, and tg::TypeError for a dtype that is not float32 or float64.
+  /// two entries. `dtype` is a floating DType or a DTypePolicy, as Dense's (mixed_bfloat16: float32
+  /// Variables, bfloat16 compute and output).
   Conv2D(int64_t in_channels, int64_t filters, std::vector<int64_t> kernel_size, Conv2DOptions options = {});
 
   /// x must have rank 4 with x.shape[3] == in_channels (or None while tracing) and the layer's
@@ -502,7 +503,7 @@ struct DepthwiseConv2DOptions {
   Activation activation = nullptr;
   bool use_bias = true;
   uint64_t seed = 0;                     // the Glorot-uniform kernel's seed
-  DType dtype = float32;
+  DTypePolicy dtype = global_policy();  // as Dense: by default the global policy when built
   std::string name = "depthwise_conv2d";
 };
 
@@ -515,8 +516,8 @@ struct DepthwiseConv2DOptions {
 class DepthwiseConv2D {
  public:
   /// Throws tg::InvalidArgumentError unless in_channels, depth_multiplier, the kernel size,
-  /// strides and dilations are positive (one or two entries), tg::TypeError for a dtype that is
-  /// not float32 or float64.
+  /// strides and dilations are positive (one or two entries). `dtype` is a floating DType or a
+  /// DTypePolicy, as Conv2D's.
   DepthwiseConv2D(int64_t in_channels, std::vector<int64_t> kernel_size, DepthwiseConv2DOptions options = {});
   /// x: rank 4 with x.shape[3] == in_channels (or None while tracing), the layer's dtype.
   Tensor operator()(const Tensor& x) const;
@@ -547,7 +548,7 @@ struct Conv2DTransposeOptions {
   Activation activation = nullptr;
   bool use_bias = true;
   uint64_t seed = 0;                     // the Glorot-uniform kernel's seed
-  DType dtype = float32;
+  DTypePolicy dtype = global_policy();  // as Dense: by default the global policy when built
   std::string name = "conv2d_transpose";
 };
 
@@ -561,7 +562,7 @@ struct Conv2DTransposeOptions {
 class Conv2DTranspose {
  public:
   /// Throws tg::InvalidArgumentError for non-positive sizes or an output_padding not below the
-  /// stride, tg::TypeError for a dtype that is not float32 or float64.
+  /// stride. `dtype` is a floating DType or a DTypePolicy, as Conv2D's.
   Conv2DTranspose(int64_t in_channels, int64_t filters, std::vector<int64_t> kernel_size,
                   Conv2DTransposeOptions options = {});
   Tensor operator()(const Tensor& x) const;

@@ -1,6 +1,8 @@
 // Keras's Conv2D, DepthwiseConv2D and Conv2DTranspose layers over the conv2d, depthwise_conv2d
 // and conv2d_transpose ops: the layers add Variables, argument checks that name the layer, the
-// bias and the activation; the ops do the arithmetic and the gradients.
+// bias and the activation; the ops do the arithmetic and the gradients. Each layer follows its
+// dtype policy as Dense does: under mixed_bfloat16 float32 Variables, cast with the input to
+// bfloat16 at each call.
 #include <algorithm>
 #include <optional>
 
@@ -33,11 +35,6 @@ std::vector<int64_t> checked_pair(const std::string& layer, const char* what, st
   return checked_pair("Conv2D", layer, what, std::move(v));
 }
 
-void check_float(const char* kind, const std::string& layer, DType dtype) {
-  if (dtype != float32 && dtype != float64)
-    op_error<TypeError>(kind, "layer '", layer, "' computes in float32 or float64, got ", to_string(dtype));
-}
-
 // Runs before the Variables are built, so that a bad argument is reported as such.
 Tensor conv_kernel(int64_t in, int64_t filters, const std::vector<int64_t>& kernel_size, const Conv2DOptions& o) {
   if (in <= 0 || filters <= 0)
@@ -46,22 +43,20 @@ Tensor conv_kernel(int64_t in, int64_t filters, const std::vector<int64_t>& kern
   if (o.groups < 1 || in % o.groups != 0 || filters % o.groups != 0)
     op_error<InvalidArgumentError>("Conv2D", "layer '", o.name, "' has groups=", o.groups, ", which must be >= 1 and ",
                                    "divide both in_channels=", in, " and filters=", filters, " (as Keras requires)");
-  check_float("Conv2D", o.name, o.dtype);
   const std::vector<int64_t> k = checked_pair(o.name, "kernel_size", kernel_size);
   checked_pair(o.name, "strides", o.strides);
   checked_pair(o.name, "dilations", o.dilations);
-  return glorot_uniform({k[0], k[1], in / o.groups, filters}, o.seed, o.dtype);
+  return glorot_uniform({k[0], k[1], in / o.groups, filters}, o.seed, o.dtype.variable_dtype());
 }
 
 Tensor depthwise_kernel(int64_t in, const std::vector<int64_t>& kernel_size, const DepthwiseConv2DOptions& o) {
   if (in <= 0 || o.depth_multiplier <= 0)
     op_error<InvalidArgumentError>("DepthwiseConv2D", "layer '", o.name, "' needs in_channels > 0 and ",
                                    "depth_multiplier > 0, got in_channels=", in, " depth_multiplier=", o.depth_multiplier);
-  check_float("DepthwiseConv2D", o.name, o.dtype);
   const std::vector<int64_t> k = checked_pair("DepthwiseConv2D", o.name, "kernel_size", kernel_size);
   checked_pair("DepthwiseConv2D", o.name, "strides", o.strides);
   checked_pair("DepthwiseConv2D", o.name, "dilations", o.dilations);
-  return glorot_uniform({k[0], k[1], in, o.depth_multiplier}, o.seed, o.dtype);
+  return glorot_uniform({k[0], k[1], in, o.depth_multiplier}, o.seed, o.dtype.variable_dtype());
 }
 
 Tensor transpose_kernel(int64_t in, int64_t filters, const std::vector<int64_t>& kernel_size,
@@ -70,7 +65,6 @@ Tensor transpose_kernel(int64_t in, int64_t filters, const std::vector<int64_t>&
   if (in <= 0 || filters <= 0)
     op_error<InvalidArgumentError>(kind, "layer '", o.name, "' needs in_channels > 0 and filters > 0, got ",
                                    "in_channels=", in, " filters=", filters);
-  check_float(kind, o.name, o.dtype);
   const std::vector<int64_t> k = checked_pair(kind, o.name, "kernel_size", kernel_size);
   const std::vector<int64_t> s = checked_pair(kind, o.name, "strides", o.strides);
   checked_pair(kind, o.name, "dilations", o.dilations);
@@ -81,20 +75,34 @@ Tensor transpose_kernel(int64_t in, int64_t filters, const std::vector<int64_t>&
         op_error<InvalidArgumentError>(kind, "layer '", o.name, "': output_padding ", p[i], " must be less than its ",
                                        "stride ", s[i], " (as Keras requires)");
   }
-  return glorot_uniform({k[0], k[1], filters, in}, o.seed, o.dtype);
+  return glorot_uniform({k[0], k[1], filters, in}, o.seed, o.dtype.variable_dtype());
 }
 
-// The checks every layer makes of its input: defined, of the layer's dtype, NHWC with its channels.
-void check_input(const char* kind, const std::string& name, const Tensor& x, DType dtype, int64_t in) {
-  if (!x.defined()) op_error<ValueError>(kind, "layer '", name, "' got an empty tg::Tensor");
-  if (x.dtype() != dtype)
-    op_error<InvalidArgumentError>(kind, "layer '", name, "' has dtype ", to_string(dtype), " but the input has dtype ",
+// The checks every layer makes of its input: defined, NHWC with its channels, of the layer's
+// compute dtype. Under a mixed policy a floating input is cast to it first (Keras's autocast);
+// otherwise another dtype is an error, as everywhere in tracegraph. Returns the input to compute on.
+Tensor checked_input(const char* kind, const std::string& name, const Tensor& input, const DTypePolicy& policy,
+                     int64_t in) {
+  if (!input.defined()) op_error<ValueError>(kind, "layer '", name, "' got an empty tg::Tensor");
+  const DType compute = policy.compute_dtype();
+  const bool mixed = compute != policy.variable_dtype();
+  const Tensor x = mixed && is_floating(input.dtype()) && input.dtype() != compute ? cast(input, compute) : input;
+  if (x.dtype() != compute)
+    op_error<InvalidArgumentError>(kind, "layer '", name, "' has dtype ", to_string(compute), " but the input has dtype ",
                                    to_string(x.dtype()), "; tg::cast the input first");
   const TensorShape s = detail::static_shape(x);
   if (s.has_rank() && (s.rank() != 4 || (s.dims()[3] != None && s.dims()[3] != in)))
     op_error<InvalidArgumentError>(kind, "layer '", name, "' expects inputs of shape (batch, height, width, ", in,
                                    "), got ", s.to_string(), "; images are NHWC: reshape a flat batch to (batch, ",
                                    "height, width, channels)");
+  return x;
+}
+
+// A Variable's value in the policy's compute dtype (cast under a mixed policy: its gradient
+// comes back in the Variable's dtype).
+Tensor compute_value(const Variable& v, const DTypePolicy& policy) {
+  const Tensor value = v.read_value();
+  return value.dtype() == policy.compute_dtype() ? value : cast(value, policy.compute_dtype());
 }
 
 // Keras's deconv_output_length for one spatial dim.
@@ -113,13 +121,13 @@ Conv2D::Conv2D(int64_t in_channels, int64_t filters, std::vector<int64_t> kernel
       filters_(filters),
       options_(std::move(options)),
       kernel_(conv_kernel(in_channels, filters, kernel_size, options_), options_.name + "/kernel") {
-  if (options_.use_bias) bias_.emplace(zeros({filters}, options_.dtype), options_.name + "/bias");
+  if (options_.use_bias) bias_.emplace(zeros({filters}, options_.dtype.variable_dtype()), options_.name + "/bias");
 }
 
 Tensor Conv2D::operator()(const Tensor& x) const {
-  check_input("Conv2D", options_.name, x, kernel_.dtype(), in_);
-  Tensor y = conv2d(x, kernel_.read_value(), options_.strides, options_.padding, options_.dilations);
-  if (bias_) y = y + bias_->read_value();
+  const Tensor xc = checked_input("Conv2D", options_.name, x, options_.dtype, in_);
+  Tensor y = conv2d(xc, compute_value(kernel_, options_.dtype), options_.strides, options_.padding, options_.dilations);
+  if (bias_) y = y + compute_value(*bias_, options_.dtype);
   return options_.activation ? options_.activation(y) : y;
 }
 
@@ -139,13 +147,14 @@ DepthwiseConv2D::DepthwiseConv2D(int64_t in_channels, std::vector<int64_t> kerne
     : in_(in_channels),
       options_(std::move(options)),
       kernel_(depthwise_kernel(in_channels, kernel_size, options_), options_.name + "/depthwise_kernel") {
-  if (options_.use_bias) bias_.emplace(zeros({in_ * options_.depth_multiplier}, options_.dtype), options_.name + "/bias");
+  if (options_.use_bias) bias_.emplace(zeros({in_ * options_.depth_multiplier}, options_.dtype.variable_dtype()), options_.name + "/bias");
 }
 
 Tensor DepthwiseConv2D::operator()(const Tensor& x) const {
-  check_input("DepthwiseConv2D", options_.name, x, kernel_.dtype(), in_);
-  Tensor y = depthwise_conv2d(x, kernel_.read_value(), options_.strides, options_.padding, options_.dilations);
-  if (bias_) y = y + bias_->read_value();
+  const Tensor xc = checked_input("DepthwiseConv2D", options_.name, x, options_.dtype, in_);
+  Tensor y = depthwise_conv2d(xc, compute_value(kernel_, options_.dtype), options_.strides, options_.padding,
+                              options_.dilations);
+  if (bias_) y = y + compute_value(*bias_, options_.dtype);
   return options_.activation ? options_.activation(y) : y;
 }
 
@@ -169,13 +178,13 @@ Conv2DTranspose::Conv2DTranspose(int64_t in_channels, int64_t filters, std::vect
       options_(std::move(options)),
       kernel_(transpose_kernel(in_channels, filters, kernel_size, options_), options_.name + "/kernel") {
   kernel_size_ = checked_pair("Conv2DTranspose", options_.name, "kernel_size", kernel_size);
-  if (options_.use_bias) bias_.emplace(zeros({filters}, options_.dtype), options_.name + "/bias");
+  if (options_.use_bias) bias_.emplace(zeros({filters}, options_.dtype.variable_dtype()), options_.name + "/bias");
 }
 
 Tensor Conv2DTranspose::operator()(const Tensor& x) const {
   const char* kind = "Conv2DTranspose";
-  check_input(kind, options_.name, x, kernel_.dtype(), in_);
-  const TensorShape s = detail::static_shape(x);
+  const Tensor xc = checked_input(kind, options_.name, x, options_.dtype, in_);
+  const TensorShape s = detail::static_shape(xc);
   if (!s.has_rank() || s.dims()[1] == None || s.dims()[2] == None)
     op_error<InvalidArgumentError>(kind, "layer '", options_.name, "' needs the input's height and width while ",
                                    "tracing to size its output, got ", s.to_string(),
@@ -191,8 +200,8 @@ Tensor Conv2DTranspose::operator()(const Tensor& x) const {
                                                              kernel_size_[static_cast<std::size_t>(i)], st[i], dl[i],
                                                              options_.padding, op);
   }
-  Tensor y = conv2d_transpose(x, kernel_.read_value(), out, st, options_.padding, dl);
-  if (bias_) y = y + bias_->read_value();
+  Tensor y = conv2d_transpose(xc, compute_value(kernel_, options_.dtype), out, st, options_.padding, dl);
+  if (bias_) y = y + compute_value(*bias_, options_.dtype);
   return options_.activation ? options_.activation(y) : y;
 }
 

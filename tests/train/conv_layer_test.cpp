@@ -59,7 +59,7 @@ TEST(Conv2DLayer, TypedErrorsNameTheLayer) {
   EXPECT_THROW_MSG(nn::Conv2D(0, 3, {3}), InvalidArgumentError, "[Conv2D]", "in_channels=0");
   EXPECT_THROW_MSG(nn::Conv2D(1, 3, {3, 3, 3}), InvalidArgumentError, "kernel_size", "{3, 3, 3}");
   EXPECT_THROW_MSG(nn::Conv2D(1, 3, {3}, {.strides = {0}}), InvalidArgumentError, "strides");
-  EXPECT_THROW_MSG(nn::Conv2D(1, 3, {3}, {.dtype = int32}), TypeError, "float32 or float64", "int32");
+  EXPECT_THROW_MSG(nn::Conv2D(1, 3, {3}, {.dtype = int32}), TypeError, "must be floating", "int32");
   nn::Conv2D layer(3, 2, {3}, {.name = "edge"});
   EXPECT_THROW_MSG(layer(ones({1, 5, 5, 2})), InvalidArgumentError, "'edge'", "(batch, height, width, 3)",
                    "(1, 5, 5, 2)");
