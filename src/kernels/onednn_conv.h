@@ -33,6 +33,8 @@ enum class ConvDirection { forward, backprop_input, backprop_filter };
 /// Whether oneDNN runs this direction of this geometry with an optimised kernel.
 bool supports(ConvDirection d, const ConvGeom& g, ActivationLayout layout = ActivationLayout::nhwc);
 
+/// Whether conv_forward runs this geometry with oneDNN's Winograd kernel (onednn_conv.cpp's rule).
+bool runs_winograd_forward(const ConvGeom& g);
 /// y = conv2d(x, f), then the epilogue (if any) on the rows each part computed.
 bool conv_forward(const ConvGeom& g, const float* x, const float* f, float* y, const GemmEpilogue* epilogue,
                   ActivationLayout layout = ActivationLayout::nhwc);

@@ -48,6 +48,13 @@ const std::vector<Case>& cases() {
   return all;
 }
 
+// A forward that runs Winograd (the rule: 3x3 stride 1 over multiples of 16 channels, at
+// least 16384 output pixels in image groups). Its own tests: its float64 reference is costly.
+const Case& winograd_case() {
+  static const Case c{"Winograd forward", 86, 14, 14, 16, 3, 3, 16, 1, 1, 1, 1, 1, 1, 1, 1};
+  return c;
+}
+
 std::vector<float> values(int64_t n, uint32_t seed) {
   std::mt19937 gen(seed);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
@@ -203,6 +210,80 @@ TEST(OneDnnConv, FusedEpilogueEqualsTheUnfusedOps) {
       ASSERT_EQ(mask[i], biased > 0.0f ? 1 : 0) << "element " << i;
       ASSERT_EQ(fused[i], biased > 0.0f ? biased : 0.0f) << "element " << i;
     }
+  }
+}
+
+// Winograd is taken by the rule's shapes only: 3x3 stride 1 over multiples of 16 channels, in
+// image groups with enough output pixels to repay the filter's transform.
+TEST(OneDnnConv, WinogradRunsOnlyWhereTheRuleSays) {
+  const ConvGeom wino = winograd_case().geom();
+  if (!onednn::runs_winograd_forward(wino)) GTEST_SKIP() << "oneDNN has no Winograd kernel for this CPU";
+  ConvGeom fewer = wino, strided = wino, odd = wino, single = wino;
+  fewer.n = 20;  // 3920 output pixels
+  strided.sh = 2, strided.oh = 7;
+  odd.c = 24;
+  single.n = 1, single.h = single.w = single.oh = single.ow = 140;
+  for (const ConvGeom* g : {&fewer, &strided, &odd, &single}) EXPECT_FALSE(onednn::runs_winograd_forward(*g));
+}
+
+// Winograd's rounding stays within the bound direct kernels meet; its parts are fixed by the
+// shapes (the same bits on 1 and 2 threads); the epilogue is the unfused ops' bit for bit.
+TEST(OneDnnConv, WinogradForwardMatchesTheReferenceWithBitsOfTheShapesAlone) {
+  const ConvGeom g = winograd_case().geom();
+  if (!onednn::runs_winograd_forward(g)) GTEST_SKIP() << "oneDNN has no Winograd kernel for this CPU";
+  const auto [x, f] = operands(ConvDirection::forward, g, 31);
+  const int threads = num_threads();
+  set_num_threads(2);
+  const std::vector<float> two = run_onednn(ConvDirection::forward, g, x, f);
+  set_num_threads(1);
+  const std::vector<float> one = run_onednn(ConvDirection::forward, g, x, f);
+  set_num_threads(threads);
+  ASSERT_FALSE(two.empty());
+  EXPECT_EQ(two, one);
+  const Reference want = reference(ConvDirection::forward, g, x, f, two.size());
+  double worst = 0.0;  // the largest error in units of the bound's first term
+  for (std::size_t i = 0; i < two.size(); ++i) {
+    ASSERT_NEAR(two[i], want.value[i], 1e-5 * want.magnitude[i] + 1e-6) << "element " << i;
+    worst = std::max(worst, std::abs(two[i] - want.value[i]) / (1e-5 * want.magnitude[i]));
+  }
+  RecordProperty("worst_error_in_bound_units", std::to_string(worst));
+  const std::vector<float> bias = values(g.oc, 9);
+  GemmEpilogue e;
+  e.bias = bias.data();
+  e.relu = true;
+  std::vector<float> fused(two.size(), NAN);
+  ASSERT_TRUE(onednn::conv_forward(g, x.data(), f.data(), fused.data(), &e));
+  for (std::size_t i = 0; i < two.size(); ++i) {
+    const float biased = two[i] + bias[i % static_cast<std::size_t>(g.oc)];
+    ASSERT_EQ(fused[i], biased > 0.0f ? biased : 0.0f) << "element " << i;
+  }
+}
+
+// The transformed filter is kept across calls and reused only for the same filter bytes: a
+// filter changed in place (a training step's update) gives the new filter's result.
+TEST(OneDnnConv, WinogradSeesAFilterChangedInPlace) {
+  const ConvGeom g = winograd_case().geom();
+  if (!onednn::runs_winograd_forward(g)) GTEST_SKIP() << "oneDNN has no Winograd kernel for this CPU";
+  const Sizes s = sizes(g);
+  const std::vector<float> x = values(s.x, 21);
+  std::vector<float> f = values(s.f, 22);
+  for (int step = 0; step < 3; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    if (step == 2) f[static_cast<std::size_t>(s.f / 2)] += 0.5f;  // one weight: step 1's transform must not be reused
+    std::vector<float> y(static_cast<std::size_t>(s.y), NAN);
+    ASSERT_TRUE(onednn::conv_forward(g, x.data(), f.data(), y.data(), nullptr));
+    // The first and the last image against the reference (each reads only its own image).
+    ConvGeom one = g;
+    one.n = 1;
+    const std::size_t in_image = static_cast<std::size_t>(g.h * g.w * g.c), out_image = static_cast<std::size_t>(g.oh * g.ow * g.oc);
+    for (const int64_t n : {int64_t{0}, g.n - 1}) {
+      const std::vector<float> xn(x.begin() + static_cast<std::ptrdiff_t>(n * in_image),
+                                  x.begin() + static_cast<std::ptrdiff_t>((n + 1) * in_image));
+      const Reference want = reference(ConvDirection::forward, one, xn, f, out_image);
+      for (std::size_t i = 0; i < out_image; ++i)
+        ASSERT_NEAR(y[n * out_image + i], want.value[i], 1e-5 * want.magnitude[i] + 1e-6) << "image " << n << ", element " << i;
+    }
+    if (step == 0) for (float& v : f) v = -v;  // every weight
   }
 }
 
