@@ -13,6 +13,7 @@ void register_all_ops(OpDef* table) {
   register_reduce_ops(table);
   register_cross_entropy_ops(table);
   register_attention_ops(table);
+  register_layer_norm_ops(table);
   register_matmul_ops(table);
   register_conv_ops(table);
   register_pool_ops(table);

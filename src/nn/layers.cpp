@@ -6,6 +6,7 @@
 #include "core/tensor_impl.h"
 #include "nn/init_seed.h"
 #include "nn/layer_checks.h"
+#include "ops/op.h"
 #include "ops/runtime_shape_checks.h"
 #include "tracegraph/nn.h"
 #include "tracegraph/ops.h"
@@ -90,6 +91,13 @@ LayerNorm::LayerNorm(int64_t features, double epsilon, DType dtype, std::string 
 
 Tensor LayerNorm::operator()(const Tensor& x) const {
   check_features_input("LayerNorm", name_, x, gamma_.dtype(), features_, /*min_rank=*/1);
+  // The layer_norm op where x's last dimension is known (then it is features_, checked above):
+  // one sweep forward and one for the gradient. Otherwise (a None last dimension, which may turn
+  // out 1 and broadcast) the composition below, whose output check names the layer.
+  const TensorShape s = detail::static_shape(x);
+  if ((gamma_.dtype() == float32 || gamma_.dtype() == float64) && s.has_rank() && s.dims().back() != None)
+    return detail::apply_op(detail::OpId::LayerNorm, {x, gamma_.read_value(), beta_.read_value()},
+                            detail::LayerNormAttrs{.epsilon = epsilon_})[0];
   const Tensor mean = reduce_mean(x, {-1}, /*keepdims=*/true);
   const Tensor variance = reduce_mean(square(x - mean), {-1}, /*keepdims=*/true);
   return checked_output("LayerNorm", name_, features_, normalize_with(x, mean, variance, gamma_.read_value(),

@@ -706,6 +706,64 @@ void emit_attention_grad(Emitter& e) {
   e.add("MatMul", {transpose(e, d_ss, {0, 1, 3, 2}, "d_scores_t"), e.in(0)}, {e.out(1)});
 }
 
+// ---- layer_norm ---------------------------------------------------------------------------------
+
+// ReduceMean over the last axis, kept.
+std::string row_mean(Emitter& e, const std::string& x, const char* hint) {
+  const std::string out = e.temp(hint);
+  onnx::NodeProto& n = e.add("ReduceMean", {x}, {out});
+  set_attr(n, "axes", std::vector<int64_t>{-1});
+  set_attr(n, "keepdims", int64_t{1});
+  return out;
+}
+
+void emit_layer_norm(Emitter& e) {
+  float_only(e, "layer_norm");
+  const DType d = e.in_type(0).dtype;
+  const std::string mean = row_mean(e, e.in(0), "row_mean"), centred = e.temp("centred"), sq = e.temp("squared"),
+                    plus_eps = e.temp("variance_plus_eps"), root = e.temp("root"), rstd = e.temp("rstd"),
+                    normed = e.temp("normalised"), scaled = e.temp("scaled");
+  e.add("Sub", {e.in(0), mean}, {centred});
+  e.add("Mul", {centred, centred}, {sq});
+  e.add("Add", {row_mean(e, sq, "variance"), e.scalar(d, e.attrs<LayerNormAttrs>().epsilon)}, {plus_eps});
+  e.add("Sqrt", {plus_eps}, {root});
+  e.add("Reciprocal", {root}, {rstd});
+  e.add("Mul", {centred, rstd}, {normed});
+  e.add("Mul", {normed, e.in(1)}, {scaled});
+  e.add("Add", {scaled, e.in(2)}, {e.out(0)});
+  e.add("Squeeze", {mean, e.int64s({-1})}, {e.out(1)});
+  e.add("Squeeze", {rstd, e.int64s({-1})}, {e.out(2)});
+}
+
+void emit_layer_norm_grad(Emitter& e) {
+  float_only(e, "layer_norm_grad");
+  const std::string mean = e.temp("row_mean"), rstd = e.temp("rstd"), centred = e.temp("centred"),
+                    xhat = e.temp("xhat"), g = e.temp("g"), gx = e.temp("g_xhat"), t1 = e.temp("g_centred"),
+                    t2 = e.temp("xhat_b"), t3 = e.temp("dx_over_rstd"), dyx = e.temp("dy_xhat"),
+                    rows = e.temp("rows_shape"), gamma_shape = e.temp("gamma_shape");
+  e.add("Unsqueeze", {e.in(2), e.int64s({-1})}, {mean});
+  e.add("Unsqueeze", {e.in(3), e.int64s({-1})}, {rstd});
+  e.add("Sub", {e.in(0), mean}, {centred});
+  e.add("Mul", {centred, rstd}, {xhat});
+  e.add("Mul", {e.in(4), e.in(1)}, {g});
+  e.add("Mul", {g, xhat}, {gx});
+  e.add("Sub", {g, row_mean(e, g, "g_mean")}, {t1});
+  e.add("Mul", {xhat, row_mean(e, gx, "g_xhat_mean")}, {t2});
+  e.add("Sub", {t1, t2}, {t3});
+  e.add("Mul", {rstd, t3}, {e.out(0)});
+  // gamma's and beta's gradients: column sums over the rows of (-1, features).
+  e.add("Shape", {e.in(1)}, {gamma_shape});
+  set_attr(e.add("Concat", {e.int64s({-1}), gamma_shape}, {rows}), "axis", int64_t{0});
+  e.add("Mul", {e.in(4), xhat}, {dyx});
+  const auto column_sums = [&](const std::string& t, const std::string& out, const char* hint) {
+    const std::string r = e.temp(hint);
+    e.add("Reshape", {t, rows}, {r});
+    set_attr(e.add("ReduceSum", {r, e.int64s({0})}, {out}), "keepdims", int64_t{0});
+  };
+  column_sums(dyx, e.out(1), "dy_xhat_rows");
+  column_sums(e.in(4), e.out(2), "dy_rows");
+}
+
 // ---- TensorArray ------------------------------------------------------------------------------
 
 // A TensorArray's flow is (count, element...) once written, or a scalar while nothing is. As
@@ -1174,6 +1232,12 @@ const OnnxRule kRules[] = {
      "Sub, Unsqueeze, Add",
      "dv = P^T dout, dS = P (dout v^T - rowsum(dout out) + dlse), dq = scale dS k, dk = scale dS^T q; dropout is "
      "refused", emit_attention_grad},
+    {OpId::LayerNorm, "ReduceMean, Sub, Mul, Add, Sqrt, Reciprocal, Squeeze",
+     "y = (x - mean) / sqrt(variance + epsilon) * gamma + beta over the last axis; outputs 1 and 2 are each row's "
+     "mean and 1 / sqrt(variance + epsilon)", emit_layer_norm},
+    {OpId::LayerNormGrad, "Unsqueeze, Sub, Mul, ReduceMean, Shape, Concat, Reshape, ReduceSum",
+     "dx = rstd (g - mean(g) - xhat mean(g xhat)), g = dy gamma; dgamma and dbeta as column sums of dy xhat and dy",
+     emit_layer_norm_grad},
     {OpId::ReadVariable, "Identity of an initializer", "a Variable closed over: an initializer named after it, with "
      "its value at export; a Variable argument, or any Variable with `variables_as_inputs`: a graph input; after a "
      "write: the value written", [](Emitter& e) {

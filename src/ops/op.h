@@ -237,6 +237,7 @@ void register_elementwise_ops(OpDef* table);
 void register_reduce_ops(OpDef* table);
 void register_cross_entropy_ops(OpDef* table);
 void register_attention_ops(OpDef* table);
+void register_layer_norm_ops(OpDef* table);
 void register_matmul_ops(OpDef* table);
 void register_conv_ops(OpDef* table);
 void register_pool_ops(OpDef* table);

@@ -23,7 +23,7 @@ const char* attrs_kind_name(std::size_t kind) {
       "SortAttrs",     "TopKAttrs",
       "CollectiveAttrs", "MatMulEpilogueAttrs", "Conv2DEpilogueAttrs", "VariableGroupAttrs",
       "MaxPoolGradMaskedAttrs", "ShapeCheckAttrs", "HostCallAttrs", "AttentionAttrs",
-      "Conv2DTransposeAttrs"};
+      "Conv2DTransposeAttrs", "LayerNormAttrs"};
   static_assert(std::size(kNames) == std::variant_size_v<AttrsVariant>, "one name per attribute struct");
   return kind < std::size(kNames) ? kNames[kind] : "?";
 }

@@ -465,6 +465,13 @@ struct AttentionAttrs {
   bool operator==(const AttentionAttrs&) const = default;
 };
 
+/// layer_norm: the epsilon added to each row's variance.
+struct LayerNormAttrs {
+  double epsilon = 1e-3;
+  template <class F> void for_each_field(F&& f) const { f("epsilon", epsilon); }
+  bool operator==(const LayerNormAttrs&) const = default;
+};
+
 // The order of this list is the variant index; ops.def names structs, never indices.
 using AttrsVariant = std::variant<NoAttrs, ReduceAttrs, AxisAttrs, ArgReduceAttrs, CastAttrs, MatMulAttrs,
                                   ReshapeAttrs, TransposeAttrs, SqueezeAttrs, SliceAttrs, BlockAttrs,
@@ -474,7 +481,7 @@ using AttrsVariant = std::variant<NoAttrs, ReduceAttrs, AxisAttrs, ArgReduceAttr
                                   SplitAttrs, ReverseAttrs, ScanAttrs, SortAttrs, TopKAttrs,
                                   CollectiveAttrs, MatMulEpilogueAttrs, Conv2DEpilogueAttrs, VariableGroupAttrs,
                                   MaxPoolGradMaskedAttrs, ShapeCheckAttrs, HostCallAttrs, AttentionAttrs,
-                                  Conv2DTransposeAttrs>;
+                                  Conv2DTransposeAttrs, LayerNormAttrs>;
 
 template <class T, class V> struct VariantIndex;
 template <class T, class... Ts> struct VariantIndex<T, std::variant<Ts...>> {
