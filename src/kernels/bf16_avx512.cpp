@@ -20,19 +20,24 @@
 namespace tg::detail::bf16_avx512 {
 namespace {
 
+__mmask16 lanes(int count) { return count >= 16 ? __mmask16(0xFFFF) : count <= 0 ? __mmask16(0) : __mmask16((1u << count) - 1); }
+
 // Rows [row0, row0 + kBlockRows) of op(A) as pairs: out[q * kBlockRows + r], zeros past m and k.
 void pack_a(int m, int k, const uint16_t* a, int lda, bool ta, int row0, uint32_t* out) {
   const int64_t pairs = (k + 1) / 2;
   if (ta) {
     // A's rows are stored as columns: pair q of the block's rows lies in stored rows 2q and
     // 2q + 1, side by side, so read them in that order.
-    const int rows = std::min(kBlockRows, m - row0);
+    // Sixteen lanes each: the block's values of both stored rows widened to 32 bits, the second
+    // shifted into the upper halves; lanes past m load as zeros.
+    const __mmask16 valid = lanes(std::min(kBlockRows, m - row0));
+    const __mmask16 block_lanes = lanes(kBlockRows);
     for (int64_t q = 0; q < pairs; ++q) {
       const uint16_t* lo = a + 2 * q * lda + row0;
-      const uint16_t* hi = 2 * q + 1 < k ? lo + lda : nullptr;
-      uint32_t* dst = out + q * kBlockRows;
-      for (int r = 0; r < rows; ++r) dst[r] = lo[r] | (hi ? static_cast<uint32_t>(hi[r]) << 16 : 0u);
-      for (int r = rows; r < kBlockRows; ++r) dst[r] = 0;
+      const __m512i low = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(valid, lo));
+      const __m512i high = 2 * q + 1 < k ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(valid, lo + lda))
+                                         : _mm512_setzero_si512();
+      _mm512_mask_storeu_epi32(out + q * kBlockRows, block_lanes, _mm512_or_si512(low, _mm512_slli_epi32(high, 16)));
     }
     return;
   }
@@ -54,27 +59,27 @@ void pack_a(int m, int k, const uint16_t* a, int lda, bool ta, int row0, uint32_
   }
 }
 
-__mmask16 lanes(int count) { return count >= 16 ? __mmask16(0xFFFF) : count <= 0 ? __mmask16(0) : __mmask16((1u << count) - 1); }
 
+// kHalves: 2 for a whole panel, 1 where the panel's last 16 columns lie past n (their packed
+// values are zeros, and their sums would be stored nowhere).
+template <int kHalves>
 void block(int64_t pairs, const uint32_t* ap, const uint16_t* bp, float* c, int ldc, int rows, int cols) {
-  __m512 acc[kBlockRows][2];
-  for (auto& row : acc) row[0] = row[1] = _mm512_setzero_ps();
+  __m512 acc[kBlockRows][kHalves];
+  for (auto& row : acc)
+    for (__m512& v : row) v = _mm512_setzero_ps();
   for (int64_t q = 0; q < pairs; ++q) {
-    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(bp + q * 2 * kPanelCols);
-    const __m512bh b1 = (__m512bh)_mm512_loadu_si512(bp + q * 2 * kPanelCols + kPanelCols);
+    __m512bh b[kHalves];
+    for (int h = 0; h < kHalves; ++h) b[h] = (__m512bh)_mm512_loadu_si512(bp + q * 2 * kPanelCols + h * kPanelCols);
     const uint32_t* aq = ap + q * kBlockRows;
 #pragma GCC unroll 12
     for (int r = 0; r < kBlockRows; ++r) {
       const __m512bh x = (__m512bh)_mm512_set1_epi32(static_cast<int>(aq[r]));
-      acc[r][0] = _mm512_dpbf16_ps(acc[r][0], x, b0);
-      acc[r][1] = _mm512_dpbf16_ps(acc[r][1], x, b1);
+      for (int h = 0; h < kHalves; ++h) acc[r][h] = _mm512_dpbf16_ps(acc[r][h], x, b[h]);
     }
   }
-  const __mmask16 m0 = lanes(cols), m1 = lanes(cols - 16);
-  for (int r = 0; r < rows; ++r) {
-    _mm512_mask_storeu_ps(c + static_cast<int64_t>(r) * ldc, m0, acc[r][0]);
-    _mm512_mask_storeu_ps(c + static_cast<int64_t>(r) * ldc + 16, m1, acc[r][1]);
-  }
+  for (int r = 0; r < rows; ++r)
+    for (int h = 0; h < kHalves; ++h)
+      _mm512_mask_storeu_ps(c + static_cast<int64_t>(r) * ldc + 16 * h, lanes(cols - 16 * h), acc[r][h]);
 }
 
 }  // namespace
@@ -102,10 +107,30 @@ inline __m256i round_lanes(__m512i u) {
   const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
   return _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, rounded, quiet));
 }
+
+// Whether any of sixteen floats is subnormal: 0 < |x| < 2^-126 (vcvtne2ps2bf16 reads those as zero).
+inline __mmask16 subnormal_lanes(__m512i u) {
+  const __m512i magnitude_less_one = _mm512_sub_epi32(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(1));
+  return _mm512_cmplt_epu32_mask(magnitude_less_one, _mm512_set1_epi32(0x007fffff));
+}
+
 }  // namespace
 
+// vcvtne2ps2bf16 rounds as bfloat16_t does (to nearest even, NaN quietened by the same bit) except
+// that it reads subnormal inputs as zero: blocks of 32 without one (every block of a layer's
+// values, in practice) take the instruction, the others the integer rounding.
 void narrow(const float* x, uint16_t* y, int64_t n) {
   int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512i lo = _mm512_loadu_si512(x + i), hi = _mm512_loadu_si512(x + i + 16);
+    if (_kortestz_mask16_u8(subnormal_lanes(lo), subnormal_lanes(hi))) {
+      const __m512bh both = _mm512_cvtne2ps_pbh(_mm512_castsi512_ps(hi), _mm512_castsi512_ps(lo));
+      _mm512_storeu_si512(y + i, (__m512i)both);
+    } else {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i), round_lanes(lo));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i + 16), round_lanes(hi));
+    }
+  }
   for (; i + 16 <= n; i += 16)
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i), round_lanes(_mm512_loadu_si512(x + i)));
   if (i < n) {
@@ -127,26 +152,33 @@ void pack_b(int n, int k, const uint16_t* b, int ldb, bool tb, uint16_t* out, in
     uint16_t* panel = out + static_cast<int64_t>(p) * pairs * 2 * kPanelCols;
     const int j0 = p * kPanelCols;
     const int cols = std::min(kPanelCols, n - j0);
-    for (int64_t q = 0; q < pairs; ++q) {
-      uint16_t* dst = panel + q * 2 * kPanelCols;
-      const bool two = 2 * q + 1 < k;
-      if (!tb) {
-        const __mmask32 mask = cols >= 32 ? __mmask32(0xFFFFFFFFu) : __mmask32((1u << cols) - 1);
+    if (!tb) {
+      const __mmask32 mask = cols >= 32 ? __mmask32(0xFFFFFFFFu) : __mmask32((1u << cols) - 1);
+      for (int64_t q = 0; q < pairs; ++q) {
+        uint16_t* dst = panel + q * 2 * kPanelCols;
         const __m512i r0 = _mm512_maskz_loadu_epi16(mask, b + 2 * q * ldb + j0);
-        const __m512i r1 = two ? _mm512_maskz_loadu_epi16(mask, b + (2 * q + 1) * ldb + j0) : _mm512_setzero_si512();
+        const __m512i r1 =
+            2 * q + 1 < k ? _mm512_maskz_loadu_epi16(mask, b + (2 * q + 1) * ldb + j0) : _mm512_setzero_si512();
         _mm512_storeu_si512(dst, _mm512_permutex2var_epi16(r0, lo, r1));
         _mm512_storeu_si512(dst + kPanelCols, _mm512_permutex2var_epi16(r0, hi, r1));
-      } else {
-        for (int j = 0; j < kPanelCols; ++j) {
-          if (j < cols) {
-            const uint16_t* row = b + static_cast<int64_t>(j0 + j) * ldb;
-            dst[2 * j] = row[2 * q];
-            dst[2 * j + 1] = two ? row[2 * q + 1] : uint16_t{0};
-          } else {
-            dst[2 * j] = dst[2 * j + 1] = 0;
-          }
-        }
       }
+      continue;
+    }
+    // op(B)'s columns are stored rows: pair q of column j is the 32-bit word q of stored row
+    // j0 + j, so each row's words go to every pair's slot j in turn.
+    auto put = [panel](int64_t q, int j, uint32_t v) { std::memcpy(panel + 2 * (q * kPanelCols + j), &v, 4); };
+    for (int j = 0; j < kPanelCols; ++j) {
+      if (j >= cols) {
+        for (int64_t q = 0; q < pairs; ++q) put(q, j, 0);
+        continue;
+      }
+      const uint16_t* row = b + static_cast<int64_t>(j0 + j) * ldb;
+      for (int64_t q = 0; q < k / 2; ++q) {
+        uint32_t v;
+        std::memcpy(&v, row + 2 * q, 4);
+        put(q, j, v);
+      }
+      if (k % 2) put(pairs - 1, j, row[k - 1]);
     }
   }
 }
@@ -162,8 +194,9 @@ void multiply(int m, int n, int k, const uint16_t* a, int lda, bool ta, const ui
     const int rows = std::min(kBlockRows, m - row0);
     for (int p = q0; p < q1; ++p) {
       const int j0 = p * kPanelCols;
-      block(pairs, ap.data(), packed + static_cast<int64_t>(p) * pairs * 2 * kPanelCols,
-            c + static_cast<int64_t>(row0) * ldc + j0, ldc, rows, std::min(kPanelCols, n - j0));
+      const int cols = std::min(kPanelCols, n - j0);
+      (cols > 16 ? block<2> : block<1>)(pairs, ap.data(), packed + static_cast<int64_t>(p) * pairs * 2 * kPanelCols,
+                                        c + static_cast<int64_t>(row0) * ldc + j0, ldc, rows, cols);
     }
   }
 }

@@ -235,6 +235,98 @@ TEST(BFloat16, LargeBulkConversionsSplitOverThePoolWithTheSameBits) {
   config::set_num_threads(threads_before);
 }
 
+// The bulk narrowing takes vcvtne2ps2bf16 on blocks of 32 values, which reads subnormals as
+// zero: a subnormal in any lane of a block, and bit patterns from the whole float32 range, round
+// as one bfloat16_t does.
+TEST(BFloat16, BulkNarrowingKeepsSubnormalsInEveryLane) {
+  for (const uint32_t sub : {0x00000001u, 0x80018000u, 0x007FFFFFu, 0x00008000u}) {
+    for (int lane = 0; lane < 64; ++lane) {
+      std::vector<float> x(70);
+      for (std::size_t i = 0; i < x.size(); ++i) x[i] = float_of(0x3F7F0000u + static_cast<uint32_t>(i) * 0x1111u);
+      x[static_cast<std::size_t>(lane)] = float_of(sub);
+      std::vector<bfloat16_t> y(x.size());
+      detail::f32_to_bf16(x.data(), y.data(), static_cast<int64_t>(x.size()));
+      for (std::size_t i = 0; i < x.size(); ++i)
+        ASSERT_EQ(y[i].bits, bfloat16_t(x[i]).bits) << std::hex << bits_of(x[i]) << " at " << std::dec << i;
+    }
+  }
+  std::vector<float> x(int64_t{1} << 18);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = float_of(static_cast<uint32_t>(i * 0x9E3779B1u));
+  std::vector<bfloat16_t> y(x.size());
+  detail::f32_to_bf16(x.data(), y.data(), static_cast<int64_t>(x.size()));
+  int64_t wrong = 0, subnormals = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    wrong += y[i].bits != bfloat16_t(x[i]).bits;
+    subnormals += std::fpclassify(x[i]) == FP_SUBNORMAL;
+  }
+  EXPECT_EQ(wrong, 0);
+  EXPECT_GT(subnormals, 0);
+}
+
+// One transpose combination of a bfloat16 product: eager, and traced once (None dims) each way.
+template <bool kTa, bool kTb>
+struct ProductModes {
+  struct Product {
+    Tensor operator()(const Tensor& a, const Tensor& b) const { return matmul(a, b, kTa, kTb); }
+  };
+  static FunctionOptions options(bool optimize) {
+    const TensorSpec any({None, None}, bfloat16);
+    return {.name = "bf16_product", .input_signature = std::vector<TensorSpec>{any, any}, .optimize = optimize};
+  }
+  PolymorphicFunction<Product> traced = function(Product{}, options(false));
+  PolymorphicFunction<Product> optimised = function(Product{}, options(true));
+  std::vector<Tensor> run(const std::vector<Tensor>& in) {
+    return {Product{}(in[0], in[1]), traced(in[0], in[1]), optimised(in[0], in[1])};
+  }
+};
+
+// Small integers, so that every sum is exact in float32 and the bfloat16 result is the rounded
+// exact sum: each value in its place, over m, n and k that leave every remainder of the 12-row
+// blocks, the 16- and 32-column panels and the pairs of k, one row and one column, every
+// transpose, eager, traced and traced+optimised; the last two shapes split over two threads (by
+// row blocks, then by panels).
+TEST(BFloat16, MatmulInstructionsExactOnEveryBlockRemainder) {
+  ProductModes<false, false> nn;
+  ProductModes<true, false> tn;
+  ProductModes<false, true> nt;
+  ProductModes<true, true> tt;
+  auto value = [](int64_t i, int64_t j, int64_t salt) { return static_cast<float>((i * 7 + j * 3 + salt) % 9 - 4); };
+  auto operand = [&](int64_t rows, int64_t cols, bool transposed, int64_t salt) {
+    std::vector<float> v;
+    for (int64_t i = 0; i < (transposed ? cols : rows); ++i)
+      for (int64_t j = 0; j < (transposed ? rows : cols); ++j)
+        v.push_back(transposed ? value(j, i, salt) : value(i, j, salt));
+    return cast(constant(v, TensorShape({transposed ? cols : rows, transposed ? rows : cols})), bfloat16);
+  };
+  auto check = [&](int64_t m, int64_t n, int64_t k, bool ta, bool tb) {
+    std::vector<float> want;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0;
+        for (int64_t p = 0; p < k; ++p) sum += double{value(i, p, 1)} * double{value(p, j, 2)};
+        want.push_back(round_bf16(static_cast<float>(sum)));
+      }
+    const Tensor expected = cast(constant(want, TensorShape({m, n})), bfloat16);
+    const std::vector<Tensor> in{operand(m, k, ta, 1), operand(k, n, tb, 2)};
+    const std::vector<Tensor> got = ta ? (tb ? tt.run(in) : tn.run(in)) : (tb ? nt.run(in) : nn.run(in));
+    const char* modes[] = {"eager", "traced", "traced+optimised"};
+    for (std::size_t i = 0; i < got.size(); ++i)
+      EXPECT_TENSOR_EQ(got[i], expected) << m << "x" << n << "x" << k << " ta=" << ta << " tb=" << tb << ", "
+                                         << modes[i];
+  };
+  for (const int64_t m : {1, 11, 12, 13, 25})
+    for (const int64_t n : {1, 15, 16, 17, 31, 32, 33, 48})
+      for (const int64_t k : {1, 2, 3, 17})
+        for (int t = 0; t < 4; ++t) check(m, n, k, t & 1, t & 2);
+  const int threads_before = config::num_threads();
+  config::set_num_threads(2);
+  for (int t = 0; t < 4; ++t) {
+    check(130, 70, 259, t & 1, t & 2);
+    check(12, 100, 2001, t & 1, t & 2);
+  }
+  config::set_num_threads(threads_before);
+}
+
 TEST(BFloat16, NamesElementsAndPrinting) {
   EXPECT_EQ(to_string(bfloat16), "bfloat16");
   EXPECT_EQ(dtype_size(bfloat16), 2u);
