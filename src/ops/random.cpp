@@ -491,8 +491,11 @@ Tensor dropout(const Tensor& x, double rate, bool training, std::optional<uint64
                                            "dropped), got ", rate);
   if (!training || rate == 0.0) return x;
   const TensorShape s = detail::static_shape(x);
-  const Tensor noise = s.is_fully_defined() ? random_uniform(s, 0.0, 1.0, x.dtype(), seed)
-                                            : random_uniform(shape(x), 0.0, 1.0, x.dtype(), seed);
+  // bfloat16 (a mixed_bfloat16 model's activations) draws its noise in float32: the random ops
+  // make no bfloat16, and only the mask, exact in any float dtype, meets x.
+  const DType draw = x.dtype() == bfloat16 ? float32 : x.dtype();
+  const Tensor noise = s.is_fully_defined() ? random_uniform(s, 0.0, 1.0, draw, seed)
+                                            : random_uniform(shape(x), 0.0, 1.0, draw, seed);
   // TF's order: scale first, then zero the dropped elements.
   return x * (1.0 / (1.0 - rate)) * cast(noise >= rate, x.dtype());
 }

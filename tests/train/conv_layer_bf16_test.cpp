@@ -64,5 +64,21 @@ TEST(ConvLayersMixedBFloat16, DepthwiseAndTransposeFollowThePolicy) {
   EXPECT_TENSOR_NEAR(cast(a, float32), dw32(x), 3e-2);
 }
 
+// Dropout on a mixed model's bfloat16 activations: noise drawn in float32, the kept elements
+// scaled (exactly, by 2) and the result still bfloat16.
+TEST(ConvLayersMixedBFloat16, DropoutTakesBFloat16) {
+  const Tensor x = cast(testing::seeded_values({64, 16}, float32, 8, {0.125, 1.0}), bfloat16);
+  const Tensor y = nn::Dropout(0.5, 3)(x, true);
+  ASSERT_EQ(y.dtype(), bfloat16);
+  const std::vector<float> xv = cast(x, float32).to_vector<float>(), yv = cast(y, float32).to_vector<float>();
+  int kept = 0;
+  for (std::size_t i = 0; i < xv.size(); ++i) {
+    EXPECT_TRUE(yv[i] == 0.0f || yv[i] == 2.0f * xv[i]) << i;
+    kept += yv[i] != 0.0f;
+  }
+  EXPECT_GT(kept, 300);
+  EXPECT_LT(kept, 724);
+}
+
 }  // namespace
 }  // namespace tg
