@@ -194,6 +194,38 @@ void BM_DemoTrainStep(benchmark::State& state) {
 }
 BENCHMARK(BM_DemoTrainStep<false>)->Name("demo/train_step/traced")->MinTime(0.3)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_DemoTrainStep<true>)->Name("demo/train_step/mixed_bfloat16")->MinTime(0.3)->Unit(benchmark::kMicrosecond);
+
+// The CNN demo's train step (examples/cnn_demo.cpp, its network and step from demo_util.h):
+// two 3x3 SAME conv + max-pool blocks, dense 128 with dropout, dense 10, Adam(1e-3), traced with
+// a None batch and called at batch 128 after one eager step. kMixedBf16: built under
+// mixed_bfloat16 (float32 Variables; convolutions and products in bfloat16 on AVX512_BF16).
+template <bool kMixedBf16>
+void BM_CnnDemoTrainStep(benchmark::State& state) {
+  tg_bench::guarded(state, [&] {
+    const tg::nn::DTypePolicy before = tg::nn::global_policy();
+    if (kMixedBf16) tg::nn::set_global_policy("mixed_bfloat16");
+    demo::Cnn model;
+    tg::nn::set_global_policy(before);
+    tg::optim::Adam opt(demo::kCnnLearningRate);
+    constexpr auto kB = static_cast<int64_t>(demo::kCnnBatch);
+    const Tensor x = random_tensor({kB, 784}, 0.5f, 7) + 0.5f;  // pixels in [0, 1]
+    std::vector<int32_t> labels(demo::kCnnBatch);
+    for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<int32_t>(i % 10);
+    const Tensor y = tg::constant(labels, tg::TensorShape({kB}), tg::int32);
+    (void)demo::cnn_train_step(model, opt, x, y);
+    auto train_step = tg::function(
+        [&](const Tensor& xs, const Tensor& ys) { return demo::cnn_train_step(model, opt, xs, ys); },
+        {.name = "cnn_train_step", .input_signature = demo::mlp_train_step_signature(), .arg_names = {"x", "y"}});
+    tg_bench::reach_steady_state([&] { benchmark::DoNotOptimize(train_step(x, y)); });
+    for (auto _ : state) benchmark::DoNotOptimize(train_step(x, y));
+    if (train_step.tracing_count() != 1)
+      throw std::runtime_error("demo/cnn_train_step: the step was traced " + std::to_string(train_step.tracing_count()) +
+                               " times, expected once");
+  });
+}
+BENCHMARK(BM_CnnDemoTrainStep<false>)->Name("demo/cnn_train_step/traced")->MinTime(0.5)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_CnnDemoTrainStep<true>)->Name("demo/cnn_train_step/mixed_bfloat16")->MinTime(0.5)
+    ->Unit(benchmark::kMillisecond);
 #endif
 
 // The step's eight GEMMs (three forward; dW3, dH2, dW2, dH1, dW1 backward) through cblas

@@ -1,6 +1,6 @@
-// The helpers the demos share (demo.cpp, cnn_demo.cpp, dist_demo.cpp): the MLP and its train
-// step, timing, section titles, batches and the epoch loop. tg_bench includes it too, to time
-// the demo's step.
+// The helpers the demos share (demo.cpp, cnn_demo.cpp, dist_demo.cpp): the MLP and the CNN and
+// their train steps, timing, section titles, batches and the epoch loop. tg_bench includes it
+// too, to time the demos' steps.
 #pragma once
 #include <tracegraph/tracegraph.h>
 
@@ -63,6 +63,55 @@ inline std::pair<tg::Tensor, tg::Tensor> mlp_train_step(Mlp& model, tg::optim::O
     for (auto& g : grads) g = g * grad_scale;
   opt.apply_gradients(grads, vars);
   return {loss, accuracy};
+}
+
+// The CNN demo's network (cnn_demo.cpp; the same as examples/cnn_torch.py): conv(32, 3x3) ->
+// pool 2 -> conv(64, 3x3) -> pool 2 -> dense 128 -> dropout -> dense 10, relu, fixed seeds. Its
+// layers take the global dtype policy, as Mlp's.
+inline constexpr std::size_t kCnnBatch = 128;
+inline constexpr double kCnnDropout = 0.25;
+inline constexpr double kCnnLearningRate = 1e-3;
+
+struct Cnn {
+  tg::nn::Conv2D conv1{1, 32, {3}, {.padding = tg::Padding::Same, .activation = tg::relu, .seed = 11, .name = "conv1"}};
+  tg::nn::Conv2D conv2{32, 64, {3}, {.padding = tg::Padding::Same, .activation = tg::relu, .seed = 12, .name = "conv2"}};
+  tg::nn::Dense hidden{7 * 7 * 64, 128, tg::relu, /*seed=*/13, tg::nn::global_policy(), "hidden"};
+  tg::nn::Dropout dropout{kCnnDropout, /*seed=*/14};
+  tg::nn::Dense logits{128, 10, nullptr, /*seed=*/15, tg::nn::global_policy(), "logits"};
+
+  // x: (batch, 784) pixels in [0, 1].
+  tg::Tensor operator()(const tg::Tensor& x, bool training) const {
+    tg::Tensor h = tg::reshape(x, {-1, 28, 28, 1});
+    h = tg::max_pool2d(conv1(h), {2}, {2}, tg::Padding::Valid);  // (batch, 14, 14, 32)
+    h = tg::max_pool2d(conv2(h), {2}, {2}, tg::Padding::Valid);  // (batch, 7, 7, 64)
+    h = hidden(tg::reshape(h, {-1, 7 * 7 * 64}));
+    return logits(dropout(h, training));
+  }
+  std::vector<tg::Variable> variables() const {
+    std::vector<tg::Variable> v;
+    for (const auto& var : conv1.trainable_variables()) v.push_back(var);
+    for (const auto& var : conv2.trainable_variables()) v.push_back(var);
+    for (const auto& var : hidden.trainable_variables()) v.push_back(var);
+    for (const auto& var : logits.trainable_variables()) v.push_back(var);
+    return v;
+  }
+  int64_t parameter_count() const {
+    int64_t n = 0;
+    for (const auto& var : variables()) n += var.shape().num_elements();
+    return n;
+  }
+};
+
+// One optimisation step of the CNN demo (training mode: dropout on). Returns (loss, accuracy).
+inline std::pair<tg::Tensor, tg::Tensor> cnn_train_step(Cnn& model, tg::optim::Optimizer& opt, const tg::Tensor& x,
+                                                        const tg::Tensor& y) {
+  const std::vector<tg::Variable> vars = model.variables();
+  tg::GradientTape tape;
+  const tg::Tensor logits = model(x, /*training=*/true);
+  const tg::Tensor loss = tg::nn::sparse_softmax_cross_entropy(logits, y);
+  const std::vector<tg::Tensor> grads = tape.gradient(loss, vars);
+  opt.apply_gradients(grads, vars);
+  return {loss, tg::nn::accuracy(logits, y)};
 }
 
 // train_step's input signature: images [None, 784] float32, labels [None] int32. The batch
