@@ -156,6 +156,13 @@ TG_TILED_MAX_POOL(baseline, )
 
 template <class T>
 void tiled_max_pool(const PoolGeom& g, const T* x, T* y) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (g.kh * g.kw <= 16 && own_avx512_kernels() && simd::cpu_has_avx512_bw_vl()) {
+      const pool_avx512::TiledPool p{g.h, g.w, g.c, g.kh, g.kw, g.oh, g.ow};
+      for_each_image(g, [&](int64_t n) { pool_avx512::tiled_max_pool(p, x + n * g.h * g.w * g.c, y + n * g.oh * g.ow * g.c); });
+      return;
+    }
+  }
   static const auto fn = simd::cpu_has(simd::Isa::kAvx512) ? &tiled_max_pool_avx512<T>
                          : simd::cpu_has(simd::Isa::kAvx2) ? &tiled_max_pool_avx2<T>
                                                            : &tiled_max_pool_baseline<T>;

@@ -249,12 +249,14 @@ TEST(Pool, TiledMaxPoolsPickTheElementsTheGeneralRulePicks) {
                                    {{2, 6, 6, 4}, 2, Padding::Valid, float64}};
   const int threads_before = config::num_threads();
   for (const Case& c : cases) {
-    // Few distinct values (ties), and some NaNs and infinities.
+    // Few distinct values (ties, -0 against +0 too), and some NaNs and infinities.
     std::vector<double> v(static_cast<std::size_t>(c.shape[0] * c.shape[1] * c.shape[2] * c.shape[3]));
     for (std::size_t i = 0; i < v.size(); ++i) {
       const std::size_t r = (i * 2654435761u) % 97;
-      v[i] = r == 0 ? std::numeric_limits<double>::quiet_NaN() : r == 1 ? -std::numeric_limits<double>::infinity()
-                                                                          : static_cast<double>(r % 7);
+      v[i] = r == 0   ? std::numeric_limits<double>::quiet_NaN()
+             : r == 1 ? -std::numeric_limits<double>::infinity()
+             : r == 2 ? -0.0
+                      : static_cast<double>(r % 7);
     }
     const Tensor x = constant(v, TensorShape(c.shape), c.dtype);
     const int64_t n = c.shape[0], h = c.shape[1], w = c.shape[2], ch = c.shape[3], oh = h / c.k, ow = w / c.k;
