@@ -22,6 +22,33 @@ namespace {
 
 __mmask16 lanes(int count) { return count >= 16 ? __mmask16(0xFFFF) : count <= 0 ? __mmask16(0) : __mmask16((1u << count) - 1); }
 
+// v[c][r] = v[r][c] for 32-bit lanes: pairs of rows interleaved, then pairs of pairs (each
+// 128-bit lane then holds a 4 x 4 block transposed), then the 128-bit lanes gathered.
+inline void transpose_16x16(__m512i* v) {
+  __m512i t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(v[i], v[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(v[i], v[i + 1]);
+  }
+  // u[4i + j], lane L: column 4L + j of rows 4i .. 4i + 3.
+  __m512i u[16];
+  for (int i = 0; i < 16; i += 4) {
+    u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+    u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+    u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+    u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  for (int j = 0; j < 4; ++j) {
+    const __m512i w0 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x44), w1 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xEE);
+    const __m512i w2 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x44);
+    const __m512i w3 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xEE);
+    v[j] = _mm512_shuffle_i32x4(w0, w2, 0x88);
+    v[4 + j] = _mm512_shuffle_i32x4(w0, w2, 0xDD);
+    v[8 + j] = _mm512_shuffle_i32x4(w1, w3, 0x88);
+    v[12 + j] = _mm512_shuffle_i32x4(w1, w3, 0xDD);
+  }
+}
+
 // Rows [row0, row0 + kBlockRows) of op(A) as pairs: out[q * kBlockRows + r], zeros past m and k.
 void pack_a(int m, int k, const uint16_t* a, int lda, bool ta, int row0, uint32_t* out) {
   const int64_t pairs = (k + 1) / 2;
@@ -41,21 +68,26 @@ void pack_a(int m, int k, const uint16_t* a, int lda, bool ta, int row0, uint32_
     }
     return;
   }
+  // Sixteen pairs of every row at a time, transposed in registers (rows past m are zeros); the
+  // pairs past the last sixteen, and the lone value of an odd k, one by one.
+  const int rows = std::min(kBlockRows, m - row0);
+  const int64_t whole = k / 2, vector_end = whole / 16 * 16;
+  const __mmask16 block_lanes = lanes(kBlockRows);
+  for (int64_t q0 = 0; q0 < vector_end; q0 += 16) {
+    __m512i v[16];
+    for (int r = 0; r < 16; ++r)
+      v[r] = r < rows ? _mm512_loadu_si512(a + static_cast<int64_t>(row0 + r) * lda + 2 * q0) : _mm512_setzero_si512();
+    transpose_16x16(v);
+    for (int t = 0; t < 16; ++t) _mm512_mask_storeu_epi32(out + (q0 + t) * kBlockRows, block_lanes, v[t]);
+  }
   for (int r = 0; r < kBlockRows; ++r) {
-    const int64_t i = row0 + r;
-    if (i >= m) {
-      for (int64_t q = 0; q < pairs; ++q) out[q * kBlockRows + r] = 0;
-      continue;
+    const uint16_t* row = r < rows ? a + static_cast<int64_t>(row0 + r) * lda : nullptr;
+    for (int64_t q = vector_end; q < whole; ++q) {
+      uint32_t v = 0;
+      if (row) std::memcpy(&v, row + 2 * q, 4);
+      out[q * kBlockRows + r] = v;
     }
-    {
-      const uint16_t* row = a + i * lda;
-      for (int64_t q = 0; q < k / 2; ++q) {
-        uint32_t v;
-        std::memcpy(&v, row + 2 * q, 4);
-        out[q * kBlockRows + r] = v;
-      }
-      if (k % 2) out[(pairs - 1) * kBlockRows + r] = row[k - 1];
-    }
+    if (k % 2) out[whole * kBlockRows + r] = row ? row[k - 1] : 0u;
   }
 }
 
@@ -165,20 +197,27 @@ void pack_b(int n, int k, const uint16_t* b, int ldb, bool tb, uint16_t* out, in
       continue;
     }
     // op(B)'s columns are stored rows: pair q of column j is the 32-bit word q of stored row
-    // j0 + j, so each row's words go to every pair's slot j in turn.
+    // j0 + j. Sixteen words of sixteen rows at a time are transposed in registers (rows past n
+    // are zeros); the words past the last sixteen, and the lone value of an odd k, one by one.
+    const int64_t whole = k / 2, vector_end = whole / 16 * 16;
+    for (int half = 0; half < 2; ++half)
+      for (int64_t q0 = 0; q0 < vector_end; q0 += 16) {
+        __m512i v[16];
+        for (int j = 0; j < 16; ++j)
+          v[j] = 16 * half + j < cols ? _mm512_loadu_si512(b + static_cast<int64_t>(j0 + 16 * half + j) * ldb + 2 * q0)
+                                      : _mm512_setzero_si512();
+        transpose_16x16(v);
+        for (int t = 0; t < 16; ++t) _mm512_storeu_si512(panel + 2 * ((q0 + t) * kPanelCols + 16 * half), v[t]);
+      }
     auto put = [panel](int64_t q, int j, uint32_t v) { std::memcpy(panel + 2 * (q * kPanelCols + j), &v, 4); };
     for (int j = 0; j < kPanelCols; ++j) {
-      if (j >= cols) {
-        for (int64_t q = 0; q < pairs; ++q) put(q, j, 0);
-        continue;
-      }
-      const uint16_t* row = b + static_cast<int64_t>(j0 + j) * ldb;
-      for (int64_t q = 0; q < k / 2; ++q) {
-        uint32_t v;
-        std::memcpy(&v, row + 2 * q, 4);
+      const uint16_t* row = j < cols ? b + static_cast<int64_t>(j0 + j) * ldb : nullptr;
+      for (int64_t q = vector_end; q < whole; ++q) {
+        uint32_t v = 0;
+        if (row) std::memcpy(&v, row + 2 * q, 4);
         put(q, j, v);
       }
-      if (k % 2) put(pairs - 1, j, row[k - 1]);
+      if (k % 2) put(whole, j, row ? row[k - 1] : 0u);
     }
   }
 }

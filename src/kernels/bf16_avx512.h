@@ -9,8 +9,9 @@ namespace tg::detail::bf16_avx512 {
 inline constexpr int kPanelCols = 32;
 inline constexpr int kBlockRows = 12;
 
-/// bf16_to_f32 and f32_to_bf16 (kernels/bf16.h) sixteen lanes at a time, with the same integer
-/// rounding as bfloat16_t (not vcvtneps2bf16, which flushes subnormals to zero).
+/// bf16_to_f32 and f32_to_bf16 (kernels/bf16.h) sixteen lanes at a time, with the rounding of
+/// bfloat16_t: vcvtne2ps2bf16 where a block of 32 has no subnormal (it reads them as zero), else
+/// the same integer rounding.
 void widen(const uint16_t* x, float* y, int64_t n);
 void narrow(const float* x, uint16_t* y, int64_t n);
 

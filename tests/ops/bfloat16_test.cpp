@@ -282,9 +282,9 @@ struct ProductModes {
 
 // Small integers, so that every sum is exact in float32 and the bfloat16 result is the rounded
 // exact sum: each value in its place, over m, n and k that leave every remainder of the 12-row
-// blocks, the 16- and 32-column panels and the pairs of k, one row and one column, every
-// transpose, eager, traced and traced+optimised; the last two shapes split over two threads (by
-// row blocks, then by panels).
+// blocks, the 16- and 32-column panels, the pairs of k and the 16 pairs the packing transposes
+// at a time, one row and one column, every transpose, eager, traced and traced+optimised; the
+// last two shapes split over two threads (by row blocks, then by panels).
 TEST(BFloat16, MatmulInstructionsExactOnEveryBlockRemainder) {
   ProductModes<false, false> nn;
   ProductModes<true, false> tn;
@@ -316,7 +316,7 @@ TEST(BFloat16, MatmulInstructionsExactOnEveryBlockRemainder) {
   };
   for (const int64_t m : {1, 11, 12, 13, 25})
     for (const int64_t n : {1, 15, 16, 17, 31, 32, 33, 48})
-      for (const int64_t k : {1, 2, 3, 17})
+      for (const int64_t k : {1, 2, 3, 17, 35, 64})
         for (int t = 0; t < 4; ++t) check(m, n, k, t & 1, t & 2);
   const int threads_before = config::num_threads();
   config::set_num_threads(2);
