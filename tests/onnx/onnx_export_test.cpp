@@ -546,6 +546,30 @@ TEST(OnnxExport, AttentionGradients) {
   write_dims("attention_grad", {});
 }
 
+// layer_norm and its gradient op, expanded: nn::LayerNorm's output and the gradients of its
+// input, gamma and beta, over a rank-3 input.
+TEST(OnnxExport, LayerNormAndItsGradients) {
+  tg::nn::LayerNorm ln(6, 1e-3, tg::float32, "ln");
+  ln.gamma().assign(uniform({6}, 161));
+  ln.beta().assign(uniform({6}, 162));
+  const tg::Tensor w = uniform({3, 4, 6}, 163);
+  auto f = tg::function(
+      [&](const tg::Tensor& x) {
+        tg::GradientTape tape;
+        tape.watch(x);
+        const tg::Tensor y = ln(x);
+        std::vector<tg::Tensor> out = tape.gradient(tg::reduce_sum(tg::square(y) * w), {x, ln.gamma(), ln.beta()});
+        out.insert(out.begin(), y);
+        return out;
+      },
+      {.name = "layer_norm_grad", .arg_names = {"x"}});
+  const tg::Tensor x = uniform({3, 4, 6}, 164, -2.0f, 2.0f);
+  const std::vector<tg::Tensor> outs = f(x);
+  tg::export_onnx(model_path("layer_norm_grad"), f);
+  write_run("layer_norm_grad", 0, {{"x", x}}, outs);
+  write_dims("layer_norm_grad", {});
+}
+
 // A train step of a recurrent layer (tg::for_range over the time steps, a TensorArray for the
 // outputs, and the loop's gradient) exported with variables_as_inputs; a mask skips steps.
 template <class Layer>
