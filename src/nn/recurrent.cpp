@@ -87,6 +87,32 @@ void check_weights(const char* cell, const RecurrentWeights& w) {
 // Columns [k * units, (k + 1) * units) of a (batch, gates * units) matrix: gate k.
 Tensor gate(const Tensor& t, int64_t k, int64_t units) { return slice(t, {0, k * units}, {-1, units}); }
 
+// The cells' steps from xk = x W (batch, gates * units), x's product with the kernel: a cell
+// multiplies its x, the layers multiply the whole sequence's x in one product before their loop.
+// Each sums in the cell's order, so a layer's step gives the cell's bits.
+Tensor gru_step(const Tensor& xk, const Tensor& h, const RecurrentWeights& w, int64_t u) {
+  // reset_after: the reset gate scales the recurrent projection after its bias is added.
+  const Tensor input_bias = reshape(slice(w.bias, {0, 0}, {1, -1}), {3 * u});
+  const Tensor recurrent_bias = reshape(slice(w.bias, {1, 0}, {1, -1}), {3 * u});
+  const Tensor xp = xk + input_bias;
+  const Tensor hp = matmul(h, w.recurrent_kernel) + recurrent_bias;
+  const Tensor z = sigmoid(gate(xp, 0, u) + gate(hp, 0, u));
+  const Tensor r = sigmoid(gate(xp, 1, u) + gate(hp, 1, u));
+  const Tensor candidate = tanh(gate(xp, 2, u) + r * gate(hp, 2, u));
+  return z * h + (1.0 - z) * candidate;
+}
+
+// `c` has passed checked_width.
+std::pair<Tensor, Tensor> lstm_step(const Tensor& xk, const Tensor& h, const Tensor& c, const RecurrentWeights& w,
+                                    int64_t u) {
+  const Tensor z = xk + matmul(h, w.recurrent_kernel) + w.bias;
+  const Tensor i = sigmoid(gate(z, 0, u));
+  const Tensor f = sigmoid(gate(z, 1, u));
+  const Tensor c_new = f * c + i * tanh(gate(z, 2, u));
+  const Tensor o = sigmoid(gate(z, 3, u));
+  return {o * tanh(c_new), c_new};
+}
+
 }  // namespace
 
 // ---- RecurrentCell ----
@@ -118,16 +144,7 @@ Tensor GRUCell::operator()(const Tensor& x, const Tensor& h, const RecurrentWeig
   check_weights(op, w);
   check_step_input(op, name_, x, "x", kernel_.dtype(), input_dim_);
   check_step_input(op, name_, h, "the state h", kernel_.dtype(), units_);
-  const int64_t u = units_;
-  // reset_after: the reset gate scales the recurrent projection after its bias is added.
-  const Tensor input_bias = reshape(slice(w.bias, {0, 0}, {1, -1}), {3 * u});
-  const Tensor recurrent_bias = reshape(slice(w.bias, {1, 0}, {1, -1}), {3 * u});
-  const Tensor xp = matmul(x, w.kernel) + input_bias;
-  const Tensor hp = matmul(h, w.recurrent_kernel) + recurrent_bias;
-  const Tensor z = sigmoid(gate(xp, 0, u) + gate(hp, 0, u));
-  const Tensor r = sigmoid(gate(xp, 1, u) + gate(hp, 1, u));
-  const Tensor candidate = tanh(gate(xp, 2, u) + r * gate(hp, 2, u));
-  return z * h + (1.0 - z) * candidate;
+  return gru_step(matmul(x, w.kernel), h, w, units_);
 }
 
 // ---- LSTMCell ----
@@ -148,13 +165,7 @@ std::pair<Tensor, Tensor> LSTMCell::operator()(const Tensor& x, const Tensor& h,
   check_step_input(op, name_, x, "x", kernel_.dtype(), input_dim_);
   check_step_input(op, name_, h, "the state h", kernel_.dtype(), units_);
   check_step_input(op, name_, c, "the state c", kernel_.dtype(), units_);
-  const int64_t u = units_;
-  const Tensor z = matmul(x, w.kernel) + matmul(h, w.recurrent_kernel) + w.bias;
-  const Tensor i = sigmoid(gate(z, 0, u));
-  const Tensor f = sigmoid(gate(z, 1, u));
-  const Tensor c_new = f * checked_width(op, name_, c, "the state c", u) + i * tanh(gate(z, 2, u));
-  const Tensor o = sigmoid(gate(z, 3, u));
-  return {o * tanh(c_new), c_new};
+  return lstm_step(matmul(x, w.kernel), h, checked_width(op, name_, c, "the state c", units_), w, units_);
 }
 
 // ---- LSTM and GRU layers ----
@@ -170,7 +181,8 @@ RecurrentOptions layer_options(RecurrentOptions o, const char* layer, const char
   return o;
 }
 
-// One step of a cell on x_t and the states: {output, new states}.
+// One step of a cell on xk_t = x_t W (the step's row of project_sequence) and the states:
+// {output, new states}.
 using SequenceStep = std::function<std::pair<Tensor, std::vector<Tensor>>(const Tensor&, const std::vector<Tensor>&)>;
 
 // What run_sequence needs to know of the layer.
@@ -180,7 +192,20 @@ struct SequenceLayer {
   int64_t input_dim, units;
   std::size_t num_states;  // LSTM 2 (h, c), GRU 1 (h)
   const RecurrentOptions& options;
+  const Tensor& kernel;  // (input_dim, width)
+  int64_t width;         // gates * units
 };
+
+// x (time, batch, input_dim) times the kernel, every step in one product: (time, batch, width).
+// A step's own product of its 32 x 64 rows is too small to split over threads, and the loop's
+// gradient then has every step's rows for one product as well (dW = x^T dxk).
+Tensor project_sequence(const SequenceLayer& l, const Tensor& x_tm) {
+  const Tensor flat = matmul(reshape(x_tm, {-1, l.input_dim}), l.kernel);
+  const TensorShape s = detail::static_shape(x_tm);
+  if (s.dims()[0] != None && s.dims()[1] != None) return reshape(flat, {s.dims()[0], s.dims()[1], l.width});
+  const Tensor st = shape(x_tm);
+  return reshape(flat, stack({st[0], st[1], cast(constant(l.width), st.dtype())}));
+}
 
 // The mask checked: bool, (batch, time) matching x (when the graph runs if a dim is None).
 Tensor checked_mask(const SequenceLayer& l, const Tensor& mask, const Tensor& x) {
@@ -244,7 +269,13 @@ std::vector<Tensor> run_sequence(const SequenceLayer& l, const Tensor& x_in, con
   if (xs.dims()[1] == 0)
     op_error<InvalidArgumentError>(l.op, "layer '", l.name, "' expects at least one time step, got inputs of shape ",
                                    xs.to_string());
-  const Tensor& x = x_in;
+  // A None feature dim is checked when the graph runs: the sequence's product flattens x to
+  // (time * batch, input_dim) rows, which any multiple of input_dim would fill.
+  const Tensor x = xs.dims()[2] != None
+                       ? x_in
+                       : detail::ensure_same_dims(x_in, l.kernel, {2}, {0}, l.op, "the inputs", "the kernel",
+                                                  detail::str_cat("layer '", l.name, "' expects inputs of shape (batch, time, ",
+                                                                  l.input_dim, ")"));
   const bool masked = call.mask.defined();
   const Tensor mask = masked ? checked_mask(l, call.mask, x) : Tensor();
   std::vector<Tensor> carried = initial_states(l, call.initial_state, x);
@@ -258,11 +289,12 @@ std::vector<Tensor> run_sequence(const SequenceLayer& l, const Tensor& x_in, con
     if (masked) mask_tm = reverse(mask_tm, {0});
   }
   const Tensor steps = shape(x_tm)[0];
+  const Tensor xk_tm = project_sequence(l, x_tm);
 
   // One iteration: the step, then the mask's selection. {output, next carried}.
   auto iteration = [&](const Tensor& i, const std::vector<Tensor>& c) {
     const std::vector<Tensor> states(c.begin(), c.begin() + static_cast<std::ptrdiff_t>(n));
-    auto [out, next] = step(gather(x_tm, i), states);
+    auto [out, next] = step(gather(xk_tm, i), states);
     if (masked) {
       const Tensor keep = reshape(gather(mask_tm, i), {-1, 1});  // (batch, 1): broadcasts over units
       for (std::size_t k = 0; k < n; ++k) next[k] = where(keep, next[k], states[k]);
@@ -308,9 +340,10 @@ LSTM::LSTM(int64_t input_dim, int64_t units, RecurrentOptions options)
 
 std::vector<Tensor> LSTM::operator()(const Tensor& x, const RecurrentCall& call) const {
   const RecurrentWeights w = cell_.read_weights();  // before the loop: gradients reach the Variables
-  return run_sequence({"LSTM", options_.name, input_dim_, cell_.units(), 2, options_}, x, call,
-                      [&](const Tensor& xt, const std::vector<Tensor>& s) {
-                        auto [h, c] = cell_(xt, s[0], s[1], w);
+  const int64_t u = cell_.units();
+  return run_sequence({"LSTM", options_.name, input_dim_, u, 2, options_, w.kernel, 4 * u}, x, call,
+                      [&](const Tensor& xk, const std::vector<Tensor>& s) {
+                        auto [h, c] = lstm_step(xk, s[0], checked_width("LSTM", options_.name, s[1], "the state c", u), w, u);
                         return std::pair<Tensor, std::vector<Tensor>>{h, {h, c}};
                       });
 }
@@ -322,9 +355,10 @@ GRU::GRU(int64_t input_dim, int64_t units, RecurrentOptions options)
 
 std::vector<Tensor> GRU::operator()(const Tensor& x, const RecurrentCall& call) const {
   const RecurrentWeights w = cell_.read_weights();
-  return run_sequence({"GRU", options_.name, input_dim_, cell_.units(), 1, options_}, x, call,
-                      [&](const Tensor& xt, const std::vector<Tensor>& s) {
-                        Tensor h = cell_(xt, s[0], w);
+  const int64_t u = cell_.units();
+  return run_sequence({"GRU", options_.name, input_dim_, u, 1, options_, w.kernel, 3 * u}, x, call,
+                      [&](const Tensor& xk, const std::vector<Tensor>& s) {
+                        Tensor h = gru_step(xk, s[0], w, u);
                         return std::pair<Tensor, std::vector<Tensor>>{h, {h}};
                       });
 }
