@@ -109,6 +109,15 @@ std::byte* append_header(const Tensor& flow) {
   return magic == kAppendMagic ? h : nullptr;
 }
 
+// The rows a new appendable buffer has room for at least: as many as fit in 4 MB, from 4 to 64.
+// A loop gradient's arrays get a row per iteration (an LSTM step of 32 iterations stores 7
+// arrays of 16-64 KB rows), and growing from 4 rows copied each array's rows almost once more
+// (4 + 8 + 16 of 32), serially between the step's parallel products. Rows past those written
+// are never touched.
+int64_t first_room(int64_t row_bytes) {
+  return std::clamp<int64_t>((int64_t{4} << 20) / std::max<int64_t>(row_bytes, 1), 4, 64);
+}
+
 // A tensor of `count` rows of `row_elems` elements with room for `room` rows and the header.
 Tensor allocate_appendable(DType dtype, const std::vector<int64_t>& dims, int64_t row_elems, int64_t room) {
   const std::size_t esize = dtype_size(dtype);
@@ -171,7 +180,7 @@ void kernel_write(const std::vector<Tensor>& in, const OpAttrs& op_attrs, std::v
   int64_t room = 0, room_bytes = 0;
   const bool appends = dynamic && row > 0 && i == old_count && count < (int64_t{1} << 40) &&
                        !__builtin_mul_overflow(std::max<int64_t>(4, 2 * count), static_cast<int64_t>(row), &room_bytes);
-  if (appends) room = std::max<int64_t>(4, 2 * count);
+  if (appends) room = std::max(first_room(static_cast<int64_t>(row)), 2 * count);
   Tensor result = appends ? allocate_appendable(dtype, dims, vshape.num_elements(), room)
                           : allocate_tensor(dtype, TensorShape(dims));
   std::byte* dst = bytes_of(result);
