@@ -4,6 +4,7 @@
 
 #include "core/check.h"
 #include "core/tensor_impl.h"
+#include "core/thread_pool.h"
 
 namespace tg::detail {
 
@@ -89,7 +90,9 @@ std::vector<int64_t> row_major_strides(const std::vector<int64_t>& dims) {
   return s;
 }
 
-void broadcast_copy(const Tensor& src, const std::vector<int64_t>& src_dims, Tensor& out) {
+namespace {
+
+void broadcast_copy_serial(const Tensor& src, const std::vector<int64_t>& src_dims, Tensor& out) {
   visit_dtype(out.impl()->dtype, [&](auto tag) {
     using T = decltype(tag);
     const T* x = data_of<T>(src);
@@ -106,6 +109,33 @@ void broadcast_copy(const Tensor& src, const std::vector<int64_t>& src_dims, Ten
                                 else for (int64_t i = 0; i < n; ++i) y[pos + i] = x[off[0] + i * st[0]];
                                 pos += n;
                               });
+  });
+}
+
+}  // namespace
+
+void broadcast_copy(const Tensor& src, const std::vector<int64_t>& src_dims, Tensor& out) {
+  const std::vector<int64_t>& od = out.impl()->shape.dims();
+  const int64_t total = out.impl()->shape.num_elements();
+  if (od.empty() || od[0] < 2 || src_dims.size() > od.size() || total < 2 * kParallelMinElements ||
+      out.impl()->dtype == DType::String) {
+    broadcast_copy_serial(src, src_dims, out);
+    return;
+  }
+  std::vector<int64_t> sd(od.size() - src_dims.size(), 1);  // the source's dims, as many as out's
+  sd.insert(sd.end(), src_dims.begin(), src_dims.end());
+  // Large copies split over the pool by ranges of the outermost dim (an embedding's mean
+  // gradient broadcast to 64 x 50 x 64, 800 KB, ran alone while the other core waited): the
+  // same bytes on any thread count.
+  const int64_t out_inner = total / od[0];
+  const int64_t src_inner = sd[0] == 1 ? 0 : product(sd, 1, sd.size());
+  parallel_for(od[0], std::max<int64_t>(1, kParallelMinElements / out_inner), [&](int64_t b, int64_t e) {
+    std::vector<int64_t> part = od, src_part = sd;
+    part[0] = e - b;
+    if (sd[0] != 1) src_part[0] = e - b;
+    Tensor o = make_view(out, TensorShape(part), b * out_inner);
+    const Tensor s = sd[0] == 1 ? src : make_view(src, TensorShape(src_part), b * src_inner);
+    broadcast_copy_serial(s, src_part, o);
   });
 }
 

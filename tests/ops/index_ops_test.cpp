@@ -122,6 +122,55 @@ TEST(IndexOps, GatherEqualsIndexingAndOneHotMatchesEquality) {
     EXPECT_EQ(gather(oh, constant(d), 1).to_vector<bool>(), (idx == d).to_vector<bool>());
 }
 
+// Gathers and broadcasts of 2 * 64K elements and more copy ranges of rows on the pool's threads:
+// the same bytes as a reference loop on one thread and on two.
+TEST(IndexOps, LargeGathersAndBroadcastsGiveTheSameBytesOnOneAndTwoThreads) {
+  const int threads_before = config::num_threads();
+  const Tensor params = tg::testing::seeded_values({3000, 64}, float32, 7);
+  const Tensor wide = tg::testing::seeded_values({3, 500, 96}, float32, 8);
+  std::vector<int32_t> idx(64 * 50);
+  for (std::size_t j = 0; j < idx.size(); ++j) idx[j] = static_cast<int32_t>((j * 7919) % 3000);
+  const Tensor indices = constant(idx, TensorShape{64, 50}, int32);
+  const std::vector<float> p = params.to_vector<float>(), w = wide.to_vector<float>();
+  std::vector<float> rows, cols;  // gather along axis 0 of params, along axis 1 of wide
+  for (int32_t i : idx) rows.insert(rows.end(), p.begin() + i * 64, p.begin() + (i + 1) * 64);
+  for (int64_t o = 0; o < 3; ++o)
+    for (int32_t i : idx) {
+      const int64_t r = (o * 500 + i % 500) * 96;
+      cols.insert(cols.end(), w.begin() + r, w.begin() + r + 96);
+    }
+  std::vector<int32_t> idx500(idx.size());
+  for (std::size_t j = 0; j < idx.size(); ++j) idx500[j] = idx[j] % 500;
+  const Tensor indices500 = constant(idx500, TensorShape{64, 50}, int32);
+  // Broadcasts of (64, 1, 64), (1, 50, 64) and (50, 64) to (64, 50, 64).
+  const Tensor b_mid = tg::testing::seeded_values({64, 1, 64}, float32, 9);
+  const Tensor b_first = tg::testing::seeded_values({1, 50, 64}, float32, 10);
+  const Tensor b_low = tg::testing::seeded_values({50, 64}, float32, 11);
+  std::vector<float> e_mid, e_first, e_low;
+  const std::vector<float> m = b_mid.to_vector<float>(), f = b_first.to_vector<float>(), l = b_low.to_vector<float>();
+  for (int64_t a = 0; a < 64; ++a)
+    for (int64_t t = 0; t < 50; ++t)
+      for (int64_t c = 0; c < 64; ++c) {
+        e_mid.push_back(m[static_cast<std::size_t>(a * 64 + c)]);
+        e_first.push_back(f[static_cast<std::size_t>(t * 64 + c)]);
+        e_low.push_back(l[static_cast<std::size_t>(t * 64 + c)]);
+      }
+  for (int threads : {1, 2}) {
+    SCOPED_TRACE(threads);
+    config::set_num_threads(threads);
+    EXPECT_TRUE(tg::testing::same_bits(gather(params, indices),
+                                       constant(rows, TensorShape{64, 50, 64}, float32)));
+    EXPECT_TRUE(tg::testing::same_bits(gather(wide, indices500, 1),
+                                       constant(cols, TensorShape{3, 64, 50, 96}, float32)));
+    const TensorShape to{64, 50, 64};
+    const Tensor dims = constant({64, 50, 64});
+    EXPECT_TRUE(tg::testing::same_bits(broadcast_to(b_mid, dims), constant(e_mid, to, float32)));
+    EXPECT_TRUE(tg::testing::same_bits(broadcast_to(b_first, dims), constant(e_first, to, float32)));
+    EXPECT_TRUE(tg::testing::same_bits(broadcast_to(b_low, dims), constant(e_low, to, float32)));
+  }
+  config::set_num_threads(threads_before);
+}
+
 TEST(IndexOpsTraced, GatherBoundsAreCheckedWhenTheGraphRuns) {
   auto f = function([](const Tensor& p, const Tensor& i) { return gather(p, i); },
                     {.input_signature = std::vector<TensorSpec>{TensorSpec({None}, float32),
