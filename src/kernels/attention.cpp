@@ -34,6 +34,33 @@ int ld(int64_t n) { return static_cast<int>(std::max<int64_t>(1, n)); }
 template <class T>
 constexpr T kNegInf = -std::numeric_limits<T>::infinity();
 
+// The maximum and the sum of a row, over 16 partial results (independent chains the compiler
+// turns into vector lanes) combined in a fixed order. A NaN is never the maximum.
+constexpr int kLanes = 16;
+template <class T>
+T row_max(const T* row, int64_t n) {
+  T m[kLanes];
+  std::fill(m, m + kLanes, kNegInf<T>);
+  int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes)
+    for (int l = 0; l < kLanes; ++l) m[l] = row[c + l] > m[l] ? row[c + l] : m[l];
+  for (int l = 0; c < n; ++c, ++l) m[l] = row[c] > m[l] ? row[c] : m[l];
+  T out = kNegInf<T>;
+  for (int l = 0; l < kLanes; ++l) out = m[l] > out ? m[l] : out;
+  return out;
+}
+template <class T>
+T row_sum(const T* row, int64_t n) {
+  T s[kLanes] = {};
+  int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes)
+    for (int l = 0; l < kLanes; ++l) s[l] += row[c + l];
+  for (int l = 0; c < n; ++c, ++l) s[l] += row[c];
+  T out = 0;
+  for (int l = 0; l < kLanes; ++l) out += s[l];
+  return out;
+}
+
 // The per-thread scratch of one kernel call: three tiles.
 template <class T>
 struct Scratch {
@@ -138,8 +165,7 @@ void forward_rows(const AttentionSizes& sz, const AttentionParams& p, const T* q
     // is never the maximum and comes out as a NaN weight.
     for (int64_t r = 0; r < rows; ++r) {
       T* row = w.s + r * cols;
-      T tile_max = kNegInf<T>;
-      for (int64_t c = 0; c < cols; ++c) tile_max = row[c] > tile_max ? row[c] : tile_max;
+      const T tile_max = row_max(row, cols);
       const T m_new = std::max(mx[r], tile_max);
       rescale[r] = T(1);
       if (m_new == kNegInf<T>) continue;
@@ -150,9 +176,7 @@ void forward_rows(const AttentionSizes& sz, const AttentionParams& p, const T* q
     exp_in_place(w.s, rows * cols);
     for (int64_t r = 0; r < rows; ++r) {
       T* row = w.s + r * cols;
-      T tile_sum = 0;
-      for (int64_t c = 0; c < cols; ++c) tile_sum += row[c];
-      sum[r] = sum[r] * rescale[r] + tile_sum;
+      sum[r] = sum[r] * rescale[r] + row_sum(row, cols);
       if (rescale[r] != T(1))
         for (int64_t e = 0; e < sz.dv; ++e) acc[r * sz.dv + e] *= rescale[r];
       if (p.dropout > 0)
@@ -207,10 +231,15 @@ void tile_gradients(const AttentionSizes& sz, const AttentionParams& p, const He
   for (int64_t r = 0; r < rows; ++r) {
     T* pr = s + r * cols;
     T* dr = ds + r * cols;
-    for (int64_t c = 0; c < cols; ++c) {
-      const T z = p.dropout > 0 ? (attention_keeps(p, flat_index(sz, hv, i0 + r, j0 + c)) ? keep_scale : T(0)) : T(1);
-      dr[c] = pr[c] * (dr[c] * z - dl[r]);
-      pr[c] *= z;
+    if (p.dropout > 0) {
+      for (int64_t c = 0; c < cols; ++c) {
+        const T z = attention_keeps(p, flat_index(sz, hv, i0 + r, j0 + c)) ? keep_scale : T(0);
+        dr[c] = pr[c] * (dr[c] * z - dl[r]);
+        pr[c] *= z;
+      }
+    } else {
+      const T d = dl[r];
+      for (int64_t c = 0; c < cols; ++c) dr[c] = pr[c] * (dr[c] - d);
     }
   }
 }
@@ -300,9 +329,12 @@ void attention_backward(const AttentionSizes& s, const AttentionParams& p, const
   const int64_t n_rows = s.batch * s.heads * s.tq;
   std::vector<T> delta(static_cast<std::size_t>(n_rows));
   for (int64_t i = 0; i < n_rows; ++i) {
-    T acc = 0;
-    for (int64_t e = 0; e < s.dv; ++e) acc += dout[i * s.dv + e] * out[i * s.dv + e];
-    delta[static_cast<std::size_t>(i)] = acc - (dlse ? dlse[i] : T(0));
+    T acc[kLanes] = {};
+    int64_t e = 0;
+    for (; e + kLanes <= s.dv; e += kLanes)
+      for (int l = 0; l < kLanes; ++l) acc[l] += dout[i * s.dv + e + l] * out[i * s.dv + e + l];
+    for (int l = 0; e < s.dv; ++e, ++l) acc[l] += dout[i * s.dv + e] * out[i * s.dv + e];
+    delta[static_cast<std::size_t>(i)] = row_sum(acc, kLanes) - (dlse ? dlse[i] : T(0));
   }
   // Keys in one tile: each key task sees every key of its rows and computes dq as well, which
   // saves recomputing every tile's weights and their gradients a second time.

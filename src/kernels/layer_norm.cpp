@@ -1,5 +1,5 @@
-// The layer-norm kernels (layer_norm.h). Each row's sums run in double over four partial sums
-// (independent chains the compiler can overlap), in an order fixed by c alone.
+// The layer-norm kernels (layer_norm.h). Each row's sums run over 16 partial sums in the
+// element type, added up in double; the column sums over chunks of 32 rows, likewise.
 #include "kernels/layer_norm.h"
 
 #include <algorithm>
@@ -15,16 +15,23 @@ namespace {
 // Rows per task: about 16K elements, so that a small tensor runs on the calling thread.
 int64_t row_grain(int64_t c) { return std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(1, c)); }
 
-// sum(f(j)) over j in [0, c), in double.
-template <class F>
+// sum(f(j)) over j in [0, c): 16 partial sums in T (independent chains the compiler turns into
+// vector lanes), added up in double. Each partial sums c / 16 terms, in an order fixed by c.
+constexpr int kLanes = 16;
+template <class T, class F>
 double row_sum(int64_t c, F f) {
-  double s[4] = {0, 0, 0, 0};
+  T s[kLanes] = {};
   int64_t j = 0;
-  for (; j + 4 <= c; j += 4)
-    for (int l = 0; l < 4; ++l) s[l] += f(j + l);
-  for (; j < c; ++j) s[0] += f(j);
-  return (s[0] + s[1]) + (s[2] + s[3]);
+  for (; j + kLanes <= c; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) s[l] += f(j + l);
+  for (int l = 0; j < c; ++j, ++l) s[l] += f(j);
+  double total = 0;
+  for (int l = 0; l < kLanes; ++l) total += static_cast<double>(s[l]);
+  return total;
 }
+
+// Rows whose column sums a block adds up in T before adding them into its double sums.
+constexpr int64_t kColumnChunk = 32;
 
 }  // namespace
 
@@ -35,13 +42,12 @@ void layer_norm_forward(int64_t rows, int64_t c, double epsilon, const T* x, con
     for (int64_t r = begin; r < end; ++r) {
       const T* xr = x + r * c;
       T* yr = y + r * c;
-      const double m = row_sum(c, [&](int64_t j) { return static_cast<double>(xr[j]); }) / static_cast<double>(c);
-      const double var = row_sum(c, [&](int64_t j) {
-                           const double d = static_cast<double>(xr[j]) - m;
+      const T mt = static_cast<T>(row_sum<T>(c, [&](int64_t j) { return xr[j]; }) / static_cast<double>(c));
+      const double var = row_sum<T>(c, [&](int64_t j) {
+                           const T d = xr[j] - mt;
                            return d * d;
                          }) / static_cast<double>(c);
-      const double inv = 1.0 / std::sqrt(var + epsilon);
-      const T mt = static_cast<T>(m), it = static_cast<T>(inv);
+      const T it = static_cast<T>(1.0 / std::sqrt(var + epsilon));
       for (int64_t j = 0; j < c; ++j) yr[j] = (xr[j] - mt) * it * gamma[j] + beta[j];
       mean[r] = mt;
       rstd[r] = it;
@@ -59,26 +65,36 @@ void layer_norm_backward(int64_t rows, int64_t c, const T* x, const T* gamma, co
   const int64_t per_block = (rows + blocks - 1) / blocks;
   std::vector<double> partial(static_cast<std::size_t>(blocks * 2 * c), 0.0);
   parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
-    std::vector<T> xhat(static_cast<std::size_t>(c));
+    // xhat of the row, then the chunk's column sums of dy * xhat and of dy, in T.
+    std::vector<T> scratch(static_cast<std::size_t>(3 * c));
+    T* xh = scratch.data();
+    T* cg = xh + c;
+    T* cb = cg + c;
     for (int64_t b = b0; b < b1; ++b) {
       double* pg = partial.data() + b * 2 * c;
       double* pb = pg + c;
-      for (int64_t r = b * per_block; r < std::min(rows, (b + 1) * per_block); ++r) {
-        const T* xr = x + r * c;
-        const T* dyr = dy + r * c;
-        T* dxr = dx + r * c;
-        const T m = mean[r], inv = rstd[r];
-        for (int64_t j = 0; j < c; ++j) xhat[static_cast<std::size_t>(j)] = (xr[j] - m) * inv;
-        const T* xh = xhat.data();
-        const double mg =
-            row_sum(c, [&](int64_t j) { return static_cast<double>(dyr[j] * gamma[j]); }) / static_cast<double>(c);
-        const double mgx = row_sum(c, [&](int64_t j) { return static_cast<double>(dyr[j] * gamma[j] * xh[j]); }) /
-                           static_cast<double>(c);
-        const T a = static_cast<T>(mg), bb = static_cast<T>(mgx);
+      const int64_t r_end = std::min(rows, (b + 1) * per_block);
+      for (int64_t r0 = b * per_block; r0 < r_end; r0 += kColumnChunk) {
+        std::fill(cg, cg + 2 * c, T(0));
+        for (int64_t r = r0; r < std::min(r_end, r0 + kColumnChunk); ++r) {
+          const T* xr = x + r * c;
+          const T* dyr = dy + r * c;
+          T* dxr = dx + r * c;
+          const T m = mean[r], inv = rstd[r];
+          for (int64_t j = 0; j < c; ++j) xh[j] = (xr[j] - m) * inv;
+          const T a = static_cast<T>(row_sum<T>(c, [&](int64_t j) { return dyr[j] * gamma[j]; }) /
+                                     static_cast<double>(c));
+          const T bb = static_cast<T>(row_sum<T>(c, [&](int64_t j) { return dyr[j] * gamma[j] * xh[j]; }) /
+                                      static_cast<double>(c));
+          for (int64_t j = 0; j < c; ++j) {
+            dxr[j] = inv * (dyr[j] * gamma[j] - a - xh[j] * bb);
+            cg[j] += dyr[j] * xh[j];
+            cb[j] += dyr[j];
+          }
+        }
         for (int64_t j = 0; j < c; ++j) {
-          dxr[j] = inv * (dyr[j] * gamma[j] - a - xh[j] * bb);
-          pg[j] += static_cast<double>(dyr[j] * xh[j]);
-          pb[j] += static_cast<double>(dyr[j]);
+          pg[j] += static_cast<double>(cg[j]);
+          pb[j] += static_cast<double>(cb[j]);
         }
       }
     }
