@@ -113,6 +113,27 @@ void export_section(const std::string& out, Mlp& model, Step& train_step, const 
 
 }  // namespace
 
+// Trains `model` from the seeded shuffles every run shares: 5 eager steps first (the first
+// creates Adam's slot Variables outside the trace; on_eager(step, loss) sees each), then `epochs`
+// of train_step as a graph, on_epoch(epoch, totals) after each. `order` ends as the last epoch's.
+template <class Step, class OnEager, class OnEpoch>
+void train_mlp(Mlp& model, tg::optim::Optimizer& opt, Step& train_step, const tg::data::LabeledImages& train,
+               int epochs, std::size_t batch_size, std::vector<int32_t>& order, OnEager&& on_eager, OnEpoch&& on_epoch) {
+  std::mt19937 rng(2024);
+  order.resize(static_cast<std::size_t>(train.size()));
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), rng);
+  for (std::size_t s = 0; s < 5; ++s) {
+    auto [x, y] = batch(train, order, s * batch_size, batch_size);
+    on_eager(s, mlp_train_step(model, opt, x, y).first);
+  }
+  for (int epoch = 1; epoch <= epochs; ++epoch) {
+    if (epoch > 1) std::shuffle(order.begin(), order.end(), rng);
+    const std::size_t first = epoch == 1 ? 5 * batch_size : 0;  // the eager steps count in epoch 1
+    on_epoch(epoch, train_epoch(train_step, train, order, first, batch_size));
+  }
+}
+
 // The same model trained again from the same initial weights and shuffles under Keras's
 // mixed_bfloat16 policy: Dense computes in bfloat16 (products on the CPU's AVX512_BF16 units
 // where it has them) while its Variables, their gradients and Adam's updates stay float32.
@@ -127,18 +148,9 @@ void mixed_precision_section(const tg::data::LabeledImages& train, const tg::dat
   auto train_step = tg::function(
       [&](const tg::Tensor& x, const tg::Tensor& y) { return mlp_train_step(model, opt, x, y); },
       {.name = "mixed_train_step", .input_signature = mlp_train_step_signature(), .arg_names = {"x", "y"}});
-  std::mt19937 rng(2024);  // the float32 run's shuffles
-  std::vector<int32_t> order(static_cast<std::size_t>(train.size()));
-  std::iota(order.begin(), order.end(), 0);
-  std::shuffle(order.begin(), order.end(), rng);
-  for (std::size_t s = 0; s < 5; ++s) {  // eager, as above (the first makes Adam's slots)
-    auto [x, y] = batch(train, order, s * batch_size, batch_size);
-    (void)mlp_train_step(model, opt, x, y);
-  }
-  for (int epoch = 1; epoch <= epochs; ++epoch) {
-    if (epoch > 1) std::shuffle(order.begin(), order.end(), rng);
-    (void)train_epoch(train_step, train, order, epoch == 1 ? 5 * batch_size : 0, batch_size);
-  }
+  std::vector<int32_t> order;
+  train_mlp(model, opt, train_step, train, epochs, batch_size, order, [](std::size_t, const tg::Tensor&) {},
+            [](int, const EpochTotals&) {});
   const float accuracy = tg::nn::accuracy(model(test.images), test.labels).item<float>();
   auto [x, y] = batch(train, order, 0, batch_size);
   const double step_ms = median_ms([&] { (void)train_step(x, y).first.item<float>(); }, 30);
@@ -186,31 +198,21 @@ int main(int argc, char** argv) {
       [&](const tg::Tensor& x, const tg::Tensor& y) { return mlp_train_step(model, opt, x, y); },
       {.name = "train_step", .input_signature = mlp_train_step_signature(), .arg_names = {"x", "y"}});
 
-  std::mt19937 rng(2024);
-  std::vector<int32_t> order(static_cast<std::size_t>(train.size()));
-  std::iota(order.begin(), order.end(), 0);
-
   section("Training");
   std::cout << "The first 5 steps run eagerly (the first creates Adam's slot Variables), then "
                "train_step runs as a graph.\n";
-  std::shuffle(order.begin(), order.end(), rng);
-  for (std::size_t s = 0; s < 5; ++s) {
-    auto [x, y] = batch(train, order, s * kBatch, kBatch);
-    auto [loss, acc] = mlp_train_step(model, opt, x, y);
-    std::cout << "  eager step " << s + 1 << ": loss " << std::setprecision(4) << loss.item<float>()
-              << "\n";
-  }
-  for (int epoch = 1; epoch <= epochs; ++epoch) {
-    if (epoch > 1) std::shuffle(order.begin(), order.end(), rng);
-    const std::size_t first = epoch == 1 ? 5 * kBatch : 0;  // the eager steps count in epoch 1
-    const EpochTotals totals = train_epoch(train_step, train, order, first, kBatch);
+  std::vector<int32_t> order;
+  auto print_eager = [](std::size_t s, const tg::Tensor& loss) {
+    std::cout << "  eager step " << s + 1 << ": loss " << std::setprecision(4) << loss.item<float>() << "\n";
+  };
+  train_mlp(model, opt, train_step, train, epochs, kBatch, order, print_eager, [&](int epoch, const EpochTotals& totals) {
     const float test_acc = tg::nn::accuracy(model(test.images), test.labels).item<float>();
     std::cout << "epoch " << epoch << "/" << epochs << ": loss " << std::setprecision(4)
               << totals.loss_sum / totals.examples << "  train accuracy " << std::setprecision(1)
               << 100 * totals.accuracy_sum / totals.examples << "%  test accuracy " << 100 * test_acc << "%  "
               << std::setprecision(0) << totals.examples / totals.seconds << " examples/s (" << std::setprecision(1)
               << totals.seconds << " s)\n";
-  }
+  });
   const float test_acc = tg::nn::accuracy(model(test.images), test.labels).item<float>();
   std::cout << "\nTest accuracy after " << epochs << " epochs: " << std::setprecision(2)
             << 100 * test_acc << "% on " << test.size() << " images\n";
