@@ -11,6 +11,7 @@
 #include "kernels/gemm.h"
 #include "kernels/implicit_gemm.h"
 #include "ops/op.h"
+#include "support/graph_util.h"
 #include "support/window_reference.h"
 #include "support/op_case.h"
 #include "support/test_util.h"
@@ -270,6 +271,33 @@ TEST(Conv, ParallelResultsAreReproducible) {
   const std::vector<Tensor> serial = run();
   detail::set_num_threads(threads);
   for (std::size_t i = 0; i < first.size(); ++i) EXPECT_TENSOR_NEAR(first[i], serial[i], 1e-5);
+}
+
+// Inference (no tape, so no relu mask): conv2d_epilogue's bias and relu are applied in the
+// direct kernels' registers (implicit_gemm_avx512.cpp), and a dense layer's in its product's
+// where the product runs there: the bits of the unfused ops, eagerly and traced, with masked
+// channel tails (37 = 2 x 16 + 5) and a first layer of one channel (9 taps), on 1 and 2 threads.
+TEST(Conv, InferenceBiasAndReluInTheKernelsRegistersKeepTheUnfusedBits) {
+  auto net = [](const Tensor& x, const Tensor& f1, const Tensor& b1, const Tensor& w, const Tensor& b2) {
+    const Tensor h = relu(conv2d(x, f1, {1, 1}, Padding::Same) + b1);  // (n, 13, 11, 37)
+    return relu(matmul(reshape(h, {-1, 13 * 11 * 37}), w) + b2);
+  };
+  const Tensor x = seeded_values({5, 13, 11, 1}, float32, 61), f1 = seeded_values({3, 3, 1, 37}, float32, 62);
+  const Tensor b1 = seeded_values({37}, float32, 63), w = seeded_values({13 * 11 * 37, 21}, float32, 64);
+  const Tensor b2 = seeded_values({21}, float32, 65);
+  const Tensor eager = net(x, f1, b1, w, b2);
+  const int threads = detail::num_threads();
+  for (const int t : {1, 2}) {
+    SCOPED_TRACE(::testing::Message() << t << " threads");
+    detail::set_num_threads(t);
+    auto optimised = function(net);
+    auto plain = function(net, {.optimize = false});
+    const Tensor got = optimised(x, f1, b1, w, b2);
+    EXPECT_TRUE(testing::same_bits(got, plain(x, f1, b1, w, b2)));
+    EXPECT_TRUE(testing::same_bits(got, eager));
+    EXPECT_EQ(testing::count_op(optimised.get_concrete_function(x, f1, b1, w, b2).optimized_graph(), "conv2d_epilogue"), 1);
+  }
+  detail::set_num_threads(threads);
 }
 
 // The direct float32 kernels and im2col + GEMM compute the same sums in different orders: they
