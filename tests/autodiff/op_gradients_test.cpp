@@ -203,6 +203,25 @@ std::vector<GradCase> make_cases() {
                                  detail::AttentionAttrs{.causal = true})[1];
        },
        {u({1, 2, 3, 4}), u({1, 2, 3, 4}), u({1, 2, 3, 2})}},
+      // layer_norm: every input through each output (its row statistics too), and the gradient
+      // op's own gradient with respect to all five of its inputs
+      {"layer_norm", "y of (2,3,5)",
+       [](const std::vector<Tensor>& in) {
+         return detail::apply_op(detail::OpId::LayerNorm, in, detail::LayerNormAttrs{.epsilon = 0.1})[0];
+       },
+       {u({2, 3, 5}, -2, 2), u({5}), u({5})}},
+      {"layer_norm", "the row means and 1 / sqrt(variance + eps)",
+       [](const std::vector<Tensor>& in) {
+         const std::vector<Tensor> o = detail::apply_op(detail::OpId::LayerNorm, in, detail::LayerNormAttrs{.epsilon = 0.1});
+         return concat({o[1], o[2]}, 0);
+       },
+       {u({4, 6}, -2, 2), u({6}), u({6})}},
+      {"layer_norm_grad", "dx, dgamma and dbeta",
+       [](const std::vector<Tensor>& in) {
+         const std::vector<Tensor> d = detail::apply_op(detail::OpId::LayerNormGrad, in, detail::LayerNormAttrs{});
+         return concat({reshape(d[0], {-1}), d[1], d[2]}, 0);
+       },
+       {u({3, 4}, -2, 2), u({4}), u({3}), u({3}, 0.5, 1.5), u({3, 4})}},
       // shape ops
       {"reshape", "(2,3) -> (3,2)", [](const std::vector<Tensor>& in) { return reshape(in[0], {3, 2}); },
        {u({2, 3})}},
