@@ -104,39 +104,36 @@ void bf16_gemm(int m, int n, int k, const bfloat16_t* a, int lda, bool ta, const
   using namespace bf16_avx512;
   const int panels = (n + kPanelCols - 1) / kPanelCols;
   const int row_blocks = (m + kBlockRows - 1) / kBlockRows;
-  const int64_t pairs = (k + 1) / 2;
-  // Kept per thread between calls: a fresh buffer of this size costs page faults every step.
-  // The pool's threads get its address: in their lambdas the name would be their own buffer.
-  thread_local std::vector<uint16_t> packed_buffer;
-  // Grown only: resizing up after a smaller product would zero the new part (a memset of up to
-  // megabytes per call, every step).
-  grow_to(packed_buffer, static_cast<std::size_t>(panels * pairs * 2 * kPanelCols));
-  uint16_t* const packed = packed_buffer.data();
+  const int64_t panel_size = (k + 1) / 2 * 2 * kPanelCols;
   const int64_t flops = int64_t{2} * m * n * k;
-  // Each element of C is computed whole by one part, so the bits never depend on the split.
   const int threads = num_threads();
-  if (threads == 1 || flops < (int64_t{1} << 22)) {
-    pack_b(n, k, bu, ldb, tb, packed, 0, panels);
-    multiply(m, n, k, au, lda, ta, packed, c, ldc, 0, row_blocks, 0, panels);
-    return;
-  }
-  // One part per thread, of whole panels or row blocks (parallel_for would keep fewer than 16
-  // blocks in one chunk).
+  // Each part packs the panels of B it multiplies, into a buffer of the thread that runs it, and
+  // multiplies them in the same pass: no wait between packing and multiplying, and the packed
+  // panels stay in the cache of the core that reads them. Each element of C is computed whole by
+  // one part, so the bits never depend on the split.
+  auto run_part = [&](int r0, int r1, int p0, int p1) {
+    // Kept per thread between calls (a fresh buffer of this size costs page faults every step),
+    // grown only (resizing up after a smaller product would zero the new part: a memset of up
+    // to megabytes per call, every step). Panels are indexed from 0, so the buffer holds p1.
+    thread_local std::vector<uint16_t> packed_buffer;
+    grow_to(packed_buffer, static_cast<std::size_t>(p1 * panel_size));
+    pack_b(n, k, bu, ldb, tb, packed_buffer.data(), p0, p1);
+    multiply(m, n, k, au, lda, ta, packed_buffer.data(), c, ldc, r0, r1, p0, p1);
+  };
+  if (threads == 1 || flops < (int64_t{1} << 22)) return run_part(0, row_blocks, 0, panels);
+  // One part per thread, of whole panels or of whole row blocks: each part then packs all of A
+  // or all of B, so the split leaves the smaller one to pack twice (a layer's forward product
+  // and dX have fewer rows than columns, its weight gradient X^T dY as many or more; at m = n
+  // splitting rows measured faster). parallel_for would keep fewer than 16 units in one chunk.
   auto share = [](int count, int parts, int p) { return static_cast<int>(int64_t{count} * p / parts); };
-  const int pack_parts = std::min(threads, panels);
-  parallel_parts(pack_parts, [&](int p) {
-    pack_b(n, k, bu, ldb, tb, packed, share(panels, pack_parts, p), share(panels, pack_parts, p + 1));
-  });
-  if (row_blocks >= 2 * threads || panels < 2) {
-    const int parts = std::min(threads, row_blocks);
-    parallel_parts(parts, [&](int p) {
-      multiply(m, n, k, au, lda, ta, packed, c, ldc, share(row_blocks, parts, p), share(row_blocks, parts, p + 1), 0,
-               panels);
+  if (panels >= threads && (m < n || row_blocks < threads)) {
+    parallel_parts(threads, [&](int p) {
+      run_part(0, row_blocks, share(panels, threads, p), share(panels, threads, p + 1));
     });
   } else {
-    const int parts = std::min(threads, panels);
+    const int parts = std::min(threads, row_blocks);
     parallel_parts(parts, [&](int p) {
-      multiply(m, n, k, au, lda, ta, packed, c, ldc, 0, row_blocks, share(panels, parts, p), share(panels, parts, p + 1));
+      run_part(share(row_blocks, parts, p), share(row_blocks, parts, p + 1), 0, panels);
     });
   }
 }

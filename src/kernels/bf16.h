@@ -19,7 +19,7 @@ bool cpu_has_avx512_bf16();
 /// product of two bfloat16 values is exact in float32, and sums accumulate in float32. On the
 /// AVX512_BF16 instructions where the CPU has them (and set_bf16_gemm_instructions has not
 /// turned them off), else the operands are widened and the float32 gemm (kernels/gemm.h) runs.
-/// Large products are split over tracegraph's pool by blocks of rows fixed by the sizes.
+/// Large products are split over tracegraph's pool by column panels or row blocks fixed by the sizes.
 void bf16_gemm(int m, int n, int k, const bfloat16_t* a, int lda, bool ta, const bfloat16_t* b, int ldb, bool tb,
                float* c, int ldc);
 
