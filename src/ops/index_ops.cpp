@@ -429,13 +429,22 @@ void kernel_scatter_add_like(const std::vector<Tensor>& in, const OpAttrs& op_at
     if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
       const T* g = data_of<T>(in[0]);
       T* y = data_of<T>(out[0]);
-      std::fill_n(y, out[0].impl()->shape.num_elements(), T{});
-      for (int64_t o = 0; o < outer; ++o)
-        for (int64_t j = 0; j < m; ++j) {
-          const int64_t i = wide ? i64[j] : static_cast<int64_t>(i32[j]);
-          T* dst = y + (o * bound + i) * inner;
-          for (int64_t k = 0; k < inner; ++k) dst[k] += *g++;
-        }
+      // Threads take ranges [r0, r1) of the output's outer * bound rows, each scanning every
+      // index for its own: a row's sum runs in index order on any thread count.
+      auto add_rows = [&](int64_t r0, int64_t r1) {
+        std::fill_n(y + r0 * inner, (r1 - r0) * inner, T{});
+        for (int64_t o = r0 / bound; o < outer && o * bound < r1; ++o)
+          for (int64_t j = 0; j < m; ++j) {
+            const int64_t r = o * bound + (wide ? i64[j] : static_cast<int64_t>(i32[j]));
+            if (r < r0 || r >= r1) continue;
+            const T* src = g + (o * m + j) * inner;
+            T* dst = y + r * inner;
+            for (int64_t k = 0; k < inner; ++k) dst[k] += src[k];
+          }
+      };
+      const int64_t rows = outer * bound;
+      if (std::max(outer * m, rows) * inner < 2 * kParallelMinElements) add_rows(0, rows);
+      else parallel_for(rows, std::max<int64_t>(1, kParallelMinElements / std::max<int64_t>(inner, 1)), add_rows);
     }
   });
 }

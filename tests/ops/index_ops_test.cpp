@@ -1,5 +1,6 @@
 // Index ops: slice, gather, one_hot.
 #include "core/tensor_impl.h"
+#include "ops/grad_helpers.h"
 #include "ops/op.h"
 #include "support/op_case.h"
 #include "support/test_util.h"
@@ -122,8 +123,8 @@ TEST(IndexOps, GatherEqualsIndexingAndOneHotMatchesEquality) {
     EXPECT_EQ(gather(oh, constant(d), 1).to_vector<bool>(), (idx == d).to_vector<bool>());
 }
 
-// Gathers and broadcasts of 2 * 64K elements and more copy ranges of rows on the pool's threads:
-// the same bytes as a reference loop on one thread and on two.
+// Gathers, their gradients and broadcasts of 2 * 64K elements and more take ranges of rows on
+// the pool's threads: the same bytes as a reference loop on one thread and on two.
 TEST(IndexOps, LargeGathersAndBroadcastsGiveTheSameBytesOnOneAndTwoThreads) {
   const int threads_before = config::num_threads();
   const Tensor params = tg::testing::seeded_values({3000, 64}, float32, 7);
@@ -155,9 +156,25 @@ TEST(IndexOps, LargeGathersAndBroadcastsGiveTheSameBytesOnOneAndTwoThreads) {
         e_first.push_back(f[static_cast<std::size_t>(t * 64 + c)]);
         e_low.push_back(l[static_cast<std::size_t>(t * 64 + c)]);
       }
+  // gather's gradient: rows added in index order (3200 rows into 3000, many repeated; and along
+  // axis 1 of wide).
+  const Tensor g_rows = tg::testing::seeded_values({64, 50, 64}, float32, 12);
+  const Tensor g_cols = tg::testing::seeded_values({3, 64, 50, 96}, float32, 13);
+  std::vector<float> e_rows(3000 * 64, 0.0f), e_cols(3 * 500 * 96, 0.0f);
+  const std::vector<float> gr = g_rows.to_vector<float>(), gc = g_cols.to_vector<float>();
+  for (std::size_t j = 0; j < idx.size(); ++j)
+    for (std::size_t k = 0; k < 64; ++k) e_rows[static_cast<std::size_t>(idx[j]) * 64 + k] += gr[j * 64 + k];
+  for (std::size_t o = 0; o < 3; ++o)
+    for (std::size_t j = 0; j < idx500.size(); ++j)
+      for (std::size_t k = 0; k < 96; ++k)
+        e_cols[(o * 500 + static_cast<std::size_t>(idx500[j])) * 96 + k] += gc[(o * idx500.size() + j) * 96 + k];
   for (int threads : {1, 2}) {
     SCOPED_TRACE(threads);
     config::set_num_threads(threads);
+    EXPECT_TRUE(tg::testing::same_bits(detail::scatter_add_like(g_rows, indices, params, 0),
+                                       constant(e_rows, TensorShape{3000, 64}, float32)));
+    EXPECT_TRUE(tg::testing::same_bits(detail::scatter_add_like(g_cols, indices500, wide, 1),
+                                       constant(e_cols, TensorShape{3, 500, 96}, float32)));
     EXPECT_TRUE(tg::testing::same_bits(gather(params, indices),
                                        constant(rows, TensorShape{64, 50, 64}, float32)));
     EXPECT_TRUE(tg::testing::same_bits(gather(wide, indices500, 1),
