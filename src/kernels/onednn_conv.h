@@ -35,6 +35,7 @@ bool supports(ConvDirection d, const ConvGeom& g, ActivationLayout layout = Acti
 
 /// Whether conv_forward runs this geometry with oneDNN's Winograd kernel (onednn_conv.cpp's rule).
 bool runs_winograd_forward(const ConvGeom& g);
+
 /// y = conv2d(x, f), then the epilogue (if any) on the rows each part computed.
 bool conv_forward(const ConvGeom& g, const float* x, const float* f, float* y, const GemmEpilogue* epilogue,
                   ActivationLayout layout = ActivationLayout::nhwc);
