@@ -5,6 +5,8 @@
 #pragma once
 #include <cstdint>
 
+#include "tracegraph/dtype.h"
+
 namespace tg::detail::pool_avx512 {
 
 /// One image's pooling, NHWC: windows of kh x kw with strides kh and kw, no padding, oh x ow of
@@ -24,5 +26,13 @@ void tiled_max_pool(const TiledPool& p, const float* x, float* y);
 /// mask (dx's shape; null: everywhere) is true; +0 everywhere else. The general kernel's bits,
 /// -0 and NaN included. Windows of at most 16 elements.
 void tiled_max_pool_grad(const TiledPool& p, const float* x, const float* dy, const bool* mask, float* dx);
+
+/// The same two on bfloat16 tensors, with the bits of the float32 kernels above on the widened
+/// values rounded back (the per-op rule): each element is widened in a register, the float32
+/// selection runs on it, and the result goes back to its upper 16 bits - exact, since every
+/// value there is a bfloat16 value or 0 + one - with a NaN's quiet bit set as the rounding does.
+void tiled_max_pool_bf16(const TiledPool& p, const bfloat16_t* x, bfloat16_t* y);
+void tiled_max_pool_grad_bf16(const TiledPool& p, const bfloat16_t* x, const bfloat16_t* dy, const bool* mask,
+                              bfloat16_t* dx);
 
 }  // namespace tg::detail::pool_avx512

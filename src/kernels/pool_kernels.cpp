@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "kernels/bf16.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_epilogue.h"
 #include "kernels/pool_grad_avx512.h"
@@ -225,6 +226,49 @@ void max_pool_backward(const PoolGeom& g, const T* x, const T* dy, const bool* m
         }
       },
       add_sums);
+}
+
+namespace {
+// Whether the bfloat16 kernels run on bfloat16 directly: pool_avx512's conditions for float32.
+bool native_bf16_pool(const PoolGeom& g) {
+  return tiles_input(g) && g.kh * g.kw <= 16 && own_avx512_kernels() && simd::cpu_has_avx512_bw_vl();
+}
+std::vector<float> widened(const bfloat16_t* x, int64_t n) {
+  std::vector<float> w(static_cast<std::size_t>(n));
+  bf16_to_f32(x, w.data(), n);
+  return w;
+}
+}  // namespace
+
+void max_pool_forward_bf16(const PoolGeom& g, const bfloat16_t* x, bfloat16_t* y) {
+  const int64_t image = g.h * g.w * g.c, pooled = g.oh * g.ow * g.c;
+  if (native_bf16_pool(g)) {
+    const pool_avx512::TiledPool p{g.h, g.w, g.c, g.kh, g.kw, g.oh, g.ow};
+    for_each_image(g, [&](int64_t n) { pool_avx512::tiled_max_pool_bf16(p, x + n * image, y + n * pooled); });
+    return;
+  }
+  const std::vector<float> wx = widened(x, g.n * image);
+  std::vector<float> wy(static_cast<std::size_t>(g.n * pooled));
+  max_pool_forward<float>(g, wx.data(), wy.data());
+  f32_to_bf16(wy.data(), y, g.n * pooled);
+}
+
+void max_pool_backward_bf16(const PoolGeom& g, const bfloat16_t* x, const bfloat16_t* dy, const bool* mask,
+                            bfloat16_t* dx) {
+  const int64_t image = g.h * g.w * g.c, pooled = g.oh * g.ow * g.c;
+  if (native_bf16_pool(g)) {
+    const pool_avx512::TiledPool p{g.h, g.w, g.c, g.kh, g.kw, g.oh, g.ow};
+    for_each_image(g, [&](int64_t n) {
+      pool_avx512::tiled_max_pool_grad_bf16(p, x + n * image, dy + n * pooled, mask ? mask + n * image : nullptr,
+                                            dx + n * image);
+    });
+    return;
+  }
+  // Overlapping windows add several dy into one element: summed in float32, rounded once.
+  const std::vector<float> wx = widened(x, g.n * image), wdy = widened(dy, g.n * pooled);
+  std::vector<float> wdx(static_cast<std::size_t>(g.n * image));
+  max_pool_backward<float>(g, wx.data(), wdy.data(), mask, wdx.data());
+  f32_to_bf16(wdx.data(), dx, g.n * image);
 }
 
 template <class T>

@@ -23,7 +23,7 @@ constexpr OpId kViaFloat32[] = {
     OpId::OnesLike, OpId::Where, OpId::ReduceSum, OpId::ReduceMean, OpId::ReduceMax, OpId::ReduceMin,
     OpId::ReduceProd, OpId::ArgMax, OpId::ArgMin, OpId::Softmax, OpId::LogSoftmax, OpId::SparseSoftmaxCrossEntropy,
     OpId::SparseSoftmaxCrossEntropyGrad, OpId::Cumsum, OpId::SumToLike, OpId::BroadcastLike, OpId::UnreduceLike,
-    OpId::TileGrad, OpId::MaxPool2D, OpId::MaxPool2DGrad, OpId::AvgPool2D, OpId::AvgPool2DGrad,
+    OpId::TileGrad, OpId::AvgPool2D, OpId::AvgPool2DGrad,
 };
 
 // Ops whose own rule and kernel take bfloat16: they move elements without computing on them
@@ -39,6 +39,8 @@ constexpr OpId kNative[] = {
     // Convolutions: oneDNN's bfloat16 kernels, else float32 and rounded, by geometry (ops/conv.cpp).
     OpId::Conv2D, OpId::Conv2DBackpropInput, OpId::Conv2DBackpropFilter, OpId::Conv2DTranspose,
     OpId::DepthwiseConv2D,
+    // Max pooling selects and routes values: bfloat16 kernels with the float32 rule's bits (ops/pool.cpp).
+    OpId::MaxPool2D, OpId::MaxPool2DGrad, OpId::MaxPool2DGradMasked,
 };
 
 struct Original {

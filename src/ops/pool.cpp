@@ -20,7 +20,9 @@ namespace {
 
 ValueType pool_output(const char* op, const ValueType& input, const Pool2DAttrs& a) {
   check_pool_attrs(op, a);
-  require_float(op, input, "input");
+  // bfloat16: max_pool2d, its gradient and the masked gradient by their own kernels; the rest by
+  // ops/bf16_compute.cpp's float32 rule, which widens before this rule sees them.
+  require_dtype(op, input, {DType::Float32, DType::Float64, DType::BFloat16}, "input");
   const std::vector<int64_t> x = dims4(op, input, "input", kNHWC);
   const Window wh = window_1d(op, "height", x[1], a.ksize[0], 1, a.strides[0], a.padding);
   const Window ww = window_1d(op, "width", x[2], a.ksize[1], 1, a.strides[1], a.padding);
@@ -85,6 +87,8 @@ PoolGeom pool_geometry(const char* op, const Tensor& input, const Pool2DAttrs& a
 void kernel_max_pool2d(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
   const PoolGeom g = pool_geometry("max_pool2d", in[0], attrs.get<Pool2DAttrs>());
   if (empty_pool_input(in[0])) return;
+  if (in[0].impl()->dtype == DType::BFloat16)
+    return max_pool_forward_bf16(g, data_of<bfloat16_t>(in[0]), data_of<bfloat16_t>(out[0]));
   dispatch_float(in[0].impl()->dtype, [&](auto tag) {
     using T = decltype(tag);
     max_pool_forward<T>(g, data_of<T>(in[0]), data_of<T>(out[0]));
@@ -94,6 +98,9 @@ void kernel_max_pool2d(const std::vector<Tensor>& in, const OpAttrs& attrs, std:
 void kernel_max_pool2d_grad(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
   const PoolGeom g = pool_geometry("max_pool2d_grad", in[0], attrs.get<Pool2DAttrs>());
   if (empty_pool_input(in[0])) return;
+  if (in[0].impl()->dtype == DType::BFloat16)
+    return max_pool_backward_bf16(g, data_of<bfloat16_t>(in[0]), data_of<bfloat16_t>(in[1]), nullptr,
+                                  data_of<bfloat16_t>(out[0]));
   dispatch_float(in[0].impl()->dtype, [&](auto tag) {
     using T = decltype(tag);
     max_pool_backward<T>(g, data_of<T>(in[0]), data_of<T>(in[1]), nullptr, data_of<T>(out[0]));
@@ -121,6 +128,7 @@ std::vector<ValueType> infer_max_pool2d_grad_masked(const std::vector<ValueType>
 void kernel_max_pool2d_grad_masked(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
   const MaxPoolGradMaskedAttrs& a = attrs.get<MaxPoolGradMaskedAttrs>();
   const TensorShape& shape = in[0].impl()->shape;
+  const bool bf16 = in[0].impl()->dtype == DType::BFloat16;
   if (!(in[2].impl()->shape == shape) || (a.channel_sums && in[0].impl()->dtype != DType::Float32)) {
     // A mask that broadcasts at run time (None dims), or sums the fused kernel does not make
     // (float32's leaves only): the ops by their own kernels.
@@ -137,6 +145,9 @@ void kernel_max_pool2d_grad_masked(const std::vector<Tensor>& in, const OpAttrs&
     if (a.channel_sums) std::fill_n(data_of<float>(out[1]), g.c, 0.0f);
     return;
   }
+  if (bf16)
+    return max_pool_backward_bf16(g, data_of<bfloat16_t>(in[0]), data_of<bfloat16_t>(in[1]), data_of<bool>(in[2]),
+                                  data_of<bfloat16_t>(out[0]));
   std::optional<EpilogueColumnSums> sums;
   if (a.channel_sums) sums.emplace(g.n * g.h * g.w, g.c);
   dispatch_float(in[0].impl()->dtype, [&](auto tag) {

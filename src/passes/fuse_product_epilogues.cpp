@@ -10,7 +10,8 @@
 //   becomes max_pool2d_grad_masked, which takes in the sum over all but the channels of its
 //   result (a convolution layer's bias gradient).
 // A 2-D bfloat16 matmul takes in the same bias, relu, masks from its op nodes (bfloat16 ops are
-// not fused elementwise), rounding each op's result as the op would (see the bfloat16 section).
+// not fused elementwise), rounding each op's result as the op would (see the bfloat16 section);
+// a bfloat16 max_pool2d_grad takes in relu's gradient the same way.
 #include <algorithm>
 #include <optional>
 #include <utility>
@@ -277,7 +278,8 @@ void take_column_sums(GraphIR& g, const NodeUsers& users, int self) {
 // so the epilogue is read off the nodes themselves: a 2-D bfloat16 matmul read by
 // - add(product, bias) alone, the add then read by relu and by greater(add, zeros_like(add))
 //   (relu's gradient's mask), or by anything (then the bias alone is taken in);
-// - where(mask, product, zeros_like(product)) and that zeros_like alone (relu's gradient).
+// - where(mask, product, zeros_like(product)) and that zeros_like alone (relu's gradient), also
+//   over a bfloat16 max_pool2d_grad (then a max_pool2d_grad_masked: 0 + dy or +0, as the ops).
 // The matmul_epilogue rounds as the ops apart do (matmul.cpp), so the bits stay the same. ----
 
 // Whether `r` is an output of a plain op node `op` (no control input) reading exactly `inputs`.
@@ -371,10 +373,23 @@ bool fuse_bf16_bias(GraphIR& g, const NodeUsers& users, int self) {
   return true;
 }
 
-// where(mask, product, zeros_like(product)).
+// Whether `r` is a bfloat16 max_pool2d_grad's output (its kernel takes a mask in, pool.cpp).
+bool is_bf16_pool_grad(const GraphIR& g, ValueRef r) {
+  if (!is_op(g, r, OpId::MaxPool2DGrad)) return false;
+  for (const ValueRef& in : g.node_of(r).inputs) {
+    const ValueType& t = g.type_of(in);
+    if (t.dtype != DType::BFloat16 || !t.shape.has_rank() || t.shape.rank() != 4) return false;
+  }
+  return true;
+}
+
+// where(mask, product, zeros_like(product)); the product a matmul, or a max_pool2d_grad (a
+// convolution layer's relu gradient before its pool), which becomes max_pool2d_grad_masked.
 bool fuse_bf16_masked(GraphIR& g, const NodeUsers& users, int self) {
   const GraphNode& node = g.node(self);
-  if (node.inputs.size() != 3 || !is_bf16_matmul(g, node.inputs[1]) || !is_op(g, node.inputs[2], OpId::ZerosLike))
+  const bool pool = node.inputs.size() == 3 && is_bf16_pool_grad(g, node.inputs[1]);
+  if (node.inputs.size() != 3 || !(pool || is_bf16_matmul(g, node.inputs[1])) ||
+      !is_op(g, node.inputs[2], OpId::ZerosLike))
     return false;
   const ValueRef product_ref = node.inputs[1];
   const int zeros = node.inputs[2].node;
@@ -386,6 +401,14 @@ bool fuse_bf16_masked(GraphIR& g, const NodeUsers& users, int self) {
   const TensorShape& shape = g.type_of(product_ref).shape;
   if (mask.dtype != DType::Bool || !(mask.shape == shape) || !(node.outputs[0].shape == shape)) return false;
   const GraphNode product = g.node_of(product_ref);
+  if (pool) {
+    GraphNode& n = g.nodes[static_cast<std::size_t>(self)];
+    n.op = OpId::MaxPool2DGradMasked;
+    n.name = g.unique_name(op_def(OpId::MaxPool2DGradMasked).name);
+    n.attrs = MaxPoolGradMaskedAttrs{product.attrs.get<Pool2DAttrs>(), false};
+    n.inputs = {product.inputs[0], product.inputs[1], n.inputs[0]};
+    return true;
+  }
   EpilogueParts e;
   e.mask_in = true;
   become_bf16_epilogue(g, self, product, e, {node.inputs[0]}, g.node(self).outputs);
