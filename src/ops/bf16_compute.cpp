@@ -7,6 +7,7 @@
 #include "core/check.h"
 #include "core/tensor_impl.h"
 #include "kernels/bf16.h"
+#include "ops/fused.h"
 
 namespace tg::detail {
 namespace {
@@ -41,6 +42,8 @@ constexpr OpId kNative[] = {
     OpId::DepthwiseConv2D,
     // Max pooling selects and routes values: bfloat16 kernels with the float32 rule's bits (ops/pool.cpp).
     OpId::MaxPool2D, OpId::MaxPool2DGrad, OpId::MaxPool2DGradMasked,
+    // Programs of elementwise ops with their own bfloat16 loops, same conversions (ops/fused_micro.inc).
+    OpId::FusedElementwise,
 };
 
 struct Original {
@@ -97,6 +100,9 @@ void kernel_via_float32(const std::vector<Tensor>& in, const OpAttrs& attrs, std
   bool any = false;
   for (const Tensor& t : in) any |= t.defined() && t.impl()->dtype == DType::BFloat16;
   if (!any) return o.kernel(in, attrs, out);
+  // Elementwise ops: the fused kernel's loop for the op, which widens and rounds in blocks in
+  // cache (the same conversions, so the same bits) instead of into whole float32 tensors.
+  if (run_as_fused_op(static_cast<OpId>(I), in, out)) return;
   std::vector<Tensor> wide_in = in;
   for (Tensor& t : wide_in) {
     if (!t.defined() || t.impl()->dtype != DType::BFloat16) continue;

@@ -54,6 +54,7 @@ void fill_as(void* dst, const void* value, int64_t n) {
 void fill(void* dst, const void* value, std::size_t elem_size, int64_t n) {
   switch (elem_size) {
     case 1: return fill_as<uint8_t>(dst, value, n);
+    case 2: return fill_as<uint16_t>(dst, value, n);
     case 4: return fill_as<uint32_t>(dst, value, n);
     case 8: return fill_as<uint64_t>(dst, value, n);
     default: TG_CHECK(false, "element size ", elem_size);
@@ -99,6 +100,7 @@ void gather(const void* src, std::size_t elem_size, const std::vector<int64_t>& 
             const int64_t* strides, int64_t start, int64_t len, void* dst) {
   switch (elem_size) {
     case 1: return gather_as(static_cast<const uint8_t*>(src), dims, strides, start, len, static_cast<uint8_t*>(dst));
+    case 2: return gather_as(static_cast<const uint16_t*>(src), dims, strides, start, len, static_cast<uint16_t*>(dst));
     case 4: return gather_as(static_cast<const uint32_t*>(src), dims, strides, start, len, static_cast<uint32_t*>(dst));
     case 8: return gather_as(static_cast<const uint64_t*>(src), dims, strides, start, len, static_cast<uint64_t*>(dst));
     default: TG_CHECK(false, "element size ", elem_size);
@@ -424,7 +426,65 @@ std::vector<ValueType> infer_fused(const std::vector<ValueType>& in, const OpAtt
   return outs;
 }
 
+// The one-op programs run_as_fused_op has run on this thread, most recent first, by op, input
+// types and output shape: an eager loop or an unfused node meets the same few again and again.
+struct OneOpProgram {
+  OpId op;
+  std::vector<ValueType> inputs;
+  TensorShape shape;
+  OpAttrs attrs;  // the program
+};
+
 }  // namespace
+
+bool run_as_fused_op(OpId op, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  if (out.size() != 1 || in.empty() || in.size() > 3 || !(op_def(op).traits & kElementwise) ||
+      op_def(op).attrs_kind != OpAttrs(NoAttrs{}).kind())
+    return false;
+  const TensorShape& shape = out[0].impl()->shape;
+  if (shape.rank() > 16) return false;
+  for (const Tensor& t : in)
+    if (!t.defined() || t.impl()->shape.rank() > shape.rank()) return false;
+  if (op == OpId::Where && in.size() != 3) return false;
+  const DType in_dtype = in[op == OpId::Where ? 1 : 0].impl()->dtype;
+  if (!fusable_op(op, in_dtype, out[0].impl()->dtype)) return false;
+  thread_local std::vector<OneOpProgram> recent;
+  auto same = [&](const OneOpProgram& r) {
+    if (r.op != op || r.inputs.size() != in.size() || !(r.shape == shape)) return false;
+    for (std::size_t i = 0; i < in.size(); ++i)
+      if (r.inputs[i].dtype != in[i].impl()->dtype || !(r.inputs[i].shape == in[i].impl()->shape)) return false;
+    return true;
+  };
+  auto hit = std::find_if(recent.begin(), recent.end(), same);
+  if (hit == recent.end()) {
+    FusedProgram p;
+    std::vector<TensorShape> input_shapes;
+    for (const Tensor& t : in) {
+      p.inputs.push_back(ValueType{t.impl()->dtype, t.impl()->shape});
+      input_shapes.push_back(t.impl()->shape);
+    }
+    FusedStep st;
+    st.op = op;
+    st.in_dtype = in_dtype;
+    st.out_dtype = out[0].impl()->dtype;
+    st.num_args = static_cast<int>(in.size());
+    for (int a = 0; a < st.num_args; ++a) st.args[a] = a;
+    p.steps.push_back(st);
+    p.outputs.push_back(static_cast<int>(in.size()));
+    p.shape = shape;
+    p.plan = build_plan(p, input_shapes, shape);
+    constexpr std::size_t kRecent = 16;
+    if (recent.size() == kRecent) recent.pop_back();
+    OneOpProgram entry{op, p.inputs, shape, fused_attrs(std::make_shared<const FusedProgram>(std::move(p)))};
+    recent.insert(recent.begin(), std::move(entry));
+    hit = recent.begin();
+  } else if (hit != recent.begin()) {
+    std::rotate(recent.begin(), hit, hit + 1);
+    hit = recent.begin();
+  }
+  kernel_fused(in, hit->attrs, out);
+  return true;
+}
 
 void register_fused_ops(OpDef* t) { set_op(t, OpId::FusedElementwise, &infer_fused, &kernel_fused); }
 

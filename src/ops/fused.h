@@ -73,6 +73,11 @@ const FusedProgram& fused_program(const OpAttrs& attrs);
 std::vector<OpId> fused_ops(const OpAttrs& attrs);
 /// "mul,add,tanh" (the first max_ops ops, then "...(N ops)"), for graph printing.
 std::string fused_summary(const OpAttrs& attrs, std::size_t max_ops = 9);
+/// Runs elementwise op `op` (one without attributes) on `in` into `out` (one tensor of the op's
+/// output type and shape) as a one-op program of the fused kernel, tile by tile over the pool;
+/// false, doing nothing, where the fused kernel has no loop for it. The bfloat16 rule's unfused
+/// path (bf16_compute.cpp): conversions in blocks in cache, no float32 tensors.
+bool run_as_fused_op(OpId op, const std::vector<Tensor>& in, std::vector<Tensor>& out);
 /// Attributes for a fused_elementwise node running `program`.
 OpAttrs fused_attrs(std::shared_ptr<const FusedProgram> program);
 

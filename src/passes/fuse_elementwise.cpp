@@ -23,6 +23,28 @@ DType operand_dtype(const GraphIR& g, const GraphNode& node) {
   return g.type_of(node.inputs[node.op == OpId::Where ? 1 : 0]).dtype;
 }
 
+// Whether `r` is the bfloat16 output of a node whose epilogue fuse_product_epilogues takes in
+// (a matmul, a convolution, a max pooling gradient).
+bool is_bf16_product(const GraphIR& g, ValueRef r) {
+  const GraphNode& n = g.node_of(r);
+  return n.kind == NodeKind::kOp && (n.op == OpId::MatMul || n.op == OpId::Conv2D || n.op == OpId::MaxPool2DGrad) &&
+         g.type_of(r).dtype == DType::BFloat16;
+}
+
+// The bfloat16 nodes fuse_product_epilogues reads off the graph as a product's epilogue (it runs
+// after this pass and takes op nodes, not programs): the ops reading the product, and the relu,
+// the greater and the zeros_like reading an add of it (a bias). Left as they are for it.
+bool left_to_bf16_epilogue(const GraphIR& g, const GraphNode& node) {
+  for (const ValueRef& in : node.inputs) {
+    if (is_bf16_product(g, in)) return true;
+    const GraphNode& src = g.node_of(in);
+    if ((node.op == OpId::Relu || node.op == OpId::Greater || node.op == OpId::ZerosLike) && src.kind == NodeKind::kOp &&
+        src.op == OpId::Add && is_bf16_product(g, src.inputs[0]))
+      return true;
+  }
+  return false;
+}
+
 bool is_candidate(const GraphIR& g, const GraphNode& node) {
   if (node.kind != NodeKind::kOp || node.outputs.size() != 1 || node.inputs.empty()) return false;
   const uint32_t traits = op_def(node.op).traits;
@@ -31,7 +53,15 @@ bool is_candidate(const GraphIR& g, const GraphNode& node) {
   if (!node.outputs[0].shape.has_rank() || node.outputs[0].shape.rank() > 16) return false;
   for (const ValueRef& in : node.inputs)
     if (!g.type_of(in).shape.has_rank()) return false;
-  return fusable_op(node.op, operand_dtype(g, node), node.outputs[0].dtype);
+  const DType in_dtype = operand_dtype(g, node);
+  if (in_dtype == DType::BFloat16 && left_to_bf16_epilogue(g, node)) return false;
+  return fusable_op(node.op, in_dtype, node.outputs[0].dtype);
+}
+
+// A bfloat16 op alone still becomes a program: the fused kernel converts in blocks in cache,
+// where the op's own kernel widens whole tensors into fresh float32 ones.
+bool computes_bf16(const GraphIR& g, const GraphNode& node) {
+  return node.op != OpId::Cast && operand_dtype(g, node) == DType::BFloat16;
 }
 
 // A one-element constant that the program holds as an immediate instead of an input.
@@ -159,7 +189,7 @@ int fuse_elementwise(GraphIR& g) {
   for (std::size_t gi = 0; gi < groups.size(); ++gi) {
     const Group& grp = groups[gi];
     const int red = reduce_of[gi];
-    if (grp.members.size() < 2 && red < 0) continue;
+    if (grp.members.size() < 2 && red < 0 && !computes_bf16(g, g.node(grp.members.front()))) continue;
     FusedProgram p;
     p.shape = grp.shape;
     std::vector<int> touched;                 // nodes whose step_of / immediate_of / input_slot_of is set
