@@ -327,6 +327,42 @@ TEST(BFloat16, MatmulInstructionsExactOnEveryBlockRemainder) {
   config::set_num_threads(threads_before);
 }
 
+// A dense layer and its gradients with products large enough to split over two threads, by
+// column panels (fewer rows than columns: x w, dh = dy w2^T, x^T dh) and by row blocks (h^T dy),
+// with and without an epilogue (bias, relu and its mask, relu's gradient): the bits of the ops
+// apart, on one thread and two.
+TEST(BFloat16, SplitProductsKeepTheBitsOfTheOpsApart) {
+  auto step = [](const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& w2) {
+    GradientTape tape;
+    for (const Tensor& v : {w, b, w2}) tape.watch(v);
+    const Tensor h = relu(matmul(x, w) + b);
+    const Tensor loss = reduce_sum(matmul(h, w2));
+    std::vector<Tensor> out = tape.gradient(loss, std::vector<Tensor>{w, b, w2});
+    out.push_back(h);
+    return out;
+  };
+  const Tensor x = cast(random_uniform({16, 200}, -1, 1, 1), bfloat16);
+  const Tensor w = cast(random_uniform({200, 700}, -0.2, 0.2, 2), bfloat16);
+  const Tensor b = cast(random_uniform({700}, -0.2, 0.2, 3), bfloat16);
+  const Tensor w2 = cast(random_uniform({700, 200}, -0.2, 0.2, 4), bfloat16);
+  const int threads_before = config::num_threads();
+  for (const int threads : {1, 2}) {
+    config::set_num_threads(threads);
+    SCOPED_TRACE(::testing::Message() << threads << " threads");
+    auto optimised = function(step, {.name = "bf16_dense_step"});
+    auto plain = function(step, {.name = "bf16_dense_step", .optimize = false});
+    const std::vector<Tensor> got = optimised(x, w, b, w2), want = plain(x, w, b, w2), eager = step(x, w, b, w2);
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t k = 0; k < got.size(); ++k) {
+      EXPECT_TRUE(testing::same_bits(got[k], want[k])) << "output " << k;
+      EXPECT_TRUE(testing::same_bits(got[k], eager[k])) << "output " << k;
+    }
+    const std::string graph = optimised.get_concrete_function(x, w, b, w2).optimized_graph().to_string();
+    EXPECT_NE(graph.find("matmul_epilogue"), std::string::npos) << graph;
+  }
+  config::set_num_threads(threads_before);
+}
+
 TEST(BFloat16, NamesElementsAndPrinting) {
   EXPECT_EQ(to_string(bfloat16), "bfloat16");
   EXPECT_EQ(dtype_size(bfloat16), 2u);
