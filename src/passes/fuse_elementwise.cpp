@@ -24,10 +24,10 @@ DType operand_dtype(const GraphIR& g, const GraphNode& node) {
 }
 
 // Whether `r` is the bfloat16 output of a node whose epilogue fuse_product_epilogues takes in
-// (a matmul, a convolution, a max pooling gradient).
+// (a matmul, a max pooling gradient).
 bool is_bf16_product(const GraphIR& g, ValueRef r) {
   const GraphNode& n = g.node_of(r);
-  return n.kind == NodeKind::kOp && (n.op == OpId::MatMul || n.op == OpId::Conv2D || n.op == OpId::MaxPool2DGrad) &&
+  return n.kind == NodeKind::kOp && (n.op == OpId::MatMul || n.op == OpId::MaxPool2DGrad) &&
          g.type_of(r).dtype == DType::BFloat16;
 }
 
