@@ -400,7 +400,7 @@ TEST(BFloat16, NpyRefusesBFloat16) {
 
 // The AVX512_BF16 kernel against float32 sums of the same exact products, over sizes that leave
 // partial row blocks, partial panels and an odd k, in every transpose; the last two are large
-// enough to split over the pool's threads (by row blocks, then by panels).
+// enough to split over the pool's threads (by panels: fewer rows than columns).
 TEST(BFloat16, MatmulInstructionsAgreeWithFloat32Sums) {
   for (auto [m, n, k] : {std::array<int, 3>{1, 1, 1}, {13, 33, 7}, {25, 70, 64}, {128, 10, 257}, {40, 64, 2},
                          {96, 160, 160}, {12, 512, 401}}) {
