@@ -291,7 +291,7 @@ bool available() {
 
 bool set_enabled(bool on) { return enabled.exchange(on); }
 
-bool conv_forward(const ConvGeom& g, const bfloat16_t* x, const bfloat16_t* f, bfloat16_t* y) {
+bool conv_forward(const ConvGeom& g, const bfloat16_t* x, const bfloat16_t* f, bfloat16_t* y, const PartFinish& finish) {
   const std::optional<Planned> planned = plan(Dir::forward, g);
   if (!planned) return false;
   FilterCopies filters;
@@ -305,6 +305,10 @@ bool conv_forward(const ConvGeom& g, const bfloat16_t* x, const bfloat16_t* f, b
                                          {DNNL_ARG_DST, user_memory(p.d, y + part.n0 * g.oh * g.ow * g.oc)}};
     add_scratchpad(p, args);
     p.conv.execute(thread_stream(), args);
+    if (finish) {
+      thread_stream().wait();
+      finish(part.n0, part.n);
+    }
   });
   return true;
 }

@@ -14,6 +14,9 @@
 // geometry.
 #pragma once
 
+#include <cstdint>
+#include <functional>
+
 #include "tracegraph/dtype.h"
 
 namespace tg::detail {
@@ -31,8 +34,12 @@ bool set_enabled(bool enabled);
 
 /// Each returns false, having written nothing, where oneDNN has no native bfloat16 kernel for
 /// the geometry (or available() is false).
-/// y = conv2d(x, f).
-bool conv_forward(const ConvGeom& g, const bfloat16_t* x, const bfloat16_t* f, bfloat16_t* y);
+/// Called by conv_forward after each part, images [n0, n0 + n) of y, is written, on the thread
+/// that wrote it, while the part is in that core's cache (a convolution layer's epilogue).
+using PartFinish = std::function<void(int64_t n0, int64_t n)>;
+/// y = conv2d(x, f); then finish(part) for each part when given.
+bool conv_forward(const ConvGeom& g, const bfloat16_t* x, const bfloat16_t* f, bfloat16_t* y,
+                  const PartFinish& finish = {});
 /// dx from the filter and dy.
 bool conv_backprop_input(const ConvGeom& g, const bfloat16_t* f, const bfloat16_t* dy, bfloat16_t* dx);
 /// df from the input and dy.

@@ -42,6 +42,8 @@ constexpr OpId kNative[] = {
     OpId::DepthwiseConv2D,
     // Max pooling selects and routes values: bfloat16 kernels with the float32 rule's bits (ops/pool.cpp).
     OpId::MaxPool2D, OpId::MaxPool2DGrad, OpId::MaxPool2DGradMasked,
+    // A convolution's epilogue rounds each op's result as the ops apart do (ops/conv.cpp).
+    OpId::Conv2DEpilogue,
     // Programs of elementwise ops with their own bfloat16 loops, same conversions (ops/fused_micro.inc).
     OpId::FusedElementwise,
 };

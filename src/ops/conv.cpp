@@ -21,6 +21,7 @@
 #include "kernels/onednn_conv_bf16.h"
 #include "ops/broadcast.h"
 #include "kernels/depthwise_conv.h"
+#include "kernels/elementwise_functors.h"
 #include "ops/eager_steps.h"
 #include "ops/epilogue_steps.h"
 #include "ops/window.h"
@@ -350,6 +351,64 @@ std::vector<ValueType> infer_conv2d_epilogue(const std::vector<ValueType>& in, c
   return infer_epilogue_node("conv2d_epilogue", OpId::Conv2D, product_attrs(e), EpilogueParts::of(e), in);
 }
 
+// The epilogue of a bfloat16 convolution over pixels [p0, p1) of its rounded result y (c
+// channels each), with the bits of the ops apart, as matmul_epilogue's bfloat16 path: each op
+// rounds its own result and the next computes in float32 on that rounded value - so the bias is
+// added to the product as rounded, the sum rounded, and the mask, relu and where look at that
+// rounded value (relu and where of a bfloat16 value are bfloat16 values). `wide` holds the block.
+void bf16_conv_epilogue_pixels(const EpilogueParts& e, int64_t c, const float* bias, bool* mask_out,
+                               const bool* mask_in, bfloat16_t* y, float* wide, int64_t p0, int64_t p1) {
+  const int64_t at = p0 * c, count = (p1 - p0) * c;
+  bfloat16_t* block = y + at;
+  float* __restrict w = wide;
+  bf16_to_f32(block, w, count);
+  if (e.bias) {
+    for (int64_t p = 0; p < p1 - p0; ++p)
+      for (int64_t j = 0; j < c; ++j) w[p * c + j] = AddF{}(w[p * c + j], bias[j]);
+    f32_to_bf16(w, block, count);
+    if (!e.mask_out && !e.relu && !e.mask_in) return;
+    bf16_to_f32(block, w, count);
+  }
+  if (e.mask_out) {
+    bool* __restrict m = mask_out + at;
+    for (int64_t j = 0; j < count; ++j) m[j] = GreaterF{}(w[j], 0.0f);
+  }
+  if (e.relu)
+    for (int64_t j = 0; j < count; ++j) w[j] = ReluF{}(w[j]);
+  if (e.mask_in) {
+    const auto* __restrict m = reinterpret_cast<const unsigned char*>(mask_in + at);
+    for (int64_t j = 0; j < count; ++j) w[j] = WhereF{}(m[j] != 0, w[j], 0.0f);
+  }
+  f32_to_bf16(w, block, count);
+}
+
+// conv2d_epilogue on bfloat16 operands: oneDNN's bfloat16 convolution writes the rounded product
+// part by part (groups of images), and the thread that wrote a part applies the epilogue to it in
+// blocks of pixels while it is in that core's cache, where the ops apart read and wrote the whole
+// tensor once per op. Without the native convolution (geometry, CPU) the ops run one by one.
+void kernel_conv2d_epilogue_bf16(const Conv2DEpilogueAttrs& e, const EpilogueParts& parts, const ConvGeom& g,
+                                 const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  bfloat16_t* const y = data_of<bfloat16_t>(out[0]);
+  std::vector<float> bias;
+  if (parts.bias) {
+    bias.resize(static_cast<std::size_t>(g.oc));
+    bf16_to_f32(data_of<bfloat16_t>(in[EpilogueParts::kBiasInput]), bias.data(), g.oc);
+  }
+  bool* const mask_out = parts.mask_out ? data_of<bool>(out[1]) : nullptr;
+  const bool* const mask_in = parts.mask_in ? data_of<bool>(in[parts.mask_input()]) : nullptr;
+  const int64_t per_image = g.oh * g.ow;
+  // Blocks of about 4K elements: the conversions stay serial, the block in L1.
+  const int64_t block = std::max<int64_t>(1, 4096 / g.oc);
+  const onednn_bf16::PartFinish finish = [&](int64_t n0, int64_t n) {
+    std::vector<float> wide(static_cast<std::size_t>(std::min(block, n * per_image) * g.oc));
+    for (int64_t p = n0 * per_image, end = (n0 + n) * per_image; p < end; p += block)
+      bf16_conv_epilogue_pixels(parts, g.oc, bias.data(), mask_out, mask_in, y, wide.data(), p, std::min(p + block, end));
+  };
+  if (parts.column_sums || in[0].impl()->shape.num_elements() == 0 ||
+      !onednn_bf16::conv_forward(g, data_of<bfloat16_t>(in[0]), data_of<bfloat16_t>(in[1]), y, finish))
+    run_steps_eagerly([&](auto op) { return run_epilogue_steps(OpId::Conv2D, product_attrs(e), parts, in, op); }, out);
+}
+
 void kernel_conv2d_epilogue(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
   const Conv2DEpilogueAttrs& e = attrs.get<Conv2DEpilogueAttrs>();
   const EpilogueParts parts = EpilogueParts::of(e);
@@ -360,6 +419,7 @@ void kernel_conv2d_epilogue(const std::vector<Tensor>& in, const OpAttrs& attrs,
   if (gg.groups != 1 || !epilogue_fits(parts, in, out, product))
     return run_steps_eagerly([&](auto op) { return run_epilogue_steps(OpId::Conv2D, product_attrs(e), parts, in, op); }, out);
   if (product.num_elements() == 0) return;
+  if (is_bf16(in)) return kernel_conv2d_epilogue_bf16(e, parts, g, in, out);
   const GemmEpilogue epilogue = gemm_epilogue_of(parts, in, out, g.oc);
   conv_forward<float>(g, data_of<float>(in[0]), data_of<float>(in[1]), data_of<float>(out[0]), &epilogue);
 }

@@ -15,8 +15,8 @@ std::vector<ValueType> infer_epilogue_node(const char* op, OpId product, const O
   if (in.size() != e.arity())
     op_error<InvalidArgumentError>(op, "expected ", e.arity(), " inputs, got ", in.size(), "; ", op,
                                    " nodes are made by the graph optimiser only");
-  // bfloat16: a matmul's only (its kernel's bfloat16 path rounds as the ops apart do).
-  const bool bf16 = product == OpId::MatMul && in[0].dtype == DType::BFloat16 && !e.column_sums;
+  // bfloat16: a matmul's or a convolution's (their kernels' bfloat16 paths round as the ops apart do).
+  const bool bf16 = (product == OpId::MatMul || product == OpId::Conv2D) && in[0].dtype == DType::BFloat16 && !e.column_sums;
   for (std::size_t i = 0; i < 2; ++i)
     if (in[i].dtype != (bf16 ? DType::BFloat16 : DType::Float32))
       op_error<InvalidArgumentError>(op, "expected float32 operands, got input ", i, " ", describe(in[i]),

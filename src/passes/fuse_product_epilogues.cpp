@@ -11,7 +11,7 @@
 //   result (a convolution layer's bias gradient).
 // A 2-D bfloat16 matmul takes in the same bias, relu, masks from its op nodes (bfloat16 ops are
 // not fused elementwise), rounding each op's result as the op would (see the bfloat16 section);
-// a bfloat16 max_pool2d_grad takes in relu's gradient the same way.
+// a bfloat16 conv2d its bias, relu and mask, and a bfloat16 max_pool2d_grad relu's gradient, the same way.
 #include <algorithm>
 #include <optional>
 #include <utility>
@@ -37,15 +37,17 @@ struct Match {
 
 // Whether `bias` is what the epilogue adds to a product of `shape`: float32, one value per
 // column (the last dim, known statically: a bias that broadcasts is no epilogue).
-bool is_bias_of(const ValueType& bias, const TensorShape& shape) {
-  return bias.dtype == DType::Float32 && bias.shape.has_rank() && bias.shape.rank() == 1 && shape.has_rank() &&
+bool is_bias_of(const ValueType& bias, const TensorShape& shape, DType dtype = DType::Float32) {
+  return bias.dtype == dtype && bias.shape.has_rank() && bias.shape.rank() == 1 && shape.has_rank() &&
          shape.rank() >= 1 && shape.dims().back() != None && bias.shape.dims()[0] == shape.dims().back();
 }
 
 // The program's steps, read as the epilogue's stages in order: + bias, the mask out > 0, relu,
 // where(mask, out, 0). Each step must take the value the stages so far made (`out`); the
 // zeros_like steps feed only the mask and the where. Anything else is no epilogue.
-std::optional<Match> match_program(const FusedProgram& p, int product) {
+// A bfloat16 product (a convolution's) reads a program of bfloat16 steps, each rounding its own
+// result, as conv2d_epilogue's bfloat16 kernel does.
+std::optional<Match> match_program(const FusedProgram& p, int product, DType dtype = DType::Float32) {
   if (p.has_reduce() || !p.shape.has_rank() || p.shape.rank() < 1 || !(p.inputs[static_cast<std::size_t>(product)].shape == p.shape))
     return std::nullopt;
   Match m;
@@ -59,12 +61,12 @@ std::optional<Match> match_program(const FusedProgram& p, int product) {
     auto input = [&](int a) -> int {  // the input index of argument a, or -1
       return st.args[a] < static_cast<int>(p.inputs.size()) && st.args[a] != product ? st.args[a] : -1;
     };
-    if (st.in_dtype != DType::Float32) return std::nullopt;
+    if (st.in_dtype != dtype) return std::nullopt;
     switch (st.op) {
       case OpId::Add: {
         const int b = input(1);
         if (stage != kProduct || m.parts.mask_out || st.args[0] != out || b < 0) return std::nullopt;
-        if (!is_bias_of(p.inputs[static_cast<std::size_t>(b)], p.shape)) return std::nullopt;
+        if (!is_bias_of(p.inputs[static_cast<std::size_t>(b)], p.shape, dtype)) return std::nullopt;
         m.parts.bias = true, m.bias_input = b, stage = kBias;
         out = pre_relu = slot;
         break;
@@ -107,7 +109,7 @@ std::optional<Match> match_program(const FusedProgram& p, int product) {
   return m;
 }
 
-// Whether `r` is the output of a 2-D float32 matmul, a float32 conv2d or a float32
+// Whether `r` is the output of a 2-D float32 matmul, a float32 or bfloat16 conv2d or a float32
 // max_pool2d_grad that nothing but `reader` reads.
 bool is_lone_product(const GraphIR& g, const NodeUsers& users, ValueRef r, int reader) {
   const GraphNode& mm = g.node_of(r);
@@ -117,9 +119,10 @@ bool is_lone_product(const GraphIR& g, const NodeUsers& users, ValueRef r, int r
   const auto readers = users.of(r.node);
   if (readers.size() != 1 || readers[0] != reader) return false;
   const int64_t rank = mm.op == OpId::MatMul ? 2 : 4;
+  const DType dtype = mm.op == OpId::Conv2D && g.type_of(r).dtype == DType::BFloat16 ? DType::BFloat16 : DType::Float32;
   for (const ValueRef& in : mm.inputs) {
     const ValueType& t = g.type_of(in);
-    if (t.dtype != DType::Float32 || !t.shape.has_rank() || t.shape.rank() != rank) return false;
+    if (t.dtype != dtype || !t.shape.has_rank() || t.shape.rank() != rank) return false;
   }
   return true;
 }
@@ -160,7 +163,7 @@ std::optional<Found> find_epilogue(const GraphIR& g, const NodeUsers& users, int
     std::optional<Match> match;
     for (std::size_t k = 0; k < node.inputs.size() && !match; ++k)
       if (is_lone_product(g, users, node.inputs[k], self)) {
-        match = match_program(p, static_cast<int>(k));
+        match = match_program(p, static_cast<int>(k), g.type_of(node.inputs[k]).dtype);
         f.product = static_cast<int>(k);
       }
     if (!match || !takes(g.node_of(node.inputs[static_cast<std::size_t>(f.product)]).op, match->parts)) return std::nullopt;
@@ -277,7 +280,8 @@ void take_column_sums(GraphIR& g, const NodeUsers& users, int self) {
 // ---- bfloat16 dense layers. Their elementwise ops are not fused (no fused loops on bfloat16),
 // so the epilogue is read off the nodes themselves: a 2-D bfloat16 matmul read by
 // - add(product, bias) alone, the add then read by relu and by greater(add, zeros_like(add))
-//   (relu's gradient's mask), or by anything (then the bias alone is taken in);
+//   (relu's gradient's mask), or by anything (then the bias alone is taken in); also over a
+//   bfloat16 conv2d (a conv2d_epilogue, ops/conv.cpp);
 // - where(mask, product, zeros_like(product)) and that zeros_like alone (relu's gradient), also
 //   over a bfloat16 max_pool2d_grad (then a max_pool2d_grad_masked: 0 + dy or +0, as the ops).
 // The matmul_epilogue rounds as the ops apart do (matmul.cpp), so the bits stay the same. ----
@@ -298,6 +302,16 @@ bool is_bf16_matmul(const GraphIR& g, ValueRef r) {
   return true;
 }
 
+// Whether `r` is a bfloat16 conv2d's output (a convolution layer's product under mixed_bfloat16).
+bool is_bf16_conv(const GraphIR& g, ValueRef r) {
+  if (!is_op(g, r, OpId::Conv2D)) return false;
+  for (const ValueRef& in : g.node_of(r).inputs) {
+    const ValueType& t = g.type_of(in);
+    if (t.dtype != DType::BFloat16 || !t.shape.has_rank() || t.shape.rank() != 4) return false;
+  }
+  return true;
+}
+
 // Every input in the graph that reads `from` reads `to` instead.
 void redirect(GraphIR& g, ValueRef from, ValueRef to) {
   for (GraphNode& n : g.nodes)
@@ -310,9 +324,23 @@ bool only_reader(const NodeUsers& users, int node, int reader) {
   return readers.size() == 1 && readers[0] == reader;
 }
 
-// Node `self` becomes matmul_epilogue(product's operands, extra inputs) with these outputs.
+// Node `self` becomes matmul_epilogue or conv2d_epilogue(product's operands, extra inputs) with
+// these outputs.
 void become_bf16_epilogue(GraphIR& g, int self, const GraphNode& product, const EpilogueParts& e,
                           const std::vector<ValueRef>& extra, SmallVector<ValueType, 1> outputs) {
+  if (product.op == OpId::Conv2D) {
+    GraphNode& node = g.nodes[static_cast<std::size_t>(self)];
+    node.op = OpId::Conv2DEpilogue;
+    node.name = g.unique_name(op_def(OpId::Conv2DEpilogue).name);
+    node.attrs = epilogue_node(product, e).second;
+    SmallVector<ValueRef, 2> inputs;
+    inputs.push_back(product.inputs[0]);
+    inputs.push_back(product.inputs[1]);
+    for (const ValueRef& r : extra) inputs.push_back(r);
+    node.inputs = std::move(inputs);
+    node.outputs = std::move(outputs);
+    return;
+  }
   const MatMulAttrs& a = product.attrs.get<MatMulAttrs>();
   SmallVector<ValueRef, 2> inputs;
   inputs.push_back(product.inputs[0]);
@@ -327,9 +355,11 @@ void become_bf16_epilogue(GraphIR& g, int self, const GraphNode& product, const 
 }
 
 // add(product, bias): the bias, and relu with its mask where the add's readers are just those.
+// The product a matmul, or a conv2d (a convolution layer's).
 bool fuse_bf16_bias(GraphIR& g, const NodeUsers& users, int self) {
   const GraphNode& node = g.node(self);
-  if (node.inputs.size() != 2 || !is_bf16_matmul(g, node.inputs[0]) || !only_reader(users, node.inputs[0].node, self))
+  if (node.inputs.size() != 2 || !(is_bf16_matmul(g, node.inputs[0]) || is_bf16_conv(g, node.inputs[0])) ||
+      !only_reader(users, node.inputs[0].node, self))
     return false;
   const ValueType& bias = g.type_of(node.inputs[1]);
   const TensorShape& shape = g.type_of(node.inputs[0]).shape;
@@ -442,6 +472,7 @@ int fuse_product_epilogues(GraphIR& g) {
       take_column_sums(g, users, self);
     }
   }
+  count += fuse_conv_max_pools(g);  // the conv2d_epilogue nodes just made take in their pools
   return count;
 }
 

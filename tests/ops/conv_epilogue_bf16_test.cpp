@@ -1,0 +1,135 @@
+// bfloat16 convolution layers in optimised graphs: conv2d + bias add + relu (and relu's gradient
+// mask) become one conv2d_epilogue, which rounds each op's result as the ops apart do - the bits
+// of the unoptimised graph and of eager, forward and through the tape, for SAME and VALID
+// padding, strides, odd sizes, channel counts that are not multiples of 16, one thread and two.
+// Random values: the convolution's sums and the bias additions need rounding.
+#include <string>
+#include <vector>
+
+#include "graph/verify.h"
+#include "ops/op.h"
+#include "passes/passes.h"
+#include "support/graph_util.h"
+#include "support/test_util.h"
+
+namespace tg {
+namespace {
+
+using testing::count_op;
+using testing::same_bits;
+using Dims = std::vector<int64_t>;
+
+struct LayerCase {
+  std::string label;
+  Dims x, f;
+  int64_t stride;
+  Padding padding;
+};
+
+const std::vector<LayerCase>& layer_cases() {
+  static const std::vector<LayerCase> c{
+      {"3x3 SAME 1->32 (the CNN's first layer)", {8, 12, 12, 1}, {3, 3, 1, 32}, 1, Padding::Same},
+      {"3x3 SAME 32->64, 70 images", {70, 7, 7, 32}, {3, 3, 32, 64}, 1, Padding::Same},
+      {"3x3 VALID stride 2, 9x7, 5->20", {3, 9, 7, 5}, {3, 3, 5, 20}, 2, Padding::Valid},
+      {"1x1 SAME 8->3", {2, 5, 6, 8}, {1, 1, 8, 3}, 1, Padding::Same},
+  };
+  return c;
+}
+
+Tensor bf(const Dims& d, double scale, uint64_t seed) { return cast(random_uniform(d, -scale, scale, seed), bfloat16); }
+
+// The layer's output, and the gradients of a loss through it and a max pool (as in the CNN:
+// relu's result read by no other elementwise op) with respect to x, f and b.
+std::vector<Tensor> layer_step(const Tensor& x, const Tensor& f, const Tensor& b, const Tensor& w, int64_t stride,
+                               int64_t padding) {
+  GradientTape tape;
+  tape.watch(x);
+  tape.watch(f);
+  tape.watch(b);
+  const Tensor h = relu(conv2d(x, f, {stride, stride}, static_cast<Padding>(padding)) + b);
+  const Tensor p = max_pool2d(h, {2}, {2}, Padding::Same);
+  const std::vector<Tensor> g = tape.gradient(reduce_sum(p * w), std::vector<Tensor>{x, f, b});
+  return {h, g[0], g[1], g[2]};
+}
+Dims pooled(const Dims& y) { return {y[0], (y[1] + 1) / 2, (y[2] + 1) / 2, y[3]}; }
+
+TEST(ConvEpilogueBFloat16, ALayerTakesInBiasReluAndMaskWithTheBitsOfTheOpsApart) {
+  detail::set_verify_graphs(true);
+  auto optimised = function(layer_step);
+  auto plain = function(layer_step, {.optimize = false});
+  const int threads_before = config::num_threads();
+  for (const int threads : {1, 2})
+    for (const LayerCase& c : layer_cases()) {
+      config::set_num_threads(threads);
+      SCOPED_TRACE(::testing::Message() << c.label << ", " << threads << " threads");
+      const Tensor x = bf(c.x, 1.0, 1), f = bf(c.f, 0.5, 2), b = bf({c.f[3]}, 0.5, 3);
+      const int64_t pad = static_cast<int64_t>(c.padding);
+      const Tensor y = conv2d(x, f, {c.stride, c.stride}, c.padding);
+      const Tensor w = bf(pooled(y.shape().dims()), 1.0, 4);
+      const std::vector<Tensor> got = optimised(x, f, b, w, c.stride, pad), want = plain(x, f, b, w, c.stride, pad),
+                                eager = layer_step(x, f, b, w, c.stride, pad);
+      ASSERT_EQ(got.size(), 4u);
+      for (std::size_t k = 0; k < got.size(); ++k) {
+        EXPECT_EQ(got[k].dtype(), bfloat16);
+        EXPECT_TRUE(same_bits(got[k], want[k])) << "output " << k;
+        EXPECT_TRUE(same_bits(got[k], eager[k])) << "output " << k;
+      }
+      // The forward by hand: conv2d rounded, + b rounded, relu.
+      EXPECT_TRUE(same_bits(got[0], relu(y + b)));
+      const Graph g = optimised.get_concrete_function(x, f, b, w, c.stride, pad).optimized_graph();
+      EXPECT_EQ(count_op(g, "conv2d_epilogue"), 1) << g.to_string();
+      for (const char* op : {"conv2d", "relu", "greater"}) EXPECT_EQ(count_op(g, op), 0) << op << "\n" << g.to_string();
+    }
+  config::set_num_threads(threads_before);
+}
+
+// Without relu the bias alone is taken in; where the sum before relu is read by another op too,
+// relu is not taken in. Same bits either way.
+TEST(ConvEpilogueBFloat16, TheBiasAloneWhenReluIsNotTheOnlyReader) {
+  detail::set_verify_graphs(true);
+  auto bias_only = [](const Tensor& x, const Tensor& f, const Tensor& b) { return conv2d(x, f, {1, 1}, Padding::Same) + b; };
+  auto shared = [](const Tensor& x, const Tensor& f, const Tensor& b) {
+    const Tensor s = conv2d(x, f, {2, 2}, Padding::Valid) + b;
+    return std::vector<Tensor>{relu(s), s * s};
+  };
+  const Tensor x = bf({3, 9, 8, 4}, 1.0, 11), f = bf({3, 3, 4, 24}, 0.5, 12), b = bf({24}, 0.5, 13);
+  auto o1 = function(bias_only);
+  auto p1 = function(bias_only, {.optimize = false});
+  EXPECT_TRUE(same_bits(o1(x, f, b), p1(x, f, b)));
+  EXPECT_TRUE(same_bits(o1(x, f, b), bias_only(x, f, b)));
+  EXPECT_EQ(count_op(o1.get_concrete_function(x, f, b).optimized_graph(), "conv2d_epilogue"), 1);
+  auto o2 = function(shared);
+  auto p2 = function(shared, {.optimize = false});
+  const std::vector<Tensor> got = o2(x, f, b), want = p2(x, f, b);
+  for (std::size_t k = 0; k < got.size(); ++k) EXPECT_TRUE(same_bits(got[k], want[k])) << "output " << k;
+  const Graph g = o2.get_concrete_function(x, f, b).optimized_graph();
+  EXPECT_EQ(count_op(g, "relu") + count_op(g, "fused_elementwise"), 1) << g.to_string();
+}
+
+// Over the layer's op nodes (bfloat16 elementwise ops left unfused): add(conv2d, b) read by relu
+// and by greater(add, zeros_like(add)) becomes one conv2d_epilogue with the bias, relu and the
+// mask, whose results the relu's and the greater's readers read; the graph stays well formed.
+TEST(ConvEpilogueBFloat16, TheLayersOpNodesBecomeOneEpilogueNode) {
+  const LayerCase& c = layer_cases()[0];
+  const Tensor x = bf(c.x, 1.0, 1), f = bf(c.f, 0.5, 2), b = bf({c.f[3]}, 0.5, 3);
+  const Tensor w = bf(pooled(conv2d(x, f, {1, 1}, c.padding).shape().dims()), 1.0, 4);
+  auto ir = testing::trace_graph(
+      [](const std::vector<Tensor>& in) { return layer_step(in[0], in[1], in[2], in[3], 1, static_cast<int64_t>(Padding::Same)); },
+      {x, f, b, w});
+  ASSERT_EQ(count_op(*ir, "conv2d"), 1);
+  ASSERT_EQ(count_op(*ir, "relu"), 1);
+  detail::fuse_product_epilogues(*ir);
+  detail::eliminate_dead_code(*ir);
+  detail::verify_graph(*ir, "fuse_product_epilogues");
+  EXPECT_EQ(count_op(*ir, "conv2d_epilogue"), 1);
+  for (const char* op : {"conv2d", "relu", "greater", "add"}) EXPECT_EQ(count_op(*ir, op), 0) << op;
+  for (const auto& node : ir->nodes) {
+    if (node.op_name() != "conv2d_epilogue") continue;
+    const auto& a = node.attrs.get<detail::Conv2DEpilogueAttrs>();
+    EXPECT_TRUE(a.bias && a.relu && a.mask_out && !a.mask_in);
+    EXPECT_EQ(node.outputs.size(), 2u);
+  }
+}
+
+}  // namespace
+}  // namespace tg
