@@ -9,6 +9,7 @@
 #include "kernels/gemm.h"
 #include "kernels/implicit_gemm.h"
 #include "kernels/onednn_conv.h"
+#include "kernels/pool_kernels.h"
 
 namespace tg::detail {
 namespace {
@@ -386,6 +387,27 @@ void conv_backprop_filter(const ConvGeom& g, const T* x, const T* dy, T* df) {
   }
 }
 
+bool conv_forward_max_pool(const ConvGeom& g, const float* x, const float* f, const GemmEpilogue* epilogue,
+                           const PoolGeom& pool, float* y) {
+  if (use_onednn(onednn::ConvDirection::forward, g) || !use_direct(g)) return false;
+  const int64_t rows = g.pixels(), pooled = pool.oh * pool.ow * pool.c;
+  const Groups groups = plan_groups(g.n, rows);  // conv_forward's groups: the same split
+  const PaddedWindow window = forward_window(g);
+  PoolGeom image_pool = pool;
+  image_pool.n = 1;
+  for_each_group(groups, 2 * groups.per * rows * g.k() * g.oc, [&](int64_t i) {
+    // Not scratch<float>: padded_image holds that one.
+    thread_local std::vector<float> activation;
+    activation.resize(static_cast<std::size_t>(rows * g.oc));
+    for (int64_t n = i * groups.per, n1 = std::min(g.n, n + groups.per); n < n1; ++n) {
+      const GemmEpilogue image_epilogue = epilogue ? epilogue->from_row(n * rows) : GemmEpilogue{};
+      implicit_gemm::multiply(window.view, padded_image(window, x, n, g.h, g.w), f, activation.data(), false,
+                              epilogue ? &image_epilogue : nullptr);
+      max_pool_forward<float>(image_pool, activation.data(), y + n * pooled);  // nested: runs on this thread
+    }
+  });
+  return true;
+}
 
 #define TG_CONV_KERNELS(T)                                                                      \
   template void conv_forward<T>(const ConvGeom&, const T*, const T*, T*, const GemmEpilogue*); \

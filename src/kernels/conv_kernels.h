@@ -27,6 +27,7 @@
 namespace tg::detail {
 
 struct GemmEpilogue;  // kernels/gemm_epilogue.h
+struct PoolGeom;      // kernels/pool_kernels.h
 
 /// A convolution's sizes, every one concrete and checked (conv.cpp's conv_geometry).
 struct ConvGeom {
@@ -52,6 +53,14 @@ ConvBackend conv_backend();
 /// gets it on the thread that computed the block.
 template <class T>
 void conv_forward(const ConvGeom& g, const T* x, const T* f, T* y, const GemmEpilogue* epilogue = nullptr);
+/// y = max_pool(conv2d(x, f) with `epilogue`) (float32, conv2d_epilogue with a max pool), one
+/// image at a time: each image's convolution into this thread's scratch, pooled there while it
+/// is in cache, so the full-resolution result is never written. `pool` is the pooling of the
+/// whole (g.n, g.oh, g.ow, g.oc) result. The bits are conv_forward's then max_pool_forward's:
+/// only where the forward runs on the own implicit GEMM (which computes each image alone);
+/// returns false, writing nothing, where it would not.
+bool conv_forward_max_pool(const ConvGeom& g, const float* x, const float* f, const GemmEpilogue* epilogue,
+                           const PoolGeom& pool, float* y);
 /// dx, the gradient with respect to the input, from the filter and dy.
 template <class T>
 void conv_backprop_input(const ConvGeom& g, const T* f, const T* dy, T* dx);

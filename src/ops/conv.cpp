@@ -19,6 +19,7 @@
 #include "kernels/bf16.h"
 #include "kernels/conv_kernels.h"
 #include "kernels/onednn_conv_bf16.h"
+#include "kernels/pool_kernels.h"
 #include "ops/broadcast.h"
 #include "kernels/depthwise_conv.h"
 #include "kernels/elementwise_functors.h"
@@ -346,9 +347,54 @@ void kernel_conv2d_transpose(const std::vector<Tensor>& in, const OpAttrs& attrs
 
 OpAttrs product_attrs(const Conv2DEpilogueAttrs& e) { return Conv2DAttrs{e.strides, e.dilations, e.padding}; }
 
+// The max_pool2d a conv2d_epilogue with max_pool ends with.
+OpAttrs conv_pool_attrs(const Conv2DEpilogueAttrs& e) { return Pool2DAttrs{e.pool_ksize, e.pool_strides, e.pool_padding}; }
+
 std::vector<ValueType> infer_conv2d_epilogue(const std::vector<ValueType>& in, const OpAttrs& attrs) {
   const Conv2DEpilogueAttrs& e = attrs.get<Conv2DEpilogueAttrs>();
-  return infer_epilogue_node("conv2d_epilogue", OpId::Conv2D, product_attrs(e), EpilogueParts::of(e), in);
+  std::vector<ValueType> out = infer_epilogue_node("conv2d_epilogue", OpId::Conv2D, product_attrs(e), EpilogueParts::of(e), in);
+  if (e.max_pool) out[0] = op_def(OpId::MaxPool2D).infer({out[0]}, conv_pool_attrs(e)).at(0);
+  return out;
+}
+
+// conv2d_epilogue with max_pool (a convolution layer's relu(conv2d(x, f) + b) read only by its
+// max_pool2d, in inference): the epilogue's ops, then the pool, as the node's steps.
+template <class V, class Op>
+std::vector<V> conv_max_pool_steps(const Conv2DEpilogueAttrs& e, const std::vector<V>& in, Op&& op) {
+  std::vector<V> outs = run_epilogue_steps(OpId::Conv2D, product_attrs(e), EpilogueParts::of(e), in, op);
+  outs[0] = op(OpId::MaxPool2D, std::vector<V>{outs[0]}, conv_pool_attrs(e));
+  return outs;
+}
+
+// Its kernel, float32 with a bias and relu only: on the own implicit GEMM each image is pooled
+// while its activation is in cache (conv_forward_max_pool); otherwise (oneDNN) the convolution
+// with its epilogue into a temporary, then the pool's kernel. Either way the bits are the ops'
+// apart: the convolution's with its epilogue, then max_pool_forward's, which keeps the first
+// maximum (or NaN) of each window whatever the kernel. Anything else runs the steps.
+void kernel_conv2d_epilogue_max_pool(const Conv2DEpilogueAttrs& e, const EpilogueParts& parts,
+                                     const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  const GroupedGeom gg = conv_geometry(in[0], in[1], product_attrs(e).get<Conv2DAttrs>());
+  const ConvGeom& g = gg.g;
+  const TensorShape product({g.n, g.oh, g.ow, g.oc});
+  const char* op = "conv2d_epilogue";
+  const Window wh = window_1d(op, "height", g.oh, e.pool_ksize[0], 1, e.pool_strides[0], e.pool_padding);
+  const Window ww = window_1d(op, "width", g.ow, e.pool_ksize[1], 1, e.pool_strides[1], e.pool_padding);
+  const PoolGeom pool{g.n, g.oh, g.ow, g.oc, e.pool_ksize[0], e.pool_ksize[1], e.pool_strides[0], e.pool_strides[1],
+                      wh.out, ww.out, wh.pad_before, ww.pad_before};
+  const bool fits = gg.groups == 1 && !parts.mask_out && !parts.mask_in && !parts.column_sums && out.size() == 1 &&
+                    in[0].dtype() == DType::Float32 && in[1].dtype() == DType::Float32 &&
+                    out[0].impl()->shape == TensorShape({g.n, pool.oh, pool.ow, g.oc}) &&
+                    (!parts.bias || in[EpilogueParts::kBiasInput].impl()->shape == TensorShape({g.oc})) &&
+                    product.num_elements() > 0 && out[0].impl()->shape.num_elements() > 0;
+  if (!fits) return run_steps_eagerly([&](auto step) { return conv_max_pool_steps(e, in, step); }, out);
+  const GemmEpilogue epilogue = gemm_epilogue_of(parts, in, out, g.oc);
+  const float* x = data_of<float>(in[0]);
+  const float* f = data_of<float>(in[1]);
+  float* y = data_of<float>(out[0]);
+  if (conv_forward_max_pool(g, x, f, &epilogue, pool, y)) return;
+  Tensor activation = allocate_tensor(DType::Float32, product);
+  conv_forward<float>(g, x, f, data_of<float>(activation), &epilogue);
+  max_pool_forward<float>(pool, data_of<float>(activation), y);
 }
 
 // The epilogue of a bfloat16 convolution over pixels [p0, p1) of its rounded result y (c
@@ -412,6 +458,7 @@ void kernel_conv2d_epilogue_bf16(const Conv2DEpilogueAttrs& e, const EpiloguePar
 void kernel_conv2d_epilogue(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
   const Conv2DEpilogueAttrs& e = attrs.get<Conv2DEpilogueAttrs>();
   const EpilogueParts parts = EpilogueParts::of(e);
+  if (e.max_pool) return kernel_conv2d_epilogue_max_pool(e, parts, in, out);
   const GroupedGeom gg = conv_geometry(in[0], in[1], product_attrs(e).get<Conv2DAttrs>());
   const ConvGeom& g = gg.g;
   const TensorShape product({g.n, g.oh, g.ow, g.oc});

@@ -306,7 +306,8 @@ struct Conv2DTransposeAttrs {
 };
 
 /// conv2d_epilogue (made by the optimiser from a conv2d and the fused node after it): the
-/// convolution's attributes, and the epilogue's parts as in MatMulEpilogueAttrs.
+/// convolution's attributes, and the epilogue's parts as in MatMulEpilogueAttrs; with max_pool,
+/// a max_pool2d of the result (pool_*: its Pool2DAttrs) that was its only reader.
 struct Conv2DEpilogueAttrs {
   std::vector<int64_t> strides{1, 1};
   std::vector<int64_t> dilations{1, 1};
@@ -315,9 +316,14 @@ struct Conv2DEpilogueAttrs {
   bool mask_out = false;
   bool relu = false;
   bool mask_in = false;
+  bool max_pool = false;
+  std::vector<int64_t> pool_ksize{1, 1};
+  std::vector<int64_t> pool_strides{1, 1};
+  int64_t pool_padding = 0;
   template <class F> void for_each_field(F&& f) const {
     f("strides", strides); f("dilations", dilations); f("padding", padding); f("bias", bias);
-    f("mask_out", mask_out); f("relu", relu); f("mask_in", mask_in);
+    f("mask_out", mask_out); f("relu", relu); f("mask_in", mask_in); f("max_pool", max_pool);
+    f("pool_ksize", pool_ksize); f("pool_strides", pool_strides); f("pool_padding", pool_padding);
   }
   bool operator==(const Conv2DEpilogueAttrs&) const = default;
 };

@@ -38,6 +38,10 @@ int fuse_elementwise(GraphIR& g);
 /// where(mask, x, 0) (relu's gradient) from it, becomes one matmul_epilogue or conv2d_epilogue
 /// node (so does a product with a lone bias add); same bits. Returns the number made.
 int fuse_product_epilogues(GraphIR& g);
+/// A float32 conv2d_epilogue (bias and relu at most) that only a max_pool2d reads takes the pool
+/// in (inference: training keeps the activation for the gradient); same bits. Returns the number
+/// taken in. The last step of fuse_product_epilogues.
+int fuse_conv_max_pools(GraphIR& g);
 /// A run of two or more apply_gradient_descent (or apply_adam) nodes that follow each other in
 /// the stateful chain becomes one apply_gradient_descent_group (apply_adam_group) node: an
 /// optimizer's step over all its parameters in one node, which runs the updates in turn, with

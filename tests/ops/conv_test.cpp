@@ -102,6 +102,9 @@ TG_OP_CASES(conv2d_epilogue) {
        {x, f, b}, greater(z, zeros_like(z))},
       {"conv2d_epilogue", "where(mask, conv2d(x, f), 0)", conv_epilogue({{1, 1}, {1, 1}, valid, false, false, false, true}, 0),
        {x, f, mask}, where(mask, dz, zeros_like(dz))},
+      {"conv2d_epilogue", "max_pool2d(relu(conv2d(x, f) + b))",
+       conv_epilogue({{1, 1}, {1, 1}, valid, true, false, true, false, true, {2, 2}, {1, 1}, valid}, 0), {x, f, b},
+       max_pool2d(relu(z), {2, 2}, {1, 1}, Padding::Valid)},
   };
 }
 
