@@ -151,6 +151,30 @@ TEST(FusionBFloat16, AReluGradientBecomesOneProgramOverBFloat16AndBool) {
   for (std::size_t k = 0; k < fused.size(); ++k) EXPECT_TRUE(testing::same_bits(fused[k], eager[k])) << "output " << k;
 }
 
+// Chains of ops with bfloat16 constants (which over float32 run in registers, not over bfloat16:
+// see fused_plan.cpp): the bits of the ops run one by one, on every tile size and remainder.
+TEST(FusionBFloat16, ChainsWithConstantsRoundEachOpAsTheOpsApart) {
+  auto bfc = [](float v) { return cast(constant(v), bfloat16); };
+  auto body = [&](const std::vector<Tensor>& in) {
+    Tensor x = in[0];
+    for (int i = 0; i < 3; ++i) x = relu(x * bfc(1.0078125f) + bfc(0.3f));
+    x = tanh(x - bfc(0.5f));
+    x = square(neg(x)) / bfc(3.0f);
+    x = sigmoid(bfc(2.0f) - exp(x));
+    return std::vector<Tensor>{sqrt(x * bfc(0.1f) + bfc(1e-3f)), -(x * bfc(7.0f))};
+  };
+  for (int64_t n : {int64_t{1}, int64_t{16}, int64_t{100}, int64_t{300}, int64_t{5000}, int64_t{70001}}) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    const std::vector<Tensor> inputs{bf16_input(TensorShape({n}), 9)};
+    const std::vector<Tensor> eager = body(inputs);
+    auto g = trace_graph(body, inputs);
+    detail::optimize_graph(g, "bf16_chain");
+    EXPECT_EQ(count_fused(*g), 1) << Graph(g).to_string();
+    const std::vector<Tensor> fused = detail::execute(*g, inputs);
+    for (std::size_t k = 0; k < fused.size(); ++k) EXPECT_TRUE(testing::same_bits(fused[k], eager[k])) << "output " << k;
+  }
+}
+
 // The reference: each op on the float32 values, rounded by bfloat16_t's own rule.
 float wide(bfloat16_t v) { return static_cast<float>(v); }
 
