@@ -9,8 +9,9 @@
 // - a float32 max_pool2d_grad read only by where(mask, dx, 0) (relu's gradient before the pool)
 //   becomes max_pool2d_grad_masked, which takes in the sum over all but the channels of its
 //   result (a convolution layer's bias gradient).
-// A 2-D bfloat16 matmul takes in the same bias, relu, masks from its op nodes (bfloat16 ops are
-// not fused elementwise), rounding each op's result as the op would (see the bfloat16 section);
+// A 2-D bfloat16 matmul takes in the same bias, relu, masks from its op nodes (fuse_elementwise
+// leaves the readers of a bfloat16 product to this pass), rounding each op's result as the op
+// would (see the bfloat16 section);
 // a bfloat16 conv2d its bias, relu and mask, and a bfloat16 max_pool2d_grad relu's gradient, the same way.
 #include <algorithm>
 #include <optional>
@@ -277,8 +278,8 @@ void take_column_sums(GraphIR& g, const NodeUsers& users, int self) {
   }
 }
 
-// ---- bfloat16 dense layers. Their elementwise ops are not fused (no fused loops on bfloat16),
-// so the epilogue is read off the nodes themselves: a 2-D bfloat16 matmul read by
+// ---- bfloat16 dense layers. fuse_elementwise leaves the ops reading a bfloat16 matmul or
+// max_pool2d_grad unfused, so the epilogue is read off the op nodes: a 2-D bfloat16 matmul read by
 // - add(product, bias) alone, the add then read by relu and by greater(add, zeros_like(add))
 //   (relu's gradient's mask), or by anything (then the bias alone is taken in); also over a
 //   bfloat16 conv2d (a conv2d_epilogue, ops/conv.cpp);
