@@ -388,22 +388,36 @@ void conv_backprop_filter(const ConvGeom& g, const T* x, const T* dy, T* df) {
 }
 
 bool conv_forward_max_pool(const ConvGeom& g, const float* x, const float* f, const GemmEpilogue* epilogue,
-                           const PoolGeom& pool, float* y) {
-  if (use_onednn(onednn::ConvDirection::forward, g) || !use_direct(g)) return false;
+                           const PoolGeom& pool, float* y, float* (*activation)(void* ctx), void* ctx) {
   const int64_t rows = g.pixels(), pooled = pool.oh * pool.ow * pool.c;
-  const Groups groups = plan_groups(g.n, rows);  // conv_forward's groups: the same split
-  const PaddedWindow window = forward_window(g);
   PoolGeom image_pool = pool;
   image_pool.n = 1;
+  if (use_onednn(onednn::ConvDirection::forward, g)) {
+    // conv_forward's oneDNN parts (or, where it declines, whatever conv_forward falls back to:
+    // the caller's unfused path gives those bits).
+    struct Pooling {
+      const PoolGeom& one;
+      float* act;
+      float* y;
+      int64_t image, pooled;
+    } p{image_pool, activation(ctx), y, rows * g.oc, pooled};
+    return onednn::conv_forward_by_image(g, x, f, p.act, epilogue, [](void* c, int64_t n) {
+      const Pooling& k = *static_cast<const Pooling*>(c);
+      max_pool_forward<float>(k.one, k.act + n * k.image, k.y + n * k.pooled);  // nested: on this thread
+    }, &p);
+  }
+  if (!use_direct(g)) return false;
+  const Groups groups = plan_groups(g.n, rows);  // conv_forward's groups: the same split
+  const PaddedWindow window = forward_window(g);
   for_each_group(groups, 2 * groups.per * rows * g.k() * g.oc, [&](int64_t i) {
     // Not scratch<float>: padded_image holds that one.
-    thread_local std::vector<float> activation;
-    activation.resize(static_cast<std::size_t>(rows * g.oc));
+    thread_local std::vector<float> image_out;
+    image_out.resize(static_cast<std::size_t>(rows * g.oc));
     for (int64_t n = i * groups.per, n1 = std::min(g.n, n + groups.per); n < n1; ++n) {
       const GemmEpilogue image_epilogue = epilogue ? epilogue->from_row(n * rows) : GemmEpilogue{};
-      implicit_gemm::multiply(window.view, padded_image(window, x, n, g.h, g.w), f, activation.data(), false,
+      implicit_gemm::multiply(window.view, padded_image(window, x, n, g.h, g.w), f, image_out.data(), false,
                               epilogue ? &image_epilogue : nullptr);
-      max_pool_forward<float>(image_pool, activation.data(), y + n * pooled);  // nested: runs on this thread
+      max_pool_forward<float>(image_pool, image_out.data(), y + n * pooled);  // nested: runs on this thread
     }
   });
   return true;

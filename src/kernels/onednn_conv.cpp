@@ -533,13 +533,20 @@ bool runs_winograd_forward(const ConvGeom& g) {
   return winograd_pays(g) && plan_with_primitives(ConvDirection::forward, g, ActivationLayout::nhwc, Algorithm::winograd);
 }
 
-bool conv_forward(const ConvGeom& g, const float* x, const float* f, float* y, const GemmEpilogue* epilogue,
-                  ActivationLayout layout) {
+namespace {
+
+// conv_forward, with conv_forward_by_image's image_done when not null.
+bool forward(const ConvGeom& g, const float* x, const float* f, float* y, const GemmEpilogue* epilogue,
+             ActivationLayout layout, void (*image_done)(void*, int64_t), void* ctx) {
   if (epilogue && epilogue->column_sums) return false;
   std::optional<Planned> planned;
   if (winograd_pays(g)) planned = plan_with_primitives(ConvDirection::forward, g, layout, Algorithm::winograd);
   if (!planned) planned = plan_with_primitives(ConvDirection::forward, g, layout);
   if (!planned) return false;
+  if (image_done && g.oh * g.ow == 0) return false;
+  if (image_done)
+    for (const Part& part : planned->parts)
+      if (part.sub.oh != g.oh) return false;
   const auto filter_size = static_cast<std::size_t>(g.kh * g.kw * g.c * g.oc);
   FilterCopies filters;
   std::vector<const float*> filter_of;
@@ -559,12 +566,31 @@ bool conv_forward(const ConvGeom& g, const float* x, const float* f, float* y, c
     p.conv.execute(s, args);
     finish(dst, p.user_d, out, p.reorder_d, s);
     s.wait();
-    if (row_fn) {
-      const int64_t r0 = part.out_offset / g.oc, r1 = r0 + part.sub.n * part.sub.oh * g.ow;
+    const int64_t r0 = part.out_offset / g.oc, r1 = r0 + part.sub.n * part.sub.oh * g.ow;
+    if (image_done) {  // whole images: each one's epilogue, then its reader
+      const int64_t image_rows = g.oh * g.ow;
+      for (int64_t r = r0; r < r1; r += image_rows) {
+        if (row_fn)
+          for (int64_t i = r; i < r + image_rows; ++i) row_fn(*epilogue, y + i * g.oc, i, 0, g.oc);
+        image_done(ctx, r / image_rows);
+      }
+    } else if (row_fn) {
       for (int64_t r = r0; r < r1; ++r) row_fn(*epilogue, y + r * g.oc, r, 0, g.oc);
     }
   });
   return true;
+}
+
+}  // namespace
+
+bool conv_forward(const ConvGeom& g, const float* x, const float* f, float* y, const GemmEpilogue* epilogue,
+                  ActivationLayout layout) {
+  return forward(g, x, f, y, epilogue, layout, nullptr, nullptr);
+}
+
+bool conv_forward_by_image(const ConvGeom& g, const float* x, const float* f, float* y, const GemmEpilogue* epilogue,
+                           void (*image_done)(void* ctx, int64_t n), void* ctx) {
+  return forward(g, x, f, y, epilogue, ActivationLayout::nhwc, image_done, ctx);
 }
 
 bool conv_backprop_input(const ConvGeom& g, const float* f, const float* dy, float* dx, ActivationLayout layout) {

@@ -92,6 +92,24 @@ TEST(ConvMaxPool, BothLayersOfASmallCnnTakeTheirPools) {
   EXPECT_EQ(count_op(g, "max_pool2d"), 0) << g.to_string();
 }
 
+// One image: oneDNN splits it into bands of rows, which are not whole images, so the node
+// convolves into a temporary and pools that; the bits stay the ops' apart, on 1 and 2 threads.
+TEST(ConvMaxPool, OneImageInBandsKeepsTheBits) {
+  const int threads_before = config::num_threads();
+  auto layer = [](const Tensor& x, const Tensor& f, const Tensor& b) {
+    return max_pool2d(relu(conv2d(x, f, {1, 1}, Padding::Same) + b), {2, 2}, {2, 2}, Padding::Valid);
+  };
+  const Tensor x = input_with_nans(1, 21, 18, 8, 94, true), f = seeded_values({3, 3, 8, 16}, DType::Float32, 95);
+  const Tensor b = seeded_values({16}, DType::Float32, 96);
+  for (const int threads : {1, 2}) {
+    config::set_num_threads(threads);
+    auto optimised = function(layer);
+    EXPECT_TRUE(same_bits(optimised(x, f, b), layer(x, f, b))) << threads << " threads";
+    EXPECT_EQ(count_op(optimised.get_concrete_function(x, f, b).optimized_graph(), "max_pool2d"), 0);
+  }
+  config::set_num_threads(threads_before);
+}
+
 // A training step reads the activation again (max_pool2d_grad, the relu mask): the pool stays a
 // node of its own, and the step keeps its bits.
 TEST(ConvMaxPool, ATrainingGraphKeepsItsPool) {
