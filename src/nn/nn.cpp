@@ -27,7 +27,7 @@ Fans fans_of(const char* op, const TensorShape& shape, DType dtype) {
   if (!shape.is_fully_defined())
     op_error<InvalidArgumentError>(op, "expected a fully defined shape, got ", shape.to_string(),
                                    "; initial values need every dimension");
-  if (!is_floating(dtype)) op_error<TypeError>(op, "expected float32 or float64, got ", to_string(dtype));
+  if (!is_floating(dtype)) op_error<TypeError>(op, "expected float32, float64 or bfloat16, got ", to_string(dtype));
   const auto& d = shape.dims();
   Fans f;
   if (d.size() == 1) {
@@ -41,6 +41,11 @@ Fans fans_of(const char* op, const TensorShape& shape, DType dtype) {
   return f;
 }
 
+// The stateless random ops draw float32 or float64: a bfloat16 initial value (a "bfloat16" layer
+// policy) is drawn in float32 and rounded to nearest even.
+DType draw_dtype(DType dtype) { return dtype == bfloat16 ? float32 : dtype; }
+Tensor rounded_to(const Tensor& drawn, DType dtype) { return drawn.dtype() == dtype ? drawn : cast(drawn, dtype); }
+
 // The stddev of a normal whose 2-stddev truncation has stddev 1 (Keras's constant).
 constexpr double kTruncatedStddev = 0.87962566103423978;
 
@@ -49,7 +54,8 @@ Tensor variance_scaling_normal(const char* op, const TensorShape& shape, uint64_
   const Fans f = fans_of(op, shape, dtype);
   if (shape.num_elements() == 0) return zeros(shape, dtype);
   const double n = fan_avg ? (f.in + f.out) / 2.0 : f.in;
-  return stateless_truncated_normal(shape, seed_tensor(seed), 0.0, std::sqrt(scale / n) / kTruncatedStddev, dtype);
+  const double stddev = std::sqrt(scale / n) / kTruncatedStddev;
+  return rounded_to(stateless_truncated_normal(shape, seed_tensor(seed), 0.0, stddev, draw_dtype(dtype)), dtype);
 }
 
 }  // namespace
@@ -58,7 +64,7 @@ Tensor glorot_uniform(const TensorShape& shape, uint64_t seed, DType dtype) {
   const Fans f = fans_of("glorot_uniform", shape, dtype);
   if (shape.num_elements() == 0) return zeros(shape, dtype);
   const double limit = std::sqrt(6.0 / (f.in + f.out));
-  return stateless_random_uniform(shape, seed_tensor(seed), -limit, limit, dtype);
+  return rounded_to(stateless_random_uniform(shape, seed_tensor(seed), -limit, limit, draw_dtype(dtype)), dtype);
 }
 
 Tensor glorot_normal(const TensorShape& shape, uint64_t seed, DType dtype) {
@@ -71,7 +77,7 @@ Tensor he_normal(const TensorShape& shape, uint64_t seed, DType dtype) {
 
 Tensor truncated_normal(const TensorShape& shape, uint64_t seed, double mean, double stddev, DType dtype) {
   fans_of("truncated_normal", shape, dtype);
-  return stateless_truncated_normal(shape, seed_tensor(seed), mean, stddev, dtype);
+  return rounded_to(stateless_truncated_normal(shape, seed_tensor(seed), mean, stddev, draw_dtype(dtype)), dtype);
 }
 
 Dropout::Dropout(double rate, std::optional<uint64_t> seed) : rate_(rate), seed_(seed) {
