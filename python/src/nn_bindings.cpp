@@ -38,13 +38,31 @@ Tensor call_with_training(const Layer& layer, const Tensor& x, py::handle traini
 
 using Initializer = Tensor (*)(const tg::TensorShape&, uint64_t, tg::DType);
 
+// A layer's dtype argument: a policy name ("float32", "float64", "bfloat16", "mixed_bfloat16";
+// tg.keras.mixed_precision.Policy passes its name) or a floating dtype.
+nn::DTypePolicy to_policy(py::handle dtype) {
+  if (py::isinstance<py::str>(dtype)) return nn::DTypePolicy(dtype.cast<std::string>());
+  return nn::DTypePolicy(to_dtype(dtype));
+}
+
 }  // namespace
 
 void register_nn(py::module_& m) {
+  // tf.keras.mixed_precision over the C++ policy (python/tracegraph/keras.py), so that C++ and
+  // Python layers share one global policy.
+  m.def("_dtype_policy", [](const std::string& name) {
+    const nn::DTypePolicy policy(name);
+    return py::make_tuple(policy.name(), tg::to_string(policy.variable_dtype()),
+                          tg::to_string(policy.compute_dtype()));
+  }, py::arg("name"));
+  m.def("_set_global_policy", [](const std::string& name) { nn::set_global_policy(nn::DTypePolicy(name)); },
+        py::arg("name"));
+  m.def("_global_policy", [] { return nn::global_policy().name(); });
+
   py::class_<nn::Dense>(m, "_Dense")
       .def(py::init([](int64_t in, int64_t out, uint64_t seed, py::handle dtype, const std::string& name) {
-             const tg::DType dt = to_dtype(dtype);
-             return without_gil([&] { return nn::Dense(in, out, nullptr, seed, dt, name); });
+             const nn::DTypePolicy policy = to_policy(dtype);
+             return without_gil([&] { return nn::Dense(in, out, nullptr, seed, policy, name); });
            }),
            py::arg("in_features"), py::arg("out_features"), py::arg("seed"), py::arg("dtype"), py::arg("name"))
       .def("__call__", [](const nn::Dense& d, py::handle x) {
@@ -64,7 +82,7 @@ void register_nn(py::module_& m) {
              options.dilations = std::move(dilations);
              options.use_bias = use_bias;
              options.seed = seed;
-             options.dtype = to_dtype(dtype);
+             options.dtype = to_policy(dtype);
              options.name = name;
              options.groups = groups;
              return without_gil([&] { return nn::Conv2D(in, filters, std::move(kernel_size), std::move(options)); });
@@ -93,7 +111,7 @@ void register_nn(py::module_& m) {
              options.dilations = std::move(dilations);
              options.use_bias = use_bias;
              options.seed = seed;
-             options.dtype = to_dtype(dtype);
+             options.dtype = to_policy(dtype);
              options.name = name;
              return without_gil([&] { return nn::DepthwiseConv2D(in, std::move(kernel_size), std::move(options)); });
            }),
@@ -121,7 +139,7 @@ void register_nn(py::module_& m) {
              options.dilations = std::move(dilations);
              options.use_bias = use_bias;
              options.seed = seed;
-             options.dtype = to_dtype(dtype);
+             options.dtype = to_policy(dtype);
              options.name = name;
              return without_gil(
                  [&] { return nn::Conv2DTranspose(in, filters, std::move(kernel_size), std::move(options)); });

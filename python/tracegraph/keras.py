@@ -28,7 +28,7 @@ from tracegraph._tensor import Tensor, TensorShape
 from tracegraph._variables import Variable, init_scope
 from tracegraph.module import Module
 
-__all__ = ["layers", "initializers", "losses", "optimizers", "activations"]
+__all__ = ["layers", "initializers", "losses", "optimizers", "activations", "mixed_precision"]
 
 optimizers = optimizers  # keras.optimizers: the optimizers of tracegraph.optimizers
 
@@ -248,6 +248,98 @@ _UNSUPPORTED_LAYER_ARGS = ("kernel_regularizer", "bias_regularizer", "activity_r
                            "recurrent_constraint", "lora_rank")
 
 
+
+# ---- mixed precision -------------------------------------------------------------------------
+
+class Policy:
+    """keras.mixed_precision.Policy: a layer's variable dtype and compute dtype, by name.
+
+    "float32", "float64" and "bfloat16" make both the same; "mixed_bfloat16" keeps Variables in
+    float32 and computes in bfloat16 (the layer casts its inputs and Variables at each call, its
+    outputs are bfloat16, and gradients reach the Variables in float32). Any other name, such
+    as "mixed_float16" (tracegraph has no float16), raises ValueError. The names and dtypes are
+    tg::nn::DTypePolicy's, which the C++ layers take.
+    """
+
+    def __init__(self, name):
+        if isinstance(name, Policy):
+            name = name.name
+        if not isinstance(name, str):
+            raise TypeError(f"Policy(name): name must be a string such as \"mixed_bfloat16\", "
+                            f"got {type(name).__name__}: {name!r}")
+        self._name, self._variable_dtype, self._compute_dtype = _core._dtype_policy(name)
+
+    @property
+    def name(self):
+        return self._name
+
+    @property
+    def variable_dtype(self):
+        """The dtype of the layer's Variables, a string ("float32" under "mixed_bfloat16")."""
+        return self._variable_dtype
+
+    @property
+    def compute_dtype(self):
+        """The dtype the layer computes in and returns, a string ("bfloat16" under
+        "mixed_bfloat16")."""
+        return self._compute_dtype
+
+    def __eq__(self, other):
+        return isinstance(other, Policy) and other.name == self.name
+
+    def __hash__(self):
+        return hash(self.name)
+
+    def __repr__(self):
+        return f'<Policy "{self.name}">'
+
+
+def _set_global_policy(policy):
+    """keras.mixed_precision.set_global_policy: the policy of layers constructed from now on
+    without a dtype argument (a Policy, a policy name, or None for "float32"). It is the C++
+    tg::nn::set_global_policy, so C++ and Python layers follow the same one. Set it before
+    building the model."""
+    if policy is None:
+        policy = "float32"
+    if not isinstance(policy, (Policy, str)):
+        raise TypeError("set_global_policy: policy must be a Policy, a policy name such as "
+                        f"\"mixed_bfloat16\", or None, got {type(policy).__name__}: {policy!r}")
+    _core._set_global_policy(Policy(policy).name)
+
+
+def _global_policy():
+    """keras.mixed_precision.global_policy: the current global Policy ("float32" until set)."""
+    return Policy(_core._global_policy())
+
+
+class mixed_precision:  # pylint: disable=invalid-name
+    """keras.mixed_precision: Policy, set_global_policy and global_policy. Dense, Conv2D,
+    DepthwiseConv2D and Conv2DTranspose take mixed policies; the other layers use the global
+    policy's variable dtype for both (under "mixed_bfloat16" they compute in float32, and say so
+    in compute_dtype) and raise UnimplementedError for a mixed policy passed as their dtype."""
+    Policy = Policy
+    set_global_policy = staticmethod(_set_global_policy)
+    global_policy = staticmethod(_global_policy)
+
+
+def _layer_policy(where, dtype, supports_mixed):
+    """The Policy of a layer given its dtype argument (None: the global policy)."""
+    if dtype is None:
+        policy = _global_policy()
+        if not supports_mixed and policy.variable_dtype != policy.compute_dtype:
+            policy = Policy(policy.variable_dtype)
+        return policy
+    if isinstance(dtype, (Policy, str)):
+        policy = Policy(dtype)
+    else:
+        policy = Policy(dtypes.as_dtype(dtype).name)
+    if not supports_mixed and policy.variable_dtype != policy.compute_dtype:
+        raise _unimplemented(where, f"dtype={policy.name!r}: a mixed policy is supported by Dense, "
+                             "Conv2D, DepthwiseConv2D and Conv2DTranspose; give this layer "
+                             f"dtype={policy.variable_dtype!r}")
+    return policy
+
+
 class Layer(Module):
     """keras.layers.Layer: a Module built on its first call.
 
@@ -263,12 +355,29 @@ class Layer(Module):
                 raise TypeError(f"{type(self).__name__}: unexpected keyword argument {key!r}")
         super().__init__(name=name or _unique_name(_snake(type(self).__name__)))
         self._layer_trainable = bool(trainable)
-        self._dtype = dtypes.as_dtype(dtype) if dtype is not None else dtypes.float32
+        self._dtype_policy = _layer_policy(type(self).__name__, dtype, self._supports_mixed_policy)
+        self._dtype = dtypes.as_dtype(self._dtype_policy.variable_dtype)
         self.built = False
+
+    # Layers whose C++ layer casts to the compute dtype (tg::nn::DTypePolicy) set this.
+    _supports_mixed_policy = False
 
     @property
     def dtype(self):
+        """The dtype of the layer's Variables (the policy's variable_dtype), as Keras's."""
         return self._dtype.name
+
+    @property
+    def dtype_policy(self):
+        return self._dtype_policy
+
+    @property
+    def variable_dtype(self):
+        return self._dtype_policy.variable_dtype
+
+    @property
+    def compute_dtype(self):
+        return self._dtype_policy.compute_dtype
 
     @property
     def trainable(self):
@@ -395,6 +504,8 @@ class Dense(Layer):
     """activation(inputs @ kernel + bias) over the last axis of inputs of any rank >= 2
     (keras.layers.Dense), computed by tg::nn::Dense."""
 
+    _supports_mixed_policy = True
+
     def __init__(self, units, activation=None, use_bias=True, kernel_initializer="glorot_uniform",
                  bias_initializer="zeros", **kwargs):
         super().__init__(**kwargs)
@@ -412,7 +523,7 @@ class Dense(Layer):
     def build(self, input_shape):
         features = _last_dim("Dense", input_shape)
         seed = _glorot_seed("Dense", "kernel_initializer", self._kernel_initializer)
-        self._layer = _core._Dense(features, self.units, seed, self._dtype.name, self.name)
+        self._layer = _core._Dense(features, self.units, seed, self._dtype_policy.name, self.name)
         self.kernel, self.bias = self._own([self._layer.kernel, self._layer.bias])
         self.built = True
 
@@ -423,6 +534,8 @@ class Dense(Layer):
 class Conv2D(Layer):
     """activation(conv2d(inputs, kernel) + bias), NHWC (keras.layers.Conv2D), computed by
     tg::nn::Conv2D."""
+
+    _supports_mixed_policy = True
 
     def __init__(self, filters, kernel_size, strides=(1, 1), padding="valid", data_format=None,
                  dilation_rate=(1, 1), groups=1, activation=None, use_bias=True,
@@ -456,7 +569,7 @@ class Conv2D(Layer):
                              f"groups={self.groups}")
         self._layer = _core._Conv2D(channels, self.filters, self.kernel_size, self.strides,
                                     self.padding, self.dilation_rate, self.use_bias, seed,
-                                    self._dtype.name, self.name, self.groups)
+                                    self._dtype_policy.name, self.name, self.groups)
         self.kernel = self._own([self._layer.kernel])[0]
         self.bias = self._own([self._layer.bias])[0] if self.use_bias else None
         self.built = True
@@ -481,6 +594,8 @@ class DepthwiseConv2D(Layer):
     """activation(depthwise_conv2d(inputs, kernel) + bias), NHWC (keras.layers.DepthwiseConv2D):
     kernel (kh, kw, in_channels, depth_multiplier), computed by tg::nn::DepthwiseConv2D."""
 
+    _supports_mixed_policy = True
+
     def __init__(self, kernel_size, strides=(1, 1), padding="valid", depth_multiplier=1,
                  data_format=None, dilation_rate=(1, 1), activation=None, use_bias=True,
                  depthwise_initializer="glorot_uniform", bias_initializer="zeros", **kwargs):
@@ -503,7 +618,7 @@ class DepthwiseConv2D(Layer):
         seed = _glorot_seed("DepthwiseConv2D", "depthwise_initializer", self._depthwise_initializer)
         self._layer = _core._DepthwiseConv2D(channels, self.kernel_size, self.strides, self.padding,
                                              self.depth_multiplier, self.dilation_rate, self.use_bias,
-                                             seed, self._dtype.name, self.name)
+                                             seed, self._dtype_policy.name, self.name)
         self.depthwise_kernel = self._own([self._layer.kernel])[0]
         self.bias = self._own([self._layer.bias])[0] if self.use_bias else None
         self.built = True
@@ -516,6 +631,8 @@ class Conv2DTranspose(Layer):
     """activation(conv2d_transpose(inputs, kernel) + bias), NHWC (keras.layers.Conv2DTranspose):
     kernel (kh, kw, filters, in_channels), Keras's output sizes, computed by
     tg::nn::Conv2DTranspose (the inputs' height and width must be known)."""
+
+    _supports_mixed_policy = True
 
     def __init__(self, filters, kernel_size, strides=(1, 1), padding="valid", output_padding=None,
                  data_format=None, dilation_rate=(1, 1), activation=None, use_bias=True,
@@ -542,7 +659,7 @@ class Conv2DTranspose(Layer):
         self._layer = _core._Conv2DTranspose(channels, self.filters, self.kernel_size, self.strides,
                                              self.padding, self.output_padding or [],
                                              self.dilation_rate, self.use_bias, seed,
-                                             self._dtype.name, self.name)
+                                             self._dtype_policy.name, self.name)
         self.kernel = self._own([self._layer.kernel])[0]
         self.bias = self._own([self._layer.bias])[0] if self.use_bias else None
         self.built = True
