@@ -1,7 +1,5 @@
 #include "kernels/onednn_conv.h"
 
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -19,6 +17,7 @@
 #include "core/check.h"
 #include "core/thread_pool.h"
 #include "kernels/conv_kernels.h"
+#include "kernels/onednn_runtime.h"
 #include "kernels/gemm_epilogue.h"
 
 namespace tg::detail::onednn {
@@ -28,69 +27,14 @@ using dnnl::memory;
 using Tag = memory::format_tag;
 constexpr auto kF32 = memory::data_type::f32;
 
-// ---- one OpenMP thread per call ----
-
-// tracegraph is not compiled with -fopenmp and does not link libgomp itself (libdnnl brings it),
-// so its thread-count calls are looked up at run time. Without them oneDNN could start a team
-// of OpenMP threads beside the pool's, so it is not used at all.
-struct OmpThreadCalls {
-  void (*set)(int) = nullptr;
-  int (*get)() = nullptr;
-};
-
-template <class Fn>
-Fn lookup(const char* name) {
-  Fn fn = nullptr;
-  if (void* sym = dlsym(RTLD_DEFAULT, name)) std::memcpy(&fn, &sym, sizeof fn);
-  return fn;
-}
-
-const OmpThreadCalls& omp_calls() {
-  static const OmpThreadCalls calls{lookup<void (*)(int)>("omp_set_num_threads"), lookup<int (*)()>("omp_get_max_threads")};
-  return calls;
-}
-
-bool omp_controllable() { return omp_calls().set && omp_calls().get; }
-
-// oneDNN sizes its work by the calling thread's OpenMP thread count, both when it creates a
-// primitive and when it runs one: this sets that count to 1 for the guard's life and restores
-// the caller's own (a program's OpenMP code on this thread keeps its setting).
-class OneOmpThread {
- public:
-  OneOmpThread() : saved_(omp_calls().get()) {
-    if (saved_ != 1) omp_calls().set(1);
-  }
-  ~OneOmpThread() {
-    if (saved_ != 1) omp_calls().set(saved_);
-  }
-  OneOmpThread(const OneOmpThread&) = delete;
-  OneOmpThread& operator=(const OneOmpThread&) = delete;
-
- private:
-  int saved_;
-};
-
-const dnnl::engine& cpu_engine() {
-  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  return engine;
-}
-
-dnnl::stream& thread_stream() {
-  thread_local dnnl::stream stream(cpu_engine());
-  return stream;
-}
-
-// A 64-byte aligned scratch buffer per thread and slot, kept across calls (fresh large
-// allocations would page-fault on every call).
-enum Slot { kActivationsIn, kActivationsOut, kFilterOut, kScratchpad, kSlots };
-float* thread_buffer(Slot slot, std::size_t bytes) {
-  thread_local std::vector<float> buffers[kSlots];
-  std::vector<float>& b = buffers[slot];
-  const std::size_t floats = bytes / sizeof(float) + 16;
-  if (b.size() < floats) b.resize(floats);
-  auto at = reinterpret_cast<std::uintptr_t>(b.data());
-  return reinterpret_cast<float*>((at + 63) & ~std::uintptr_t{63});
-}
+using onednn_runtime::cpu_engine;
+using onednn_runtime::kActivationsIn;
+using onednn_runtime::kActivationsOut;
+using onednn_runtime::kFilterOut;
+using onednn_runtime::kScratchpad;
+using onednn_runtime::OneOmpThread;
+using onednn_runtime::thread_buffer;
+using onednn_runtime::thread_stream;
 
 // ---- the parts of a convolution ----
 
@@ -349,7 +293,7 @@ struct Planned {
 
 std::optional<Planned> plan_with_primitives(ConvDirection dir, const ConvGeom& g, ActivationLayout layout,
                                            Algorithm algorithm = Algorithm::direct) {
-  if (!omp_controllable() || g.n <= 0 || g.oh <= 0 || g.ow <= 0 || g.c <= 0 || g.oc <= 0 || !fits_int32(g))
+  if (!onednn_runtime::omp_controllable() || g.n <= 0 || g.oh <= 0 || g.ow <= 0 || g.c <= 0 || g.oc <= 0 || !fits_int32(g))
     return std::nullopt;
   Planned p;
   p.parts = plan(dir, g);
@@ -386,7 +330,7 @@ memory user_memory(const memory::desc& d, const float* p) { return memory(d, cpu
 
 // What the primitive reads, in its layout: the user's buffer itself, or a reordered copy.
 memory readable(const memory::desc& want, const memory::desc& user, const float* p,
-                const std::optional<dnnl::reorder>& reorder, Slot slot, dnnl::stream& s) {
+                const std::optional<dnnl::reorder>& reorder, onednn_runtime::ScratchSlot slot, dnnl::stream& s) {
   memory from = user_memory(user, p);
   if (!reorder) return from;
   memory to(want, cpu_engine(), thread_buffer(slot, want.get_size()));
@@ -397,7 +341,7 @@ memory readable(const memory::desc& want, const memory::desc& user, const float*
 // Where the primitive writes, in its layout: the user's buffer itself, or a buffer reordered
 // into it afterwards (finish()).
 memory writable(const memory::desc& have, const memory::desc& user, float* p, const std::optional<dnnl::reorder>& reorder,
-                Slot slot) {
+                onednn_runtime::ScratchSlot slot) {
   if (!reorder) return user_memory(user, p);
   return memory(have, cpu_engine(), thread_buffer(slot, have.get_size()));
 }

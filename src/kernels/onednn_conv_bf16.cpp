@@ -1,7 +1,5 @@
 #include "kernels/onednn_conv_bf16.h"
 
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -20,6 +18,7 @@
 #include "core/thread_pool.h"
 #include "kernels/bf16.h"
 #include "kernels/conv_kernels.h"
+#include "kernels/onednn_runtime.h"
 
 namespace tg::detail::onednn_bf16 {
 namespace {
@@ -31,62 +30,12 @@ constexpr auto kF32 = memory::data_type::f32;
 
 std::atomic<bool> enabled{true};
 
-// ---- one OpenMP thread per call (as onednn_conv.cpp: libgomp's calls looked up at run time,
-// since only libdnnl links it; without them these kernels are not used) ----
-
-struct OmpCalls {
-  void (*set)(int) = nullptr;
-  int (*get)() = nullptr;
-};
-
-template <class Fn>
-Fn lookup(const char* name) {
-  Fn fn = nullptr;
-  if (void* sym = dlsym(RTLD_DEFAULT, name)) std::memcpy(&fn, &sym, sizeof fn);
-  return fn;
-}
-
-const OmpCalls& omp() {
-  static const OmpCalls calls{lookup<void (*)(int)>("omp_set_num_threads"), lookup<int (*)()>("omp_get_max_threads")};
-  return calls;
-}
-
-// The calling thread's OpenMP thread count set to 1 for the guard's life, the caller's restored.
-class OneOmpThread {
- public:
-  OneOmpThread() : saved_(omp().get()) {
-    if (saved_ != 1) omp().set(1);
-  }
-  ~OneOmpThread() {
-    if (saved_ != 1) omp().set(saved_);
-  }
-  OneOmpThread(const OneOmpThread&) = delete;
-  OneOmpThread& operator=(const OneOmpThread&) = delete;
-
- private:
-  int saved_;
-};
-
-const dnnl::engine& cpu_engine() {
-  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  return engine;
-}
-
-dnnl::stream& thread_stream() {
-  thread_local dnnl::stream stream(cpu_engine());
-  return stream;
-}
-
-// 64-byte aligned scratch per thread and slot, kept across calls.
-enum Slot { kFilterOut, kScratchpad, kSlots };
-void* thread_buffer(Slot slot, std::size_t bytes) {
-  thread_local std::vector<float> buffers[kSlots];
-  std::vector<float>& b = buffers[slot];
-  const std::size_t floats = bytes / sizeof(float) + 16;
-  if (b.size() < floats) b.resize(floats);
-  const auto at = reinterpret_cast<std::uintptr_t>(b.data());
-  return reinterpret_cast<void*>((at + 63) & ~std::uintptr_t{63});
-}
+using onednn_runtime::cpu_engine;
+using onednn_runtime::kFilterOut;
+using onednn_runtime::kScratchpad;
+using onednn_runtime::OneOmpThread;
+using onednn_runtime::thread_buffer;
+using onednn_runtime::thread_stream;
 
 // ---- parts: groups of images, fixed by the batch size alone ----
 
@@ -227,7 +176,7 @@ struct Planned {
 };
 
 std::optional<Planned> plan(Dir dir, const ConvGeom& g) {
-  if (!available() || !omp().set || !omp().get || g.n <= 0 || g.oh <= 0 || g.ow <= 0 || g.c <= 0 || g.oc <= 0 ||
+  if (!available() || !onednn_runtime::omp_controllable() || g.n <= 0 || g.oh <= 0 || g.ow <= 0 || g.c <= 0 || g.oc <= 0 ||
       !fits_int32(g))
     return std::nullopt;
   Planned p;
