@@ -2,6 +2,7 @@
 // registry (src/ops/registry.cpp) calls register_all_ops once, on first use; each family fills
 // in its ops' shape rules, kernels and gradients next to the ops themselves. A new family adds
 // one line here.
+#include "autodiff/composed_gradients.h"
 #include "control_flow/subgraph.h"
 #include "ops/bf16_compute.h"
 #include "ops/op.h"
@@ -14,6 +15,7 @@ void register_all_ops(OpDef* table) {
   register_cross_entropy_ops(table);
   register_attention_ops(table);
   register_layer_norm_ops(table);
+  register_composed_gradients(table);
   register_matmul_ops(table);
   register_conv_ops(table);
   register_pool_ops(table);

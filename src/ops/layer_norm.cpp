@@ -1,5 +1,5 @@
 // layer_norm and its gradient op: shape rules, the frames over the kernels
-// (src/kernels/layer_norm.cpp) and the gradient rules. nn::LayerNorm runs on them.
+// (src/kernels/layer_norm.cpp) and layer_norm's gradient rule. nn::LayerNorm runs on them.
 //
 // Why one op: written with reduce_mean and elementwise ops, a layer norm and its gradient are
 // about fifteen graph nodes, each a sweep over the activations with the row statistics
@@ -14,7 +14,6 @@
 #include "core/tensor_impl.h"
 #include "kernels/layer_norm.h"
 #include "ops/op.h"
-#include "tracegraph/gradient.h"
 #include "tracegraph/ops.h"
 
 namespace tg::detail {
@@ -139,22 +138,6 @@ void kernel_grad(const std::vector<Tensor>& in, const OpAttrs&, std::vector<Tens
   else grad_typed<double>(s, in, out);
 }
 
-// dx, dgamma, dbeta of the gradient op written with public ops (the formula of layer_norm.h),
-// which the gradient op's own gradient differentiates.
-std::vector<Tensor> composed_grad(const std::vector<Tensor>& in) {
-  const Tensor& x = in[0];
-  const Tensor& gamma = in[1];
-  const Tensor mean = expand_dims(in[2], -1), rstd = expand_dims(in[3], -1);
-  const Tensor& dy = in[4];
-  const Tensor xhat = (x - mean) * rstd;
-  const Tensor g = dy * gamma;
-  const Tensor dx = rstd * (g - reduce_mean(g, {-1}, true) - xhat * reduce_mean(g * xhat, {-1}, true));
-  // The column sums over every leading axis, whatever x's rank: as rows of gamma's length.
-  const Tensor rows = concat({constant(std::vector<int32_t>{-1}, {1}, int32), cast(shape(gamma), int32)}, 0);
-  auto column_sums = [&](const Tensor& t) { return reduce_sum(reshape(t, rows), {0}); };
-  return {dx, column_sums(dy * xhat), column_sums(dy)};
-}
-
 // x, gamma and beta get their gradients from the gradient op. The row statistics (outputs 1
 // and 2) get a gradient only when something reads them: mean's is 1/c per element, and that of
 // r = 1 / sqrt(var + eps) is -r^3 (x - mean) / c.
@@ -177,24 +160,13 @@ std::vector<Tensor> grad_forward(const GradInputs& g) {
   return out;
 }
 
-// The gradient op's own gradient: its formula written with public ops, differentiated by a tape
-// of its own (which an outer tape records in turn, for a third order).
-std::vector<Tensor> grad_of_grad(const GradInputs& g) {
-  const std::vector<Tensor> in(g.inputs.begin(), g.inputs.end());
-  GradientTape tape;
-  for (const Tensor& t : in) tape.watch(t);
-  const std::vector<Tensor> d = composed_grad(in);
-  const Tensor target = reduce_sum(d[0] * g.grads[0]) + reduce_sum(d[1] * g.grads[1]) + reduce_sum(d[2] * g.grads[2]);
-  return tape.gradient(target, in);
-}
-
 }  // namespace
 
 void register_layer_norm_ops(OpDef* t) {
   set_op(t, OpId::LayerNorm, &infer_forward, &kernel_forward);
   set_op(t, OpId::LayerNormGrad, &infer_grad, &kernel_grad);
   set_grad(t, OpId::LayerNorm, &grad_forward);
-  set_grad(t, OpId::LayerNormGrad, &grad_of_grad);
+  // layer_norm_grad's own gradient needs a tape: src/autodiff/composed_gradients.cpp.
 }
 
 }  // namespace tg::detail
