@@ -105,6 +105,13 @@ void kernel_via_float32(const std::vector<Tensor>& in, const OpAttrs& attrs, std
   // Elementwise ops: the fused kernel's loop for the op, which widens and rounds in blocks in
   // cache (the same conversions, so the same bits) instead of into whole float32 tensors.
   if (run_as_fused_op(static_cast<OpId>(I), in, out)) return;
+  run_via_float32(o.kernel, in, attrs, out);
+}
+
+}  // namespace
+
+void run_via_float32(KernelFn float_kernel, const std::vector<Tensor>& in, const OpAttrs& attrs,
+                     std::vector<Tensor>& out) {
   std::vector<Tensor> wide_in = in;
   for (Tensor& t : wide_in) {
     if (!t.defined() || t.impl()->dtype != DType::BFloat16) continue;
@@ -115,11 +122,13 @@ void kernel_via_float32(const std::vector<Tensor>& in, const OpAttrs& attrs, std
   std::vector<Tensor> wide_out = out;
   for (Tensor& t : wide_out)
     if (t.defined() && t.impl()->dtype == DType::BFloat16) t = allocate_tensor(DType::Float32, t.impl()->shape);
-  o.kernel(wide_in, attrs, wide_out);
+  float_kernel(wide_in, attrs, wide_out);
   for (std::size_t i = 0; i < out.size(); ++i)
     if (out[i].defined() && out[i].impl()->dtype == DType::BFloat16)
       f32_to_bf16(data_of<float>(wide_out[i]), data_of<bfloat16_t>(out[i]), out[i].impl()->shape.num_elements());
 }
+
+namespace {
 
 template <std::size_t... Is>
 void wrap_all(OpDef* table, std::index_sequence<Is...>) {

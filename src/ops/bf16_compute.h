@@ -17,4 +17,10 @@ namespace tg::detail {
 /// this one runs last) with the bfloat16 rule of each op.
 void register_bf16_rules(OpDef* table);
 
+/// Runs a float32 kernel on bfloat16 operands the whole-tensor way: each bfloat16 input widened
+/// into a float32 tensor, each bfloat16 output computed in float32 and rounded once (the rule
+/// every op without a bfloat16 kernel follows; also the fallback of ops that have one).
+void run_via_float32(KernelFn float_kernel, const std::vector<Tensor>& in, const OpAttrs& attrs,
+                     std::vector<Tensor>& out);
+
 }  // namespace tg::detail

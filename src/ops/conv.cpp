@@ -20,6 +20,7 @@
 #include "kernels/conv_kernels.h"
 #include "kernels/onednn_conv_bf16.h"
 #include "kernels/pool_kernels.h"
+#include "ops/bf16_compute.h"
 #include "ops/broadcast.h"
 #include "kernels/depthwise_conv.h"
 #include "kernels/elementwise_functors.h"
@@ -274,20 +275,6 @@ void run_conv_pass(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vec
 
 bool is_bf16(const std::vector<Tensor>& in) { return in[0].impl()->dtype == DType::BFloat16; }
 
-void bf16_via_float32(KernelFn float_kernel, const std::vector<Tensor>& in, const OpAttrs& attrs,
-                      std::vector<Tensor>& out) {
-  std::vector<Tensor> wide_in = in;
-  for (Tensor& t : wide_in) {
-    if (!t.defined() || t.impl()->dtype != DType::BFloat16) continue;
-    Tensor w = allocate_tensor(DType::Float32, t.impl()->shape);
-    bf16_to_f32(data_of<bfloat16_t>(t), data_of<float>(w), t.impl()->shape.num_elements());
-    t = std::move(w);
-  }
-  std::vector<Tensor> wide_out{allocate_tensor(DType::Float32, out[0].impl()->shape)};
-  float_kernel(wide_in, attrs, wide_out);
-  f32_to_bf16(data_of<float>(wide_out[0]), data_of<bfloat16_t>(out[0]), out[0].impl()->shape.num_elements());
-}
-
 // The native pass native(geometry) -> bool where one group and a non-empty input allow it,
 // else the float32 kernel.
 template <class Native>
@@ -295,7 +282,7 @@ void run_bf16(KernelFn float_kernel, const GroupedGeom& gg, const std::vector<Te
               std::vector<Tensor>& out, Native&& native) {
   if (out[0].impl()->shape.num_elements() == 0) return;
   if (gg.groups == 1 && in[0].impl()->shape.num_elements() > 0 && native(gg.g)) return;
-  bf16_via_float32(float_kernel, in, attrs, out);
+  run_via_float32(float_kernel, in, attrs, out);
 }
 
 void kernel_conv2d(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
@@ -318,7 +305,7 @@ std::vector<int64_t> depthwise_as_grouped(const Tensor& filter) {
 }
 
 void kernel_depthwise_conv2d(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
-  if (is_bf16(in)) return bf16_via_float32(&kernel_depthwise_conv2d, in, attrs, out);
+  if (is_bf16(in)) return run_via_float32(&kernel_depthwise_conv2d, in, attrs, out);
   const GroupedGeom gg = conv_geometry(in[0].impl()->shape.dims(), depthwise_as_grouped(in[1]), attrs.get<Conv2DAttrs>());
   run_conv_pass(gg, in[0].impl()->shape.num_elements(), in[0].impl()->dtype, out, [&](const GroupedGeom& g, auto tag) {
     using T = decltype(tag);
