@@ -1,5 +1,6 @@
 // matmul: values for every dtype, transposes, batch broadcasting, empty dims, shape inference
 // with unknown dims, and a property check against a naive triple loop.
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -8,6 +9,7 @@
 
 #include "ops/epilogue_steps.h"
 #include "kernels/gemm.h"
+#include "kernels/implicit_gemm.h"
 #include "ops/op.h"
 #include "support/op_case.h"
 #include "support/test_util.h"
@@ -376,6 +378,55 @@ TEST(Gemm, OwnKernelsGiveTheSameBitsOnOneAndTwoThreads) {
     config::set_num_threads(2);
     detail::gemm<float>(c.m, c.n, c.k, a.data(), lda, c.ta, b.data(), ldb, c.tb, two.data(), c.n, false);
     EXPECT_EQ(0, std::memcmp(one.data(), two.data(), one.size() * sizeof(float)));
+  }
+  config::set_num_threads(threads_before);
+}
+
+// A column's sum does not depend on its neighbours: the kernels read a whole block of 64 columns
+// unmasked and a partial one masked, and both sum in k order, so a column gives the same bits
+// in a product 64 wide (one full block), 65 wide (a full block and a partial one) and 50 wide
+// (one partial block). Products and their right-operand gradients (the convolutions' filter
+// gradient), on one thread.
+TEST(Gemm, FullAndPartialColumnBlocksSumInTheSameOrder) {
+  if (!detail::own_avx512_kernels()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  const int threads_before = config::num_threads();
+  config::set_num_threads(1);
+  constexpr int kRows = 40, kDepth = 300, kWide = 65;
+  std::mt19937_64 rng(9);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> a(static_cast<std::size_t>(kRows) * kDepth), b(static_cast<std::size_t>(kDepth) * kWide);
+  for (float& v : a) v = dist(rng);
+  for (float& v : b) v = dist(rng);
+  std::vector<float> full_product;
+  std::vector<float> full_gradient;
+  for (const int n : {kWide, 64, 50}) {
+    SCOPED_TRACE(::testing::Message() << "n " << n);
+    std::vector<float> product(static_cast<std::size_t>(kRows) * kWide, 0.0f);
+    detail::gemm<float>(kRows, n, kDepth, a.data(), kDepth, false, b.data(), kWide, false, product.data(), kWide, false);
+    // The gradient with respect to B of the product a (kRows x kDepth) times B: a^T times the
+    // product read as the output's gradient, on the kernels directly.
+    std::vector<int64_t> taps(static_cast<std::size_t>(kDepth));
+    for (int i = 0; i < kDepth; ++i) taps[static_cast<std::size_t>(i)] = i;
+    detail::implicit_gemm::Layout l;
+    l.out_h = 1, l.out_w = kRows, l.col_step = kDepth, l.taps = taps.data(), l.k = kDepth, l.n = n;
+    l.b_stride = kWide, l.c_stride = kWide;
+    std::vector<float> gradient(static_cast<std::size_t>(kDepth) * kWide, 0.0f);
+    detail::implicit_gemm::add_right_gradient(l, a.data(), product.data(), gradient.data());
+    if (n == kWide) {
+      full_product = product, full_gradient = gradient;
+      continue;
+    }
+    for (int i = 0; i < kRows; ++i)
+      for (int j = 0; j < n; ++j) {
+        const std::size_t at = static_cast<std::size_t>(i) * kWide + j;
+        ASSERT_EQ(std::bit_cast<uint32_t>(product[at]), std::bit_cast<uint32_t>(full_product[at])) << i << ", " << j;
+      }
+    // The gradient reads the product as given: compare it where both read the same columns.
+    for (int i = 0; i < kDepth; ++i)
+      for (int j = 0; j < n; ++j) {
+        const std::size_t at = static_cast<std::size_t>(i) * kWide + j;
+        ASSERT_EQ(std::bit_cast<uint32_t>(gradient[at]), std::bit_cast<uint32_t>(full_gradient[at])) << i << ", " << j;
+      }
   }
   config::set_num_threads(threads_before);
 }
