@@ -23,7 +23,7 @@ constexpr OpId kViaFloat32[] = {
     OpId::GeluApproximate, OpId::Elu, OpId::Erf, OpId::Floor, OpId::Ceil, OpId::Round, OpId::ZerosLike,
     OpId::OnesLike, OpId::Where, OpId::ReduceSum, OpId::ReduceMean, OpId::ReduceMax, OpId::ReduceMin,
     OpId::ReduceProd, OpId::ArgMax, OpId::ArgMin, OpId::Softmax, OpId::LogSoftmax, OpId::SparseSoftmaxCrossEntropy,
-    OpId::SparseSoftmaxCrossEntropyGrad, OpId::Cumsum, OpId::SumToLike, OpId::BroadcastLike, OpId::UnreduceLike,
+    OpId::SparseSoftmaxCrossEntropyGrad, OpId::Cumsum, OpId::BroadcastLike, OpId::UnreduceLike,
     OpId::TileGrad, OpId::AvgPool2D, OpId::AvgPool2DGrad,
 };
 
@@ -37,6 +37,8 @@ constexpr OpId kNative[] = {
     OpId::SliceLike, OpId::Tile, OpId::Split, OpId::Reverse, OpId::MatMul, OpId::MatMulEpilogue, OpId::ReadVariable,
     OpId::AssignVariable, OpId::InitializeVariable, OpId::Cond, OpId::StatefulCond, OpId::While,
     OpId::StatefulWhile, OpId::TensorArrayWrite, OpId::TensorArrayRead, OpId::TensorArrayStack, OpId::Print,
+    // sum_to_like: bfloat16 column sums without widening the tensor, else the float32 rule (ops/reduce.cpp).
+    OpId::SumToLike,
     // Convolutions: oneDNN's bfloat16 kernels, else float32 and rounded, by geometry (ops/conv.cpp).
     OpId::Conv2D, OpId::Conv2DBackpropInput, OpId::Conv2DBackpropFilter, OpId::Conv2DTranspose,
     OpId::DepthwiseConv2D,

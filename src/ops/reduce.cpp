@@ -14,6 +14,8 @@
 //   - argmax/argmin: first index on ties; a NaN counts as larger (argmax) / smaller (argmin)
 //     than every number, so the first NaN wins (NumPy's rule).
 //   - softmax/log_softmax subtract the max along the axis; a row whose max is +-inf gives NaN.
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -26,6 +28,7 @@
 #include "core/check.h"
 #include "core/tensor_impl.h"
 #include "core/thread_pool.h"
+#include "ops/bf16_compute.h"
 #include "ops/broadcast.h"
 #include "ops/grad_helpers.h"
 #include "kernels/column_sums.h"
@@ -90,6 +93,66 @@ void add_column_sums(const float* x, int64_t rows, int64_t ld, int64_t n, bool f
 }
 
 void column_sums(const float* x, int64_t red, int64_t inner, double* y) { add_column_sums(x, red, inner, inner, true, y); }
+
+namespace {
+
+// The bfloat16 leaf: each value widened (its bits the upper half of a float32, exact) and added
+// to its column's double as the float32 leaf adds it, in blocks of 32 or 16 columns held in
+// registers over the rows, the rest one column at a time.
+double widened(bfloat16_t v) { return static_cast<double>(static_cast<float>(v)); }
+
+template <int W>
+__attribute__((target("avx512f"))) void add_bf16_column_block_avx512(const bfloat16_t* x, int64_t rows, int64_t ld,
+                                                                     bool fresh, double* y) {
+  static_assert(W % 8 == 0);
+  constexpr int kAcc = W / 8;
+  __m512d acc[kAcc];
+  for (int a = 0; a < kAcc; ++a) acc[a] = fresh ? _mm512_setzero_pd() : _mm512_loadu_pd(y + 8 * a);
+  // The maskz forms: the plain ones trip gcc 12's -Wmaybe-uninitialized (as in pool_grad_avx512.cpp).
+  for (int64_t r = 0; r < rows; ++r) {
+    const bfloat16_t* row = x + r * ld;
+    for (int a = 0; a < kAcc; ++a) {
+      const __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 8 * a));
+      const __m256 wide = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
+      acc[a] = _mm512_maskz_add_pd(0xFF, acc[a], _mm512_maskz_cvtps_pd(0xFF, wide));
+    }
+  }
+  for (int a = 0; a < kAcc; ++a) _mm512_storeu_pd(y + 8 * a, acc[a]);
+}
+
+void add_bf16_column(const bfloat16_t* x, int64_t rows, int64_t ld, bool fresh, double* y) {
+  double acc = fresh ? 0.0 : *y;
+  for (int64_t r = 0; r < rows; ++r) acc += widened(x[r * ld]);
+  *y = acc;
+}
+
+__attribute__((target("avx512f"))) void add_bf16_column_sums_avx512(const bfloat16_t* x, int64_t rows, int64_t ld,
+                                                                    int64_t n, bool fresh, double* y) {
+  int64_t k = 0;
+  for (; k + 32 <= n; k += 32) add_bf16_column_block_avx512<32>(x + k, rows, ld, fresh, y + k);
+  for (; k + 16 <= n; k += 16) add_bf16_column_block_avx512<16>(x + k, rows, ld, fresh, y + k);
+  for (; k < n; ++k) add_bf16_column(x + k, rows, ld, fresh, y + k);
+}
+
+void add_bf16_column_sums_baseline(const bfloat16_t* x, int64_t rows, int64_t ld, int64_t n, bool fresh, double* y) {
+  for (int64_t k = 0; k < n; ++k) add_bf16_column(x + k, rows, ld, fresh, y + k);
+}
+
+}  // namespace
+
+void add_column_sums(const bfloat16_t* x, int64_t rows, int64_t ld, int64_t n, bool fresh, double* y) {
+  static const auto fn =
+      simd::cpu_has(simd::Isa::kAvx512) ? &add_bf16_column_sums_avx512 : &add_bf16_column_sums_baseline;
+  if (rows == 0) {
+    if (fresh) std::fill_n(y, n, 0.0);
+    return;
+  }
+  fn(x, rows, ld, n, fresh, y);
+}
+
+void column_sums(const bfloat16_t* x, int64_t red, int64_t inner, double* y) {
+  add_column_sums(x, red, inner, inner, true, y);
+}
 
 namespace {
 
@@ -621,15 +684,55 @@ std::vector<bool> broadcast_mask(const char* op, const TensorShape& small, const
   return mask;
 }
 
+// bfloat16 (its own rule, ops/bf16_compute.cpp): the bfloat16 rule's checks and result type -
+// floating operands in one dtype, a bfloat16 sum.
 std::vector<ValueType> infer_sum_to_like(const std::vector<ValueType>& in, const OpAttrs&) {
-  require_dtype("sum_to_like", in[0], {DType::Float32, DType::Float64, DType::Int32, DType::Int64});
+  require_dtype("sum_to_like", in[0], {DType::Float32, DType::Float64, DType::Int32, DType::Int64, DType::BFloat16});
+  auto wide_float = [](DType d) { return d == DType::Float32 || d == DType::Float64; };
+  if ((in[0].dtype == DType::BFloat16 && wide_float(in[1].dtype)) ||
+      (in[1].dtype == DType::BFloat16 && wide_float(in[0].dtype)))
+    op_error<InvalidArgumentError>("sum_to_like", "expected its floating inputs in one dtype, got ", to_string(in[0].dtype),
+                                   ", ", to_string(in[1].dtype),
+                                   "; tg::cast them to one dtype first (tracegraph never promotes silently)");
   if (in[0].shape.has_rank() && in[1].shape.has_rank())
     broadcast_mask("sum_to_like", in[1].shape, in[0].shape);
   return {ValueType{in[0].dtype, in[1].shape}};
 }
+void kernel_sum_to_like(const std::vector<Tensor>& in, const OpAttrs&, std::vector<Tensor>& out);
+
+// sum_to_like of a bfloat16 tensor over its leading dims (a layer's bias gradient): reduce_sum's
+// column sums (pairwise over rows, in double) read off the bfloat16 values, each widened in a
+// register, then rounded once - the bits of the float32 rule (widen the whole tensor, sum,
+// round) without writing the widened tensor. Other reductions take that rule as it is.
+void sum_to_like_bf16(const std::vector<Tensor>& in, const std::vector<bool>& mask, std::vector<Tensor>& out) {
+  const auto& dims = in[0].impl()->shape.dims();
+  const bool empty = std::find(dims.begin(), dims.end(), 0) != dims.end();
+  const std::vector<Group> groups = empty ? std::vector<Group>{} : group_dims(dims, mask);
+  if (groups.size() != 2 || !groups[0].reduced || groups[1].reduced)
+    return run_via_float32(&kernel_sum_to_like, in, OpAttrs{}, out);
+  const int64_t red = groups[0].size, inner = groups[1].size;
+  const bfloat16_t* x = data_of<bfloat16_t>(in[0]);
+  std::vector<double> sums(static_cast<std::size_t>(inner));
+  // Runs of columns, each summed whole by one thread: the bits do not depend on the split.
+  auto columns = [&](int64_t k0, int64_t k1) {
+    std::vector<double> scratch(static_cast<std::size_t>(pairwise_levels(red) * (k1 - k0)));
+    pairwise_over_rows(0, red, k1 - k0, sums.data() + k0, scratch.data(), [&](int64_t first, int64_t rows, double* dst) {
+      add_column_sums(x + first * inner + k0, rows, inner, k1 - k0, true, dst);
+    });
+  };
+  if (num_threads() > 1 && inner >= 64 && red * inner >= 2 * kParallelMinElements)
+    parallel_for(inner, std::max<int64_t>(32, kParallelMinElements / red) / 16 * 16, columns);
+  else
+    columns(0, inner);
+  bfloat16_t* y = data_of<bfloat16_t>(out[0]);
+  for (int64_t k = 0; k < inner; ++k)
+    y[k] = bfloat16_t(finish_reduction<ReduceKind::kSum, float>(sums[static_cast<std::size_t>(k)], red));
+}
+
 void kernel_sum_to_like(const std::vector<Tensor>& in, const OpAttrs&, std::vector<Tensor>& out) {
   const std::vector<bool> mask =
       broadcast_mask("sum_to_like", in[1].impl()->shape, in[0].impl()->shape);
+  if (in[0].impl()->dtype == DType::BFloat16) return sum_to_like_bf16(in, mask, out);
   visit_numeric(in[0].impl()->dtype, [&](auto tag) {
     reduce_typed<ReduceKind::kSum, decltype(tag)>(in[0], mask, out[0]);
   });
