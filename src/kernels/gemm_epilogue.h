@@ -73,8 +73,10 @@ namespace {
 
 // Rows [row, row + count) of the result (row r at base + r * ld), columns [c0, c1), added to
 // their leaves' column sums (GemmEpilogue::column_sums) where the calling thread finishes the
-// whole leaf. The rows come in order, a leaf's first row first.
-inline void add_rows_to_column_sums(const GemmEpilogue& e, const float* base, int64_t ld, int64_t row, int64_t count,
+// whole leaf. The rows come in order, a leaf's first row first. T: float, or bfloat16_t (a
+// bfloat16 max pool gradient's channel sums, each value widened exactly).
+template <class T>
+inline void add_rows_to_column_sums(const GemmEpilogue& e, const T* base, int64_t ld, int64_t row, int64_t count,
                                     int64_t c0, int64_t c1) {
   const ColumnSumLeaves& s = *e.column_sums;
   for (int64_t r = row, end = row + count; r < end;) {

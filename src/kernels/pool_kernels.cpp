@@ -254,17 +254,24 @@ void max_pool_forward_bf16(const PoolGeom& g, const bfloat16_t* x, bfloat16_t* y
 }
 
 void max_pool_backward_bf16(const PoolGeom& g, const bfloat16_t* x, const bfloat16_t* dy, const bool* mask,
-                            bfloat16_t* dx) {
-  const int64_t image = g.h * g.w * g.c, pooled = g.oh * g.ow * g.c;
+                            bfloat16_t* dx, ColumnSumLeaves* sums) {
+  const int64_t pixels = g.h * g.w, image = pixels * g.c, pooled = g.oh * g.ow * g.c;
   if (native_bf16_pool(g)) {
     const pool_avx512::TiledPool p{g.h, g.w, g.c, g.kh, g.kw, g.oh, g.ow};
     for_each_image(g, [&](int64_t n) {
       pool_avx512::tiled_max_pool_grad_bf16(p, x + n * image, dy + n * pooled, mask ? mask + n * image : nullptr,
                                             dx + n * image);
+      if (!sums) return;
+      // As max_pool_backward's: this thread wrote image n's rows, and only those.
+      GemmEpilogue e;
+      e.column_sums = sums;
+      e = e.owning(n * pixels, (n + 1) * pixels);
+      add_rows_to_column_sums(e, dx, g.c, n * pixels, pixels, 0, g.c);
     });
     return;
   }
-  // Overlapping windows add several dy into one element: summed in float32, rounded once.
+  // Overlapping windows add several dy into one element: summed in float32, rounded once. The
+  // sums (of the rounded dx) are left to the caller's finish, which sums unsummed leaves from dx.
   const std::vector<float> wx = widened(x, g.n * image), wdy = widened(dy, g.n * pooled);
   std::vector<float> wdx(static_cast<std::size_t>(g.n * image));
   max_pool_backward<float>(g, wx.data(), wdy.data(), mask, wdx.data());

@@ -38,14 +38,15 @@ void max_pool_backward(const PoolGeom& g, const T* x, const T* dy, const bool* m
 /// gradient with respect to its dy.
 template <class T>
 void max_pool_gather(const PoolGeom& g, const T* x, const T* src, T* y);
-/// bfloat16 max_pool_forward and max_pool_backward (without sums): the float32 kernels' bits on
+/// bfloat16 max_pool_forward and max_pool_backward: the float32 kernels' bits on
 /// the widened values, each result rounded to bfloat16 (the per-op rule; exact, since a maximum is
 /// one of the values and a gradient element is 0 + one dy where windows do not overlap). Windows
 /// that tile the input run on bfloat16 directly on AVX-512 (pool_grad_avx512.h); other geometries
-/// and CPUs widen the tensors, run the float32 kernel and round.
+/// and CPUs widen the tensors, run the float32 kernel and round. With `sums`, dx's rows (its
+/// rounded values, widened) are added to those column sums as the float32 kernel adds its own.
 void max_pool_forward_bf16(const PoolGeom& g, const bfloat16_t* x, bfloat16_t* y);
 void max_pool_backward_bf16(const PoolGeom& g, const bfloat16_t* x, const bfloat16_t* dy, const bool* mask,
-                            bfloat16_t* dx);
+                            bfloat16_t* dx, ColumnSumLeaves* sums = nullptr);
 /// The mean of each window's elements inside the input (TF's SAME average), and its adjoint.
 template <class T>
 void avg_pool_forward(const PoolGeom& g, const T* x, T* y);

@@ -66,10 +66,14 @@ EpilogueColumnSums::EpilogueColumnSums(int64_t rows, int64_t columns) : rows_(ro
                             b.summed.get()};
 }
 
-void EpilogueColumnSums::finish(const float* out, float* sums) {
+void EpilogueColumnSums::finish(const float* out, float* sums) { finish_of(out, sums); }
+void EpilogueColumnSums::finish(const bfloat16_t* out, bfloat16_t* sums) { finish_of(out, sums); }
+
+template <class T>
+void EpilogueColumnSums::finish_of(const T* out, T* sums) {
   ColumnSumBuffers& b = t_column_sums;
   if (rows_ == 1) {  // reduce_sum drops a size-1 dim and copies (not 0.0 + x: -0.0 stays -0.0)
-    for (int64_t k = 0; k < columns_; ++k) sums[k] = out[k];
+    for (int64_t k = 0; k < columns_; ++k) sums[k] = T(static_cast<float>(out[k]));  // bfloat16: widened, rounded
     return;
   }
   b.total.resize(static_cast<std::size_t>((pairwise_levels(rows_) + 1) * columns_));
@@ -82,7 +86,8 @@ void EpilogueColumnSums::finish(const float* out, float* sums) {
                          column_sums(out + first * columns_, count, columns_, dst);
                        ++leaf;
                      });
-  for (int64_t k = 0; k < columns_; ++k) sums[k] = finish_reduction<ReduceKind::kSum, float>(b.total[static_cast<std::size_t>(k)], rows_);
+  for (int64_t k = 0; k < columns_; ++k)
+    sums[k] = T(finish_reduction<ReduceKind::kSum, float>(b.total[static_cast<std::size_t>(k)], rows_));
 }
 
 GemmEpilogue gemm_epilogue_of(const EpilogueParts& e, const std::vector<Tensor>& in, std::vector<Tensor>& out,

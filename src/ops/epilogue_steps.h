@@ -68,8 +68,12 @@ class EpilogueColumnSums {
   /// After the product, `out` its result (rows x columns, contiguous): sums the leaves no
   /// thread summed whole, adds the leaves up in reduce_sum's order, and writes the float32 sums.
   void finish(const float* out, float* sums);
+  /// The same over a bfloat16 result, each sum rounded to bfloat16 (reduce_sum's bfloat16 rule).
+  void finish(const bfloat16_t* out, bfloat16_t* sums);
 
  private:
+  template <class T>
+  void finish_of(const T* out, T* sums);
   int64_t rows_, columns_;
   ColumnSumLeaves leaves_;
 };

@@ -129,9 +129,9 @@ void kernel_max_pool2d_grad_masked(const std::vector<Tensor>& in, const OpAttrs&
   const MaxPoolGradMaskedAttrs& a = attrs.get<MaxPoolGradMaskedAttrs>();
   const TensorShape& shape = in[0].impl()->shape;
   const bool bf16 = in[0].impl()->dtype == DType::BFloat16;
-  if (!(in[2].impl()->shape == shape) || (a.channel_sums && in[0].impl()->dtype != DType::Float32)) {
+  if (!(in[2].impl()->shape == shape) || (a.channel_sums && in[0].impl()->dtype == DType::Float64)) {
     // A mask that broadcasts at run time (None dims), or sums the fused kernel does not make
-    // (float32's leaves only): the ops by their own kernels.
+    // (float32's and bfloat16's leaves only): the ops by their own kernels.
     const Tensor dx = run_op_eager(op_def(OpId::MaxPool2DGrad), {in[0], in[1]}, a.pool).at(0);
     const Tensor zero = run_op_eager(op_def(OpId::ZerosLike), {dx}, OpAttrs{}).at(0);
     const Tensor r = run_op_eager(op_def(OpId::Where), {in[2], dx, zero}, OpAttrs{}).at(0);
@@ -142,14 +142,20 @@ void kernel_max_pool2d_grad_masked(const std::vector<Tensor>& in, const OpAttrs&
   }
   const PoolGeom g = pool_geometry(kMaskedPoolGrad, in[0], a.pool);
   if (empty_pool_input(in[0])) {
-    if (a.channel_sums) std::fill_n(data_of<float>(out[1]), g.c, 0.0f);
+    if (a.channel_sums && bf16) std::fill_n(data_of<bfloat16_t>(out[1]), g.c, bfloat16_t{});
+    else if (a.channel_sums) std::fill_n(data_of<float>(out[1]), g.c, 0.0f);
     return;
   }
-  if (bf16)
-    return max_pool_backward_bf16(g, data_of<bfloat16_t>(in[0]), data_of<bfloat16_t>(in[1]), data_of<bool>(in[2]),
-                                  data_of<bfloat16_t>(out[0]));
   std::optional<EpilogueColumnSums> sums;
   if (a.channel_sums) sums.emplace(g.n * g.h * g.w, g.c);
+  if (bf16) {
+    // The sums of dx as rounded (each value widened exactly), rounded once: reduce_sum's
+    // bfloat16 rule over the where's result, as sum_to_like computes it apart.
+    max_pool_backward_bf16(g, data_of<bfloat16_t>(in[0]), data_of<bfloat16_t>(in[1]), data_of<bool>(in[2]),
+                           data_of<bfloat16_t>(out[0]), sums ? sums->leaves() : nullptr);
+    if (sums) sums->finish(data_of<bfloat16_t>(out[0]), data_of<bfloat16_t>(out[1]));
+    return;
+  }
   dispatch_float(in[0].impl()->dtype, [&](auto tag) {
     using T = decltype(tag);
     max_pool_backward<T>(g, data_of<T>(in[0]), data_of<T>(in[1]), data_of<bool>(in[2]), data_of<T>(out[0]),

@@ -230,16 +230,17 @@ bool sums_rows_of(const GraphIR& g, const GraphNode& sum, ValueRef result) {
   return (d.size() == 1 && d[0] == r.dims()[1]) || (d.size() == 2 && d[0] == 1 && d[1] == r.dims()[1]);
 }
 
-// Whether `sum` is sum_to_like(result, like) over every dim of a float32 (n, h, w, c) `result`
-// but the channels (c static and not 1, as above): like is float32 (c). reduce_sum sums those
-// n h w rows of c in the same pairwise order over rows as a product's rows.
+// Whether `sum` is sum_to_like(result, like) over every dim of a float32 or bfloat16 (n, h, w, c)
+// `result` but the channels (c static and not 1, as above): like is (c) of the same dtype.
+// reduce_sum sums those n h w rows of c in the same pairwise order over rows as a product's rows.
 bool sums_channels_of(const GraphIR& g, const GraphNode& sum, ValueRef result) {
   if (!sums(sum, result)) return false;
   const ValueType& r = g.type_of(result);
   const ValueType& like = g.type_of(sum.inputs[1]);
-  if (r.dtype != DType::Float32 || !r.shape.has_rank() || r.shape.rank() != 4) return false;
+  if ((r.dtype != DType::Float32 && r.dtype != DType::BFloat16) || !r.shape.has_rank() || r.shape.rank() != 4)
+    return false;
   const int64_t c = r.shape.dims()[3];
-  return c != None && c != 1 && like.dtype == DType::Float32 && like.shape.has_rank() && like.shape.rank() == 1 &&
+  return c != None && c != 1 && like.dtype == r.dtype && like.shape.has_rank() && like.shape.rank() == 1 &&
          like.shape.dims()[0] == c;
 }
 
@@ -465,6 +466,7 @@ int fuse_product_epilogues(GraphIR& g) {
     const int self = static_cast<int>(i);
     if (fuse_bf16_epilogue(g, users, self)) {
       ++count;
+      take_column_sums(g, users, self);  // a bfloat16 max_pool2d_grad_masked's channel sums
       continue;
     }
     if (const std::optional<Found> f = find_epilogue(g, users, self)) {

@@ -266,6 +266,7 @@ TEST(PoolBFloat16, APoolingGradientTakesInReluGradientWithTheSameBits) {
         EXPECT_EQ(count_op(g, "max_pool2d_grad_masked"), 1) << g.to_string();
         EXPECT_EQ(count_op(g, "max_pool2d_grad"), 0) << g.to_string();
         EXPECT_EQ(count_op(g, "where"), 0) << g.to_string();
+        EXPECT_EQ(count_op(g, "sum_to_like"), 0) << g.to_string();  // the bias gradient, taken in too
       }
   config::set_num_threads(threads_before);
 }
@@ -282,6 +283,32 @@ TEST(PoolBFloat16, TheMaskedGradientKernelMasksEachRoutedValue) {
                            .at(0);
     EXPECT_TRUE(same_bits(got, ref_max_pool_grad(p, x, dy, &mv)));
   }
+}
+
+// With channel sums (a convolution layer's bias gradient): dx as without them, and the sums of
+// dx over every dim but the channels with the bits of the float32 rule (reduce_sum of the widened
+// dx, rounded): windows that tile the input (summed per image as written) and overlapping ones
+// (summed after), NaNs routed into some sums, images enough that leaves straddle two, one thread
+// and two.
+TEST(PoolBFloat16, TheMaskedGradientsChannelSumsHaveTheBitsOfTheFloat32Rule) {
+  const int threads_before = config::num_threads();
+  for (const int threads : {1, 2})
+    for (PoolCase p : pool_cases()) {
+      config::set_num_threads(threads);
+      p.x[0] = 37;
+      SCOPED_TRACE(::testing::Message() << p.label << ", " << threads << " threads");
+      const Tensor x = pool_input(p.x, 51), dy = grad_input(pooled_dims(p), 52);
+      const Tensor m = greater(random_uniform(p.x, -1, 1, 53), constant(-0.5f));
+      const std::vector<bool> mv = m.to_vector<bool>();
+      const std::vector<Tensor> got = detail::run_op_eager(detail::op_def(detail::OpId::MaxPool2DGradMasked),
+                                                           {x, dy, m}, detail::MaxPoolGradMaskedAttrs{attrs_of(p), true});
+      ASSERT_EQ(got.size(), 2u);
+      const Tensor dx = ref_max_pool_grad(p, x, dy, &mv);
+      EXPECT_TRUE(same_bits(got[0], dx));
+      EXPECT_EQ(got[1].dtype(), bfloat16);
+      EXPECT_TRUE(same_bits(got[1], cast(reduce_sum(cast(dx, float32), {0, 1, 2}), bfloat16)));
+    }
+  config::set_num_threads(threads_before);
 }
 
 }  // namespace
