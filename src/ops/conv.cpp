@@ -11,6 +11,8 @@
 // and runs on depthwise_conv.h's kernels; other groups run the dense kernels once per group.
 #include "ops/conv.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <vector>
 
@@ -20,6 +22,7 @@
 #include "kernels/conv_kernels.h"
 #include "kernels/onednn_conv_bf16.h"
 #include "kernels/pool_kernels.h"
+#include "kernels/simd_math.h"
 #include "ops/bf16_compute.h"
 #include "ops/broadcast.h"
 #include "kernels/depthwise_conv.h"
@@ -425,6 +428,57 @@ void bf16_conv_epilogue_pixels(const EpilogueParts& e, int64_t c, const float* b
   f32_to_bf16(w, block, count);
 }
 
+// The same epilogue in one pass over the pixels, 16 channels to a register (on CPUs with
+// AVX-512 F/BW/VL): each value widened, the bias added and the sum rounded in the register (to
+// nearest, ties to even, a NaN made quiet: bfloat16_t's rounding), then the mask, relu and where
+// on that rounded value, and the result stored as its upper half - exact, since it is a bfloat16
+// value or +0 - with a NaN's quiet bit set, as the final rounding of the ops apart sets it. The
+// bits of bf16_conv_epilogue_pixels; one read and one write of the block where that function
+// makes up to three conversion passes over it.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void bf16_conv_epilogue_pixels_avx512(
+    const EpilogueParts& e, int64_t c, const float* bias, bool* mask_out, const bool* mask_in, bfloat16_t* y,
+    int64_t p0, int64_t p1) {
+  // The maskz forms throughout: the plain ones trip gcc 12's -Wmaybe-uninitialized.
+  const __m512 zero = _mm512_setzero_ps();
+  const __m512i lsb = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7fff), quiet = _mm512_set1_epi32(0x40),
+                magnitude = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+  for (int64_t p = p0; p < p1; ++p)
+    for (int64_t j = 0; j < c; j += 16) {
+      const __mmask16 lanes = c - j >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (c - j)) - 1);
+      const int64_t i = p * c + j;
+      __m512i u = _mm512_maskz_slli_epi32(
+          0xFFFF, _mm512_maskz_cvtepu16_epi32(0xFFFF, _mm256_maskz_loadu_epi16(lanes, y + i)), 16);
+      if (e.bias) {
+        const __m512 product = _mm512_castsi512_ps(u);
+        __m512 sum = _mm512_maskz_add_ps(0xFFFF, product, _mm512_maskz_loadu_ps(lanes, bias + j));
+        // NaN + NaN: the product's NaN, as the add op's kernel gives it (the compiler may swap
+        // the operands of the commutative vaddps); quieted by the rounding below.
+        sum = _mm512_mask_mov_ps(sum, _mm512_cmp_ps_mask(product, product, _CMP_UNORD_Q), product);
+        const __m512i s = _mm512_castps_si512(sum);
+        const __m512i odd = _mm512_maskz_and_epi32(0xFFFF, _mm512_maskz_srli_epi32(0xFFFF, s, 16), lsb);
+        __m512i r = _mm512_maskz_srli_epi32(
+            0xFFFF, _mm512_maskz_add_epi32(0xFFFF, _mm512_maskz_add_epi32(0xFFFF, s, half), odd), 16);
+        const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_maskz_and_epi32(0xFFFF, s, magnitude), inf);
+        r = _mm512_mask_or_epi32(r, nan, _mm512_maskz_srli_epi32(0xFFFF, s, 16), quiet);
+        u = _mm512_maskz_slli_epi32(0xFFFF, r, 16);
+      }
+      __m512 v = _mm512_castsi512_ps(u);
+      if (e.mask_out) {
+        const __mmask16 positive = _mm512_cmp_ps_mask(v, zero, _CMP_GT_OQ);
+        _mm_mask_storeu_epi8(mask_out + i, lanes, _mm_maskz_mov_epi8(positive, _mm_set1_epi8(1)));
+      }
+      if (e.relu) v = _mm512_mask_max_ps(v, 0xFFFF, zero, v);  // x < 0 ? 0 : x, NaN and -0 kept
+      if (e.mask_in) {
+        const __m128i m = _mm_maskz_loadu_epi8(lanes, mask_in + i);
+        v = _mm512_maskz_mov_ps(_mm_test_epi8_mask(m, m), v);
+      }
+      const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+      __m512i b = _mm512_maskz_srli_epi32(0xFFFF, _mm512_castps_si512(v), 16);
+      b = _mm512_mask_or_epi32(b, nan, b, quiet);
+      _mm512_mask_cvtepi32_storeu_epi16(y + i, lanes, b);
+    }
+}
+
 // conv2d_epilogue on bfloat16 operands: oneDNN's bfloat16 convolution writes the rounded product
 // part by part (groups of images), and the thread that wrote a part applies the epilogue to it in
 // blocks of pixels while it is in that core's cache, where the ops apart read and wrote the whole
@@ -442,7 +496,11 @@ void kernel_conv2d_epilogue_bf16(const Conv2DEpilogueAttrs& e, const EpiloguePar
   const int64_t per_image = g.oh * g.ow;
   // Blocks of about 4K elements: the conversions stay serial, the block in L1.
   const int64_t block = std::max<int64_t>(1, 4096 / g.oc);
+  static const bool avx512 = simd::cpu_has_avx512_bw_vl();
   const onednn_bf16::PartFinish finish = [&](int64_t n0, int64_t n) {
+    if (avx512)
+      return bf16_conv_epilogue_pixels_avx512(parts, g.oc, bias.data(), mask_out, mask_in, y, n0 * per_image,
+                                              (n0 + n) * per_image);
     std::vector<float> wide(static_cast<std::size_t>(std::min(block, n * per_image) * g.oc));
     for (int64_t p = n0 * per_image, end = (n0 + n) * per_image; p < end; p += block)
       bf16_conv_epilogue_pixels(parts, g.oc, bias.data(), mask_out, mask_in, y, wide.data(), p, std::min(p + block, end));

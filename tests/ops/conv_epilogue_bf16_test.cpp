@@ -3,6 +3,7 @@
 // of the unoptimised graph and of eager, forward and through the tape, for SAME and VALID
 // padding, strides, odd sizes, channel counts that are not multiples of 16, one thread and two.
 // Random values: the convolution's sums and the bias additions need rounding.
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -80,6 +81,38 @@ TEST(ConvEpilogueBFloat16, ALayerTakesInBiasReluAndMaskWithTheBitsOfTheOpsApart)
       EXPECT_EQ(count_op(g, "conv2d_epilogue"), 1) << g.to_string();
       for (const char* op : {"conv2d", "relu", "greater"}) EXPECT_EQ(count_op(g, op), 0) << op << "\n" << g.to_string();
     }
+  config::set_num_threads(threads_before);
+}
+
+// Special values through the epilogue's single pass: infinities and NaNs in x (products of inf
+// and NaN), a bias with a NaN, an infinity, -0 and values whose sums round to ties; the
+// forward's relu, mask and rounding keep the bits of the ops apart.
+TEST(ConvEpilogueBFloat16, SpecialValuesKeepTheBitsOfTheOpsApart) {
+  detail::set_verify_graphs(true);
+  auto optimised = function(layer_step);
+  auto plain = function(layer_step, {.optimize = false});
+  const int threads_before = config::num_threads();
+  const Dims xd{6, 8, 8, 3}, fd{3, 3, 3, 19};
+  std::vector<float> xv = cast(bf(xd, 1.0, 21), float32).to_vector<float>();
+  for (std::size_t i = 0; i < xv.size(); i += 97) xv[i] = INFINITY;
+  for (std::size_t i = 40; i < xv.size(); i += 131) xv[i] = -INFINITY;
+  for (std::size_t i = 7; i < xv.size(); i += 211) xv[i] = std::nanf("");
+  std::vector<float> bv = cast(bf({fd[3]}, 0.5, 22), float32).to_vector<float>();
+  bv[1] = std::nanf(""), bv[2] = INFINITY, bv[3] = -0.0f, bv[4] = 1.0f + 1.0f / 256.0f, bv[5] = -3.0f;
+  const Tensor x = cast(constant(xv, TensorShape(xd)), bfloat16), f = bf(fd, 0.5, 23);
+  const Tensor b = cast(constant(bv, TensorShape({fd[3]})), bfloat16);
+  for (const int threads : {1, 2}) {
+    config::set_num_threads(threads);
+    SCOPED_TRACE(::testing::Message() << threads << " threads");
+    const Tensor y = conv2d(x, f, {1, 1}, Padding::Same);
+    const Tensor w = bf(pooled(y.shape().dims()), 1.0, 24);
+    const int64_t pad = static_cast<int64_t>(Padding::Same);
+    const std::vector<Tensor> got = optimised(x, f, b, w, 1, pad), want = plain(x, f, b, w, 1, pad);
+    ASSERT_EQ(got.size(), 4u);
+    for (std::size_t k = 0; k < got.size(); ++k) EXPECT_TRUE(same_bits(got[k], want[k])) << "output " << k;
+    EXPECT_TRUE(same_bits(got[0], relu(y + b)));
+    EXPECT_EQ(count_op(optimised.get_concrete_function(x, f, b, w, 1, pad).optimized_graph(), "conv2d_epilogue"), 1);
+  }
   config::set_num_threads(threads_before);
 }
 
