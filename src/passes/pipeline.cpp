@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "passes/batch_products.h"
 #include "passes/passes.h"
 #include "graph/verify.h"
 #include "tracegraph/graph.h"
@@ -30,6 +31,7 @@ struct Pass {
 constexpr Pass kPipeline[] = {
     {"simplify", &simplify_algebra, false},
     {"fold_scaled_updates", &fold_scaled_updates, false},
+    {"batch_products", &batch_independent_products, false},  // before folding: it folds their operands' concat
     {"constant_fold", &fold_constants, true},
     {"cse", &eliminate_common_subexpressions, true},
     {"dce", &eliminate_dead_code, true},
