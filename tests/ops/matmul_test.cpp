@@ -318,6 +318,7 @@ TEST(Gemm, EveryLayoutAccumulatesAndMatchesADoubleLoop) {
       {64, 130, 513, true, true, true},    {200, 70, 300, false, false, true}, {5, 3, 1030, true, false, false},
       {96, 256, 784, false, false, false}, {784, 64, 96, true, false, false}, {64, 784, 256, false, true, true},
       {64, 256, 300, false, true, true},  // B^T packed with padded rows (n and the halves multiples of 64)
+      {200, 300, 100, false, false, true},  // B packed into panels, the last one partial (multiply_packed)
   };
   std::mt19937_64 rng(77);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
@@ -501,7 +502,7 @@ TEST(Gemm, EpiloguesGiveTheBitsOfTheProductAndTheOpsOnEveryPath) {
   struct Case { int m, n, k; bool ta, tb; };
   const std::vector<Case> cases = {{128, 256, 784, false, false}, {128, 256, 256, false, true},
                                    {300, 96, 200, true, false},   {5, 3, 7, false, false},
-                                   {64, 130, 513, true, true}};
+                                   {64, 130, 513, true, true},    {200, 300, 100, false, false}};
   std::mt19937_64 rng(21);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   on_every_path([&](bool own, int threads) {
