@@ -114,6 +114,77 @@ void tiled_max_pool_grad_of(const TiledPool& p, const T* x, const T* dy, const b
   }
 }
 
+// The bfloat16 gradient. Each window's first maximum found as in window_max - vmaxps along the
+// window, then the first element equal to that maximum (equal as numbers: -0 and +0 tie, and the
+// first wins as with the exact rule) - with the exact rule's compares only for a group of
+// channels with a NaN. dy is stored as bfloat16 bits without widening: 0 + dy rounded is dy
+// except -0 (+0) and a NaN (made quiet), fixed once per window.
+void tiled_max_pool_grad_bf16_of(const TiledPool& p, const bfloat16_t* x, const bfloat16_t* dy, const bool* mask,
+                                 bfloat16_t* dx) {
+  const int64_t c = p.c, window = p.kh * p.kw;
+  int64_t at[16];
+  for (int64_t j = 0; j < window; ++j) at[j] = (j / p.kw) * p.w + j % p.kw;
+  const __m256i negative_zero = _mm256_set1_epi16(static_cast<short>(0x8000)),
+                magnitude = _mm256_set1_epi16(0x7fff), inf = _mm256_set1_epi16(0x7f80),
+                quiet = _mm256_set1_epi16(0x40);
+  __m512 v[16];
+  __mmask16 keep[16];
+  for (int64_t oy = 0; oy < p.oh; ++oy)
+    for (int64_t ox = 0; ox < p.ow; ++ox) {
+      const int64_t first = oy * p.kh * p.w + ox * p.kw;
+      const bfloat16_t* d = dy + (oy * p.ow + ox) * c;
+      for (int64_t c0 = 0; c0 < c; c0 += 16) {
+        const __mmask16 lanes = c - c0 >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (c - c0)) - 1);
+        v[0] = load16(x + first * c + c0, lanes);
+        __m512 best = v[0];
+        __mmask16 nan = _mm512_cmp_ps_mask(v[0], v[0], _CMP_UNORD_Q);
+        for (int64_t j = 1; j < window; ++j) {
+          v[j] = load16(x + (first + at[j]) * c + c0, lanes);
+          nan |= _mm512_cmp_ps_mask(v[j], v[j], _CMP_UNORD_Q);
+          best = _mm512_maskz_max_ps(0xFFFF, v[j], best);
+        }
+        if (nan == 0) {
+          __mmask16 taken = 0;
+          for (int64_t j = 0; j < window; ++j) {
+            keep[j] = _mm512_cmp_ps_mask(v[j], best, _CMP_EQ_OQ) & static_cast<__mmask16>(~taken);
+            taken |= keep[j];
+          }
+        } else {
+          // The exact rule: strictly larger, or a NaN over a number.
+          best = v[0];
+          __mmask16 won[16];
+          won[0] = 0xFFFF;
+          for (int64_t j = 1; j < window; ++j) {
+            const __mmask16 replaces = _mm512_cmp_ps_mask(v[j], best, _CMP_GT_OQ) |
+                                       (_mm512_cmp_ps_mask(v[j], v[j], _CMP_UNORD_Q) & _mm512_cmp_ps_mask(best, best, _CMP_ORD_Q));
+            best = _mm512_mask_blend_ps(replaces, best, v[j]);
+            for (int64_t i = 0; i < j; ++i) won[i] &= static_cast<__mmask16>(~replaces);
+            won[j] = replaces;
+          }
+          for (int64_t j = 0; j < window; ++j) keep[j] = won[j];
+        }
+        __m256i g = _mm256_maskz_loadu_epi16(lanes, d + c0);
+        g = _mm256_maskz_mov_epi16(_mm256_cmpneq_epi16_mask(g, negative_zero), g);
+        const __mmask16 g_nan = _mm256_cmpgt_epu16_mask(_mm256_and_si256(g, magnitude), inf);
+        g = _mm256_or_si256(g, _mm256_maskz_mov_epi16(g_nan, quiet));
+        for (int64_t j = 0; j < window; ++j) {
+          const int64_t i = (first + at[j]) * c + c0;
+          __mmask16 k = keep[j] & lanes;
+          if (mask) {
+            const __m128i m = _mm_maskz_loadu_epi8(lanes, mask + i);
+            k &= _mm_test_epi8_mask(m, m);
+          }
+          _mm256_mask_storeu_epi16(dx + i, lanes, _mm256_maskz_mov_epi16(k, g));
+        }
+      }
+    }
+  for (int64_t iy = 0; iy < p.h; ++iy) {
+    bfloat16_t* row = dx + iy * p.w * c;
+    if (iy >= p.oh * p.kh) std::fill_n(row, p.w * c, bfloat16_t{});
+    else std::fill(row + p.ow * p.kw * c, row + p.w * c, bfloat16_t{});
+  }
+}
+
 }  // namespace
 
 void tiled_max_pool(const TiledPool& p, const float* x, float* y) { tiled_max_pool_of(p, x, y); }
@@ -123,7 +194,7 @@ void tiled_max_pool_grad(const TiledPool& p, const float* x, const float* dy, co
 void tiled_max_pool_bf16(const TiledPool& p, const bfloat16_t* x, bfloat16_t* y) { tiled_max_pool_of(p, x, y); }
 void tiled_max_pool_grad_bf16(const TiledPool& p, const bfloat16_t* x, const bfloat16_t* dy, const bool* mask,
                               bfloat16_t* dx) {
-  tiled_max_pool_grad_of(p, x, dy, mask, dx);
+  tiled_max_pool_grad_bf16_of(p, x, dy, mask, dx);
 }
 
 }  // namespace tg::detail::pool_avx512

@@ -28,9 +28,10 @@ void tiled_max_pool(const TiledPool& p, const float* x, float* y);
 void tiled_max_pool_grad(const TiledPool& p, const float* x, const float* dy, const bool* mask, float* dx);
 
 /// The same two on bfloat16 tensors, with the bits of the float32 kernels above on the widened
-/// values rounded back (the per-op rule): each element is widened in a register, the float32
-/// selection runs on it, and the result goes back to its upper 16 bits - exact, since every
-/// value there is a bfloat16 value or 0 + one - with a NaN's quiet bit set as the rounding does.
+/// values rounded back (the per-op rule): each element of x is widened in a register and the
+/// float32 selection runs on it; the pool's result goes back to its upper 16 bits - exact, since
+/// every value there is a bfloat16 value - with a NaN's quiet bit set as the rounding does; the
+/// gradient stores dy's bits as they are but for 0 + dy's two changes (-0 to +0, a NaN made quiet).
 void tiled_max_pool_bf16(const TiledPool& p, const bfloat16_t* x, bfloat16_t* y);
 void tiled_max_pool_grad_bf16(const TiledPool& p, const bfloat16_t* x, const bfloat16_t* dy, const bool* mask,
                               bfloat16_t* dx);
