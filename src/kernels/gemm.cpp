@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
+#include <mutex>
 #include <type_traits>
 #include <vector>
 
@@ -27,13 +28,25 @@ namespace {
 // threading stands.
 extern "C" void openblas_set_num_threads(int) __attribute__((weak));
 extern "C" int openblas_get_num_threads() __attribute__((weak));
+// Ends OpenBLAS's worker threads (its fork handler's call); a later call for more threads starts them again.
+extern "C" int blas_thread_shutdown_() __attribute__((weak));
 
 // Checked per product, not once: the setting is process-wide, and other code in the process (a
-// benchmark's reference, another library) may change it.
+// benchmark's reference, another library) may change it. Its pool is ended too: started when the
+// library loads, and woken by whoever asked for more threads, an idle OpenBLAS worker spins in
+// sched_yield for a while, on the core our pool's worker needs.
 void use_one_blas_thread() {
-  if (openblas_get_num_threads && openblas_set_num_threads && openblas_get_num_threads() != 1)
+  if (openblas_get_num_threads && openblas_set_num_threads && openblas_get_num_threads() != 1) {
+    static std::mutex one_at_a_time;  // two products must not end the pool together
+    std::lock_guard<std::mutex> lock(one_at_a_time);
+    if (openblas_get_num_threads() == 1) return;
     openblas_set_num_threads(1);
+    if (blas_thread_shutdown_) blas_thread_shutdown_();
+  }
 }
+
+// At load as well: the pool OpenBLAS started when it loaded spins from the start.
+[[maybe_unused]] const bool one_blas_thread_at_load = (use_one_blas_thread(), true);
 
 // A product worth splitting: each thread's share is large enough to pay for waking it.
 constexpr int64_t kParallelGemmFlops = int64_t{1} << 22;
