@@ -87,23 +87,68 @@ void grow_to(std::vector<T>& v, std::size_t size) {
 
 bool set_bf16_gemm_instructions(bool enabled) { return instructions_enabled.exchange(enabled); }
 
-void bf16_gemm(int m, int n, int k, const bfloat16_t* a, int lda, bool ta, const bfloat16_t* b, int ldb, bool tb,
-               float* c, int ldc) {
-  if (m <= 0 || n <= 0) return;
-  if (k <= 0) {
-    for (int i = 0; i < m; ++i) std::fill_n(c + static_cast<int64_t>(i) * ldc, n, 0.0f);
+namespace {
+
+using bf16_avx512::Store;
+
+// The float32 sums (rows x cols, contiguous) rounded to bfloat16 into C (leading dim ldc), stored
+// as `store` says: bfloat16 bits, widened back to float32, or through the epilogue `e` (the
+// same ops, in the same order, as bf16_avx512's epilogue_lanes).
+void round_rows(const float* sums, int rows, int cols, int ldc, Store store, const Bf16Epilogue* e, void* c) {
+  for (int i = 0; i < rows; ++i) {
+    const float* row = sums + static_cast<int64_t>(i) * cols;
+    if (store == Store::kRoundedWide) {
+      float* out = static_cast<float*>(c) + static_cast<int64_t>(i) * ldc;
+      for (int j = 0; j < cols; ++j) out[j] = static_cast<float>(bfloat16_t(row[j]));
+      continue;
+    }
+    bfloat16_t* out = static_cast<bfloat16_t*>(c) + static_cast<int64_t>(i) * ldc;
+    for (int j = 0; j < cols; ++j) {
+      bfloat16_t v(row[j]);
+      if (store == Store::kEpilogue) {
+        const int64_t at = i * e->ld_mask + j;
+        if (e->bias) v = bfloat16_t(static_cast<float>(v) + e->bias[j]);
+        float w = static_cast<float>(v);
+        if (e->mask_out) e->mask_out[at] = w > 0.0f;
+        if (e->relu) w = w < 0.0f ? 0.0f : w;
+        if (e->mask_in) w = e->mask_in[at] ? w : 0.0f;
+        v = bfloat16_t(w);
+      }
+      out[j] = v;
+    }
+  }
+}
+
+// The products the instructions do not make: empty sums (k = 0: +0) and every product where
+// the CPU lacks them or they are turned off (operands widened, float32 gemm), then stored as
+// `store` says.
+void gemm_serial_or_empty(int m, int n, int k, const bfloat16_t* a, int lda, bool ta, const bfloat16_t* b, int ldb,
+                          bool tb, void* c, int ldc, Store store, const Bf16Epilogue* epilogue) {
+  if (store == Store::kSums) {
+    if (k <= 0) {
+      for (int i = 0; i < m; ++i) std::fill_n(static_cast<float*>(c) + static_cast<int64_t>(i) * ldc, n, 0.0f);
+      return;
+    }
+    const std::vector<float> wa = widened(m, k, a, lda, ta), wb = widened(k, n, b, ldb, tb);
+    gemm<float>(m, n, k, wa.data(), k, false, wb.data(), n, false, static_cast<float*>(c), ldc);
     return;
   }
+  std::vector<float> sums(static_cast<std::size_t>(m) * static_cast<std::size_t>(n));  // the empty sums of k = 0
+  if (k > 0) {
+    const std::vector<float> wa = widened(m, k, a, lda, ta), wb = widened(k, n, b, ldb, tb);
+    gemm<float>(m, n, k, wa.data(), k, false, wb.data(), n, false, sums.data(), n);
+  }
+  round_rows(sums.data(), m, n, ldc, store, epilogue, c);
+}
+
+void gemm_stored(int m, int n, int k, const bfloat16_t* a, int lda, bool ta, const bfloat16_t* b, int ldb, bool tb,
+                 void* c, int ldc, Store store, const Bf16Epilogue* epilogue = nullptr) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0 || !use_instructions()) return gemm_serial_or_empty(m, n, k, a, lda, ta, b, ldb, tb, c, ldc, store, epilogue);
   const auto* au = reinterpret_cast<const uint16_t*>(a);
   const auto* bu = reinterpret_cast<const uint16_t*>(b);
-  if (!use_instructions()) {
-    const std::vector<float> wa = widened(m, k, a, lda, ta), wb = widened(k, n, b, ldb, tb);
-    gemm<float>(m, n, k, wa.data(), k, false, wb.data(), n, false, c, ldc);
-    return;
-  }
   using namespace bf16_avx512;
   const int panels = (n + kPanelCols - 1) / kPanelCols;
-  const int row_blocks = (m + kBlockRows - 1) / kBlockRows;
   const int64_t panel_size = (k + 1) / 2 * 2 * kPanelCols;
   const int64_t flops = int64_t{2} * m * n * k;
   const int threads = num_threads();
@@ -111,32 +156,55 @@ void bf16_gemm(int m, int n, int k, const bfloat16_t* a, int lda, bool ta, const
   // multiplies them in the same pass: no wait between packing and multiplying, and the packed
   // panels stay in the cache of the core that reads them. Each element of C is computed whole by
   // one part, so the bits never depend on the split.
-  auto run_part = [&](int r0, int r1, int p0, int p1) {
+  auto run_part = [&](int i0, int i1, int p0, int p1) {
     // Kept per thread between calls (a fresh buffer of this size costs page faults every step),
     // grown only (resizing up after a smaller product would zero the new part: a memset of up
     // to megabytes per call, every step). Panels are indexed from 0, so the buffer holds p1.
     thread_local std::vector<uint16_t> packed_buffer;
     grow_to(packed_buffer, static_cast<std::size_t>(p1 * panel_size));
     pack_b(n, k, bu, ldb, tb, packed_buffer.data(), p0, p1);
-    multiply(m, n, k, au, lda, ta, packed_buffer.data(), c, ldc, r0, r1, p0, p1);
+    multiply(m, n, k, au, lda, ta, packed_buffer.data(), c, ldc, store, epilogue, i0, i1, p0, p1);
   };
   // Split from 2^19 flops: the demo's 128 x 10 x 256 products (6.6e5) gain from two parts.
-  if (threads == 1 || flops < (int64_t{1} << 19)) return run_part(0, row_blocks, 0, panels);
-  // One part per thread, of whole panels or of whole row blocks: each part then packs all of A
-  // or all of B, so the split leaves the smaller one to pack twice (a layer's forward product
-  // and dX have fewer rows than columns, its weight gradient X^T dY as many or more; at m = n
-  // splitting rows measured faster). parallel_for would keep fewer than 16 units in one chunk.
+  if (threads == 1 || flops < (int64_t{1} << 19)) return run_part(0, m, 0, panels);
   auto share = [](int count, int parts, int p) { return static_cast<int>(int64_t{count} * p / parts); };
-  if (panels >= threads && (m < n || row_blocks < threads)) {
+  // One part per thread, of rows where each gets a whole block of them: every part then packs
+  // all of B, but writes rows of C no other part writes. Parts that split C's rows by columns
+  // (whole panels each) ran at 1.0-1.6x one thread on the demo's 128-row products against
+  // 1.7-1.9x for rows: the two cores' stores to the same rows of C slow both. Rows go by fours,
+  // which the kernel's blocks of 4 and 8 rows cover at their cost (128 rows: 64 and 64).
+  if (m >= kBlockRows * threads) {
+    const int quads = (m + 3) / 4;
     parallel_parts(threads, [&](int p) {
-      run_part(0, row_blocks, share(panels, threads, p), share(panels, threads, p + 1));
+      run_part(std::min(m, 4 * share(quads, threads, p)), std::min(m, 4 * share(quads, threads, p + 1)), 0, panels);
     });
-  } else {
-    const int parts = std::min(threads, row_blocks);
-    parallel_parts(parts, [&](int p) {
-      run_part(share(row_blocks, parts, p), share(row_blocks, parts, p + 1), 0, panels);
-    });
+    return;
   }
+  if (panels < 2) return run_part(0, m, 0, panels);
+  const int parts = std::min(threads, panels);
+  parallel_parts(parts, [&](int p) { run_part(0, m, share(panels, parts, p), share(panels, parts, p + 1)); });
+}
+
+}  // namespace
+
+void bf16_gemm(int m, int n, int k, const bfloat16_t* a, int lda, bool ta, const bfloat16_t* b, int ldb, bool tb,
+               float* c, int ldc) {
+  gemm_stored(m, n, k, a, lda, ta, b, ldb, tb, c, ldc, bf16_avx512::Store::kSums);
+}
+
+void bf16_gemm_epilogue(int m, int n, int k, const bfloat16_t* a, int lda, bool ta, const bfloat16_t* b, int ldb,
+                        bool tb, bfloat16_t* c, int ldc, const Bf16Epilogue& epilogue) {
+  gemm_stored(m, n, k, a, lda, ta, b, ldb, tb, c, ldc, bf16_avx512::Store::kEpilogue, &epilogue);
+}
+
+void bf16_gemm_rounded(int m, int n, int k, const bfloat16_t* a, int lda, bool ta, const bfloat16_t* b, int ldb,
+                       bool tb, bfloat16_t* c, int ldc) {
+  gemm_stored(m, n, k, a, lda, ta, b, ldb, tb, c, ldc, bf16_avx512::Store::kRounded);
+}
+
+void bf16_gemm_rounded_to_f32(int m, int n, int k, const bfloat16_t* a, int lda, bool ta, const bfloat16_t* b,
+                              int ldb, bool tb, float* c, int ldc) {
+  gemm_stored(m, n, k, a, lda, ta, b, ldb, tb, c, ldc, bf16_avx512::Store::kRoundedWide);
 }
 
 }  // namespace tg::detail

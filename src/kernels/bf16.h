@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/bf16_avx512.h"
 #include "tracegraph/dtype.h"
 
 namespace tg::detail {
@@ -22,6 +23,24 @@ bool cpu_has_avx512_bf16();
 /// Large products are split over tracegraph's pool by column panels or row blocks fixed by the sizes.
 void bf16_gemm(int m, int n, int k, const bfloat16_t* a, int lda, bool ta, const bfloat16_t* b, int ldb, bool tb,
                float* c, int ldc);
+
+/// The elementwise ops a bfloat16 product's result passes through, each rounding its own result
+/// to bfloat16 as the op apart does: + bias, the mask out > 0, relu, where(mask_in, out, 0).
+using Bf16Epilogue = bf16_avx512::Epilogue;
+/// C (bfloat16) = the epilogue of op(A) op(B), each sum rounded to bfloat16 first: the bits of
+/// bf16_gemm, f32_to_bf16 and the epilogue's ops one after another, in the product's own pass
+/// (each block of sums goes through the ops while in registers).
+void bf16_gemm_epilogue(int m, int n, int k, const bfloat16_t* a, int lda, bool ta, const bfloat16_t* b, int ldb,
+                        bool tb, bfloat16_t* c, int ldc, const Bf16Epilogue& epilogue);
+
+/// bf16_gemm with each sum then rounded to bfloat16 in the product's own pass: the bits of
+/// bf16_gemm followed by f32_to_bf16 on C (a bfloat16 matmul's result, TensorFlow's rounding).
+void bf16_gemm_rounded(int m, int n, int k, const bfloat16_t* a, int lda, bool ta, const bfloat16_t* b, int ldb,
+                       bool tb, bfloat16_t* c, int ldc);
+/// The same rounded sums stored widened to float32: the bits of a bfloat16 matmul whose result
+/// is cast to float32 (a mixed-precision weight gradient on its way to a float32 Variable).
+void bf16_gemm_rounded_to_f32(int m, int n, int k, const bfloat16_t* a, int lda, bool ta, const bfloat16_t* b,
+                              int ldb, bool tb, float* c, int ldc);
 
 /// Turns the AVX512_BF16 path of bf16_gemm on or off (on where the CPU has it); returns the
 /// previous setting. Tests compare the two paths.

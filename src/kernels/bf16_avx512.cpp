@@ -92,11 +92,60 @@ void pack_a(int m, int k, const uint16_t* a, int lda, bool ta, int row0, uint32_
 }
 
 
+// Sixteen floats' bits rounded to their upper halves as bfloat16_t::round_from does.
+inline __m256i round_lanes(__m512i u) {
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb), 16);
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                                _mm512_set1_epi32(0x7f800000));
+  const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+  return _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, rounded, quiet));
+}
+
 // kHalves: 2 for a whole panel, 1 where the panel's last 16 columns lie past n (their packed
-// values are zeros, and their sums would be stored nowhere).
-template <int kHalves>
-void block(int64_t pairs, const uint32_t* ap, const uint16_t* bp, float* c, int ldc, int rows, int cols) {
-  __m512 acc[kBlockRows][kHalves];
+// values are zeros, and their sums would be stored nowhere). kRows: the block's rows rounded up
+// to 4 (rows past `rows` are zeros in `ap` and not stored), so that a block of 4 or 8 rows costs
+// a third or two thirds of a whole one. Each sum adds the pairs in order q = 0, 1, ..., whatever
+// the block's shape.
+// Sixteen widened bfloat16 values (bits in the upper halves of 32-bit lanes) as float32.
+inline __m512 widened(__m256i bits) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16)); }
+
+// The epilogue of sixteen sums of row `row`, columns [col, col + 16) (`valid` of them), as the
+// ops apart compute it (ops/matmul.cpp's bf16 epilogue rows did it in passes over whole rows):
+// the product rounded; + bias, rounded; the mask out > 0; relu (MAXPS returns its second operand
+// unless the first is greater: x < 0 ? 0 : x, NaN and -0.0 included); where(mask, out, 0).
+// relu and where of a bfloat16 value are bfloat16 values, rounded again to the same bits.
+inline __m256i epilogue_lanes(__m512 sums, const Epilogue& e, int64_t row, int64_t col, __mmask16 valid) {
+  __m256i bits = round_lanes(_mm512_castps_si512(sums));
+  if (!e.bias && !e.mask_out && !e.relu && !e.mask_in) return bits;
+  __m512 w = widened(bits);
+  if (e.bias) {
+    bits = round_lanes(_mm512_castps_si512(_mm512_add_ps(w, _mm512_maskz_loadu_ps(valid, e.bias + col))));
+    if (!e.mask_out && !e.relu && !e.mask_in) return bits;
+    w = widened(bits);
+  }
+  const int64_t at = row * e.ld_mask + col;
+  if (e.mask_out) {
+    const __mmask16 positive = _mm512_cmp_ps_mask(w, _mm512_setzero_ps(), _CMP_GT_OQ);
+    _mm_mask_storeu_epi8(e.mask_out + at, valid, _mm_maskz_mov_epi8(positive, _mm_set1_epi8(1)));
+  }
+  if (e.relu) w = _mm512_max_ps(_mm512_setzero_ps(), w);
+  if (e.mask_in) {
+    const __m128i m = _mm_maskz_loadu_epi8(valid, e.mask_in + at);
+    w = _mm512_maskz_mov_ps(_mm_test_epi8_mask(m, m), w);
+  }
+  return round_lanes(_mm512_castps_si512(w));
+}
+
+// kHalves: 2 for a whole panel, 1 where the panel's last 16 columns lie past n (their packed
+// values are zeros, and their sums would be stored nowhere). kRows: the block's rows rounded up
+// to 4 (rows past `rows` are zeros in `ap` and not stored), so that a block of 4 or 8 rows costs
+// a third or two thirds of a whole one. Each sum adds the pairs in order q = 0, 1, ..., whatever
+// the block's shape. C's block starts at row `row0`, column `col0`.
+template <int kHalves, int kRows, Store kStore>
+void block(int64_t pairs, const uint32_t* ap, const uint16_t* bp, void* c, int ldc, const Epilogue* e, int row0,
+           int col0, int rows, int cols) {
+  __m512 acc[kRows][kHalves];
   for (auto& row : acc)
     for (__m512& v : row) v = _mm512_setzero_ps();
   for (int64_t q = 0; q < pairs; ++q) {
@@ -104,14 +153,48 @@ void block(int64_t pairs, const uint32_t* ap, const uint16_t* bp, float* c, int 
     for (int h = 0; h < kHalves; ++h) b[h] = (__m512bh)_mm512_loadu_si512(bp + q * 2 * kPanelCols + h * kPanelCols);
     const uint32_t* aq = ap + q * kBlockRows;
 #pragma GCC unroll 12
-    for (int r = 0; r < kBlockRows; ++r) {
+    for (int r = 0; r < kRows; ++r) {
       const __m512bh x = (__m512bh)_mm512_set1_epi32(static_cast<int>(aq[r]));
       for (int h = 0; h < kHalves; ++h) acc[r][h] = _mm512_dpbf16_ps(acc[r][h], x, b[h]);
     }
   }
-  for (int r = 0; r < rows; ++r)
-    for (int h = 0; h < kHalves; ++h)
-      _mm512_mask_storeu_ps(c + static_cast<int64_t>(r) * ldc + 16 * h, lanes(cols - 16 * h), acc[r][h]);
+  for (int r = 0; r < std::min(rows, kRows); ++r)
+    for (int h = 0; h < kHalves; ++h) {
+      const int64_t row = row0 + r, col = col0 + 16 * h;
+      const int64_t at = row * ldc + col;
+      const __mmask16 m = lanes(cols - 16 * h);
+      if constexpr (kStore == Store::kSums) {
+        _mm512_mask_storeu_ps(static_cast<float*>(c) + at, m, acc[r][h]);
+      } else if constexpr (kStore == Store::kEpilogue) {
+        _mm256_mask_storeu_epi16(static_cast<uint16_t*>(c) + at, m, epilogue_lanes(acc[r][h], *e, row, col, m));
+      } else {
+        const __m256i bits = round_lanes(_mm512_castps_si512(acc[r][h]));
+        if constexpr (kStore == Store::kRounded)
+          _mm256_mask_storeu_epi16(static_cast<uint16_t*>(c) + at, m, bits);
+        else
+          _mm512_mask_storeu_ps(static_cast<float*>(c) + at, m, widened(bits));
+      }
+    }
+}
+
+using BlockFn = void (*)(int64_t, const uint32_t*, const uint16_t*, void*, int, const Epilogue*, int, int, int, int);
+
+template <Store kStore>
+BlockFn block_for(int rows, int cols) {
+  const bool whole = cols > 16;
+  if (rows > 8) return whole ? &block<2, 12, kStore> : &block<1, 12, kStore>;
+  if (rows > 4) return whole ? &block<2, 8, kStore> : &block<1, 8, kStore>;
+  return whole ? &block<2, 4, kStore> : &block<1, 4, kStore>;
+}
+
+BlockFn block_for(Store store, int rows, int cols) {
+  switch (store) {
+    case Store::kSums: return block_for<Store::kSums>(rows, cols);
+    case Store::kRounded: return block_for<Store::kRounded>(rows, cols);
+    case Store::kEpilogue: return block_for<Store::kEpilogue>(rows, cols);
+    case Store::kRoundedWide: break;
+  }
+  return block_for<Store::kRoundedWide>(rows, cols);
 }
 
 }  // namespace
@@ -130,16 +213,6 @@ void widen(const uint16_t* x, float* y, int64_t n) {
 }
 
 namespace {
-// Sixteen floats' bits rounded to their upper halves as bfloat16_t::round_from does.
-inline __m256i round_lanes(__m512i u) {
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb), 16);
-  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
-                                                _mm512_set1_epi32(0x7f800000));
-  const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
-  return _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, rounded, quiet));
-}
-
 // Whether any of sixteen floats is subnormal: 0 < |x| < 2^-126 (vcvtne2ps2bf16 reads those as zero).
 inline __mmask16 subnormal_lanes(__m512i u) {
   const __m512i magnitude_less_one = _mm512_sub_epi32(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(1));
@@ -222,20 +295,21 @@ void pack_b(int n, int k, const uint16_t* b, int ldb, bool tb, uint16_t* out, in
   }
 }
 
-void multiply(int m, int n, int k, const uint16_t* a, int lda, bool ta, const uint16_t* packed, float* c, int ldc,
-              int r0, int r1, int q0, int q1) {
+void multiply(int m, int n, int k, const uint16_t* a, int lda, bool ta, const uint16_t* packed, void* c, int ldc,
+              Store store, const Epilogue* epilogue, int i0, int i1, int q0, int q1) {
   const int64_t pairs = (k + 1) / 2;
   thread_local std::vector<uint32_t> ap;
   ap.resize(static_cast<std::size_t>(pairs * kBlockRows));
-  for (int rb = r0; rb < r1; ++rb) {
-    const int row0 = rb * kBlockRows;
-    pack_a(m, k, a, lda, ta, row0, ap.data());
-    const int rows = std::min(kBlockRows, m - row0);
+  i1 = std::min(i1, m);
+  for (int row0 = i0; row0 < i1; row0 += kBlockRows) {
+    // Rows past i1 belong to another part: packed as zeros, as rows past m are.
+    pack_a(i1, k, a, lda, ta, row0, ap.data());
+    const int rows = std::min(kBlockRows, i1 - row0);
     for (int p = q0; p < q1; ++p) {
       const int j0 = p * kPanelCols;
       const int cols = std::min(kPanelCols, n - j0);
-      (cols > 16 ? block<2> : block<1>)(pairs, ap.data(), packed + static_cast<int64_t>(p) * pairs * 2 * kPanelCols,
-                                        c + static_cast<int64_t>(row0) * ldc + j0, ldc, rows, cols);
+      block_for(store, rows, cols)(pairs, ap.data(), packed + static_cast<int64_t>(p) * pairs * 2 * kPanelCols, c, ldc,
+                                   epilogue, row0, j0, rows, cols);
     }
   }
 }

@@ -20,9 +20,31 @@ void narrow(const float* x, uint16_t* y, int64_t n);
 /// past k and n. `out` holds ceil(n / 32) panels of ceil(k / 2) * 64 values.
 void pack_b(int n, int k, const uint16_t* b, int ldb, bool tb, uint16_t* out, int p0, int p1);
 
-/// C rows of row blocks [r0, r1), columns of panels [q0, q1) = op(A) B, float32 sums of exact
-/// products. A is m x k bfloat16 bits (leading dim lda, transposed when ta); `packed` from pack_b.
-void multiply(int m, int n, int k, const uint16_t* a, int lda, bool ta, const uint16_t* packed, float* c, int ldc,
-              int r0, int r1, int q0, int q1);
+/// How multiply stores C: the float32 sums; each sum rounded to bfloat16 (bfloat16_t::round_from)
+/// and stored as bfloat16 bits (`c` a uint16_t*); rounded so and stored widened back to float32
+/// (`c` a float*), the bits a cast to bfloat16 and back to float32 would give; or rounded, then
+/// passed through an Epilogue, and stored as bfloat16 bits.
+enum class Store : uint8_t { kSums, kRounded, kRoundedWide, kEpilogue };
+
+/// The elementwise ops after a bfloat16 product, each rounding its own result to bfloat16 as
+/// the op apart does (the next computes in float32 on that rounded value): + bias (n float32
+/// values, each a widened bfloat16), the mask out > 0 (bytes, 0 or 1), relu, where(mask_in,
+/// out, 0) (a byte not 0 is true). Null pointers and false skip a part; the masks have leading
+/// dim ld_mask.
+struct Epilogue {
+  const float* bias = nullptr;
+  bool* mask_out = nullptr;
+  bool relu = false;
+  const bool* mask_in = nullptr;
+  int64_t ld_mask = 0;
+};
+
+/// C rows [i0, i1), columns of panels [q0, q1) = op(A) B, float32 sums of exact products,
+/// stored as `store` says (`epilogue` for Store::kEpilogue). A is m x k bfloat16 bits (leading
+/// dim lda, transposed when ta); `packed` from pack_b. Rows go in blocks of kBlockRows from i0,
+/// the last one of fewer rows where i1 - i0 is not a multiple; each element's sum is the same
+/// for any i0, i1, q0, q1.
+void multiply(int m, int n, int k, const uint16_t* a, int lda, bool ta, const uint16_t* packed, void* c, int ldc,
+              Store store, const Epilogue* epilogue, int i0, int i1, int q0, int q1);
 
 }  // namespace tg::detail::bf16_avx512

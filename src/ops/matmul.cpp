@@ -14,8 +14,6 @@
 #include "ops/epilogue_steps.h"
 #include "kernels/bf16.h"
 #include "kernels/gemm.h"
-#include "core/thread_pool.h"
-#include "kernels/elementwise_functors.h"
 #include "ops/grad_helpers.h"
 #include "tracegraph/ops.h"
 
@@ -167,8 +165,9 @@ void kernel_float(const Tensor& a, const Tensor& b, Tensor& out, const Gemm& g) 
   });
 }
 
-// bfloat16 operands: float32 sums of exact products (bf16_gemm), each result rounded to
-// bfloat16 as TensorFlow's bfloat16 matmul does. Batches go one matrix at a time.
+// bfloat16 operands: float32 sums of exact products, each rounded to bfloat16 as TensorFlow's
+// bfloat16 matmul does, in the product's own pass (bf16_gemm_rounded). Batches go one matrix at
+// a time.
 void kernel_bf16(const Tensor& a, const Tensor& b, Tensor& out, const Gemm& g) {
   const bfloat16_t* pa = data_of<bfloat16_t>(a);
   const bfloat16_t* pb = data_of<bfloat16_t>(b);
@@ -177,13 +176,8 @@ void kernel_bf16(const Tensor& a, const Tensor& b, Tensor& out, const Gemm& g) {
   const int m = blas_int(g.m), n = blas_int(g.n), k = blas_int(g.k);
   const int lda = blas_int(g.a_cols), ldb = blas_int(g.b_cols);
   const int64_t c_size = g.m * g.n;
-  thread_local std::vector<float> sum_buffer;  // kept between calls: no page faults per step
-  // Grown only: resizing up after a smaller product would zero the new part every step.
-  if (sum_buffer.size() < static_cast<std::size_t>(c_size)) sum_buffer.resize(static_cast<std::size_t>(c_size));
-  float* const sums = sum_buffer.data();
   for_each_batch(a, b, out, [&](int64_t ia, int64_t ib, int64_t ic) {
-    bf16_gemm(m, n, k, pa + ia * g.a_size, lda, g.ta, pb + ib * g.b_size, ldb, g.tb, sums, n);
-    f32_to_bf16(sums, pc + ic * c_size, c_size);
+    bf16_gemm_rounded(m, n, k, pa + ia * g.a_size, lda, g.ta, pb + ib * g.b_size, ldb, g.tb, pc + ic * c_size, n);
   });
 }
 
@@ -255,70 +249,28 @@ std::vector<ValueType> infer_matmul_epilogue(const std::vector<ValueType>& in, c
   return infer_epilogue_node(kEpilogueOp, OpId::MatMul, product_attrs(e), EpilogueParts::of(e), in);
 }
 
-// The epilogue of a bfloat16 product, rows [r0, r1) of its float32 sums (n per row), with the
-// bits of the ops apart: each op rounds its own result to bfloat16, and the next one computes in
-// float32 on that rounded value (as kernel_via_float32 does). So the product is rounded first,
-// the bias added to it and rounded, and the mask, relu and where look at that rounded value
-// (relu and where of a bfloat16 value are bfloat16 values: nothing more to round). `wide` holds
-// one row.
-void bf16_epilogue_rows(const EpilogueParts& e, const float* sums, int64_t n, const float* bias, bool* mask_out,
-                        const bool* mask_in, bfloat16_t* out, float* wide, int64_t r0, int64_t r1) {
-  for (int64_t r = r0; r < r1; ++r) {
-    bfloat16_t* row = out + r * n;
-    f32_to_bf16(sums + r * n, row, n);
-    if (!e.bias && !e.mask_out && !e.relu && !e.mask_in) continue;
-    bf16_to_f32(row, wide, n);
-    if (e.bias) {
-      for (int64_t j = 0; j < n; ++j) wide[j] = AddF{}(wide[j], bias[j]);
-      f32_to_bf16(wide, row, n);
-      if (!e.mask_out && !e.relu && !e.mask_in) continue;
-      bf16_to_f32(row, wide, n);
-    }
-    // One loop per part, with nothing aliased, so that each vectorises.
-    float* __restrict w = wide;
-    if (e.mask_out) {
-      bool* __restrict m = mask_out + r * n;
-      for (int64_t j = 0; j < n; ++j) m[j] = GreaterF{}(w[j], 0.0f);
-    }
-    if (e.relu)
-      for (int64_t j = 0; j < n; ++j) w[j] = ReluF{}(w[j]);
-    if (e.mask_in) {
-      // The mask read as bytes, as kernel_where does, so that the loop blends.
-      const auto* __restrict m = reinterpret_cast<const unsigned char*>(mask_in + r * n);
-      for (int64_t j = 0; j < n; ++j) w[j] = WhereF{}(m[j] != 0, w[j], 0.0f);
-    }
-    f32_to_bf16(wide, row, n);
-  }
-}
-
-// matmul_epilogue on bfloat16 operands (no column sums: the optimiser fuses none on bfloat16).
+// matmul_epilogue on bfloat16 operands (no column sums: the optimiser fuses none on bfloat16):
+// the bits of the ops apart (each op rounds its own result to bfloat16, and the next computes
+// in float32 on that rounded value, as kernel_via_float32 does), applied to each block of sums
+// in registers as the product stores it (bf16_gemm_epilogue).
 void kernel_matmul_epilogue_bf16(const EpilogueParts& parts, const Gemm& g, const std::vector<Tensor>& in,
                                  std::vector<Tensor>& out) {
   TG_CHECK(!parts.column_sums, "matmul_epilogue: column sums of a bfloat16 product");
-  const int64_t count = g.m * g.n;
-  if (count == 0) return;
-  thread_local std::vector<float> sum_buffer, bias_buffer;  // kept between calls, as kernel_bf16's
-  if (sum_buffer.size() < static_cast<std::size_t>(count)) sum_buffer.resize(static_cast<std::size_t>(count));
-  float* const sums = sum_buffer.data();
-  bf16_gemm(blas_int(g.m), blas_int(g.n), blas_int(g.k), data_of<bfloat16_t>(in[0]), blas_int(g.a_cols), g.ta,
-            data_of<bfloat16_t>(in[1]), blas_int(g.b_cols), g.tb, sums, blas_int(g.n));
-  const float* bias = nullptr;
+  if (g.m * g.n == 0) return;
+  thread_local std::vector<float> bias_buffer;  // kept between calls: no allocation per step
+  Bf16Epilogue epilogue;
   if (parts.bias) {
     if (bias_buffer.size() < static_cast<std::size_t>(g.n)) bias_buffer.resize(static_cast<std::size_t>(g.n));
     bf16_to_f32(data_of<bfloat16_t>(in[EpilogueParts::kBiasInput]), bias_buffer.data(), g.n);
-    bias = bias_buffer.data();
+    epilogue.bias = bias_buffer.data();
   }
-  bool* const mask_out = parts.mask_out ? data_of<bool>(out[1]) : nullptr;
-  const bool* const mask_in = parts.mask_in ? data_of<bool>(in[parts.mask_input()]) : nullptr;
-  bfloat16_t* const result = data_of<bfloat16_t>(out[0]);
-  // Rows split over the pool by a count fixed by the sizes; every row's bits are its own.
-  const int parts_count = static_cast<int>(std::clamp<int64_t>(count / 16384, 1, num_threads()));
-  parallel_parts(parts_count, [&](int p) {
-    thread_local std::vector<float> wide;
-    if (wide.size() < static_cast<std::size_t>(g.n)) wide.resize(static_cast<std::size_t>(g.n));
-    bf16_epilogue_rows(parts, sums, g.n, bias, mask_out, mask_in, result, wide.data(), g.m * p / parts_count,
-                       g.m * (p + 1) / parts_count);
-  });
+  epilogue.mask_out = parts.mask_out ? data_of<bool>(out[1]) : nullptr;
+  epilogue.relu = parts.relu;
+  epilogue.mask_in = parts.mask_in ? data_of<bool>(in[parts.mask_input()]) : nullptr;
+  epilogue.ld_mask = g.n;
+  bf16_gemm_epilogue(blas_int(g.m), blas_int(g.n), blas_int(g.k), data_of<bfloat16_t>(in[0]), blas_int(g.a_cols), g.ta,
+                     data_of<bfloat16_t>(in[1]), blas_int(g.b_cols), g.tb, data_of<bfloat16_t>(out[0]), blas_int(g.n),
+                     epilogue);
 }
 
 void kernel_matmul_epilogue(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {

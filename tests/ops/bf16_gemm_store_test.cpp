@@ -1,0 +1,172 @@
+// The bfloat16 product's stores: bf16_gemm_rounded and bf16_gemm_rounded_to_f32 round each sum in
+// the product's own pass; their bits must be those of bf16_gemm's float32 sums followed by the
+// separate conversions (f32_to_bf16, then bf16_to_f32), on every block and panel remainder, on
+// one thread and two, and on the float32 fallback.
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "kernels/bf16.h"
+#include "support/test_util.h"
+
+namespace tg {
+namespace {
+
+struct Shape {
+  int m, n, k;
+};
+
+// Operand values of four kinds, by `kind`: integers to 40 (exact sums, many of them ties between
+// two bfloat16 values: 1026 lies halfway between 1024 and 1028), values of every magnitude (general
+// rounding), tiny ones whose sums are float32 subnormals, and an infinity (infinite and NaN sums).
+std::vector<bfloat16_t> operand(int rows, int cols, int kind, int salt) {
+  std::vector<bfloat16_t> v(static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols));
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const auto h = static_cast<int64_t>((i * 2654435761u + static_cast<std::size_t>(salt) * 40503u) % 1000003u);
+    float x = static_cast<float>(h % 81 - 40);
+    if (kind == 1) x = std::ldexp(static_cast<float>(h % 255 - 127) / 64.0f, static_cast<int>(h % 13) - 6);
+    if (kind == 2) x = std::ldexp(x, -66);
+    if (kind == 3 && i == 5) x = INFINITY;
+    v[i] = bfloat16_t(x);
+  }
+  return v;
+}
+
+uint32_t bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+// Checks both rounded stores against the sums and the separate conversions, for every transpose,
+// with C's leading dimension wider than n (the stores must keep to their columns).
+void check(const Shape& s, int kind, const char* where) {
+  for (int t = 0; t < 4; ++t) {
+    const bool ta = t & 1, tb = t & 2;
+    SCOPED_TRACE(::testing::Message() << where << " " << s.m << "x" << s.n << "x" << s.k << " ta=" << ta
+                                      << " tb=" << tb << " kind " << kind);
+    const std::vector<bfloat16_t> a = operand(s.m, s.k, kind, 1), b = operand(s.k, s.n, kind, 2);
+    const int lda = ta ? s.m : s.k, ldb = tb ? s.k : s.n, ldc = s.n + 3;
+    const std::size_t size = static_cast<std::size_t>(s.m) * static_cast<std::size_t>(ldc);
+    std::vector<float> sums(size, -7.0f), wide(size, -7.0f);
+    std::vector<bfloat16_t> narrow(size, bfloat16_t(-7.0f));
+    detail::bf16_gemm(s.m, s.n, s.k, a.data(), lda, ta, b.data(), ldb, tb, sums.data(), ldc);
+    detail::bf16_gemm_rounded(s.m, s.n, s.k, a.data(), lda, ta, b.data(), ldb, tb, narrow.data(), ldc);
+    detail::bf16_gemm_rounded_to_f32(s.m, s.n, s.k, a.data(), lda, ta, b.data(), ldb, tb, wide.data(), ldc);
+    int wrong = 0, ties = 0;
+    for (int i = 0; i < s.m; ++i)
+      for (int j = 0; j < ldc; ++j) {
+        const std::size_t at = static_cast<std::size_t>(i) * ldc + static_cast<std::size_t>(j);
+        if (j >= s.n) {  // past n: untouched
+          wrong += narrow[at].bits != bfloat16_t(-7.0f).bits || bits(wide[at]) != bits(-7.0f);
+          continue;
+        }
+        bfloat16_t want;
+        detail::f32_to_bf16(&sums[at], &want, 1);
+        float want_wide;
+        detail::bf16_to_f32(&want, &want_wide, 1);
+        wrong += narrow[at].bits != want.bits || bits(wide[at]) != bits(want_wide);
+        ties += (bits(sums[at]) & 0xFFFF) == 0x8000;
+      }
+    EXPECT_EQ(wrong, 0);
+    if (kind == 0 && s.k >= 64) {
+      EXPECT_GT(ties, 0) << "no sum was a tie: the shape tests too little";
+    }
+  }
+}
+
+const Shape kShapes[] = {{1, 1, 1},    {4, 17, 3},    {8, 33, 35},    {11, 16, 64},  {13, 48, 17},
+                         {25, 70, 64}, {128, 10, 256}, {128, 256, 10}, {130, 70, 259}, {100, 96, 128}};
+
+TEST(BF16GemmStore, RoundedStoresKeepTheBitsOfTheSeparateConversions) {
+  const int threads_before = config::num_threads();
+  for (const int threads : {1, 2}) {
+    config::set_num_threads(threads);
+    for (const Shape& s : kShapes)
+      for (int kind = 0; kind < 4; ++kind) check(s, kind, threads == 1 ? "1 thread" : "2 threads");
+  }
+  config::set_num_threads(threads_before);
+}
+
+TEST(BF16GemmStore, FallbackRoundsAsTheInstructionsDo) {
+  const bool was = detail::set_bf16_gemm_instructions(false);
+  for (const Shape& s : kShapes) check(s, 0, "fallback");
+  check({25, 70, 64}, 1, "fallback");
+  detail::set_bf16_gemm_instructions(was);
+}
+
+// The epilogue store against the ops apart, written here from their definitions: the product
+// rounded to bfloat16, + bias rounded, the mask out > 0, relu (x < 0 ? 0 : x), where(mask, out,
+// 0), each on the float32 value of the previous result, for every combination of the parts.
+void check_epilogue(const Shape& s, int kind, const char* where) {
+  const std::vector<bfloat16_t> a = operand(s.m, s.k, kind, 5), b = operand(s.k, s.n, kind, 6);
+  std::vector<float> bias(static_cast<std::size_t>(s.n));
+  for (int j = 0; j < s.n; ++j)
+    bias[static_cast<std::size_t>(j)] = static_cast<float>(bfloat16_t(kind == 0 ? static_cast<float>(j % 7 - 3) : 0.37f * static_cast<float>(j % 11 - 5)));
+  const std::size_t size = static_cast<std::size_t>(s.m) * static_cast<std::size_t>(s.n);
+  std::vector<bool> mask_in_values(size);
+  for (std::size_t i = 0; i < size; ++i) mask_in_values[i] = (i * 7) % 3 != 0;
+  std::vector<float> sums(size);
+  detail::bf16_gemm(s.m, s.n, s.k, a.data(), s.k, false, b.data(), s.n, false, sums.data(), s.n);
+  for (int parts = 0; parts < 16; ++parts) {
+    SCOPED_TRACE(::testing::Message() << where << " " << s.m << "x" << s.n << "x" << s.k << " kind " << kind
+                                      << " parts " << parts);
+    const bool with_bias = parts & 1, mask_out = parts & 2, relu = parts & 4, mask_in = parts & 8;
+    std::unique_ptr<bool[]> made(new bool[size]), read(new bool[size]);
+    for (std::size_t i = 0; i < size; ++i) made[i] = false, read[i] = mask_in_values[i];
+    std::vector<bfloat16_t> got(size);
+    detail::Bf16Epilogue e;
+    e.bias = with_bias ? bias.data() : nullptr;
+    e.mask_out = mask_out ? made.get() : nullptr;
+    e.relu = relu;
+    e.mask_in = mask_in ? read.get() : nullptr;
+    e.ld_mask = s.n;
+    detail::bf16_gemm_epilogue(s.m, s.n, s.k, a.data(), s.k, false, b.data(), s.n, false, got.data(), s.n, e);
+    int wrong = 0;
+    for (std::size_t i = 0; i < size; ++i) {
+      bfloat16_t v(sums[i]);
+      if (with_bias) v = bfloat16_t(static_cast<float>(v) + bias[i % static_cast<std::size_t>(s.n)]);
+      float w = static_cast<float>(v);
+      const bool positive = w > 0.0f;
+      if (relu && w < 0.0f) w = 0.0f;
+      if (mask_in && !mask_in_values[i]) w = 0.0f;
+      wrong += got[i].bits != bfloat16_t(w).bits;
+      if (mask_out) wrong += made[i] != positive;
+    }
+    EXPECT_EQ(wrong, 0);
+  }
+}
+
+TEST(BF16GemmStore, EpilogueKeepsTheBitsOfTheOpsApart) {
+  const int threads_before = config::num_threads();
+  for (const int threads : {1, 2}) {
+    config::set_num_threads(threads);
+    for (const Shape& s : kShapes)
+      for (int kind = 0; kind < 4; ++kind) check_epilogue(s, kind, threads == 1 ? "1 thread" : "2 threads");
+  }
+  config::set_num_threads(threads_before);
+  const bool was = detail::set_bf16_gemm_instructions(false);
+  for (const Shape& s : kShapes) check_epilogue(s, 1, "fallback");
+  detail::set_bf16_gemm_instructions(was);
+}
+
+// The bits of every element do not depend on the split: the same product on one thread and two.
+TEST(BF16GemmStore, SumsAreTheSameOnOneThreadAndTwo) {
+  const int threads_before = config::num_threads();
+  for (const Shape& s : {Shape{128, 256, 784}, Shape{784, 256, 128}, Shape{20, 300, 50}, Shape{13, 64, 700}}) {
+    const std::vector<bfloat16_t> a = operand(s.m, s.k, 1, 3), b = operand(s.k, s.n, 1, 4);
+    std::vector<std::vector<float>> got;
+    for (const int threads : {1, 2}) {
+      config::set_num_threads(threads);
+      got.emplace_back(static_cast<std::size_t>(s.m) * static_cast<std::size_t>(s.n));
+      detail::bf16_gemm(s.m, s.n, s.k, a.data(), s.k, false, b.data(), s.n, false, got.back().data(), s.n);
+    }
+    EXPECT_EQ(std::memcmp(got[0].data(), got[1].data(), got[0].size() * sizeof(float)), 0)
+        << s.m << "x" << s.n << "x" << s.k;
+  }
+  config::set_num_threads(threads_before);
+}
+
+}  // namespace
+}  // namespace tg
