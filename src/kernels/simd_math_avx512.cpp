@@ -56,7 +56,7 @@ inline __m256d narrow(__m512d a) {
   return _mm256_castps_pd(_mm512_mask_cvtpd_ps(_mm256_setzero_ps(), kAll8, a));
 }
 
-// The lanes of simd_math_formulas.h: sixteen floats (eight doubles for gelu).
+// The lanes of simd_math_formulas.h: sixteen floats (eight doubles for gelu_approximate).
 struct IsaLanes {
   using V = __m512;
   using Elem = float;
@@ -76,6 +76,16 @@ struct IsaLanes {
   static V select_above(V v, V k, V a, V b) {
     return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, k, _CMP_GT_OQ), b, a);
   }
+  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static V floor(V v) { return _mm512_mask_roundscale_ps(v, kAll, v, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); }
+  static V round(V v) { return round_ps(v); }
+  // One permute: its index takes the low four bits of each lane (a NaN converts to INT_MIN: 0).
+  static V lookup(const float (&row)[16], V i) {
+    const __m512i k = _mm512_mask_cvttps_epi32(_mm512_setzero_si512(), kAll, i);
+    const __m512 t = _mm512_loadu_ps(row);
+    return _mm512_mask_permutexvar_ps(t, kAll, k, t);
+  }
+  static V scale(V v, V n) { return scalef_ps(v, n); }
   template <__m512d (*f)(__m512d)>
   static V in_double(V v) {
     const __m512d zero = _mm512_setzero_pd();

@@ -1,6 +1,6 @@
 // Every routine of simd_math.h written once, over "lanes" L of any width: L::V holds the
 // values (float32 lanes; a plain float or double at width 1), L::Wide the float64 lanes that
-// gelu works in. The instruction-set files (simd_math_avx512.cpp, simd_math_avx2.cpp through
+// gelu_approximate works in. The instruction-set files (simd_math_avx512.cpp, simd_math_avx2.cpp through
 // simd_math_impl.inc) instantiate each formula on their registers, simd_math.cpp's scalar path
 // and the ops' functors (elementwise_functors.h: float64, and float32 where no vector path runs)
 // on Scalar<T> below, so every dtype and path evaluates one formula with the same constants.
@@ -9,9 +9,14 @@
 // TG_SIMD_LIBM_F32 (float lanes) or TG_SIMD_LIBM_F64 (Wide); neg_abs(v) (-|v|); min(a, b) (b
 // where either is NaN, as x86's min); select_negative(v, a, b) (a where v < 0, else b);
 // select_above(v, k, a, b) (a where v > k, else b); in_double<f>(v) (f on v's lanes widened to
-// float64, rounded back). Arithmetic is written with the operators, which GCC and clang define
-// on the intrinsic vector types as on scalars (the intrinsics themselves are those operators);
-// g++ contracts no FMA under -std=c++20, so each step rounds alone on every path.
+// float64, rounded back); and for float32 gelu: fma(a, b, c) (a b + c rounded once), floor,
+// round (to nearest, ties to even), lookup(row, i) (row[i] for a float i in 0..15 and a row of 16
+// floats; any index for a NaN i) and scale(v, n) (v 2^n rounded once, n integral, |n| <= 252).
+// Arithmetic is written with the operators, which GCC and clang define on the intrinsic vector
+// types as on scalars (the intrinsics themselves are those operators); the simd_math files
+// compile with -ffp-contract=off (src/CMakeLists.txt: g++ 12 contracts a * b + c into one FMA
+// even under -std=c++20), so each step rounds alone on every path, and where a formula wants an
+// FMA it says L::fma.
 //
 // Everything has internal linkage: the AVX-512 and AVX2 files compile this under other -m
 // flags (see elementwise_functors.h). Only the Scalar lanes use std:: math, and those files
@@ -35,7 +40,7 @@
   X(Sigmoid, SigmoidF, sigmoid, 2.5, 4, 2.5) X(Sin, SinF, sin, 2.5, 2.5, 1)                       \
   X(Cos, CosF, cos, 2.5, 2.5, 1) X(Log1p, Log1pF, log1p, 2, 2, 1) X(Expm1, Expm1F, expm1, 2.5, 2, 1) \
   X(Erf, ErfF, erf, 4, 2, 1) X(Softplus, SoftplusF, softplus, 7.5, 7, 7.5)                        \
-  X(Gelu, GeluF, gelu, 1, 1, 1) X(GeluApproximate, GeluApproximateF, gelu_tanh, 1, 1, 1)          \
+  X(Gelu, GeluF, gelu, 1.5, 1.5, 1.5) X(GeluApproximate, GeluApproximateF, gelu_tanh, 1, 1, 1)          \
   X(Elu, EluF, elu, 2.5, 2, 1)
 
 /// The libm functions the formulas call on float32 lanes and on float64 ones: libmvec's vector
@@ -78,6 +83,11 @@ struct Scalar {
   static V select_above(V v, V k, V a, V b) { return v > k ? a : b; }
   template <double (*f)(double)>
   static V in_double(V v) { return static_cast<V>(f(v)); }
+  static V fma(V a, V b, V c) { return std::fma(a, b, c); }
+  static V floor(V v) { return std::floor(v); }
+  static V round(V v) { return std::nearbyint(v); }
+  static V lookup(const float (&row)[16], V i) { return row[i >= V(0) && i < V(16) ? static_cast<int>(i) : 0]; }
+  static V scale(V v, V n) { return std::ldexp(v, n == n ? static_cast<int>(n) : 0); }
 };
 
 template <class T>
@@ -134,11 +144,22 @@ Vec<L> elu(Vec<L> v) {
 
 // TF's two gelu forms, 0.5 x (1 + erf(x / sqrt 2)) and 0.5 x (1 + tanh(u)) with
 // u = sqrt(2 / pi) (x + 0.044715 x^3), written without their cancellation for negative x (where
-// 1 + erf and 1 + tanh lose every digit): 0.5 x erfc(-x / sqrt 2) and x / (1 + e^(-2u)), the
-// same functions. float32 is evaluated in float64 (W, the Wide lanes): erfc and exp multiply
-// their argument's relative error by about 2 z^2 and |2u|, so a float32 x / sqrt 2 or u alone
-// costs up to ~170 ULP in the negative tail. Like TF's, both give NaN at -inf (-inf * 0,
-// -inf / inf).
+// 1 + erf and 1 + tanh lose every digit): x Phi(x) with Phi(-a) = 0.5 erfc(a / sqrt 2) and
+// x / (1 + e^(-2u)), the same functions. Like TF's, both give NaN at -inf (-inf * 0, -inf / inf).
+//
+// The erf form runs in float32 arithmetic (float64, at width 1, as written in gelu_wide; the tanh
+// form is still evaluated in float64 and rounded once). With a = |x|,
+//   gelu(-a) = -e^(-a^2 / 2) G(a),   gelu(a) = a - e^(-a^2 / 2) G(a),   G(a) = a e^(a^2 / 2) Phi(-a),
+// G smooth, going from a / 2 at 0 to 1 / sqrt(2 pi) at infinity, which gaussian_tail evaluates
+// piecewise (GaussTailPieces, within 0.005 ULP). What cost float32 its accuracy before is
+// e^(-a^2 / 2): a float32 a^2 alone carries a relative error of 2^-24, which e^ multiplies by
+// a^2 / 2 (up to 104 before the result underflows), ~170 ULP in the tail. So -a^2 / 2 is formed
+// exactly as hi + lo with one FMA and split as n ln 2 + r with the Cody-Waite constants below (the
+// first product exact); the products and sums after that keep their rounding errors (FMA,
+// Fast2Sum) until the last sum, and 2^n is applied after it with one rounding (scale), so results
+// in the subnormal range round only once too. About 60 float32 operations per vector, 16 of them
+// table permutes: several times faster than libmvec's float64 erfc on half-width vectors.
+// Worst errors over every float32 input are in the list (TG_SIMD_MATH_ROUTINES).
 template <class W>
 Vec<W> gelu_wide(Vec<W> w) {
   return W::set1(0.5) * w * W::erfc(-w / W::set1(kSqrt2));
@@ -148,12 +169,134 @@ Vec<W> gelu_tanh_wide(Vec<W> w) {
   const Vec<W> u = W::set1(kSqrt2OverPi) * (w + W::set1(kGeluCubic) * (w * w * w));
   return w / (W::set1(1.0) + W::exp(W::set1(-2.0) * u));
 }
-// A NaN input comes back as itself: which operand's NaN the product 0.5 x erfc(.) returns (its
-// sign) is the compiler's choice of operand order, and g++ and clang chose differently.
+
+/// G (above) of a = |x| on [0, 16) as sixteen degree-8 polynomials in s = a - center
+/// (exact: each center is within a factor 2 of its piece's a): [k/2, k/2 + 1/2) for k < 8,
+/// [k - 4, k - 3) for k < 12 and [2k - 16, 2k - 14) from 8 on. The constant term is two floats
+/// (c[0] + c0_lo), which keeps the pieces within 0.005 ULP of G; fitted by weighted
+/// least squares in long double, each coefficient rounded to float32 in turn and the later ones
+/// refitted to what was left.
+struct GaussTailPieces {
+  float center[16];
+  float c0_lo[16];
+  float c[9][16];  // the coefficient of s^j, j = 0..8, in each piece
+};
+// a e^(a^2 / 2) Phi(-a): gelu's tail
+inline constexpr GaussTailPieces kGeluTailPieces = {
+    .center = {0.0f, 0.75f, 1.25f, 1.75f, 2.25f, 2.75f, 3.25f, 3.75f, 4.5f, 5.5f, 6.5f, 7.5f, 9.0f, 11.0f, 13.0f, 15.0f},
+    .c0_lo = {0.0f, -0x1.8ca90ep-28f, 0x1.8c382ep-27f, -0x1.d8a75ep-28f,
+      -0x1.40b65ep-28f, 0x1.b26aacp-30f, 0x1.8d3c8ep-27f, -0x1.24f0f4p-27f,
+      0x1.c4f15cp-27f, 0x1.276b8ep-27f, 0x1.5401a2p-27f, -0x1.b87f08p-28f,
+      0x1.61f19cp-27f, -0x1.199a72p-28f, -0x1.32f02cp-30f, 0x1.8ff4cap-28f},
+    .c = {
+     {0.0f, 0x1.cd2836p-3f, 0x1.275f8ap-2f, 0x1.4bef66p-2f,
+      0x1.62039ap-2f, 0x1.701efp-2f, 0x1.799186p-2f, 0x1.80268cp-2f,
+      0x1.86c626p-2f, 0x1.8c2b88p-2f, 0x1.8f76dep-2f, 0x1.919c6ap-2f,
+      0x1.93a64ep-2f, 0x1.95389ep-2f, 0x1.96242ep-2f, 0x1.96b996p-2f},
+     {0x1p-1f, 0x1.5bf7f2p-3f, 0x1.7b79d2p-4f, 0x1.bd45f4p-5f,
+      0x1.15aa6cp-5f, 0x1.6c5e3cp-6f, 0x1.f2f5dp-7f, 0x1.62200ep-7f,
+      0x1.bfbaeep-8f, 0x1.07e3eap-8f, 0x1.4ea508p-9f, 0x1.c0f9d2p-10f,
+      0x1.0b6e08p-10f, 0x1.2b9aa2p-11f, 0x1.6fdc4p-12f, 0x1.e2fd9p-13f},
+     {-0x1.988452p-2f, -0x1.c2c6ecp-4f, -0x1.aecdfep-5f, -0x1.be147p-6f,
+      -0x1.ee984cp-7f, -0x1.22a93ep-7f, -0x1.67143ap-8f, -0x1.cef382p-9f,
+      -0x1.004dp-9f, -0x1.01ffa4p-10f, -0x1.1c87cap-11f, -0x1.51035ap-12f,
+      -0x1.54ab2cp-13f, -0x1.3cc448p-14f, -0x1.4becfap-15f, -0x1.7bc8a8p-16f},
+     {0x1.ffff8ap-3f, 0x1.d68c7cp-5f, 0x1.8ff248p-6f, 0x1.722026p-7f,
+      0x1.70c4bcp-8f, 0x1.87b8c8p-9f, 0x1.b7d51cp-10f, 0x1.031ddcp-10f,
+      0x1.fa3ac4p-12f, 0x1.b6417ep-13f, 0x1.a67162p-14f, 0x1.bb5afcp-15f,
+      0x1.7db5d8p-16f, 0x1.27823ep-17f, 0x1.08c6dap-18f, 0x1.08571ap-19f},
+     {-0x1.105088p-3f, -0x1.a895d6p-6f, -0x1.446fdp-7f, -0x1.0ee90cp-8f,
+      -0x1.e930e2p-10f, -0x1.d8f826p-11f, -0x1.e59fccp-12f, -0x1.06d598p-12f,
+      -0x1.c7d5cap-14f, -0x1.55879ap-15f, -0x1.210be8p-16f, -0x1.0dad5ap-17f,
+      -0x1.8ce24cp-19f, -0x1.009436p-20f, -0x1.89e3eap-22f, -0x1.579096p-23f},
+     {0x1.ff076cp-5f, 0x1.5722c2p-7f, 0x1.dbc11ap-9f, 0x1.67be2ep-10f,
+      0x1.29b284p-11f, 0x1.05ae3ap-12f, 0x1.f06446p-14f, 0x1.f56bd2p-15f,
+      0x1.802efap-16f, 0x1.f6aa28p-18f, 0x1.77dfeap-19f, 0x1.35fb8ap-20f,
+      0x1.87c2d8p-22f, 0x1.a7e3bep-24f, 0x1.1740ep-25f, 0x1.abe108p-27f},
+     {-0x1.ab29aap-6f, -0x1.fabf6p-9f, -0x1.415a1p-10f, -0x1.c104d8p-12f,
+      -0x1.4fd0c2p-13f, -0x1.13b4e4p-14f, -0x1.e20ab6p-16f, -0x1.b35ae2p-17f,
+      -0x1.32662cp-18f, -0x1.5d866p-20f, -0x1.cd0aap-22f, -0x1.54577ap-23f,
+      -0x1.74ca36p-25f, -0x1.52b12ep-27f, -0x1.81228cp-29f, -0x1.005feap-30f},
+     {0x1.2a3126p-7f, 0x1.6245b6p-10f, 0x1.83e4a4p-12f, 0x1.546042p-13f,
+      0x1.31807ep-15f, 0x1.d3da28p-16f, 0x1.dc78b6p-18f, -0x1.539e4cp-19f,
+      0x1.ca9b08p-21f, 0x1.56babcp-23f, 0x1.f4052cp-26f, 0x1.ddbaap-26f,
+      0x1.6e53e6p-28f, 0x1.261862p-30f, 0x1.272cdp-32f, 0x1.df8fbap-35f},
+     {-0x1.014506p-9f, -0x1.013c0cp-11f, -0x1.bb7d4p-14f, -0x1.3f04f6p-17f,
+      -0x1.eaae4ep-17f, -0x1.2fb9d4p-20f, 0x1.065ccep-21f, -0x1.1e63cep-19f,
+      -0x1.7a0102p-23f, -0x1.5086eep-25f, -0x1.87318ap-27f, -0x1.98ce5ep-28f,
+      -0x1.4a2312p-31f, -0x1.bfe898p-34f, -0x1.285036p-36f, -0x1.97e024p-38f}
+    }};
+
+/// e^(-a^2 / 2) P(a) for a in [0, 15.5] (a NaN gives a NaN), with P = pieces' function: returns
+/// the value before its power of two, and that power in n; the caller applies it with
+/// L::scale after the last rounding.
+template <class L>
+Vec<L> gaussian_tail(Vec<L> a, const GaussTailPieces& pieces, Vec<L>& n) {
+  using V = Vec<L>;
+  // -a^2 / 2 = hi + lo exactly: -a / 2 is exact, and the FMA gives the product's rounding error.
+  const V m = a * L::set1(-0.5f);
+  const V hi = m * a;
+  const V lo = L::fma(m, a, -hi);
+  // hi = n ln 2 + r1 with ln 2's first 13 bits (n ln2_hi exact for |n| < 2^11, and the FMA's
+  // difference then exact, Cody-Waite); the rest of ln 2 and lo go into r, |r| <= 0.36.
+  n = L::round(hi * L::set1(0x1.715476p+0f));
+  const V r1 = L::fma(n, L::set1(-0x1.62ep-1f), hi);
+  const V r2 = L::fma(n, L::set1(-0x1.0bfbe8p-15f), lo);
+  const V r = r1 + r2;
+  const V r_err = (r1 - r) + r2;  // r's rounding error (|r1| >= |r2| wherever it matters)
+  // e^r - 1 = r + r^2 p to r^8 (the first term dropped, r^9 / 9!, is below 2^-32); r - em1 is
+  // exact (Sterbenz), so em1_lo is em1's rounding error, with r's added to first order.
+  V p = L::set1(1.0f / 40320);
+  p = L::fma(p, r, L::set1(1.0f / 5040));
+  p = L::fma(p, r, L::set1(1.0f / 720));
+  p = L::fma(p, r, L::set1(1.0f / 120));
+  p = L::fma(p, r, L::set1(1.0f / 24));
+  p = L::fma(p, r, L::set1(1.0f / 6));
+  p = L::fma(p, r, L::set1(0.5f));
+  const V r_sq = r * r;
+  const V em1 = L::fma(r_sq, p, r);
+  const V em1_lo = L::fma(r_sq, p, r - em1) + r_err;
+  // The piece: floor(2a) below 4, floor(a) + 4 below 8, floor(a / 2) + 8 above.
+  const V i = L::select_above(L::set1(4.0f), a, L::floor(a * L::set1(2.0f)),
+                              L::select_above(L::set1(8.0f), a, L::floor(a) + L::set1(4.0f),
+                                              L::floor(a * L::set1(0.5f)) + L::set1(8.0f)));
+  const V s = a - L::lookup(pieces.center, i);
+  V q = L::lookup(pieces.c[8], i);
+  for (int j = 7; j >= 2; --j) q = L::fma(q, s, L::lookup(pieces.c[j], i));
+  // q = c1 + s q2 as q_hi + q_lo (Fast2Sum: c1 is the larger), then s q as t_hi + t_lo.
+  const V c1 = L::lookup(pieces.c[1], i);
+  const V w = s * q;
+  const V q_hi = c1 + w;
+  const V q_lo = (c1 - q_hi) + w;
+  // P = c0 + t_hi + t_lo with t_hi + t_lo = s q + c0_lo (s q_hi's rounding error exactly, by FMA),
+  // and P e^r = (c0 + c0 em1) + (t_hi + (t_lo + t_hi em1 + c0 em1_lo)), the first sum's rounding
+  // error kept (Fast2Sum: |c0 em1| < c0 wherever c0 is not 0), so only small terms round on the
+  // way and the whole is rounded once, at the end.
+  const V c0 = L::lookup(pieces.c[0], i);
+  const V t_hi = q_hi * s;
+  const V t_lo = L::fma(q_hi, s, -t_hi) + L::fma(q_lo, s, L::lookup(pieces.c0_lo, i));
+  const V c0_em1 = c0 * em1;
+  const V big = c0 + c0_em1;
+  const V big_err = ((c0 - big) + c0_em1) + L::fma(c0, em1, -c0_em1);
+  return big + (t_hi + (big_err + L::fma(c0, em1_lo, L::fma(t_hi, em1, t_lo))));
+}
+
+// A NaN input comes back as itself: which operand's NaN an arithmetic step returns (its sign) is
+// the compiler's choice of operand order, and g++ and clang chose differently. float64 evaluates
+// the erf form with libm's erfc (gelu_wide); float32 as above: a is |x| clamped to 15.5, beyond
+// which both results round to the same 0 or x; v - v turns -inf's result into TF's NaN.
 template <class L>
 Vec<L> gelu(Vec<L> v) {
-  const Vec<L> r = L::template in_double<&gelu_wide<typename L::Wide>>(v);
-  return L::select_negative(v, r, L::select_above(v, L::set1(-1.0f), r, v));
+  if constexpr (sizeof(typename L::Elem) == sizeof(double)) {
+    const Vec<L> r = L::template in_double<&gelu_wide<typename L::Wide>>(v);
+    return L::select_negative(v, r, L::select_above(v, L::set1(-1.0f), r, v));
+  } else {
+    Vec<L> n;
+    const Vec<L> a = L::min(L::set1(15.5f), -L::neg_abs(v));
+    const Vec<L> f = gaussian_tail<L>(a, kGeluTailPieces, n);  // sets n
+    const Vec<L> tail = L::scale(f, n);
+    return L::select_negative(v, -tail - (v - v), L::select_above(v, L::set1(0.0f), v - tail, v));
+  }
 }
 template <class L>
 Vec<L> gelu_tanh(Vec<L> v) {
