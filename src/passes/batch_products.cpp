@@ -39,6 +39,9 @@ struct Batch {
   bool transpose_b = false;
 };
 
+// The most elements a batch's stacked left operand or product may have (16 MB of float32).
+constexpr int64_t kMaxBatchElements = int64_t{1} << 22;
+
 bool is_static_matrix(const ValueType& t) {
   return t.dtype == DType::Float32 && t.shape.has_rank() && t.shape.rank() == 2 && t.shape.is_fully_defined();
 }
@@ -93,15 +96,25 @@ int batch_independent_products(GraphIR& g) {
       if (node.control_input >= 0) d |= depends[static_cast<std::size_t>(node.control_input)];
       depends[i] = d;
     }
-    Batch b;
+    std::vector<int> independent;
     for (int m : members)
-      if (!depends[static_cast<std::size_t>(g.node(m).inputs[0].node)]) b.members.push_back(m);
-    b.rows = std::get<2>(key), b.k = std::get<3>(key), b.n = std::get<4>(key), b.transpose_b = std::get<1>(key);
-    const auto total_rows = static_cast<int64_t>(b.members.size()) * b.rows;
-    if (b.members.size() < 2 || total_rows > INT_MAX) continue;  // the BLAS interface's int
-    b.right = g.node(b.members.front()).inputs[1];
-    for (int m : b.members) batch_of[static_cast<std::size_t>(m)] = static_cast<int>(batches.size());
-    batches.push_back(std::move(b));
+      if (!depends[static_cast<std::size_t>(g.node(m).inputs[0].node)]) independent.push_back(m);
+    const int64_t rows = std::get<2>(key), k = std::get<3>(key), n = std::get<4>(key);
+    // Batches of at most kMaxBatchElements in the stacked operand and in the product, whose
+    // rows all stay alive until the last view is read (T steps of a long sequence's inference
+    // would otherwise hold T results where one step held one), and within the BLAS int.
+    const int64_t per_batch = std::min<int64_t>(kMaxBatchElements / std::max(k, n), INT_MAX) / rows;
+    if (per_batch < 2) continue;
+    for (std::size_t first = 0; first + 1 < independent.size(); first += static_cast<std::size_t>(per_batch)) {
+      Batch b;
+      const std::size_t end = std::min(independent.size(), first + static_cast<std::size_t>(per_batch));
+      b.members.assign(independent.begin() + static_cast<std::ptrdiff_t>(first), independent.begin() + static_cast<std::ptrdiff_t>(end));
+      if (b.members.size() < 2) break;
+      b.rows = rows, b.k = k, b.n = n, b.transpose_b = std::get<1>(key);
+      b.right = g.node(b.members.front()).inputs[1];
+      for (int m : b.members) batch_of[static_cast<std::size_t>(m)] = static_cast<int>(batches.size());
+      batches.push_back(std::move(b));
+    }
   }
   if (batches.empty()) return 0;
 

@@ -7,7 +7,8 @@ namespace tg::detail {
 /// Float32 2-D matmuls x_t W of one right operand (the same value, or reads of one Variable with
 /// no write between them), rows of one count, whose left operands do not depend on any of them
 /// (an unrolled recurrent layer's input projections) become one product concat(x_t) W, each old
-/// product a view of its rows. Bit-identical: the AVX-512 kernels compute each row of a product
+/// product a view of its rows (in batches of at most 2^22 elements, which stay alive until their
+/// last view is read). Bit-identical: the AVX-512 kernels compute each row of a product
 /// alone, in the same order whatever the number of rows, and the pass leaves alone products whose
 /// k would let a split over k (whose bits depend on the thread count) apply to one of them.
 /// Without AVX-512 (OpenBLAS, whose blocking depends on the rows) it does nothing. Returns the

@@ -60,8 +60,8 @@ TEST(BatchProducts, AnUnrolledCellsInputProductsBecomeOneWithTheirBits) {
 }
 
 // The pass on a graph of its own: products of one Variable's reads with no write between them
-// batch; a write between two reads, a left operand made from another product, or a k that could
-// split over k keep them apart.
+// batch, in batches of bounded size; a write between two reads, a left operand made from another
+// product, or a k that could split over k keep them apart.
 TEST(BatchProducts, OnlyIndependentProductsOfOneValueBatch) {
   if (!have_avx512()) GTEST_SKIP() << "the pass batches only on the AVX-512 kernels";
   detail::set_verify_graphs(true);
@@ -90,6 +90,14 @@ TEST(BatchProducts, OnlyIndependentProductsOfOneValueBatch) {
               const Tensor first = matmul(p, w.read_value());
               return matmul(slice(first, {0, 0}, {-1, 16}) + q, w.read_value());
             }, {a, b}), 0);
+  // Batches hold at most 2^22 elements: five 2048-row products of 1024 columns make two
+  // batches of two and one product left alone.
+  Variable wide_out(random_uniform({16, 1024}, -1, 1, 7), "wide_out");
+  EXPECT_EQ(count_after_pass([&](const Tensor& p, const Tensor&) {
+              Tensor sum = matmul(p, wide_out.read_value());
+              for (int t = 1; t < 5; ++t) sum = sum + matmul(p, wide_out.read_value());
+              return sum;
+            }, {random_uniform({2048, 16}, -1, 1, 8), b}), 2);
   // k = 64 >= 2 n = 48: a product that could split over k.
   EXPECT_EQ(count_after_pass([&](const Tensor& p, const Tensor& q) {
               return matmul(p, wide) + matmul(q, wide);
