@@ -102,11 +102,24 @@ inline __m256i round_lanes(__m512i u) {
   return _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, rounded, quiet));
 }
 
-// kHalves: 2 for a whole panel, 1 where the panel's last 16 columns lie past n (their packed
-// values are zeros, and their sums would be stored nowhere). kRows: the block's rows rounded up
-// to 4 (rows past `rows` are zeros in `ap` and not stored), so that a block of 4 or 8 rows costs
-// a third or two thirds of a whole one. Each sum adds the pairs in order q = 0, 1, ..., whatever
-// the block's shape.
+// Whether any of sixteen floats is subnormal: 0 < |x| < 2^-126 (vcvtne2ps2bf16 reads those as zero).
+inline __mmask16 subnormal_lanes(__m512i u) {
+  const __m512i magnitude_less_one = _mm512_sub_epi32(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(1));
+  return _mm512_cmplt_epu32_mask(magnitude_less_one, _mm512_set1_epi32(0x007fffff));
+}
+
+// round_lanes of sixteen floats, by vcvtneps2bf16 where none is subnormal (it reads those as
+// zero; otherwise it rounds as round_lanes does, NaN quietened by the same bit).
+inline __m256i round_floats(__m512 v) {
+  const __m512i u = _mm512_castps_si512(v);
+  if (subnormal_lanes(u) == 0) return (__m256i)_mm512_cvtneps_pbh(v);
+  return round_lanes(u);
+}
+
+// The upper halves of sixteen floats that are widened bfloat16 values: their bfloat16 bits,
+// which round_lanes would give too (the lower halves are zeros; a NaN's quiet bit is set).
+inline __m256i upper_halves(__m512 v) { return _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(v), 16)); }
+
 // Sixteen widened bfloat16 values (bits in the upper halves of 32-bit lanes) as float32.
 inline __m512 widened(__m256i bits) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16)); }
 
@@ -114,13 +127,13 @@ inline __m512 widened(__m256i bits) { return _mm512_castsi512_ps(_mm512_slli_epi
 // ops apart compute it (ops/matmul.cpp's bf16 epilogue rows did it in passes over whole rows):
 // the product rounded; + bias, rounded; the mask out > 0; relu (MAXPS returns its second operand
 // unless the first is greater: x < 0 ? 0 : x, NaN and -0.0 included); where(mask, out, 0).
-// relu and where of a bfloat16 value are bfloat16 values, rounded again to the same bits.
+// relu and where of a bfloat16 value are bfloat16 values: their rounding keeps their bits.
 inline __m256i epilogue_lanes(__m512 sums, const Epilogue& e, int64_t row, int64_t col, __mmask16 valid) {
-  __m256i bits = round_lanes(_mm512_castps_si512(sums));
+  __m256i bits = round_floats(sums);
   if (!e.bias && !e.mask_out && !e.relu && !e.mask_in) return bits;
   __m512 w = widened(bits);
   if (e.bias) {
-    bits = round_lanes(_mm512_castps_si512(_mm512_add_ps(w, _mm512_maskz_loadu_ps(valid, e.bias + col))));
+    bits = round_floats(_mm512_add_ps(w, _mm512_maskz_loadu_ps(valid, e.bias + col)));
     if (!e.mask_out && !e.relu && !e.mask_in) return bits;
     w = widened(bits);
   }
@@ -134,7 +147,7 @@ inline __m256i epilogue_lanes(__m512 sums, const Epilogue& e, int64_t row, int64
     const __m128i m = _mm_maskz_loadu_epi8(valid, e.mask_in + at);
     w = _mm512_maskz_mov_ps(_mm_test_epi8_mask(m, m), w);
   }
-  return round_lanes(_mm512_castps_si512(w));
+  return upper_halves(w);
 }
 
 // kHalves: 2 for a whole panel, 1 where the panel's last 16 columns lie past n (their packed
@@ -168,7 +181,7 @@ void block(int64_t pairs, const uint32_t* ap, const uint16_t* bp, void* c, int l
       } else if constexpr (kStore == Store::kEpilogue) {
         _mm256_mask_storeu_epi16(static_cast<uint16_t*>(c) + at, m, epilogue_lanes(acc[r][h], *e, row, col, m));
       } else {
-        const __m256i bits = round_lanes(_mm512_castps_si512(acc[r][h]));
+        const __m256i bits = round_floats(acc[r][h]);
         if constexpr (kStore == Store::kRounded)
           _mm256_mask_storeu_epi16(static_cast<uint16_t*>(c) + at, m, bits);
         else
@@ -213,11 +226,6 @@ void widen(const uint16_t* x, float* y, int64_t n) {
 }
 
 namespace {
-// Whether any of sixteen floats is subnormal: 0 < |x| < 2^-126 (vcvtne2ps2bf16 reads those as zero).
-inline __mmask16 subnormal_lanes(__m512i u) {
-  const __m512i magnitude_less_one = _mm512_sub_epi32(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(1));
-  return _mm512_cmplt_epu32_mask(magnitude_less_one, _mm512_set1_epi32(0x007fffff));
-}
 
 }  // namespace
 
