@@ -21,4 +21,8 @@ template <class T>
 void layer_norm_backward(int64_t rows, int64_t c, const T* x, const T* gamma, const T* mean, const T* rstd,
                          const T* dy, T* dx, T* dgamma, T* dbeta);
 
+/// Whether the kernels may run their AVX-512F build where the CPU has it (on by default);
+/// returns the previous setting. Both builds give the same bits: tests compare them.
+bool set_layer_norm_avx512(bool enabled);
+
 }  // namespace tg::detail

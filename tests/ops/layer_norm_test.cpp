@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "kernels/layer_norm.h"
 #include "ops/op.h"
 #include "support/op_case.h"
 #include "support/test_util.h"
@@ -134,6 +135,30 @@ TEST(LayerNormOp, BitsDoNotDependOnTheThreadCount) {
   const Tensor two = run();
   detail::set_num_threads(before);
   EXPECT_TENSOR_EQ(one, two);
+}
+
+// The kernels' AVX-512F build (layer_norm_avx512.cpp, where the CPU has it) and the baseline
+// one give the same bits: the same sums in the same order, and no fused multiply-add. Rows of a
+// whole number of vectors, with a tail, and longer than one block of column sums.
+TEST(LayerNormOp, TheAvx512AndBaselineBuildsGiveTheSameBits) {
+  for (const DType dtype : {float32, float64})
+    for (const std::vector<int64_t>& dims : {std::vector<int64_t>{70, 128}, {300, 33}, {5, 1000}}) {
+      SCOPED_TRACE(::testing::Message() << to_string(dtype) << " " << dims[0] << " x " << dims[1]);
+      const Tensor x = values(dims, 61, dtype), g = values({dims[1]}, 62, dtype), b = values({dims[1]}, 63, dtype);
+      const Tensor dy = values(dims, 64, dtype);
+      auto run = [&] {
+        const std::vector<Tensor> o = layer_norm_op(x, g, b, 1e-5);
+        return joined({o[0], o[1], o[2],
+                       joined(detail::apply_op(detail::OpId::LayerNormGrad, {x, g, o[1], o[2], dy},
+                                               detail::LayerNormAttrs{.epsilon = 1e-5}))});
+      };
+      const bool before = detail::set_layer_norm_avx512(false);
+      const Tensor baseline = run();
+      detail::set_layer_norm_avx512(true);
+      const Tensor native = run();
+      detail::set_layer_norm_avx512(before);
+      EXPECT_TENSOR_EQ(baseline, native);
+    }
 }
 
 TEST(LayerNormOp, TypedErrors) {
