@@ -151,7 +151,7 @@ Vec<L> elu(Vec<L> v) {
 // form is still evaluated in float64 and rounded once). With a = |x|,
 //   gelu(-a) = -e^(-a^2 / 2) G(a),   gelu(a) = a - e^(-a^2 / 2) G(a),   G(a) = a e^(a^2 / 2) Phi(-a),
 // G smooth, going from a / 2 at 0 to 1 / sqrt(2 pi) at infinity, which gaussian_tail evaluates
-// piecewise (GaussTailPieces, within 0.005 ULP). What cost float32 its accuracy before is
+// piecewise (GaussTailPieces, within 0.05 ULP). What cost float32 its accuracy before is
 // e^(-a^2 / 2): a float32 a^2 alone carries a relative error of 2^-24, which e^ multiplies by
 // a^2 / 2 (up to 104 before the result underflows), ~170 ULP in the tail. So -a^2 / 2 is formed
 // exactly as hi + lo with one FMA and split as n ln 2 + r with the Cody-Waite constants below (the
@@ -170,10 +170,9 @@ Vec<W> gelu_tanh_wide(Vec<W> w) {
   return w / (W::set1(1.0) + W::exp(W::set1(-2.0) * u));
 }
 
-/// G (above) of a = |x| on [0, 16) as sixteen degree-8 polynomials in s = a - center
-/// (exact: each center is within a factor 2 of its piece's a): [k/2, k/2 + 1/2) for k < 8,
-/// [k - 4, k - 3) for k < 12 and [2k - 16, 2k - 14) from 8 on. The constant term is two floats
-/// (c[0] + c0_lo), which keeps the pieces within 0.005 ULP of G; fitted by weighted
+/// G (above) of a = |x| on [0, 15.25] as sixteen degree-8 polynomials in s = a - k for the k
+/// nearest a (s exact: k is within a factor 2 of a). The constant term is two floats
+/// (c[0] + c0_lo), which keeps the pieces within 0.05 ULP of G; fitted by weighted
 /// least squares in long double, each coefficient rounded to float32 in turn and the later ones
 /// refitted to what was left.
 struct GaussTailPieces {
@@ -183,51 +182,51 @@ struct GaussTailPieces {
 };
 // a e^(a^2 / 2) Phi(-a): gelu's tail
 inline constexpr GaussTailPieces kGeluTailPieces = {
-    .center = {0.0f, 0.75f, 1.25f, 1.75f, 2.25f, 2.75f, 3.25f, 3.75f, 4.5f, 5.5f, 6.5f, 7.5f, 9.0f, 11.0f, 13.0f, 15.0f},
-    .c0_lo = {0.0f, -0x1.8ca90ep-28f, 0x1.8c382ep-27f, -0x1.d8a75ep-28f,
-      -0x1.40b65ep-28f, 0x1.b26aacp-30f, 0x1.8d3c8ep-27f, -0x1.24f0f4p-27f,
-      0x1.c4f15cp-27f, 0x1.276b8ep-27f, 0x1.5401a2p-27f, -0x1.b87f08p-28f,
-      0x1.61f19cp-27f, -0x1.199a72p-28f, -0x1.32f02cp-30f, 0x1.8ff4cap-28f},
+    .center = {0.0f, 1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f, 8.0f, 9.0f, 10.0f, 11.0f, 12.0f, 13.0f, 14.0f, 15.0f},
+    .c0_lo = {0.0f, 0x1.11aab4p-35f, 0x1.5a2a66p-27f, -0x1.cb54cep-27f,
+      -0x1.cdad1cp-28f, -0x1.e06aa4p-30f, -0x1.a8ebe4p-27f, 0x1.8fef02p-27f,
+      0x1.7a866ep-29f, 0x1.61f1bcp-27f, -0x1.89d5dap-28f, -0x1.199a6cp-28f,
+      -0x1.4e8d6ap-28f, -0x1.32f026p-30f, -0x1.fda6c6p-29f, 0x1.8ff4cap-28f},
     .c = {
-     {0.0f, 0x1.cd2836p-3f, 0x1.275f8ap-2f, 0x1.4bef66p-2f,
-      0x1.62039ap-2f, 0x1.701efp-2f, 0x1.799186p-2f, 0x1.80268cp-2f,
-      0x1.86c626p-2f, 0x1.8c2b88p-2f, 0x1.8f76dep-2f, 0x1.919c6ap-2f,
-      0x1.93a64ep-2f, 0x1.95389ep-2f, 0x1.96242ep-2f, 0x1.96b996p-2f},
-     {0x1p-1f, 0x1.5bf7f2p-3f, 0x1.7b79d2p-4f, 0x1.bd45f4p-5f,
-      0x1.15aa6cp-5f, 0x1.6c5e3cp-6f, 0x1.f2f5dp-7f, 0x1.62200ep-7f,
-      0x1.bfbaeep-8f, 0x1.07e3eap-8f, 0x1.4ea508p-9f, 0x1.c0f9d2p-10f,
-      0x1.0b6e08p-10f, 0x1.2b9aa2p-11f, 0x1.6fdc4p-12f, 0x1.e2fd9p-13f},
-     {-0x1.988452p-2f, -0x1.c2c6ecp-4f, -0x1.aecdfep-5f, -0x1.be147p-6f,
-      -0x1.ee984cp-7f, -0x1.22a93ep-7f, -0x1.67143ap-8f, -0x1.cef382p-9f,
-      -0x1.004dp-9f, -0x1.01ffa4p-10f, -0x1.1c87cap-11f, -0x1.51035ap-12f,
-      -0x1.54ab2cp-13f, -0x1.3cc448p-14f, -0x1.4becfap-15f, -0x1.7bc8a8p-16f},
-     {0x1.ffff8ap-3f, 0x1.d68c7cp-5f, 0x1.8ff248p-6f, 0x1.722026p-7f,
-      0x1.70c4bcp-8f, 0x1.87b8c8p-9f, 0x1.b7d51cp-10f, 0x1.031ddcp-10f,
-      0x1.fa3ac4p-12f, 0x1.b6417ep-13f, 0x1.a67162p-14f, 0x1.bb5afcp-15f,
-      0x1.7db5d8p-16f, 0x1.27823ep-17f, 0x1.08c6dap-18f, 0x1.08571ap-19f},
-     {-0x1.105088p-3f, -0x1.a895d6p-6f, -0x1.446fdp-7f, -0x1.0ee90cp-8f,
-      -0x1.e930e2p-10f, -0x1.d8f826p-11f, -0x1.e59fccp-12f, -0x1.06d598p-12f,
-      -0x1.c7d5cap-14f, -0x1.55879ap-15f, -0x1.210be8p-16f, -0x1.0dad5ap-17f,
-      -0x1.8ce24cp-19f, -0x1.009436p-20f, -0x1.89e3eap-22f, -0x1.579096p-23f},
-     {0x1.ff076cp-5f, 0x1.5722c2p-7f, 0x1.dbc11ap-9f, 0x1.67be2ep-10f,
-      0x1.29b284p-11f, 0x1.05ae3ap-12f, 0x1.f06446p-14f, 0x1.f56bd2p-15f,
-      0x1.802efap-16f, 0x1.f6aa28p-18f, 0x1.77dfeap-19f, 0x1.35fb8ap-20f,
-      0x1.87c2d8p-22f, 0x1.a7e3bep-24f, 0x1.1740ep-25f, 0x1.abe108p-27f},
-     {-0x1.ab29aap-6f, -0x1.fabf6p-9f, -0x1.415a1p-10f, -0x1.c104d8p-12f,
-      -0x1.4fd0c2p-13f, -0x1.13b4e4p-14f, -0x1.e20ab6p-16f, -0x1.b35ae2p-17f,
-      -0x1.32662cp-18f, -0x1.5d866p-20f, -0x1.cd0aap-22f, -0x1.54577ap-23f,
-      -0x1.74ca36p-25f, -0x1.52b12ep-27f, -0x1.81228cp-29f, -0x1.005feap-30f},
-     {0x1.2a3126p-7f, 0x1.6245b6p-10f, 0x1.83e4a4p-12f, 0x1.546042p-13f,
-      0x1.31807ep-15f, 0x1.d3da28p-16f, 0x1.dc78b6p-18f, -0x1.539e4cp-19f,
-      0x1.ca9b08p-21f, 0x1.56babcp-23f, 0x1.f4052cp-26f, 0x1.ddbaap-26f,
-      0x1.6e53e6p-28f, 0x1.261862p-30f, 0x1.272cdp-32f, 0x1.df8fbap-35f},
-     {-0x1.014506p-9f, -0x1.013c0cp-11f, -0x1.bb7d4p-14f, -0x1.3f04f6p-17f,
-      -0x1.eaae4ep-17f, -0x1.2fb9d4p-20f, 0x1.065ccep-21f, -0x1.1e63cep-19f,
-      -0x1.7a0102p-23f, -0x1.5086eep-25f, -0x1.87318ap-27f, -0x1.98ce5ep-28f,
-      -0x1.4a2312p-31f, -0x1.bfe898p-34f, -0x1.285036p-36f, -0x1.97e024p-38f}
+     {0.0f, 0x1.0bdb2ep-2f, 0x1.5845dcp-2f, 0x1.754a76p-2f,
+      0x1.82b4bcp-2f, 0x1.89d3acp-2f, 0x1.8e010ep-2f, 0x1.90a4fcp-2f,
+      0x1.926972p-2f, 0x1.93a64ep-2f, 0x1.948c6ep-2f, 0x1.95389ep-2f,
+      0x1.95bcb4p-2f, 0x1.96242ep-2f, 0x1.9676b8p-2f, 0x1.96b996p-2f},
+     {0x1p-1f, 0x1.fcc82p-4f, 0x1.5d300ap-5f, 0x1.2c08cap-6f,
+      0x1.2dda04p-7f, 0x1.542a9ap-8f, 0x1.a0eee4p-9f, 0x1.106374p-9f,
+      0x1.7625d6p-10f, 0x1.0b6e08p-10f, 0x1.8af23ep-11f, 0x1.2b9aa2p-11f,
+      0x1.d0fb64p-12f, 0x1.6fdc4p-12f, 0x1.27e806p-12f, 0x1.e2fd9p-13f},
+     {-0x1.988452p-2f, -0x1.34407ep-4f, -0x1.498754p-6f, -0x1.c642ccp-8f,
+      -0x1.78fbb8p-9f, -0x1.66fd6p-10f, -0x1.7b5976p-11f, -0x1.b2792cp-12f,
+      -0x1.0926d2p-12f, -0x1.54ab2cp-13f, -0x1.c8803p-14f, -0x1.3cc448p-14f,
+      -0x1.c4cf74p-15f, -0x1.4becfap-15f, -0x1.f15cf6p-16f, -0x1.7bc8a8p-16f},
+     {0x1.ffff8ap-3f, 0x1.2f48f4p-5f, 0x1.030104p-7f, 0x1.239dap-9f,
+      0x1.943c6ap-11f, 0x1.480fc4p-12f, 0x1.2cab2p-13f, 0x1.2f20dcp-14f,
+      0x1.49ccdcp-15f, 0x1.7db87ap-16f, 0x1.d0f168p-17f, 0x1.2784ep-17f,
+      0x1.857b1ap-18f, 0x1.08c8a2p-18f, 0x1.71be88p-19f, 0x1.085566p-19f},
+     {-0x1.105088p-3f, -0x1.035ec4p-6f, -0x1.68bd8ap-9f, -0x1.5084aap-11f,
+      -0x1.89a294p-13f, -0x1.124716p-14f, -0x1.b65bacp-16f, -0x1.868bfap-17f,
+      -0x1.7bd624p-18f, -0x1.8ce52ap-19f, -0x1.b82744p-20f, -0x1.0096a6p-20f,
+      -0x1.3823f4p-21f, -0x1.89e112p-22f, -0x1.008c6ep-22f, -0x1.57925ep-23f},
+     {0x1.ff076cp-5f, 0x1.8e9518p-8f, 0x1.caac94p-11f, 0x1.66bc28p-13f,
+      0x1.65397p-15f, 0x1.af4b12p-17f, 0x1.2d7d28p-18f, 0x1.dd4dbcp-20f,
+      0x1.9d3a94p-21f, 0x1.820f2ap-22f, 0x1.85cf78p-23f, 0x1.9c9072p-24f,
+      0x1.e734fap-25f, 0x1.0f9842p-25f, 0x1.74a288p-26f, 0x1.ba7b0ap-27f},
+     {-0x1.ab29aap-6f, -0x1.196b6p-9f, -0x1.0ef624p-12f, -0x1.66f0c6p-15f,
+      -0x1.32cffcp-17f, -0x1.41a53p-19f, -0x1.8ba1p-21f, -0x1.15762cp-22f,
+      -0x1.b007e2p-24f, -0x1.6f302ap-25f, -0x1.518e1ep-26f, -0x1.49379ap-27f,
+      -0x1.64503p-28f, -0x1.8c3234p-29f, -0x1.a26ce4p-30f, -0x1.f2d0eep-31f},
+     {0x1.2a3126p-7f, 0x1.86e88p-11f, 0x1.3777bcp-14f, 0x1.5ddd66p-17f,
+      0x1.01a28ep-19f, 0x1.8dc904p-22f, 0x1.d73532p-24f, 0x1.cc8eeep-26f,
+      0x1.50e9e8p-26f, 0x1.23854p-26f, 0x1.2cdc9cp-27f, 0x1.d4dedep-28f,
+      -0x1.065af8p-29f, 0x1.30324ap-29f, -0x1.0516d6p-28f, -0x1.decd36p-31f},
+     {-0x1.014506p-9f, -0x1.e9a7f2p-13f, -0x1.4f9cf8p-16f, -0x1.42d872p-19f,
+      -0x1.912caep-22f, -0x1.203f5cp-24f, -0x1.333c42p-26f, -0x1.a92d3p-28f,
+      -0x1.bcac2ep-29f, -0x1.09925ep-29f, -0x1.1b11cap-30f, -0x1.6c7f1cp-31f,
+      0x1.02225ap-34f, 0x1.436b66p-33f, -0x1.2d0682p-33f, -0x1.fac9f8p-35f}
     }};
 
-/// e^(-a^2 / 2) P(a) for a in [0, 15.5] (a NaN gives a NaN), with P = pieces' function: returns
+/// e^(-a^2 / 2) P(a) for a in [0, 15.25] (a NaN gives a NaN), with P = pieces' function: returns
 /// the value before its power of two, and that power in n; the caller applies it with
 /// L::scale after the last rounding.
 template <class L>
@@ -256,10 +255,7 @@ Vec<L> gaussian_tail(Vec<L> a, const GaussTailPieces& pieces, Vec<L>& n) {
   const V r_sq = r * r;
   const V em1 = L::fma(r_sq, p, r);
   const V em1_lo = L::fma(r_sq, p, r - em1) + r_err;
-  // The piece: floor(2a) below 4, floor(a) + 4 below 8, floor(a / 2) + 8 above.
-  const V i = L::select_above(L::set1(4.0f), a, L::floor(a * L::set1(2.0f)),
-                              L::select_above(L::set1(8.0f), a, L::floor(a) + L::set1(4.0f),
-                                              L::floor(a * L::set1(0.5f)) + L::set1(8.0f)));
+  const V i = L::round(a);  // the piece
   const V s = a - L::lookup(pieces.center, i);
   V q = L::lookup(pieces.c[8], i);
   for (int j = 7; j >= 2; --j) q = L::fma(q, s, L::lookup(pieces.c[j], i));
@@ -283,7 +279,7 @@ Vec<L> gaussian_tail(Vec<L> a, const GaussTailPieces& pieces, Vec<L>& n) {
 
 // A NaN input comes back as itself: which operand's NaN an arithmetic step returns (its sign) is
 // the compiler's choice of operand order, and g++ and clang chose differently. float64 evaluates
-// the erf form with libm's erfc (gelu_wide); float32 as above: a is |x| clamped to 15.5, beyond
+// the erf form with libm's erfc (gelu_wide); float32 as above: a is |x| clamped to 15.25, beyond
 // which both results round to the same 0 or x; v - v turns -inf's result into TF's NaN.
 template <class L>
 Vec<L> gelu(Vec<L> v) {
@@ -292,7 +288,7 @@ Vec<L> gelu(Vec<L> v) {
     return L::select_negative(v, r, L::select_above(v, L::set1(-1.0f), r, v));
   } else {
     Vec<L> n;
-    const Vec<L> a = L::min(L::set1(15.5f), -L::neg_abs(v));
+    const Vec<L> a = L::min(L::set1(15.25f), -L::neg_abs(v));
     const Vec<L> f = gaussian_tail<L>(a, kGeluTailPieces, n);  // sets n
     const Vec<L> tail = L::scale(f, n);
     return L::select_negative(v, -tail - (v - v), L::select_above(v, L::set1(0.0f), v - tail, v));
