@@ -120,7 +120,7 @@ void tiled_max_pool_grad_of(const TiledPool& p, const T* x, const T* dy, const b
 // channels with a NaN. dy is stored as bfloat16 bits without widening: 0 + dy rounded is dy
 // except -0 (+0) and a NaN (made quiet), fixed once per window.
 void tiled_max_pool_grad_bf16_of(const TiledPool& p, const bfloat16_t* x, const bfloat16_t* dy, const bool* mask,
-                                 bfloat16_t* dx) {
+                                 bfloat16_t* dx, bool positive_mask) {
   const int64_t c = p.c, window = p.kh * p.kw;
   int64_t at[16];
   for (int64_t j = 0; j < window; ++j) at[j] = (j / p.kw) * p.w + j % p.kw;
@@ -163,6 +163,10 @@ void tiled_max_pool_grad_bf16_of(const TiledPool& p, const bfloat16_t* x, const 
           }
           for (int64_t j = 0; j < window; ++j) keep[j] = won[j];
         }
+        if (positive_mask) {  // x > 0 at the maximum: best > 0 (a NaN maximum is not)
+          const __mmask16 positive = _mm512_cmp_ps_mask(best, _mm512_setzero_ps(), _CMP_GT_OQ);
+          for (int64_t j = 0; j < window; ++j) keep[j] &= positive;
+        }
         __m256i g = _mm256_maskz_loadu_epi16(lanes, d + c0);
         g = _mm256_maskz_mov_epi16(_mm256_cmpneq_epi16_mask(g, negative_zero), g);
         const __mmask16 g_nan = _mm256_cmpgt_epu16_mask(_mm256_and_si256(g, magnitude), inf);
@@ -193,8 +197,8 @@ void tiled_max_pool_grad(const TiledPool& p, const float* x, const float* dy, co
 }
 void tiled_max_pool_bf16(const TiledPool& p, const bfloat16_t* x, bfloat16_t* y) { tiled_max_pool_of(p, x, y); }
 void tiled_max_pool_grad_bf16(const TiledPool& p, const bfloat16_t* x, const bfloat16_t* dy, const bool* mask,
-                              bfloat16_t* dx) {
-  tiled_max_pool_grad_bf16_of(p, x, dy, mask, dx);
+                              bfloat16_t* dx, bool positive_mask) {
+  tiled_max_pool_grad_bf16_of(p, x, dy, mask, dx, positive_mask);
 }
 
 }  // namespace tg::detail::pool_avx512

@@ -33,7 +33,9 @@ void tiled_max_pool_grad(const TiledPool& p, const float* x, const float* dy, co
 /// every value there is a bfloat16 value - with a NaN's quiet bit set as the rounding does; the
 /// gradient stores dy's bits as they are but for 0 + dy's two changes (-0 to +0, a NaN made quiet).
 void tiled_max_pool_bf16(const TiledPool& p, const bfloat16_t* x, bfloat16_t* y);
+/// positive_mask: the mask is x > 0 (relu's gradient read off relu's result): true at a window's
+/// maximum where that maximum is > 0, so no mask is read (mask must then be null).
 void tiled_max_pool_grad_bf16(const TiledPool& p, const bfloat16_t* x, const bfloat16_t* dy, const bool* mask,
-                              bfloat16_t* dx);
+                              bfloat16_t* dx, bool positive_mask = false);
 
 }  // namespace tg::detail::pool_avx512

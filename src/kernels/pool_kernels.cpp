@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
@@ -254,13 +255,19 @@ void max_pool_forward_bf16(const PoolGeom& g, const bfloat16_t* x, bfloat16_t* y
 }
 
 void max_pool_backward_bf16(const PoolGeom& g, const bfloat16_t* x, const bfloat16_t* dy, const bool* mask,
-                            bfloat16_t* dx, ColumnSumLeaves* sums) {
+                            bfloat16_t* dx, ColumnSumLeaves* sums, bool positive_mask) {
   const int64_t pixels = g.h * g.w, image = pixels * g.c, pooled = g.oh * g.ow * g.c;
+  std::unique_ptr<bool[]> positive;  // x > 0, where the kernel below does not read it off the maximum
+  if (positive_mask && !native_bf16_pool(g)) {
+    positive.reset(new bool[static_cast<std::size_t>(g.n * image)]);
+    for (int64_t i = 0; i < g.n * image; ++i) positive[static_cast<std::size_t>(i)] = static_cast<float>(x[i]) > 0.0f;
+    mask = positive.get();
+  }
   if (native_bf16_pool(g)) {
     const pool_avx512::TiledPool p{g.h, g.w, g.c, g.kh, g.kw, g.oh, g.ow};
     for_each_image(g, [&](int64_t n) {
       pool_avx512::tiled_max_pool_grad_bf16(p, x + n * image, dy + n * pooled, mask ? mask + n * image : nullptr,
-                                            dx + n * image);
+                                            dx + n * image, positive_mask);
       if (!sums) return;
       // As max_pool_backward's: this thread wrote image n's rows, and only those.
       GemmEpilogue e;

@@ -44,9 +44,10 @@ void max_pool_gather(const PoolGeom& g, const T* x, const T* src, T* y);
 /// that tile the input run on bfloat16 directly on AVX-512 (pool_grad_avx512.h); other geometries
 /// and CPUs widen the tensors, run the float32 kernel and round. With `sums`, dx's rows (its
 /// rounded values, widened) are added to those column sums as the float32 kernel adds its own.
+/// positive_mask (mask null): the mask is x > 0.
 void max_pool_forward_bf16(const PoolGeom& g, const bfloat16_t* x, bfloat16_t* y);
 void max_pool_backward_bf16(const PoolGeom& g, const bfloat16_t* x, const bfloat16_t* dy, const bool* mask,
-                            bfloat16_t* dx, ColumnSumLeaves* sums = nullptr);
+                            bfloat16_t* dx, ColumnSumLeaves* sums = nullptr, bool positive_mask = false);
 /// The mean of each window's elements inside the input (TF's SAME average), and its adjoint.
 template <class T>
 void avg_pool_forward(const PoolGeom& g, const T* x, T* y);

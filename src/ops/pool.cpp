@@ -110,14 +110,18 @@ void kernel_max_pool2d_grad(const std::vector<Tensor>& in, const OpAttrs& attrs,
 // ---- max_pool2d_grad_masked: where(mask, max_pool2d_grad(x, dy), 0) in one node, made by the
 // optimiser (src/passes/fuse_product_epilogues.cpp): a convolution layer's relu gradient taken
 // in by the pooling gradient after it, where it had read and written the whole of dx again
-// (the CNN demo's first layer: 1.15 ms of its step). ----
+// (the CNN demo's first layer: 1.15 ms of its step). The mask input is bool, or a tensor of the
+// input's dtype m standing for m > 0: the optimiser passes x itself where x is relu's result
+// and the mask was relu's input > 0 (the same booleans, NaN and -0 included), and the bfloat16
+// kernel then reads it off each window's maximum instead of a bool tensor. ----
 
 constexpr const char* kMaskedPoolGrad = "max_pool2d_grad_masked";
 
 std::vector<ValueType> infer_max_pool2d_grad_masked(const std::vector<ValueType>& in, const OpAttrs& attrs) {
   const MaxPoolGradMaskedAttrs& a = attrs.get<MaxPoolGradMaskedAttrs>();
   ValueType dx = infer_pool_grad(kMaskedPoolGrad, "max_pool2d", {in[0], in[1]}, a.pool).at(0);
-  require_dtype(kMaskedPoolGrad, in[2], {DType::Bool}, "a mask");
+  if (in[2].dtype != DType::Bool) require_same_dtype(kMaskedPoolGrad, in[0], "input", in[2], "a mask's source");
+  else require_dtype(kMaskedPoolGrad, in[2], {DType::Bool}, "a mask");
   dx.shape = broadcast_shapes(kMaskedPoolGrad, in[2].shape, dx.shape);  // where's result
   if (!a.channel_sums) return {dx};
   // reduce_sum over every dim but the channels (what sum_to_like(dx, bias) computes).
@@ -129,12 +133,21 @@ void kernel_max_pool2d_grad_masked(const std::vector<Tensor>& in, const OpAttrs&
   const MaxPoolGradMaskedAttrs& a = attrs.get<MaxPoolGradMaskedAttrs>();
   const TensorShape& shape = in[0].impl()->shape;
   const bool bf16 = in[0].impl()->dtype == DType::BFloat16;
-  if (!(in[2].impl()->shape == shape) || (a.channel_sums && in[0].impl()->dtype == DType::Float64)) {
+  Tensor mask = in[2];
+  bool positive = false;  // mask = x > 0, read off each window's maximum by the kernel
+  if (mask.impl()->dtype != DType::Bool) {
+    positive = bf16 && mask.impl() == in[0].impl();
+    if (!positive)
+      mask = run_op_eager(op_def(OpId::Greater), {in[2], run_op_eager(op_def(OpId::ZerosLike), {in[2]}, OpAttrs{}).at(0)},
+                          OpAttrs{})
+                 .at(0);
+  }
+  if (!(mask.impl()->shape == shape) || (a.channel_sums && in[0].impl()->dtype == DType::Float64)) {
     // A mask that broadcasts at run time (None dims), or sums the fused kernel does not make
     // (float32's and bfloat16's leaves only): the ops by their own kernels.
     const Tensor dx = run_op_eager(op_def(OpId::MaxPool2DGrad), {in[0], in[1]}, a.pool).at(0);
     const Tensor zero = run_op_eager(op_def(OpId::ZerosLike), {dx}, OpAttrs{}).at(0);
-    const Tensor r = run_op_eager(op_def(OpId::Where), {in[2], dx, zero}, OpAttrs{}).at(0);
+    const Tensor r = run_op_eager(op_def(OpId::Where), {mask, dx, zero}, OpAttrs{}).at(0);
     copy_elements(r, out[0]);
     if (a.channel_sums)
       copy_elements(run_op_eager(op_def(OpId::ReduceSum), {r}, ReduceAttrs{{0, 1, 2}, false}).at(0), out[1]);
@@ -151,14 +164,15 @@ void kernel_max_pool2d_grad_masked(const std::vector<Tensor>& in, const OpAttrs&
   if (bf16) {
     // The sums of dx as rounded (each value widened exactly), rounded once: reduce_sum's
     // bfloat16 rule over the where's result, as sum_to_like computes it apart.
-    max_pool_backward_bf16(g, data_of<bfloat16_t>(in[0]), data_of<bfloat16_t>(in[1]), data_of<bool>(in[2]),
-                           data_of<bfloat16_t>(out[0]), sums ? sums->leaves() : nullptr);
+    max_pool_backward_bf16(g, data_of<bfloat16_t>(in[0]), data_of<bfloat16_t>(in[1]),
+                           positive ? nullptr : data_of<bool>(mask), data_of<bfloat16_t>(out[0]),
+                           sums ? sums->leaves() : nullptr, positive);
     if (sums) sums->finish(data_of<bfloat16_t>(out[0]), data_of<bfloat16_t>(out[1]));
     return;
   }
   dispatch_float(in[0].impl()->dtype, [&](auto tag) {
     using T = decltype(tag);
-    max_pool_backward<T>(g, data_of<T>(in[0]), data_of<T>(in[1]), data_of<bool>(in[2]), data_of<T>(out[0]),
+    max_pool_backward<T>(g, data_of<T>(in[0]), data_of<T>(in[1]), data_of<bool>(mask), data_of<T>(out[0]),
                          sums ? sums->leaves() : nullptr);
   });
   if (sums) sums->finish(data_of<float>(out[0]), data_of<float>(out[1]));

@@ -457,6 +457,42 @@ bool fuse_bf16_epilogue(GraphIR& g, const NodeUsers& users, int self) {
   return false;
 }
 
+// A bfloat16 convolution layer's relu gradient read off relu's result: a max_pool2d_grad_masked
+// over x = conv2d_epilogue:0 (bias, relu) whose mask is conv2d_epilogue:1 (the sum before relu
+// > 0) takes x as its mask's source (x > 0 is the same booleans: relu keeps what is > 0, and
+// NaN and -0 are > 0 in neither), so its kernel reads the mask off each window's maximum; the
+// epilogue's mask output, then unread, is no longer written.
+int derive_bf16_pool_masks(GraphIR& g) {
+  int count = 0;
+  std::vector<int> convs;
+  for (GraphNode& node : g.nodes) {
+    if (node.kind != NodeKind::kOp || node.op != OpId::MaxPool2DGradMasked || node.control_input >= 0 ||
+        node.inputs.size() != 3)
+      continue;
+    const ValueRef x = node.inputs[0], m = node.inputs[2];
+    if (m.node != x.node || x.output != 0 || m.output != 1 || g.type_of(x).dtype != DType::BFloat16) continue;
+    const GraphNode& conv = g.node_of(x);
+    if (conv.kind != NodeKind::kOp || conv.op != OpId::Conv2DEpilogue) continue;
+    const Conv2DEpilogueAttrs& a = conv.attrs.get<Conv2DEpilogueAttrs>();
+    if (!a.relu || !a.mask_out || a.mask_in || a.max_pool || conv.outputs.size() != 2) continue;
+    node.inputs[2] = x;
+    convs.push_back(x.node);
+    ++count;
+  }
+  for (int c : convs) {
+    bool read = false;
+    for (const GraphNode& n : g.nodes)
+      for (const ValueRef& in : n.inputs) read |= in.node == c && in.output == 1;
+    GraphNode& conv = g.nodes[static_cast<std::size_t>(c)];
+    if (read || conv.outputs.size() != 2) continue;
+    Conv2DEpilogueAttrs a = conv.attrs.get<Conv2DEpilogueAttrs>();
+    a.mask_out = false;
+    conv.attrs = a;
+    conv.outputs = SmallVector<ValueType, 1>{conv.outputs[0]};
+  }
+  return count;
+}
+
 }  // namespace
 
 int fuse_product_epilogues(GraphIR& g) {
@@ -476,6 +512,7 @@ int fuse_product_epilogues(GraphIR& g) {
     }
   }
   count += fuse_conv_max_pools(g);  // the conv2d_epilogue nodes just made take in their pools
+  count += derive_bf16_pool_masks(g);
   return count;
 }
 

@@ -140,8 +140,9 @@ TEST(ConvEpilogueBFloat16, TheBiasAloneWhenReluIsNotTheOnlyReader) {
 }
 
 // Over the layer's op nodes (bfloat16 elementwise ops left unfused): add(conv2d, b) read by relu
-// and by greater(add, zeros_like(add)) becomes one conv2d_epilogue with the bias, relu and the
-// mask, whose results the relu's and the greater's readers read; the graph stays well formed.
+// and by greater(add, zeros_like(add)) becomes one conv2d_epilogue with the bias and relu; the
+// pooling gradient that took in relu's gradient reads its mask off relu's result (mask source =
+// the epilogue's output 0), so the epilogue writes no mask; the graph stays well formed.
 TEST(ConvEpilogueBFloat16, TheLayersOpNodesBecomeOneEpilogueNode) {
   const LayerCase& c = layer_cases()[0];
   const Tensor x = bf(c.x, 1.0, 1), f = bf(c.f, 0.5, 2), b = bf({c.f[3]}, 0.5, 3);
@@ -159,8 +160,46 @@ TEST(ConvEpilogueBFloat16, TheLayersOpNodesBecomeOneEpilogueNode) {
   for (const auto& node : ir->nodes) {
     if (node.op_name() != "conv2d_epilogue") continue;
     const auto& a = node.attrs.get<detail::Conv2DEpilogueAttrs>();
-    EXPECT_TRUE(a.bias && a.relu && a.mask_out && !a.mask_in);
-    EXPECT_EQ(node.outputs.size(), 2u);
+    EXPECT_TRUE(a.bias && a.relu && !a.mask_out && !a.mask_in);
+    EXPECT_EQ(node.outputs.size(), 1u);
+  }
+  int masked = 0;
+  for (const auto& node : ir->nodes) {
+    if (node.op_name() != "max_pool2d_grad_masked") continue;
+    ++masked;
+    ASSERT_EQ(node.inputs.size(), 3u);
+    EXPECT_TRUE(node.inputs[2] == node.inputs[0]);
+    EXPECT_EQ(ir->node_of(node.inputs[0]).op_name(), "conv2d_epilogue");
+  }
+  EXPECT_EQ(masked, 1);
+}
+
+// The masked pooling gradient with its mask's source a floating tensor m (mask m > 0): the same
+// bits as with the bool mask, whether m is x itself (the bfloat16 kernel reads m > 0 off each
+// window's maximum) or another tensor; windows that tile and overlapping ones; NaN and -0 in x.
+TEST(ConvEpilogueBFloat16, AMaskReadOffItsSourceGivesTheBoolMasksBits) {
+  for (const bool tiled : {true, false}) {
+    SCOPED_TRACE(tiled ? "tiled" : "overlapping");
+    const detail::Pool2DAttrs pa{{2, 2}, {tiled ? 2 : 1, tiled ? 2 : 1}, static_cast<int64_t>(Padding::Same)};
+    std::vector<float> xv = cast(bf({5, 6, 7, 19}, 1.0, 31), float32).to_vector<float>();
+    for (std::size_t i = 0; i < xv.size(); i += 13) xv[i] = -0.0f;
+    for (std::size_t i = 5; i < xv.size(); i += 101) xv[i] = std::nanf("");
+    for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = xv[i] < 0.0f ? 0.0f : xv[i];  // relu's result
+    const Tensor x = cast(constant(xv, TensorShape({5, 6, 7, 19})), bfloat16);
+    const Tensor dy = bf(max_pool2d(x, {2}, {tiled ? 2 : 1}, Padding::Same).shape().dims(), 1.0, 32);
+    const Tensor m = greater(x, cast(zeros({5, 6, 7, 19}), bfloat16));
+    for (const bool sums : {false, true}) {
+      const detail::MaxPoolGradMaskedAttrs a{pa, sums};
+      const auto& def = detail::op_def(detail::OpId::MaxPool2DGradMasked);
+      const std::vector<Tensor> want = detail::run_op_eager(def, {x, dy, m}, a);
+      const std::vector<Tensor> self = detail::run_op_eager(def, {x, dy, x}, a);
+      const Tensor copy = cast(cast(x, float32), bfloat16);  // the same bits in another tensor
+      const std::vector<Tensor> other = detail::run_op_eager(def, {x, dy, copy}, a);
+      for (std::size_t k = 0; k < want.size(); ++k) {
+        EXPECT_TRUE(same_bits(self[k], want[k])) << "output " << k;
+        EXPECT_TRUE(same_bits(other[k], want[k])) << "output " << k;
+      }
+    }
   }
 }
 
