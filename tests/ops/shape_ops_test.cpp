@@ -316,6 +316,11 @@ TEST(ShapeOps, TransposeMatchesNaiveReference) {
   check_transpose({3, 40, 35}, {0, 2, 1});  // batched 2-D
   check_transpose({40, 3, 35}, {2, 1, 0});
   check_transpose({5, 1, 7, 1}, {3, 2, 1, 0});  // size-1 dims dropped
+  // Contiguous runs of the last dim (a head split): whole cache lines, lines and a tail, and a
+  // run too long for the inline copies.
+  check_transpose({4, 8, 3, 32}, {0, 2, 1, 3});
+  check_transpose({2, 5, 3, 37}, {0, 2, 1, 3});
+  check_transpose({2, 3, 4, 200}, {0, 2, 1, 3});
   std::vector<int> perm = {0, 1, 2, 3};
   do {
     SCOPED_TRACE(::testing::PrintToString(perm));
@@ -328,6 +333,11 @@ TEST(ShapeOps, TransposeOfAViewAndStrings) {
   EXPECT_EQ(transpose(x[1]).to_vector<int32_t>(), (std::vector<int32_t>{5, 7, 6, 8}));
   Tensor s = reshape(constant({"a", "b", "c", "d", "e", "f"}), {2, 3});
   EXPECT_EQ(transpose(s).to_vector<std::string>(),
+            (std::vector<std::string>{"a", "d", "b", "e", "c", "f"}));
+  // Runs of strings (not trivially copyable) keep their copy.
+  EXPECT_EQ(transpose(reshape(s, {1, 2, 1, 3}), {0, 2, 1, 3}).to_vector<std::string>(),
+            (std::vector<std::string>{"a", "b", "c", "d", "e", "f"}));
+  EXPECT_EQ(transpose(reshape(s, {2, 1, 3, 1}), {2, 0, 1, 3}).to_vector<std::string>(),
             (std::vector<std::string>{"a", "d", "b", "e", "c", "f"}));
 }
 
