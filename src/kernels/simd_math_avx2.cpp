@@ -26,7 +26,6 @@ struct IsaLanes {
   }
   static V select_above(V v, V k, V a, V b) { return _mm256_blendv_ps(b, a, _mm256_cmp_ps(v, k, _CMP_GT_OQ)); }
   static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
-  static V floor(V v) { return _mm256_floor_ps(v); }
   static V round(V v) { return _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
   // Two permutes of eight (each takes the low three bits of the index) and a blend on i >= 8.
   static V lookup(const float (&row)[16], V i) {

@@ -77,7 +77,6 @@ struct IsaLanes {
     return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, k, _CMP_GT_OQ), b, a);
   }
   static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
-  static V floor(V v) { return _mm512_mask_roundscale_ps(v, kAll, v, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); }
   static V round(V v) { return round_ps(v); }
   // One permute: its index takes the low four bits of each lane (a NaN converts to INT_MIN: 0).
   static V lookup(const float (&row)[16], V i) {

@@ -9,7 +9,7 @@
 // TG_SIMD_LIBM_F32 (float lanes) or TG_SIMD_LIBM_F64 (Wide); neg_abs(v) (-|v|); min(a, b) (b
 // where either is NaN, as x86's min); select_negative(v, a, b) (a where v < 0, else b);
 // select_above(v, k, a, b) (a where v > k, else b); in_double<f>(v) (f on v's lanes widened to
-// float64, rounded back); and for float32 gelu: fma(a, b, c) (a b + c rounded once), floor,
+// float64, rounded back); and for float32 gelu: fma(a, b, c) (a b + c rounded once),
 // round (to nearest, ties to even), lookup(row, i) (row[i] for a float i in 0..15 and a row of 16
 // floats; any index for a NaN i) and scale(v, n) (v 2^n rounded once, n integral, |n| <= 252).
 // Arithmetic is written with the operators, which GCC and clang define on the intrinsic vector
@@ -84,7 +84,6 @@ struct Scalar {
   template <double (*f)(double)>
   static V in_double(V v) { return static_cast<V>(f(v)); }
   static V fma(V a, V b, V c) { return std::fma(a, b, c); }
-  static V floor(V v) { return std::floor(v); }
   static V round(V v) { return std::nearbyint(v); }
   static V lookup(const float (&row)[16], V i) { return row[i >= V(0) && i < V(16) ? static_cast<int>(i) : 0]; }
   static V scale(V v, V n) { return std::ldexp(v, n == n ? static_cast<int>(n) : 0); }
