@@ -442,13 +442,15 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void bf16_conv_epilogue_pix
   const __m512 zero = _mm512_setzero_ps();
   const __m512i lsb = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7fff), quiet = _mm512_set1_epi32(0x40),
                 magnitude = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+  // The parts in locals: the stores below could alias `e` as far as the compiler knows.
+  const bool add_bias = e.bias, write_mask = e.mask_out, relu = e.relu, read_mask = e.mask_in;
   for (int64_t p = p0; p < p1; ++p)
     for (int64_t j = 0; j < c; j += 16) {
       const __mmask16 lanes = c - j >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (c - j)) - 1);
       const int64_t i = p * c + j;
       __m512i u = _mm512_maskz_slli_epi32(
           0xFFFF, _mm512_maskz_cvtepu16_epi32(0xFFFF, _mm256_maskz_loadu_epi16(lanes, y + i)), 16);
-      if (e.bias) {
+      if (add_bias) {
         const __m512 product = _mm512_castsi512_ps(u);
         __m512 sum = _mm512_maskz_add_ps(0xFFFF, product, _mm512_maskz_loadu_ps(lanes, bias + j));
         // NaN + NaN: the product's NaN, as the add op's kernel gives it (the compiler may swap
@@ -463,19 +465,21 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void bf16_conv_epilogue_pix
         u = _mm512_maskz_slli_epi32(0xFFFF, r, 16);
       }
       __m512 v = _mm512_castsi512_ps(u);
-      if (e.mask_out) {
+      if (write_mask) {
         const __mmask16 positive = _mm512_cmp_ps_mask(v, zero, _CMP_GT_OQ);
         _mm_mask_storeu_epi8(mask_out + i, lanes, _mm_maskz_mov_epi8(positive, _mm_set1_epi8(1)));
       }
-      if (e.relu) v = _mm512_mask_max_ps(v, 0xFFFF, zero, v);  // x < 0 ? 0 : x, NaN and -0 kept
-      if (e.mask_in) {
+      if (relu) v = _mm512_mask_max_ps(v, 0xFFFF, zero, v);  // x < 0 ? 0 : x, NaN and -0 kept
+      if (read_mask) {
         const __m128i m = _mm_maskz_loadu_epi8(lanes, mask_in + i);
         v = _mm512_maskz_mov_ps(_mm_test_epi8_mask(m, m), v);
       }
       const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
       __m512i b = _mm512_maskz_srli_epi32(0xFFFF, _mm512_castps_si512(v), 16);
       b = _mm512_mask_or_epi32(b, nan, b, quiet);
-      _mm512_mask_cvtepi32_storeu_epi16(y + i, lanes, b);
+      // Narrowed in a register, then a 16-bit masked store (the truncating store to memory,
+      // vpmovdw m256, is microcoded on Zen 4).
+      _mm256_mask_storeu_epi16(y + i, lanes, _mm512_maskz_cvtepi32_epi16(0xFFFF, b));
     }
 }
 
