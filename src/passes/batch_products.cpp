@@ -213,4 +213,268 @@ int batch_independent_products(GraphIR& g) {
   return merged;
 }
 
+// ---- Sums of products as one product ----
+//
+// The backward of an unrolled cell sums a weight's gradient over the steps: T products
+// x_t^T dz_t (k = the batch's rows each) added one after another, each read back by its add.
+// The sum is one product over the stacked rows, concat(x_t)^T concat(dz_t): one pass over the
+// operands instead of T results written and read back. Each output element is then summed over
+// all T k terms in the kernel's order rather than per product and then across products, so the
+// bits differ, within the float sum's error bound (DECISIONS: reassociated sums of products).
+
+namespace {
+
+// One sum tree to rewrite: its root add, the adds it absorbs, the runs of products that become
+// one product each, and the terms added to them as they are.
+struct ProductSum {
+  int root = -1;
+  std::vector<int> adds;
+  struct Run {
+    std::vector<int> products;         // >= 2, of one orientation
+    std::vector<int64_t> stacked[2];   // the shapes of the stacked left and right operands
+  };
+  std::vector<Run> runs;
+  std::vector<ValueRef> rest;          // other terms (shared products, other values), in tree order
+};
+
+// The axis along which a product's operand holds k.
+int k_axis(bool left, const MatMulAttrs& a) { return left ? (a.transpose_a ? 0 : 1) : (a.transpose_b ? 1 : 0); }
+
+}  // namespace
+
+int merge_product_sums(GraphIR& g) {
+  const std::size_t count = g.nodes.size();
+  std::vector<int> uses(count, 0), control_uses(count, 0);
+  for (const GraphNode& node : g.nodes) {
+    for (const ValueRef& in : node.inputs) ++uses[static_cast<std::size_t>(in.node)];
+    if (node.control_input >= 0) ++control_uses[static_cast<std::size_t>(node.control_input)];
+  }
+  // A float32 add of two operands of its own (static) shape, not ordered by a control edge.
+  auto plain_add = [&](int i) {
+    const GraphNode& node = g.node(i);
+    if (node.kind != NodeKind::kOp || node.op != OpId::Add || node.control_input >= 0 || node.inputs.size() != 2) return false;
+    const ValueType& out = node.outputs[0];
+    if (out.dtype != DType::Float32 || !out.shape.has_rank() || !out.shape.is_fully_defined()) return false;
+    for (const ValueRef& in : node.inputs) {
+      const ValueType& t = g.type_of(in);
+      if (t.dtype != DType::Float32 || !(t.shape == out.shape)) return false;
+    }
+    return true;
+  };
+  // Read once (by the tree's add) and by no control edge: the tree may drop it.
+  auto only_in_tree = [&](int i) { return uses[static_cast<std::size_t>(i)] == 1 && control_uses[static_cast<std::size_t>(i)] == 0; };
+  auto mergeable_product = [&](ValueRef r) {
+    const GraphNode& node = g.node_of(r);
+    return node.kind == NodeKind::kOp && node.op == OpId::MatMul && node.control_input < 0 && only_in_tree(r.node) &&
+           is_static_matrix(node.outputs[0]) && is_static_matrix(g.type_of(node.inputs[0])) &&
+           is_static_matrix(g.type_of(node.inputs[1]));
+  };
+
+  std::vector<char> visited(count, 0);
+  std::vector<ProductSum> sums;
+  for (int i = static_cast<int>(count) - 1; i >= 0; --i) {
+    if (visited[static_cast<std::size_t>(i)] || !plain_add(i) || control_uses[static_cast<std::size_t>(i)] != 0) continue;
+    ProductSum s;
+    s.root = i;
+    // The tree's terms: an add read only by the tree is part of it.
+    std::vector<ValueRef> terms;
+    std::vector<int> stack{i};
+    while (!stack.empty()) {
+      const int a = stack.back();
+      stack.pop_back();
+      visited[static_cast<std::size_t>(a)] = 1;  // a subtree has no more products than its tree
+      s.adds.push_back(a);
+      const GraphNode& add = g.node(a);
+      for (const ValueRef& in : add.inputs) {
+        if (in.output == 0 && plain_add(in.node) && only_in_tree(in.node)) stack.push_back(in.node);
+        else terms.push_back(in);
+      }
+    }
+    // Products by orientation, each group in the order of its operands in the graph (so that
+    // a stack of x_0..x_{T-1} is the forward batch's own concatenation, which CSE then shares).
+    std::map<std::pair<bool, bool>, std::vector<int>> groups;
+    for (const ValueRef& t : terms) {
+      if (!mergeable_product(t)) {
+        s.rest.push_back(t);
+        continue;
+      }
+      const auto& attrs = g.node(t.node).attrs.get<MatMulAttrs>();
+      groups[{attrs.transpose_a, attrs.transpose_b}].push_back(t.node);
+    }
+    for (auto& [orientation, products] : groups) {
+      std::stable_sort(products.begin(), products.end(), [&](int a, int b) {
+        const GraphNode &x = g.node(a), &y = g.node(b);
+        return std::tie(x.inputs[0].node, x.inputs[0].output, x.inputs[1].node, x.inputs[1].output) <
+               std::tie(y.inputs[0].node, y.inputs[0].output, y.inputs[1].node, y.inputs[1].output);
+      });
+      // Runs whose stacked operands hold at most kMaxBatchElements each (and k within the BLAS
+      // int); a run of one product stays as it is.
+      std::vector<int> run;
+      int64_t left = 0, right = 0, k = 0;
+      auto close = [&] {
+        if (run.size() >= 2) {
+          ProductSum::Run r;
+          r.products = run;
+          for (int side = 0; side < 2; ++side) {
+            const GraphNode& first = g.node(run.front());
+            const auto axis = static_cast<std::size_t>(k_axis(side == 0, first.attrs.get<MatMulAttrs>()));
+            r.stacked[side] = g.type_of(first.inputs[side]).shape.dims();
+            r.stacked[side][axis] = 0;
+            for (int p : run) r.stacked[side][axis] += g.type_of(g.node(p).inputs[side]).shape.dims()[axis];
+          }
+          s.runs.push_back(std::move(r));
+        } else
+          for (int p : run) s.rest.push_back(ValueRef{p, 0});
+        run.clear();
+        left = right = k = 0;
+      };
+      for (int p : products) {
+        const GraphNode& node = g.node(p);
+        const int64_t a = g.type_of(node.inputs[0]).shape.num_elements(), b = g.type_of(node.inputs[1]).shape.num_elements();
+        const int64_t kp = g.type_of(node.inputs[0]).shape.dims()[k_axis(true, node.attrs.get<MatMulAttrs>())];
+        if (!run.empty() && (left + a > kMaxBatchElements || right + b > kMaxBatchElements || k + kp > INT_MAX)) close();
+        run.push_back(p);
+        left += a, right += b, k += kp;
+      }
+      close();
+    }
+    if (!s.runs.empty()) sums.push_back(std::move(s));
+  }
+  if (sums.empty()) return 0;
+
+  // The order of each run's products: that of a concatenation the graph already has of one of
+  // its operand lists (the forward batch's stacked x_t), or of a stack another run chose (the
+  // dz_t that both of a cell's weight gradients stack), so that CSE keeps one of each; runs
+  // matching neither take the graph's order and offer their stacks to the others.
+  struct Stack {
+    int64_t axis;
+    std::vector<ValueRef> order, sorted;
+  };
+  auto sorted_refs = [](std::vector<ValueRef> v) {
+    std::sort(v.begin(), v.end(), [](ValueRef a, ValueRef b) { return std::tie(a.node, a.output) < std::tie(b.node, b.output); });
+    return v;
+  };
+  std::vector<Stack> stacks;
+  for (const GraphNode& node : g.nodes)
+    if (node.kind == NodeKind::kOp && node.op == OpId::Concat && node.inputs.size() >= 2) {
+      std::vector<ValueRef> order(node.inputs.begin(), node.inputs.end());
+      stacks.push_back(Stack{node.attrs.get<AxisAttrs>().axis, order, sorted_refs(order)});
+    }
+  std::vector<ProductSum::Run*> pending;
+  for (ProductSum& sum : sums)
+    for (ProductSum::Run& run : sum.runs) pending.push_back(&run);
+  auto operands = [&](const ProductSum::Run& run, int side) {
+    std::vector<ValueRef> v;
+    for (int p : run.products) v.push_back(g.node(p).inputs[static_cast<std::size_t>(side)]);
+    return v;
+  };
+  auto offer = [&](const ProductSum::Run& run) {
+    const auto& attrs = g.node(run.products.front()).attrs.get<MatMulAttrs>();
+    for (int side = 0; side < 2; ++side) {
+      std::vector<ValueRef> order = operands(run, side);
+      stacks.push_back(Stack{k_axis(side == 0, attrs), order, sorted_refs(order)});
+    }
+  };
+  // Orders the run as a known stack of one of its operand lists (whose values must be
+  // distinct); false if there is none.
+  auto take_known_order = [&](ProductSum::Run& run) {
+    const auto& attrs = g.node(run.products.front()).attrs.get<MatMulAttrs>();
+    for (int side = 0; side < 2; ++side) {
+      const std::vector<ValueRef> mine = sorted_refs(operands(run, side));
+      if (std::adjacent_find(mine.begin(), mine.end()) != mine.end()) continue;
+      for (const Stack& stack : stacks) {
+        if (stack.axis != k_axis(side == 0, attrs) || stack.sorted != mine) continue;
+        std::vector<int> ordered;
+        for (const ValueRef& r : stack.order)
+          for (int p : run.products)
+            if (g.node(p).inputs[static_cast<std::size_t>(side)] == r) ordered.push_back(p);
+        run.products = std::move(ordered);
+        return true;
+      }
+    }
+    return false;
+  };
+  while (!pending.empty()) {
+    bool progress = false;
+    for (std::size_t r = 0; r < pending.size();) {
+      if (take_known_order(*pending[r])) {
+        offer(*pending[r]);
+        pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(r));
+        progress = true;
+      } else {
+        ++r;
+      }
+    }
+    if (!progress) {
+      offer(*pending.front());
+      pending.erase(pending.begin());
+    }
+  }
+
+  std::vector<char> dropped(count, 0);
+  std::vector<int> sum_at(count, -1);
+  for (std::size_t s = 0; s < sums.size(); ++s) {
+    sum_at[static_cast<std::size_t>(sums[s].root)] = static_cast<int>(s);
+    for (int a : sums[s].adds) dropped[static_cast<std::size_t>(a)] = 1;
+    for (const auto& run : sums[s].runs)
+      for (int p : run.products) dropped[static_cast<std::size_t>(p)] = 1;
+  }
+  int merged = 0;
+  GraphRebuilder rebuilt(g);
+  for (std::size_t i = 0; i < count; ++i) {
+    if (sum_at[i] < 0) {
+      if (!dropped[i]) rebuilt.keep(static_cast<int>(i));
+      continue;
+    }
+    // The root emits the sum (its operands all come before it). New nodes read new values,
+    // which are named by outputs 1, 2, ... of the removed root (GraphRebuilder::add renumbers).
+    const ProductSum& s = sums[static_cast<std::size_t>(sum_at[i])];
+    const GraphNode& root = g.node(s.root);
+    std::vector<ValueRef> made(1);  // made[j]: the new value named {root, j}
+    auto add_node = [&](GraphNode node) {
+      node.name = g.unique_name(node.op == OpId::Concat ? "concat" : node.op == OpId::Add ? "add" : "matmul");
+      const ValueRef as{s.root, static_cast<int>(made.size())};
+      made.push_back(ValueRef{rebuilt.add(std::move(node)), 0});
+      rebuilt.replace(as, made.back());
+      return as;
+    };
+    std::vector<ValueRef> terms;
+    for (const auto& run : s.runs) {
+      // (The operands' producers may have been moved into the new graph: their types were
+      // taken before, and the dropped products and adds are still whole.)
+      const GraphNode& first = g.node(run.products.front());
+      const auto attrs = first.attrs.get<MatMulAttrs>();
+      ValueRef stacked[2];
+      for (int side = 0; side < 2; ++side) {
+        GraphNode concat;
+        concat.op = OpId::Concat;
+        concat.attrs = AxisAttrs{k_axis(side == 0, attrs)};
+        for (int p : run.products) concat.inputs.push_back(g.node(p).inputs[side]);
+        concat.outputs = {ValueType{DType::Float32, TensorShape(run.stacked[side])}};
+        stacked[side] = add_node(std::move(concat));
+      }
+      GraphNode product;
+      product.op = OpId::MatMul;
+      product.attrs = attrs;
+      product.inputs = {stacked[0], stacked[1]};
+      product.outputs = {first.outputs[0]};
+      terms.push_back(add_node(std::move(product)));
+      merged += static_cast<int>(run.products.size()) - 1;
+    }
+    terms.insert(terms.end(), s.rest.begin(), s.rest.end());
+    ValueRef total = terms.front();
+    for (std::size_t t = 1; t < terms.size(); ++t) {
+      GraphNode add;
+      add.op = OpId::Add;
+      add.attrs = root.attrs;
+      add.inputs = {total, terms[t]};
+      add.outputs = {root.outputs[0]};
+      total = add_node(std::move(add));
+    }
+    rebuilt.replace(ValueRef{s.root, 0}, made[static_cast<std::size_t>(total.output)]);
+  }
+  rebuilt.finish();
+  return merged;
+}
+
 }  // namespace tg::detail

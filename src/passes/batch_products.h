@@ -15,4 +15,15 @@ namespace tg::detail {
 /// number of products merged into others.
 int batch_independent_products(GraphIR& g);
 
+/// A float32 sum (a tree of adds of equal static shapes, each add but the last read only by the
+/// next) of 2-D static products of one orientation (transpose flags), each read only by the sum,
+/// becomes one product over the stacked k: sum_t x_t^T dz_t = concat(x_t)^T concat(dz_t) (the
+/// weight gradient of an unrolled cell, summed over its steps). Products read elsewhere and
+/// other terms are added to it as they were. Stacks hold at most 2^22 elements (more products
+/// make several runs). Not bit-identical: the additions run in another order, within the float
+/// sum's error bound. Stacks of the same values in the same order as a batch's concatenation
+/// (batch_independent_products) are the same node after CSE. Returns the number of products
+/// merged into others.
+int merge_product_sums(GraphIR& g);
+
 }  // namespace tg::detail

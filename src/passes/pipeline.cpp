@@ -32,6 +32,7 @@ constexpr Pass kPipeline[] = {
     {"simplify", &simplify_algebra, false},
     {"fold_scaled_updates", &fold_scaled_updates, false},
     {"batch_products", &batch_independent_products, false},  // before folding: it folds their operands' concat
+    {"merge_product_sums", &merge_product_sums, false},  // before CSE: it shares the batches' concats
     {"constant_fold", &fold_constants, true},
     {"cse", &eliminate_common_subexpressions, true},
     {"dce", &eliminate_dead_code, true},

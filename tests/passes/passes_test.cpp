@@ -250,9 +250,9 @@ TEST(Passes, DumpGraphsWritesEveryStage) {
   auto f = function([](const Tensor& x) { return x * 2 + x * 2; }, {.name = "dumped"});
   f(constant(1));
   unsetenv("TG_DUMP_GRAPHS");
-  for (const char* stage : {"00.traced", "01.simplify", "02.fold_scaled_updates", "03.batch_products", "04.constant_fold",
-                            "05.cse", "06.dce", "07.fuse_elementwise", "08.fuse_product_epilogues", "09.group_updates",
-                            "10.dce"}) {
+  for (const char* stage : {"00.traced", "01.simplify", "02.fold_scaled_updates", "03.batch_products",
+                            "04.merge_product_sums", "05.constant_fold", "06.cse", "07.dce", "08.fuse_elementwise",
+                            "09.fuse_product_epilogues", "10.group_updates", "11.dce"}) {
     EXPECT_TRUE(std::filesystem::exists(dir / (std::string("dumped.trace0.") + stage + ".txt"))) << stage;
     EXPECT_TRUE(std::filesystem::exists(dir / (std::string("dumped.trace0.") + stage + ".dot"))) << stage;
   }
