@@ -1,6 +1,6 @@
 // Every routine of simd_math.h written once, over "lanes" L of any width: L::V holds the
-// values (float32 lanes; a plain float or double at width 1), L::Wide the float64 lanes that
-// gelu_approximate works in. The instruction-set files (simd_math_avx512.cpp, simd_math_avx2.cpp through
+// values (float32 lanes; a plain float or double at width 1), L::Wide float64 lanes (the
+// float64 gelu forms call in_double on them at width 1). The instruction-set files (simd_math_avx512.cpp, simd_math_avx2.cpp through
 // simd_math_impl.inc) instantiate each formula on their registers, simd_math.cpp's scalar path
 // and the ops' functors (elementwise_functors.h: float64, and float32 where no vector path runs)
 // on Scalar<T> below, so every dtype and path evaluates one formula with the same constants.
@@ -146,8 +146,8 @@ Vec<L> elu(Vec<L> v) {
 // 1 + erf and 1 + tanh lose every digit): x Phi(x) with Phi(-a) = 0.5 erfc(a / sqrt 2) and
 // x / (1 + e^(-2u)), the same functions. Like TF's, both give NaN at -inf (-inf * 0, -inf / inf).
 //
-// The erf form runs in float32 arithmetic (float64, at width 1, as written in gelu_wide; the tanh
-// form is still evaluated in float64 and rounded once). With a = |x|,
+// For float32 both run in float32 arithmetic (float64 at width 1, as written in gelu_wide and
+// gelu_tanh_wide). For the erf form, with a = |x|,
 //   gelu(-a) = -e^(-a^2 / 2) G(a),   gelu(a) = a - e^(-a^2 / 2) G(a),   G(a) = a e^(a^2 / 2) Phi(-a),
 // G smooth, going from a / 2 at 0 to 1 / sqrt(2 pi) at infinity, which gaussian_tail evaluates
 // piecewise (GaussTailPieces, within 0.05 ULP). What cost float32 its accuracy before is
@@ -225,16 +225,12 @@ inline constexpr GaussTailPieces kGeluTailPieces = {
       0x1.02225ap-34f, 0x1.436b66p-33f, -0x1.2d0682p-33f, -0x1.fac9f8p-35f}
     }};
 
-/// e^(-a^2 / 2) P(a) for a in [0, 15.25] (a NaN gives a NaN), with P = pieces' function: returns
-/// the value before its power of two, and that power in n; the caller applies it with
-/// L::scale after the last rounding.
+/// e^(hi + lo) = 2^n (1 + em1 + em1_lo), for |lo| <= ulp(hi) and hi in [-128, 0]: n and the two
+/// float32 parts of e^r - 1 with their rounding errors (em1_lo), for a caller that multiplies
+/// them in and applies 2^n after its last rounding.
 template <class L>
-Vec<L> gaussian_tail(Vec<L> a, const GaussTailPieces& pieces, Vec<L>& n) {
+void exp_split(Vec<L> hi, Vec<L> lo, Vec<L>& n, Vec<L>& em1, Vec<L>& em1_lo) {
   using V = Vec<L>;
-  // -a^2 / 2 = hi + lo exactly: -a / 2 is exact, and the FMA gives the product's rounding error.
-  const V m = a * L::set1(-0.5f);
-  const V hi = m * a;
-  const V lo = L::fma(m, a, -hi);
   // hi = n ln 2 + r1 with ln 2's first 13 bits (n ln2_hi exact for |n| < 2^11, and the FMA's
   // difference then exact, Cody-Waite); the rest of ln 2 and lo go into r, |r| <= 0.36.
   n = L::round(hi * L::set1(0x1.715476p+0f));
@@ -252,8 +248,22 @@ Vec<L> gaussian_tail(Vec<L> a, const GaussTailPieces& pieces, Vec<L>& n) {
   p = L::fma(p, r, L::set1(1.0f / 6));
   p = L::fma(p, r, L::set1(0.5f));
   const V r_sq = r * r;
-  const V em1 = L::fma(r_sq, p, r);
-  const V em1_lo = L::fma(r_sq, p, r - em1) + r_err;
+  em1 = L::fma(r_sq, p, r);
+  em1_lo = L::fma(r_sq, p, r - em1) + r_err;
+}
+
+/// e^(-a^2 / 2) P(a) for a in [0, 15.25] (a NaN gives a NaN), with P = pieces' function: returns
+/// the value before its power of two, and that power in n; the caller applies it with
+/// L::scale after the last rounding.
+template <class L>
+Vec<L> gaussian_tail(Vec<L> a, const GaussTailPieces& pieces, Vec<L>& n) {
+  using V = Vec<L>;
+  // -a^2 / 2 = hi + lo exactly: -a / 2 is exact, and the FMA gives the product's rounding error.
+  const V m = a * L::set1(-0.5f);
+  const V hi = m * a;
+  const V lo = L::fma(m, a, -hi);
+  V em1, em1_lo;
+  exp_split<L>(hi, lo, n, em1, em1_lo);
   const V i = L::round(a);  // the piece
   const V s = a - L::lookup(pieces.center, i);
   V q = L::lookup(pieces.c[8], i);
@@ -293,9 +303,56 @@ Vec<L> gelu(Vec<L> v) {
     return L::select_negative(v, -tail - (v - v), L::select_above(v, L::set1(0.0f), v - tail, v));
   }
 }
+// The tanh form in float32: with t = 2u = 2 sqrt(2 / pi) x (1 + 0.044715 x^2) and
+// F = e^(-|t|) <= 1, gelu_tanh(x) = x / (1 + F) for x >= 0 and x F / (1 + F) below, F never
+// overflowing. e^ multiplies t's relative error by |t| (up to 112 before the result underflows),
+// so t is formed in two floats (hi + lo, the constants too: their float32 roundings alone would
+// cost several ULP), then F as gelu's tail is, 2^n applied after the last rounding. |x| is
+// clamped to 11 for F, beyond which the results round to x and -0; v - v turns -inf's into NaN.
 template <class L>
 Vec<L> gelu_tanh(Vec<L> v) {
-  return L::template in_double<&gelu_tanh_wide<typename L::Wide>>(v);
+  if constexpr (sizeof(typename L::Elem) == sizeof(double)) {
+    return L::template in_double<&gelu_tanh_wide<typename L::Wide>>(v);
+  } else {
+    using V = Vec<L>;
+    const V x = L::min(L::set1(11.0f), -L::neg_abs(v));  // |v|, clamped
+    // x^2, 0.044715 x^2 and 1 + 0.044715 x^2 (TwoSum), each as hi + lo
+    const V x2 = x * x;
+    const V x2_lo = L::fma(x, x, -x2);
+    const V c_hi = L::set1(0x1.6e4e26p-5f), c_lo = L::set1(0x1.a9003ep-30f);
+    const V p = c_hi * x2;
+    const V p_lo = L::fma(c_hi, x2, -p) + L::fma(c_hi, x2_lo, c_lo * x2);
+    const V one = L::set1(1.0f);
+    const V y = one + p;
+    const V y_b = y - one;
+    const V y_lo = ((one - (y - y_b)) + (p - y_b)) + p_lo;
+    // |t| = 2 sqrt(2 / pi) x y
+    const V z = x * y;
+    const V z_lo = L::fma(x, y, -z) + x * y_lo;
+    const V k_hi = L::set1(0x1.988454p+0f), k_lo = L::set1(-0x1.857936p-25f);
+    const V t = k_hi * z;
+    const V t_lo = L::fma(k_hi, z, -t) + L::fma(k_hi, z_lo, k_lo * z);
+    V n, em1, em1_lo;
+    exp_split<L>(-t, -t_lo, n, em1, em1_lo);
+    // F = f + f_lo and 1 + F = d + d_lo (Fast2Sum twice: |em1| < 1, F <= 1).
+    const V e = one + em1;
+    const V f = L::scale(e, n);
+    const V f_lo = L::scale(((one - e) + em1) + em1_lo, n);
+    const V d = one + f;
+    const V d_lo = ((one - d) + f) + f_lo;
+    // a / (d + d_lo) for a = a_hi + a_lo: the quotient, corrected by its exact remainder (FMA).
+    const auto divide = [&](V a_hi, V a_lo) {
+      const V q = a_hi / d;
+      return q + (L::fma(-q, d, a_hi) + (a_lo - q * d_lo)) / d;
+    };
+    const V pos = L::select_above(v, L::set1(11.0f), v, divide(v, L::set1(0.0f)));
+    // x F / (1 + F) = 2^n x (1 + em1 + em1_lo) / (1 + F), x = |v| clamped, the numerator as
+    // x + m exactly (Fast2Sum) and 2^n applied after the division, then negated.
+    const V m = L::fma(x, em1, x * em1_lo);
+    const V num = x + m;
+    const V neg = -L::scale(divide(num, (x - num) + m), n) - (v - v);
+    return L::select_negative(v, neg, L::select_above(v, L::set1(0.0f), pos, v));  // +-0: itself
+  }
 }
 
 }  // namespace formula
