@@ -1,17 +1,17 @@
 // Every routine of simd_math.h written once, over "lanes" L of any width: L::V holds the
-// values (float32 lanes; a plain float or double at width 1), L::Wide float64 lanes (the
-// float64 gelu forms call in_double on them at width 1). The instruction-set files (simd_math_avx512.cpp, simd_math_avx2.cpp through
-// simd_math_impl.inc) instantiate each formula on their registers, simd_math.cpp's scalar path
-// and the ops' functors (elementwise_functors.h: float64, and float32 where no vector path runs)
-// on Scalar<T> below, so every dtype and path evaluates one formula with the same constants.
+// values (float32 lanes; a plain float or double at width 1). The instruction-set files
+// (simd_math_avx512.cpp, simd_math_avx2.cpp through simd_math_impl.inc) instantiate each
+// formula on their registers, simd_math.cpp's scalar path and the ops' functors
+// (elementwise_functors.h: float64, and float32 where no vector path runs) on Scalar<T> below,
+// so every dtype and path evaluates one formula with the same constants.
 //
 // What lanes provide: kWidth, load, store (float32 lanes only); set1(k); exp; every function of
-// TG_SIMD_LIBM_F32 (float lanes) or TG_SIMD_LIBM_F64 (Wide); neg_abs(v) (-|v|); min(a, b) (b
-// where either is NaN, as x86's min); select_negative(v, a, b) (a where v < 0, else b);
-// select_above(v, k, a, b) (a where v > k, else b); in_double<f>(v) (f on v's lanes widened to
-// float64, rounded back); and for float32 gelu: fma(a, b, c) (a b + c rounded once),
-// round (to nearest, ties to even), lookup(row, i) (row[i] for a float i in 0..15 and a row of 16
-// floats; any index for a NaN i) and scale(v, n) (v 2^n rounded once, n integral, |n| <= 252).
+// TG_SIMD_LIBM_F32 (and TG_SIMD_LIBM_F64 at width 1); neg_abs(v) (-|v|); min(a, b) (b where
+// either is NaN, as x86's min); select_negative(v, a, b) (a where v < 0, else b);
+// select_above(v, k, a, b) (a where v > k, else b); and for the float32 gelu forms:
+// fma(a, b, c) (a b + c rounded once), round (to nearest, ties to even), lookup(row, i)
+// (row[i] for a float i in 0..15 and a row of 16 floats; any index for a NaN i) and
+// scale(v, n) (v 2^n rounded once, n integral, |n| <= 252).
 // Arithmetic is written with the operators, which GCC and clang define on the intrinsic vector
 // types as on scalars (the intrinsics themselves are those operators); the simd_math files
 // compile with -ffp-contract=off (src/CMakeLists.txt: g++ 12 contracts a * b + c into one FMA
@@ -40,12 +40,13 @@
   X(Sigmoid, SigmoidF, sigmoid, 2.5, 4, 2.5) X(Sin, SinF, sin, 2.5, 2.5, 1)                       \
   X(Cos, CosF, cos, 2.5, 2.5, 1) X(Log1p, Log1pF, log1p, 2, 2, 1) X(Expm1, Expm1F, expm1, 2.5, 2, 1) \
   X(Erf, ErfF, erf, 4, 2, 1) X(Softplus, SoftplusF, softplus, 7.5, 7, 7.5)                        \
-  X(Gelu, GeluF, gelu, 1.5, 1.5, 1.5) X(GeluApproximate, GeluApproximateF, gelu_tanh, 1, 1, 1)          \
+  X(Gelu, GeluF, gelu, 1.5, 1.5, 1.5) X(GeluApproximate, GeluApproximateF, gelu_tanh, 1, 1, 1)    \
   X(Elu, EluF, elu, 2.5, 2, 1)
 
-/// The libm functions the formulas call on float32 lanes and on float64 ones: libmvec's vector
-/// variants on AVX-512 and AVX2 (simd_math_impl.inc declares them), libm itself at width 1. exp on
-/// float32 lanes is each instruction set's own (ours on AVX-512).
+/// The libm functions the formulas call: on float32 lanes libmvec's vector variants on AVX-512
+/// and AVX2 (simd_math_impl.inc declares them) and libm itself at width 1 (exp on float32 lanes
+/// is each instruction set's own, ours on AVX-512); the second list only at width 1, where the
+/// float64 gelu forms call them.
 #define TG_SIMD_LIBM_F32(X) X(log) X(tanh) X(sin) X(cos) X(log1p) X(expm1) X(erf)
 #define TG_SIMD_LIBM_F64(X) X(erfc) X(exp)
 
@@ -67,7 +68,6 @@ template <class T>
 struct Scalar {
   using V = T;
   using Elem = T;
-  using Wide = Scalar<double>;
   static constexpr int kWidth = 1;
   static V load(const T* p) { return *p; }
   static void store(T* p, V v) { *p = v; }
@@ -81,8 +81,6 @@ struct Scalar {
   static V min(V a, V b) { return a < b ? a : b; }
   static V select_negative(V v, V a, V b) { return v < V(0) ? a : b; }
   static V select_above(V v, V k, V a, V b) { return v > k ? a : b; }
-  template <double (*f)(double)>
-  static V in_double(V v) { return static_cast<V>(f(v)); }
   static V fma(V a, V b, V c) { return std::fma(a, b, c); }
   static V round(V v) { return std::nearbyint(v); }
   static V lookup(const float (&row)[16], V i) { return row[i >= V(0) && i < V(16) ? static_cast<int>(i) : 0]; }
@@ -293,7 +291,7 @@ Vec<L> gaussian_tail(Vec<L> a, const GaussTailPieces& pieces, Vec<L>& n) {
 template <class L>
 Vec<L> gelu(Vec<L> v) {
   if constexpr (sizeof(typename L::Elem) == sizeof(double)) {
-    const Vec<L> r = L::template in_double<&gelu_wide<typename L::Wide>>(v);
+    const Vec<L> r = gelu_wide<L>(v);
     return L::select_negative(v, r, L::select_above(v, L::set1(-1.0f), r, v));
   } else {
     Vec<L> n;
@@ -312,7 +310,7 @@ Vec<L> gelu(Vec<L> v) {
 template <class L>
 Vec<L> gelu_tanh(Vec<L> v) {
   if constexpr (sizeof(typename L::Elem) == sizeof(double)) {
-    return L::template in_double<&gelu_tanh_wide<typename L::Wide>>(v);
+    return gelu_tanh_wide<L>(v);
   } else {
     using V = Vec<L>;
     const V x = L::min(L::set1(11.0f), -L::neg_abs(v));  // |v|, clamped
