@@ -24,7 +24,7 @@ inline void store16(bfloat16_t* p, __mmask16 lanes, __m512 v) {
   const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
   __m512i b = _mm512_maskz_srli_epi32(0xFFFF, _mm512_castps_si512(v), 16);
   b = _mm512_mask_or_epi32(b, nan, b, _mm512_set1_epi32(0x40));
-  _mm256_mask_storeu_epi16(p, lanes, _mm512_maskz_cvtepi32_epi16(0xFFFF, b));  // not vpmovdw to memory (microcoded on Zen 4)
+  _mm512_mask_cvtepi32_storeu_epi16(p, lanes, b);
 }
 
 // The window's first maximum of 16 channels (fewer where `lanes` says): strictly larger, or a

@@ -479,7 +479,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void bf16_conv_epilogue_pix
       b = _mm512_mask_or_epi32(b, nan, b, quiet);
       // Narrowed in a register, then a 16-bit masked store (the truncating store to memory,
       // vpmovdw m256, is microcoded on Zen 4).
-      _mm256_mask_storeu_epi16(y + i, lanes, _mm512_maskz_cvtepi32_epi16(0xFFFF, b));
+      _mm512_mask_cvtepi32_storeu_epi16(y + i, lanes, b);
     }
 }
 
