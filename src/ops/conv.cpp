@@ -477,8 +477,6 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void bf16_conv_epilogue_pix
       const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
       __m512i b = _mm512_maskz_srli_epi32(0xFFFF, _mm512_castps_si512(v), 16);
       b = _mm512_mask_or_epi32(b, nan, b, quiet);
-      // Narrowed in a register, then a 16-bit masked store (the truncating store to memory,
-      // vpmovdw m256, is microcoded on Zen 4).
       _mm512_mask_cvtepi32_storeu_epi16(y + i, lanes, b);
     }
 }
