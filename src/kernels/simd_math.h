@@ -1,8 +1,8 @@
 // Vectorised float32 transcendental functions, chosen at run time for the CPU: AVX-512, AVX2
 // or a scalar libm loop. tanh, log, sin, cos, log1p, expm1 and erf are glibc's libmvec; exp is
 // ours on AVX-512 (libmvec's on AVX2); sigmoid is built on exp, softplus on exp and log1p, elu
-// on expm1, and both gelu forms on float32 polynomials and their own e^x (simd_math_formulas.h).
-// y may alias x. Eager and
+// on expm1, gelu is float32 polynomials and its own e^x (simd_math_formulas.h), gelu_approximate
+// libmvec's float64 exp. y may alias x. Eager and
 // fused kernels both call these, so float32 results do not depend on which kernel ran.
 //
 // Each routine's worst error on each path is in the list (simd_math_formulas.h); NaN, infinities

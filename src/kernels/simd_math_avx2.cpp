@@ -10,7 +10,7 @@ extern "C" __m256 _ZGVdN8v_expf(__m256);
 
 namespace {
 
-// The lanes of simd_math_formulas.h: eight floats.
+// The lanes of simd_math_formulas.h: eight floats (four doubles for gelu_approximate).
 struct IsaLanes {
   using V = __m256;
   using Elem = float;
@@ -46,6 +46,17 @@ struct IsaLanes {
     const __m256i e = _mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127));
     return _mm256_castsi256_ps(_mm256_slli_epi32(e, 23));
   }
+  template <__m256d (*f)(__m256d)>
+  static V in_double(V v) {
+    const __m128 lo = _mm256_cvtpd_ps(f(_mm256_cvtps_pd(_mm256_castps256_ps128(v))));
+    const __m128 hi = _mm256_cvtpd_ps(f(_mm256_cvtps_pd(_mm256_extractf128_ps(v, 1))));
+    return _mm256_set_m128(hi, lo);
+  }
+};
+struct IsaWideLanes {
+  using V = __m256d;
+  using Elem = double;
+  static V set1(double k) { return _mm256_set1_pd(k); }
 };
 
 }  // namespace
@@ -53,4 +64,5 @@ struct IsaLanes {
 #define NAME "avx2"
 #define FNS kAvx2Fns
 #define MVEC(fn) _ZGVdN8v_##fn##f
+#define DMVEC(fn) _ZGVdN4v_##fn
 #include "kernels/simd_math_impl.inc"

@@ -42,7 +42,21 @@ inline __m512 exp_vec(__m512 x) {
   return scalef_ps(p, n);
 }
 
-// The lanes of simd_math_formulas.h: sixteen floats.
+// Each half of the sixteen lanes moves as four doubles (the float forms of extract and insert
+// need AVX512DQ). Full masks and real sources for the same GCC bug as above; in GCC 12 even
+// _mm512_castps512_ps256 is an extract with an "undefined" source.
+constexpr __mmask8 kAll8 = 0xff;
+inline __m256 half(__m512 v, int upper) {
+  const __m512d d = _mm512_castps_pd(v);
+  return _mm256_castpd_ps(upper ? _mm512_mask_extractf64x4_pd(_mm256_setzero_pd(), kAll8, d, 1)
+                                : _mm512_mask_extractf64x4_pd(_mm256_setzero_pd(), kAll8, d, 0));
+}
+inline __m512d widen(__m256 a) { return _mm512_mask_cvtps_pd(_mm512_setzero_pd(), kAll8, a); }
+inline __m256d narrow(__m512d a) {
+  return _mm256_castps_pd(_mm512_mask_cvtpd_ps(_mm256_setzero_ps(), kAll8, a));
+}
+
+// The lanes of simd_math_formulas.h: sixteen floats (eight doubles for gelu_approximate).
 struct IsaLanes {
   using V = __m512;
   using Elem = float;
@@ -71,6 +85,17 @@ struct IsaLanes {
     return _mm512_mask_permutexvar_ps(t, kAll, k, t);
   }
   static V scale(V v, V n) { return scalef_ps(v, n); }
+  template <__m512d (*f)(__m512d)>
+  static V in_double(V v) {
+    const __m512d zero = _mm512_setzero_pd();
+    const __m512d lo = _mm512_mask_insertf64x4(zero, kAll8, zero, narrow(f(widen(half(v, 0)))), 0);
+    return _mm512_castpd_ps(_mm512_mask_insertf64x4(lo, kAll8, lo, narrow(f(widen(half(v, 1)))), 1));
+  }
+};
+struct IsaWideLanes {
+  using V = __m512d;
+  using Elem = double;
+  static V set1(double k) { return _mm512_set1_pd(k); }
 };
 
 }  // namespace
@@ -79,4 +104,5 @@ struct IsaLanes {
 #define FNS kAvx512Fns
 #define REGISTER_FNS kAvx512RegisterFns
 #define MVEC(fn) _ZGVeN16v_##fn##f
+#define DMVEC(fn) _ZGVeN8v_##fn
 #include "kernels/simd_math_impl.inc"

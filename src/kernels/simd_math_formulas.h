@@ -1,17 +1,17 @@
 // Every routine of simd_math.h written once, over "lanes" L of any width: L::V holds the
-// values (float32 lanes; a plain float or double at width 1). The instruction-set files
-// (simd_math_avx512.cpp, simd_math_avx2.cpp through simd_math_impl.inc) instantiate each
-// formula on their registers, simd_math.cpp's scalar path and the ops' functors
-// (elementwise_functors.h: float64, and float32 where no vector path runs) on Scalar<T> below,
-// so every dtype and path evaluates one formula with the same constants.
+// values (float32 lanes; a plain float or double at width 1), L::Wide the float64 lanes that
+// gelu_approximate works in. The instruction-set files (simd_math_avx512.cpp, simd_math_avx2.cpp through
+// simd_math_impl.inc) instantiate each formula on their registers, simd_math.cpp's scalar path
+// and the ops' functors (elementwise_functors.h: float64, and float32 where no vector path runs)
+// on Scalar<T> below, so every dtype and path evaluates one formula with the same constants.
 //
 // What lanes provide: kWidth, load, store (float32 lanes only); set1(k); exp; every function of
-// TG_SIMD_LIBM_F32 (and TG_SIMD_LIBM_F64 at width 1); neg_abs(v) (-|v|); min(a, b) (b where
-// either is NaN, as x86's min); select_negative(v, a, b) (a where v < 0, else b);
-// select_above(v, k, a, b) (a where v > k, else b); and for the float32 gelu forms:
-// fma(a, b, c) (a b + c rounded once), round (to nearest, ties to even), lookup(row, i)
-// (row[i] for a float i in 0..15 and a row of 16 floats; any index for a NaN i) and
-// scale(v, n) (v 2^n rounded once, n integral, |n| <= 252).
+// TG_SIMD_LIBM_F32 (float lanes) or TG_SIMD_LIBM_F64 (Wide); neg_abs(v) (-|v|); min(a, b) (b
+// where either is NaN, as x86's min); select_negative(v, a, b) (a where v < 0, else b);
+// select_above(v, k, a, b) (a where v > k, else b); in_double<f>(v) (f on v's lanes widened to
+// float64, rounded back); and for float32 gelu: fma(a, b, c) (a b + c rounded once),
+// round (to nearest, ties to even), lookup(row, i) (row[i] for a float i in 0..15 and a row of 16
+// floats; any index for a NaN i) and scale(v, n) (v 2^n rounded once, n integral, |n| <= 252).
 // Arithmetic is written with the operators, which GCC and clang define on the intrinsic vector
 // types as on scalars (the intrinsics themselves are those operators); the simd_math files
 // compile with -ffp-contract=off (src/CMakeLists.txt: g++ 12 contracts a * b + c into one FMA
@@ -40,13 +40,12 @@
   X(Sigmoid, SigmoidF, sigmoid, 2.5, 4, 2.5) X(Sin, SinF, sin, 2.5, 2.5, 1)                       \
   X(Cos, CosF, cos, 2.5, 2.5, 1) X(Log1p, Log1pF, log1p, 2, 2, 1) X(Expm1, Expm1F, expm1, 2.5, 2, 1) \
   X(Erf, ErfF, erf, 4, 2, 1) X(Softplus, SoftplusF, softplus, 7.5, 7, 7.5)                        \
-  X(Gelu, GeluF, gelu, 1.5, 1.5, 1.5) X(GeluApproximate, GeluApproximateF, gelu_tanh, 1, 1, 1)    \
+  X(Gelu, GeluF, gelu, 1.5, 1.5, 1.5) X(GeluApproximate, GeluApproximateF, gelu_tanh, 1, 1, 1)          \
   X(Elu, EluF, elu, 2.5, 2, 1)
 
-/// The libm functions the formulas call: on float32 lanes libmvec's vector variants on AVX-512
-/// and AVX2 (simd_math_impl.inc declares them) and libm itself at width 1 (exp on float32 lanes
-/// is each instruction set's own, ours on AVX-512); the second list only at width 1, where the
-/// float64 gelu forms call them.
+/// The libm functions the formulas call on float32 lanes and on float64 ones: libmvec's vector
+/// variants on AVX-512 and AVX2 (simd_math_impl.inc declares them), libm itself at width 1. exp on
+/// float32 lanes is each instruction set's own (ours on AVX-512).
 #define TG_SIMD_LIBM_F32(X) X(log) X(tanh) X(sin) X(cos) X(log1p) X(expm1) X(erf)
 #define TG_SIMD_LIBM_F64(X) X(erfc) X(exp)
 
@@ -68,6 +67,7 @@ template <class T>
 struct Scalar {
   using V = T;
   using Elem = T;
+  using Wide = Scalar<double>;
   static constexpr int kWidth = 1;
   static V load(const T* p) { return *p; }
   static void store(T* p, V v) { *p = v; }
@@ -81,6 +81,8 @@ struct Scalar {
   static V min(V a, V b) { return a < b ? a : b; }
   static V select_negative(V v, V a, V b) { return v < V(0) ? a : b; }
   static V select_above(V v, V k, V a, V b) { return v > k ? a : b; }
+  template <double (*f)(double)>
+  static V in_double(V v) { return static_cast<V>(f(v)); }
   static V fma(V a, V b, V c) { return std::fma(a, b, c); }
   static V round(V v) { return std::nearbyint(v); }
   static V lookup(const float (&row)[16], V i) { return row[i >= V(0) && i < V(16) ? static_cast<int>(i) : 0]; }
@@ -144,8 +146,8 @@ Vec<L> elu(Vec<L> v) {
 // 1 + erf and 1 + tanh lose every digit): x Phi(x) with Phi(-a) = 0.5 erfc(a / sqrt 2) and
 // x / (1 + e^(-2u)), the same functions. Like TF's, both give NaN at -inf (-inf * 0, -inf / inf).
 //
-// For float32 both run in float32 arithmetic (float64 at width 1, as written in gelu_wide and
-// gelu_tanh_wide). For the erf form, with a = |x|,
+// The erf form runs in float32 arithmetic (float64, at width 1, as written in gelu_wide; the tanh
+// form is still evaluated in float64 and rounded once). With a = |x|,
 //   gelu(-a) = -e^(-a^2 / 2) G(a),   gelu(a) = a - e^(-a^2 / 2) G(a),   G(a) = a e^(a^2 / 2) Phi(-a),
 // G smooth, going from a / 2 at 0 to 1 / sqrt(2 pi) at infinity, which gaussian_tail evaluates
 // piecewise (GaussTailPieces, within 0.05 ULP). What cost float32 its accuracy before is
@@ -223,12 +225,16 @@ inline constexpr GaussTailPieces kGeluTailPieces = {
       0x1.02225ap-34f, 0x1.436b66p-33f, -0x1.2d0682p-33f, -0x1.fac9f8p-35f}
     }};
 
-/// e^(hi + lo) = 2^n (1 + em1 + em1_lo), for |lo| <= ulp(hi) and hi in [-128, 0]: n and the two
-/// float32 parts of e^r - 1 with their rounding errors (em1_lo), for a caller that multiplies
-/// them in and applies 2^n after its last rounding.
+/// e^(-a^2 / 2) P(a) for a in [0, 15.25] (a NaN gives a NaN), with P = pieces' function: returns
+/// the value before its power of two, and that power in n; the caller applies it with
+/// L::scale after the last rounding.
 template <class L>
-void exp_split(Vec<L> hi, Vec<L> lo, Vec<L>& n, Vec<L>& em1, Vec<L>& em1_lo) {
+Vec<L> gaussian_tail(Vec<L> a, const GaussTailPieces& pieces, Vec<L>& n) {
   using V = Vec<L>;
+  // -a^2 / 2 = hi + lo exactly: -a / 2 is exact, and the FMA gives the product's rounding error.
+  const V m = a * L::set1(-0.5f);
+  const V hi = m * a;
+  const V lo = L::fma(m, a, -hi);
   // hi = n ln 2 + r1 with ln 2's first 13 bits (n ln2_hi exact for |n| < 2^11, and the FMA's
   // difference then exact, Cody-Waite); the rest of ln 2 and lo go into r, |r| <= 0.36.
   n = L::round(hi * L::set1(0x1.715476p+0f));
@@ -246,22 +252,8 @@ void exp_split(Vec<L> hi, Vec<L> lo, Vec<L>& n, Vec<L>& em1, Vec<L>& em1_lo) {
   p = L::fma(p, r, L::set1(1.0f / 6));
   p = L::fma(p, r, L::set1(0.5f));
   const V r_sq = r * r;
-  em1 = L::fma(r_sq, p, r);
-  em1_lo = L::fma(r_sq, p, r - em1) + r_err;
-}
-
-/// e^(-a^2 / 2) P(a) for a in [0, 15.25] (a NaN gives a NaN), with P = pieces' function: returns
-/// the value before its power of two, and that power in n; the caller applies it with
-/// L::scale after the last rounding.
-template <class L>
-Vec<L> gaussian_tail(Vec<L> a, const GaussTailPieces& pieces, Vec<L>& n) {
-  using V = Vec<L>;
-  // -a^2 / 2 = hi + lo exactly: -a / 2 is exact, and the FMA gives the product's rounding error.
-  const V m = a * L::set1(-0.5f);
-  const V hi = m * a;
-  const V lo = L::fma(m, a, -hi);
-  V em1, em1_lo;
-  exp_split<L>(hi, lo, n, em1, em1_lo);
+  const V em1 = L::fma(r_sq, p, r);
+  const V em1_lo = L::fma(r_sq, p, r - em1) + r_err;
   const V i = L::round(a);  // the piece
   const V s = a - L::lookup(pieces.center, i);
   V q = L::lookup(pieces.c[8], i);
@@ -291,7 +283,7 @@ Vec<L> gaussian_tail(Vec<L> a, const GaussTailPieces& pieces, Vec<L>& n) {
 template <class L>
 Vec<L> gelu(Vec<L> v) {
   if constexpr (sizeof(typename L::Elem) == sizeof(double)) {
-    const Vec<L> r = gelu_wide<L>(v);
+    const Vec<L> r = L::template in_double<&gelu_wide<typename L::Wide>>(v);
     return L::select_negative(v, r, L::select_above(v, L::set1(-1.0f), r, v));
   } else {
     Vec<L> n;
@@ -301,56 +293,9 @@ Vec<L> gelu(Vec<L> v) {
     return L::select_negative(v, -tail - (v - v), L::select_above(v, L::set1(0.0f), v - tail, v));
   }
 }
-// The tanh form in float32: with t = 2u = 2 sqrt(2 / pi) x (1 + 0.044715 x^2) and
-// F = e^(-|t|) <= 1, gelu_tanh(x) = x / (1 + F) for x >= 0 and x F / (1 + F) below, F never
-// overflowing. e^ multiplies t's relative error by |t| (up to 112 before the result underflows),
-// so t is formed in two floats (hi + lo, the constants too: their float32 roundings alone would
-// cost several ULP), then F as gelu's tail is, 2^n applied after the last rounding. |x| is
-// clamped to 11 for F, beyond which the results round to x and -0; v - v turns -inf's into NaN.
 template <class L>
 Vec<L> gelu_tanh(Vec<L> v) {
-  if constexpr (sizeof(typename L::Elem) == sizeof(double)) {
-    return gelu_tanh_wide<L>(v);
-  } else {
-    using V = Vec<L>;
-    const V x = L::min(L::set1(11.0f), -L::neg_abs(v));  // |v|, clamped
-    // x^2, 0.044715 x^2 and 1 + 0.044715 x^2 (TwoSum), each as hi + lo
-    const V x2 = x * x;
-    const V x2_lo = L::fma(x, x, -x2);
-    const V c_hi = L::set1(0x1.6e4e26p-5f), c_lo = L::set1(0x1.a9003ep-30f);
-    const V p = c_hi * x2;
-    const V p_lo = L::fma(c_hi, x2, -p) + L::fma(c_hi, x2_lo, c_lo * x2);
-    const V one = L::set1(1.0f);
-    const V y = one + p;
-    const V y_b = y - one;
-    const V y_lo = ((one - (y - y_b)) + (p - y_b)) + p_lo;
-    // |t| = 2 sqrt(2 / pi) x y
-    const V z = x * y;
-    const V z_lo = L::fma(x, y, -z) + x * y_lo;
-    const V k_hi = L::set1(0x1.988454p+0f), k_lo = L::set1(-0x1.857936p-25f);
-    const V t = k_hi * z;
-    const V t_lo = L::fma(k_hi, z, -t) + L::fma(k_hi, z_lo, k_lo * z);
-    V n, em1, em1_lo;
-    exp_split<L>(-t, -t_lo, n, em1, em1_lo);
-    // F = f + f_lo and 1 + F = d + d_lo (Fast2Sum twice: |em1| < 1, F <= 1).
-    const V e = one + em1;
-    const V f = L::scale(e, n);
-    const V f_lo = L::scale(((one - e) + em1) + em1_lo, n);
-    const V d = one + f;
-    const V d_lo = ((one - d) + f) + f_lo;
-    // a / (d + d_lo) for a = a_hi + a_lo: the quotient, corrected by its exact remainder (FMA).
-    const auto divide = [&](V a_hi, V a_lo) {
-      const V q = a_hi / d;
-      return q + (L::fma(-q, d, a_hi) + (a_lo - q * d_lo)) / d;
-    };
-    const V pos = L::select_above(v, L::set1(11.0f), v, divide(v, L::set1(0.0f)));
-    // x F / (1 + F) = 2^n x (1 + em1 + em1_lo) / (1 + F), x = |v| clamped, the numerator as
-    // x + m exactly (Fast2Sum) and 2^n applied after the division, then negated.
-    const V m = L::fma(x, em1, x * em1_lo);
-    const V num = x + m;
-    const V neg = -L::scale(divide(num, (x - num) + m), n) - (v - v);
-    return L::select_negative(v, neg, L::select_above(v, L::set1(0.0f), pos, v));  // +-0: itself
-  }
+  return L::template in_double<&gelu_tanh_wide<typename L::Wide>>(v);
 }
 
 }  // namespace formula

@@ -110,7 +110,7 @@ std::vector<Activation> make() {
        {{nan, nan}, {-inf, nan}, {inf, inf}, {0.0f, 0.0f}, {-0.0f, -0.0f}, {fmax, fmax}, {-200.0f, -0.0f},
         {-fmax, -0.0f}},
        -5.f, 5.f, false, -3.0, 3.0, false,
-       {0xf922889a7f4ae01cull, 0xf922889a7f4ae01cull, 0xf922889a7f4ae01cull}, 0xe80bf243f84d2f4aull},
+       {0x8605272fe6ed7734ull, 0x8605272fe6ed7734ull, 0x8605272fe6ed7734ull}, 0xe80bf243f84d2f4aull},
       {"elu", "elu", &elu_alpha_1, &exact_elu,
        {0.0, -0.0, 1e-8, -1e-8, 2.0, -1.0, -20.0, kInf, -kInf, kNan},
        {{nan, nan}, {inf, inf}, {-inf, -1.0f}, {0.0f, 0.0f}, {-0.0f, -0.0f}, {-100.0f, -1.0f}, {den, den},
