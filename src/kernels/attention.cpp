@@ -85,13 +85,23 @@ struct HeadView {
 };
 HeadView head_of(const AttentionSizes& s, int64_t bh) { return {bh / s.heads, bh % s.heads, bh}; }
 
+// Where row t of one head of a tensor with `count` rows per head and `width` entries per row
+// starts, and how far apart the head's rows are: (batch, heads, count, width), or interleaved
+// (batch, count, heads, width).
+int64_t row_at(const AttentionSizes& sz, const HeadView& hv, int64_t count, int64_t width, int64_t t) {
+  return sz.interleaved ? ((hv.b * count + t) * sz.heads + hv.h) * width : (hv.bh * count + t) * width;
+}
+int64_t row_step(const AttentionSizes& sz, int64_t width) { return sz.interleaved ? sz.heads * width : width; }
+
 // qs = q rows [i0, i0 + rows) of the head, times the scale.
 template <class T>
 void scaled_rows(const AttentionSizes& sz, const AttentionParams& p, const T* q, const HeadView& hv, int64_t i0,
                  int64_t rows, T* qs) {
   const T scale = static_cast<T>(p.scale);
-  const T* src = q + (hv.bh * sz.tq + i0) * sz.d;
-  for (int64_t e = 0; e < rows * sz.d; ++e) qs[e] = src[e] * scale;
+  const T* src = q + row_at(sz, hv, sz.tq, sz.d, i0);
+  const int64_t step = row_step(sz, sz.d);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t e = 0; e < sz.d; ++e) qs[r * sz.d + e] = src[r * step + e] * scale;
 }
 
 // s (rows x cols) = the scores of query rows [i0, i0 + rows) against keys [j0, j0 + cols): the
@@ -102,7 +112,7 @@ void tile_scores(const AttentionSizes& sz, const AttentionParams& p, const HeadV
                  int64_t rows, const T* k, int64_t j0, int64_t cols, T* s) {
   if (sz.d > 0)
     gemm<T>(static_cast<int>(rows), static_cast<int>(cols), static_cast<int>(sz.d), qs, ld(sz.d), false,
-            k + (hv.bh * sz.tk + j0) * sz.d, ld(sz.d), true, s, ld(cols));
+            k + row_at(sz, hv, sz.tk, sz.d, j0), ld(row_step(sz, sz.d)), true, s, ld(cols));
   else
     std::fill(s, s + rows * cols, T(0));
   const AttentionMaskView& m = p.mask;
@@ -185,19 +195,20 @@ void forward_rows(const AttentionSizes& sz, const AttentionParams& p, const T* q
     }
     if (sz.dv > 0)
       gemm<T>(static_cast<int>(rows), static_cast<int>(sz.dv), static_cast<int>(cols), w.s, ld(cols), false,
-              v + (hv.bh * sz.tk + j0) * sz.dv, ld(sz.dv), false, acc, ld(sz.dv), true);
+              v + row_at(sz, hv, sz.tk, sz.dv, j0), ld(row_step(sz, sz.dv)), false, acc, ld(sz.dv), true);
   }
-  T* o = out + (hv.bh * sz.tq + i0) * sz.dv;
+  T* o = out + row_at(sz, hv, sz.tq, sz.dv, i0);
+  const int64_t o_step = row_step(sz, sz.dv);
   T* l = lse + hv.bh * sz.tq + i0;
   for (int64_t r = 0; r < rows; ++r) {
     // A row that saw no key: zeros (PyTorch's rule), and -inf for its log-sum-exp.
     if (sum[r] == T(0)) {
-      std::fill(o + r * sz.dv, o + (r + 1) * sz.dv, T(0));
+      std::fill(o + r * o_step, o + r * o_step + sz.dv, T(0));
       l[r] = kNegInf<T>;
       continue;
     }
     const T inv = T(1) / sum[r];
-    for (int64_t e = 0; e < sz.dv; ++e) o[r * sz.dv + e] = acc[r * sz.dv + e] * inv;
+    for (int64_t e = 0; e < sz.dv; ++e) o[r * o_step + e] = acc[r * sz.dv + e] * inv;
     l[r] = mx[r] + std::log(sum[r]);
   }
 }
@@ -222,8 +233,8 @@ void tile_gradients(const AttentionSizes& sz, const AttentionParams& p, const He
   exp_in_place(s, rows * cols);
   if (sz.dv > 0)
     gemm<T>(static_cast<int>(rows), static_cast<int>(cols), static_cast<int>(sz.dv),
-            dout + (hv.bh * sz.tq + i0) * sz.dv, ld(sz.dv), false, v + (hv.bh * sz.tk + j0) * sz.dv, ld(sz.dv),
-            true, ds, ld(cols));
+            dout + row_at(sz, hv, sz.tq, sz.dv, i0), ld(row_step(sz, sz.dv)), false,
+            v + row_at(sz, hv, sz.tk, sz.dv, j0), ld(row_step(sz, sz.dv)), true, ds, ld(cols));
   else
     std::fill(ds, ds + rows * cols, T(0));
   const T keep_scale = static_cast<T>(1.0 / (1.0 - p.dropout));
@@ -254,10 +265,13 @@ void backward_keys(const AttentionSizes& sz, const AttentionParams& p, const T* 
   const HeadView hv = head_of(sz, task / key_tiles);
   const int64_t j0 = (task % key_tiles) * kKeyTile;
   const int64_t cols = std::min(kKeyTile, sz.tk - j0);
-  T* dk_rows = dk + (hv.bh * sz.tk + j0) * sz.d;
-  T* dv_rows = dv + (hv.bh * sz.tk + j0) * sz.dv;
-  std::fill(dk_rows, dk_rows + cols * sz.d, T(0));
-  std::fill(dv_rows, dv_rows + cols * sz.dv, T(0));
+  T* dk_rows = dk + row_at(sz, hv, sz.tk, sz.d, j0);
+  T* dv_rows = dv + row_at(sz, hv, sz.tk, sz.dv, j0);
+  const int64_t d_step = row_step(sz, sz.d), dv_step = row_step(sz, sz.dv);
+  for (int64_t c = 0; c < cols; ++c) {
+    std::fill(dk_rows + c * d_step, dk_rows + c * d_step + sz.d, T(0));
+    std::fill(dv_rows + c * dv_step, dv_rows + c * dv_step + sz.dv, T(0));
+  }
   const Scratch<T> w = scratch_for<T>(sz.d, kRowTile * kKeyTile);
   // Under the causal mask, rows before j0 see none of these keys.
   for (int64_t i0 = p.causal ? std::min(j0, sz.tq) : 0; i0 < sz.tq; i0 += kRowTile) {
@@ -266,16 +280,17 @@ void backward_keys(const AttentionSizes& sz, const AttentionParams& p, const T* 
     tile_gradients(sz, p, hv, w.qs, i0, rows, k, v, j0, cols, lse, dout, delta, w.s, w.aux);
     if (sz.dv > 0)  // dv += P^T dout
       gemm<T>(static_cast<int>(cols), static_cast<int>(sz.dv), static_cast<int>(rows), w.s, ld(cols), true,
-              dout + (hv.bh * sz.tq + i0) * sz.dv, ld(sz.dv), false, dv_rows, ld(sz.dv), true);
+              dout + row_at(sz, hv, sz.tq, sz.dv, i0), ld(dv_step), false, dv_rows, ld(dv_step), true);
     if (sz.d > 0)  // dk += dS^T (q * scale)
       gemm<T>(static_cast<int>(cols), static_cast<int>(sz.d), static_cast<int>(rows), w.aux, ld(cols), true, w.qs,
-              ld(sz.d), false, dk_rows, ld(sz.d), true);
+              ld(sz.d), false, dk_rows, ld(d_step), true);
     if (dq && sz.d > 0) {  // dq = dS k times the scale: these are all the keys the rows see
-      T* dq_rows = dq + (hv.bh * sz.tq + i0) * sz.d;
+      T* dq_rows = dq + row_at(sz, hv, sz.tq, sz.d, i0);
       gemm<T>(static_cast<int>(rows), static_cast<int>(sz.d), static_cast<int>(cols), w.aux, ld(cols), false,
-              k + (hv.bh * sz.tk + j0) * sz.d, ld(sz.d), false, dq_rows, ld(sz.d), false);
+              k + row_at(sz, hv, sz.tk, sz.d, j0), ld(d_step), false, dq_rows, ld(d_step), false);
       const T scale = static_cast<T>(p.scale);
-      for (int64_t e = 0; e < rows * sz.d; ++e) dq_rows[e] *= scale;
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t e = 0; e < sz.d; ++e) dq_rows[r * d_step + e] *= scale;
     }
   }
 }
@@ -288,8 +303,9 @@ void backward_queries(const AttentionSizes& sz, const AttentionParams& p, const 
   const HeadView hv = head_of(sz, task / row_tiles);
   const int64_t i0 = (task % row_tiles) * kRowTile;
   const int64_t rows = std::min(kRowTile, sz.tq - i0);
-  T* dq_rows = dq + (hv.bh * sz.tq + i0) * sz.d;
-  std::fill(dq_rows, dq_rows + rows * sz.d, T(0));
+  T* dq_rows = dq + row_at(sz, hv, sz.tq, sz.d, i0);
+  const int64_t d_step = row_step(sz, sz.d);
+  for (int64_t r = 0; r < rows; ++r) std::fill(dq_rows + r * d_step, dq_rows + r * d_step + sz.d, T(0));
   const Scratch<T> w = scratch_for<T>(sz.d, kRowTile * kKeyTile);
   scaled_rows(sz, p, q, hv, i0, rows, w.qs);
   const int64_t seen = keys_seen(sz, p, i0, rows);
@@ -298,10 +314,11 @@ void backward_queries(const AttentionSizes& sz, const AttentionParams& p, const 
     tile_gradients(sz, p, hv, w.qs, i0, rows, k, v, j0, cols, lse, dout, delta, w.s, w.aux);
     if (sz.d > 0)  // dq += dS k (times the scale below)
       gemm<T>(static_cast<int>(rows), static_cast<int>(sz.d), static_cast<int>(cols), w.aux, ld(cols), false,
-              k + (hv.bh * sz.tk + j0) * sz.d, ld(sz.d), false, dq_rows, ld(sz.d), true);
+              k + row_at(sz, hv, sz.tk, sz.d, j0), ld(d_step), false, dq_rows, ld(d_step), true);
   }
   const T scale = static_cast<T>(p.scale);
-  for (int64_t e = 0; e < rows * sz.d; ++e) dq_rows[e] *= scale;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t e = 0; e < sz.d; ++e) dq_rows[r * d_step + e] *= scale;
 }
 
 }  // namespace
@@ -329,11 +346,15 @@ void attention_backward(const AttentionSizes& s, const AttentionParams& p, const
   const int64_t n_rows = s.batch * s.heads * s.tq;
   std::vector<T> delta(static_cast<std::size_t>(n_rows));
   for (int64_t i = 0; i < n_rows; ++i) {
+    // Row i of lse's (batch, heads, tq) order; where its output row starts.
+    const int64_t at = s.interleaved ? row_at(s, head_of(s, i / s.tq), s.tq, s.dv, i % s.tq) : i * s.dv;
+    const T* dr = dout + at;
+    const T* orow = out + at;
     T acc[kLanes] = {};
     int64_t e = 0;
     for (; e + kLanes <= s.dv; e += kLanes)
-      for (int l = 0; l < kLanes; ++l) acc[l] += dout[i * s.dv + e + l] * out[i * s.dv + e + l];
-    for (int l = 0; e < s.dv; ++e, ++l) acc[l] += dout[i * s.dv + e] * out[i * s.dv + e];
+      for (int l = 0; l < kLanes; ++l) acc[l] += dr[e + l] * orow[e + l];
+    for (int l = 0; e < s.dv; ++e, ++l) acc[l] += dr[e] * orow[e];
     delta[static_cast<std::size_t>(i)] = row_sum(acc, kLanes) - (dlse ? dlse[i] : T(0));
   }
   // Keys in one tile: each key task sees every key of its rows and computes dq as well, which

@@ -8,9 +8,12 @@
 namespace tg::detail {
 
 /// The sizes: q (batch, heads, tq, d), k (batch, heads, tk, d), v (batch, heads, tk, dv), all
-/// contiguous row-major.
+/// contiguous row-major; with interleaved, q (batch, tq, heads, d), k (batch, tk, heads, d) and
+/// v (batch, tk, heads, dv) instead, and the output and dq, dk, dv likewise (a head's rows
+/// heads * d apart). lse is (batch, heads, tq) either way; the arithmetic is the same.
 struct AttentionSizes {
   int64_t batch = 0, heads = 0, tq = 0, tk = 0, d = 0, dv = 0;
+  bool interleaved = false;
 };
 
 /// A mask over (batch, heads, tq, tk) read through strides (0 along a broadcast dim): bool
@@ -33,7 +36,7 @@ struct AttentionParams {
 /// a pure function of the seeds and the index, so that the gradient sees the forward's mask.
 bool attention_keeps(const AttentionParams& p, uint64_t flat_index);
 
-/// out (batch, heads, tq, dv) and lse (batch, heads, tq): each row's log-sum-exp of its scores,
+/// out (batch, heads, tq, dv) (interleaved: (batch, tq, heads, dv)) and lse (batch, heads, tq): each row's log-sum-exp of its scores,
 /// -inf for a row that sees no key (its output row is zeros). T is float or double.
 template <class T>
 void attention_forward(const AttentionSizes& s, const AttentionParams& p, const T* q, const T* k, const T* v,

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "core/thread_pool.h"
@@ -141,12 +142,29 @@ void gemm_serial_or_empty(int m, int n, int k, const bfloat16_t* a, int lda, boo
   round_rows(sums.data(), m, n, ldc, store, epilogue, c);
 }
 
-void gemm_stored(int m, int n, int k, const bfloat16_t* a, int lda, bool ta, const bfloat16_t* b, int ldb, bool tb,
-                 void* c, int ldc, Store store, const Bf16Epilogue* epilogue = nullptr) {
+// B's bits as pack_b reads them: bfloat16 bits, or float32 values it rounds.
+const uint16_t* packed_source(const bfloat16_t* b) { return reinterpret_cast<const uint16_t*>(b); }
+const float* packed_source(const float* b) { return b; }
+
+// `b` bfloat16, or float32 to be rounded to bfloat16 as it is packed (TB = float).
+template <class TB>
+void gemm_stored(int m, int n, int k, const bfloat16_t* a, int lda, bool ta, const TB* b, int ldb, bool tb, void* c,
+                 int ldc, Store store, const Bf16Epilogue* epilogue = nullptr) {
   if (m <= 0 || n <= 0) return;
-  if (k <= 0 || !use_instructions()) return gemm_serial_or_empty(m, n, k, a, lda, ta, b, ldb, tb, c, ldc, store, epilogue);
+  if (k <= 0 || !use_instructions()) {
+    if constexpr (std::is_same_v<TB, float>) {
+      // B rounded first (each stored row's values), then the bfloat16 path.
+      const int rows = tb ? n : k, cols = tb ? k : n;
+      std::vector<bfloat16_t> rounded(static_cast<std::size_t>(std::max(rows, 0)) * static_cast<std::size_t>(ldb));
+      for (int i = 0; i < rows; ++i)
+        f32_to_bf16(b + static_cast<int64_t>(i) * ldb, rounded.data() + static_cast<int64_t>(i) * ldb, cols);
+      return gemm_serial_or_empty(m, n, k, a, lda, ta, rounded.data(), ldb, tb, c, ldc, store, epilogue);
+    } else {
+      return gemm_serial_or_empty(m, n, k, a, lda, ta, b, ldb, tb, c, ldc, store, epilogue);
+    }
+  }
   const auto* au = reinterpret_cast<const uint16_t*>(a);
-  const auto* bu = reinterpret_cast<const uint16_t*>(b);
+  const auto* bu = packed_source(b);
   using namespace bf16_avx512;
   const int panels = (n + kPanelCols - 1) / kPanelCols;
   const int64_t panel_size = (k + 1) / 2 * 2 * kPanelCols;
@@ -194,6 +212,11 @@ void bf16_gemm(int m, int n, int k, const bfloat16_t* a, int lda, bool ta, const
 
 void bf16_gemm_epilogue(int m, int n, int k, const bfloat16_t* a, int lda, bool ta, const bfloat16_t* b, int ldb,
                         bool tb, bfloat16_t* c, int ldc, const Bf16Epilogue& epilogue) {
+  gemm_stored(m, n, k, a, lda, ta, b, ldb, tb, c, ldc, bf16_avx512::Store::kEpilogue, &epilogue);
+}
+
+void bf16_gemm_epilogue(int m, int n, int k, const bfloat16_t* a, int lda, bool ta, const float* b, int ldb, bool tb,
+                        bfloat16_t* c, int ldc, const Bf16Epilogue& epilogue) {
   gemm_stored(m, n, k, a, lda, ta, b, ldb, tb, c, ldc, bf16_avx512::Store::kEpilogue, &epilogue);
 }
 

@@ -32,6 +32,10 @@ using Bf16Epilogue = bf16_avx512::Epilogue;
 /// (each block of sums goes through the ops while in registers).
 void bf16_gemm_epilogue(int m, int n, int k, const bfloat16_t* a, int lda, bool ta, const bfloat16_t* b, int ldb,
                         bool tb, bfloat16_t* c, int ldc, const Bf16Epilogue& epilogue);
+/// The same with float32 B, each value rounded to bfloat16 as the product packs it: the bits of
+/// f32_to_bf16 on B and then the bfloat16 product, without the rounded copy of B.
+void bf16_gemm_epilogue(int m, int n, int k, const bfloat16_t* a, int lda, bool ta, const float* b, int ldb, bool tb,
+                        bfloat16_t* c, int ldc, const Bf16Epilogue& epilogue);
 
 /// bf16_gemm with each sum then rounded to bfloat16 in the product's own pass: the bits of
 /// bf16_gemm followed by f32_to_bf16 on C (a bfloat16 matmul's result, TensorFlow's rounding).

@@ -17,6 +17,8 @@
 #include <cstring>
 #include <vector>
 
+#include "tracegraph/dtype.h"
+
 namespace tg::detail::bf16_avx512 {
 namespace {
 
@@ -252,7 +254,21 @@ void narrow(const float* x, uint16_t* y, int64_t n) {
   }
 }
 
-void pack_b(int n, int k, const uint16_t* b, int ldb, bool tb, uint16_t* out, int p0, int p1) {
+namespace {
+
+// Thirty-two values of a row of B as bfloat16 bits, lanes past `mask` zero: loaded as they are,
+// or (float32 B) rounded as bfloat16_t::round_from does.
+inline __m512i row32(const uint16_t* p, __mmask32 mask) { return _mm512_maskz_loadu_epi16(mask, p); }
+inline __m512i row32(const float* p, __mmask32 mask) {
+  const __m256i lo = round_floats(_mm512_maskz_loadu_ps(static_cast<__mmask16>(mask), p));
+  const __m256i hi = round_floats(_mm512_maskz_loadu_ps(static_cast<__mmask16>(mask >> 16), p + 16));
+  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+inline uint32_t bits_of(uint16_t v) { return v; }
+inline uint32_t bits_of(float v) { return bfloat16_t::round_from(v); }
+
+template <class T>
+void pack_panels(int n, int k, const T* b, int ldb, bool tb, uint16_t* out, int p0, int p1) {
   const int64_t pairs = (k + 1) / 2;
   // Interleaves the low and the high 16 values of two rows: r0[0], r1[0], r0[1], r1[1], ...
   alignas(64) uint16_t lo_idx[32], hi_idx[32];
@@ -269,9 +285,8 @@ void pack_b(int n, int k, const uint16_t* b, int ldb, bool tb, uint16_t* out, in
       const __mmask32 mask = cols >= 32 ? __mmask32(0xFFFFFFFFu) : __mmask32((1u << cols) - 1);
       for (int64_t q = 0; q < pairs; ++q) {
         uint16_t* dst = panel + q * 2 * kPanelCols;
-        const __m512i r0 = _mm512_maskz_loadu_epi16(mask, b + 2 * q * ldb + j0);
-        const __m512i r1 =
-            2 * q + 1 < k ? _mm512_maskz_loadu_epi16(mask, b + (2 * q + 1) * ldb + j0) : _mm512_setzero_si512();
+        const __m512i r0 = row32(b + 2 * q * ldb + j0, mask);
+        const __m512i r1 = 2 * q + 1 < k ? row32(b + (2 * q + 1) * ldb + j0, mask) : _mm512_setzero_si512();
         _mm512_storeu_si512(dst, _mm512_permutex2var_epi16(r0, lo, r1));
         _mm512_storeu_si512(dst + kPanelCols, _mm512_permutex2var_epi16(r0, hi, r1));
       }
@@ -285,22 +300,28 @@ void pack_b(int n, int k, const uint16_t* b, int ldb, bool tb, uint16_t* out, in
       for (int64_t q0 = 0; q0 < vector_end; q0 += 16) {
         __m512i v[16];
         for (int j = 0; j < 16; ++j)
-          v[j] = 16 * half + j < cols ? _mm512_loadu_si512(b + static_cast<int64_t>(j0 + 16 * half + j) * ldb + 2 * q0)
+          v[j] = 16 * half + j < cols ? row32(b + static_cast<int64_t>(j0 + 16 * half + j) * ldb + 2 * q0, ~__mmask32(0))
                                       : _mm512_setzero_si512();
         transpose_16x16(v);
         for (int t = 0; t < 16; ++t) _mm512_storeu_si512(panel + 2 * ((q0 + t) * kPanelCols + 16 * half), v[t]);
       }
     auto put = [panel](int64_t q, int j, uint32_t v) { std::memcpy(panel + 2 * (q * kPanelCols + j), &v, 4); };
     for (int j = 0; j < kPanelCols; ++j) {
-      const uint16_t* row = j < cols ? b + static_cast<int64_t>(j0 + j) * ldb : nullptr;
-      for (int64_t q = vector_end; q < whole; ++q) {
-        uint32_t v = 0;
-        if (row) std::memcpy(&v, row + 2 * q, 4);
-        put(q, j, v);
-      }
-      if (k % 2) put(whole, j, row ? row[k - 1] : 0u);
+      const T* row = j < cols ? b + static_cast<int64_t>(j0 + j) * ldb : nullptr;
+      for (int64_t q = vector_end; q < whole; ++q) put(q, j, row ? bits_of(row[2 * q]) | bits_of(row[2 * q + 1]) << 16 : 0u);
+      if (k % 2) put(whole, j, row ? bits_of(row[k - 1]) : 0u);
     }
   }
+}
+
+}  // namespace
+
+void pack_b(int n, int k, const uint16_t* b, int ldb, bool tb, uint16_t* out, int p0, int p1) {
+  pack_panels(n, k, b, ldb, tb, out, p0, p1);
+}
+
+void pack_b(int n, int k, const float* b, int ldb, bool tb, uint16_t* out, int p0, int p1) {
+  pack_panels(n, k, b, ldb, tb, out, p0, p1);
 }
 
 void multiply(int m, int n, int k, const uint16_t* a, int lda, bool ta, const uint16_t* packed, void* c, int ldc,

@@ -19,6 +19,9 @@ void narrow(const float* x, uint16_t* y, int64_t n);
 /// vdpbf16ps order: panel p, pair q holds (B[2q][j], B[2q+1][j]) for its 32 columns j, zeros
 /// past k and n. `out` holds ceil(n / 32) panels of ceil(k / 2) * 64 values.
 void pack_b(int n, int k, const uint16_t* b, int ldb, bool tb, uint16_t* out, int p0, int p1);
+/// The same from float32 B, each value rounded to bfloat16 (bfloat16_t::round_from) as it is
+/// packed: the panels f32_to_bf16 on B and pack_b would make.
+void pack_b(int n, int k, const float* b, int ldb, bool tb, uint16_t* out, int p0, int p1);
 
 /// How multiply stores C: the float32 sums; each sum rounded to bfloat16 (bfloat16_t::round_from)
 /// and stored as bfloat16 bits (`c` a uint16_t*); rounded so and stored widened back to float32

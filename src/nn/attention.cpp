@@ -9,6 +9,7 @@
 #include "core/check.h"
 #include "core/tensor_impl.h"
 #include "nn/layer_checks.h"
+#include "ops/attention.h"
 #include "ops/runtime_shape_checks.h"
 #include "tracegraph/nn.h"
 #include "tracegraph/ops.h"
@@ -99,8 +100,9 @@ std::vector<Variable> MultiHeadAttention::trainable_variables() const {
   return out;
 }
 
-// x (batch, T, features) -> (batch, heads, T, dim): one (rows, features) x (features, heads * dim)
-// product, split into heads.
+// x (batch, T, features) -> (batch, T, heads, dim): one (rows, features) x (features, heads * dim)
+// product, split into heads by a reshape (the attention op reads them interleaved, so no
+// transpose moves the data).
 Tensor MultiHeadAttention::project(const Tensor& x, const Variable& kernel, const std::optional<Variable>& bias,
                                    int64_t features, int64_t dim, const char* what) const {
   check_features_input(kMha, options_.name, x, options_.dtype, features, 3);
@@ -117,7 +119,7 @@ Tensor MultiHeadAttention::project(const Tensor& x, const Variable& kernel, cons
                                                      " of shape (batch, T, ", features, ")"));
   Tensor rows = matmul(reshape(input, {-1, features}), w);
   if (bias) rows = rows + reshape(bias->read_value(), {heads_ * dim});
-  return transpose(reshape_leading(rows, x, 2, {heads_, dim}), {0, 2, 1, 3});
+  return reshape_leading(rows, x, 2, {heads_, dim});
 }
 
 Tensor MultiHeadAttention::operator()(const Tensor& query, const Tensor& value, const AttentionCall& call) const {
@@ -143,8 +145,8 @@ Tensor MultiHeadAttention::operator()(const Tensor& query, const Tensor& value, 
                                      ms.to_string());
     attention.mask = expand_dims(m, -3);  // one mask for every head
   }
-  // (batch, heads, Tq, value_dim) -> (batch, Tq, heads * value_dim) -> the output projection.
-  const Tensor o = transpose(scaled_dot_product_attention(q, k, v, attention), {0, 2, 1, 3});
+  // (batch, Tq, heads, value_dim) -> (batch, Tq, heads * value_dim) -> the output projection.
+  const Tensor o = detail::scaled_dot_product_attention_op(q, k, v, attention, true);
   Tensor rows = matmul(reshape(o, {-1, heads_ * value_dim_}),
                        reshape(output_kernel_.read_value(), {heads_ * value_dim_, output_dim_}));
   if (output_bias_) rows = rows + output_bias_->read_value();

@@ -581,12 +581,26 @@ void emit_cumsum(Emitter& e) {
 // softmax(q k^T * scale + mask) v, written out: ONNX's Softmax gives NaN for a row whose every
 // score is -inf, where tracegraph gives zeros, so the softmax is spelled with the row maximum
 // taken as 0 (and the sum as 1) for such rows. Output 1, each row's log-sum-exp, is -inf there.
+// With heads_interleaved, q, k, v, the output and the gradients of q, k, v are (batch, T, heads,
+// D): Transposes with perm {0, 2, 1, 3} (its own inverse) bring them to (batch, heads, T, D) and
+// back, so the nodes between are those of the plain layout.
 struct AttentionWeights {
+  std::string q, k, v; // the inputs, (batch, heads, T, D)
   std::string scale;   // the scale the scores were multiplied by
   std::string weights; // softmax(scores): (batch, heads, Tq, Tk), zeros for a row that sees no key
   std::string row_max; // each row's maximum score (0 for such a row), keepdims
   std::string row_sum; // each row's sum of exp(scores - row_max), keepdims
 };
+
+// x in the heads-first layout: itself, or transposed from the interleaved one.
+std::string heads_first(Emitter& e, const AttentionAttrs& a, const std::string& x, const char* hint) {
+  return a.heads_interleaved ? transpose(e, x, {0, 2, 1, 3}, hint) : x;
+}
+
+// Output `i`, interleaved, from its heads-first value x.
+void write_interleaved(Emitter& e, const std::string& x, int i) {
+  set_attr(e.add("Transpose", {x}, {e.out(i)}), "perm", std::vector<int64_t>{0, 2, 1, 3});
+}
 
 AttentionWeights attention_weights(Emitter& e, const AttentionAttrs& a) {
   if (a.dropout > 0)
@@ -599,6 +613,9 @@ AttentionWeights attention_weights(Emitter& e, const AttentionAttrs& a) {
   const DType d = e.in_type(0).dtype;
   const double inf = std::numeric_limits<double>::infinity();
   AttentionWeights out;
+  out.q = heads_first(e, a, e.in(0), "q_heads_first");
+  out.k = heads_first(e, a, e.in(1), "k_heads_first");
+  out.v = heads_first(e, a, e.in(2), "v_heads_first");
   std::string& scale = out.scale;
   if (a.scale_given) {
     scale = e.scalar(d, a.scale);
@@ -616,8 +633,8 @@ AttentionWeights attention_weights(Emitter& e, const AttentionAttrs& a) {
     e.add("Reciprocal", {root}, {scale});
   }
   const std::string qs = e.temp("q_scaled"), scores = e.temp("scores");
-  e.add("Mul", {e.in(0), scale}, {qs});
-  e.add("MatMul", {qs, transpose(e, e.in(1), {0, 1, 3, 2}, "k_transposed")}, {scores});
+  e.add("Mul", {out.q, scale}, {qs});
+  e.add("MatMul", {qs, transpose(e, out.k, {0, 1, 3, 2}, "k_transposed")}, {scores});
   std::string s = scores;
   std::string visible;  // bool, broadcast to the scores: false hides a key
   if (a.has_mask) {
@@ -633,7 +650,8 @@ AttentionWeights attention_weights(Emitter& e, const AttentionAttrs& a) {
     // query i sees keys j <= i: Range over Tq as a column against Range over Tk as a row
     const auto positions = [&](int input, const char* hint) {
       const std::string count = e.temp(str_cat(hint, "_count")), r = e.temp(hint);
-      set_attr(e.add("Gather", {shape_of(e, input), e.scalar(DType::Int64, 2.0)}, {count}), "axis", int64_t{0});
+      const double time_axis = a.heads_interleaved ? 1.0 : 2.0;
+      set_attr(e.add("Gather", {shape_of(e, input), e.scalar(DType::Int64, time_axis)}, {count}), "axis", int64_t{0});
       e.add("Range", {e.scalar(DType::Int64, 0.0), count, e.scalar(DType::Int64, 1.0)}, {r});
       return r;
     };
@@ -673,9 +691,16 @@ AttentionWeights attention_weights(Emitter& e, const AttentionAttrs& a) {
 }
 
 void emit_attention(Emitter& e) {
-  const AttentionWeights w = attention_weights(e, e.attrs<AttentionAttrs>());
+  const auto& a = e.attrs<AttentionAttrs>();
+  const AttentionWeights w = attention_weights(e, a);
   const std::string log_sum = e.temp("log_sum"), lse = e.temp("lse");
-  e.add("MatMul", {w.weights, e.in(2)}, {e.out(0)});
+  if (a.heads_interleaved) {
+    const std::string o = e.temp("output_heads_first");
+    e.add("MatMul", {w.weights, w.v}, {o});
+    write_interleaved(e, o, 0);
+  } else {
+    e.add("MatMul", {w.weights, w.v}, {e.out(0)});
+  }
   e.add("Log", {w.row_sum}, {log_sum});
   e.add("Add", {log_sum, w.row_max}, {lse});
   e.add("Squeeze", {lse, e.int64s({-1})}, {e.out(1)});
@@ -689,12 +714,17 @@ void emit_attention_grad(Emitter& e) {
   const auto& a = e.attrs<AttentionAttrs>();
   const AttentionWeights w = attention_weights(e, a);
   const int base = a.has_mask ? 4 : 3;
-  const std::string out = e.in(base), d_out = e.in(base + 2), d_lse = e.in(base + 3);
+  const std::string out = heads_first(e, a, e.in(base), "out_heads_first"),
+                    d_out = heads_first(e, a, e.in(base + 2), "d_out_heads_first"), d_lse = e.in(base + 3);
+  // the gradients, heads first; written through write_interleaved when interleaved
+  const bool il = a.heads_interleaved;
+  const std::string dq = il ? e.temp("dq_heads_first") : e.out(0), dk = il ? e.temp("dk_heads_first") : e.out(1),
+                    dv = il ? e.temp("dv_heads_first") : e.out(2);
   const std::string d_p = e.temp("d_weights"), prod = e.temp("d_out_times_out"), dot = e.temp("row_dot"),
                     lse_col = e.temp("d_lse_column"), inner = e.temp("inner"), inner2 = e.temp("inner_with_lse"),
                     d_s = e.temp("d_scores"), d_ss = e.temp("d_scores_scaled"), p_t = transpose(e, w.weights, {0, 1, 3, 2}, "weights_t");
-  e.add("MatMul", {p_t, d_out}, {e.out(2)});
-  e.add("MatMul", {d_out, transpose(e, e.in(2), {0, 1, 3, 2}, "v_transposed")}, {d_p});
+  e.add("MatMul", {p_t, d_out}, {dv});
+  e.add("MatMul", {d_out, transpose(e, w.v, {0, 1, 3, 2}, "v_transposed")}, {d_p});
   e.add("Mul", {d_out, out}, {prod});
   set_attr(e.add("ReduceSum", {prod, e.int64s({-1})}, {dot}), "keepdims", int64_t{1});
   e.add("Sub", {d_p, dot}, {inner});
@@ -702,8 +732,10 @@ void emit_attention_grad(Emitter& e) {
   e.add("Add", {inner, lse_col}, {inner2});
   e.add("Mul", {w.weights, inner2}, {d_s});
   e.add("Mul", {d_s, w.scale}, {d_ss});
-  e.add("MatMul", {d_ss, e.in(1)}, {e.out(0)});
-  e.add("MatMul", {transpose(e, d_ss, {0, 1, 3, 2}, "d_scores_t"), e.in(0)}, {e.out(1)});
+  e.add("MatMul", {d_ss, w.k}, {dq});
+  e.add("MatMul", {transpose(e, d_ss, {0, 1, 3, 2}, "d_scores_t"), w.q}, {dk});
+  if (il)
+    for (int i = 0; i < 3; ++i) write_interleaved(e, i == 0 ? dq : i == 1 ? dk : dv, i);
 }
 
 // ---- layer_norm ---------------------------------------------------------------------------------

@@ -13,6 +13,8 @@
 
 #include "core/check.h"
 #include "core/tensor_impl.h"
+#include "ops/attention.h"
+
 #include "kernels/attention.h"
 #include "ops/op.h"
 #include "tracegraph/ops.h"
@@ -27,6 +29,23 @@ constexpr const char* kGradOp = "scaled_dot_product_attention_grad";
 constexpr const char* kLayouts =
     "q (batch, heads, Tq, D), k (batch, heads, Tk, D), v (batch, heads, Tk, Dv); transpose a (batch, T, heads, D) "
     "tensor with perm {0, 2, 1, 3} first";
+constexpr const char* kInterleavedLayouts =
+    "q (batch, Tq, heads, D), k (batch, Tk, heads, D), v (batch, Tk, heads, Dv) (the heads_interleaved layout)";
+
+// The axes of the batch, the heads and time in q, k, v and the output: (batch, heads, T, D), or
+// with heads_interleaved (batch, T, heads, D).
+struct Axes {
+  int heads, time;
+  const char* layouts;
+};
+Axes axes_of(const AttentionAttrs& a) {
+  return a.heads_interleaved ? Axes{2, 1, kInterleavedLayouts} : Axes{1, 2, kLayouts};
+}
+
+// The shape of a tensor of the given (batch, heads, T, width) in the attributes' layout.
+TensorShape laid_out(const AttentionAttrs& a, int64_t batch, int64_t heads, int64_t t, int64_t width) {
+  return a.heads_interleaved ? TensorShape({batch, t, heads, width}) : TensorShape({batch, heads, t, width});
+}
 
 int64_t dim_of(const ValueType& t, int i) { return t.shape.has_rank() ? t.shape.dims()[static_cast<std::size_t>(i)] : None; }
 
@@ -45,7 +64,7 @@ void check_attrs(const char* op, const AttentionAttrs& a) {
     op_error<InvalidArgumentError>(op, "scale must be a finite number, got ", a.scale);
 }
 
-Dims check_qkv(const char* op, const std::vector<ValueType>& in) {
+Dims check_qkv(const char* op, const std::vector<ValueType>& in, const Axes& ax) {
   const ValueType& q = in[0];
   const ValueType& k = in[1];
   const ValueType& v = in[2];
@@ -59,7 +78,7 @@ Dims check_qkv(const char* op, const std::vector<ValueType>& in) {
   for (const auto& [name, t] : {std::pair<const char*, const ValueType*>{"q", &q}, {"k", &k}, {"v", &v}})
     if (t->shape.has_rank() && t->shape.rank() != 4)
       op_error<InvalidArgumentError>(op, name, " must have rank 4, got shape ", t->shape.to_string(), " (", shapes,
-                                     "); expected ", kLayouts);
+                                     "); expected ", ax.layouts);
   auto agree = [&](const char* what, std::initializer_list<std::pair<const char*, int64_t>> seen) {
     int64_t out = None;
     const char* first = nullptr;
@@ -70,16 +89,18 @@ Dims check_qkv(const char* op, const std::vector<ValueType>& in) {
         first = named.first;
       } else if (named.second != out) {
         op_error<InvalidArgumentError>(op, what, " differ: ", first, " has ", out, " but ", named.first, " has ",
-                                       named.second, " (", shapes, "); expected ", kLayouts);
+                                       named.second, " (", shapes, "); expected ", ax.layouts);
       }
     }
     return out;
   };
   Dims d;
   d.batch = agree("the batch sizes", {{"q", dim_of(q, 0)}, {"k", dim_of(k, 0)}, {"v", dim_of(v, 0)}});
-  d.heads = agree("the head counts", {{"q", dim_of(q, 1)}, {"k", dim_of(k, 1)}, {"v", dim_of(v, 1)}});
-  d.tq = dim_of(q, 2);
-  d.tk = agree("the key counts (axis 2 of k and v)", {{"k", dim_of(k, 2)}, {"v", dim_of(v, 2)}});
+  d.heads = agree("the head counts",
+                   {{"q", dim_of(q, ax.heads)}, {"k", dim_of(k, ax.heads)}, {"v", dim_of(v, ax.heads)}});
+  d.tq = dim_of(q, ax.time);
+  d.tk = agree(ax.time == 2 ? "the key counts (axis 2 of k and v)" : "the key counts (axis 1 of k and v)",
+               {{"k", dim_of(k, ax.time)}, {"v", dim_of(v, ax.time)}});
   d.d = agree("the head sizes (axis 3 of q and k)", {{"q", dim_of(q, 3)}, {"k", dim_of(k, 3)}});
   d.dv = dim_of(v, 3);
   return d;
@@ -132,22 +153,24 @@ Dims check_inputs(const char* op, const std::vector<ValueType>& in, const Attent
                                    a.dropout > 0 ? ", the dropout seed pair" : "",
                                    extra ? ", the output, its log-sum-exp and their gradients" : "", "), got ",
                                    in.size());
-  const Dims d = check_qkv(op, in);
+  const Dims d = check_qkv(op, in, axes_of(a));
   if (a.has_mask) check_mask(op, in[3], in[0].dtype, d);
   if (a.dropout > 0) check_seed(op, in[a.has_mask ? 4 : 3]);
   return d;
 }
 
 std::vector<ValueType> infer_forward(const std::vector<ValueType>& in, const OpAttrs& attrs) {
-  const Dims d = check_inputs(kOp, in, attrs.get<AttentionAttrs>(), 0);
+  const AttentionAttrs& a = attrs.get<AttentionAttrs>();
+  const Dims d = check_inputs(kOp, in, a, 0);
   const DType t = in[0].dtype;
-  return {ValueType{t, TensorShape({d.batch, d.heads, d.tq, d.dv})},
+  return {ValueType{t, laid_out(a, d.batch, d.heads, d.tq, d.dv)},
           ValueType{t, TensorShape({d.batch, d.heads, d.tq})}};
 }
 
 // One of the gradient op's extra inputs (the output, the log-sum-exp and their gradients),
 // checked against the shape the forward gives.
-void check_extra(const ValueType& t, const char* name, DType dtype, std::vector<int64_t> want) {
+void check_extra(const ValueType& t, const char* name, DType dtype, const TensorShape& want_shape) {
+  const std::vector<int64_t>& want = want_shape.dims();
   if (t.dtype != dtype)
     op_error<TypeError>(kGradOp, name, " must be ", to_string(dtype), " (q's dtype), got ", to_string(t.dtype));
   if (!t.shape.has_rank()) return;
@@ -169,13 +192,12 @@ std::vector<ValueType> infer_grad(const std::vector<ValueType>& in, const OpAttr
   const std::size_t base = base_inputs(a);
   const Dims d = check_inputs(kGradOp, in, a, 4);
   const DType t = in[0].dtype;
-  check_extra(in[base], "the output", t, {d.batch, d.heads, d.tq, d.dv});
-  check_extra(in[base + 1], "the log-sum-exp", t, {d.batch, d.heads, d.tq});
-  check_extra(in[base + 2], "the output's gradient", t, {d.batch, d.heads, d.tq, d.dv});
-  check_extra(in[base + 3], "the log-sum-exp's gradient", t, {d.batch, d.heads, d.tq});
-  return {ValueType{t, TensorShape({d.batch, d.heads, d.tq, d.d})},
-          ValueType{t, TensorShape({d.batch, d.heads, d.tk, d.d})},
-          ValueType{t, TensorShape({d.batch, d.heads, d.tk, d.dv})}};
+  check_extra(in[base], "the output", t, laid_out(a, d.batch, d.heads, d.tq, d.dv));
+  check_extra(in[base + 1], "the log-sum-exp", t, TensorShape({d.batch, d.heads, d.tq}));
+  check_extra(in[base + 2], "the output's gradient", t, laid_out(a, d.batch, d.heads, d.tq, d.dv));
+  check_extra(in[base + 3], "the log-sum-exp's gradient", t, TensorShape({d.batch, d.heads, d.tq}));
+  return {ValueType{t, laid_out(a, d.batch, d.heads, d.tq, d.d)}, ValueType{t, laid_out(a, d.batch, d.heads, d.tk, d.d)},
+          ValueType{t, laid_out(a, d.batch, d.heads, d.tk, d.dv)}};
 }
 
 std::vector<ValueType> types_of(const std::vector<Tensor>& in) {
@@ -192,7 +214,9 @@ std::pair<AttentionSizes, AttentionParams> kernel_args(const char* op, const std
   const auto& qd = in[0].impl()->shape.dims();
   const auto& kd = in[1].impl()->shape.dims();
   const auto& vd = in[2].impl()->shape.dims();
-  AttentionSizes s{qd[0], qd[1], qd[2], kd[2], qd[3], vd[3]};
+  const Axes ax = axes_of(a);
+  const auto h = static_cast<std::size_t>(ax.heads), tm = static_cast<std::size_t>(ax.time);
+  AttentionSizes s{qd[0], qd[h], qd[tm], kd[tm], qd[3], vd[3], a.heads_interleaved};
   AttentionParams p;
   // 1 / sqrt(D); with D = 0 every score is 0 whatever the scale.
   p.scale = a.scale_given ? a.scale : (s.d > 0 ? 1.0 / std::sqrt(static_cast<double>(s.d)) : 1.0);
@@ -286,12 +310,9 @@ void register_attention_ops(OpDef* t) {
   set_grad(t, OpId::ScaledDotProductAttentionGrad, &grad_of_grad);
 }
 
-}  // namespace detail
-
-Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                                    const AttentionOptions& options) {
-  using detail::op_error;
-  const char* op = detail::kOp;
+Tensor scaled_dot_product_attention_op(const Tensor& q, const Tensor& k, const Tensor& v,
+                                       const AttentionOptions& options, bool heads_interleaved) {
+  const char* op = kOp;
   for (const auto& [name, t] : {std::pair<const char*, const Tensor*>{"q", &q}, {"k", &k}, {"v", &v}})
     if (!t->defined()) op_error<ValueError>(op, name, " is an empty tg::Tensor");
   if (!(options.dropout >= 0.0 && options.dropout < 1.0))
@@ -299,7 +320,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                                    options.dropout);
   if (options.scale && !std::isfinite(*options.scale))
     op_error<InvalidArgumentError>(op, "scale must be a finite number, got ", *options.scale);
-  detail::AttentionAttrs a;
+  AttentionAttrs a;
+  a.heads_interleaved = heads_interleaved;
   a.scale_given = options.scale.has_value();
   a.scale = options.scale.value_or(1.0);
   a.causal = options.causal;
@@ -313,7 +335,14 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     // index, so the gradient sees the forward's mask and no Tq x Tk mask is ever stored.
     in.push_back(random_uniform(TensorShape({2}), 0.0, 2147483647.0, int64, options.seed));
   }
-  return detail::apply_op(detail::OpId::ScaledDotProductAttention, in, a)[0];
+  return apply_op(OpId::ScaledDotProductAttention, in, a)[0];
+}
+
+}  // namespace detail
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const AttentionOptions& options) {
+  return detail::scaled_dot_product_attention_op(q, k, v, options, false);
 }
 
 }  // namespace tg

@@ -17,11 +17,16 @@ std::vector<ValueType> infer_epilogue_node(const char* op, OpId product, const O
                                    " nodes are made by the graph optimiser only");
   // bfloat16: a matmul's or a convolution's (their kernels' bfloat16 paths round as the ops apart do).
   const bool bf16 = (product == OpId::MatMul || product == OpId::Conv2D) && in[0].dtype == DType::BFloat16 && !e.column_sums;
+  // A bfloat16 matmul's right operand may be float32: a float32 Variable's value the product
+  // rounds to bfloat16 as it packs it, for the cast the optimiser took in
+  // (passes/bf16_operand_casts.cpp). The steps see the rounded value.
+  std::vector<ValueType> types = in;
+  if (bf16 && product == OpId::MatMul && types[1].dtype == DType::Float32) types[1].dtype = DType::BFloat16;
   for (std::size_t i = 0; i < 2; ++i)
-    if (in[i].dtype != (bf16 ? DType::BFloat16 : DType::Float32))
+    if (types[i].dtype != (bf16 ? DType::BFloat16 : DType::Float32))
       op_error<InvalidArgumentError>(op, "expected float32 operands, got input ", i, " ", describe(in[i]),
                                      product == OpId::MatMul ? " (bfloat16 operands: both, without column sums)" : "");
-  return run_epilogue_steps(product, product_attrs, e, in, [](OpId id, const std::vector<ValueType>& args, const OpAttrs& a) {
+  return run_epilogue_steps(product, product_attrs, e, types, [](OpId id, const std::vector<ValueType>& args, const OpAttrs& a) {
     return op_def(id).infer(args, a).at(0);
   });
 }

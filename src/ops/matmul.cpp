@@ -268,9 +268,13 @@ void kernel_matmul_epilogue_bf16(const EpilogueParts& parts, const Gemm& g, cons
   epilogue.relu = parts.relu;
   epilogue.mask_in = parts.mask_in ? data_of<bool>(in[parts.mask_input()]) : nullptr;
   epilogue.ld_mask = g.n;
-  bf16_gemm_epilogue(blas_int(g.m), blas_int(g.n), blas_int(g.k), data_of<bfloat16_t>(in[0]), blas_int(g.a_cols), g.ta,
-                     data_of<bfloat16_t>(in[1]), blas_int(g.b_cols), g.tb, data_of<bfloat16_t>(out[0]), blas_int(g.n),
-                     epilogue);
+  const int m = blas_int(g.m), n = blas_int(g.n), k = blas_int(g.k), lda = blas_int(g.a_cols), ldb = blas_int(g.b_cols);
+  const bfloat16_t* a = data_of<bfloat16_t>(in[0]);
+  bfloat16_t* c = data_of<bfloat16_t>(out[0]);
+  // A float32 right operand (the optimiser's, for a cast it took in) is rounded as it is packed.
+  if (in[1].impl()->dtype == DType::Float32)
+    return bf16_gemm_epilogue(m, n, k, a, lda, g.ta, data_of<float>(in[1]), ldb, g.tb, c, n, epilogue);
+  bf16_gemm_epilogue(m, n, k, a, lda, g.ta, data_of<bfloat16_t>(in[1]), ldb, g.tb, c, n, epilogue);
 }
 
 void kernel_matmul_epilogue(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
@@ -278,8 +282,17 @@ void kernel_matmul_epilogue(const std::vector<Tensor>& in, const OpAttrs& attrs,
   const EpilogueParts parts = EpilogueParts::of(e);
   const Gemm g = gemm_geometry(in[0], in[1], product_attrs(e).get<MatMulAttrs>());
   const TensorShape product({g.m, g.n});
-  if (!epilogue_fits(parts, in, out, product))
-    return run_steps_eagerly([&](auto op) { return run_epilogue_steps(OpId::MatMul, product_attrs(e), parts, in, op); }, out);
+  if (!epilogue_fits(parts, in, out, product)) {
+    // The ops apart; a float32 right operand of bfloat16 products (see kernel_matmul_epilogue_bf16)
+    // rounded first, as the cast the optimiser took in did.
+    std::vector<Tensor> ops_in = in;
+    if (in[0].impl()->dtype == DType::BFloat16 && in[1].impl()->dtype == DType::Float32) {
+      Tensor rounded = allocate_tensor(DType::BFloat16, in[1].impl()->shape);
+      f32_to_bf16(data_of<float>(in[1]), data_of<bfloat16_t>(rounded), in[1].impl()->shape.num_elements());
+      ops_in[1] = rounded;
+    }
+    return run_steps_eagerly([&](auto op) { return run_epilogue_steps(OpId::MatMul, product_attrs(e), parts, ops_in, op); }, out);
+  }
   if (in[0].impl()->dtype == DType::BFloat16) return kernel_matmul_epilogue_bf16(parts, g, in, out);
   float* const sums = parts.column_sums ? data_of<float>(out.back()) : nullptr;
   if (product.num_elements() == 0) {

@@ -457,16 +457,19 @@ struct HostCallAttrs {
 /// scaled_dot_product_attention and its gradient op: the scores' scale (1 / sqrt(head size) of
 /// the run's q unless scale_given), the causal mask (query i sees keys j <= i), whether a mask
 /// input follows q, k, v, and the dropout rate on the attention weights (> 0: a seed pair input
-/// comes last).
+/// comes last). heads_interleaved: q, k, v, the output and the gradients of q, k and v are laid
+/// out (batch, T, heads, D), a head's rows H * D apart, instead of (batch, heads, T, D) (the
+/// log-sum-exp stays (batch, heads, Tq)); nn::MultiHeadAttention's split heads, with no transposes.
 struct AttentionAttrs {
   bool scale_given = false;
   double scale = 1.0;
   bool causal = false;
   bool has_mask = false;
   double dropout = 0.0;
+  bool heads_interleaved = false;
   template <class F> void for_each_field(F&& f) const {
     f("scale_given", scale_given); f("scale", scale); f("causal", causal); f("has_mask", has_mask);
-    f("dropout", dropout);
+    f("dropout", dropout); f("heads_interleaved", heads_interleaved);
   }
   bool operator==(const AttentionAttrs&) const = default;
 };

@@ -20,6 +20,7 @@
 
 #include "ops/epilogue_steps.h"
 #include "ops/fused.h"
+#include "passes/bf16_operand_casts.h"
 #include "passes/passes.h"
 
 namespace tg::detail {
@@ -513,6 +514,7 @@ int fuse_product_epilogues(GraphIR& g) {
   }
   count += fuse_conv_max_pools(g);  // the conv2d_epilogue nodes just made take in their pools
   count += derive_bf16_pool_masks(g);
+  count += take_bf16_operand_casts(g);  // the bfloat16 products just made read float32 weights
   return count;
 }
 

@@ -380,6 +380,32 @@ TEST(OnnxExport, TransformerBlock) {
   write_dims("transformer", {{"x", {0, 1}}});
 }
 
+// MultiHeadAttention and its gradients: the layer hands the attention op and its gradient op
+// heads interleaved in the rows ((batch, T, heads, D)), and the exporter writes the Transposes to
+// ONNX's (batch, heads, T, D) around them.
+TEST(OnnxExport, MultiHeadAttentionGradients) {
+  tg::nn::MultiHeadAttention mha(8, 2, 4, {.value_dim = 3, .output_dim = 5, .seed = 3, .name = "mha"});
+  const tg::Variable query_kernel = mha.trainable_variables()[0], value_kernel = mha.trainable_variables()[4];
+  auto f = tg::function(
+      [&](const tg::Tensor& x, const tg::Tensor& mask) {
+        tg::GradientTape tape;
+        tape.watch(x);
+        const tg::Tensor y = mha(x, x, {.attention_mask = mask, .use_causal_mask = true});
+        const std::vector<tg::Tensor> g = tape.gradient(tg::reduce_sum(y * y), {x, query_kernel, value_kernel});
+        return std::vector<tg::Tensor>{y, g[0], g[1], g[2]};
+      },
+      {.name = "mha_gradients",
+       .input_signature = std::vector<tg::TensorSpec>{tg::TensorSpec({2, 6, 8}, tg::float32),
+                                                      tg::TensorSpec({2, 6, 6}, tg::bool_)},
+       .arg_names = {"x", "mask"}});
+  const tg::Tensor x = uniform({2, 6, 8}, 131);
+  const tg::Tensor mask = uniform({2, 6, 6}, 132) > 0.0f;
+  const std::vector<tg::Tensor> results = f(x, mask);
+  tg::export_onnx(model_path("mha_gradients"), f);
+  write_run("mha_gradients", 0, {{"x", x}, {"mask", mask}}, results);
+  write_dims("mha_gradients", {});
+}
+
 // One train step of the MLP with OnnxOptions::variables_as_inputs: the model takes the Variables
 // (weights, the learning rate, the step counter, the optimizer's slots) as inputs and returns the
 // loss and their new values, which must be tracegraph's after the same step.

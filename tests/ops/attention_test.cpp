@@ -256,6 +256,76 @@ TEST(Attention, BitsDoNotDependOnTheThreadCount) {
   EXPECT_TRUE(testing::same_bits(one.second, two.second));
 }
 
+// heads_interleaved (nn::MultiHeadAttention's layout): q, k, v, the output and dq, dk, dv are
+// (batch, T, heads, D). The op on the transposed tensors gives the plain op's bits, forward and
+// gradient, with per-head masks, causal, dropout (the same weights dropped), several row and key
+// tiles, float32 and float64, and D != Dv.
+TEST(Attention, InterleavedHeadsGiveThePlainLayoutsBits) {
+  const auto il = [](const Tensor& x) { return transpose(x, {0, 2, 1, 3}); };
+  struct Case {
+    int64_t tq, tk;
+    DType dtype;
+  };
+  for (const Case& c : {Case{7, 5, float64}, Case{7, 5, float32}, Case{150, 260, float32}, Case{70, 40, float32}}) {
+    const int64_t b = 2, h = 3, d = 8, dv = 4;
+    const Tensor q = values({b, h, c.tq, d}, 1, c.dtype), k = values({b, h, c.tk, d}, 2, c.dtype);
+    const Tensor v = values({b, h, c.tk, dv}, 3, c.dtype);
+    const Tensor dout = values({b, h, c.tq, dv}, 4, c.dtype), dlse = values({b, h, c.tq}, 5, c.dtype);
+    const Tensor bool_mask = values({b, 1, c.tq, c.tk}, 6) > 0.3;
+    const Tensor add_mask = values({b, h, c.tq, c.tk}, 7, c.dtype);  // differs per head
+    const Tensor seed_pair = constant({int64_t{11}, int64_t{12}});
+    struct Variant {
+      detail::AttentionAttrs attrs;
+      std::vector<Tensor> extra;
+      const char* name;
+    };
+    const std::vector<Variant> variants = {
+        {{}, {}, "plain"},
+        {{.causal = true}, {}, "causal"},
+        {{.scale_given = true, .scale = 0.3, .has_mask = true}, {bool_mask}, "bool mask"},
+        {{.causal = true, .has_mask = true}, {add_mask}, "causal, additive per-head mask"},
+        {{.causal = true, .has_mask = true, .dropout = 0.25}, {bool_mask, seed_pair}, "dropout"}};
+    for (const Variant& var : variants) {
+      detail::AttentionAttrs ia = var.attrs;
+      ia.heads_interleaved = true;
+      std::vector<Tensor> plain_in{q, k, v}, il_in{il(q), il(k), il(v)};
+      for (const Tensor& x : var.extra) {
+        plain_in.push_back(x);
+        il_in.push_back(x);
+      }
+      const std::vector<Tensor> fp = detail::apply_op(detail::OpId::ScaledDotProductAttention, plain_in, var.attrs);
+      const std::vector<Tensor> fi = detail::apply_op(detail::OpId::ScaledDotProductAttention, il_in, ia);
+      SCOPED_TRACE(::testing::Message() << var.name << " tq=" << c.tq << " tk=" << c.tk << " " << to_string(c.dtype));
+      ASSERT_EQ(fi[0].shape(), TensorShape({b, c.tq, h, dv}));
+      EXPECT_TRUE(testing::same_bits(il(fi[0]), fp[0]));
+      EXPECT_TRUE(testing::same_bits(fi[1], fp[1]));  // the log-sum-exp stays (batch, heads, Tq)
+      std::vector<Tensor> gp = plain_in, gi = il_in;
+      gp.insert(gp.end(), {fp[0], fp[1], dout, dlse});
+      gi.insert(gi.end(), {fi[0], fi[1], il(dout), dlse});
+      const std::vector<Tensor> dp = detail::apply_op(detail::OpId::ScaledDotProductAttentionGrad, gp, var.attrs);
+      const std::vector<Tensor> di = detail::apply_op(detail::OpId::ScaledDotProductAttentionGrad, gi, ia);
+      ASSERT_EQ(di.size(), 3u);
+      EXPECT_EQ(di[1].shape(), TensorShape({b, c.tk, h, d}));
+      EXPECT_EQ(di[2].shape(), TensorShape({b, c.tk, h, dv}));
+      for (std::size_t i = 0; i < 3; ++i) EXPECT_TRUE(testing::same_bits(il(di[i]), dp[i])) << "gradient " << i;
+    }
+  }
+  // The checks name the interleaved layout; a (batch, heads, T, D) q with mismatched axes is refused.
+  const detail::AttentionAttrs ia{.heads_interleaved = true};
+  EXPECT_THROW_MSG(detail::apply_op(detail::OpId::ScaledDotProductAttention,
+                                    {values({2, 5, 3, 4}, 1), values({2, 6, 2, 4}, 2), values({2, 6, 3, 4}, 3)}, ia),
+                   InvalidArgumentError, "the head counts differ", "(batch, Tq, heads, D)");
+  EXPECT_THROW_MSG(detail::apply_op(detail::OpId::ScaledDotProductAttention,
+                                    {values({2, 5, 3, 4}, 1), values({2, 6, 3, 4}, 2), values({2, 7, 3, 4}, 3)}, ia),
+                   InvalidArgumentError, "the key counts (axis 1 of k and v)");
+  // The mask still lines up with (batch, heads, Tq, Tk).
+  EXPECT_THROW_MSG(detail::apply_op(detail::OpId::ScaledDotProductAttention,
+                                    {values({2, 5, 3, 4}, 1), values({2, 6, 3, 4}, 2), values({2, 6, 3, 4}, 3),
+                                     ones({2, 5, 5, 6}, bool_)},
+                                    detail::AttentionAttrs{.has_mask = true, .heads_interleaved = true}),
+                   InvalidArgumentError, "(batch, heads, Tq, Tk) = (2, 3, 5, 6)");
+}
+
 // T = 4096, D = 64: the weights of one head are 4096 x 4096 floats (64 MiB). The forward and the
 // gradient hold tensors of (T, D) only - q, k, v, the output and the three gradients, 1 MiB each -
 // and scratch of a few tiles: no buffer and no allocation comes near T x T.

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/bf16.h"
+#include "support/graph_util.h"
 #include "support/test_util.h"
 
 namespace tg {
@@ -149,6 +150,93 @@ TEST(BF16GemmStore, EpilogueKeepsTheBitsOfTheOpsApart) {
   const bool was = detail::set_bf16_gemm_instructions(false);
   for (const Shape& s : kShapes) check_epilogue(s, 1, "fallback");
   detail::set_bf16_gemm_instructions(was);
+}
+
+// Float32 B rounded while packed: the bits of rounding B first (f32_to_bf16) and the bfloat16
+// product, for B's values of every kind (ties, subnormal floats, infinities and NaNs among
+// them), every transpose, both packings' remainders, 1 and 2 threads and the fallback.
+void check_float_b(const Shape& s, int kind, const char* where) {
+  for (int t = 0; t < 4; ++t) {
+    const bool ta = t & 1, tb = t & 2;
+    SCOPED_TRACE(::testing::Message() << where << " " << s.m << "x" << s.n << "x" << s.k << " ta=" << ta
+                                      << " tb=" << tb << " kind " << kind);
+    const std::vector<bfloat16_t> a = operand(s.m, s.k, kind == 2 ? 1 : kind, 7);
+    std::vector<float> b(static_cast<std::size_t>(s.k) * static_cast<std::size_t>(s.n));
+    for (std::size_t i = 0; i < b.size(); ++i) {
+      const auto h = static_cast<int64_t>((i * 2654435761u + 977u) % 1000003u);
+      float x = std::ldexp(static_cast<float>(h % 2001 - 1000) / 997.0f, static_cast<int>(h % 9) - 4);
+      if (kind == 0) x = 1.0f + std::ldexp(static_cast<float>(h % 5), -9);  // 1 + 2^-8 is a tie
+      if (kind == 2) x = std::ldexp(x, -128);                                // subnormal floats
+      if (kind == 3 && i % 37 == 3) x = i % 2 ? INFINITY : NAN;
+      b[i] = x;
+    }
+    std::vector<bfloat16_t> rounded(b.size());
+    detail::f32_to_bf16(b.data(), rounded.data(), static_cast<int64_t>(b.size()));
+    const int lda = ta ? s.m : s.k, ldb = tb ? s.k : s.n;
+    const std::size_t size = static_cast<std::size_t>(s.m) * static_cast<std::size_t>(s.n);
+    std::vector<bfloat16_t> want(size), got(size);
+    detail::Bf16Epilogue e;
+    detail::bf16_gemm_epilogue(s.m, s.n, s.k, a.data(), lda, ta, rounded.data(), ldb, tb, want.data(), s.n, e);
+    detail::bf16_gemm_epilogue(s.m, s.n, s.k, a.data(), lda, ta, b.data(), ldb, tb, got.data(), s.n, e);
+    int wrong = 0;
+    for (std::size_t i = 0; i < size; ++i) wrong += got[i].bits != want[i].bits;
+    EXPECT_EQ(wrong, 0);
+  }
+}
+
+TEST(BF16GemmStore, FloatRightOperandsRoundAsTheyArePacked) {
+  const int threads_before = config::num_threads();
+  for (const int threads : {1, 2}) {
+    config::set_num_threads(threads);
+    for (const Shape& s : kShapes)
+      for (int kind = 0; kind < 4; ++kind) check_float_b(s, kind, threads == 1 ? "1 thread" : "2 threads");
+    check_float_b({20, 40, 70}, 1, "k past 32 pairs");
+  }
+  config::set_num_threads(threads_before);
+  const bool was = detail::set_bf16_gemm_instructions(false);
+  for (const Shape& s : kShapes) check_float_b(s, 3, "fallback");
+  detail::set_bf16_gemm_instructions(was);
+}
+
+// A mixed-precision dense layer as a model writes it: float32 weights cast to bfloat16 for the
+// forward products (bias, relu) and for the input gradients (relu's mask). The optimiser takes
+// the casts into the products with an epilogue; the bits are those of the graph as traced and
+// of eager.
+TEST(BF16GemmStore, TheOptimiserTakesWeightCastsIntoTheProducts) {
+  auto step = [](const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& w2) {
+    GradientTape tape;
+    tape.watch(x);
+    const Tensor h = relu(matmul(x, cast(w, bfloat16)) + b);
+    const Tensor y = matmul(h, cast(w2, bfloat16)) + constant(0.5f, bfloat16);
+    std::vector<Tensor> out = tape.gradient(reduce_sum(cast(y, float32)), std::vector<Tensor>{x});
+    out.push_back(y);
+    return out;
+  };
+  const Tensor x = cast(random_uniform({40, 96}, -1, 1, 1), bfloat16);
+  const Tensor w = random_uniform({96, 72}, -0.3, 0.3, 2);
+  const Tensor b = cast(random_uniform({72}, -0.2, 0.2, 3), bfloat16);
+  const Tensor w2 = random_uniform({72, 48}, -0.3, 0.3, 4);
+  const int threads_before = config::num_threads();
+  for (const int threads : {1, 2}) {
+    config::set_num_threads(threads);
+    SCOPED_TRACE(::testing::Message() << threads << " threads");
+    auto optimised = function(step, {.name = "bf16_weight_casts"});
+    auto plain = function(step, {.name = "bf16_weight_casts", .optimize = false});
+    const std::vector<Tensor> got = optimised(x, w, b, w2), want = plain(x, w, b, w2), eager = step(x, w, b, w2);
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t k = 0; k < got.size(); ++k) {
+      EXPECT_TRUE(testing::same_bits(got[k], want[k])) << "output " << k;
+      EXPECT_TRUE(testing::same_bits(got[k], eager[k])) << "output " << k;
+    }
+    const Graph g = optimised.get_concrete_function(x, w, b, w2).optimized_graph();
+    // Both products with an epilogue (h's, with bias and relu; dh's, with relu's mask) read the
+    // float32 weights (arg1, arg3); the plain product dh w^T keeps its cast.
+    int reading_weights = 0;
+    for (const Graph::Node& node : g.nodes())
+      if (node.op == "matmul_epilogue") reading_weights += node.inputs.at(1) == "arg1" || node.inputs.at(1) == "arg3";
+    EXPECT_EQ(reading_weights, 2) << g.to_string();
+  }
+  config::set_num_threads(threads_before);
 }
 
 // The bits of every element do not depend on the split: the same product on one thread and two.

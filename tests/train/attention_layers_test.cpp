@@ -2,8 +2,13 @@
 // TransformerEncoderLayer against references written from matmul and softmax: eagerly, traced
 // and traced with the optimiser, gradients with respect to their Variables against central
 // differences, typed errors, and a transformer block's traced train step against the eager one.
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdio>
+#include <functional>
 #include <limits>
+#include <string>
 #include <optional>
 #include <vector>
 
@@ -168,6 +173,117 @@ TEST(MultiHeadAttention, SelfAttentionDefaultsAndErrors) {
   nn::MultiHeadAttention dropping(4, 2, 2, {.dropout = 0.5, .dropout_seed = 1});
   EXPECT_TENSOR_EQ(dropping(x, x), dropping(x, x, {.training = false}));
   EXPECT_FALSE(testing::tensors_near(dropping(x, x, {.training = true}), dropping(x, x)));
+}
+
+// The layer as written with transposes around the public tg::scaled_dot_product_attention
+// ((batch, heads, T, D)): the layer splits heads by a reshape and has the op read them
+// interleaved, which must give the same bits, forward and backward, dropout included.
+Tensor mha_transposed(const nn::MultiHeadAttention& mha, const Tensor& query, const Tensor& value,
+                      const nn::AttentionCall& call, double rate, uint64_t dropout_seed) {
+  const std::vector<Variable> w = mha.trainable_variables();  // qk, qb, kk, kb, vk, vb, ok, ob
+  auto heads = [&](const Tensor& x, const Variable& kernel, const Variable& bias) {
+    const std::vector<int64_t> ks = kernel.shape().dims(), xs = x.shape().dims();  // (f, h, d), (b, t, f)
+    const Tensor rows = matmul(reshape(x, {-1, ks[0]}), reshape(kernel.read_value(), {ks[0], ks[1] * ks[2]})) +
+                        reshape(bias.read_value(), {ks[1] * ks[2]});
+    return transpose(reshape(rows, {xs[0], xs[1], ks[1], ks[2]}), {0, 2, 1, 3});
+  };
+  const Tensor& key = call.key.defined() ? call.key : value;
+  const Tensor q = heads(query, w[0], w[1]), k = heads(key, w[2], w[3]), v = heads(value, w[4], w[5]);
+  AttentionOptions o{.causal = call.use_causal_mask,
+                     .scale = 1.0 / std::sqrt(static_cast<double>(mha.key_dim())),
+                     .dropout = rate,
+                     .training = call.training,
+                     .seed = dropout_seed};
+  if (call.attention_mask.defined()) o.mask = expand_dims(call.attention_mask, -3);
+  const Tensor att = transpose(scaled_dot_product_attention(q, k, v, o), {0, 2, 1, 3});  // (b, tq, h, dv)
+  const std::vector<int64_t> os = w[6].shape().dims(), qs = query.shape().dims();   // (h, dv, out)
+  const Tensor rows = matmul(reshape(att, {-1, os[0] * os[1]}), reshape(w[6].read_value(), {os[0] * os[1], os[2]})) +
+                      w[7].read_value();
+  return reshape(rows, {qs[0], qs[1], os[2]});
+}
+
+TEST(MultiHeadAttention, InterleavedHeadsGiveTheTransposedFormsBits) {
+  const double rate = 0.25;
+  const uint64_t dropout_seed = 4;
+  nn::MultiHeadAttention mha(6, /*num_heads=*/3, /*key_dim=*/4,
+                             {.value_dim = 5, .dropout = rate, .output_dim = 7, .key_features = 5,
+                              .value_features = 8, .seed = 3, .dropout_seed = dropout_seed});
+  const std::vector<Variable> vars = mha.trainable_variables();
+  for (std::size_t i : {1u, 3u, 5u, 7u}) {
+    Variable b = vars[i];
+    b.assign(testing::seeded_values(b.shape().dims(), float32, 40 + i));
+  }
+  const Tensor query = testing::seeded_values({2, 5, 6}, float32, 1);
+  const Tensor value = testing::seeded_values({2, 7, 8}, float32, 2);
+  const Tensor key = testing::seeded_values({2, 7, 5}, float32, 3);
+  const Tensor dy = testing::seeded_values({2, 5, 7}, float32, 4);
+  std::vector<bool> m(2 * 5 * 7, true);
+  for (int j = 0; j < 7; ++j) m[static_cast<std::size_t>(35 + 2 * 7 + j)] = false;  // batch 1, query 2 sees no key
+  m[3] = m[9] = false;
+  const Tensor mask = constant(m, {2, 5, 7}, bool_);
+  // The output and the gradients of the Variables and the query; the random seed is reset for
+  // each so that both forms draw the same dropout seed pair.
+  auto step = [&](bool transposed, bool use_mask, bool causal, bool training) {
+    return [&, transposed, use_mask, causal, training](const std::vector<Tensor>& in) {
+      const nn::AttentionCall call{
+          .key = in[2], .attention_mask = use_mask ? in[3] : Tensor(), .use_causal_mask = causal, .training = training};
+      GradientTape tape(/*persistent=*/true);
+      tape.watch(in[0]);
+      const Tensor y = transposed ? mha_transposed(mha, in[0], in[1], call, rate, dropout_seed) : mha(in[0], in[1], call);
+      std::vector<Tensor> out{y};
+      const Tensor loss = reduce_sum(y * in[4]);
+      const std::vector<Tensor> g = tape.gradient(loss, vars);
+      out.insert(out.end(), g.begin(), g.end());
+      out.push_back(tape.gradient(loss, in[0]));  // the query's
+      return out;
+    };
+  };
+  struct Case {
+    bool mask, causal, training;
+  };
+  for (const Case& c : {Case{true, false, false}, Case{false, true, false}, Case{false, true, true},
+                        Case{true, true, true}}) {
+    for (int mode = 0; mode < 3; ++mode) {  // eager, traced, traced and optimised
+      std::vector<std::vector<Tensor>> got;
+      for (bool transposed : {false, true}) {
+        const std::function<std::vector<Tensor>(const std::vector<Tensor>&)> f =
+            step(transposed, c.mask, c.causal, c.training);
+        set_random_seed(17);
+        if (mode == 0) {
+          got.push_back(f({query, value, key, mask, dy}));
+        } else {
+          auto traced = function([&](const std::vector<Tensor>& in) { return f(in); }, {.optimize = mode == 2});
+          got.push_back(traced(std::vector<Tensor>{query, value, key, mask, dy}));
+        }
+      }
+      ASSERT_EQ(got[0].size(), got[1].size());
+      for (std::size_t i = 0; i < got[0].size(); ++i)
+        EXPECT_TRUE(testing::same_bits(got[0][i], got[1][i]))
+            << "result " << i << " mode " << mode << " mask " << c.mask << " causal " << c.causal << " training "
+            << c.training;
+    }
+  }
+  // Dropout did drop weights: training changes the output.
+  set_random_seed(17);
+  EXPECT_FALSE(testing::tensors_near(mha(query, value, {.key = key, .training = true}),
+                                     mha(query, value, {.key = key}), 1e-6));
+}
+
+// The attribute is saved by name and loaded: the loaded function runs the interleaved op and
+// gives the original's bits; its graph prints the attribute.
+TEST(MultiHeadAttention, InterleavedAttributeSurvivesSaveAndLoad) {
+  nn::MultiHeadAttention mha(6, 2, 3, {.seed = 5});
+  auto f = function([&](const Tensor& x) { return mha(x, x, {.use_causal_mask = true}); }, {.name = "mha"});
+  const Tensor x = testing::seeded_values({2, 4, 6}, float32, 1);
+  const Tensor want = f(x);
+  const std::string graph = f.concrete_functions()[0].graph().to_dot();
+  EXPECT_NE(graph.find("heads_interleaved=true"), std::string::npos) << graph;
+  const std::string path = ::testing::TempDir() + "tg_mha_interleaved_" + std::to_string(::getpid()) + ".tgx";
+  save(path, f);
+  LoadedFunction loaded = load(path);
+  std::remove(path.c_str());
+  EXPECT_TRUE(testing::same_bits(loaded(x), want));
+  EXPECT_NE(loaded.concrete_functions()[0].graph().to_dot().find("heads_interleaved=true"), std::string::npos);
 }
 
 // ---- TransformerEncoderLayer ----
