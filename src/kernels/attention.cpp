@@ -345,17 +345,21 @@ void attention_backward(const AttentionSizes& s, const AttentionParams& p, const
   // gradient (the softmax's own term, and the log-sum-exp's).
   const int64_t n_rows = s.batch * s.heads * s.tq;
   std::vector<T> delta(static_cast<std::size_t>(n_rows));
-  for (int64_t i = 0; i < n_rows; ++i) {
-    // Row i of lse's (batch, heads, tq) order; where its output row starts.
-    const int64_t at = s.interleaved ? row_at(s, head_of(s, i / s.tq), s.tq, s.dv, i % s.tq) : i * s.dv;
-    const T* dr = dout + at;
-    const T* orow = out + at;
-    T acc[kLanes] = {};
-    int64_t e = 0;
-    for (; e + kLanes <= s.dv; e += kLanes)
-      for (int l = 0; l < kLanes; ++l) acc[l] += dr[e + l] * orow[e + l];
-    for (int l = 0; e < s.dv; ++e, ++l) acc[l] += dr[e] * orow[e];
-    delta[static_cast<std::size_t>(i)] = row_sum(acc, kLanes) - (dlse ? dlse[i] : T(0));
+  const int64_t out_step = row_step(s, s.dv);
+  for (int64_t bh = 0; bh < s.batch * s.heads; ++bh) {
+    // Row i of lse's (batch, heads, tq) order; its output row is out_step past the previous one.
+    const int64_t first = row_at(s, head_of(s, bh), s.tq, s.dv, 0);
+    for (int64_t t = 0; t < s.tq; ++t) {
+      const int64_t i = bh * s.tq + t;
+      const T* dr = dout + first + t * out_step;
+      const T* orow = out + first + t * out_step;
+      T acc[kLanes] = {};
+      int64_t e = 0;
+      for (; e + kLanes <= s.dv; e += kLanes)
+        for (int l = 0; l < kLanes; ++l) acc[l] += dr[e + l] * orow[e + l];
+      for (int l = 0; e < s.dv; ++e, ++l) acc[l] += dr[e] * orow[e];
+      delta[static_cast<std::size_t>(i)] = row_sum(acc, kLanes) - (dlse ? dlse[i] : T(0));
+    }
   }
   // Keys in one tile: each key task sees every key of its rows and computes dq as well, which
   // saves recomputing every tile's weights and their gradients a second time.
