@@ -142,6 +142,9 @@ void gemm_serial_or_empty(int m, int n, int k, const bfloat16_t* a, int lda, boo
   round_rows(sums.data(), m, n, ldc, store, epilogue, c);
 }
 
+// Products from this many flops split over the pool.
+constexpr int64_t kSplitFlops = int64_t{1} << 19;
+
 // B's bits as pack_b reads them: bfloat16 bits, or float32 values it rounds.
 const uint16_t* packed_source(const bfloat16_t* b) { return reinterpret_cast<const uint16_t*>(b); }
 const float* packed_source(const float* b) { return b; }
@@ -151,24 +154,31 @@ template <class TB>
 void gemm_stored(int m, int n, int k, const bfloat16_t* a, int lda, bool ta, const TB* b, int ldb, bool tb, void* c,
                  int ldc, Store store, const Bf16Epilogue* epilogue = nullptr) {
   if (m <= 0 || n <= 0) return;
-  if (k <= 0 || !use_instructions()) {
-    if constexpr (std::is_same_v<TB, float>) {
-      // B rounded first (each stored row's values), then the bfloat16 path.
+  const int64_t flops = int64_t{2} * m * n * k;
+  if constexpr (std::is_same_v<TB, float>) {
+    // B rounded first, then the bfloat16 path: without the instructions, and where the product
+    // splits over the pool (each part would round all of B as it packs it; rounding it once,
+    // itself split over the pool, measured faster on two threads).
+    if (k <= 0 || !use_instructions() || (num_threads() > 1 && flops >= kSplitFlops)) {
       const int rows = tb ? n : k, cols = tb ? k : n;
-      std::vector<bfloat16_t> rounded(static_cast<std::size_t>(std::max(rows, 0)) * static_cast<std::size_t>(ldb));
-      for (int i = 0; i < rows; ++i)
-        f32_to_bf16(b + static_cast<int64_t>(i) * ldb, rounded.data() + static_cast<int64_t>(i) * ldb, cols);
-      return gemm_serial_or_empty(m, n, k, a, lda, ta, rounded.data(), ldb, tb, c, ldc, store, epilogue);
-    } else {
-      return gemm_serial_or_empty(m, n, k, a, lda, ta, b, ldb, tb, c, ldc, store, epilogue);
+      thread_local std::vector<bfloat16_t> rounded;
+      grow_to(rounded, static_cast<std::size_t>(std::max(rows, 0)) * static_cast<std::size_t>(cols));
+      if (ldb == cols) {
+        f32_to_bf16(b, rounded.data(), int64_t{rows} * cols);
+      } else {
+        for (int i = 0; i < rows; ++i)
+          f32_to_bf16(b + static_cast<int64_t>(i) * ldb, rounded.data() + static_cast<int64_t>(i) * cols, cols);
+      }
+      return gemm_stored(m, n, k, a, lda, ta, rounded.data(), cols, tb, c, ldc, store, epilogue);
     }
+  } else if (k <= 0 || !use_instructions()) {
+    return gemm_serial_or_empty(m, n, k, a, lda, ta, b, ldb, tb, c, ldc, store, epilogue);
   }
   const auto* au = reinterpret_cast<const uint16_t*>(a);
   const auto* bu = packed_source(b);
   using namespace bf16_avx512;
   const int panels = (n + kPanelCols - 1) / kPanelCols;
   const int64_t panel_size = (k + 1) / 2 * 2 * kPanelCols;
-  const int64_t flops = int64_t{2} * m * n * k;
   const int threads = num_threads();
   // Each part packs the panels of B it multiplies, into a buffer of the thread that runs it, and
   // multiplies them in the same pass: no wait between packing and multiplying, and the packed
@@ -184,7 +194,7 @@ void gemm_stored(int m, int n, int k, const bfloat16_t* a, int lda, bool ta, con
     multiply(m, n, k, au, lda, ta, packed_buffer.data(), c, ldc, store, epilogue, i0, i1, p0, p1);
   };
   // Split from 2^19 flops: the demo's 128 x 10 x 256 products (6.6e5) gain from two parts.
-  if (threads == 1 || flops < (int64_t{1} << 19)) return run_part(0, m, 0, panels);
+  if (threads == 1 || flops < kSplitFlops) return run_part(0, m, 0, panels);
   auto share = [](int count, int parts, int p) { return static_cast<int>(int64_t{count} * p / parts); };
   // One part per thread, of rows where each gets a whole block of them: every part then packs
   // all of B, but writes rows of C no other part writes. Parts that split C's rows by columns
