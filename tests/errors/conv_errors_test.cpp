@@ -152,15 +152,18 @@ TEST(ConvErrors, GradientOpsCheckTheGradientShape) {
   EXPECT_THROW_MSG(detail::max_pool2d_grad(x4_(), zeros({2, 8, 8, 3}), detail::Pool2DAttrs{{2, 2}, {2, 2}, 0}),
                    InvalidArgumentError, "[max_pool2d_grad]", "(2, 4, 4, 3)");
   // max_pool2d_grad_masked (made by the optimiser; recorded by hand here): the gradient's shape,
-  // a mask of bools, and a mask that broadcasts to the input.
+  // a mask of bools or a mask source m of the input's dtype (standing for m > 0), and a mask that
+  // broadcasts to the input.
   const detail::Pool2DAttrs pool{{2, 2}, {2, 2}, 0};
   auto masked = [&](const Tensor& dy, const Tensor& mask) {
     return detail::apply_op1(detail::OpId::MaxPool2DGradMasked, {x4_(), dy, mask}, detail::MaxPoolGradMaskedAttrs{pool});
   };
   const Tensor mask = zeros({2, 8, 8, 3}, bool_);
   EXPECT_THROW_MSG(masked(zeros({2, 8, 8, 3}), mask), InvalidArgumentError, "[max_pool2d_grad_masked]", "(2, 4, 4, 3)");
-  EXPECT_THROW_MSG(masked(zeros({2, 4, 4, 3}), zeros({2, 8, 8, 3})), InvalidArgumentError, "[max_pool2d_grad_masked]",
-                   "a mask of dtype bool", "float32");
+  EXPECT_THROW_MSG(masked(zeros({2, 4, 4, 3}), zeros({2, 8, 8, 3}, int32)), InvalidArgumentError,
+                   "[max_pool2d_grad_masked]", "int32", "float32");
+  EXPECT_THROW_MSG(masked(zeros({2, 4, 4, 3}), zeros({2, 8, 8, 3}, float64)), InvalidArgumentError,
+                   "[max_pool2d_grad_masked]", "float64", "float32");
   EXPECT_THROW_MSG(masked(zeros({2, 4, 4, 3}), zeros({2, 8, 5, 3}, bool_)), InvalidArgumentError,
                    "[max_pool2d_grad_masked]");
 }
