@@ -181,6 +181,22 @@ void copy_run(const T* src, int64_t n, T* dst) {
 // Copies src (dims in_dims) into dst in the permuted order. Dims of size 1 are dropped and
 // output dims that stay adjacent in the input are merged, so that e.g. (B, M, N) -> (B, N, M)
 // becomes B 2-D transposes and identity-like perms become one copy.
+// One step of transpose_copy's odometer over the dims outer[0 .. counter.size()) (the last
+// fastest), moving the source and destination offsets with it.
+void next_index(std::vector<int64_t>& counter, const std::vector<std::size_t>& outer,
+                const std::vector<int64_t>& dims, const std::vector<int64_t>& sstr,
+                const std::vector<int64_t>& dstr, int64_t& soff, int64_t& doff) {
+  for (std::size_t i = counter.size(); i-- > 0;) {
+    const std::size_t k = outer[i];
+    soff += sstr[k];
+    doff += dstr[k];
+    if (++counter[i] < dims[k]) return;
+    soff -= sstr[k] * dims[k];
+    doff -= dstr[k] * dims[k];
+    counter[i] = 0;
+  }
+}
+
 template <class T>
 void transpose_copy(const T* src, T* dst, const std::vector<int64_t>& in_dims,
                     const std::vector<int64_t>& perm) {
@@ -231,15 +247,7 @@ void transpose_copy(const T* src, T* dst, const std::vector<int64_t>& in_dims,
       const T* s = src + soff;
       T* d = dst + doff;
       for (int64_t i = 0; i < n_inner; ++i, s += s_inner, d += d_inner) copy_run(s, run, d);
-      for (std::size_t i = counter.size(); i-- > 0;) {
-        const std::size_t k = outer[i];
-        soff += sstr[k];
-        doff += dstr[k];
-        if (++counter[i] < dims[k]) break;
-        soff -= sstr[k] * dims[k];
-        doff -= dstr[k] * dims[k];
-        counter[i] = 0;
-      }
+      next_index(counter, outer, dims, sstr, dstr, soff, doff);
     }
     return;
   }
@@ -265,15 +273,7 @@ void transpose_copy(const T* src, T* dst, const std::vector<int64_t>& in_dims,
         }
       }
     }
-    for (std::size_t i = outer.size(); i-- > 0;) {
-      const std::size_t k = outer[i];
-      soff += sstr[k];
-      doff += dstr[k];
-      if (++counter[i] < dims[k]) break;
-      soff -= sstr[k] * dims[k];
-      doff -= dstr[k] * dims[k];
-      counter[i] = 0;
-    }
+    next_index(counter, outer, dims, sstr, dstr, soff, doff);
   }
 }
 
