@@ -244,11 +244,7 @@ int k_axis(bool left, const MatMulAttrs& a) { return left ? (a.transpose_a ? 0 :
 
 int merge_product_sums(GraphIR& g) {
   const std::size_t count = g.nodes.size();
-  std::vector<int> uses(count, 0), control_uses(count, 0);
-  for (const GraphNode& node : g.nodes) {
-    for (const ValueRef& in : node.inputs) ++uses[static_cast<std::size_t>(in.node)];
-    if (node.control_input >= 0) ++control_uses[static_cast<std::size_t>(node.control_input)];
-  }
+  const NodeUsers users = g.users();  // data readers and control followers alike
   // A float32 add of two operands of its own (static) shape, not ordered by a control edge.
   auto plain_add = [&](int i) {
     const GraphNode& node = g.node(i);
@@ -262,7 +258,11 @@ int merge_product_sums(GraphIR& g) {
     return true;
   };
   // Read once (by the tree's add) and by no control edge: the tree may drop it.
-  auto only_in_tree = [&](int i) { return uses[static_cast<std::size_t>(i)] == 1 && control_uses[static_cast<std::size_t>(i)] == 0; };
+  auto only_in_tree = [&](int i) { return users.of(i).size() == 1; };
+  auto followed_by_control = [&](int i) {
+    const auto of = users.of(i);
+    return std::any_of(of.begin(), of.end(), [&](int u) { return g.node(u).control_input == i; });
+  };
   auto mergeable_product = [&](ValueRef r) {
     const GraphNode& node = g.node_of(r);
     return node.kind == NodeKind::kOp && node.op == OpId::MatMul && node.control_input < 0 && only_in_tree(r.node) &&
@@ -273,7 +273,7 @@ int merge_product_sums(GraphIR& g) {
   std::vector<char> visited(count, 0);
   std::vector<ProductSum> sums;
   for (int i = static_cast<int>(count) - 1; i >= 0; --i) {
-    if (visited[static_cast<std::size_t>(i)] || !plain_add(i) || control_uses[static_cast<std::size_t>(i)] != 0) continue;
+    if (visited[static_cast<std::size_t>(i)] || !plain_add(i) || followed_by_control(i)) continue;
     ProductSum s;
     s.root = i;
     // The tree's terms: an add read only by the tree is part of it.
