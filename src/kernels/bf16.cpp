@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -142,6 +143,55 @@ void gemm_serial_or_empty(int m, int n, int k, const bfloat16_t* a, int lda, boo
   round_rows(sums.data(), m, n, ldc, store, epilogue, c);
 }
 
+// The panels of one packed B shared by the parts of a split product: a panel is free, being
+// packed (by the part that claimed it), or packed. A part claims what is free and waits only for
+// panels another part is packing now, so the parts never wait for one that has not started (a
+// serial pool runs the parts one after another: the first packs everything).
+class SharedPanels {
+ public:
+  template <class Pack>
+  SharedPanels(int panels, const Pack& pack) : pack_(&call<Pack>), pack_ctx_(&pack), states_(free_states(panels)) {}
+
+  // Packs panel p if no part has claimed it; returns at once otherwise.
+  void pack_unless_taken(int p) {
+    uint8_t expected = kFree;
+    if (!states_[p].compare_exchange_strong(expected, kPacking, std::memory_order_acquire)) return;
+    pack_(pack_ctx_, p);
+    states_[p].store(kPacked, std::memory_order_release);
+  }
+
+  // Returns once panel p is packed (by this part, if nobody had claimed it).
+  void ensure_packed(int p) {
+    pack_unless_taken(p);
+    for (int spins = 0; states_[p].load(std::memory_order_acquire) != kPacked; ++spins) {
+      if (spins < 4096) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+      } else {
+        std::this_thread::yield();  // the packing part lost its core: let it run
+      }
+    }
+  }
+
+ private:
+  static constexpr uint8_t kFree = 0, kPacking = 1, kPacked = 2;
+  // The calling thread's states (kept between calls), the first `panels` set free.
+  static std::atomic<uint8_t>* free_states(int panels) {
+    thread_local std::vector<std::atomic<uint8_t>> states;
+    if (states.size() < static_cast<std::size_t>(panels)) states = std::vector<std::atomic<uint8_t>>(panels);
+    for (int p = 0; p < panels; ++p) states[p].store(kFree, std::memory_order_relaxed);
+    return states.data();
+  }
+  template <class Pack>
+  static void call(const void* ctx, int p) {
+    (*static_cast<const Pack*>(ctx))(p);
+  }
+  void (*pack_)(const void*, int);
+  const void* pack_ctx_;
+  std::atomic<uint8_t>* states_;
+};
+
 // Products from this many flops split over the pool.
 constexpr int64_t kSplitFlops = int64_t{1} << 19;
 
@@ -156,10 +206,9 @@ void gemm_stored(int m, int n, int k, const bfloat16_t* a, int lda, bool ta, con
   if (m <= 0 || n <= 0) return;
   const int64_t flops = int64_t{2} * m * n * k;
   if constexpr (std::is_same_v<TB, float>) {
-    // B rounded first, then the bfloat16 path: without the instructions, and where the product
-    // splits over the pool (each part would round all of B as it packs it; rounding it once,
-    // itself split over the pool, measured faster on two threads).
-    if (k <= 0 || !use_instructions() || (num_threads() > 1 && flops >= kSplitFlops)) {
+    // B rounded first, then the bfloat16 path, where the instructions do not run. Elsewhere B is
+    // rounded as it is packed, once, also where the product splits (the parts share the packing).
+    if (k <= 0 || !use_instructions()) {
       const int rows = tb ? n : k, cols = tb ? k : n;
       thread_local std::vector<bfloat16_t> rounded;
       grow_to(rounded, static_cast<std::size_t>(std::max(rows, 0)) * static_cast<std::size_t>(cols));
@@ -196,15 +245,29 @@ void gemm_stored(int m, int n, int k, const bfloat16_t* a, int lda, bool ta, con
   // Split from 2^19 flops: the demo's 128 x 10 x 256 products (6.6e5) gain from two parts.
   if (threads == 1 || flops < kSplitFlops) return run_part(0, m, 0, panels);
   auto share = [](int count, int parts, int p) { return static_cast<int>(int64_t{count} * p / parts); };
-  // One part per thread, of rows where each gets a whole block of them: every part then packs
-  // all of B, but writes rows of C no other part writes. Parts that split C's rows by columns
+  // One part per thread, of rows where each gets a whole block of them: every part writes rows
+  // of C no other part writes, and multiplies all of B. Parts that split C's rows by columns
   // (whole panels each) ran at 1.0-1.6x one thread on the demo's 128-row products against
   // 1.7-1.9x for rows: the two cores' stores to the same rows of C slow both. Rows go by fours,
   // which the kernel's blocks of 4 and 8 rows cover at their cost (128 rows: 64 and 64).
+  // B is packed once, into the calling thread's buffer, by the parts together (SharedPanels):
+  // each packs its share of the panels, then takes the panels still unpacked itself and waits
+  // only for those another part is packing at that moment.
   if (m >= kBlockRows * threads) {
+    // A pointer, not the thread_local itself: named inside the parts, that would be each
+    // thread's own buffer.
+    thread_local std::vector<uint16_t> shared_buffer;
+    grow_to(shared_buffer, static_cast<std::size_t>(panels * panel_size));
+    uint16_t* const packed = shared_buffer.data();
+    const auto pack_panel = [&](int p) { pack_b(n, k, bu, ldb, tb, packed, p, p + 1); };
+    SharedPanels shared(panels, pack_panel);
     const int quads = (m + 3) / 4;
     parallel_parts(threads, [&](int p) {
-      run_part(std::min(m, 4 * share(quads, threads, p)), std::min(m, 4 * share(quads, threads, p + 1)), 0, panels);
+      const int first = share(panels, threads, p), last = share(panels, threads, p + 1);
+      for (int q = first; q < last; ++q) shared.pack_unless_taken(q);
+      for (int q = 0; q < panels; ++q) shared.ensure_packed((last + q) % panels);
+      multiply(m, n, k, au, lda, ta, packed, c, ldc, store, epilogue,
+               std::min(m, 4 * share(quads, threads, p)), std::min(m, 4 * share(quads, threads, p + 1)), 0, panels);
     });
     return;
   }

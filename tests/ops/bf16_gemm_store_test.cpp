@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/thread_pool.h"
 #include "kernels/bf16.h"
 #include "support/graph_util.h"
 #include "support/test_util.h"
@@ -252,6 +253,43 @@ TEST(BF16GemmStore, SumsAreTheSameOnOneThreadAndTwo) {
     }
     EXPECT_EQ(std::memcmp(got[0].data(), got[1].data(), got[0].size() * sizeof(float)), 0)
         << s.m << "x" << s.n << "x" << s.k;
+  }
+  config::set_num_threads(threads_before);
+}
+
+// A product split by rows packs B once, the parts sharing the panels: whichever part packs a
+// panel, each element's bits are those of one thread. Float32 B (rounded as it is packed) and
+// bfloat16 B, with the parts running at once (two threads) and one after another (a product
+// called from inside a pool job runs its parts serially: the first packs every panel).
+TEST(BF16GemmStore, SharedPackingKeepsTheBitsOfOneThread) {
+  const int threads_before = config::num_threads();
+  for (const Shape& s : {Shape{128, 256, 784}, Shape{784, 256, 128}, Shape{128, 10, 256}, Shape{50, 300, 70}}) {
+    for (const bool tb : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << s.m << "x" << s.n << "x" << s.k << " tb=" << tb);
+      const std::vector<bfloat16_t> a = operand(s.m, s.k, 1, 5), b16 = operand(s.k, s.n, 1, 6);
+      std::vector<float> b(b16.size());
+      for (std::size_t i = 0; i < b.size(); ++i) b[i] = std::ldexp(static_cast<float>(b16[i]), 1) + 1e-3f;
+      const int ldb = tb ? s.k : s.n;
+      const std::size_t size = static_cast<std::size_t>(s.m) * static_cast<std::size_t>(s.n);
+      auto run = [&](std::vector<bfloat16_t>& from_float, std::vector<float>& sums) {
+        detail::Bf16Epilogue e;
+        detail::bf16_gemm_epilogue(s.m, s.n, s.k, a.data(), s.k, false, b.data(), ldb, tb, from_float.data(), s.n, e);
+        detail::bf16_gemm(s.m, s.n, s.k, a.data(), s.k, false, b16.data(), ldb, tb, sums.data(), s.n);
+      };
+      config::set_num_threads(1);
+      std::vector<bfloat16_t> want_rounded(size), got_rounded(size), nested_rounded(size);
+      std::vector<float> want_sums(size), got_sums(size), nested_sums(size);
+      run(want_rounded, want_sums);
+      config::set_num_threads(2);
+      run(got_rounded, got_sums);
+      detail::parallel_parts(2, [&](int p) {
+        if (p == 0) run(nested_rounded, nested_sums);
+      });
+      for (const auto* got : {&got_rounded, &nested_rounded})
+        EXPECT_EQ(std::memcmp(got->data(), want_rounded.data(), size * sizeof(bfloat16_t)), 0);
+      for (const auto* got : {&got_sums, &nested_sums})
+        EXPECT_EQ(std::memcmp(got->data(), want_sums.data(), size * sizeof(float)), 0);
+    }
   }
   config::set_num_threads(threads_before);
 }
