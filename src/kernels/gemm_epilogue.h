@@ -32,8 +32,9 @@ struct ColumnSumLeaves {
 
 /// What a float32 product's output gets before anyone reads it, in this order (each part
 /// optional): out = out + bias[column]; mask_out = out > 0; out = relu(out); out = mask_in ?
-/// out : 0. The bias + relu of a dense layer with the mask its gradient reads, or that
-/// gradient. Each row block gets it on the thread that computed the block, while the block is
+/// out : 0; out = out + matrix or out * matrix. The bias + relu of a dense layer with the mask
+/// its gradient reads, or that gradient; a residual add, or a gradient times an activation's
+/// derivative. Each row block gets it on the thread that computed the block, while the block is
 /// in that core's cache. The ops are the elementwise kernels' own (elementwise_functors.h), so
 /// the bits are those of the product and the ops apart. Masks are row-major, n per row.
 struct GemmEpilogue {
@@ -41,7 +42,9 @@ struct GemmEpilogue {
   bool* mask_out = nullptr;
   bool relu = false;
   const bool* mask_in = nullptr;
-  int64_t mask_ld = 0;  // elements between two rows of the masks
+  const float* matrix = nullptr;  // the result's shape, added (or multiplied, matrix_mul) last
+  bool matrix_mul = false;
+  int64_t mask_ld = 0;  // elements between two rows of the masks and of the matrix
   /// The column sums of the result (a dense layer's bias gradient), by leaves of reduce_sum's
   /// order over rows; null: none. gemm() adds them, once each thread has finished its rows or
   /// columns; implicit_gemm::multiply applies the elementwise parts only.
@@ -59,6 +62,7 @@ struct GemmEpilogue {
     GemmEpilogue e = *this;
     if (e.mask_out) e.mask_out += first * mask_ld;
     if (e.mask_in) e.mask_in += first * mask_ld;
+    if (e.matrix) e.matrix += first * mask_ld;
     return e;
   }
   /// The same epilogue run by a thread that finishes rows [r0, r1).
@@ -93,7 +97,8 @@ inline void add_rows_to_column_sums(const GemmEpilogue& e, const T* base, int64_
 
 // The epilogue's parts for one row, in one pass over the row (each part a compile-time choice,
 // so that the loop has no branch): columns [c0, c1) of row `row`, `out` the row's first element.
-template <bool kBias, bool kMaskOut, bool kRelu, bool kMaskIn>
+// kMatrix: 0 none, 1 add, 2 multiply.
+template <bool kBias, bool kMaskOut, bool kRelu, bool kMaskIn, int kMatrix>
 void apply_epilogue_as(const GemmEpilogue& e, float* __restrict out, int64_t row, int64_t c0, int64_t c1) {
   // No array here overlaps another (restrict: no run-time overlap checks per row, which cost as
   // much as a convolution's 32-channel row).
@@ -101,12 +106,16 @@ void apply_epilogue_as(const GemmEpilogue& e, float* __restrict out, int64_t row
   bool* __restrict mask_out = kMaskOut ? e.mask_out + row * e.mask_ld : nullptr;
   // The mask read as bytes, as kernel_where does, so that the loop blends instead of branching.
   const auto* __restrict mask_in = kMaskIn ? reinterpret_cast<const unsigned char*>(e.mask_in + row * e.mask_ld) : nullptr;
+  const float* __restrict matrix = kMatrix != 0 ? e.matrix + row * e.mask_ld : nullptr;
   for (int64_t j = c0; j < c1; ++j) {
     float x = out[j];
     if constexpr (kBias) x = AddF{}(x, bias[j]);
     if constexpr (kMaskOut) mask_out[j] = GreaterF{}(x, 0.0f);
     if constexpr (kRelu) x = ReluF{}(x);
     if constexpr (kMaskIn) x = WhereF{}(mask_in[j] != 0, x, 0.0f);
+    // x is a finished float32 value (a store or a call away from any product): no contraction.
+    if constexpr (kMatrix == 1) x = AddF{}(x, matrix[j]);
+    if constexpr (kMatrix == 2) x = MulF{}(x, matrix[j]);
     out[j] = x;
   }
 }
@@ -114,15 +123,16 @@ void apply_epilogue_as(const GemmEpilogue& e, float* __restrict out, int64_t row
 using EpilogueRowFn = void (*)(const GemmEpilogue&, float*, int64_t, int64_t, int64_t);
 
 template <std::size_t... I>
-constexpr std::array<EpilogueRowFn, 16> epilogue_row_fns(std::index_sequence<I...>) {
-  return {&apply_epilogue_as<(I & 1) != 0, (I & 2) != 0, (I & 4) != 0, (I & 8) != 0>...};
+constexpr std::array<EpilogueRowFn, 48> epilogue_row_fns(std::index_sequence<I...>) {
+  return {&apply_epilogue_as<(I & 1) != 0, (I & 2) != 0, (I & 4) != 0, (I & 8) != 0, static_cast<int>(I >> 4)>...};
 }
 
 // The row function for e's elementwise parts: taken once per block of rows, called per row (the
 // column sums are added per block, add_rows_to_column_sums).
 inline EpilogueRowFn epilogue_row_fn(const GemmEpilogue& e) {
-  static constexpr std::array<EpilogueRowFn, 16> kFns = epilogue_row_fns(std::make_index_sequence<16>());
-  return kFns[(e.bias ? 1 : 0) | (e.mask_out ? 2 : 0) | (e.relu ? 4 : 0) | (e.mask_in ? 8 : 0)];
+  static constexpr std::array<EpilogueRowFn, 48> kFns = epilogue_row_fns(std::make_index_sequence<48>());
+  const int matrix = e.matrix ? (e.matrix_mul ? 2 : 1) : 0;
+  return kFns[(e.bias ? 1 : 0) | (e.mask_out ? 2 : 0) | (e.relu ? 4 : 0) | (e.mask_in ? 8 : 0) | matrix << 4];
 }
 
 }  // namespace

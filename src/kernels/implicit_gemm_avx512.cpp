@@ -76,10 +76,16 @@ void each_column_block(int64_t n, Fn&& fn) {
 // and b already offset to it; b's rows b_stride apart), into out[r]; a null out[r] is a row
 // computed and dropped (see each_row_block). Sums start from out[r]'s values when `load`.
 // `fused` (when not null) is applied to the sums before they are stored: the epilogue's bias
-// (its columns of this block) and relu, in the elementwise kernels' arithmetic (AddF, ReluF).
+// (its columns of this block), relu, and + or * the matrix (its rows of this block, at
+// matrix_rows[r]; a null row for a row dropped), in the elementwise kernels' arithmetic (AddF,
+// ReluF, MulF). The matrix rows are prefetched before the sums start: they come from memory
+// (a residual, an activation's derivative made in the forward pass), and the block's products
+// take far longer than the fetch.
 struct FusedEpilogue {
   const float* bias = nullptr;
   bool relu = false;
+  const float* const* matrix_rows = nullptr;
+  bool matrix_mul = false;
 };
 
 // `Full`: the block's vectors are all whole (every mask all ones), and are loaded and stored
@@ -88,6 +94,12 @@ struct FusedEpilogue {
 template <int R, int V, bool Full>
 void multiply_block(const float* a0, int64_t step, const int64_t* taps, int64_t nk, const float* b,
                     int64_t b_stride, const __mmask16* mask, float* const* out, bool load, const FusedEpilogue* fused) {
+  if (fused && fused->matrix_rows)
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+      if (fused->matrix_rows[r])
+#pragma GCC unroll 4
+        for (int v = 0; v < V; ++v) _mm_prefetch(reinterpret_cast<const char*>(fused->matrix_rows[r] + v * kLanes), _MM_HINT_T0);
   __m512 acc[R][V];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
@@ -120,6 +132,18 @@ void multiply_block(const float* a0, int64_t step, const int64_t* taps, int64_t 
         // x + bias as AddF, then relu as ReluF: vmaxps(0, x) returns x unless 0 > x (NaN, -0 kept).
         if (fused->bias) acc[r][v] = _mm512_add_ps(acc[r][v], bias[v]);
         if (fused->relu) acc[r][v] = _mm512_maskz_max_ps(0xFFFF, zero, acc[r][v]);
+      }
+    if (fused->matrix_rows)
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        const float* m = fused->matrix_rows[r];
+        if (!m) continue;
+#pragma GCC unroll 4
+        for (int v = 0; v < V; ++v) {
+          // The sum is final here (no product follows it), so nothing contracts: AddF or MulF.
+          const __m512 x = Full ? _mm512_loadu_ps(m + v * kLanes) : _mm512_maskz_loadu_ps(mask[v], m + v * kLanes);
+          acc[r][v] = fused->matrix_mul ? _mm512_mul_ps(acc[r][v], x) : _mm512_add_ps(acc[r][v], x);
+        }
       }
   }
 #pragma GCC unroll 16
@@ -171,6 +195,13 @@ void each_row_block(const Layout& l, int64_t first_column, float* c, int rows, F
     }
 }
 
+// The epilogue matrix's rows for a block of output rows (out[r] in c, rows c_stride apart; null:
+// a row dropped), from column `column` of the whole product.
+inline void matrix_rows_of(const GemmEpilogue& e, const float* c, int64_t c_stride, float* const* out, int count,
+                           int64_t column, const float** rows) {
+  for (int r = 0; r < count; ++r) rows[r] = out[r] ? e.matrix + (out[r] - c) / c_stride * e.mask_ld + column : nullptr;
+}
+
 template <int V>
 void multiply_columns(const Layout& l, const ColumnBlock& cb, const float* a, const float* b, float* c,
                       bool accumulate, const GemmEpilogue* epilogue, int64_t first_column) {
@@ -183,14 +214,17 @@ void multiply_columns(const Layout& l, const ColumnBlock& cb, const float* a, co
   // first layer, 32 channels over 9 taps: a second pass over each stored block cost ~20% of
   // it); masks and column sums take the row function after the stores.
   const bool in_registers = epilogue && !epilogue->mask_out && !epilogue->mask_in && !epilogue->column_sums;
-  const FusedEpilogue fused{in_registers && epilogue->bias ? epilogue->bias + first_column + cb.first : nullptr,
-                            in_registers && epilogue->relu};
+  const float* matrix_rows[16];
+  FusedEpilogue fused{in_registers && epilogue->bias ? epilogue->bias + first_column + cb.first : nullptr,
+                      in_registers && epilogue->relu, in_registers && epilogue->matrix ? matrix_rows : nullptr,
+                      in_registers && epilogue->matrix_mul};
   for (int64_t k0 = 0; k0 < l.k; k0 += kMultiplyKChunk) {
     const int64_t nk = std::min(kMultiplyKChunk, l.k - k0);
     const float* bk = b + k0 * l.b_stride + cb.first;
     const bool load = accumulate || k0 > 0;
     const bool last = k0 + nk == l.k;
     each_row_block(l, cb.first, c, block_rows(V), [&](int64_t offset, int count, float* const* out) {
+      if (fused.matrix_rows && last) matrix_rows_of(*epilogue, c, l.c_stride, out, count, first_column + cb.first, matrix_rows);
       kBlocks[count - 1](a + offset, l.col_step, l.taps + k0, nk, bk, l.b_stride, cb.mask, out, load,
                          in_registers && last ? &fused : nullptr);
       if (epilogue && last && !in_registers)
@@ -339,6 +373,8 @@ void multiply_packed(const Layout& l, const float* a, const float* b, float* c, 
   static constexpr auto kMasked1 = multiply_blocks<1, false>(std::make_index_sequence<block_rows(1)>());
   const bool in_registers = epilogue && !epilogue->mask_out && !epilogue->mask_in && !epilogue->column_sums;
   const EpilogueRowFn epilogue_row = epilogue ? epilogue_row_fn(*epilogue) : nullptr;
+  const bool matrix_in_registers = in_registers && epilogue->matrix;
+  const float* matrix_rows[16];
   thread_local std::vector<Panel> panels;
   panels.clear();
   int64_t row_floats = 0;  // of the packed chunk, per entry
@@ -352,7 +388,8 @@ void multiply_packed(const Layout& l, const float* a, const float* b, float* c, 
       p.blocks = v == 4 ? kMasked4.data() : v == 3 ? kMasked3.data() : v == 2 ? kMasked2.data() : kMasked1.data();
     p.offset = row_floats;
     p.fused = {in_registers && epilogue->bias ? epilogue->bias + first_column + first : nullptr,
-               in_registers && epilogue->relu};
+               in_registers && epilogue->relu, matrix_in_registers ? matrix_rows : nullptr,
+               matrix_in_registers && epilogue->matrix_mul};
     row_floats += int64_t{v} * kLanes;
     panels.push_back(p);
   }
@@ -379,6 +416,8 @@ void multiply_packed(const Layout& l, const float* a, const float* b, float* c, 
       float* block_out[16];
       for (const Panel& p : panels) {
         for (int r = 0; r < count; ++r) block_out[r] = out[r] ? out[r] + p.cb.first : nullptr;
+        if (matrix_in_registers && last)
+          matrix_rows_of(*epilogue, c, l.c_stride, block_out, count, first_column + p.cb.first, matrix_rows);
         const int64_t width = int64_t{p.cb.vectors} * kLanes;
         p.blocks[count - 1](a + offset, l.col_step, l.taps + k0, nk, packed.data() + p.offset * nk, width, p.cb.mask,
                             block_out, load, in_registers && last ? &p.fused : nullptr);

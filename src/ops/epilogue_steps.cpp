@@ -26,6 +26,17 @@ std::vector<ValueType> infer_epilogue_node(const char* op, OpId product, const O
     if (types[i].dtype != (bf16 ? DType::BFloat16 : DType::Float32))
       op_error<InvalidArgumentError>(op, "expected float32 operands, got input ", i, " ", describe(in[i]),
                                      product == OpId::MatMul ? " (bfloat16 operands: both, without column sums)" : "");
+  if (e.matrix()) {
+    if (e.add_matrix && e.mul_matrix)
+      op_error<InvalidArgumentError>(op, "expected add_matrix or mul_matrix, got both; ", op,
+                                     " nodes are made by the graph optimiser only");
+    if (product != OpId::MatMul || bf16)
+      op_error<InvalidArgumentError>(op, "expected a float32 matmul for a matrix epilogue, got ",
+                                     bf16 ? "bfloat16 operands" : "another product");
+    const ValueType& matrix = in[e.matrix_input()];
+    if (matrix.dtype != DType::Float32)
+      op_error<InvalidArgumentError>(op, "expected a float32 matrix (input ", e.matrix_input(), "), got ", describe(matrix));
+  }
   return run_epilogue_steps(product, product_attrs, e, types, [](OpId id, const std::vector<ValueType>& args, const OpAttrs& a) {
     return op_def(id).infer(args, a).at(0);
   });
@@ -33,7 +44,13 @@ std::vector<ValueType> infer_epilogue_node(const char* op, OpId product, const O
 
 bool epilogue_fits(const EpilogueParts& e, const std::vector<Tensor>& in, const std::vector<Tensor>& out,
                    const TensorShape& product) {
-  return out[0].impl()->shape == product &&
+  // With a matrix, the result has the matrix's shape, and as many elements as the product (read
+  // row-major, element i of one is element i of the other); column sums need the product's.
+  const TensorShape& result = out[0].impl()->shape;
+  const bool shaped = e.matrix() && !e.column_sums
+                          ? result == in[e.matrix_input()].impl()->shape && result.num_elements() == product.num_elements()
+                          : result == product && (!e.matrix() || in[e.matrix_input()].impl()->shape == product);
+  return shaped &&
          (!e.bias || in[EpilogueParts::kBiasInput].impl()->shape == TensorShape({product.dims().back()})) &&
          (!e.mask_in || in[e.mask_input()].impl()->shape == product);
 }
@@ -102,6 +119,7 @@ GemmEpilogue gemm_epilogue_of(const EpilogueParts& e, const std::vector<Tensor>&
   if (e.mask_in) epilogue.mask_in = data_of<bool>(in[e.mask_input()]);
   if (e.mask_out) epilogue.mask_out = data_of<bool>(out[1]);
   epilogue.relu = e.relu;
+  if (e.matrix()) epilogue.matrix = data_of<float>(in[e.matrix_input()]), epilogue.matrix_mul = e.mul_matrix;
   epilogue.mask_ld = mask_ld;
   return epilogue;
 }

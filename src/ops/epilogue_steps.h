@@ -1,5 +1,6 @@
 // The ops a product-with-epilogue node (matmul_epilogue, conv2d_epilogue) stands for, in the
-// epilogue's order: the product, + bias, the mask out > 0, relu, where(mask, out, 0). Run on
+// epilogue's order: the product, + bias, the mask out > 0, relu, where(mask, out, 0), + or * a
+// matrix (matmul only; the result first reshaped to the matrix's shape). Run on
 // types, they are the node's shape rule (each op's own, errors included); run on tensors, they
 // are its kernel for run-time shapes the epilogue does not cover (a None dim that broadcasts).
 #pragma once
@@ -12,26 +13,33 @@ namespace tg::detail {
 
 /// Which parts of GemmEpilogue a node has (the flags of its attributes). column_sums (matmul
 /// only): the result's sums over rows, a dense layer's bias gradient, as a last output shaped
-/// (n) or, with sums_keepdims, (1, n).
+/// (n) or, with sums_keepdims, (1, n). add_matrix, mul_matrix (matmul only): the result + or *
+/// a float32 matrix of as many elements, read row-major as rows x n, after the other
+/// elementwise parts (a residual add; a gradient times an activation's derivative).
 struct EpilogueParts {
   bool bias = false, mask_out = false, relu = false, mask_in = false;
   bool column_sums = false, sums_keepdims = false;
+  bool add_matrix = false, mul_matrix = false;
   template <class Attrs>
   static EpilogueParts of(const Attrs& a) {
     EpilogueParts e{a.bias, a.mask_out, a.relu, a.mask_in};
     if constexpr (requires { a.column_sums; }) e.column_sums = a.column_sums, e.sums_keepdims = a.sums_keepdims;
+    if constexpr (requires { a.add_matrix; }) e.add_matrix = a.add_matrix, e.mul_matrix = a.mul_matrix;
     return e;
   }
-  /// The node's inputs: the product's two, then the bias and the mask read.
-  std::size_t arity() const { return 2 + std::size_t{bias} + std::size_t{mask_in}; }
+  bool matrix() const { return add_matrix || mul_matrix; }
+  /// The node's inputs: the product's two, then the bias, the mask read and the matrix.
+  std::size_t arity() const { return 2 + std::size_t{bias} + std::size_t{mask_in} + std::size_t{matrix()}; }
   static constexpr std::size_t kBiasInput = 2;
   /// Where the mask read is among the inputs (after the bias, if any).
   std::size_t mask_input() const { return kBiasInput + std::size_t{bias}; }
+  /// Where the matrix is among the inputs (the last).
+  std::size_t matrix_input() const { return mask_input() + std::size_t{mask_in}; }
 };
 
-/// `op(id, args, attrs)` for each op in order on `in` (the product's operands, then the bias
-/// and the mask read); returns the node's outputs: the result, then the mask made, then the
-/// column sums.
+/// `op(id, args, attrs)` for each op in order on `in` (the product's operands, then the bias,
+/// the mask read and the matrix); returns the node's outputs: the result, then the mask made,
+/// then the column sums.
 template <class V, class Op>
 std::vector<V> run_epilogue_steps(OpId product, const OpAttrs& product_attrs, const EpilogueParts& e,
                                   const std::vector<V>& in, Op&& op) {
@@ -42,6 +50,11 @@ std::vector<V> run_epilogue_steps(OpId product, const OpAttrs& product_attrs, co
   if (e.relu) outs[0] = op(OpId::Relu, std::vector<V>{outs[0]}, OpAttrs{});
   if (e.mask_in)
     outs[0] = op(OpId::Where, std::vector<V>{in[e.mask_input()], outs[0], op(OpId::ZerosLike, std::vector<V>{outs[0]}, OpAttrs{})}, OpAttrs{});
+  if (e.matrix()) {
+    const V& matrix = in[e.matrix_input()];
+    outs[0] = op(OpId::ReshapeLike, std::vector<V>{outs[0], matrix}, OpAttrs{});
+    outs[0] = op(e.add_matrix ? OpId::Add : OpId::Mul, std::vector<V>{outs[0], matrix}, OpAttrs{});
+  }
   if (e.column_sums) outs.push_back(op(OpId::ReduceSum, std::vector<V>{outs[0]}, OpAttrs{ReduceAttrs{{0}, e.sums_keepdims}}));
   return outs;
 }
@@ -51,7 +64,8 @@ std::vector<V> run_epilogue_steps(OpId product, const OpAttrs& product_attrs, co
 std::vector<ValueType> infer_epilogue_node(const char* op, OpId product, const OpAttrs& product_attrs,
                                            const EpilogueParts& e, const std::vector<ValueType>& in);
 
-/// Whether the run-time shapes fit the epilogue: output 0 has the product's shape, the bias one
+/// Whether the run-time shapes fit the epilogue: output 0 has the product's shape (with a
+/// matrix: the matrix's, of as many elements; the product's with column sums), the bias one
 /// value per column (the last dim), the mask read the product's shape. A None dim that
 /// broadcasts at run time (a bias of one value, a mask of one row) leaves them, and the node
 /// then runs its steps through the ops' own kernels (run_steps_eagerly, ops/eager_steps.h).

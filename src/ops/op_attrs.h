@@ -78,7 +78,9 @@ struct MatMulAttrs {
 /// matmul_epilogue (made by the optimiser from a matmul and the fused node after it): the
 /// product's transposes, and what its output gets, in this order (kernels/gemm_epilogue.h):
 /// + bias (input 2), the mask out > 0 (output 1), relu, and out = mask ? out : 0 (the mask the
-/// last input); then the result's column sums (the last output).
+/// last input); then + or * a float32 matrix of the result's size (the last input; the result
+/// takes its shape: a residual add or a gradient's product after the layer), then the result's
+/// column sums (the last output).
 struct MatMulEpilogueAttrs {
   bool transpose_a = false;
   bool transpose_b = false;
@@ -88,10 +90,12 @@ struct MatMulEpilogueAttrs {
   bool mask_in = false;
   bool column_sums = false;    // the result's sums over rows, a last output (a dense layer's bias gradient)
   bool sums_keepdims = false;  // shaped (1, n) rather than (n)
+  bool add_matrix = false;     // out + matrix, after the parts above
+  bool mul_matrix = false;     // out * matrix, after the parts above (not with add_matrix)
   template <class F> void for_each_field(F&& f) const {
     f("transpose_a", transpose_a); f("transpose_b", transpose_b); f("bias", bias);
     f("mask_out", mask_out); f("relu", relu); f("mask_in", mask_in); f("column_sums", column_sums);
-    f("sums_keepdims", sums_keepdims);
+    f("sums_keepdims", sums_keepdims); f("add_matrix", add_matrix); f("mul_matrix", mul_matrix);
   }
   bool operator==(const MatMulEpilogueAttrs&) const = default;
 };

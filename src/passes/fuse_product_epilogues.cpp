@@ -8,7 +8,10 @@
 // - a matmul_epilogue takes in the sum over rows of its result (a dense layer's bias gradient);
 // - a float32 max_pool2d_grad read only by where(mask, dx, 0) (relu's gradient before the pool)
 //   becomes max_pool2d_grad_masked, which takes in the sum over all but the channels of its
-//   result (a convolution layer's bias gradient).
+//   result (a convolution layer's bias gradient);
+// - a 2-D float32 matmul's result (perhaps through one reshape, after its bias) added to or
+//   multiplied by a float32 value of the result's static shape - a residual add, a gradient
+//   times an activation's derivative - takes that value in as the epilogue's matrix.
 // A 2-D bfloat16 matmul takes in the same bias, relu, masks from its op nodes (fuse_elementwise
 // leaves the readers of a bfloat16 product to this pass), rounding each op's result as the op
 // would (see the bfloat16 section);
@@ -33,6 +36,7 @@ struct Match {
   EpilogueParts parts;
   int bias_input = -1;
   int mask_input = -1;
+  int matrix_input = -1;
   int out_slot = -1;   // the product after the epilogue
   int mask_slot = -1;  // the mask out > 0 (parts.mask_out)
 };
@@ -45,8 +49,9 @@ bool is_bias_of(const ValueType& bias, const TensorShape& shape, DType dtype = D
 }
 
 // The program's steps, read as the epilogue's stages in order: + bias, the mask out > 0, relu,
-// where(mask, out, 0). Each step must take the value the stages so far made (`out`); the
-// zeros_like steps feed only the mask and the where. Anything else is no epilogue.
+// where(mask, out, 0), + or * a matrix (float32 only: an input of the program's static shape).
+// Each step must take the value the stages so far made (`out`); the zeros_like steps feed only
+// the mask and the where. Anything else is no epilogue.
 // A bfloat16 product (a convolution's) reads a program of bfloat16 steps, each rounding its own
 // result, as conv2d_epilogue's bfloat16 kernel does.
 std::optional<Match> match_program(const FusedProgram& p, int product, DType dtype = DType::Float32) {
@@ -56,14 +61,30 @@ std::optional<Match> match_program(const FusedProgram& p, int product, DType dty
   int out = product;    // the slot holding the product after the stages so far
   int pre_relu = out;   // the value relu reads (the mask compares it, or relu's result, with 0)
   std::vector<bool> zeros(static_cast<std::size_t>(p.first_step_slot()) + p.steps.size(), false);
-  enum Stage { kProduct, kBias, kRelu, kWhere } stage = kProduct;
+  enum Stage { kProduct, kBias, kRelu, kWhere, kMatrix } stage = kProduct;
   for (std::size_t k = 0; k < p.steps.size(); ++k) {
     const FusedStep& st = p.steps[k];
     const int slot = p.first_step_slot() + static_cast<int>(k);
     auto input = [&](int a) -> int {  // the input index of argument a, or -1
       return st.args[a] < static_cast<int>(p.inputs.size()) && st.args[a] != product ? st.args[a] : -1;
     };
-    if (st.in_dtype != dtype) return std::nullopt;
+    if (st.in_dtype != dtype || (stage == kMatrix && st.op != OpId::ZerosLike)) return std::nullopt;
+    // out + matrix, matrix + out, out * matrix, matrix * out (the same bits either way round).
+    if ((st.op == OpId::Add || st.op == OpId::Mul) && dtype == DType::Float32 && !m.parts.matrix() &&
+        (st.args[0] == out || st.args[1] == out) && st.args[0] != st.args[1]) {
+      const int c = input(st.args[0] == out ? 1 : 0);
+      if (c >= 0) {
+        const ValueType& matrix = p.inputs[static_cast<std::size_t>(c)];
+        if (matrix.dtype == DType::Float32 && matrix.shape == p.shape && p.shape.is_fully_defined() &&
+            !(st.op == OpId::Add && stage == kProduct && !m.parts.mask_out && st.args[0] == out &&
+              is_bias_of(matrix, p.shape, dtype))) {
+          (st.op == OpId::Add ? m.parts.add_matrix : m.parts.mul_matrix) = true;
+          m.matrix_input = c, stage = kMatrix;
+          out = slot;
+          continue;
+        }
+      }
+    }
     switch (st.op) {
       case OpId::Add: {
         const int b = input(1);
@@ -132,6 +153,7 @@ bool is_lone_product(const GraphIR& g, const NodeUsers& users, ValueRef r, int r
 // Whether a product of this op takes these parts: a pooling gradient takes relu's gradient only
 // (where(mask, dx, 0)).
 bool takes(OpId product, const EpilogueParts& e) {
+  if (e.matrix() && product != OpId::MatMul) return false;
   return product != OpId::MaxPool2DGrad || (e.mask_in && !e.bias && !e.mask_out && !e.relu);
 }
 
@@ -141,19 +163,68 @@ std::pair<OpId, OpAttrs> epilogue_node(const GraphNode& product, const EpilogueP
     return {OpId::MaxPool2DGradMasked, MaxPoolGradMaskedAttrs{product.attrs.get<Pool2DAttrs>(), false}};
   if (product.op == OpId::MatMul) {
     const MatMulAttrs& a = product.attrs.get<MatMulAttrs>();
-    return {OpId::MatMulEpilogue, MatMulEpilogueAttrs{a.transpose_a, a.transpose_b, e.bias, e.mask_out, e.relu, e.mask_in}};
+    MatMulEpilogueAttrs attrs{a.transpose_a, a.transpose_b, e.bias, e.mask_out, e.relu, e.mask_in};
+    attrs.add_matrix = e.add_matrix, attrs.mul_matrix = e.mul_matrix;
+    return {OpId::MatMulEpilogue, attrs};
   }
   const Conv2DAttrs& a = product.attrs.get<Conv2DAttrs>();
   return {OpId::Conv2DEpilogue, Conv2DEpilogueAttrs{a.strides, a.dilations, a.padding, e.bias, e.mask_out, e.relu, e.mask_in}};
+}
+
+// Whether every reader of node `n` but `reader` reads only its shape - reshape_like(x, n), as
+// a dense layer's gradient reshapes dY like the product - and that shape is static: those
+// readers can read it off their attributes instead (move_shape_readers).
+bool others_read_only_shape(const GraphIR& g, const NodeUsers& users, int n, int reader) {
+  bool reader_seen = false;
+  for (int r : users.of(n)) {
+    if (r == reader) {
+      reader_seen = true;
+      continue;
+    }
+    const GraphNode& like = g.node(r);
+    if (like.kind != NodeKind::kOp || like.op != OpId::ReshapeLike || like.control_input >= 0 ||
+        like.inputs.size() != 2 || like.inputs[0].node == n || like.inputs[1].node != n ||
+        !like.outputs[0].shape.is_fully_defined())
+      return false;
+  }
+  return reader_seen;
+}
+
+// The readers others_read_only_shape allowed become reshapes to their static shape (the same
+// view: a reshape_like of a static shape is that reshape), so that only `reader` reads node `n`.
+void move_shape_readers(GraphIR& g, const NodeUsers& users, int n, int reader) {
+  for (int r : users.of(n)) {
+    if (r == reader) continue;
+    GraphNode& like = g.nodes[static_cast<std::size_t>(r)];
+    like.op = OpId::Reshape;
+    like.name = g.unique_name(op_def(OpId::Reshape).name);
+    like.attrs = ReshapeAttrs{like.outputs[0].shape.dims()};
+    SmallVector<ValueRef, 2> inputs;
+    inputs.push_back(like.inputs[0]);
+    like.inputs = std::move(inputs);
+  }
 }
 
 // An epilogue found on a node: what it does, which input is the product, and for each of the
 // new node's outputs (the result, then the mask) the old node's output it replaces.
 struct Found {
   Match match;
-  int product = -1;
+  int product = -1;      // the input that reads it
+  ValueRef product_ref;  // the product itself (that input, or what the input reshapes)
+  int reshape = -1;      // the reshape between them, if any (other readers read the shape only)
   std::vector<int> old_output_of;
 };
+
+// The value `r` reshapes, when `r` is a reshape or reshape_like (no control input) that only
+// `reader` reads; else nothing.
+std::optional<ValueRef> reshaped_from(const GraphIR& g, const NodeUsers& users, ValueRef r, int reader) {
+  const GraphNode& n = g.node_of(r);
+  const auto readers = users.of(r.node);
+  if (n.kind != NodeKind::kOp || n.control_input >= 0 || (n.op != OpId::Reshape && n.op != OpId::ReshapeLike) ||
+      readers.size() != 1 || readers[0] != reader)
+    return std::nullopt;
+  return n.inputs[0];
+}
 
 // The epilogue node `self` (a fused node, or a lone bias add) is, if it is one.
 std::optional<Found> find_epilogue(const GraphIR& g, const NodeUsers& users, int self) {
@@ -163,12 +234,33 @@ std::optional<Found> find_epilogue(const GraphIR& g, const NodeUsers& users, int
   if (node.op == OpId::FusedElementwise) {
     const FusedProgram& p = fused_program(node.attrs);
     std::optional<Match> match;
-    for (std::size_t k = 0; k < node.inputs.size() && !match; ++k)
+    for (std::size_t k = 0; k < node.inputs.size() && !match; ++k) {
       if (is_lone_product(g, users, node.inputs[k], self)) {
         match = match_program(p, static_cast<int>(k), g.type_of(node.inputs[k]).dtype);
-        f.product = static_cast<int>(k);
+        f.product = static_cast<int>(k), f.product_ref = node.inputs[k];
+        continue;
       }
-    if (!match || !takes(g.node_of(node.inputs[static_cast<std::size_t>(f.product)]).op, match->parts)) return std::nullopt;
+      // A float32 matmul's result reshaped (a dense layer over a rank-3 input): the node's
+      // result takes the matrix's shape, so the matrix must be there; the bias adds per column
+      // of the program's last dim, which must be the product's; no masks (they have the product's shape).
+      const std::optional<ValueRef> from = reshaped_from(g, users, node.inputs[k], self);
+      if (!from || from->output != 0 || !p.shape.has_rank() || p.shape.rank() < 1) continue;
+      const GraphNode& mm = g.node_of(*from);
+      if (mm.kind != NodeKind::kOp || mm.op != OpId::MatMul || mm.control_input >= 0 ||
+          !others_read_only_shape(g, users, from->node, node.inputs[k].node) ||
+          p.shape.dims().back() != g.type_of(*from).shape.dims().back())
+        continue;
+      bool float32_matrices = true;
+      for (const ValueRef& in : mm.inputs) {
+        const ValueType& t = g.type_of(in);
+        float32_matrices &= t.dtype == DType::Float32 && t.shape.has_rank() && t.shape.rank() == 2;
+      }
+      if (!float32_matrices) continue;
+      match = match_program(p, static_cast<int>(k), DType::Float32);
+      if (match && (!match->parts.matrix() || match->parts.mask_out || match->parts.mask_in)) match.reset();
+      f.product = static_cast<int>(k), f.product_ref = *from, f.reshape = node.inputs[k].node;
+    }
+    if (!match || !takes(g.node_of(f.product_ref).op, match->parts)) return std::nullopt;
     f.match = *match;
     for (int slot : {f.match.out_slot, f.match.mask_slot})
       if (slot >= 0)
@@ -182,7 +274,7 @@ std::optional<Found> find_epilogue(const GraphIR& g, const NodeUsers& users, int
       !(node.outputs[0].shape == g.type_of(node.inputs[0]).shape))
     return std::nullopt;
   f.match.parts.bias = true, f.match.bias_input = 1;
-  f.product = 0;
+  f.product = 0, f.product_ref = node.inputs[0];
   f.old_output_of = {0};
   return f;
 }
@@ -191,13 +283,15 @@ std::optional<Found> find_epilogue(const GraphIR& g, const NodeUsers& users, int
 // outputs' new order.
 void rewrite_as_epilogue(GraphIR& g, const NodeUsers& users, int self, const Found& f) {
   GraphNode& node = g.nodes[static_cast<std::size_t>(self)];
-  const GraphNode& product = g.node_of(node.inputs[static_cast<std::size_t>(f.product)]);
+  if (f.reshape >= 0) move_shape_readers(g, users, f.product_ref.node, f.reshape);
+  const GraphNode& product = g.node_of(f.product_ref);
   auto [op, attrs] = epilogue_node(product, f.match.parts);
   SmallVector<ValueRef, 2> inputs;
   inputs.push_back(product.inputs[0]);
   inputs.push_back(product.inputs[1]);
   if (f.match.bias_input >= 0) inputs.push_back(node.inputs[static_cast<std::size_t>(f.match.bias_input)]);
   if (f.match.mask_input >= 0) inputs.push_back(node.inputs[static_cast<std::size_t>(f.match.mask_input)]);
+  if (f.match.matrix_input >= 0) inputs.push_back(node.inputs[static_cast<std::size_t>(f.match.matrix_input)]);
   SmallVector<ValueType, 1> outputs;
   for (int old : f.old_output_of) outputs.push_back(node.outputs[static_cast<std::size_t>(old)]);
   std::vector<int> new_output_of(node.outputs.size(), -1);
@@ -494,6 +588,67 @@ int derive_bf16_pool_masks(GraphIR& g) {
   return count;
 }
 
+// ---- matrix epilogues of op nodes: fuse_elementwise leaves an add or a mul alone when its
+// operand is a reshape (a dense layer over a rank-3 input) or a matmul_epilogue already made. ----
+
+// The epilogue attributes a float32 product `r` (a 2-D matmul, or a matmul_epilogue with no
+// mask made, column sums or matrix) that only `reader` reads would start from; else nothing.
+std::optional<MatMulEpilogueAttrs> matrix_base(const GraphIR& g, const NodeUsers& users, ValueRef r, int reader) {
+  const GraphNode& n = g.node_of(r);
+  if (r.output != 0 || n.kind != NodeKind::kOp || n.control_input >= 0 ||
+      !others_read_only_shape(g, users, r.node, reader) || n.inputs.size() < 2)
+    return std::nullopt;
+  for (std::size_t i = 0; i < 2; ++i) {
+    const ValueType& t = g.type_of(n.inputs[i]);
+    if (t.dtype != DType::Float32 || !t.shape.has_rank() || t.shape.rank() != 2) return std::nullopt;
+  }
+  if (n.op == OpId::MatMul && n.inputs.size() == 2) {
+    const MatMulAttrs& a = n.attrs.get<MatMulAttrs>();
+    return MatMulEpilogueAttrs{a.transpose_a, a.transpose_b, false, false, false, false};
+  }
+  if (n.op != OpId::MatMulEpilogue || n.outputs.size() != 1) return std::nullopt;
+  const MatMulEpilogueAttrs& e = n.attrs.get<MatMulEpilogueAttrs>();
+  if (e.mask_out || e.column_sums || e.add_matrix || e.mul_matrix) return std::nullopt;
+  return e;
+}
+
+// add(a, b) or mul(a, b) over float32 values of one static shape (no broadcast), one of them a
+// product matrix_base takes, perhaps through one reshape: the node becomes that product with
+// the other as its matrix (the same bits either way round). Its result keeps the node's shape.
+bool fuse_matrix_epilogue(GraphIR& g, const NodeUsers& users, int self) {
+  const GraphNode& node = g.node(self);
+  if (node.kind != NodeKind::kOp || node.control_input >= 0 || (node.op != OpId::Add && node.op != OpId::Mul) ||
+      node.inputs.size() != 2 || node.outputs.size() != 1 || node.outputs[0].dtype != DType::Float32 ||
+      !node.outputs[0].shape.is_fully_defined())
+    return false;
+  const TensorShape& shape = node.outputs[0].shape;
+  for (std::size_t k = 0; k < 2; ++k) {
+    const ValueRef side = node.inputs[k], matrix = node.inputs[1 - k];
+    const ValueType& m = g.type_of(matrix);
+    if (side.node == matrix.node || m.dtype != DType::Float32 || !(m.shape == shape) ||
+        !(g.type_of(side).shape == shape))
+      continue;
+    ValueRef product = side;
+    int reader = self;
+    if (const std::optional<ValueRef> from = reshaped_from(g, users, side, self)) product = *from, reader = side.node;
+    if (product.node == matrix.node) continue;
+    std::optional<MatMulEpilogueAttrs> attrs = matrix_base(g, users, product, reader);
+    if (!attrs) continue;
+    (node.op == OpId::Add ? attrs->add_matrix : attrs->mul_matrix) = true;
+    SmallVector<ValueRef, 2> inputs;
+    for (const ValueRef& in : g.node_of(product).inputs) inputs.push_back(in);
+    inputs.push_back(matrix);
+    move_shape_readers(g, users, product.node, reader);
+    GraphNode& out = g.nodes[static_cast<std::size_t>(self)];
+    out.op = OpId::MatMulEpilogue;
+    out.name = g.unique_name(op_def(OpId::MatMulEpilogue).name);
+    out.attrs = *attrs;
+    out.inputs = std::move(inputs);
+    return true;  // the product (and its reshape) are left without readers, for the sweep
+  }
+  return false;
+}
+
 }  // namespace
 
 int fuse_product_epilogues(GraphIR& g) {
@@ -509,6 +664,11 @@ int fuse_product_epilogues(GraphIR& g) {
     if (const std::optional<Found> f = find_epilogue(g, users, self)) {
       rewrite_as_epilogue(g, users, self, *f);
       ++count;  // the product is left without readers, for the sweep after this pass
+      take_column_sums(g, users, self);
+      continue;
+    }
+    if (fuse_matrix_epilogue(g, users, self)) {
+      ++count;
       take_column_sums(g, users, self);
     }
   }
