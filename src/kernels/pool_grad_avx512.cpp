@@ -189,7 +189,99 @@ void tiled_max_pool_grad_bf16_of(const TiledPool& p, const bfloat16_t* x, const 
   }
 }
 
+// Rows and columns of dx no window covers: +0.
+void zero_uncovered_bf16(const TiledPool& p, bfloat16_t* dx) {
+  for (int64_t iy = 0; iy < p.h; ++iy) {
+    bfloat16_t* row = dx + iy * p.w * p.c;
+    if (iy >= p.oh * p.kh) std::fill_n(row, p.w * p.c, bfloat16_t{});
+    else std::fill(row + p.ow * p.kw * p.c, row + p.w * p.c, bfloat16_t{});
+  }
+}
+
+// The selection of tiled_max_pool_grad_bf16_of, with the maximum stored as tiled_max_pool_of
+// stores it (the vmaxps chain returns the first maximum's own bits; the exact rule's blend too)
+// and the position of the kept element as a byte.
+void tiled_max_pool_winners_bf16_of(const TiledPool& p, const bfloat16_t* x, bfloat16_t* y, uint8_t* winners) {
+  const int64_t c = p.c, window = p.kh * p.kw;
+  int64_t at[16];
+  for (int64_t j = 0; j < window; ++j) at[j] = (j / p.kw) * p.w + j % p.kw;
+  __m512 v[16];
+  for (int64_t oy = 0; oy < p.oh; ++oy)
+    for (int64_t ox = 0; ox < p.ow; ++ox) {
+      const int64_t first = oy * p.kh * p.w + ox * p.kw, o = (oy * p.ow + ox) * c;
+      for (int64_t c0 = 0; c0 < c; c0 += 16) {
+        const __mmask16 lanes = c - c0 >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (c - c0)) - 1);
+        v[0] = load16(x + first * c + c0, lanes);
+        __m512 best = v[0];
+        __mmask16 nan = _mm512_cmp_ps_mask(v[0], v[0], _CMP_UNORD_Q);
+        for (int64_t j = 1; j < window; ++j) {
+          v[j] = load16(x + (first + at[j]) * c + c0, lanes);
+          nan |= _mm512_cmp_ps_mask(v[j], v[j], _CMP_UNORD_Q);
+          best = _mm512_maskz_max_ps(0xFFFF, v[j], best);
+        }
+        __m128i won = _mm_setzero_si128();  // lanes of the first element win unless replaced
+        if (nan == 0) {
+          __mmask16 taken = _mm512_cmp_ps_mask(v[0], best, _CMP_EQ_OQ);
+          for (int64_t j = 1; j < window; ++j) {
+            const __mmask16 keep = _mm512_cmp_ps_mask(v[j], best, _CMP_EQ_OQ) & static_cast<__mmask16>(~taken);
+            won = _mm_mask_mov_epi8(won, keep, _mm_set1_epi8(static_cast<char>(j)));
+            taken |= keep;
+          }
+        } else {
+          best = v[0];
+          for (int64_t j = 1; j < window; ++j) {
+            const __mmask16 replaces = _mm512_cmp_ps_mask(v[j], best, _CMP_GT_OQ) |
+                                       (_mm512_cmp_ps_mask(v[j], v[j], _CMP_UNORD_Q) & _mm512_cmp_ps_mask(best, best, _CMP_ORD_Q));
+            best = _mm512_mask_blend_ps(replaces, best, v[j]);
+            won = _mm_mask_mov_epi8(won, replaces, _mm_set1_epi8(static_cast<char>(j)));
+          }
+        }
+        // x > 0 at the maximum, as the gradient's positive mask reads it (a NaN maximum is not).
+        const __mmask16 positive = _mm512_cmp_ps_mask(best, _mm512_setzero_ps(), _CMP_GT_OQ);
+        won = _mm_mask_mov_epi8(_mm_set1_epi8(static_cast<char>(0xFF)), positive, won);
+        store16(y + o + c0, lanes, best);
+        _mm_mask_storeu_epi8(winners + o + c0, lanes, won);
+      }
+    }
+}
+
+// 32 channels to a register: each window's winners compared with its positions, dy's bits stored
+// where they match (with 0 + dy's two changes: -0 to +0, a NaN made quiet), +0 elsewhere.
+void tiled_max_pool_grad_winners_bf16_of(const TiledPool& p, const uint8_t* winners, const bfloat16_t* dy,
+                                         bfloat16_t* dx) {
+  const int64_t c = p.c, window = p.kh * p.kw;
+  int64_t at[16];
+  for (int64_t j = 0; j < window; ++j) at[j] = (j / p.kw) * p.w + j % p.kw;
+  const __m512i negative_zero = _mm512_set1_epi16(static_cast<short>(0x8000)), magnitude = _mm512_set1_epi16(0x7fff),
+                inf = _mm512_set1_epi16(0x7f80), quiet = _mm512_set1_epi16(0x40);
+  for (int64_t oy = 0; oy < p.oh; ++oy)
+    for (int64_t ox = 0; ox < p.ow; ++ox) {
+      const int64_t first = oy * p.kh * p.w + ox * p.kw, o = (oy * p.ow + ox) * c;
+      for (int64_t c0 = 0; c0 < c; c0 += 32) {
+        const __mmask32 lanes = c - c0 >= 32 ? ~__mmask32(0) : __mmask32((1u << (c - c0)) - 1);
+        const __m256i won = _mm256_maskz_loadu_epi8(lanes, winners + o + c0);
+        __m512i g = _mm512_maskz_loadu_epi16(lanes, dy + o + c0);
+        g = _mm512_maskz_mov_epi16(_mm512_cmpneq_epi16_mask(g, negative_zero), g);
+        const __mmask32 g_nan = _mm512_cmpgt_epu16_mask(_mm512_and_si512(g, magnitude), inf);
+        g = _mm512_or_si512(g, _mm512_maskz_mov_epi16(g_nan, quiet));
+        for (int64_t j = 0; j < window; ++j) {
+          const __mmask32 k = _mm256_cmpeq_epi8_mask(won, _mm256_set1_epi8(static_cast<char>(j)));
+          _mm512_mask_storeu_epi16(dx + (first + at[j]) * c + c0, lanes, _mm512_maskz_mov_epi16(k, g));
+        }
+      }
+    }
+  zero_uncovered_bf16(p, dx);
+}
+
 }  // namespace
+
+void tiled_max_pool_winners_bf16(const TiledPool& p, const bfloat16_t* x, bfloat16_t* y, uint8_t* winners) {
+  tiled_max_pool_winners_bf16_of(p, x, y, winners);
+}
+void tiled_max_pool_grad_winners_bf16(const TiledPool& p, const uint8_t* winners, const bfloat16_t* dy,
+                                      bfloat16_t* dx) {
+  tiled_max_pool_grad_winners_bf16_of(p, winners, dy, dx);
+}
 
 void tiled_max_pool(const TiledPool& p, const float* x, float* y) { tiled_max_pool_of(p, x, y); }
 void tiled_max_pool_grad(const TiledPool& p, const float* x, const float* dy, const bool* mask, float* dx) {

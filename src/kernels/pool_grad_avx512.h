@@ -38,4 +38,14 @@ void tiled_max_pool_bf16(const TiledPool& p, const bfloat16_t* x, bfloat16_t* y)
 void tiled_max_pool_grad_bf16(const TiledPool& p, const bfloat16_t* x, const bfloat16_t* dy, const bool* mask,
                               bfloat16_t* dx, bool positive_mask = false);
 
+/// The bfloat16 pool of one image and, per pooled element, its winner: the window position
+/// (rows first) of the first maximum tiled_max_pool_grad_bf16 selects, where that maximum is
+/// > 0, else 255 (what the gradient of a pool of relu's result routes nowhere). y has
+/// tiled_max_pool_bf16's bits.
+void tiled_max_pool_winners_bf16(const TiledPool& p, const bfloat16_t* x, bfloat16_t* y, uint8_t* winners);
+/// dx (h x w x c) of one image from those winners: 0 + dy at each window's winner, +0 elsewhere
+/// - the bits of tiled_max_pool_grad_bf16 with positive_mask, without reading x.
+void tiled_max_pool_grad_winners_bf16(const TiledPool& p, const uint8_t* winners, const bfloat16_t* dy,
+                                      bfloat16_t* dx);
+
 }  // namespace tg::detail::pool_avx512

@@ -285,6 +285,77 @@ void max_pool_backward_bf16(const PoolGeom& g, const bfloat16_t* x, const bfloat
   f32_to_bf16(wdx.data(), dx, g.n * image);
 }
 
+bool pool_winners_fit(const PoolGeom& g) { return tiles_input(g) && g.kh * g.kw <= 16; }
+
+namespace {
+bool native_winners() { return own_avx512_kernels() && simd::cpu_has_avx512_bw_vl(); }
+
+// One image's winners without AVX-512: the selection of max_pool_forward<float> on the widened
+// values (exact), the maximum's bits kept, a NaN made quiet as rounding it back would.
+void winners_image(const PoolGeom& g, const bfloat16_t* x, bfloat16_t* y, uint8_t* winners) {
+  const int64_t c = g.c;
+  for (int64_t oy = 0; oy < g.oh; ++oy)
+    for (int64_t ox = 0; ox < g.ow; ++ox) {
+      const int64_t o = (oy * g.ow + ox) * c;
+      for (int64_t ch = 0; ch < c; ++ch) {
+        bfloat16_t best = x[(oy * g.kh * g.w + ox * g.kw) * c + ch];
+        int64_t won = 0;
+        for (int64_t j = 1; j < g.kh * g.kw; ++j) {
+          const bfloat16_t v = x[((oy * g.kh + j / g.kw) * g.w + ox * g.kw + j % g.kw) * c + ch];
+          if (replaces(static_cast<float>(v), static_cast<float>(best))) best = v, won = j;
+        }
+        const float b = static_cast<float>(best);
+        y[o + ch] = b != b ? bfloat16_t::from_bits(static_cast<uint16_t>(best.bits | 0x40)) : best;
+        winners[o + ch] = b > 0.0f ? static_cast<uint8_t>(won) : uint8_t{255};
+      }
+    }
+}
+
+void grad_winners_image(const PoolGeom& g, const uint8_t* winners, const bfloat16_t* dy, bfloat16_t* dx) {
+  const int64_t c = g.c;
+  std::fill_n(dx, g.h * g.w * c, bfloat16_t{});
+  for (int64_t oy = 0; oy < g.oh; ++oy)
+    for (int64_t ox = 0; ox < g.ow; ++ox) {
+      const int64_t o = (oy * g.ow + ox) * c;
+      for (int64_t ch = 0; ch < c; ++ch) {
+        const int64_t j = winners[o + ch];
+        if (j >= g.kh * g.kw) continue;
+        uint16_t d = dy[o + ch].bits;
+        if (d == 0x8000) d = 0;                   // 0 + -0 is +0
+        if ((d & 0x7fff) > 0x7f80) d |= 0x40;     // a NaN made quiet
+        dx[((oy * g.kh + j / g.kw) * g.w + ox * g.kw + j % g.kw) * c + ch] = bfloat16_t::from_bits(d);
+      }
+    }
+}
+}  // namespace
+
+void max_pool_winners_bf16(const PoolGeom& g, const bfloat16_t* x, bfloat16_t* y, uint8_t* winners, int64_t n0,
+                           int64_t n1) {
+  const int64_t image = g.h * g.w * g.c, pooled = g.oh * g.ow * g.c;
+  const pool_avx512::TiledPool p{g.h, g.w, g.c, g.kh, g.kw, g.oh, g.ow};
+  for (int64_t n = n0; n < n1; ++n) {
+    if (native_winners()) pool_avx512::tiled_max_pool_winners_bf16(p, x + n * image, y + n * pooled, winners + n * pooled);
+    else winners_image(g, x + n * image, y + n * pooled, winners + n * pooled);
+  }
+}
+
+void max_pool_backward_winners_bf16(const PoolGeom& g, const uint8_t* winners, const bfloat16_t* dy, bfloat16_t* dx,
+                                    ColumnSumLeaves* sums) {
+  const int64_t pixels = g.h * g.w, image = pixels * g.c, pooled = g.oh * g.ow * g.c;
+  const pool_avx512::TiledPool p{g.h, g.w, g.c, g.kh, g.kw, g.oh, g.ow};
+  const bool native = native_winners();
+  for_each_image(g, [&](int64_t n) {
+    if (native) pool_avx512::tiled_max_pool_grad_winners_bf16(p, winners + n * pooled, dy + n * pooled, dx + n * image);
+    else grad_winners_image(g, winners + n * pooled, dy + n * pooled, dx + n * image);
+    if (!sums) return;
+    // As max_pool_backward_bf16's: this thread wrote image n's rows, and only those.
+    GemmEpilogue e;
+    e.column_sums = sums;
+    e = e.owning(n * pixels, (n + 1) * pixels);
+    add_rows_to_column_sums(e, dx, g.c, n * pixels, pixels, 0, g.c);
+  });
+}
+
 template <class T>
 void max_pool_gather(const PoolGeom& g, const T* x, const T* src, T* y) {
   const int64_t image = g.h * g.w * g.c;

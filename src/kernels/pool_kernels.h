@@ -48,6 +48,19 @@ void max_pool_gather(const PoolGeom& g, const T* x, const T* src, T* y);
 void max_pool_forward_bf16(const PoolGeom& g, const bfloat16_t* x, bfloat16_t* y);
 void max_pool_backward_bf16(const PoolGeom& g, const bfloat16_t* x, const bfloat16_t* dy, const bool* mask,
                             bfloat16_t* dx, ColumnSumLeaves* sums = nullptr, bool positive_mask = false);
+/// A training conv layer's pool taken into its epilogue (conv2d_epilogue with pool_winners):
+/// windows that tile the input (no padding, strides = window) of at most 16 elements.
+bool pool_winners_fit(const PoolGeom& g);
+/// For images [n0, n1) on the calling thread: y as max_pool_forward_bf16 gives it, and per pooled
+/// element its winner - the window position (rows first) of the first maximum, by `replaces`,
+/// where that maximum is > 0, else 255. Needs pool_winners_fit(g).
+void max_pool_winners_bf16(const PoolGeom& g, const bfloat16_t* x, bfloat16_t* y, uint8_t* winners, int64_t n0,
+                           int64_t n1);
+/// dx from those winners: 0 + dy at each window's winner (a byte >= the window's size routes
+/// nowhere), +0 elsewhere - max_pool_backward_bf16's bits with positive_mask, x unread. With
+/// `sums`, dx's rows are added to them. Needs pool_winners_fit(g).
+void max_pool_backward_winners_bf16(const PoolGeom& g, const uint8_t* winners, const bfloat16_t* dy, bfloat16_t* dx,
+                                    ColumnSumLeaves* sums = nullptr);
 /// The mean of each window's elements inside the input (TF's SAME average), and its adjoint.
 template <class T>
 void avg_pool_forward(const PoolGeom& g, const T* x, T* y);

@@ -342,9 +342,25 @@ OpAttrs conv_pool_attrs(const Conv2DEpilogueAttrs& e) { return Pool2DAttrs{e.poo
 
 std::vector<ValueType> infer_conv2d_epilogue(const std::vector<ValueType>& in, const OpAttrs& attrs) {
   const Conv2DEpilogueAttrs& e = attrs.get<Conv2DEpilogueAttrs>();
-  std::vector<ValueType> out = infer_epilogue_node("conv2d_epilogue", OpId::Conv2D, product_attrs(e), EpilogueParts::of(e), in);
+  const char* op = "conv2d_epilogue";
+  std::vector<ValueType> out = infer_epilogue_node(op, OpId::Conv2D, product_attrs(e), EpilogueParts::of(e), in);
+  const ValueType activation = out[0];
   if (e.max_pool) out[0] = op_def(OpId::MaxPool2D).infer({out[0]}, conv_pool_attrs(e)).at(0);
-  return out;
+  if (!e.pool_winners) return out;
+  // The pool's winners (training): bfloat16, windows that tile (VALID, strides = window, at
+  // most 16 elements), and no other output.
+  if (!e.max_pool || out.size() != 1)
+    op_error<InvalidArgumentError>(op, "pool_winners needs max_pool and no mask or sums output; got max_pool ",
+                                   e.max_pool ? "true" : "false", " and ", out.size(),
+                                   " outputs; leave pool_winners false");
+  require_dtype(op, activation, {DType::BFloat16}, "with pool_winners, operands");
+  if (e.pool_padding != static_cast<int64_t>(Padding::Valid) || e.pool_ksize != e.pool_strides ||
+      e.pool_ksize[0] * e.pool_ksize[1] > 16)
+    op_error<InvalidArgumentError>(op, "pool_winners needs a VALID pool whose strides are its window of at most 16 ",
+                                   "elements; got window ", format_list(e.pool_ksize), ", strides ",
+                                   format_list(e.pool_strides), ", padding ", e.pool_padding,
+                                   "; leave pool_winners false");
+  return {out[0], activation, ValueType{DType::UInt8, out[0].shape}};
 }
 
 // conv2d_epilogue with max_pool (a convolution layer's relu(conv2d(x, f) + b) read only by its
@@ -481,6 +497,40 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void bf16_conv_epilogue_pix
     }
 }
 
+// The epilogue of a bfloat16 convolution's result y, applied image group by image group.
+class Bf16ConvEpilogue {
+ public:
+  Bf16ConvEpilogue(const EpilogueParts& parts, const ConvGeom& g, const std::vector<Tensor>& in, bool* mask_out,
+                   bfloat16_t* y)
+      : parts_(parts), oc_(g.oc), per_image_(g.oh * g.ow), mask_out_(mask_out),
+        mask_in_(parts.mask_in ? data_of<bool>(in[parts.mask_input()]) : nullptr), y_(y) {
+    if (!parts.bias) return;
+    bias_.resize(static_cast<std::size_t>(g.oc));
+    bf16_to_f32(data_of<bfloat16_t>(in[EpilogueParts::kBiasInput]), bias_.data(), g.oc);
+  }
+  // Images [n0, n0 + n), on the calling thread.
+  void images(int64_t n0, int64_t n) const {
+    static const bool avx512 = simd::cpu_has_avx512_bw_vl();
+    if (avx512)
+      return bf16_conv_epilogue_pixels_avx512(parts_, oc_, bias_.data(), mask_out_, mask_in_, y_, n0 * per_image_,
+                                              (n0 + n) * per_image_);
+    // Blocks of about 4K elements: the conversions stay serial, the block in L1.
+    const int64_t block = std::max<int64_t>(1, 4096 / oc_);
+    std::vector<float> wide(static_cast<std::size_t>(std::min(block, n * per_image_) * oc_));
+    for (int64_t p = n0 * per_image_, end = (n0 + n) * per_image_; p < end; p += block)
+      bf16_conv_epilogue_pixels(parts_, oc_, bias_.data(), mask_out_, mask_in_, y_, wide.data(), p,
+                                std::min(p + block, end));
+  }
+
+ private:
+  const EpilogueParts& parts_;
+  int64_t oc_, per_image_;
+  bool* mask_out_;
+  const bool* mask_in_;
+  bfloat16_t* y_;
+  std::vector<float> bias_;
+};
+
 // conv2d_epilogue on bfloat16 operands: oneDNN's bfloat16 convolution writes the rounded product
 // part by part (groups of images), and the thread that wrote a part applies the epilogue to it in
 // blocks of pixels while it is in that core's cache, where the ops apart read and wrote the whole
@@ -488,33 +538,53 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void bf16_conv_epilogue_pix
 void kernel_conv2d_epilogue_bf16(const Conv2DEpilogueAttrs& e, const EpilogueParts& parts, const ConvGeom& g,
                                  const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   bfloat16_t* const y = data_of<bfloat16_t>(out[0]);
-  std::vector<float> bias;
-  if (parts.bias) {
-    bias.resize(static_cast<std::size_t>(g.oc));
-    bf16_to_f32(data_of<bfloat16_t>(in[EpilogueParts::kBiasInput]), bias.data(), g.oc);
-  }
-  bool* const mask_out = parts.mask_out ? data_of<bool>(out[1]) : nullptr;
-  const bool* const mask_in = parts.mask_in ? data_of<bool>(in[parts.mask_input()]) : nullptr;
-  const int64_t per_image = g.oh * g.ow;
-  // Blocks of about 4K elements: the conversions stay serial, the block in L1.
-  const int64_t block = std::max<int64_t>(1, 4096 / g.oc);
-  static const bool avx512 = simd::cpu_has_avx512_bw_vl();
-  const onednn_bf16::PartFinish finish = [&](int64_t n0, int64_t n) {
-    if (avx512)
-      return bf16_conv_epilogue_pixels_avx512(parts, g.oc, bias.data(), mask_out, mask_in, y, n0 * per_image,
-                                              (n0 + n) * per_image);
-    std::vector<float> wide(static_cast<std::size_t>(std::min(block, n * per_image) * g.oc));
-    for (int64_t p = n0 * per_image, end = (n0 + n) * per_image; p < end; p += block)
-      bf16_conv_epilogue_pixels(parts, g.oc, bias.data(), mask_out, mask_in, y, wide.data(), p, std::min(p + block, end));
-  };
+  const Bf16ConvEpilogue epilogue(parts, g, in, parts.mask_out ? data_of<bool>(out[1]) : nullptr, y);
+  const onednn_bf16::PartFinish finish = [&](int64_t n0, int64_t n) { epilogue.images(n0, n); };
   if (parts.column_sums || in[0].impl()->shape.num_elements() == 0 ||
       !onednn_bf16::conv_forward(g, data_of<bfloat16_t>(in[0]), data_of<bfloat16_t>(in[1]), y, finish))
     run_steps_eagerly([&](auto op) { return run_epilogue_steps(OpId::Conv2D, product_attrs(e), parts, in, op); }, out);
 }
 
+// conv2d_epilogue with pool_winners (a bfloat16 training layer's relu(conv2d(x, f) + b) read by
+// its max_pool2d and by that pool's masked gradient): outputs (pooled, activation, winners). The
+// thread that finished a part of oneDNN's convolution pools its images while they are in cache
+// and notes each window's winner, so neither the pool nor its gradient reads the activation
+// again (the gradient reads the winners, an eighth of its bytes for 2 x 2 windows). The
+// activation is still written: the gradient takes its shape. The pool's bits are
+// max_pool_forward_bf16's, the activation's the epilogue's.
+void kernel_conv2d_epilogue_pool_winners(const Conv2DEpilogueAttrs& e, const EpilogueParts& parts,
+                                         const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  const GroupedGeom gg = conv_geometry(in[0], in[1], product_attrs(e).get<Conv2DAttrs>());
+  const ConvGeom& g = gg.g;
+  const TensorShape product({g.n, g.oh, g.ow, g.oc});
+  const char* op = "conv2d_epilogue";
+  const Window wh = window_1d(op, "height", g.oh, e.pool_ksize[0], 1, e.pool_strides[0], e.pool_padding);
+  const Window ww = window_1d(op, "width", g.ow, e.pool_ksize[1], 1, e.pool_strides[1], e.pool_padding);
+  const PoolGeom pool{g.n, g.oh, g.ow, g.oc, e.pool_ksize[0], e.pool_ksize[1], e.pool_strides[0], e.pool_strides[1],
+                      wh.out, ww.out, wh.pad_before, ww.pad_before};
+  TG_CHECK(out.size() == 3 && pool_winners_fit(pool), "conv2d_epilogue's pool winners unchecked");
+  if (product.num_elements() == 0 || out[0].impl()->shape.num_elements() == 0) return;
+  std::vector<Tensor> activation{out[1]};
+  bfloat16_t* const y = data_of<bfloat16_t>(out[1]);
+  bfloat16_t* const pooled = data_of<bfloat16_t>(out[0]);
+  uint8_t* const winners = data_of<uint8_t>(out[2]);
+  if (gg.groups == 1 && epilogue_fits(parts, in, activation, product)) {
+    const Bf16ConvEpilogue epilogue(parts, g, in, nullptr, y);
+    const onednn_bf16::PartFinish finish = [&](int64_t n0, int64_t n) {
+      epilogue.images(n0, n);
+      max_pool_winners_bf16(pool, y, pooled, winners, n0, n0 + n);
+    };
+    if (onednn_bf16::conv_forward(g, data_of<bfloat16_t>(in[0]), data_of<bfloat16_t>(in[1]), y, finish)) return;
+  }
+  run_steps_eagerly([&](auto step) { return run_epilogue_steps(OpId::Conv2D, product_attrs(e), parts, in, step); },
+                    activation);
+  max_pool_winners_bf16(pool, y, pooled, winners, 0, g.n);
+}
+
 void kernel_conv2d_epilogue(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
   const Conv2DEpilogueAttrs& e = attrs.get<Conv2DEpilogueAttrs>();
   const EpilogueParts parts = EpilogueParts::of(e);
+  if (e.max_pool && e.pool_winners) return kernel_conv2d_epilogue_pool_winners(e, parts, in, out);
   if (e.max_pool) return kernel_conv2d_epilogue_max_pool(e, parts, in, out);
   const GroupedGeom gg = conv_geometry(in[0], in[1], product_attrs(e).get<Conv2DAttrs>());
   const ConvGeom& g = gg.g;

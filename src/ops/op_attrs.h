@@ -311,7 +311,10 @@ struct Conv2DTransposeAttrs {
 
 /// conv2d_epilogue (made by the optimiser from a conv2d and the fused node after it): the
 /// convolution's attributes, and the epilogue's parts as in MatMulEpilogueAttrs; with max_pool,
-/// a max_pool2d of the result (pool_*: its Pool2DAttrs) that was its only reader.
+/// a max_pool2d of the result (pool_*: its Pool2DAttrs) that was its only reader. With
+/// pool_winners too (training, windows that tile): outputs (pooled, the result, winners), winners
+/// a uint8 per pooled element: the window position of its first maximum where that maximum is
+/// > 0, else 255 - what max_pool2d_grad_masked needs in place of reading the result again.
 struct Conv2DEpilogueAttrs {
   std::vector<int64_t> strides{1, 1};
   std::vector<int64_t> dilations{1, 1};
@@ -324,10 +327,12 @@ struct Conv2DEpilogueAttrs {
   std::vector<int64_t> pool_ksize{1, 1};
   std::vector<int64_t> pool_strides{1, 1};
   int64_t pool_padding = 0;
+  bool pool_winners = false;
   template <class F> void for_each_field(F&& f) const {
     f("strides", strides); f("dilations", dilations); f("padding", padding); f("bias", bias);
     f("mask_out", mask_out); f("relu", relu); f("mask_in", mask_in); f("max_pool", max_pool);
     f("pool_ksize", pool_ksize); f("pool_strides", pool_strides); f("pool_padding", pool_padding);
+    f("pool_winners", pool_winners);
   }
   bool operator==(const Conv2DEpilogueAttrs&) const = default;
 };

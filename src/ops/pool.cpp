@@ -113,13 +113,32 @@ void kernel_max_pool2d_grad(const std::vector<Tensor>& in, const OpAttrs& attrs,
 // (the CNN demo's first layer: 1.15 ms of its step). The mask input is bool, or a tensor of the
 // input's dtype m standing for m > 0: the optimiser passes x itself where x is relu's result
 // and the mask was relu's input > 0 (the same booleans, NaN and -0 included), and the bfloat16
-// kernel then reads it off each window's maximum instead of a bool tensor. ----
+// kernel then reads it off each window's maximum instead of a bool tensor. A uint8 mask is the
+// winners of a bfloat16 conv2d_epilogue with pool_winners (one byte per element of dy: the window
+// position of the first maximum where it is > 0, else 255), and x is then read for its shape
+// only: the gradient where the mask is x > 0, as above, without reading x again. ----
 
 constexpr const char* kMaskedPoolGrad = "max_pool2d_grad_masked";
 
 std::vector<ValueType> infer_max_pool2d_grad_masked(const std::vector<ValueType>& in, const OpAttrs& attrs) {
   const MaxPoolGradMaskedAttrs& a = attrs.get<MaxPoolGradMaskedAttrs>();
   ValueType dx = infer_pool_grad(kMaskedPoolGrad, "max_pool2d", {in[0], in[1]}, a.pool).at(0);
+  if (in[2].dtype == DType::UInt8) {
+    require_dtype(kMaskedPoolGrad, in[0], {DType::BFloat16}, "with a winners mask (uint8), an input");
+    if (!in[2].shape.is_compatible_with(in[1].shape))
+      op_error<InvalidArgumentError>(kMaskedPoolGrad, "the winners have shape ", in[2].shape.to_string(),
+                                     " but the gradient has shape ", in[1].shape.to_string(),
+                                     "; expected one winner per element of the gradient");
+    if (a.pool.padding != static_cast<int64_t>(Padding::Valid) || a.pool.ksize != a.pool.strides ||
+        a.pool.ksize[0] * a.pool.ksize[1] > 16)
+      op_error<InvalidArgumentError>(kMaskedPoolGrad, "winners need a VALID pool whose strides are its window of ",
+                                     "at most 16 elements; got window ", format_list(a.pool.ksize), ", strides ",
+                                     format_list(a.pool.strides), ", padding ", a.pool.padding,
+                                     "; pass a bool mask instead");
+    if (!a.channel_sums) return {dx};
+    const int64_t channels = dx.shape.has_rank() ? dx.shape.dims().back() : None;
+    return {dx, ValueType{dx.dtype, TensorShape({channels})}};
+  }
   if (in[2].dtype != DType::Bool) require_same_dtype(kMaskedPoolGrad, in[0], "input", in[2], "a mask's source");
   else require_dtype(kMaskedPoolGrad, in[2], {DType::Bool}, "a mask");
   dx.shape = broadcast_shapes(kMaskedPoolGrad, in[2].shape, dx.shape);  // where's result
@@ -129,10 +148,32 @@ std::vector<ValueType> infer_max_pool2d_grad_masked(const std::vector<ValueType>
   return {dx, ValueType{dx.dtype, TensorShape({channels})}};
 }
 
+// The gradient from a conv2d_epilogue's pool winners (in[2]); x (in[0]) gives the shape only.
+void masked_pool_grad_of_winners(const MaxPoolGradMaskedAttrs& a, const std::vector<Tensor>& in,
+                                 std::vector<Tensor>& out) {
+  const PoolGeom g = pool_geometry(kMaskedPoolGrad, in[0], a.pool);
+  const TensorShape pooled({g.n, g.oh, g.ow, g.c});
+  if (!(in[1].impl()->shape == pooled) || !(in[2].impl()->shape == pooled) || !pool_winners_fit(g))
+    op_error<InvalidArgumentError>(kMaskedPoolGrad, "the gradient ", in[1].impl()->shape.to_string(), " and winners ",
+                                   in[2].impl()->shape.to_string(), " must both be the pool's output ",
+                                   pooled.to_string(), " of windows that tile the input ",
+                                   in[0].impl()->shape.to_string(), "; pass a bool mask instead");
+  if (empty_pool_input(in[0])) {
+    if (a.channel_sums) std::fill_n(data_of<bfloat16_t>(out[1]), g.c, bfloat16_t{});
+    return;
+  }
+  std::optional<EpilogueColumnSums> sums;
+  if (a.channel_sums) sums.emplace(g.n * g.h * g.w, g.c);
+  max_pool_backward_winners_bf16(g, data_of<uint8_t>(in[2]), data_of<bfloat16_t>(in[1]), data_of<bfloat16_t>(out[0]),
+                                 sums ? sums->leaves() : nullptr);
+  if (sums) sums->finish(data_of<bfloat16_t>(out[0]), data_of<bfloat16_t>(out[1]));
+}
+
 void kernel_max_pool2d_grad_masked(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {
   const MaxPoolGradMaskedAttrs& a = attrs.get<MaxPoolGradMaskedAttrs>();
   const TensorShape& shape = in[0].impl()->shape;
   const bool bf16 = in[0].impl()->dtype == DType::BFloat16;
+  if (in[2].impl()->dtype == DType::UInt8) return masked_pool_grad_of_winners(a, in, out);
   Tensor mask = in[2];
   bool positive = false;  // mask = x > 0, read off each window's maximum by the kernel
   if (mask.impl()->dtype != DType::Bool) {
