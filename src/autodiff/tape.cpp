@@ -12,6 +12,7 @@
 #include "core/check.h"
 #include "core/tensor_impl.h"
 #include "graph/graph_ir.h"
+#include "ops/grad_helpers.h"
 #include "ops/random.h"
 #include "ops/variable_state.h"
 #include "runtime/executor.h"
@@ -98,6 +99,74 @@ void add_entry(TapeState& tape, TapeEntry entry) {
 }
 
 Tensor accumulate(const Tensor& sum, const Tensor& g) { return sum.defined() ? add(sum, g) : g; }
+
+// A slice's gradient held back from the sum (walk_back): the slice's incoming gradient and where
+// the slice sits. Its own rule pads it with zeros to its input's shape.
+struct SlicePart {
+  Tensor grad;
+  Tensor input;
+  const SliceAttrs* attrs;  // the entry's (the tape's entries do not move)
+};
+
+// Whether the slices' gradients go to `x` as one concat: float32 / float64, at least two slices
+// that lie side by side along one axis, together covering x, each whole along every other axis.
+// Then the sum of their padded gradients (every element adds one slice's value to zeros, in any
+// order: that value + 0.0) is the concat of (gradient + 0.0), without writing and adding the
+// zeros (an LSTM's four gates: 4 x 4 padded blocks of the step's width). Returns the axis, or -1.
+int concat_axis(const Tensor& x, const std::vector<SlicePart>& parts) {
+  if (parts.size() < 2 || (x.dtype() != float32 && x.dtype() != float64)) return -1;
+  const TensorShape& xs = static_shape(x);
+  if (!xs.has_rank() || xs.rank() == 0) return -1;
+  const auto rank = static_cast<std::size_t>(xs.rank());
+  // The extent of part p along axis d, or -1 when it is not known while tracing.
+  auto extent = [&](const SlicePart& p, std::size_t d) -> int64_t {
+    const int64_t size = p.attrs->size[d], dim = xs.dims()[d];
+    if (size >= 0) return size;
+    return dim == None ? -1 : dim - p.attrs->begin[d];
+  };
+  int axis = -1;
+  for (const SlicePart& p : parts) {
+    if (p.attrs->begin.size() != rank || p.attrs->size.size() != rank) return -1;
+    for (std::size_t d = 0; d < rank; ++d) {
+      const bool whole = p.attrs->begin[d] == 0 && (p.attrs->size[d] == -1 || (xs.dims()[d] != None && p.attrs->size[d] == xs.dims()[d]));
+      if (whole) continue;
+      if (axis != -1 && axis != static_cast<int>(d)) return -1;
+      axis = static_cast<int>(d);
+    }
+  }
+  if (axis == -1 || xs.dims()[static_cast<std::size_t>(axis)] == None) return -1;
+  const auto a = static_cast<std::size_t>(axis);
+  std::vector<std::pair<int64_t, int64_t>> ranges;  // [begin, end) along the axis
+  for (const SlicePart& p : parts) {
+    const int64_t b = p.attrs->begin[a], e = extent(p, a);
+    if (b < 0 || e <= 0) return -1;
+    ranges.emplace_back(b, b + e);
+  }
+  std::sort(ranges.begin(), ranges.end());
+  int64_t at = 0;
+  for (const auto& [b, e] : ranges) {
+    if (b != at) return -1;
+    at = e;
+  }
+  return at == xs.dims()[a] ? axis : -1;
+}
+
+// The sum of the slices' gradients: their concat when concat_axis allows, else each padded by
+// the slice's own rule and added in order, as accumulate would have.
+Tensor sum_slice_parts(const Tensor& x, std::vector<SlicePart>& parts) {
+  const int axis = concat_axis(x, parts);
+  if (axis >= 0) {
+    const auto a = static_cast<std::size_t>(axis);
+    std::stable_sort(parts.begin(), parts.end(),
+                     [&](const SlicePart& l, const SlicePart& r) { return l.attrs->begin[a] < r.attrs->begin[a]; });
+    std::vector<Tensor> pieces;
+    for (const SlicePart& p : parts) pieces.push_back(p.grad + 0.0);  // -0.0 -> +0.0, as the padded sum
+    return concat(pieces, axis);
+  }
+  Tensor sum;
+  for (const SlicePart& p : parts) sum = accumulate(sum, pad_like(p.grad, p.input, p.attrs->begin));
+  return sum;
+}
 
 // The first Variable of `vars` that a control-flow op's sub-graphs (nested ones included) read,
 // or nullptr.
@@ -194,6 +263,16 @@ std::vector<Tensor> walk_back(TapeState& tape, const std::vector<Tensor>& target
     for (const Tensor& o : entry.outputs) reach.insert(o.impl().get());
   }
   std::unordered_map<const TensorImpl*, Tensor> grads;
+  // Slice gradients held back while a tensor's gradient is only a sum of slices' (SlicePart);
+  // joined into `grads` when the gradient is read or another kind of gradient arrives.
+  std::unordered_map<const TensorImpl*, std::vector<SlicePart>> slice_parts;
+  auto join_slices = [&](const Tensor& x) {
+    auto it = slice_parts.find(x.impl().get());
+    if (it == slice_parts.end()) return;
+    Tensor& g = grads[x.impl().get()];
+    g = accumulate(g, sum_slice_parts(x, it->second));
+    slice_parts.erase(it);
+  };
   // Sparse gradients of sources (sparse_out only), kept apart until a dense one is needed.
   std::unordered_map<const TensorImpl*, std::vector<IndexedSlices>> sparse;
   std::unordered_set<const TensorImpl*> sources;
@@ -211,6 +290,7 @@ std::vector<Tensor> walk_back(TapeState& tape, const std::vector<Tensor>& target
     std::vector<bool> reached;
     out_grads.reserve(entry.outputs.size());
     for (const Tensor& o : entry.outputs) {
+      join_slices(o);
       // A source that an earlier op made (a watched intermediate): its sparse gradients join
       // the dense one that flows on to that op.
       if (auto s = sparse.find(o.impl().get()); s != sparse.end()) {
@@ -227,6 +307,15 @@ std::vector<Tensor> walk_back(TapeState& tape, const std::vector<Tensor>& target
     if (sparse_out && !entry.custom && entry.op == OpId::Gather && sources.count(entry.inputs[0].impl().get())) {
       if (std::optional<IndexedSlices> slices = gather_slices(entry, out_grads[0])) {
         sparse[entry.inputs[0].impl().get()].push_back(std::move(*slices));
+        continue;
+      }
+    }
+    if (!entry.custom && entry.op == OpId::Slice && reach.count(entry.inputs[0].impl().get())) {
+      // Held back while the input's gradient has no other kind of term (none came first).
+      const Tensor& x = entry.inputs[0];
+      auto g = grads.find(x.impl().get());
+      if (g == grads.end() || !g->second.defined()) {
+        slice_parts[x.impl().get()].push_back({out_grads[0], x, &entry.attrs.get<SliceAttrs>()});
         continue;
       }
     }
@@ -251,6 +340,7 @@ std::vector<Tensor> walk_back(TapeState& tape, const std::vector<Tensor>& target
       TG_CHECK(in_grads[i].dtype() == in.dtype(), "gradient rule of ",
                entry.custom ? "a function call" : op_def(entry.op).name, " gave a ",
                to_string(in_grads[i].dtype()), " gradient for a ", to_string(in.dtype()), " input");
+      join_slices(in);
       Tensor& g = grads[in.impl().get()];
       g = accumulate(g, in_grads[i]);
     }
@@ -263,6 +353,11 @@ std::vector<Tensor> walk_back(TapeState& tape, const std::vector<Tensor>& target
     std::unordered_set<const TensorImpl*> seen;  // eager reads of one variable share a handle
     for (const TensorImpl* k : group) {
       if (!seen.insert(k).second) continue;
+      if (auto p = slice_parts.find(k); p != slice_parts.end()) {
+        Tensor& g = grads[k];
+        g = accumulate(g, sum_slice_parts(p->second.front().input, p->second));
+        slice_parts.erase(p);
+      }
       auto it = grads.find(k);
       if (it != grads.end()) sum = accumulate(sum, it->second);
       if (auto s = sparse.find(k); s != sparse.end()) parts.insert(parts.end(), s->second.begin(), s->second.end());

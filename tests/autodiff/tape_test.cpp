@@ -6,6 +6,7 @@
 
 #include "autodiff/grad_check.h"
 #include "autodiff/tape.h"
+#include "core/thread_pool.h"
 #include "support/test_util.h"
 #include "trace/function_core.h"
 
@@ -537,6 +538,96 @@ TEST(HigherOrder, ThirdDerivativeThroughNestedTapesAroundATracedFunction) {
   EXPECT_NEAR(d1.item<double>(), -std::sin(1.0), 1e-12);
   EXPECT_NEAR(d2.item<double>(), -std::cos(1.0), 1e-12);
   EXPECT_NEAR(d3.item<double>(), std::sin(1.0), 1e-12);
+}
+
+
+// ---- the gradient of side-by-side slices ----
+
+// d/dx of sum_k <slice_k(x), g_k> for x (2, width), slice k taking columns [begin, begin + cols),
+// under a tape: eagerly, or inside a traced function (optimised or not).
+Tensor slices_gradient(const Tensor& x, const std::vector<std::pair<int64_t, int64_t>>& ranges,
+                       const std::vector<Tensor>& gs) {
+  GradientTape tape;
+  tape.watch(x);
+  Tensor target;
+  for (std::size_t k = 0; k < ranges.size(); ++k) {
+    const Tensor term = reduce_sum(slice(x, {0, ranges[k].first}, {-1, ranges[k].second}) * gs[k]);
+    target = target.defined() ? target + term : term;
+  }
+  return tape.gradient(target, x);
+}
+
+// The sum of the slices' gradients padded with zeros, added in the tape's order (the last
+// slice's first), element by element in float.
+std::vector<float> padded_sum(int64_t width, const std::vector<std::pair<int64_t, int64_t>>& ranges,
+                              const std::vector<std::vector<float>>& gs) {
+  std::vector<float> sum;
+  for (std::size_t k = ranges.size(); k-- > 0;) {
+    std::vector<float> padded(static_cast<std::size_t>(2 * width), 0.0f);
+    for (int64_t r = 0; r < 2; ++r)
+      for (int64_t c = 0; c < ranges[k].second; ++c)
+        padded[static_cast<std::size_t>(r * width + ranges[k].first + c)] =
+            gs[k][static_cast<std::size_t>(r * ranges[k].second + c)];
+    if (sum.empty()) sum = padded;
+    else for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += padded[i];
+  }
+  return sum;
+}
+
+// Slices that tile x along one axis (an LSTM's gates) get their gradients concatenated instead
+// of padded and added; both give the same bits, -0.0 (which the padded sum turns into +0.0),
+// NaN and infinities included. Slices that overlap, leave a gap or stand alone keep the padded
+// sum (a lone slice keeps its -0.0). Eager, traced and traced-and-optimised at 1 and 2 threads.
+TEST(SliceGradients, SideBySideSlicesGiveThePaddedSumBitForBit) {
+  const float nz = -0.0f;
+  const int64_t width = 8;
+  const Tensor x = constant(std::vector<float>(16, 1.5f), {2, width});
+  struct Case {
+    const char* what;
+    std::vector<std::pair<int64_t, int64_t>> ranges;
+  };
+  const std::vector<Case> cases = {
+      {"four slices tiling the columns, out of order", {{3, 3}, {0, 2}, {6, 2}, {2, 1}}},
+      {"two slices that overlap", {{0, 5}, {3, 5}}},
+      {"two slices with a gap", {{0, 3}, {5, 3}}},
+      {"one slice", {{2, 4}}},
+  };
+  const std::vector<float> pool = {nz, 2.5f, -1.25f, nz, testing::values::kInfF, 0.0f, -3.0f, 7.0f, nz, 0.5f};
+  const int threads = detail::num_threads();
+  for (const Case& c : cases) {
+    std::vector<Tensor> gs;
+    std::vector<std::vector<float>> values;
+    std::size_t next = 0;
+    for (const auto& [begin, cols] : c.ranges) {
+      std::vector<float> v;
+      for (int64_t i = 0; i < 2 * cols; ++i) v.push_back(pool[next++ % pool.size()]);
+      // NaN only where no other slice adds to the element (its payload is not in question).
+      if (c.ranges.size() != 2 || begin != 3) v[0] = testing::values::kNanF;
+      values.push_back(v);
+      gs.push_back(constant(v, {2, cols}));
+    }
+    const Tensor expected = constant(padded_sum(width, c.ranges, values), {2, width});
+    const std::vector<Tensor> in = {x};
+    const auto ranges = c.ranges;
+    auto run = [&](const std::vector<Tensor>& args) { return std::vector<Tensor>{slices_gradient(args[0], ranges, gs)}; };
+    for (int n : {1, 2}) {
+      detail::set_num_threads(n);
+      EXPECT_TRUE(testing::same_bits(run(in)[0], expected)) << c.what << ", eager, " << n << " threads";
+      for (bool optimize : {false, true}) {
+        auto traced = function(run, {.optimize = optimize});
+        EXPECT_TRUE(testing::same_bits(traced(in)[0], expected))
+            << c.what << (optimize ? ", traced and optimised, " : ", traced, ") << n << " threads";
+      }
+    }
+    detail::set_num_threads(threads);
+  }
+  // The tiling case's gradient has no -0.0 left, the lone slice's keeps it.
+  const std::vector<float> lone = slices_gradient(x, {{2, 4}}, {constant(std::vector<float>(8, nz), {2, 4})}).to_vector<float>();
+  EXPECT_TRUE(std::signbit(lone[2]));
+  const std::vector<float> tiled = slices_gradient(x, {{0, 4}, {4, 4}}, {constant(std::vector<float>(8, nz), {2, 4}),
+                                                                      constant(std::vector<float>(8, nz), {2, 4})})
+                                       .to_vector<float>();
+  for (float v : tiled) EXPECT_FALSE(std::signbit(v));
 }
 
 }  // namespace

@@ -112,10 +112,11 @@ TEST(BatchProducts, AnUnrolledCellsProductsBecomeOne) {
   // Forward: one x W for all steps and one h U per step (the first h is zeros but still a
   // product); backward: one product for each weight's gradient, and dz U^T but for the first
   // step. The steps' x W are index views, and x^T dz stacks x_t as the forward batch does: one
-  // concatenation of x_t (the stacked dz_t are shared too).
+  // concatenation of x_t (the stacked dz_t are shared too). Each step's dz is the concatenation
+  // of its four gates' gradients.
   const Graph graph = optimised.get_concrete_function(x).optimized_graph();
   EXPECT_EQ(count_op(graph, "matmul"), 1 + kSteps + 2 + kSteps - 1) << graph.to_string();
-  EXPECT_EQ(count_op(graph, "concat"), 3) << graph.to_string();
+  EXPECT_EQ(count_op(graph, "concat"), 3 + kSteps) << graph.to_string();
   EXPECT_GE(count_op(graph, "index"), kSteps) << graph.to_string();
 }
 
