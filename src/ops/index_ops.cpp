@@ -430,17 +430,28 @@ void kernel_scatter_add_like(const std::vector<Tensor>& in, const OpAttrs& op_at
       const T* g = data_of<T>(in[0]);
       T* y = data_of<T>(out[0]);
       // Threads take ranges [r0, r1) of the output's outer * bound rows, each scanning every
-      // index for its own: a row's sum runs in index order on any thread count.
+      // index for its own: a row's sum runs in index order on any thread count. A row's first
+      // term is written as T{} + term, what adding it to a row of zeros gives, and only the rows
+      // no index names are filled with zeros: each output row is written once (a loop's
+      // gradient scatters every row of its sequence exactly once).
       auto add_rows = [&](int64_t r0, int64_t r1) {
-        std::fill_n(y + r0 * inner, (r1 - r0) * inner, T{});
+        std::vector<char> written(static_cast<std::size_t>(r1 - r0), 0);
         for (int64_t o = r0 / bound; o < outer && o * bound < r1; ++o)
           for (int64_t j = 0; j < m; ++j) {
             const int64_t r = o * bound + (wide ? i64[j] : static_cast<int64_t>(i32[j]));
             if (r < r0 || r >= r1) continue;
             const T* src = g + (o * m + j) * inner;
             T* dst = y + r * inner;
-            for (int64_t k = 0; k < inner; ++k) dst[k] += src[k];
+            char& w = written[static_cast<std::size_t>(r - r0)];
+            if (w) {
+              for (int64_t k = 0; k < inner; ++k) dst[k] += src[k];
+            } else {
+              for (int64_t k = 0; k < inner; ++k) dst[k] = static_cast<T>(T{} + src[k]);
+              w = 1;
+            }
           }
+        for (int64_t r = r0; r < r1; ++r)
+          if (!written[static_cast<std::size_t>(r - r0)]) std::fill_n(y + r * inner, inner, T{});
       };
       const int64_t rows = outer * bound;
       if (std::max(outer * m, rows) * inner < 2 * kParallelMinElements) add_rows(0, rows);

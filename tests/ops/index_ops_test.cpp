@@ -1,4 +1,6 @@
 // Index ops: slice, gather, one_hot.
+#include <cmath>
+
 #include "core/tensor_impl.h"
 #include "ops/grad_helpers.h"
 #include "ops/op.h"
@@ -186,6 +188,42 @@ TEST(IndexOps, LargeGathersAndBroadcastsGiveTheSameBytesOnOneAndTwoThreads) {
     EXPECT_TRUE(tg::testing::same_bits(broadcast_to(b_low, dims), constant(e_low, to, float32)));
   }
   config::set_num_threads(threads_before);
+}
+
+// scatter_add_like writes each row once: a row's first term as 0 + term (what adding it to a
+// row of zeros gave: -0.0 becomes +0.0), later terms added in index order, rows no index names
+// zeros. A small case and one split over threads (32 rows of 32 x 512, as a loop gradient's
+// stored rows), against sums worked out element by element, on 1 and 2 threads.
+TEST(IndexOps, ScatterAddLikeWritesARowsFirstTermAsZeroPlusTerm) {
+  const float nz = -0.0f;
+  const Tensor g = constant({{nz, 2.f}, {nz, nz}, {1.f, nz}});
+  const std::vector<float> small = detail::scatter_add_like(g, constant({2, 0, 2}), zeros({4, 2}), 0).to_vector<float>();
+  // row 0: 0 + (-0, -0); row 2: (0 + (-0, 2)) + (1, -0); rows 1 and 3 not named.
+  for (std::size_t i : {std::size_t{0}, std::size_t{1}, std::size_t{2}, std::size_t{3}, std::size_t{6}, std::size_t{7}})
+    EXPECT_TRUE(small[i] == 0.0f && !std::signbit(small[i])) << "element " << i;
+  EXPECT_EQ(small[4], 1.0f);
+  EXPECT_EQ(small[5], 2.0f);
+
+  const int64_t rows = 32, inner = 32 * 512;
+  std::vector<float> values = tg::testing::seeded_values({rows + 2, inner}, float32, 21).to_vector<float>();
+  for (std::size_t k = 0; k < values.size(); k += 7) values[k] = nz;
+  std::vector<int32_t> idx;
+  for (int64_t j = 0; j < rows + 2; ++j) idx.push_back(static_cast<int32_t>((rows - 1 - j + rows) % rows));
+  idx[5] = idx[9];  // one row twice, one row (idx 5's) never
+  std::vector<float> expected(static_cast<std::size_t>(rows * inner), 0.0f);
+  for (std::size_t j = 0; j < idx.size(); ++j)
+    for (int64_t k = 0; k < inner; ++k)
+      expected[static_cast<std::size_t>(idx[j] * inner + k)] += values[j * static_cast<std::size_t>(inner) + static_cast<std::size_t>(k)];
+  const Tensor big = constant(values, TensorShape{rows + 2, 32, 512}, float32);
+  const Tensor indices = constant(idx, TensorShape{rows + 2}, int32);
+  const int threads = config::num_threads();
+  for (int n : {1, 2}) {
+    config::set_num_threads(n);
+    EXPECT_TRUE(tg::testing::same_bits(detail::scatter_add_like(big, indices, zeros({rows, 32, 512}), 0),
+                                       constant(expected, TensorShape{rows, 32, 512}, float32)))
+        << n << " threads";
+  }
+  config::set_num_threads(threads);
 }
 
 TEST(IndexOpsTraced, GatherBoundsAreCheckedWhenTheGraphRuns) {
