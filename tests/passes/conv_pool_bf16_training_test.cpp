@@ -43,6 +43,12 @@ Tensor grid_bf16(const Dims& d, uint64_t seed, Specials specials) {
   return cast(constant(v, TensorShape(d)), bfloat16);
 }
 
+std::vector<uint16_t> bits_of(const std::vector<bfloat16_t>& v) {
+  std::vector<uint16_t> b(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) b[i] = v[i].bits;
+  return b;
+}
+
 struct LayerCase {
   std::string label;
   Dims x, f;
@@ -143,6 +149,43 @@ TEST(ConvMaxPoolBFloat16Training, TheGradientReadsTheWinners) {
   EXPECT_EQ(count_op(*ir, "max_pool2d"), 0);
 }
 
+// Sums that are subnormal (a bias of bfloat16 subnormals where the filter's column is zero, so
+// the product is 0) keep the bits of the add apart, which rounds them as they are where the
+// AVX512_BF16 conversion would read them as zero; 40 channels: a step of 32 and a tail of 8.
+TEST(ConvMaxPoolBFloat16Training, SubnormalSumsKeepTheBitsOfTheOpsApart) {
+  detail::set_verify_graphs(true);
+  auto optimised = function(layer_step);
+  auto plain = function(layer_step, {.optimize = false});
+  auto forward = [](const Tensor& x, const Tensor& f, const Tensor& b) {
+    return relu(conv2d(x, f, {1, 1}, Padding::Same) + b);
+  };
+  auto forward_optimised = function(forward);
+  const Dims xd{4, 8, 6, 3}, fd{3, 3, 3, 40};
+  std::vector<float> fv = cast(grid_bf16(fd, 31, Specials::kNone), float32).to_vector<float>();
+  for (std::size_t i = 0; i < fv.size(); ++i)
+    if (i % 40 % 3 == 0) fv[i] = 0.0f;  // these channels' products are 0
+  std::vector<bfloat16_t> bv = grid_bf16({40}, 32, Specials::kNone).to_vector<bfloat16_t>();
+  const uint16_t subnormals[] = {0x0001, 0x8001, 0x007f, 0x8040, 0x0035};
+  for (std::size_t k = 0; k < bv.size(); k += 3) bv[k] = bfloat16_t::from_bits(subnormals[k / 3 % 5]);
+  std::vector<float> bf32(bv.size());
+  for (std::size_t k = 0; k < bv.size(); ++k) bf32[k] = static_cast<float>(bv[k]);
+  const Tensor x = grid_bf16(xd, 30, Specials::kNone), f = cast(constant(fv, TensorShape(fd)), bfloat16);
+  const Tensor b = cast(constant(bf32, TensorShape({40})), bfloat16);
+  EXPECT_EQ(bits_of(b.to_vector<bfloat16_t>()), bits_of(bv));  // the subnormals survive the casts
+  const Tensor w = grid_bf16({4, 4, 3, 40}, 33, Specials::kNone);
+  const Tensor h = forward_optimised(x, f, b), want_h = forward(x, f, b);
+  EXPECT_TRUE(same_bits(h, want_h));
+  const std::vector<bfloat16_t> hv = h.to_vector<bfloat16_t>();
+  int subnormal = 0;
+  for (const bfloat16_t v : hv) subnormal += (v.bits & 0x7f80) == 0 && (v.bits & 0x7f) != 0;
+  EXPECT_GT(subnormal, 0);
+  const std::vector<Tensor> got = optimised(x, f, b, w, 2), want = plain(x, f, b, w, 2), eager = layer_step(x, f, b, w, 2);
+  for (std::size_t k = 0; k < got.size(); ++k) {
+    EXPECT_TRUE(same_bits(got[k], want[k])) << "output " << k;
+    EXPECT_TRUE(same_bits(got[k], eager[k])) << "output " << k;
+  }
+}
+
 // Pools whose windows do not tile (SAME, overlapping) and float32 layers keep their pool node;
 // the bits stay those of the graph apart.
 TEST(ConvMaxPoolBFloat16Training, PoolsThatDoNotTileKeepTheirNode) {
@@ -170,12 +213,6 @@ TEST(ConvMaxPoolBFloat16Training, PoolsThatDoNotTileKeepTheirNode) {
   const std::vector<Tensor> got = optimised(xf, ff, bf, 2, 2, valid), want = plain(xf, ff, bf, 2, 2, valid);
   for (std::size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(same_bits(got[i], want[i])) << "output " << i;
   EXPECT_EQ(count_op(optimised.get_concrete_function(xf, ff, bf, 2, 2, valid).optimized_graph(), "max_pool2d"), 1);
-}
-
-std::vector<uint16_t> bits_of(const std::vector<bfloat16_t>& v) {
-  std::vector<uint16_t> b(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) b[i] = v[i].bits;
-  return b;
 }
 
 // The kernels on their own, over any values (not only relu's): the pool of
