@@ -156,6 +156,35 @@ TEST(MatrixEpilogues, ATransformerLayersStepKeepsItsBits) {
   config::set_num_threads(threads_before);
 }
 
+// A 2-D GELU layer's gradient: dY w2^T times GELU's derivative is one product, which also sums
+// its rows for b1's gradient (column sums with a matrix: the row function's path, not the
+// registers'), on one thread and two.
+TEST(MatrixEpilogues, AGeluLayersGradientTakesTheDerivativeAndItsBiasGradient) {
+  detail::set_verify_graphs(true);
+  auto step = [](const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2) {
+    GradientTape tape;
+    for (const Tensor& v : {w1, b1, w2}) tape.watch(v);
+    const Tensor out = matmul(gelu(matmul(x, w1) + b1), w2);
+    return tape.gradient(reduce_sum(out * out), std::vector<Tensor>{w1, b1, w2});
+  };
+  const Tensor x = random_uniform({200, 48}, -1, 1, 1), w1 = random_uniform({48, 80}, -0.3f, 0.3f, 2);
+  const Tensor b1 = random_uniform({80}, -0.3f, 0.3f, 3), w2 = random_uniform({80, 24}, -0.3f, 0.3f, 4);
+  const int threads_before = config::num_threads();
+  for (const int threads : {1, 2}) {
+    config::set_num_threads(threads);
+    SCOPED_TRACE(::testing::Message() << threads << " threads");
+    auto optimised = function(step);
+    auto plain = function(step, {.optimize = false});
+    const std::vector<Tensor> got = optimised(x, w1, b1, w2), want = plain(x, w1, b1, w2);
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t k = 0; k < got.size(); ++k) EXPECT_TRUE(same_bits(got[k], want[k])) << "output " << k;
+    const Graph g = optimised.get_concrete_function(x, w1, b1, w2).optimized_graph();
+    EXPECT_EQ(count_op(g, "sum_to_like"), 0) << g.to_string();
+    EXPECT_EQ(count_op(g, "matmul_epilogue"), 1) << g.to_string();
+  }
+  config::set_num_threads(threads_before);
+}
+
 // Node-level refusals: a matrix on a bfloat16 product, and both flags at once.
 TEST(MatrixEpilogues, TheNodeRefusesWhatItCannotCompute) {
   const Tensor a = random_uniform({4, 8}, -1, 1, 1), b = random_uniform({8, 5}, -1, 1, 2), m = random_uniform({4, 5}, -1, 1, 3);
