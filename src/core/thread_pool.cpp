@@ -23,7 +23,7 @@ namespace {
 thread_local bool t_in_pool_job = false;
 
 // How long a thread spins for work (a worker) or for the other chunks (the caller) before it
-// sleeps on a condition variable: about 185 us here (a PAUSE is ~18 ns on this Zen 5). Waking
+// sleeps on a condition variable: 185-250 us here (a PAUSE measured 18-25 ns on this EPYC). Waking
 // a sleeping thread costs a futex system call on each side, 10-20 us on a VM. The parallel
 // kernels of a training step can be 100 us apart (the serial small ops between two products):
 // at 37 us of spinning the demo's batch-128 Adam step made 7 futex calls a step, at 185 us
