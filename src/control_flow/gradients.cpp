@@ -15,6 +15,7 @@
 #include "control_flow/subgraph.h"
 #include "core/check.h"
 #include "core/tensor_impl.h"
+#include "kernels/gemm.h"
 #include "tracegraph/control_flow.h"
 #include "tracegraph/gradient.h"
 #include "tracegraph/ops.h"
@@ -243,14 +244,19 @@ struct SplitBody {
 bool known_matrix(const TensorShape& s) { return s.is_fully_defined() && s.rank() == 2; }
 
 // Runs the nodes marked in `run`, in order, through the public ops; `values` holds the
-// placeholders' and residuals' values on entry.
-void run_marked(const GraphIR& g, const std::vector<char>& run, std::vector<std::vector<Tensor>>& values) {
+// placeholders' and residuals' values on entry. With `right_transposed`, a product whose entry
+// there is defined multiplies by it untransposed in place of its transposed right operand.
+void run_marked(const GraphIR& g, const std::vector<char>& run, std::vector<std::vector<Tensor>>& values,
+                const std::vector<Tensor>* right_transposed = nullptr) {
   std::vector<Tensor> args;
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     if (!run[i]) continue;
     const GraphNode& node = g.nodes[i];
     if (node.kind == NodeKind::kConst) {
       values[i] = {node.value};
+    } else if (right_transposed && (*right_transposed)[i].defined()) {
+      const Tensor& a = values[static_cast<std::size_t>(node.inputs[0].node)][static_cast<std::size_t>(node.inputs[0].output)];
+      values[i] = {matmul(a, (*right_transposed)[i], node.attrs.get<MatMulAttrs>().transpose_a, false)};
     } else if (node.kind == NodeKind::kOp) {
       args.clear();
       for (const ValueRef& in : node.inputs)
@@ -510,6 +516,31 @@ std::pair<std::vector<Tensor>, std::vector<Tensor>> backward_loop(const ControlF
                                                                   const std::vector<Tensor>& body_caps) {
   const GraphIR& graph = *s.graph;
   const std::vector<char> bwd_run = backward_nodes(s, caps, nullptr);
+  // A product by a transposed capture (a layer's dh = dz W^T) packed W^T again in every
+  // iteration: W^T is made once, before the loop, and the body multiplies by it untransposed.
+  // The AVX-512 kernels read a transposed B through the same untransposed copy, so the sums and
+  // bits are the same; with other kernels (BLAS, float64; decided as the gradient is built) the
+  // body keeps the transposed product.
+  std::vector<Tensor> right_transposed(graph.nodes.size());
+  bool any_transposed = false;
+  if (detail::own_avx512_kernels()) {
+    std::vector<Tensor> capture_transposed(s.m);
+    for (std::size_t i = 0; i < graph.nodes.size(); ++i) {
+      const GraphNode& node = graph.nodes[i];
+      if (!bwd_run[i] || node.kind != NodeKind::kOp || node.op != OpId::MatMul ||
+          !node.attrs.get<MatMulAttrs>().transpose_b)
+        continue;
+      const GraphNode& right = graph.node(node.inputs[1].node);
+      if (right.kind != NodeKind::kPlaceholder) continue;
+      const auto k = static_cast<std::size_t>(right.input_index);
+      if (k < s.n || k >= s.n + s.m) continue;
+      const Tensor& w = body_caps[k - s.n];
+      if (w.dtype() != DType::Float32 || !known_matrix(detail::static_shape(w))) continue;
+      if (!capture_transposed[k - s.n].defined()) capture_transposed[k - s.n] = transpose(w, {1, 0});
+      right_transposed[i] = capture_transposed[k - s.n];
+      any_transposed = true;
+    }
+  }
   // [iteration, store position, loop-variable gradients, dense capture gradients], and the
   // arrays of the captures' gradient parts.
   using Bwd = std::pair<std::vector<Tensor>, std::vector<TensorArray>>;
@@ -560,7 +591,7 @@ std::pair<std::vector<Tensor>, std::vector<Tensor>> backward_loop(const ControlF
         };
         for (std::size_t j = 0; j < s.residuals.size(); ++j) give(s.residuals[j], stored[j].read(iteration));
         for (const ValueRef& r : s.shapes_only) give(r, zeros(graph.type_of(r).shape, graph.type_of(r).dtype));
-        run_marked(graph, bwd_run, values);
+        run_marked(graph, bwd_run, values, any_transposed ? &right_transposed : nullptr);
         Bwd next;
         next.first = {iteration - 1, st.first[1] + 1};
         for (std::size_t i = 0; i < nf; ++i)

@@ -2,12 +2,14 @@
 // only (the body is not computed again there), a captured sequence read one step at a time and
 // a weight's product are gathered after the loop, and the numbers match finite differences and
 // the same computation unrolled. Also the in-place append of dynamic TensorArrays it relies on.
+#include <array>
 #include <cmath>
 #include <functional>
 #include <string>
 
 #include "control_flow/subgraph.h"
 #include "core/tensor_impl.h"
+#include "kernels/gemm.h"
 #include "support/test_util.h"
 #include "trace/concrete.h"
 #include "trace/function_core.h"
@@ -223,6 +225,84 @@ TEST(LoopGradient, ASecondOrderGradientIsRefused) {
   const Tensor x = constant(std::vector<double>{0.7, -0.4}, {2}, float64);
   EXPECT_TRUE(testing::throws_with<InvalidArgumentError>([&] { (void)second(x, constant(std::vector<double>{0.9, 1.1}, {2}, float64)); },
                                                          {"gradient of the gradient", "C++ loop"}));
+}
+
+// MatMul nodes with transpose_b == tb in the bodies of g's while nodes whose name ends with `suffix`.
+int body_products_transposing_b(const GraphIR& g, const std::string& suffix, bool tb) {
+  int n = 0;
+  for (const auto& node : g.nodes) {
+    if (node.kind != NodeKind::kOp || (node.op != OpId::While && node.op != OpId::StatefulWhile)) continue;
+    const auto& p = *node.attrs.get<detail::ControlFlowAttrs>().payload;
+    if (p.name.size() < suffix.size() || p.name.compare(p.name.size() - suffix.size(), suffix.size(), suffix) != 0)
+      continue;
+    for (const auto& b : p.subgraphs[1].graph->nodes)
+      n += b.kind == NodeKind::kOp && b.op == OpId::MatMul && b.attrs.get<detail::MatMulAttrs>().transpose_b == tb;
+  }
+  return n;
+}
+
+// What the backward loop's dh = dz U^T relies on: a float32 product by a transposed B gives the
+// bits of the product by B's transpose made first, on one thread and on two (split by columns,
+// over k, and by rows).
+TEST(LoopGradient, AProductByATransposedMatrixHasTheBitsOfOneByItsTranspose) {
+  const int threads_before = config::num_threads();
+  for (int threads : {1, 2}) {
+    config::set_num_threads(threads);
+    const std::array<std::array<int64_t, 3>, 4> shapes{{{32, 128, 512}, {3, 5, 20}, {33, 70, 100}, {256, 64, 48}}};
+    for (const auto& [m, n, k] : shapes) {
+      const Tensor a = random_uniform({m, k}, -1.0, 1.0, float32, 11);
+      const Tensor b = random_uniform({n, k}, -1.0, 1.0, float32, 12);
+      EXPECT_TRUE(testing::same_bits(matmul(a, b, false, true), matmul(a, transpose(b, {1, 0}))))
+          << m << " x " << k << " times (" << n << " x " << k << ")^T on " << threads << " threads";
+      const Tensor at = random_uniform({k, m}, -1.0, 1.0, float32, 13);
+      EXPECT_TRUE(testing::same_bits(matmul(at, b, true, true), matmul(at, transpose(b, {1, 0}), true, false)))
+          << "transposed a, " << threads << " threads";
+    }
+  }
+  config::set_num_threads(threads_before);
+}
+
+// A float32 loop's backward loop multiplies dz by U^T and K^T made once before it (not by U and
+// K transposed in every iteration), and its gradients keep their bits: traced and
+// traced-and-optimised give the same, and the gradients summed in the loop (x's rows and b's)
+// those of the eager tape, on one thread and on two. (The weights' gradients, one product over
+// all iterations after a traced loop, are summed in another order than the eager tape's.)
+TEST(LoopGradient, TheBackwardLoopMultipliesByATransposeMadeBeforeIt) {
+  const Inputs in64;
+  const Tensor x = cast(in64.x, float32), k = cast(in64.k, float32), u = cast(in64.u, float32),
+               b = cast(in64.b, float32);
+  auto step = [](const Tensor& x, const Tensor& k, const Tensor& u, const Tensor& b) {
+    GradientTape tape;
+    for (const Tensor* t : {&x, &k, &u, &b}) tape.watch(*t);
+    return tape.gradient(looped(x, k, u, b), std::vector<Tensor>{x, k, u, b});
+  };
+  auto plain = function(step, {.optimize = false});
+  auto optimised = function(step);
+  if (detail::own_avx512_kernels()) {
+    const GraphIR& g = *detail::FunctionAccess::impl(plain.get_concrete_function(x, k, u, b))->ir;
+    EXPECT_EQ(body_products_transposing_b(g, "_grad", true), 0);
+    EXPECT_EQ(body_products_transposing_b(g, "_grad", false), 2);
+  }
+  const int threads_before = config::num_threads();
+  for (int threads : {1, 2}) {
+    config::set_num_threads(threads);
+    const std::vector<Tensor> want = step(x, k, u, b);
+    const std::vector<Tensor> got_plain = plain(x, k, u, b), got_optimised = optimised(x, k, u, b);
+    ASSERT_EQ(want.size(), 4u);
+    ASSERT_EQ(got_plain.size(), 4u);
+    ASSERT_EQ(got_optimised.size(), 4u);
+    for (std::size_t i = 0; i < 4; ++i) {
+      EXPECT_TRUE(testing::same_bits(got_optimised[i], got_plain[i])) << "input " << i << ", " << threads << " threads";
+      if (i == 0 || i == 3)
+        EXPECT_TRUE(testing::same_bits(got_plain[i], want[i])) << "input " << i << ", " << threads << " threads";
+      else
+        EXPECT_TENSOR_NEAR(got_plain[i], want[i], 1e-5);
+    }
+    // And the numbers of the unrolled computation, to float32's rounding.
+    const std::vector<Tensor> unrolled_grads = gradients_of(unrolled, x, k, u, b);
+    for (std::size_t i = 0; i < 4; ++i) EXPECT_TENSOR_NEAR(want[i], unrolled_grads[i], 1e-5);
+  }
+  config::set_num_threads(threads_before);
 }
 
 TEST(TensorArrayAppend, WritesInPlaceOnlyWhereNoOtherArraySeesTheRow) {
