@@ -240,12 +240,35 @@ constexpr const char* kEpilogueOp = "matmul_epilogue";
 
 OpAttrs product_attrs(const MatMulEpilogueAttrs& e) { return MatMulAttrs{e.transpose_a, e.transpose_b}; }
 
+// Whether e sets any part but the product (rounded_to_f32 takes none).
+bool has_epilogue_parts(const MatMulEpilogueAttrs& e) {
+  return e.bias || e.mask_out || e.relu || e.mask_in || e.column_sums || e.sums_keepdims || e.add_matrix || e.mul_matrix;
+}
+
+// rounded_to_f32: the bfloat16 matmul's result type, widened to float32.
+std::vector<ValueType> infer_rounded_to_f32(const std::vector<ValueType>& in, const MatMulEpilogueAttrs& e) {
+  if (has_epilogue_parts(e))
+    op_error<InvalidArgumentError>(kEpilogueOp, "expected rounded_to_f32 alone, got it with other epilogue parts; ",
+                                   kEpilogueOp, " nodes are made by the graph optimiser only");
+  if (in.size() != 2)
+    op_error<InvalidArgumentError>(kEpilogueOp, "expected 2 inputs with rounded_to_f32, got ", in.size(), "; ",
+                                   kEpilogueOp, " nodes are made by the graph optimiser only");
+  for (std::size_t i = 0; i < 2; ++i)
+    if (in[i].dtype != DType::BFloat16)
+      op_error<InvalidArgumentError>(kEpilogueOp, "expected bfloat16 operands with rounded_to_f32, got input ", i,
+                                     " ", describe(in[i]), "; ", kEpilogueOp, " nodes are made by the graph optimiser only");
+  std::vector<ValueType> out = infer_matmul(in, product_attrs(e));
+  out[0].dtype = DType::Float32;
+  return out;
+}
+
 std::vector<ValueType> infer_matmul_epilogue(const std::vector<ValueType>& in, const OpAttrs& attrs) {
   const MatMulEpilogueAttrs& e = attrs.get<MatMulEpilogueAttrs>();
   // Matrices only: the kernel makes one product (matmul itself also takes batches).
   for (std::size_t i = 0; i < std::min<std::size_t>(2, in.size()); ++i)
     if (in[i].shape.has_rank() && in[i].shape.rank() != 2)
       op_error<InvalidArgumentError>(kEpilogueOp, "expected matrices, got input ", i, " ", describe(in[i]));
+  if (e.rounded_to_f32) return infer_rounded_to_f32(in, e);
   return infer_epilogue_node(kEpilogueOp, OpId::MatMul, product_attrs(e), EpilogueParts::of(e), in);
 }
 
@@ -281,6 +304,14 @@ void kernel_matmul_epilogue(const std::vector<Tensor>& in, const OpAttrs& attrs,
   const MatMulEpilogueAttrs& e = attrs.get<MatMulEpilogueAttrs>();
   const EpilogueParts parts = EpilogueParts::of(e);
   const Gemm g = gemm_geometry(in[0], in[1], product_attrs(e).get<MatMulAttrs>());
+  if (e.rounded_to_f32) {
+    // The bfloat16 matmul's rounded sums, stored widened (bf16_gemm_rounded_to_f32): the bits of
+    // kernel_bf16 and the cast to float32 the optimiser took in.
+    if (g.m * g.n == 0) return;
+    return bf16_gemm_rounded_to_f32(blas_int(g.m), blas_int(g.n), blas_int(g.k), data_of<bfloat16_t>(in[0]),
+                                    blas_int(g.a_cols), g.ta, data_of<bfloat16_t>(in[1]), blas_int(g.b_cols), g.tb,
+                                    data_of<float>(out[0]), blas_int(g.n));
+  }
   const TensorShape product({g.m, g.n});
   if (!epilogue_fits(parts, in, out, product)) {
     // The ops apart; a float32 right operand of bfloat16 products (see kernel_matmul_epilogue_bf16)

@@ -92,10 +92,14 @@ struct MatMulEpilogueAttrs {
   bool sums_keepdims = false;  // shaped (1, n) rather than (n)
   bool add_matrix = false;     // out + matrix, after the parts above
   bool mul_matrix = false;     // out * matrix, after the parts above (not with add_matrix)
+  // bfloat16 operands and no other part: each sum rounded to bfloat16 and stored widened to
+  // float32, the bits of the bfloat16 matmul and a cast of it to float32 (the cast taken in).
+  bool rounded_to_f32 = false;
   template <class F> void for_each_field(F&& f) const {
     f("transpose_a", transpose_a); f("transpose_b", transpose_b); f("bias", bias);
     f("mask_out", mask_out); f("relu", relu); f("mask_in", mask_in); f("column_sums", column_sums);
     f("sums_keepdims", sums_keepdims); f("add_matrix", add_matrix); f("mul_matrix", mul_matrix);
+    f("rounded_to_f32", rounded_to_f32);
   }
   bool operator==(const MatMulEpilogueAttrs&) const = default;
 };

@@ -1,5 +1,5 @@
-// The pass that takes float32-to-bfloat16 casts of a bfloat16 product's right operand into the
-// product (bf16_operand_casts.cpp), declared apart from passes.h.
+// The passes that take casts between bfloat16 and float32 into a bfloat16 product: of its right
+// operand, and of its result (bf16_operand_casts.cpp), declared apart from passes.h.
 #pragma once
 #include "graph/graph_ir.h"
 
@@ -13,5 +13,14 @@ namespace tg::detail {
 /// DCE).
 /// Returns the number of operands taken in.
 int take_bf16_operand_casts(GraphIR& g);
+
+/// cast(matmul(a, b), float32) of a bfloat16 2-D matmul that nothing else reads (under
+/// mixed_bfloat16, a weight gradient on its way to its float32 Variable's update) becomes one
+/// matmul_epilogue node with rounded_to_f32, in the cast's place: the product stores its sums
+/// rounded to bfloat16 and widened, the bits of the two nodes, without the bfloat16 result and
+/// the cast's pass over it. A product other nodes read too is left as it is. The matmul then
+/// dies in the last DCE. Runs after fuse_product_epilogues (a pipeline pass of its own).
+/// Returns the number of casts taken in.
+int take_bf16_product_casts(GraphIR& g);
 
 }  // namespace tg::detail

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "passes/batch_products.h"
+#include "passes/bf16_operand_casts.h"
 #include "passes/passes.h"
 #include "graph/verify.h"
 #include "tracegraph/graph.h"
@@ -39,6 +40,7 @@ constexpr Pass kPipeline[] = {
     {"fuse_elementwise", &fuse_elementwise, false},
     {"fuse_product_epilogues", &fuse_product_epilogues, false},
     {"group_updates", &group_variable_updates, false},
+    {"bf16_product_casts", &take_bf16_product_casts, false},  // after fusion: a bfloat16 product's float32 cast
     {"dce", &eliminate_dead_code, false},
 };
 
