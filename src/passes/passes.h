@@ -36,11 +36,15 @@ int fuse_elementwise(GraphIR& g);
 /// A 2-D float32 matmul or a float32 conv2d that only a fused node reads, when that node
 /// computes nothing but a bias add, relu and the mask x > 0 (a dense or convolution layer) or
 /// where(mask, x, 0) (relu's gradient) from it, becomes one matmul_epilogue or conv2d_epilogue
-/// node (so does a product with a lone bias add); same bits. Returns the number made.
+/// node (so does a product with a lone bias add); a 2-D float32 matmul read only by an add or
+/// mul of a value of its static shape takes that value in (add_matrix / mul_matrix); same bits.
+/// Returns the number made.
 int fuse_product_epilogues(GraphIR& g);
 /// A float32 conv2d_epilogue (bias and relu at most) that only a max_pool2d reads takes the pool
-/// in (inference: training keeps the activation for the gradient); same bits. Returns the number
-/// taken in. The last step of fuse_product_epilogues.
+/// in (inference: float32 training keeps the activation for the gradient); a bfloat16 training
+/// layer's tiling pool too, its node then also writing each window's winner for the masked
+/// gradient to read instead of the activation; same bits. Returns the number taken in. The last
+/// step of fuse_product_epilogues.
 int fuse_conv_max_pools(GraphIR& g);
 /// A run of two or more apply_gradient_descent (or apply_adam) nodes that follow each other in
 /// the stateful chain becomes one apply_gradient_descent_group (apply_adam_group) node: an
