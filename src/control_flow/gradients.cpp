@@ -15,7 +15,7 @@
 #include "control_flow/subgraph.h"
 #include "core/check.h"
 #include "core/tensor_impl.h"
-#include "kernels/gemm.h"
+#include "ops/matmul.h"
 #include "tracegraph/control_flow.h"
 #include "tracegraph/gradient.h"
 #include "tracegraph/ops.h"
@@ -523,7 +523,7 @@ std::pair<std::vector<Tensor>, std::vector<Tensor>> backward_loop(const ControlF
   // body keeps the transposed product.
   std::vector<Tensor> right_transposed(graph.nodes.size());
   bool any_transposed = false;
-  if (detail::own_avx512_kernels()) {
+  if (detail::matmul_on_own_kernels()) {
     std::vector<Tensor> capture_transposed(s.m);
     for (std::size_t i = 0; i < graph.nodes.size(); ++i) {
       const GraphNode& node = graph.nodes[i];

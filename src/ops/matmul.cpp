@@ -15,10 +15,14 @@
 #include "kernels/bf16.h"
 #include "kernels/gemm.h"
 #include "ops/grad_helpers.h"
+#include "ops/matmul.h"
 #include "tracegraph/ops.h"
 
 namespace tg {
 namespace detail {
+
+bool matmul_on_own_kernels() { return own_avx512_kernels(); }
+
 namespace {
 
 constexpr const char* kOp = "matmul";

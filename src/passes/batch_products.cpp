@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "ops/matmul.h"
 #include "passes/batch_products.h"
 #include "passes/rewrite.h"
 
@@ -49,11 +50,7 @@ bool is_static_matrix(const ValueType& t) {
 }  // namespace
 
 int batch_independent_products(GraphIR& g) {
-  static const bool avx512 = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") != 0;
-  }();
-  if (!avx512) return 0;
+  if (!matmul_on_own_kernels()) return 0;
   const std::size_t count = g.nodes.size();
   // Nodes that may change a Variable: writes, creations, and control flow (whose bodies may).
   std::vector<int> barriers;
