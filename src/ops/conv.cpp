@@ -354,8 +354,7 @@ std::vector<ValueType> infer_conv2d_epilogue(const std::vector<ValueType>& in, c
                                    e.max_pool ? "true" : "false", " and ", out.size(),
                                    " outputs; leave pool_winners false");
   require_dtype(op, activation, {DType::BFloat16}, "with pool_winners, operands");
-  if (e.pool_padding != static_cast<int64_t>(Padding::Valid) || e.pool_ksize != e.pool_strides ||
-      e.pool_ksize[0] * e.pool_ksize[1] > 16)
+  if (!pool_window_fits_winners(e.pool_ksize, e.pool_strides, e.pool_padding))
     op_error<InvalidArgumentError>(op, "pool_winners needs a VALID pool whose strides are its window of at most 16 ",
                                    "elements; got window ", format_list(e.pool_ksize), ", strides ",
                                    format_list(e.pool_strides), ", padding ", e.pool_padding,

@@ -129,8 +129,7 @@ std::vector<ValueType> infer_max_pool2d_grad_masked(const std::vector<ValueType>
       op_error<InvalidArgumentError>(kMaskedPoolGrad, "the winners have shape ", in[2].shape.to_string(),
                                      " but the gradient has shape ", in[1].shape.to_string(),
                                      "; expected one winner per element of the gradient");
-    if (a.pool.padding != static_cast<int64_t>(Padding::Valid) || a.pool.ksize != a.pool.strides ||
-        a.pool.ksize[0] * a.pool.ksize[1] > 16)
+    if (!pool_window_fits_winners(a.pool.ksize, a.pool.strides, a.pool.padding))
       op_error<InvalidArgumentError>(kMaskedPoolGrad, "winners need a VALID pool whose strides are its window of ",
                                      "at most 16 elements; got window ", format_list(a.pool.ksize), ", strides ",
                                      format_list(a.pool.strides), ", padding ", a.pool.padding,

@@ -140,4 +140,10 @@ void require_grad_shape(const char* op, const ValueType& grad, const ValueType& 
                                    "; expected that shape");
 }
 
+bool pool_window_fits_winners(const std::vector<int64_t>& ksize, const std::vector<int64_t>& strides,
+                              int64_t padding) {
+  return padding == static_cast<int64_t>(Padding::Valid) && ksize.size() == 2 && ksize == strides && ksize[0] >= 1 &&
+         ksize[1] >= 1 && ksize[0] <= 16 && ksize[1] <= 16 && ksize[0] * ksize[1] <= 16;
+}
+
 }  // namespace tg::detail

@@ -14,6 +14,10 @@ namespace tg::detail {
 std::vector<int64_t> spatial_pair(const char* op, const char* what, const std::vector<int64_t>& v);
 void check_conv_attrs(const char* op, const Conv2DAttrs& a);
 void check_pool_attrs(const char* op, const Pool2DAttrs& a);
+/// Whether a 2-D max pool's windows can be recorded as one byte each (a bfloat16 training conv
+/// layer's pool winners): VALID, strides = window, at most 16 elements (checked without overflow).
+bool pool_window_fits_winners(const std::vector<int64_t>& ksize, const std::vector<int64_t>& strides,
+                              int64_t padding);
 
 struct Window {
   int64_t out;         // output size, None when the input size is None

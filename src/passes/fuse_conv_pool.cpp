@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "ops/op.h"
+#include "ops/window.h"
+#include "passes/rewrite.h"
 #include "tracegraph/ops.h"
 
 namespace tg::detail {
@@ -40,38 +42,22 @@ bool pools_lone_conv_epilogue(const GraphIR& g, const NodeUsers& users, int i) {
   return readers.size() == 1 && readers[0] == i;
 }
 
-// Which nodes the graph's results or effects need, as eliminate_dead_code finds them: the pass
-// runs before the sweep, and the nodes fusion just left dead still read the activation.
-std::vector<bool> live_nodes(const GraphIR& g) {
-  const std::size_t n = g.nodes.size();
-  std::vector<bool> live(n, false);
-  for (std::size_t i = n; i-- > 0;) {
-    const GraphNode& node = g.nodes[i];
-    if (node.kind == NodeKind::kOutput || node.kind == NodeKind::kPlaceholder ||
-        (node.kind == NodeKind::kOp && (op_def(node.op).traits & kStateful)))
-      live[i] = true;
-    if (!live[i]) continue;
-    for (const ValueRef& in : node.inputs) live[static_cast<std::size_t>(in.node)] = true;
-    if (node.control_input >= 0) live[static_cast<std::size_t>(node.control_input)] = true;
-  }
-  return live;
-}
-
 // Whether node `i` is a bfloat16 max_pool2d of a conv2d_epilogue's activation (output 0; no
 // pool yet, no mask read in) whose other readers are one max_pool2d_grad_masked of that pool
 // with x = the activation and a mask that is the activation > 0: the activation itself (its
 // mask read off it), or the epilogue's relu mask (output 1, the sum before relu > 0: the same
 // booleans, as derive_bf16_pool_masks says). Windows that tile: VALID, strides = window, <= 16
-// elements. Readers that are dead do not count. Returns that gradient's node, or -1.
+// elements, over an activation of static height and width at least the window's (a smaller one
+// pools to nothing, which the winners kernels do not take). Readers that are dead (this pass runs
+// before the sweep, and fusion left some still reading the activation) do not count. Returns
+// that gradient's node, or -1.
 int pools_training_conv_epilogue(const GraphIR& g, const NodeUsers& users, const std::vector<bool>& live, int i) {
   const GraphNode& pool = g.node(i);
   if (pool.kind != NodeKind::kOp || pool.op != OpId::MaxPool2D || pool.control_input >= 0 || pool.inputs.size() != 1 ||
       pool.outputs.size() != 1 || pool.outputs[0].dtype != DType::BFloat16)
     return -1;
   const Pool2DAttrs& p = pool.attrs.get<Pool2DAttrs>();
-  if (p.padding != static_cast<int64_t>(Padding::Valid) || p.ksize != p.strides || p.ksize.size() != 2 ||
-      p.ksize[0] * p.ksize[1] > 16)
-    return -1;
+  if (!pool_window_fits_winners(p.ksize, p.strides, p.padding)) return -1;
   const ValueRef r = pool.inputs[0];
   const GraphNode& conv = g.node_of(r);
   if (conv.kind != NodeKind::kOp || conv.op != OpId::Conv2DEpilogue || conv.control_input >= 0 || r.output != 0 ||
@@ -79,6 +65,10 @@ int pools_training_conv_epilogue(const GraphIR& g, const NodeUsers& users, const
     return -1;
   for (const ValueRef& in : conv.inputs)
     if (g.type_of(in).dtype != DType::BFloat16) return -1;
+  const TensorShape& y = conv.outputs[0].shape;
+  if (!y.has_rank() || y.rank() != 4 || y.dims()[1] == None || y.dims()[2] == None || y.dims()[1] < p.ksize[0] ||
+      y.dims()[2] < p.ksize[1])
+    return -1;
   const Conv2DEpilogueAttrs& e = conv.attrs.get<Conv2DEpilogueAttrs>();
   if (e.max_pool || e.mask_in) return -1;
   const bool relu_mask = e.relu && e.mask_out && conv.outputs.size() == 2;  // output 1: relu's mask
@@ -87,7 +77,8 @@ int pools_training_conv_epilogue(const GraphIR& g, const NodeUsers& users, const
   for (const int user : users.of(r.node)) {
     if (user == i || user == grad || !live[static_cast<std::size_t>(user)]) continue;
     const GraphNode& n = g.node(user);
-    if (grad >= 0 || n.kind != NodeKind::kOp || n.op != OpId::MaxPool2DGradMasked || n.control_input >= 0 ||
+    // After the pool: the gradient will read the node the pool becomes.
+    if (grad >= 0 || user < i || n.kind != NodeKind::kOp || n.op != OpId::MaxPool2DGradMasked || n.control_input >= 0 ||
         n.inputs.size() != 3 || !(n.inputs[0] == r) || n.inputs[1].node == r.node ||
         !(n.attrs.get<MaxPoolGradMaskedAttrs>().pool == p))
       return -1;
@@ -102,7 +93,7 @@ int pools_training_conv_epilogue(const GraphIR& g, const NodeUsers& users, const
 // (outputs: pooled, activation, winners; no relu mask), its gradient reads the winners.
 int fuse_training_conv_max_pools(GraphIR& g) {
   const NodeUsers users = g.users();
-  const std::vector<bool> live = live_nodes(g);
+  const std::vector<bool> live = live_nodes(g);  // as eliminate_dead_code finds them
   int count = 0;
   for (std::size_t k = 0; k < g.nodes.size(); ++k) {
     const int i = static_cast<int>(k);

@@ -67,4 +67,8 @@ class GraphRebuilder {
 /// resolved through `fwd`, are kept.
 void compact(GraphIR& g, const std::vector<bool>& keep, const Forwarding* fwd = nullptr);
 
+/// Which nodes the graph's outputs or effects need (what eliminate_dead_code keeps): for passes
+/// that run before the sweep and must not count readers fusion has left dead.
+std::vector<bool> live_nodes(const GraphIR& g);
+
 }  // namespace tg::detail

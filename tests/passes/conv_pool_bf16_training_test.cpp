@@ -215,6 +215,34 @@ TEST(ConvMaxPoolBFloat16Training, PoolsThatDoNotTileKeepTheirNode) {
   EXPECT_EQ(count_op(optimised.get_concrete_function(xf, ff, bf, 2, 2, valid).optimized_graph(), "max_pool2d"), 1);
 }
 
+// An activation smaller than the window pools to nothing (TF's VALID size), which the winners
+// kernels do not take: the layer keeps its pool node, and the empty pool and zero gradients
+// come out as the ops apart give them (the fused node once raised an internal error here).
+TEST(ConvMaxPoolBFloat16Training, AnActivationSmallerThanTheWindowKeepsItsPool) {
+  auto step = [](const Tensor& x, const Tensor& f, const Tensor& b) {
+    GradientTape tape;
+    tape.watch(x);
+    tape.watch(f);
+    tape.watch(b);
+    const Tensor p = max_pool2d(relu(conv2d(x, f, {1, 1}, Padding::Same) + b), {2, 2}, {2, 2}, Padding::Valid);
+    std::vector<Tensor> out = tape.gradient(reduce_sum(p), std::vector<Tensor>{x, f, b});
+    out.push_back(p);
+    return out;
+  };
+  const Tensor x = grid_bf16({2, 1, 3, 3}, 8, Specials::kNone), f = grid_bf16({3, 3, 3, 4}, 9, Specials::kNone),
+               b = grid_bf16({4}, 10, Specials::kNone);
+  auto optimised = function(step);
+  auto plain = function(step, {.optimize = false});
+  const std::vector<Tensor> got = optimised(x, f, b), want = plain(x, f, b), eager = step(x, f, b);
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_EQ(got[3].shape(), TensorShape({2, 0, 1, 4}));
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    EXPECT_TRUE(same_bits(got[i], want[i])) << "output " << i;
+    EXPECT_TRUE(same_bits(got[i], eager[i])) << "output " << i;
+  }
+  EXPECT_EQ(count_op(optimised.get_concrete_function(x, f, b).optimized_graph(), "max_pool2d"), 1);
+}
+
 // The kernels on their own, over any values (not only relu's): the pool of
 // max_pool_forward_bf16 and the gradient of max_pool_backward_bf16 with the mask x > 0, windows
 // of 1 x 2 to 4 x 4, NaNs (a signalling payload too), infinities, zeros of both signs, ties.
