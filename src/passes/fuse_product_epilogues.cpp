@@ -237,7 +237,7 @@ std::optional<Found> find_epilogue(const GraphIR& g, const NodeUsers& users, int
     for (std::size_t k = 0; k < node.inputs.size() && !match; ++k) {
       if (is_lone_product(g, users, node.inputs[k], self)) {
         match = match_program(p, static_cast<int>(k), g.type_of(node.inputs[k]).dtype);
-        f.product = static_cast<int>(k), f.product_ref = node.inputs[k];
+        f.product = static_cast<int>(k), f.product_ref = node.inputs[k], f.reshape = -1;  // not an earlier try's
         continue;
       }
       // A float32 matmul's result reshaped (a dense layer over a rank-3 input): the node's
