@@ -7,6 +7,7 @@
 #include "autodiff/grad_check.h"
 #include "autodiff/tape.h"
 #include "core/thread_pool.h"
+#include "support/graph_util.h"
 #include "support/test_util.h"
 #include "trace/function_core.h"
 
@@ -617,6 +618,11 @@ TEST(SliceGradients, SideBySideSlicesGiveThePaddedSumBitForBit) {
         auto traced = function(run, {.optimize = optimize});
         EXPECT_TRUE(testing::same_bits(traced(in)[0], expected))
             << c.what << (optimize ? ", traced and optimised, " : ", traced, ") << n << " threads";
+        // The bits alone cannot tell the two forms apart: the graph says which one was built.
+        const bool tiles = c.ranges.size() == 4;
+        const auto& graph = traced.get_concrete_function(in).optimized_graph();
+        EXPECT_EQ(testing::count_op(graph, "concat"), tiles ? 1 : 0) << c.what;
+        EXPECT_EQ(testing::count_op(graph, "pad_like"), tiles ? 0 : static_cast<int>(c.ranges.size())) << c.what;
       }
     }
     detail::set_num_threads(threads);

@@ -262,6 +262,8 @@ TEST(BF16GemmStore, SumsAreTheSameOnOneThreadAndTwo) {
 // bfloat16 B, with the parts running at once (two threads) and one after another (a product
 // called from inside a pool job runs its parts serially: the first packs every panel).
 TEST(BF16GemmStore, SharedPackingKeepsTheBitsOfOneThread) {
+  // Only the AVX512_BF16 kernel splits by rows and shares its packing.
+  if (!detail::cpu_has_avx512_bf16()) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
   const int threads_before = config::num_threads();
   for (const Shape& s : {Shape{128, 256, 784}, Shape{784, 256, 128}, Shape{128, 10, 256}, Shape{50, 300, 70}}) {
     for (const bool tb : {false, true}) {
