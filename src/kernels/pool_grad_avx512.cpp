@@ -54,6 +54,16 @@ inline __m512 window_max(const T* first, const int64_t* at, int64_t window, int6
   return best;
 }
 
+// Rows and columns of dx no window covers: +0.
+template <class T>
+void zero_uncovered(const TiledPool& p, T* dx) {
+  for (int64_t iy = 0; iy < p.h; ++iy) {
+    T* row = dx + iy * p.w * p.c;
+    if (iy >= p.oh * p.kh) std::fill_n(row, p.w * p.c, T{});
+    else std::fill(row + p.ow * p.kw * p.c, row + p.w * p.c, T{});
+  }
+}
+
 template <class T>
 void tiled_max_pool_of(const TiledPool& p, const T* x, T* y) {
   const int64_t c = p.c, window = p.kh * p.kw, full = c / 16 * 16;
@@ -106,12 +116,7 @@ void tiled_max_pool_grad_of(const TiledPool& p, const T* x, const T* dy, const b
         }
       }
     }
-  // Rows and columns no window covers.
-  for (int64_t iy = 0; iy < p.h; ++iy) {
-    T* row = dx + iy * p.w * c;
-    if (iy >= p.oh * p.kh) std::fill_n(row, p.w * c, T{});
-    else std::fill(row + p.ow * p.kw * c, row + p.w * c, T{});
-  }
+  zero_uncovered(p, dx);
 }
 
 // The bfloat16 gradient. Each window's first maximum found as in window_max - vmaxps along the
@@ -182,20 +187,7 @@ void tiled_max_pool_grad_bf16_of(const TiledPool& p, const bfloat16_t* x, const 
         }
       }
     }
-  for (int64_t iy = 0; iy < p.h; ++iy) {
-    bfloat16_t* row = dx + iy * p.w * c;
-    if (iy >= p.oh * p.kh) std::fill_n(row, p.w * c, bfloat16_t{});
-    else std::fill(row + p.ow * p.kw * c, row + p.w * c, bfloat16_t{});
-  }
-}
-
-// Rows and columns of dx no window covers: +0.
-void zero_uncovered_bf16(const TiledPool& p, bfloat16_t* dx) {
-  for (int64_t iy = 0; iy < p.h; ++iy) {
-    bfloat16_t* row = dx + iy * p.w * p.c;
-    if (iy >= p.oh * p.kh) std::fill_n(row, p.w * p.c, bfloat16_t{});
-    else std::fill(row + p.ow * p.kw * p.c, row + p.w * p.c, bfloat16_t{});
-  }
+  zero_uncovered(p, dx);
 }
 
 // The selection of tiled_max_pool_grad_bf16_of, with the maximum stored as tiled_max_pool_of
@@ -270,7 +262,7 @@ void tiled_max_pool_grad_winners_bf16_of(const TiledPool& p, const uint8_t* winn
         }
       }
     }
-  zero_uncovered_bf16(p, dx);
+  zero_uncovered(p, dx);
 }
 
 }  // namespace

@@ -371,6 +371,15 @@ std::vector<V> conv_max_pool_steps(const Conv2DEpilogueAttrs& e, const std::vect
   return outs;
 }
 
+// The pool a conv2d_epilogue takes in, over the convolution's output.
+PoolGeom epilogue_pool_geometry(const Conv2DEpilogueAttrs& e, const ConvGeom& g) {
+  const char* op = "conv2d_epilogue";
+  const Window wh = window_1d(op, "height", g.oh, e.pool_ksize[0], 1, e.pool_strides[0], e.pool_padding);
+  const Window ww = window_1d(op, "width", g.ow, e.pool_ksize[1], 1, e.pool_strides[1], e.pool_padding);
+  return PoolGeom{g.n, g.oh, g.ow, g.oc, e.pool_ksize[0], e.pool_ksize[1], e.pool_strides[0], e.pool_strides[1],
+                  wh.out, ww.out, wh.pad_before, ww.pad_before};
+}
+
 // Its kernel, float32 with a bias and relu only: each image is pooled while its activation is
 // in cache (conv_forward_max_pool: on the own implicit GEMM never written whole, on oneDNN's
 // image groups into a temporary); otherwise (im2col, oneDNN's bands of one image) the
@@ -382,11 +391,7 @@ void kernel_conv2d_epilogue_max_pool(const Conv2DEpilogueAttrs& e, const Epilogu
   const GroupedGeom gg = conv_geometry(in[0], in[1], product_attrs(e).get<Conv2DAttrs>());
   const ConvGeom& g = gg.g;
   const TensorShape product({g.n, g.oh, g.ow, g.oc});
-  const char* op = "conv2d_epilogue";
-  const Window wh = window_1d(op, "height", g.oh, e.pool_ksize[0], 1, e.pool_strides[0], e.pool_padding);
-  const Window ww = window_1d(op, "width", g.ow, e.pool_ksize[1], 1, e.pool_strides[1], e.pool_padding);
-  const PoolGeom pool{g.n, g.oh, g.ow, g.oc, e.pool_ksize[0], e.pool_ksize[1], e.pool_strides[0], e.pool_strides[1],
-                      wh.out, ww.out, wh.pad_before, ww.pad_before};
+  const PoolGeom pool = epilogue_pool_geometry(e, g);
   const bool fits = gg.groups == 1 && !parts.mask_out && !parts.mask_in && !parts.column_sums && out.size() == 1 &&
                     in[0].dtype() == DType::Float32 && in[1].dtype() == DType::Float32 &&
                     out[0].impl()->shape == TensorShape({g.n, pool.oh, pool.ow, g.oc}) &&
@@ -622,11 +627,7 @@ void kernel_conv2d_epilogue_pool_winners(const Conv2DEpilogueAttrs& e, const Epi
   const GroupedGeom gg = conv_geometry(in[0], in[1], product_attrs(e).get<Conv2DAttrs>());
   const ConvGeom& g = gg.g;
   const TensorShape product({g.n, g.oh, g.ow, g.oc});
-  const char* op = "conv2d_epilogue";
-  const Window wh = window_1d(op, "height", g.oh, e.pool_ksize[0], 1, e.pool_strides[0], e.pool_padding);
-  const Window ww = window_1d(op, "width", g.ow, e.pool_ksize[1], 1, e.pool_strides[1], e.pool_padding);
-  const PoolGeom pool{g.n, g.oh, g.ow, g.oc, e.pool_ksize[0], e.pool_ksize[1], e.pool_strides[0], e.pool_strides[1],
-                      wh.out, ww.out, wh.pad_before, ww.pad_before};
+  const PoolGeom pool = epilogue_pool_geometry(e, g);
   TG_CHECK(out.size() == 3 && pool_winners_fit(pool), "conv2d_epilogue's pool winners unchecked");
   if (product.num_elements() == 0 || out[0].impl()->shape.num_elements() == 0) return;
   std::vector<Tensor> activation{out[1]};
