@@ -119,6 +119,22 @@ void tiled_max_pool_grad_of(const TiledPool& p, const T* x, const T* dy, const b
   zero_uncovered(p, dx);
 }
 
+// One window's 16 channels (from `first`, the window's first element at channel c0) into
+// v[0..window), their vmaxps chain into `best` (the first maximum's own bits where no NaN is
+// met), and the lanes where the window holds a NaN: the bfloat16 gradient's and winners' start.
+[[gnu::always_inline]] inline __mmask16 load_window_bf16(const bfloat16_t* first, const int64_t* at, int64_t window,
+                                                         int64_t c, __mmask16 lanes, __m512* v, __m512& best) {
+  v[0] = load16(first, lanes);
+  best = v[0];
+  __mmask16 nan = _mm512_cmp_ps_mask(v[0], v[0], _CMP_UNORD_Q);
+  for (int64_t j = 1; j < window; ++j) {
+    v[j] = load16(first + at[j] * c, lanes);
+    nan |= _mm512_cmp_ps_mask(v[j], v[j], _CMP_UNORD_Q);
+    best = _mm512_maskz_max_ps(0xFFFF, v[j], best);
+  }
+  return nan;
+}
+
 // The bfloat16 gradient. Each window's first maximum found as in window_max - vmaxps along the
 // window, then the first element equal to that maximum (equal as numbers: -0 and +0 tie, and the
 // first wins as with the exact rule) - with the exact rule's compares only for a group of
@@ -140,14 +156,8 @@ void tiled_max_pool_grad_bf16_of(const TiledPool& p, const bfloat16_t* x, const 
       const bfloat16_t* d = dy + (oy * p.ow + ox) * c;
       for (int64_t c0 = 0; c0 < c; c0 += 16) {
         const __mmask16 lanes = c - c0 >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (c - c0)) - 1);
-        v[0] = load16(x + first * c + c0, lanes);
-        __m512 best = v[0];
-        __mmask16 nan = _mm512_cmp_ps_mask(v[0], v[0], _CMP_UNORD_Q);
-        for (int64_t j = 1; j < window; ++j) {
-          v[j] = load16(x + (first + at[j]) * c + c0, lanes);
-          nan |= _mm512_cmp_ps_mask(v[j], v[j], _CMP_UNORD_Q);
-          best = _mm512_maskz_max_ps(0xFFFF, v[j], best);
-        }
+        __m512 best;
+        const __mmask16 nan = load_window_bf16(x + first * c + c0, at, window, c, lanes, v, best);
         if (nan == 0) {
           __mmask16 taken = 0;
           for (int64_t j = 0; j < window; ++j) {
@@ -203,14 +213,8 @@ void tiled_max_pool_winners_bf16_of(const TiledPool& p, const bfloat16_t* x, bfl
       const int64_t first = oy * p.kh * p.w + ox * p.kw, o = (oy * p.ow + ox) * c;
       for (int64_t c0 = 0; c0 < c; c0 += 16) {
         const __mmask16 lanes = c - c0 >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (c - c0)) - 1);
-        v[0] = load16(x + first * c + c0, lanes);
-        __m512 best = v[0];
-        __mmask16 nan = _mm512_cmp_ps_mask(v[0], v[0], _CMP_UNORD_Q);
-        for (int64_t j = 1; j < window; ++j) {
-          v[j] = load16(x + (first + at[j]) * c + c0, lanes);
-          nan |= _mm512_cmp_ps_mask(v[j], v[j], _CMP_UNORD_Q);
-          best = _mm512_maskz_max_ps(0xFFFF, v[j], best);
-        }
+        __m512 best;
+        const __mmask16 nan = load_window_bf16(x + first * c + c0, at, window, c, lanes, v, best);
         __m128i won = _mm_setzero_si128();  // lanes of the first element win unless replaced
         if (nan == 0) {
           __mmask16 taken = _mm512_cmp_ps_mask(v[0], best, _CMP_EQ_OQ);
