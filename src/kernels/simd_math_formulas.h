@@ -41,7 +41,7 @@
   X(Cos, CosF, cos, 2.5, 2.5, 1) X(Log1p, Log1pF, log1p, 2, 2, 1) X(Expm1, Expm1F, expm1, 2.5, 2, 1) \
   X(Erf, ErfF, erf, 4, 2, 1) X(Softplus, SoftplusF, softplus, 7.5, 7, 7.5)                        \
   X(Gelu, GeluF, gelu, 1.5, 1.5, 1.5) X(GeluApproximate, GeluApproximateF, gelu_tanh, 1, 1, 1)          \
-  X(Elu, EluF, elu, 2.5, 2, 1)
+  X(Elu, EluF, elu, 2.5, 2, 1) X(GeluGrad, GeluGradF, gelu_grad, 2.5, 2.5, 2.5)
 
 /// The libm functions the formulas call on float32 lanes and on float64 ones: libmvec's vector
 /// variants on AVX-512 and AVX2 (simd_math_impl.inc declares them), libm itself at width 1. exp on
@@ -225,6 +225,26 @@ inline constexpr GaussTailPieces kGeluTailPieces = {
       0x1.02225ap-34f, 0x1.436b66p-33f, -0x1.2d0682p-33f, -0x1.fac9f8p-35f}
     }};
 
+// K(a) / (a - r) with K(a) = e^(a^2 / 2) Phi(-a) - a / sqrt(2 pi) and r its zero: gelu_grad's
+// tail (below), the same kind of pieces as kGeluTailPieces, fitted with relative weights (within
+// 0.003 ULP); the quotient is smooth and between -2/3 and -0.4, where K itself crosses zero.
+inline constexpr float kGeluGradZeroHi = 0x1.80ead2p-1f;    // r = 0.7517915246935644...
+inline constexpr float kGeluGradZeroLo = -0x1.a03fd4p-27f;  // as hi + lo
+inline constexpr GaussTailPieces kGeluGradTailPieces = {
+    .center = {0.0f, 1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f, 8.0f, 9.0f, 10.0f, 11.0f, 12.0f, 13.0f, 14.0f, 15.0f},
+    .c0_lo = {-0x1.730036p-27f, 0x1.b335c6p-26f, 0x1.dd715cp-26f, 0x1.893a76p-29f, 0x1.ef6adap-28f, 0x1.7cb88ap-27f, -0x1.a14c06p-28f, -0x1.394f4ep-27f, -0x1.12beaep-27f, 0x1.1ff0dcp-28f, 0x1.5fc716p-27f, 0x1.0775dep-28f, 0x1.7492fap-32f, -0x1.8eb2ccp-30f, -0x1.06abccp-29f, -0x1.ebe35ap-27f},
+    .c = {
+     {-0x1.54851ap-1f, -0x1.1b5a1cp-1f, -0x1.025446p-1f, -0x1.e9c6dep-2f, -0x1.d94de8p-2f, -0x1.ce451cp-2f, -0x1.c6657ep-2f, -0x1.c08288p-2f, -0x1.bbf2e6p-2f, -0x1.b85066p-2f, -0x1.b559e2p-2f, -0x1.b2e3f2p-2f, -0x1.b0d098p-2f, -0x1.af0a74p-2f, -0x1.ad81e4p-2f, -0x1.ac2b36p-2f},
+     {0x1.69c948p-3f, 0x1.1a7204p-4f, 0x1.1958d6p-5f, 0x1.479ce6p-6f, 0x1.a763p-7f, 0x1.263ed4p-7f, 0x1.af48f8p-8f, 0x1.490256p-8f, 0x1.02f338p-8f, 0x1.a1e988p-9f, 0x1.582802p-9f, 0x1.203dbap-9f, 0x1.e9bc4p-10f, 0x1.a51f14p-10f, 0x1.6deee2p-10f, 0x1.40e4a2p-10f},
+     {-0x1.8f9d5ep-4f, -0x1.c41c94p-6f, -0x1.5619bcp-7f, -0x1.3bfa32p-8f, -0x1.4f857ep-9f, -0x1.89f626p-10f, -0x1.f288ep-11f, -0x1.4e102ap-11f, -0x1.d460eap-12f, -0x1.547d9ep-12f, -0x1.fe0098p-13f, -0x1.878be6p-13f, -0x1.32f93p-13f, -0x1.ea0c88p-14f, -0x1.8d4528p-14f, -0x1.4672acp-14f},
+     {0x1.81ebb2p-5f, 0x1.4b3f4ap-7f, 0x1.884a1cp-9f, 0x1.24c8eep-10f, 0x1.026ecap-11f, 0x1.0247f4p-12f, 0x1.1b9576p-13f, 0x1.4f07e8p-14f, 0x1.a36304p-15f, 0x1.132cd4p-15f, 0x1.77584ep-16f, 0x1.086e28p-16f, 0x1.7ef194p-17f, 0x1.1bebfcp-17f, 0x1.adc9ep-18f, 0x1.4b230cp-18f},
+     {-0x1.4f095cp-6f, -0x1.c2ab9cp-9f, -0x1.ab1f96p-11f, -0x1.057eep-12f, -0x1.839838p-14f, -0x1.4beaf6p-15f, -0x1.3db4c6p-16f, -0x1.4be76cp-17f, -0x1.73e566p-18f, -0x1.b93bf8p-19f, -0x1.127098p-19f, -0x1.6324ep-20f, -0x1.db8abp-21f, -0x1.47a6ecp-21f, -0x1.cf2bfep-22f, -0x1.4e31dap-22f},
+     {0x1.085958p-7f, 0x1.1f601ep-10f, 0x1.bbdf9ap-13f, 0x1.c2286ap-15f, 0x1.1b40dp-16f, 0x1.9e6e7cp-18f, 0x1.6157c6p-19f, 0x1.3b6e4p-20f, 0x1.50006p-21f, 0x1.5edad8p-22f, 0x1.967784p-23f, 0x1.e7fd0cp-24f, 0x1.44c4fep-24f, 0x1.a235f8p-25f, 0x1.8d13aap-26f, -0x1.4bc288p-32f},
+     {-0x1.6f7274p-9f, -0x1.5ac4f4p-12f, -0x1.baaa1cp-15f, -0x1.789534p-17f, -0x1.9481bap-19f, -0x1.024472p-20f, -0x1.7cec86p-22f, -0x1.3aad06p-23f, -0x1.215bcep-24f, -0x1.14bd3ep-25f, -0x1.10ccc4p-26f, -0x1.5ae51cp-27f, -0x1.538894p-28f, -0x1.e74ee2p-29f, -0x1.0634e2p-29f, -0x1.708002p-26f},
+     {0x1.822a3p-11f, 0x1.9ebeeep-14f, 0x1.b2c184p-17f, 0x1.638198p-19f, 0x1.27412ep-21f, 0x1.23952cp-22f, 0x1.ade7bp-28f, 0x1.87a1c8p-24f, -0x1.f2974ep-26f, 0x1.d24fa8p-29f, -0x1.a12fa6p-28f, -0x1.8e56dap-28f, -0x1.f40bep-27f, -0x1.516b14p-27f, 0x1.a49fb2p-27f, 0x1.5fcb52p-24f},
+     {-0x1.8491b6p-14f, -0x1.c4425cp-16f, -0x1.88bdaep-19f, -0x1.19404ap-21f, -0x1.8f6a14p-24f, -0x1.d4950ap-26f, -0x1.ee1826p-28f, -0x1.14bb6ap-29f, 0x1.bbaf44p-30f, -0x1.93a494p-32f, -0x1.ef847ap-30f, 0x1.ddb9ap-30f, -0x1.5e258ap-31f, 0x1.ae598p-31f, -0x1.305d42p-34f, 0x1.fb77ccp-24f}
+    }};
+
 /// e^(-a^2 / 2) P(a) for a in [0, 15.25] (a NaN gives a NaN), with P = pieces' function: returns
 /// the value before its power of two, and that power in n; the caller applies it with
 /// L::scale after the last rounding.
@@ -291,6 +311,35 @@ Vec<L> gelu(Vec<L> v) {
     const Vec<L> f = gaussian_tail<L>(a, kGeluTailPieces, n);  // sets n
     const Vec<L> tail = L::scale(f, n);
     return L::select_negative(v, -tail - (v - v), L::select_above(v, L::set1(0.0f), v - tail, v));
+  }
+}
+// gelu's derivative Phi(x) + x phi(x), phi(x) = e^(-x^2 / 2) / sqrt(2 pi), TF's gradient of the erf
+// form, without its cancellations (1 + erf for negative x, and the two terms, which cancel at the
+// zero near -0.75): with a = |x| and K as above,
+//   gelu'(-a) = e^(-a^2 / 2) K(a),   gelu'(a) = 1 - e^(-a^2 / 2) K(a),
+// and K(a) = (a - r) Q(a) with Q the pieces above, so gaussian_tail evaluates e^(-a^2 / 2) Q(a)
+// exactly as gelu's tail and a - r comes with its relative accuracy ((a - r_hi) is exact near r).
+// a is clamped to 15.25, where the tail has underflowed and the result is 0 or 1; as TF's
+// formula (inf * 0), +-inf give NaN, and a NaN comes back as itself. float64 evaluates that
+// formula with libm's erfc (gelu_grad_wide).
+template <class W>
+Vec<W> gelu_grad_wide(Vec<W> w) {
+  return W::set1(0.5) * W::erfc(-w / W::set1(kSqrt2)) +
+         w * (W::set1(0.3989422804014327) * W::exp(W::set1(-0.5) * (w * w)));
+}
+template <class L>
+Vec<L> gelu_grad(Vec<L> v) {
+  if constexpr (sizeof(typename L::Elem) == sizeof(double)) {
+    const Vec<L> r = L::template in_double<&gelu_grad_wide<typename L::Wide>>(v);
+    return L::select_negative(v, r, L::select_above(v, L::set1(-1.0f), r, v));
+  } else {
+    Vec<L> n;
+    const Vec<L> a = L::min(L::set1(15.25f), -L::neg_abs(v));
+    const Vec<L> f = gaussian_tail<L>(a, kGeluGradTailPieces, n);  // sets n
+    const Vec<L> tail = L::scale(f * ((a - L::set1(kGeluGradZeroHi)) - L::set1(kGeluGradZeroLo)), n);
+    const Vec<L> inf_nan = v - v;
+    return L::select_negative(v, tail - inf_nan,
+                              L::select_above(v, L::set1(-1.0f), (L::set1(1.0f) - tail) - inf_nan, v));
   }
 }
 template <class L>

@@ -282,6 +282,25 @@ void emit_gelu(Emitter& e) {
   e.add("Mul", {half_x, one_plus}, {e.out(0)});
 }
 
+// gelu's derivative as TF's gradient writes it: (1 + erf(x / sqrt(2))) / 2 + x e^(-x^2 / 2) / sqrt(2 pi)
+void emit_gelu_grad(Emitter& e) {
+  float_only(e, "gelu_grad");
+  const DType d = e.in_type(0).dtype;
+  const std::string x = e.in(0);
+  const std::string s = e.temp("scaled"), erf = e.temp("erf"), one_plus = e.temp("one_plus"), cdf = e.temp("cdf"),
+                    x2 = e.temp("x2"), arg = e.temp("arg"), ex = e.temp("exp"), pdf = e.temp("pdf"), x_pdf = e.temp("x_pdf");
+  e.add("Mul", {x, e.scalar(d, 1.0 / std::numbers::sqrt2)}, {s});
+  e.add("Erf", {s}, {erf});
+  e.add("Add", {erf, e.scalar(d, 1.0)}, {one_plus});
+  e.add("Mul", {one_plus, e.scalar(d, 0.5)}, {cdf});
+  e.add("Mul", {x, x}, {x2});
+  e.add("Mul", {x2, e.scalar(d, -0.5)}, {arg});
+  e.add("Exp", {arg}, {ex});
+  e.add("Mul", {ex, e.scalar(d, std::numbers::inv_sqrtpi / std::numbers::sqrt2)}, {pdf});
+  e.add("Mul", {x, pdf}, {x_pdf});
+  e.add("Add", {cdf, x_pdf}, {e.out(0)});
+}
+
 void emit_gelu_approximate(Emitter& e) {
   float_only(e, "gelu_approximate");
   const DType d = e.in_type(0).dtype;
@@ -1132,6 +1151,7 @@ const OnnxRule kRules[] = {
     {OpId::Gelu, "Mul, Erf, Add", "x / 2 * (1 + erf(x / sqrt(2))) (opset 17 has no Gelu)", emit_gelu},
     {OpId::GeluApproximate, "Mul, Add, Tanh", "x / 2 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3)))",
      emit_gelu_approximate},
+    {OpId::GeluGrad, "Mul, Erf, Add, Exp", "(1 + erf(x / sqrt(2))) / 2 + x e^(-x^2 / 2) / sqrt(2 pi)", emit_gelu_grad},
     {OpId::Elu, "Elu", "alpha = 1", [](Emitter& e) {
        set_attr(e.add("Elu", {e.in(0)}, {e.out(0)}), "alpha", 1.0f);
      }},

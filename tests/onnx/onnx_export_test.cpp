@@ -596,6 +596,24 @@ TEST(OnnxExport, LayerNormAndItsGradients) {
   write_dims("layer_norm_grad", {});
 }
 
+// gelu's gradient is the op gelu_grad (Phi(x) + x phi(x)), exported as TF's formula; inputs on both
+// sides of its zero near -0.75 and into the tails.
+TEST(OnnxExport, GeluGradient) {
+  auto f = tg::function(
+      [](const tg::Tensor& x, const tg::Tensor& w) {
+        tg::GradientTape tape;
+        tape.watch(x);
+        const tg::Tensor loss = tg::reduce_sum(tg::gelu(x) * w);
+        return tape.gradient(loss, {x})[0];
+      },
+      {.name = "gelu_grad", .arg_names = {"x", "w"}});
+  const tg::Tensor x = uniform({5, 8}, 171, -6.0f, 6.0f), w = uniform({5, 8}, 172);
+  const tg::Tensor dx = f(x, w);
+  tg::export_onnx(model_path("gelu_grad"), f);
+  write_run("gelu_grad", 0, {{"x", x}, {"w", w}}, {dx});
+  write_dims("gelu_grad", {});
+}
+
 // A train step of a recurrent layer (tg::for_range over the time steps, a TensorArray for the
 // outputs, and the loop's gradient) exported with variables_as_inputs; a mask skips steps.
 template <class Layer>

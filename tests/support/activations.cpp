@@ -7,6 +7,7 @@
 #include <string>
 
 #include "kernels/simd_math.h"
+#include "ops/op.h"
 #include "tracegraph/ops.h"
 
 namespace tg::testing {
@@ -31,10 +32,20 @@ double exact_gelu_tanh(double x) {
   return x / (1.0 + std::exp(-2.0 * u));
 }
 double exact_elu(double x) { return x < 0 ? std::expm1(x) : x; }
+// Phi(x) + x phi(x) in long double: its two terms cancel at the zero near -0.75, and the float32
+// inputs nearest it need the difference to more digits than double keeps. Far below the zero the
+// value, negative, underflows even long double: -0.
+double exact_gelu_grad(double x) {
+  const long double v = x;
+  const double r = static_cast<double>(0.5L * std::erfc(-v / std::sqrt(2.0L)) +
+                                       v * std::exp(-0.5L * v * v) / std::sqrt(2.0L * 3.141592653589793238462643383279502884L));
+  return r == 0 && x < 0 ? -0.0 : r;
+}
 
 Tensor gelu_erf(const Tensor& x) { return gelu(x, false); }
 Tensor gelu_tanh(const Tensor& x) { return gelu(x, true); }
 Tensor elu_alpha_1(const Tensor& x) { return elu(x); }
+Tensor gelu_grad_op(const Tensor& x) { return detail::apply_op1(detail::OpId::GeluGrad, {x}); }
 
 std::vector<Activation> make() {
   const float nan = kNanF, inf = kInfF, den = kDen, fmax = kMax;
@@ -117,6 +128,14 @@ std::vector<Activation> make() {
         {-den, -den}, {fmax, fmax}},
        -20.f, 20.f, false, 0.2, 1.5, true,
        {0x867a3e8f5b51294aull, 0x37375604971f31c3ull, 0x8ecc69ebc6e7ffdeull}, 0x6cc1f6f928a71fe6ull},
+      // gelu's derivative (autodiff's op for the erf form's gradient); like TF's formula, NaN at
+      // +-inf.
+      {"gelu_grad", "gelu_grad", &gelu_grad_op, &exact_gelu_grad,
+       {0.0, 0.5, -0.5, 0.75, -0.75, 1.0, -1.0, 2.0, -2.0, 3.0, -3.0, 6.0, -6.0, 10.0, -10.0, -14.0, 1e30, kInf, -kInf,
+        kNan},
+       {{nan, nan}, {-inf, nan}, {inf, nan}, {fmax, 1.0f}, {-200.0f, -0.0f}, {-fmax, -0.0f}, {8.0f, 1.0f}},
+       -5.f, 5.f, false, 0.2, 3.0, false,
+       {0x69d3d4ec41b55491ull, 0x69d3d4ec41b55491ull, 0x69d3d4ec41b55491ull}, 0x454c9193f426a20aull},
   };
 }
 
