@@ -11,7 +11,9 @@
 
 #include "core/thread_pool.h"
 #include "kernels/bf16_avx512.h"
+#include "kernels/column_sums.h"
 #include "kernels/gemm.h"
+#include "kernels/gemm_epilogue.h"
 
 namespace tg::detail {
 
@@ -192,6 +194,26 @@ class SharedPanels {
   std::atomic<uint8_t>* states_;
 };
 
+// Rows [r0, r1) of C (bfloat16, stored by the part that finishes rows [own0, own1) whole) added
+// to the leaves of column sums that lie wholly among those rows: a leaf's rows arrive in order,
+// block after block, and a leaf summed in parts in row order has the bits of one sum over it
+// (column_sums.h), so each leaf gets reduce_sum's bits. The leaves of rows two parts share are
+// left to EpilogueColumnSums::finish, which sums them from C.
+void add_rows_to_leaves(ColumnSumLeaves& s, const uint16_t* c, int ldc, int n, int64_t r0, int64_t r1, int64_t own0,
+                        int64_t own1) {
+  for (int64_t r = r0; r < r1;) {
+    const int32_t leaf = s.leaf_of_row[r];
+    const int64_t first = s.leaf_first_row[leaf], last = s.leaf_end_row[leaf];
+    const int64_t stop = std::min(last, r1);
+    if (first >= own0 && last <= own1) {
+      if (r == first) s.summed[leaf].store(true, std::memory_order_relaxed);  // read after the parts join
+      add_column_sums(reinterpret_cast<const bfloat16_t*>(c) + r * ldc, stop - r, ldc, n, r == first,
+                      s.sums + leaf * s.ld);
+    }
+    r = stop;
+  }
+}
+
 // Products from this many flops split over the pool.
 constexpr int64_t kSplitFlops = int64_t{1} << 19;
 
@@ -233,6 +255,18 @@ void gemm_stored(int m, int n, int k, const bfloat16_t* a, int lda, bool ta, con
   // multiplies them in the same pass: no wait between packing and multiplying, and the packed
   // panels stay in the cache of the core that reads them. Each element of C is computed whole by
   // one part, so the bits never depend on the split.
+  // Column sums (Store::kEpilogue only) are added by the part that finishes whole rows, one
+  // block of rows at a time while the block is in its cache; each element of C is the same for
+  // any row range multiply is given.
+  ColumnSumLeaves* const sums = store == Store::kEpilogue && epilogue ? epilogue->column_sums : nullptr;
+  auto multiply_rows = [&](const uint16_t* packed, int i0, int i1) {
+    if (!sums) return multiply(m, n, k, au, lda, ta, packed, c, ldc, store, epilogue, i0, i1, 0, panels);
+    for (int r0 = i0; r0 < i1; r0 += kBlockRows) {
+      const int r1 = std::min(i1, r0 + kBlockRows);
+      multiply(m, n, k, au, lda, ta, packed, c, ldc, store, epilogue, r0, r1, 0, panels);
+      add_rows_to_leaves(*sums, static_cast<const uint16_t*>(c), ldc, n, r0, r1, i0, i1);
+    }
+  };
   auto run_part = [&](int i0, int i1, int p0, int p1) {
     // Kept per thread between calls (a fresh buffer of this size costs page faults every step),
     // grown only (resizing up after a smaller product would zero the new part: a memset of up
@@ -240,6 +274,7 @@ void gemm_stored(int m, int n, int k, const bfloat16_t* a, int lda, bool ta, con
     thread_local std::vector<uint16_t> packed_buffer;
     grow_to(packed_buffer, static_cast<std::size_t>(p1 * panel_size));
     pack_b(n, k, bu, ldb, tb, packed_buffer.data(), p0, p1);
+    if (p0 == 0 && p1 == panels) return multiply_rows(packed_buffer.data(), i0, i1);
     multiply(m, n, k, au, lda, ta, packed_buffer.data(), c, ldc, store, epilogue, i0, i1, p0, p1);
   };
   // Split from 2^19 flops: the demo's 128 x 10 x 256 products (6.6e5) gain from two parts.
@@ -266,8 +301,7 @@ void gemm_stored(int m, int n, int k, const bfloat16_t* a, int lda, bool ta, con
       const int first = share(panels, threads, p), last = share(panels, threads, p + 1);
       for (int q = first; q < last; ++q) shared.pack_unless_taken(q);
       for (int q = 0; q < panels; ++q) shared.ensure_packed((last + q) % panels);
-      multiply(m, n, k, au, lda, ta, packed, c, ldc, store, epilogue,
-               std::min(m, 4 * share(quads, threads, p)), std::min(m, 4 * share(quads, threads, p + 1)), 0, panels);
+      multiply_rows(packed, std::min(m, 4 * share(quads, threads, p)), std::min(m, 4 * share(quads, threads, p + 1)));
     });
     return;
   }

@@ -3,6 +3,10 @@
 #pragma once
 #include <cstdint>
 
+namespace tg::detail {
+struct ColumnSumLeaves;  // kernels/gemm_epilogue.h
+}  // namespace tg::detail
+
 namespace tg::detail::bf16_avx512 {
 
 /// Columns of C per panel of packed B, and rows of C per block of packed A.
@@ -40,6 +44,10 @@ struct Epilogue {
   bool relu = false;
   const bool* mask_in = nullptr;
   int64_t ld_mask = 0;
+  /// The column sums of the stored result (a dense layer's bias gradient), by leaves of
+  /// reduce_sum's order over rows; null: none. Not read by multiply: bf16_gemm_epilogue
+  /// (kernels/bf16.h) adds each block of rows to them after multiply stored it.
+  ColumnSumLeaves* column_sums = nullptr;
 };
 
 /// C rows [i0, i1), columns of panels [q0, q1) = op(A) B, float32 sums of exact products,

@@ -16,7 +16,8 @@ std::vector<ValueType> infer_epilogue_node(const char* op, OpId product, const O
     op_error<InvalidArgumentError>(op, "expected ", e.arity(), " inputs, got ", in.size(), "; ", op,
                                    " nodes are made by the graph optimiser only");
   // bfloat16: a matmul's or a convolution's (their kernels' bfloat16 paths round as the ops apart do).
-  const bool bf16 = (product == OpId::MatMul || product == OpId::Conv2D) && in[0].dtype == DType::BFloat16 && !e.column_sums;
+  const bool bf16 = (product == OpId::MatMul && in[0].dtype == DType::BFloat16) ||
+                    (product == OpId::Conv2D && in[0].dtype == DType::BFloat16 && !e.column_sums);
   // A bfloat16 matmul's right operand may be float32: a float32 Variable's value the product
   // rounds to bfloat16 as it packs it, for the cast the optimiser took in
   // (passes/bf16_operand_casts.cpp). The steps see the rounded value.
@@ -25,7 +26,7 @@ std::vector<ValueType> infer_epilogue_node(const char* op, OpId product, const O
   for (std::size_t i = 0; i < 2; ++i)
     if (types[i].dtype != (bf16 ? DType::BFloat16 : DType::Float32))
       op_error<InvalidArgumentError>(op, "expected float32 operands, got input ", i, " ", describe(in[i]),
-                                     product == OpId::MatMul ? " (bfloat16 operands: both, without column sums)" : "");
+                                     product == OpId::MatMul ? " (bfloat16 operands: both)" : "");
   if (e.matrix()) {
     if (e.add_matrix && e.mul_matrix)
       op_error<InvalidArgumentError>(op, "expected add_matrix or mul_matrix, got both; ", op,

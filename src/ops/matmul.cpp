@@ -276,14 +276,18 @@ std::vector<ValueType> infer_matmul_epilogue(const std::vector<ValueType>& in, c
   return infer_epilogue_node(kEpilogueOp, OpId::MatMul, product_attrs(e), EpilogueParts::of(e), in);
 }
 
-// matmul_epilogue on bfloat16 operands (no column sums: the optimiser fuses none on bfloat16):
-// the bits of the ops apart (each op rounds its own result to bfloat16, and the next computes
-// in float32 on that rounded value, as kernel_via_float32 does), applied to each block of sums
-// in registers as the product stores it (bf16_gemm_epilogue).
+// matmul_epilogue on bfloat16 operands: the bits of the ops apart (each op rounds its own result
+// to bfloat16, and the next computes in float32 on that rounded value, as kernel_via_float32
+// does), applied to each block of sums in registers as the product stores it
+// (bf16_gemm_epilogue). Column sums (a bias gradient) are summed from the stored bfloat16 rows
+// into reduce_sum's leaves by the part that stored them, and rounded once (sum_to_like's bits).
 void kernel_matmul_epilogue_bf16(const EpilogueParts& parts, const Gemm& g, const std::vector<Tensor>& in,
                                  std::vector<Tensor>& out) {
-  TG_CHECK(!parts.column_sums, "matmul_epilogue: column sums of a bfloat16 product");
-  if (g.m * g.n == 0) return;
+  bfloat16_t* const sums = parts.column_sums ? data_of<bfloat16_t>(out.back()) : nullptr;
+  if (g.m * g.n == 0) {
+    if (sums) std::fill_n(sums, g.n, bfloat16_t(0.0f));  // a sum of no rows
+    return;
+  }
   thread_local std::vector<float> bias_buffer;  // kept between calls: no allocation per step
   Bf16Epilogue epilogue;
   if (parts.bias) {
@@ -295,13 +299,17 @@ void kernel_matmul_epilogue_bf16(const EpilogueParts& parts, const Gemm& g, cons
   epilogue.relu = parts.relu;
   epilogue.mask_in = parts.mask_in ? data_of<bool>(in[parts.mask_input()]) : nullptr;
   epilogue.ld_mask = g.n;
+  std::optional<EpilogueColumnSums> column_sums;
+  if (sums) epilogue.column_sums = column_sums.emplace(g.m, g.n).leaves();
   const int m = blas_int(g.m), n = blas_int(g.n), k = blas_int(g.k), lda = blas_int(g.a_cols), ldb = blas_int(g.b_cols);
   const bfloat16_t* a = data_of<bfloat16_t>(in[0]);
   bfloat16_t* c = data_of<bfloat16_t>(out[0]);
   // A float32 right operand (the optimiser's, for a cast it took in) is rounded as it is packed.
   if (in[1].impl()->dtype == DType::Float32)
-    return bf16_gemm_epilogue(m, n, k, a, lda, g.ta, data_of<float>(in[1]), ldb, g.tb, c, n, epilogue);
-  bf16_gemm_epilogue(m, n, k, a, lda, g.ta, data_of<bfloat16_t>(in[1]), ldb, g.tb, c, n, epilogue);
+    bf16_gemm_epilogue(m, n, k, a, lda, g.ta, data_of<float>(in[1]), ldb, g.tb, c, n, epilogue);
+  else
+    bf16_gemm_epilogue(m, n, k, a, lda, g.ta, data_of<bfloat16_t>(in[1]), ldb, g.tb, c, n, epilogue);
+  if (sums) column_sums->finish(c, sums);
 }
 
 void kernel_matmul_epilogue(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {

@@ -12,7 +12,7 @@ int take_bf16_operand_casts(GraphIR& g) {
   for (GraphNode& node : g.nodes) {
     if (node.kind != NodeKind::kOp || node.op != OpId::MatMulEpilogue || node.inputs.size() < 2) continue;
     const MatMulEpilogueAttrs& attrs = node.attrs.get<MatMulEpilogueAttrs>();
-    if (g.type_of(node.inputs[0]).dtype != DType::BFloat16 || attrs.column_sums || attrs.rounded_to_f32) continue;
+    if (g.type_of(node.inputs[0]).dtype != DType::BFloat16 || attrs.rounded_to_f32) continue;
     const GraphNode& cast = g.node_of(node.inputs[1]);
     // A plain cast (no control input) of a float32 matrix to bfloat16.
     if (cast.kind != NodeKind::kOp || cast.op != OpId::Cast || cast.control_input >= 0 || cast.inputs.size() != 1 ||

@@ -2,6 +2,7 @@
 // takes in its bias, relu and gradient masks, with the bits of the unoptimised graph; what is not
 // an epilogue stays.
 #include "graph/verify.h"
+#include "kernels/bf16.h"
 #include "kernels/gemm.h"
 #include "ops/op.h"
 #include "passes/passes.h"
@@ -251,12 +252,59 @@ TEST(ProductEpilogues, BFloat16DenseLayersTakeInBiasReluAndMasksWithTheBitsOfThe
         EXPECT_TRUE(same_bits(got[k], eager[k])) << "output " << k;
       }
       const Graph g = optimised.get_concrete_function(in[0], in[1], in[2], in[3], in[4]).optimized_graph();
-      // x w1 (+ b1, relu, mask), h w2 (+ b2), dlogits w2^T (relu's gradient); the bias
-      // gradients stay sum_to_like nodes.
+      // x w1 (+ b1, relu, mask), h w2 (+ b2), dlogits w2^T (relu's gradient and its sums, b1's
+      // gradient); b2's gradient, the sum of dlogits (no product's result), stays a node.
       EXPECT_EQ(count_op(g, "matmul_epilogue"), 3) << g.to_string();
       EXPECT_EQ(count_op(g, "matmul"), 2) << g.to_string();
+      EXPECT_EQ(count_op(g, "sum_to_like"), 1) << g.to_string();
       for (const char* op : {"relu", "greater", "where", "add"}) EXPECT_EQ(count_op(g, op), 0) << op << "\n" << g.to_string();
     }
+  config::set_num_threads(threads_before);
+}
+
+// A mixed-precision layer's bias gradient (bfloat16 compute, float32 weights cast at use) is
+// summed in the bfloat16 product that makes it, by the part that stores each leaf's rows, with
+// the bits of the unoptimised graph and of eager: rows split over two threads with every leaf in
+// one part (128, 600) or one leaf across both (91), one thread, the instructions off (the
+// float32 fallback), a (1, n) bias, an empty batch; one row or one column stays a sum_to_like.
+TEST(ProductEpilogues, BFloat16BiasGradientIsSummedInTheProductThatMakesIt) {
+  detail::set_verify_graphs(true);
+  auto layer = [](const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2) {
+    GradientTape tape;
+    tape.watch(b1);
+    const Tensor h = relu(matmul(x, cast(w1, bfloat16)) + cast(b1, bfloat16));
+    const Tensor out = matmul(h, cast(w2, bfloat16));
+    return tape.gradient(reduce_sum(out * out), b1);
+  };
+  struct Case { int64_t batch, units; bool keepdims; int sums_left; };
+  auto optimised = function(layer);
+  auto plain = function(layer, {.optimize = false});
+  const int threads_before = config::num_threads();
+  for (const bool instructions : {true, false})
+    for (const int threads : {1, 2})
+      for (const Case c : {Case{128, 256, false, 0}, Case{91, 96, true, 0}, Case{600, 64, false, 0},
+                           Case{33, 40, false, 0}, Case{16, 1, false, 1}, Case{1, 40, false, 1}, Case{0, 40, false, 0}}) {
+        SCOPED_TRACE(::testing::Message() << "instructions " << instructions << " threads " << threads << " batch "
+                                          << c.batch << " units " << c.units << " keepdims " << c.keepdims);
+        const bool was = detail::set_bf16_gemm_instructions(instructions);
+        config::set_num_threads(threads);
+        const Tensor x = cast(random_uniform({c.batch, 300}, -1, 1, 1), bfloat16);
+        const Tensor w1 = random_uniform({300, c.units}, -0.2, 0.2, 2);
+        const Tensor b1 = random_uniform(c.keepdims ? TensorShape{1, c.units} : TensorShape{c.units}, -0.2, 0.2, 3);
+        const Tensor w2 = random_uniform({c.units, 10}, -0.2, 0.2, 4);
+        const Tensor got = optimised(x, w1, b1, w2);
+        EXPECT_EQ(got.dtype(), float32);
+        EXPECT_TRUE(same_bits(got, plain(x, w1, b1, w2)));
+        EXPECT_TRUE(same_bits(got, layer(x, w1, b1, w2)));
+        const Graph g = optimised.get_concrete_function(x, w1, b1, w2).optimized_graph();
+        EXPECT_EQ(count_op(g, "sum_to_like"), c.sums_left) << g.to_string();
+        // w2's cast is taken into the packing of the product with the sums (w1's into x w1's; w2's
+        // stays for h w2, a plain matmul): b1's, w2's and the gradient's to float32 stay. A (1, n)
+        // bias is not taken into x w1 (bfloat16 products take (n) biases): w1's cast stays too.
+        EXPECT_EQ(count_op(g, "cast"), c.keepdims ? 4 : 3) << g.to_string();
+        EXPECT_EQ(count_op(g, "matmul_epilogue"), c.keepdims ? 1 : 2) << g.to_string();
+        detail::set_bf16_gemm_instructions(was);
+      }
   config::set_num_threads(threads_before);
 }
 
