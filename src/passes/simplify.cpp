@@ -8,6 +8,10 @@
 // with the constant on either side of a commutative op (1 * x, (-0.0) + x: commutes()),
 // and only when the constant cannot make the result larger than x by broadcasting (every dim
 // of the constant is 1 and its rank is at most x's). x * 0 -> 0 is never done (NaN, inf).
+// One rule drops a broadcast instead of an op:
+//   unreduce_like(s, like) * x       -> s * x (s one element, like and x one static shape)
+// the gradient of a mean or sum loss, which otherwise writes s out to the loss's whole input
+// shape for the product to read back (each element is s * x[i] either way).
 #include <cmath>
 #include <cstring>
 
@@ -93,6 +97,29 @@ Result pow_one(Match& m, ValueRef& to) { return forward_if(is_neutral_const(m, 1
 Result add_zero(Match& m, ValueRef& to) { return forward_other_of_neutral(m, 0, Sign::kNegativeZero, to); }
 Result sub_zero(Match& m, ValueRef& to) { return forward_if(is_neutral_const(m, 1, 0, Sign::kPositiveZero), m, 0, to); }
 
+// unreduce_like(s, like) * x -> s * x (or x * unreduce_like(s, like) -> x * s), where s has one
+// element (every dim 1, rank at most x's) of x's dtype and the unreduce_like's output and x have
+// one fully defined static shape: the product broadcasts s itself, to the same shape, and
+// multiplies the same two values per element in the same order.
+Result mul_scalar_broadcast(Match& m, ValueRef&) {
+  for (std::size_t k : {std::size_t{0}, std::size_t{1}}) {
+    const GraphNode& u = m.input(k);
+    if (u.kind != NodeKind::kOp || u.op != OpId::UnreduceLike || u.control_input >= 0) continue;
+    const ValueType& s = m.g.type_of(u.inputs[0]);
+    const ValueType& broadcast = m.input_type(k);
+    const ValueType& x = m.input_type(1 - k);
+    if (s.dtype != x.dtype || broadcast.dtype != x.dtype || !s.shape.has_rank() || !x.shape.is_fully_defined() ||
+        !(broadcast.shape == x.shape) || s.shape.rank() > x.shape.rank())
+      continue;
+    bool one = true;
+    for (int64_t d : s.shape.dims()) one = one && d == 1;
+    if (!one) continue;
+    m.node.inputs[k] = u.inputs[0];
+    return Result::kRewritten;
+  }
+  return Result::kNone;
+}
+
 // f(f(x)) -> x for involutions.
 Result involution(Match& m, ValueRef& to) {
   const GraphNode& in = m.input(0);
@@ -163,6 +190,7 @@ Result reshape_chain(Match& m, ValueRef& to) {
 
 constexpr Rule kRules[] = {
     {OpId::Mul, &mul_one},
+    {OpId::Mul, &mul_scalar_broadcast},
     {OpId::Div, &div_one},
     {OpId::Pow, &pow_one},
     {OpId::Add, &add_zero},

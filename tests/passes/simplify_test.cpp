@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "trace/function_core.h"
+#include "ops/grad_helpers.h"
 #include "passes/passes.h"
 #include "graph/verify.h"
 #include "runtime/executor.h"
@@ -128,6 +129,59 @@ TEST(Simplify, UnknownShapesAreHandled) {
   auto cf2 = f.get_concrete_function(TensorSpec(TensorShape::unknown_rank(), float32));
   EXPECT_EQ(count_op(*detail::FunctionAccess::impl(cf2)->ir, "mul"), 1);
   EXPECT_TRUE(same_bits(cf2(constant(2.0f)), constant({2.0f})));
+}
+
+// A mean loss's gradient, one value broadcast to the loss's input shape and then multiplied:
+// the product broadcasts the value itself (NaN, inf and -0.0 in both operands, either order,
+// the value of rank 0 or with its dims kept as 1).
+TEST(Simplify, AOneValueGradientBroadcastBeforeAProductIsDropped) {
+  const Tensor x = constant({{-0.0f, 0.0f, kNan, kInf}, {-kInf, 1.5f, -2.0f, 3.0f}, {0.25f, -0.0f, 7.0f, 1e-30f}});
+  for (const Tensor& s : {constant(-0.0f), constant(kInf), constant(-1.5f)}) {
+    check([](const std::vector<Tensor>& in) { return detail::unreduce_like(in[1], in[0], {}, false) * in[0]; }, {x, s},
+          1, "unreduce_like", 0);
+    check([](const std::vector<Tensor>& in) { return in[0] * detail::unreduce_like(in[1], in[0], {}, false); }, {x, s},
+          1, "unreduce_like", 0);
+  }
+  check([](const std::vector<Tensor>& in) { return detail::unreduce_like(in[1], in[0], {}, true) * in[0]; },
+        {x, constant({{-1.5f}})}, 1, "unreduce_like", 0);
+}
+
+TEST(Simplify, ABroadcastTheProductNeedsStays) {
+  const Tensor x = random_uniform({3, 4}, -1, 1, 1);
+  // The other operand is smaller than the broadcast: the product's shape is the broadcast's.
+  check([](const std::vector<Tensor>& in) { return detail::unreduce_like(in[1], in[0], {}, false) * in[2]; },
+        {x, constant(2.0f), random_uniform({4}, -1, 1, 2)}, 0, "unreduce_like", 1);
+  // More than one value: each row of the product has its own.
+  check([](const std::vector<Tensor>& in) { return detail::unreduce_like(in[1], in[0], {1}, false) * in[0]; },
+        {x, random_uniform({3}, -1, 1, 3)}, 0, "unreduce_like", 1);
+  // A None dim: the broadcast's run-time shape is like's, which the product must check.
+  auto f = function([](const Tensor& a, const Tensor& s) { return detail::unreduce_like(s, a, {}, false) * a; });
+  auto cf = f.get_concrete_function(TensorSpec(TensorShape({None, 4}), float32), TensorSpec(TensorShape({}), float32));
+  EXPECT_EQ(count_op(*detail::FunctionAccess::impl(cf)->ir, "unreduce_like"), 1);
+}
+
+// A mean squared error's gradient, traced and optimised, traced plain and eager: the same bits,
+// and no unreduce_like left in the optimised graph.
+TEST(Simplify, AMeanLossGradientKeepsItsBitsWithoutTheBroadcast) {
+  auto grad = [](const Tensor& x, const Tensor& t) {
+    GradientTape tape;
+    tape.watch(x);
+    const Tensor loss = reduce_mean(square(x - t));
+    return tape.gradient(loss, std::vector<Tensor>{x});
+  };
+  const Tensor x = random_uniform({16, 8, 32}, -2, 2, 4), t = random_uniform({16, 8, 32}, -2, 2, 5);
+  auto optimised = function(grad);
+  auto plain = function(grad, {.optimize = false});
+  const std::vector<Tensor> got = optimised(x, t), want = plain(x, t), eager = grad(x, t);
+  ASSERT_EQ(got.size(), 1u);
+  ASSERT_EQ(want.size(), 1u);
+  ASSERT_EQ(eager.size(), 1u);
+  EXPECT_TRUE(same_bits(got[0], want[0]));
+  EXPECT_TRUE(same_bits(eager[0], want[0]));
+  const Graph g = optimised.get_concrete_function(x, t).optimized_graph();
+  EXPECT_EQ(count_op(g, "unreduce_like"), 0) << g.to_string();
+  const Graph p = plain.get_concrete_function(x, t).optimized_graph();
+  EXPECT_EQ(count_op(p, "unreduce_like"), 1) << p.to_string();
 }
 
 // fold_scaled_updates: v.assign_sub(g * lr) becomes apply_gradient_descent where nothing else
