@@ -27,20 +27,31 @@ namespace {
 // Rows per task: about 16K elements, so that a small tensor runs on the calling thread.
 int64_t row_grain(int64_t c) { return std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(1, c)); }
 
-// sum(f(j)) over j in [0, c): 16 partial sums in T (independent chains the compiler turns into
-// vector lanes), added up in double. Each partial sums c / 16 terms, in an order fixed by c.
+// sum(f(q, j)) over j in [0, c) for each of K rows q: per row 16 partial sums in T (independent
+// chains the compiler turns into vector lanes), added up in double in lane order. Each partial
+// sums c / 16 terms, in an order fixed by c, so a row's sum does not depend on K; the K rows'
+// chains interleave, which hides the latency of the double adds (a row of 128 floats is mostly
+// that latency).
 constexpr int kLanes = 16;
 template <class T, class F>
-double row_sum(int64_t c, F f) {
-  T s[kLanes] = {};
+void lane_sums(int64_t c, F f, T (&s)[kLanes]) {
+  for (int l = 0; l < kLanes; ++l) s[l] = T(0);
   int64_t j = 0;
   for (; j + kLanes <= c; j += kLanes)
     for (int l = 0; l < kLanes; ++l) s[l] += f(j + l);
   for (int l = 0; j < c; ++j, ++l) s[l] += f(j);
-  double total = 0;
-  for (int l = 0; l < kLanes; ++l) total += static_cast<double>(s[l]);
-  return total;
 }
+template <class T, int K, class F>
+void row_sums(int64_t c, F f, double (&total)[K]) {
+  T s[K][kLanes];
+  for (int q = 0; q < K; ++q) lane_sums<T>(c, [&](int64_t j) { return f(q, j); }, s[q]);
+  for (int q = 0; q < K; ++q) total[q] = 0;
+  for (int l = 0; l < kLanes; ++l)
+    for (int q = 0; q < K; ++q) total[q] += static_cast<double>(s[q][l]);
+}
+
+// Rows taken together by the kernels below (row_sums's K).
+constexpr int kRowGroup = 4;
 
 // Rows whose column sums a block adds up in T before adding them into its double sums.
 constexpr int64_t kColumnChunk = 32;
@@ -57,24 +68,63 @@ void gradient_row(int64_t c, const T* __restrict xh, const T* __restrict dy, con
   }
 }
 
+// K rows from r: their means and rstds, then each row's y.
+template <class T, int K>
+void forward_rows(int64_t r, int64_t c, double epsilon, const T* x, const T* gamma, const T* beta, T* y, T* mean,
+                  T* rstd) {
+  const T* __restrict xr = x + r * c;
+  double sum[K], sq[K];
+  row_sums<T, K>(c, [&](int q, int64_t j) { return xr[q * c + j]; }, sum);
+  T mt[K], it[K];
+  for (int q = 0; q < K; ++q) mt[q] = static_cast<T>(sum[q] / static_cast<double>(c));
+  row_sums<T, K>(c, [&](int q, int64_t j) {
+                   const T d = xr[q * c + j] - mt[q];
+                   return d * d;
+                 }, sq);
+  for (int q = 0; q < K; ++q) {
+    const double var = sq[q] / static_cast<double>(c);
+    it[q] = static_cast<T>(1.0 / std::sqrt(var + epsilon));
+  }
+  for (int q = 0; q < K; ++q) {
+    const T* __restrict xq = xr + q * c;
+    T* __restrict yq = y + (r + q) * c;
+    const T m = mt[q], i = it[q];
+    for (int64_t j = 0; j < c; ++j) yq[j] = (xq[j] - m) * i * gamma[j] + beta[j];
+    mean[r + q] = m;
+    rstd[r + q] = i;
+  }
+}
+
 template <class T>
 void forward_impl(int64_t rows, int64_t c, double epsilon, const T* x, const T* gamma, const T* beta, T* y,
                         T* mean, T* rstd) {
   parallel_for(rows, row_grain(c), [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      const T* __restrict xr = x + r * c;
-      T* __restrict yr = y + r * c;
-      const T mt = static_cast<T>(row_sum<T>(c, [&](int64_t j) { return xr[j]; }) / static_cast<double>(c));
-      const double var = row_sum<T>(c, [&](int64_t j) {
-                           const T d = xr[j] - mt;
-                           return d * d;
-                         }) / static_cast<double>(c);
-      const T it = static_cast<T>(1.0 / std::sqrt(var + epsilon));
-      for (int64_t j = 0; j < c; ++j) yr[j] = (xr[j] - mt) * it * gamma[j] + beta[j];
-      mean[r] = mt;
-      rstd[r] = it;
-    }
+    int64_t r = begin;
+    for (; r + kRowGroup <= end; r += kRowGroup) forward_rows<T, kRowGroup>(r, c, epsilon, x, gamma, beta, y, mean, rstd);
+    for (; r < end; ++r) forward_rows<T, 1>(r, c, epsilon, x, gamma, beta, y, mean, rstd);
   });
+}
+
+// K rows from r of the gradient: their xhat (into xh, K rows of c), the two row sums of each,
+// then each row's dx and its terms of the column sums, in row order.
+template <class T, int K>
+void backward_rows(int64_t r, int64_t c, const T* x, const T* __restrict gm, const T* mean, const T* rstd,
+                   const T* dy, T* dx, T* __restrict xh, T* __restrict cg, T* __restrict cb) {
+  for (int q = 0; q < K; ++q) {
+    const T* __restrict xr = x + (r + q) * c;
+    T* __restrict xq = xh + q * c;
+    const T m = mean[r + q], inv = rstd[r + q];
+    for (int64_t j = 0; j < c; ++j) xq[j] = (xr[j] - m) * inv;
+  }
+  const T* __restrict dyr = dy + r * c;
+  double sa[K], sb[K];
+  row_sums<T, K>(c, [&](int q, int64_t j) { return dyr[q * c + j] * gm[j]; }, sa);
+  row_sums<T, K>(c, [&](int q, int64_t j) { return dyr[q * c + j] * gm[j] * xh[q * c + j]; }, sb);
+  for (int q = 0; q < K; ++q) {
+    const T a = static_cast<T>(sa[q] / static_cast<double>(c));
+    const T bb = static_cast<T>(sb[q] / static_cast<double>(c));
+    gradient_row<T>(c, xh + q * c, dyr + q * c, gm, a, bb, rstd[r + q], dx + (r + q) * c, cg, cb);
+  }
 }
 
 template <class T>
@@ -90,29 +140,21 @@ void backward_impl(int64_t rows, int64_t c, const T* x, const T* gamma, const T*
     // xhat of the row, then the chunk's column sums of dy * xhat and of dy, in T.
     // Every pointer of the loops below names memory no other one does (__restrict), so that they
     // vectorise without run-time overlap checks.
-    std::vector<T> scratch(static_cast<std::size_t>(3 * c));
+    std::vector<T> scratch(static_cast<std::size_t>((kRowGroup + 2) * c));
     T* __restrict xh = scratch.data();
-    T* __restrict cg = xh + c;
+    T* __restrict cg = xh + kRowGroup * c;
     T* __restrict cb = cg + c;
-    const T* __restrict gm = gamma;
     for (int64_t b = b0; b < b1; ++b) {
       double* pg = partial.data() + b * 2 * c;
       double* pb = pg + c;
       const int64_t r_end = std::min(rows, (b + 1) * per_block);
       for (int64_t r0 = b * per_block; r0 < r_end; r0 += kColumnChunk) {
         std::fill(cg, cg + 2 * c, T(0));
-        for (int64_t r = r0; r < std::min(r_end, r0 + kColumnChunk); ++r) {
-          const T* __restrict xr = x + r * c;
-          const T* __restrict dyr = dy + r * c;
-          T* __restrict dxr = dx + r * c;
-          const T m = mean[r], inv = rstd[r];
-          for (int64_t j = 0; j < c; ++j) xh[j] = (xr[j] - m) * inv;
-          const T a = static_cast<T>(row_sum<T>(c, [&](int64_t j) { return dyr[j] * gm[j]; }) /
-                                     static_cast<double>(c));
-          const T bb = static_cast<T>(row_sum<T>(c, [&](int64_t j) { return dyr[j] * gm[j] * xh[j]; }) /
-                                      static_cast<double>(c));
-          gradient_row<T>(c, xh, dyr, gm, a, bb, inv, dxr, cg, cb);
-        }
+        const int64_t r1 = std::min(r_end, r0 + kColumnChunk);
+        int64_t r = r0;
+        for (; r + kRowGroup <= r1; r += kRowGroup)
+          backward_rows<T, kRowGroup>(r, c, x, gamma, mean, rstd, dy, dx, xh, cg, cb);
+        for (; r < r1; ++r) backward_rows<T, 1>(r, c, x, gamma, mean, rstd, dy, dx, xh, cg, cb);
         for (int64_t j = 0; j < c; ++j) {
           pg[j] += static_cast<double>(cg[j]);
           pb[j] += static_cast<double>(cb[j]);

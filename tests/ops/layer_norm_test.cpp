@@ -161,6 +161,32 @@ TEST(LayerNormOp, TheAvx512AndBaselineBuildsGiveTheSameBits) {
     }
 }
 
+// The kernels take rows in groups (their sums interleaved) and the rest one by one: each row's y,
+// mean, rstd and dx are the bits it gets alone, in both builds, for row counts around the group.
+TEST(LayerNormOp, EachRowGetsTheBitsItGetsAlone) {
+  for (const bool avx512 : {false, true})
+    for (const std::vector<int64_t>& dims : {std::vector<int64_t>{7, 37}, {9, 128}, {3, 16}}) {
+      SCOPED_TRACE(::testing::Message() << (avx512 ? "avx512 " : "baseline ") << dims[0] << " x " << dims[1]);
+      const bool before = detail::set_layer_norm_avx512(avx512);
+      const Tensor x = values(dims, 71), g = values({dims[1]}, 72), b = values({dims[1]}, 73), dy = values(dims, 74);
+      const std::vector<Tensor> o = layer_norm_op(x, g, b, 1e-5);
+      const Tensor dx = detail::apply_op(detail::OpId::LayerNormGrad, {x, g, o[1], o[2], dy},
+                                         detail::LayerNormAttrs{.epsilon = 1e-5})[0];
+      for (int64_t r = 0; r < dims[0]; ++r) {
+        SCOPED_TRACE(::testing::Message() << "row " << r);
+        const Tensor xr = slice(x, {r, 0}, {1, dims[1]}), dyr = slice(dy, {r, 0}, {1, dims[1]});
+        const std::vector<Tensor> a = layer_norm_op(xr, g, b, 1e-5);
+        const Tensor dxa = detail::apply_op(detail::OpId::LayerNormGrad, {xr, g, a[1], a[2], dyr},
+                                            detail::LayerNormAttrs{.epsilon = 1e-5})[0];
+        EXPECT_TENSOR_EQ(a[0], slice(o[0], {r, 0}, {1, dims[1]}));
+        EXPECT_TENSOR_EQ(a[1], slice(o[1], {r}, {1}));
+        EXPECT_TENSOR_EQ(a[2], slice(o[2], {r}, {1}));
+        EXPECT_TENSOR_EQ(dxa, slice(dx, {r, 0}, {1, dims[1]}));
+      }
+      detail::set_layer_norm_avx512(before);
+    }
+}
+
 TEST(LayerNormOp, TypedErrors) {
   const Tensor x = values({3, 4}, 51), g = values({4}, 52), b = values({4}, 53);
   EXPECT_THROW_MSG(layer_norm_op(x, values({5}, 1), b, 1e-3), InvalidArgumentError, "[layer_norm]", "gamma",
