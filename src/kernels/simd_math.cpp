@@ -54,6 +54,7 @@ const MathFns& math_fns(Isa isa) {
   void routine##_f32(const float* x, float* y, int64_t n) { best().routine(x, y, n); }
 TG_SIMD_MATH_ROUTINES(TG_SIMD_FORWARD)
 #undef TG_SIMD_FORWARD
+void gelu_with_grad_f32(const float* x, float* y, float* dy, int64_t n) { best().gelu_with_grad(x, y, dy, n); }
 const char* isa() { return best().name; }
 
 }  // namespace tg::detail::simd

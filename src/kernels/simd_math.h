@@ -18,6 +18,10 @@ namespace tg::detail::simd {
 TG_SIMD_MATH_ROUTINES(TG_SIMD_DECLARE)
 #undef TG_SIMD_DECLARE
 
+/// gelu into y and gelu_grad into dy, each with the bits of its routine above, sharing their
+/// e^(-x^2 / 2) (the fused kernel runs it where a program has both of one value).
+void gelu_with_grad_f32(const float* x, float* y, float* dy, int64_t n);
+
 /// Which implementation runs: "avx512", "avx2" or "scalar".
 const char* isa();
 
@@ -30,6 +34,7 @@ struct MathFns {
 #define TG_SIMD_MEMBER(Op, F, routine, ...) MathFn routine;
   TG_SIMD_MATH_ROUTINES(TG_SIMD_MEMBER)
 #undef TG_SIMD_MEMBER
+  void (*gelu_with_grad)(const float* x, float* y, float* dy, int64_t n);
 };
 /// Whether this CPU can run isa's functions (kScalar: always).
 bool cpu_has(Isa isa);
@@ -62,6 +67,7 @@ constexpr MathFns math_fns_of(const char* name) {
 #define TG_SIMD_APPLY(Op, F, routine, ...) .routine = &apply<L, &formula::routine<L>>,
       TG_SIMD_MATH_ROUTINES(TG_SIMD_APPLY)
 #undef TG_SIMD_APPLY
+      .gelu_with_grad = &apply_gelu_with_grad<L>,
   };
 }
 }  // namespace

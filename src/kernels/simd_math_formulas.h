@@ -149,7 +149,7 @@ Vec<L> elu(Vec<L> v) {
 // The erf form runs in float32 arithmetic (float64, at width 1, as written in gelu_wide; the tanh
 // form is still evaluated in float64 and rounded once). With a = |x|,
 //   gelu(-a) = -e^(-a^2 / 2) G(a),   gelu(a) = a - e^(-a^2 / 2) G(a),   G(a) = a e^(a^2 / 2) Phi(-a),
-// G smooth, going from a / 2 at 0 to 1 / sqrt(2 pi) at infinity, which gaussian_tail evaluates
+// G smooth, going from a / 2 at 0 to 1 / sqrt(2 pi) at infinity, which gaussian_poly evaluates
 // piecewise (GaussTailPieces, within 0.05 ULP). What cost float32 its accuracy before is
 // e^(-a^2 / 2): a float32 a^2 alone carries a relative error of 2^-24, which e^ multiplies by
 // a^2 / 2 (up to 104 before the result underflows), ~170 ULP in the tail. So -a^2 / 2 is formed
@@ -245,11 +245,13 @@ inline constexpr GaussTailPieces kGeluGradTailPieces = {
      {-0x1.8491b6p-14f, -0x1.c4425cp-16f, -0x1.88bdaep-19f, -0x1.19404ap-21f, -0x1.8f6a14p-24f, -0x1.d4950ap-26f, -0x1.ee1826p-28f, -0x1.14bb6ap-29f, 0x1.bbaf44p-30f, -0x1.93a494p-32f, -0x1.ef847ap-30f, 0x1.ddb9ap-30f, -0x1.5e258ap-31f, 0x1.ae598p-31f, -0x1.305d42p-34f, 0x1.fb77ccp-24f}
     }};
 
-/// e^(-a^2 / 2) P(a) for a in [0, 15.25] (a NaN gives a NaN), with P = pieces' function: returns
-/// the value before its power of two, and that power in n; the caller applies it with
-/// L::scale after the last rounding.
+/// e^(-a^2 / 2) as 2^n (1 + em1 + em1_lo), for gaussian_poly.
 template <class L>
-Vec<L> gaussian_tail(Vec<L> a, const GaussTailPieces& pieces, Vec<L>& n) {
+struct GaussianExp {
+  Vec<L> n, em1, em1_lo;
+};
+template <class L>
+GaussianExp<L> gaussian_exp(Vec<L> a) {
   using V = Vec<L>;
   // -a^2 / 2 = hi + lo exactly: -a / 2 is exact, and the FMA gives the product's rounding error.
   const V m = a * L::set1(-0.5f);
@@ -257,7 +259,7 @@ Vec<L> gaussian_tail(Vec<L> a, const GaussTailPieces& pieces, Vec<L>& n) {
   const V lo = L::fma(m, a, -hi);
   // hi = n ln 2 + r1 with ln 2's first 13 bits (n ln2_hi exact for |n| < 2^11, and the FMA's
   // difference then exact, Cody-Waite); the rest of ln 2 and lo go into r, |r| <= 0.36.
-  n = L::round(hi * L::set1(0x1.715476p+0f));
+  const V n = L::round(hi * L::set1(0x1.715476p+0f));
   const V r1 = L::fma(n, L::set1(-0x1.62ep-1f), hi);
   const V r2 = L::fma(n, L::set1(-0x1.0bfbe8p-15f), lo);
   const V r = r1 + r2;
@@ -274,6 +276,16 @@ Vec<L> gaussian_tail(Vec<L> a, const GaussTailPieces& pieces, Vec<L>& n) {
   const V r_sq = r * r;
   const V em1 = L::fma(r_sq, p, r);
   const V em1_lo = L::fma(r_sq, p, r - em1) + r_err;
+  return {n, em1, em1_lo};
+}
+
+/// e^(-a^2 / 2) P(a) for a in [0, 15.25] (a NaN gives a NaN), with P = pieces' function and
+/// e = gaussian_exp(a): returns the value before its power of two, e.n; the caller applies it
+/// with L::scale after the last rounding. gelu and gelu_grad of one a share e (gelu_with_grad).
+template <class L>
+Vec<L> gaussian_poly(Vec<L> a, const GaussTailPieces& pieces, const GaussianExp<L>& e) {
+  using V = Vec<L>;
+  const V em1 = e.em1, em1_lo = e.em1_lo;
   const V i = L::round(a);  // the piece
   const V s = a - L::lookup(pieces.center, i);
   V q = L::lookup(pieces.c[8], i);
@@ -301,23 +313,26 @@ Vec<L> gaussian_tail(Vec<L> a, const GaussTailPieces& pieces, Vec<L>& n) {
 // the erf form with libm's erfc (gelu_wide); float32 as above: a is |x| clamped to 15.25, beyond
 // which both results round to the same 0 or x; v - v turns -inf's result into TF's NaN.
 template <class L>
+Vec<L> gelu_from_tail(Vec<L> v, Vec<L> f, Vec<L> n) {
+  const Vec<L> tail = L::scale(f, n);
+  return L::select_negative(v, -tail - (v - v), L::select_above(v, L::set1(0.0f), v - tail, v));
+}
+template <class L>
 Vec<L> gelu(Vec<L> v) {
   if constexpr (sizeof(typename L::Elem) == sizeof(double)) {
     const Vec<L> r = L::template in_double<&gelu_wide<typename L::Wide>>(v);
     return L::select_negative(v, r, L::select_above(v, L::set1(-1.0f), r, v));
   } else {
-    Vec<L> n;
     const Vec<L> a = L::min(L::set1(15.25f), -L::neg_abs(v));
-    const Vec<L> f = gaussian_tail<L>(a, kGeluTailPieces, n);  // sets n
-    const Vec<L> tail = L::scale(f, n);
-    return L::select_negative(v, -tail - (v - v), L::select_above(v, L::set1(0.0f), v - tail, v));
+    const GaussianExp<L> e = gaussian_exp<L>(a);
+    return gelu_from_tail<L>(v, gaussian_poly<L>(a, kGeluTailPieces, e), e.n);
   }
 }
 // gelu's derivative Phi(x) + x phi(x), phi(x) = e^(-x^2 / 2) / sqrt(2 pi), TF's gradient of the erf
 // form, without its cancellations (1 + erf for negative x, and the two terms, which cancel at the
 // zero near -0.75): with a = |x| and K as above,
 //   gelu'(-a) = e^(-a^2 / 2) K(a),   gelu'(a) = 1 - e^(-a^2 / 2) K(a),
-// and K(a) = (a - r) Q(a) with Q the pieces above, so gaussian_tail evaluates e^(-a^2 / 2) Q(a)
+// and K(a) = (a - r) Q(a) with Q the pieces above, so gaussian_poly evaluates e^(-a^2 / 2) Q(a)
 // exactly as gelu's tail and a - r comes with its relative accuracy ((a - r_hi) is exact near r).
 // a is clamped to 15.25, where the tail has underflowed and the result is 0 or 1; as TF's
 // formula (inf * 0), +-inf give NaN, and a NaN comes back as itself. float64 evaluates that
@@ -328,19 +343,33 @@ Vec<W> gelu_grad_wide(Vec<W> w) {
          w * (W::set1(0.3989422804014327) * W::exp(W::set1(-0.5) * (w * w)));
 }
 template <class L>
+Vec<L> gelu_grad_from_tail(Vec<L> v, Vec<L> a, Vec<L> f, Vec<L> n) {
+  const Vec<L> tail = L::scale(f * ((a - L::set1(kGeluGradZeroHi)) - L::set1(kGeluGradZeroLo)), n);
+  const Vec<L> inf_nan = v - v;
+  return L::select_negative(v, tail - inf_nan,
+                            L::select_above(v, L::set1(-1.0f), (L::set1(1.0f) - tail) - inf_nan, v));
+}
+template <class L>
 Vec<L> gelu_grad(Vec<L> v) {
   if constexpr (sizeof(typename L::Elem) == sizeof(double)) {
     const Vec<L> r = L::template in_double<&gelu_grad_wide<typename L::Wide>>(v);
     return L::select_negative(v, r, L::select_above(v, L::set1(-1.0f), r, v));
   } else {
-    Vec<L> n;
     const Vec<L> a = L::min(L::set1(15.25f), -L::neg_abs(v));
-    const Vec<L> f = gaussian_tail<L>(a, kGeluGradTailPieces, n);  // sets n
-    const Vec<L> tail = L::scale(f * ((a - L::set1(kGeluGradZeroHi)) - L::set1(kGeluGradZeroLo)), n);
-    const Vec<L> inf_nan = v - v;
-    return L::select_negative(v, tail - inf_nan,
-                              L::select_above(v, L::set1(-1.0f), (L::set1(1.0f) - tail) - inf_nan, v));
+    const GaussianExp<L> e = gaussian_exp<L>(a);
+    return gelu_grad_from_tail<L>(v, a, gaussian_poly<L>(a, kGeluGradTailPieces, e), e.n);
   }
+}
+// Both at once, for a fused program that computes gelu(x) and gelu_grad(x) (the erf form's
+// forward and its gradient's factor): e^(-a^2 / 2) once, and otherwise the operations of the two
+// apart, so their bits. float32 lanes only.
+template <class L>
+Vec<L> gelu_with_grad(Vec<L> v, Vec<L>& grad) {
+  static_assert(sizeof(typename L::Elem) == sizeof(float));
+  const Vec<L> a = L::min(L::set1(15.25f), -L::neg_abs(v));
+  const GaussianExp<L> e = gaussian_exp<L>(a);
+  grad = gelu_grad_from_tail<L>(v, a, gaussian_poly<L>(a, kGeluGradTailPieces, e), e.n);
+  return gelu_from_tail<L>(v, gaussian_poly<L>(a, kGeluTailPieces, e), e.n);
 }
 template <class L>
 Vec<L> gelu_tanh(Vec<L> v) {
@@ -361,6 +390,30 @@ void apply(const float* x, float* y, int64_t n) {
       std::memcpy(buf, x + i, static_cast<std::size_t>(n - i) * sizeof(float));
       L::store(buf, f(L::load(buf)));
       std::memcpy(y + i, buf, static_cast<std::size_t>(n - i) * sizeof(float));
+    }
+  }
+}
+
+/// formula::gelu_with_grad over n floats: gelu into y, gelu_grad into dy (either may alias x).
+template <class L>
+void apply_gelu_with_grad(const float* x, float* y, float* dy, int64_t n) {
+  int64_t i = 0;
+  for (; i + L::kWidth <= n; i += L::kWidth) {
+    Vec<L> g;
+    const Vec<L> r = formula::gelu_with_grad<L>(L::load(x + i), g);
+    L::store(y + i, r);
+    L::store(dy + i, g);
+  }
+  if constexpr (L::kWidth > 1) {
+    if (i < n) {
+      alignas(64) float buf[L::kWidth] = {};
+      alignas(64) float grad[L::kWidth];
+      std::memcpy(buf, x + i, static_cast<std::size_t>(n - i) * sizeof(float));
+      Vec<L> g;
+      L::store(buf, formula::gelu_with_grad<L>(L::load(buf), g));
+      L::store(grad, g);
+      std::memcpy(y + i, buf, static_cast<std::size_t>(n - i) * sizeof(float));
+      std::memcpy(dy + i, grad, static_cast<std::size_t>(n - i) * sizeof(float));
     }
   }
 }

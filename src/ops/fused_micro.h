@@ -52,6 +52,9 @@ struct MicroTable {
   MicroFn affine[2][2] = {};
   // A RegisterChain over float32: args x (vector) and the chain itself. AVX-512 builds only.
   MicroFn chain_f32 = nullptr;
+  // gelu(x) and gelu_grad(x) of one float32 x (simd::gelu_with_grad_f32): args x and, in the place
+  // of a second operand, where gelu_grad's values go; out gets gelu's.
+  MicroFn gelu_with_grad = nullptr;
 };
 
 namespace fused_baseline {

@@ -238,6 +238,46 @@ std::shared_ptr<const FusedPlan> build_plan(const FusedProgram& p, const std::ve
   for (std::size_t k = 0; k < p.steps.size(); ++k) {
     const FusedStep& st = p.steps[k];
     int out_slot = first_step + static_cast<int>(k);
+    // gelu and gelu_grad of one float32 tensor value, next to each other (the erf form's forward
+    // and its gradient's factor, as autodiff leaves them): one loop computes both, sharing their
+    // e^(-x^2 / 2), with the bits of the two apart. Both results get their place first, then the
+    // operand's buffer is freed if nothing later reads it, so neither output aliases it.
+    if (k + 1 < p.steps.size()) {
+      const FusedStep& nx = p.steps[k + 1];
+      const bool pair = ((st.op == OpId::Gelu && nx.op == OpId::GeluGrad) ||
+                         (st.op == OpId::GeluGrad && nx.op == OpId::Gelu)) &&
+                        st.num_args == 1 && nx.num_args == 1 && st.args[0] == nx.args[0] &&
+                        st.in_dtype == DType::Float32 && st.out_dtype == DType::Float32 &&
+                        nx.in_dtype == DType::Float32 && nx.out_dtype == DType::Float32 &&
+                        !is_scalar_slot(st.args[0]);
+      if (pair) {
+        const int gelu_slot = st.op == OpId::Gelu ? out_slot : out_slot + 1;
+        const int grad_slot = st.op == OpId::Gelu ? out_slot + 1 : out_slot;
+        for (const int s : {gelu_slot, grad_slot}) {
+          FusedPlan::Slot& slot = plan->slots[static_cast<std::size_t>(s)];
+          slot.elem_size = sizeof(float);
+          if (output_of[static_cast<std::size_t>(s)] >= 0) {
+            slot.kind = FusedPlan::kOutputStep;
+            slot.index = output_of[static_cast<std::size_t>(s)];
+          } else {
+            slot.kind = FusedPlan::kTileStep;
+            slot.index = take_buffer();
+          }
+        }
+        const int operand = st.args[0];
+        const FusedPlan::Slot& in = plan->slots[static_cast<std::size_t>(operand)];
+        if (in.kind == FusedPlan::kTileStep && last_use[static_cast<std::size_t>(operand)] <= static_cast<int>(k + 1))
+          free_buffers.push_back(in.index);
+        FusedPlan::Exec e;
+        e.fn = table.gelu_with_grad;
+        e.out = gelu_slot;
+        e.args[0] = operand;
+        e.args[1] = grad_slot;
+        plan->tile_steps.push_back(e);
+        ++k;
+        continue;
+      }
+    }
     // A register chain: a run of float32 ops, each reading only the value before it (used by
     // nothing else) and at most one constant, computed without a tile buffer in between. Not over
     // bfloat16: rounding each op's result in the registers costs ~8 integer instructions a

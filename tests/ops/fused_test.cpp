@@ -4,6 +4,7 @@
 #include <map>
 
 #include "ops/fused.h"
+#include "ops/fused_plan.h"
 #include "support/activations.h"
 #include "support/op_case.h"
 #include "support/test_util.h"
@@ -82,6 +83,62 @@ TEST(FusedOps, TheFusableOpsAndDtypesAreExactlyThese) {
   // Every vectorised activation fuses in both float dtypes.
   for (const testing::Activation& a : testing::activations()) EXPECT_TRUE(expected.emplace(a.op, floats).second) << a.op;
   EXPECT_EQ(got, expected);
+}
+
+// gelu and gelu_grad of one float32 value next to each other (the erf form's forward and its
+// gradient's factor) run as one loop (fused_plan.cpp): the plan has one step for the two, and
+// the results are the bits of the ops apart, in either order, with the operand a step's value or
+// an input, the results outputs or read by a later step, over tiles, tails and special values.
+std::vector<float> gelu_pair_inputs(int64_t n, uint64_t seed) {
+  std::vector<float> v = random_uniform({n}, -8.0f, 8.0f, seed).to_vector<float>();
+  const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -0.7517915f, 15.3f, -15.3f, -200.0f, 1e-30f};
+  for (std::size_t i = 0; i < v.size() && i < std::size(specials); ++i) v[i * 7 % v.size()] = specials[i];
+  return v;
+}
+
+TEST(FusedGeluPair, GeluAndItsGradientOfOneValueAreOneStepWithTheOpsBits) {
+  using namespace detail;
+  for (const int64_t n : {int64_t{1}, int64_t{17}, int64_t{1024}, int64_t{1500}, int64_t{3000}}) {
+    SCOPED_TRACE(::testing::Message() << "n = " << n);
+    const Tensor x = constant(gelu_pair_inputs(n, 81), TensorShape{n});
+    const Tensor b = constant(gelu_pair_inputs(n, 82), TensorShape{n});
+    const Tensor h = x + b;
+    const Tensor want_gelu = gelu(h), want_grad = apply_op1(OpId::GeluGrad, {h});
+    // add(x, b), gelu, gelu_grad: both outputs, the operand a step's value.
+    {
+      FusedProgram p;
+      p.inputs = {ValueType{float32, TensorShape{n}}, ValueType{float32, TensorShape{n}}};
+      p.shape = TensorShape{n};
+      p.steps = {FusedStep{OpId::Add, float32, float32, {0, 1, -1}, 2}, FusedStep{OpId::Gelu, float32, float32, {2, -1, -1}, 1},
+                 FusedStep{OpId::GeluGrad, float32, float32, {2, -1, -1}, 1}};
+      p.outputs = {3, 4};
+      const auto prog = make_fused_program(std::move(p));
+      ASSERT_TRUE(prog->plan);
+      // the add, then the pair (one element: the plan's scalar steps, one op at a time)
+      if (n > 1) {
+        EXPECT_EQ(prog->plan->tile_steps.size(), 2u);
+      }
+      const std::vector<Tensor> out = apply_op(OpId::FusedElementwise, {x, b}, fused_attrs(prog));
+      EXPECT_TRUE(testing::same_bits(out[0], want_gelu));
+      EXPECT_TRUE(testing::same_bits(out[1], want_grad));
+    }
+    // gelu_grad, gelu of an input, their product the only output.
+    {
+      FusedProgram p;
+      p.inputs = {ValueType{float32, TensorShape{n}}};
+      p.shape = TensorShape{n};
+      p.steps = {FusedStep{OpId::GeluGrad, float32, float32, {0, -1, -1}, 1}, FusedStep{OpId::Gelu, float32, float32, {0, -1, -1}, 1},
+                 FusedStep{OpId::Mul, float32, float32, {1, 2, -1}, 2}};
+      p.outputs = {3};
+      const auto prog = make_fused_program(std::move(p));
+      ASSERT_TRUE(prog->plan);
+      if (n > 1) {
+        EXPECT_EQ(prog->plan->tile_steps.size(), 2u);
+      }
+      const Tensor out = apply_op1(OpId::FusedElementwise, {h}, fused_attrs(prog));
+      EXPECT_TRUE(testing::same_bits(out, apply_op1(OpId::GeluGrad, {h}) * gelu(h)));
+    }
+  }
 }
 
 }  // namespace

@@ -240,5 +240,26 @@ TEST(SimdMathAccuracy, DISABLED_EveryFloat32StaysWithinTheDocumentedBound) {
   sweep_all_paths(1, std::max(1u, std::thread::hardware_concurrency()), true);
 }
 
+// gelu_with_grad (the fused kernel's loop for gelu and gelu_grad of one value) gives each routine's
+// bits on every path: every 997th bit pattern, in one call (body and tail), and in place.
+TEST(SimdMathGeluWithGrad, GivesTheBitsOfGeluAndGeluGradOnEveryPath) {
+  std::vector<float> x;
+  for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 997) x.push_back(std::bit_cast<float>(static_cast<uint32_t>(b)));
+  const std::size_t n = x.size();
+  for (Isa isa : kIsas) {
+    if (!detail::simd::cpu_has(isa)) continue;
+    const MathFns& fns = detail::simd::math_fns(isa);
+    std::vector<float> g(n), d(n), pg(n), pd(n);
+    fns.gelu(x.data(), g.data(), static_cast<int64_t>(n));
+    fns.gelu_grad(x.data(), d.data(), static_cast<int64_t>(n));
+    fns.gelu_with_grad(x.data(), pg.data(), pd.data(), static_cast<int64_t>(n));
+    EXPECT_EQ(std::memcmp(g.data(), pg.data(), n * sizeof(float)), 0) << fns.name;
+    EXPECT_EQ(std::memcmp(d.data(), pd.data(), n * sizeof(float)), 0) << fns.name;
+    std::vector<float> inplace(x);
+    fns.gelu_with_grad(inplace.data(), inplace.data(), pd.data(), static_cast<int64_t>(n));
+    EXPECT_EQ(std::memcmp(g.data(), inplace.data(), n * sizeof(float)), 0) << fns.name << " in place";
+  }
+}
+
 }  // namespace
 }  // namespace tg
