@@ -78,7 +78,11 @@ PackedB transposed_copy(int n, int k, const float* b, int ldb) {
   // 4 KiB as the next tile's loads, which the core then waits on (4K aliasing): 256 x 256 took
   // 27 us, 6 us with rows padded by one cache line.
   const int ld = n % 64 == 0 ? n + 16 : n;
-  buffer.resize(static_cast<std::size_t>(ld) * static_cast<std::size_t>(k));
+  // Grown only: resize zero-fills what it adds, and a thread's products alternate between small
+  // and large packings (the transformer step's attention tiles, 64 x 32, and its w2^T, 128 x
+  // 512: a 260 KB memset per step, 0.5% of it).
+  const std::size_t need = static_cast<std::size_t>(ld) * static_cast<std::size_t>(k);
+  if (buffer.size() < need) buffer.resize(need);
   implicit_gemm::transpose(n, k, b, ldb, buffer.data(), ld);
   return {buffer.data(), ld};
 }
