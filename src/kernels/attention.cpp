@@ -268,22 +268,27 @@ void backward_keys(const AttentionSizes& sz, const AttentionParams& p, const T* 
   T* dk_rows = dk + row_at(sz, hv, sz.tk, sz.d, j0);
   T* dv_rows = dv + row_at(sz, hv, sz.tk, sz.dv, j0);
   const int64_t d_step = row_step(sz, sz.d), dv_step = row_step(sz, sz.dv);
-  for (int64_t c = 0; c < cols; ++c) {
-    std::fill(dk_rows + c * d_step, dk_rows + c * d_step + sz.d, T(0));
-    std::fill(dv_rows + c * dv_step, dv_rows + c * dv_step + sz.dv, T(0));
-  }
   const Scratch<T> w = scratch_for<T>(sz.d, kRowTile * kKeyTile);
-  // Under the causal mask, rows before j0 see none of these keys.
-  for (int64_t i0 = p.causal ? std::min(j0, sz.tq) : 0; i0 < sz.tq; i0 += kRowTile) {
+  // The first row tile's products store dk and dv, the later ones add to them: a sum started
+  // from nothing, as from stored zeros (+0.0 + x is x, and -0.0 comes out +0.0 either way), so
+  // the rows are not zeroed first, a write of every row before the products' own.
+  const int64_t first_i0 = p.causal ? std::min(j0, sz.tq) : 0;  // rows before j0 see none of these keys
+  if (first_i0 >= sz.tq)
+    for (int64_t c = 0; c < cols; ++c) {
+      std::fill(dk_rows + c * d_step, dk_rows + c * d_step + sz.d, T(0));
+      std::fill(dv_rows + c * dv_step, dv_rows + c * dv_step + sz.dv, T(0));
+    }
+  for (int64_t i0 = first_i0; i0 < sz.tq; i0 += kRowTile) {
     const int64_t rows = std::min(kRowTile, sz.tq - i0);
+    const bool add = i0 > first_i0;
     scaled_rows(sz, p, q, hv, i0, rows, w.qs);
     tile_gradients(sz, p, hv, w.qs, i0, rows, k, v, j0, cols, lse, dout, delta, w.s, w.aux);
     if (sz.dv > 0)  // dv += P^T dout
       gemm<T>(static_cast<int>(cols), static_cast<int>(sz.dv), static_cast<int>(rows), w.s, ld(cols), true,
-              dout + row_at(sz, hv, sz.tq, sz.dv, i0), ld(dv_step), false, dv_rows, ld(dv_step), true);
+              dout + row_at(sz, hv, sz.tq, sz.dv, i0), ld(dv_step), false, dv_rows, ld(dv_step), add);
     if (sz.d > 0)  // dk += dS^T (q * scale)
       gemm<T>(static_cast<int>(cols), static_cast<int>(sz.d), static_cast<int>(rows), w.aux, ld(cols), true, w.qs,
-              ld(sz.d), false, dk_rows, ld(d_step), true);
+              ld(sz.d), false, dk_rows, ld(d_step), add);
     if (dq && sz.d > 0) {  // dq = dS k times the scale: these are all the keys the rows see
       T* dq_rows = dq + row_at(sz, hv, sz.tq, sz.d, i0);
       gemm<T>(static_cast<int>(rows), static_cast<int>(sz.d), static_cast<int>(cols), w.aux, ld(cols), false,

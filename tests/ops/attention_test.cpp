@@ -127,6 +127,23 @@ TG_OP_CASES(attention) {
     const std::vector<Tensor> d = detail::apply_op(detail::OpId::ScaledDotProductAttentionGrad, in, causal_attrs);
     return concat({flat(d[0]), flat(d[1]), flat(d[2])}, 0);
   };
+  // Causal over two key tiles: the second (keys 128..199) is seen by none of the 70 rows, so its
+  // dk and dv rows are zeros no product writes; the first gets two row tiles' sums.
+  const Tensor qn = values({1, 2, 70, 12}, 14, float64), kn = values({1, 2, 200, 12}, 15, float64),
+               vn = values({1, 2, 200, 5}, 16, float64);
+  const Tensor doutn = values({1, 2, 70, 5}, 17, float64), dlsen = values({1, 2, 70}, 18, float64);
+  Tensor expected_unseen;
+  {
+    GradientTape tape;
+    tape.watch(qn);
+    tape.watch(kn);
+    tape.watch(vn);
+    const Reference r = reference_attention(qn, kn, vn, none, true, scale_c);
+    const std::vector<Tensor> g =
+        tape.gradient(reduce_sum(r.out * doutn) + reduce_sum(r.lse * dlsen), {qn, kn, vn});
+    expected_unseen = concat({flat(g[0]), flat(g[1]), flat(g[2])}, 0);
+  }
+  const std::vector<Tensor> fwdn = detail::apply_op(detail::OpId::ScaledDotProductAttention, {qn, kn, vn}, causal_attrs);
   return {
       {"scaled_dot_product_attention", "f32 (2,3,4,8) x (2,3,5,8) x (2,3,5,6)", attend, {q, k, v},
        f32(ref(q, k, v, none, false, scale)), 1e-5},
@@ -151,6 +168,8 @@ TG_OP_CASES(attention) {
        {q64, k64, v64, mask, fwd[0], fwd[1], dout, dlse}, expected_grads, 1e-10},
       {"scaled_dot_product_attention_grad", "dq, dk, dv causal, Tq 70 over one key tile of Tk 100, f64",
        grad_op_causal, {qc, kc, vc, fwdc[0], fwdc[1], doutc, dlsec}, expected_causal, 1e-10},
+      {"scaled_dot_product_attention_grad", "dq, dk, dv causal, Tq 70 Tk 200: a key tile no row sees, f64",
+       grad_op_causal, {qn, kn, vn, fwdn[0], fwdn[1], doutn, dlsen}, expected_unseen, 1e-10},
   };
 }
 
