@@ -175,13 +175,11 @@ Vec<W> gelu_tanh_wide(Vec<W> w) {
 /// least squares in long double, each coefficient rounded to float32 in turn and the later ones
 /// refitted to what was left.
 struct GaussTailPieces {
-  float center[16];
   float c0_lo[16];
   float c[9][16];  // the coefficient of s^j, j = 0..8, in each piece
 };
 // a e^(a^2 / 2) Phi(-a): gelu's tail
 inline constexpr GaussTailPieces kGeluTailPieces = {
-    .center = {0.0f, 1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f, 8.0f, 9.0f, 10.0f, 11.0f, 12.0f, 13.0f, 14.0f, 15.0f},
     .c0_lo = {0.0f, 0x1.11aab4p-35f, 0x1.5a2a66p-27f, -0x1.cb54cep-27f,
       -0x1.cdad1cp-28f, -0x1.e06aa4p-30f, -0x1.a8ebe4p-27f, 0x1.8fef02p-27f,
       0x1.7a866ep-29f, 0x1.61f1bcp-27f, -0x1.89d5dap-28f, -0x1.199a6cp-28f,
@@ -231,7 +229,6 @@ inline constexpr GaussTailPieces kGeluTailPieces = {
 inline constexpr float kGeluGradZeroHi = 0x1.80ead2p-1f;    // r = 0.7517915246935644...
 inline constexpr float kGeluGradZeroLo = -0x1.a03fd4p-27f;  // as hi + lo
 inline constexpr GaussTailPieces kGeluGradTailPieces = {
-    .center = {0.0f, 1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f, 8.0f, 9.0f, 10.0f, 11.0f, 12.0f, 13.0f, 14.0f, 15.0f},
     .c0_lo = {-0x1.730036p-27f, 0x1.b335c6p-26f, 0x1.dd715cp-26f, 0x1.893a76p-29f, 0x1.ef6adap-28f, 0x1.7cb88ap-27f, -0x1.a14c06p-28f, -0x1.394f4ep-27f, -0x1.12beaep-27f, 0x1.1ff0dcp-28f, 0x1.5fc716p-27f, 0x1.0775dep-28f, 0x1.7492fap-32f, -0x1.8eb2ccp-30f, -0x1.06abccp-29f, -0x1.ebe35ap-27f},
     .c = {
      {-0x1.54851ap-1f, -0x1.1b5a1cp-1f, -0x1.025446p-1f, -0x1.e9c6dep-2f, -0x1.d94de8p-2f, -0x1.ce451cp-2f, -0x1.c6657ep-2f, -0x1.c08288p-2f, -0x1.bbf2e6p-2f, -0x1.b85066p-2f, -0x1.b559e2p-2f, -0x1.b2e3f2p-2f, -0x1.b0d098p-2f, -0x1.af0a74p-2f, -0x1.ad81e4p-2f, -0x1.ac2b36p-2f},
@@ -287,7 +284,7 @@ Vec<L> gaussian_poly(Vec<L> a, const GaussTailPieces& pieces, const GaussianExp<
   using V = Vec<L>;
   const V em1 = e.em1, em1_lo = e.em1_lo;
   const V i = L::round(a);  // the piece
-  const V s = a - L::lookup(pieces.center, i);
+  const V s = a - i;  // the piece's center is its index
   V q = L::lookup(pieces.c[8], i);
   for (int j = 7; j >= 2; --j) q = L::fma(q, s, L::lookup(pieces.c[j], i));
   // q = c1 + s q2 as q_hi + q_lo (Fast2Sum: c1 is the larger), then s q as t_hi + t_lo.
