@@ -110,20 +110,44 @@ void forward_impl(int64_t rows, int64_t c, double epsilon, const T* x, const T* 
 template <class T, int K>
 void backward_rows(int64_t r, int64_t c, const T* x, const T* __restrict gm, const T* mean, const T* rstd,
                    const T* dy, T* dx, T* __restrict xh, T* __restrict cg, T* __restrict cb) {
+  // One sweep per row: xhat, and the lane sums of dy * gamma and dy * gamma * xhat (the terms
+  // and their order of row_sums, so the same sums).
+  T pa[K][kLanes], pb[K][kLanes];
   for (int q = 0; q < K; ++q) {
     const T* __restrict xr = x + (r + q) * c;
+    const T* __restrict dyr = dy + (r + q) * c;
     T* __restrict xq = xh + q * c;
+    T* __restrict sa = pa[q];
+    T* __restrict sb = pb[q];
     const T m = mean[r + q], inv = rstd[r + q];
-    for (int64_t j = 0; j < c; ++j) xq[j] = (xr[j] - m) * inv;
+    for (int l = 0; l < kLanes; ++l) sa[l] = sb[l] = T(0);
+    int64_t j = 0;
+    for (; j + kLanes <= c; j += kLanes)
+      for (int l = 0; l < kLanes; ++l) {
+        const T v = (xr[j + l] - m) * inv;
+        xq[j + l] = v;
+        const T g = dyr[j + l] * gm[j + l];
+        sa[l] += g;
+        sb[l] += g * v;
+      }
+    for (int l = 0; j < c; ++j, ++l) {
+      const T v = (xr[j] - m) * inv;
+      xq[j] = v;
+      const T g = dyr[j] * gm[j];
+      sa[l] += g;
+      sb[l] += g * v;
+    }
   }
-  const T* __restrict dyr = dy + r * c;
-  double sa[K], sb[K];
-  row_sums<T, K>(c, [&](int q, int64_t j) { return dyr[q * c + j] * gm[j]; }, sa);
-  row_sums<T, K>(c, [&](int q, int64_t j) { return dyr[q * c + j] * gm[j] * xh[q * c + j]; }, sb);
+  double ta[K] = {}, tb[K] = {};
+  for (int l = 0; l < kLanes; ++l)
+    for (int q = 0; q < K; ++q) {
+      ta[q] += static_cast<double>(pa[q][l]);
+      tb[q] += static_cast<double>(pb[q][l]);
+    }
   for (int q = 0; q < K; ++q) {
-    const T a = static_cast<T>(sa[q] / static_cast<double>(c));
-    const T bb = static_cast<T>(sb[q] / static_cast<double>(c));
-    gradient_row<T>(c, xh + q * c, dyr + q * c, gm, a, bb, rstd[r + q], dx + (r + q) * c, cg, cb);
+    const T a = static_cast<T>(ta[q] / static_cast<double>(c));
+    const T bb = static_cast<T>(tb[q] / static_cast<double>(c));
+    gradient_row<T>(c, xh + q * c, dy + (r + q) * c, gm, a, bb, rstd[r + q], dx + (r + q) * c, cg, cb);
   }
 }
 
