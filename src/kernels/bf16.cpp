@@ -217,46 +217,35 @@ void add_rows_to_leaves(ColumnSumLeaves& s, const uint16_t* c, int ldc, int n, i
 // Products from this many flops split over the pool.
 constexpr int64_t kSplitFlops = int64_t{1} << 19;
 
-// A's and B's bits as pack_a and pack_b read them: bfloat16 bits, or float32 values they round.
+// B's bits as pack_b reads them: bfloat16 bits, or float32 values it rounds.
 const uint16_t* packed_source(const bfloat16_t* b) { return reinterpret_cast<const uint16_t*>(b); }
 const float* packed_source(const float* b) { return b; }
 
-// A float32 operand (rows x cols, leading dim ld) rounded to bfloat16 into `out` (cols apart).
-void round_operand(const float* x, int rows, int cols, int ld, std::vector<bfloat16_t>& out) {
-  grow_to(out, static_cast<std::size_t>(std::max(rows, 0)) * static_cast<std::size_t>(std::max(cols, 0)));
-  if (ld == cols) {
-    f32_to_bf16(x, out.data(), int64_t{rows} * cols);
-    return;
-  }
-  for (int i = 0; i < rows; ++i)
-    f32_to_bf16(x + static_cast<int64_t>(i) * ld, out.data() + static_cast<int64_t>(i) * cols, cols);
-}
-
-// `a` and `b` bfloat16, or float32 to be rounded to bfloat16 as they are packed (TA, TB = float).
-template <class TA, class TB>
-void gemm_stored(int m, int n, int k, const TA* a, int lda, bool ta, const TB* b, int ldb, bool tb, void* c,
+// `b` bfloat16, or float32 to be rounded to bfloat16 as it is packed (TB = float).
+template <class TB>
+void gemm_stored(int m, int n, int k, const bfloat16_t* a, int lda, bool ta, const TB* b, int ldb, bool tb, void* c,
                  int ldc, Store store, const Bf16Epilogue* epilogue = nullptr) {
   if (m <= 0 || n <= 0) return;
   const int64_t flops = int64_t{2} * m * n * k;
-  // A float32 operand rounded first, then the bfloat16 path, where the instructions do not run.
-  // Elsewhere it is rounded as it is packed, once: B also where the product splits (the parts
-  // share the packing), A by the part that multiplies those rows.
-  if (k <= 0 || !use_instructions()) {
-    if constexpr (std::is_same_v<TB, float>) {
+  if constexpr (std::is_same_v<TB, float>) {
+    // B rounded first, then the bfloat16 path, where the instructions do not run. Elsewhere B is
+    // rounded as it is packed, once, also where the product splits (the parts share the packing).
+    if (k <= 0 || !use_instructions()) {
       const int rows = tb ? n : k, cols = tb ? k : n;
       thread_local std::vector<bfloat16_t> rounded;
-      round_operand(b, rows, cols, ldb, rounded);
+      grow_to(rounded, static_cast<std::size_t>(std::max(rows, 0)) * static_cast<std::size_t>(cols));
+      if (ldb == cols) {
+        f32_to_bf16(b, rounded.data(), int64_t{rows} * cols);
+      } else {
+        for (int i = 0; i < rows; ++i)
+          f32_to_bf16(b + static_cast<int64_t>(i) * ldb, rounded.data() + static_cast<int64_t>(i) * cols, cols);
+      }
       return gemm_stored(m, n, k, a, lda, ta, rounded.data(), cols, tb, c, ldc, store, epilogue);
-    } else if constexpr (std::is_same_v<TA, float>) {
-      const int rows = ta ? k : m, cols = ta ? m : k;
-      thread_local std::vector<bfloat16_t> rounded;
-      round_operand(a, rows, cols, lda, rounded);
-      return gemm_stored(m, n, k, rounded.data(), cols, ta, b, ldb, tb, c, ldc, store, epilogue);
-    } else {
-      return gemm_serial_or_empty(m, n, k, a, lda, ta, b, ldb, tb, c, ldc, store, epilogue);
     }
+  } else if (k <= 0 || !use_instructions()) {
+    return gemm_serial_or_empty(m, n, k, a, lda, ta, b, ldb, tb, c, ldc, store, epilogue);
   }
-  const auto* au = packed_source(a);
+  const auto* au = reinterpret_cast<const uint16_t*>(a);
   const auto* bu = packed_source(b);
   using namespace bf16_avx512;
   const int panels = (n + kPanelCols - 1) / kPanelCols;
@@ -338,16 +327,6 @@ void bf16_gemm_epilogue(int m, int n, int k, const bfloat16_t* a, int lda, bool 
   gemm_stored(m, n, k, a, lda, ta, b, ldb, tb, c, ldc, bf16_avx512::Store::kEpilogue, &epilogue);
 }
 
-void bf16_gemm_epilogue(int m, int n, int k, const float* a, int lda, bool ta, const bfloat16_t* b, int ldb,
-                        bool tb, bfloat16_t* c, int ldc, const Bf16Epilogue& epilogue) {
-  gemm_stored(m, n, k, a, lda, ta, b, ldb, tb, c, ldc, bf16_avx512::Store::kEpilogue, &epilogue);
-}
-
-void bf16_gemm_epilogue(int m, int n, int k, const float* a, int lda, bool ta, const float* b, int ldb, bool tb,
-                        bfloat16_t* c, int ldc, const Bf16Epilogue& epilogue) {
-  gemm_stored(m, n, k, a, lda, ta, b, ldb, tb, c, ldc, bf16_avx512::Store::kEpilogue, &epilogue);
-}
-
 void bf16_gemm_rounded(int m, int n, int k, const bfloat16_t* a, int lda, bool ta, const bfloat16_t* b, int ldb,
                        bool tb, bfloat16_t* c, int ldc) {
   gemm_stored(m, n, k, a, lda, ta, b, ldb, tb, c, ldc, bf16_avx512::Store::kRounded);
@@ -355,11 +334,6 @@ void bf16_gemm_rounded(int m, int n, int k, const bfloat16_t* a, int lda, bool t
 
 void bf16_gemm_rounded_to_f32(int m, int n, int k, const bfloat16_t* a, int lda, bool ta, const bfloat16_t* b,
                               int ldb, bool tb, float* c, int ldc) {
-  gemm_stored(m, n, k, a, lda, ta, b, ldb, tb, c, ldc, bf16_avx512::Store::kRoundedWide);
-}
-
-void bf16_gemm_rounded_to_f32(int m, int n, int k, const float* a, int lda, bool ta, const bfloat16_t* b, int ldb,
-                              bool tb, float* c, int ldc) {
   gemm_stored(m, n, k, a, lda, ta, b, ldb, tb, c, ldc, bf16_avx512::Store::kRoundedWide);
 }
 

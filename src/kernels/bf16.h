@@ -37,13 +37,6 @@ void bf16_gemm_epilogue(int m, int n, int k, const bfloat16_t* a, int lda, bool 
 void bf16_gemm_epilogue(int m, int n, int k, const bfloat16_t* a, int lda, bool ta, const float* b, int ldb, bool tb,
                         bfloat16_t* c, int ldc, const Bf16Epilogue& epilogue);
 
-/// The same two with float32 A, each value rounded to bfloat16 as the product packs a block of
-/// its rows: the bits of f32_to_bf16 on A first (an activation's cast taken in).
-void bf16_gemm_epilogue(int m, int n, int k, const float* a, int lda, bool ta, const bfloat16_t* b, int ldb,
-                        bool tb, bfloat16_t* c, int ldc, const Bf16Epilogue& epilogue);
-void bf16_gemm_epilogue(int m, int n, int k, const float* a, int lda, bool ta, const float* b, int ldb, bool tb,
-                        bfloat16_t* c, int ldc, const Bf16Epilogue& epilogue);
-
 /// bf16_gemm with each sum then rounded to bfloat16 in the product's own pass: the bits of
 /// bf16_gemm followed by f32_to_bf16 on C (a bfloat16 matmul's result, TensorFlow's rounding).
 void bf16_gemm_rounded(int m, int n, int k, const bfloat16_t* a, int lda, bool ta, const bfloat16_t* b, int ldb,
@@ -52,9 +45,6 @@ void bf16_gemm_rounded(int m, int n, int k, const bfloat16_t* a, int lda, bool t
 /// is cast to float32 (a mixed-precision weight gradient on its way to a float32 Variable).
 void bf16_gemm_rounded_to_f32(int m, int n, int k, const bfloat16_t* a, int lda, bool ta, const bfloat16_t* b,
                               int ldb, bool tb, float* c, int ldc);
-/// The same with float32 A, rounded to bfloat16 as it is packed (an activation's cast taken in).
-void bf16_gemm_rounded_to_f32(int m, int n, int k, const float* a, int lda, bool ta, const bfloat16_t* b, int ldb,
-                              bool tb, float* c, int ldc);
 
 /// Turns the AVX512_BF16 path of bf16_gemm on or off (on where the CPU has it); returns the
 /// previous setting. Tests compare the two paths.

@@ -51,6 +51,49 @@ inline void transpose_16x16(__m512i* v) {
   }
 }
 
+// Rows [row0, row0 + kBlockRows) of op(A) as pairs: out[q * kBlockRows + r], zeros past m and k.
+void pack_a(int m, int k, const uint16_t* a, int lda, bool ta, int row0, uint32_t* out) {
+  const int64_t pairs = (k + 1) / 2;
+  if (ta) {
+    // A's rows are stored as columns: pair q of the block's rows lies in stored rows 2q and
+    // 2q + 1, side by side, so read them in that order.
+    // Sixteen lanes each: the block's values of both stored rows widened to 32 bits, the second
+    // shifted into the upper halves; lanes past m load as zeros.
+    const __mmask16 valid = lanes(std::min(kBlockRows, m - row0));
+    const __mmask16 block_lanes = lanes(kBlockRows);
+    for (int64_t q = 0; q < pairs; ++q) {
+      const uint16_t* lo = a + 2 * q * lda + row0;
+      const __m512i low = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(valid, lo));
+      const __m512i high = 2 * q + 1 < k ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(valid, lo + lda))
+                                         : _mm512_setzero_si512();
+      _mm512_mask_storeu_epi32(out + q * kBlockRows, block_lanes, _mm512_or_si512(low, _mm512_slli_epi32(high, 16)));
+    }
+    return;
+  }
+  // Sixteen pairs of every row at a time, transposed in registers (rows past m are zeros); the
+  // pairs past the last sixteen, and the lone value of an odd k, one by one.
+  const int rows = std::min(kBlockRows, m - row0);
+  const int64_t whole = k / 2, vector_end = whole / 16 * 16;
+  const __mmask16 block_lanes = lanes(kBlockRows);
+  for (int64_t q0 = 0; q0 < vector_end; q0 += 16) {
+    __m512i v[16];
+    for (int r = 0; r < 16; ++r)
+      v[r] = r < rows ? _mm512_loadu_si512(a + static_cast<int64_t>(row0 + r) * lda + 2 * q0) : _mm512_setzero_si512();
+    transpose_16x16(v);
+    for (int t = 0; t < 16; ++t) _mm512_mask_storeu_epi32(out + (q0 + t) * kBlockRows, block_lanes, v[t]);
+  }
+  for (int r = 0; r < kBlockRows; ++r) {
+    const uint16_t* row = r < rows ? a + static_cast<int64_t>(row0 + r) * lda : nullptr;
+    for (int64_t q = vector_end; q < whole; ++q) {
+      uint32_t v = 0;
+      if (row) std::memcpy(&v, row + 2 * q, 4);
+      out[q * kBlockRows + r] = v;
+    }
+    if (k % 2) out[whole * kBlockRows + r] = row ? row[k - 1] : 0u;
+  }
+}
+
+
 // Sixteen floats' bits rounded to their upper halves as bfloat16_t::round_from does.
 inline __m256i round_lanes(__m512i u) {
   const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
@@ -221,51 +264,8 @@ inline __m512i row32(const float* p, __mmask32 mask) {
   const __m256i hi = round_floats(_mm512_maskz_loadu_ps(static_cast<__mmask16>(mask >> 16), p + 16));
   return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
-// Sixteen values of a row of A as bfloat16 bits, lanes past `mask` zero (float32: rounded).
-inline __m256i row16(const uint16_t* p, __mmask16 mask) { return _mm256_maskz_loadu_epi16(mask, p); }
-inline __m256i row16(const float* p, __mmask16 mask) { return round_floats(_mm512_maskz_loadu_ps(mask, p)); }
 inline uint32_t bits_of(uint16_t v) { return v; }
 inline uint32_t bits_of(float v) { return bfloat16_t::round_from(v); }
-
-// Rows [row0, row0 + kBlockRows) of op(A) as pairs: out[q * kBlockRows + r], zeros past m and k.
-// A holds bfloat16 bits, or float32 values each rounded as bfloat16_t::round_from rounds it
-// (a float32 activation whose cast to bfloat16 the product took in).
-template <class T>
-void pack_a(int m, int k, const T* a, int lda, bool ta, int row0, uint32_t* out) {
-  const int64_t pairs = (k + 1) / 2;
-  if (ta) {
-    // A's rows are stored as columns: pair q of the block's rows lies in stored rows 2q and
-    // 2q + 1, side by side, so read them in that order.
-    // Sixteen lanes each: the block's values of both stored rows widened to 32 bits, the second
-    // shifted into the upper halves; lanes past m load as zeros.
-    const __mmask16 valid = lanes(std::min(kBlockRows, m - row0));
-    const __mmask16 block_lanes = lanes(kBlockRows);
-    for (int64_t q = 0; q < pairs; ++q) {
-      const T* lo = a + 2 * q * lda + row0;
-      const __m512i low = _mm512_cvtepu16_epi32(row16(lo, valid));
-      const __m512i high = 2 * q + 1 < k ? _mm512_cvtepu16_epi32(row16(lo + lda, valid)) : _mm512_setzero_si512();
-      _mm512_mask_storeu_epi32(out + q * kBlockRows, block_lanes, _mm512_or_si512(low, _mm512_slli_epi32(high, 16)));
-    }
-    return;
-  }
-  // Sixteen pairs of every row at a time, transposed in registers (rows past m are zeros); the
-  // pairs past the last sixteen, and the lone value of an odd k, one by one.
-  const int rows = std::min(kBlockRows, m - row0);
-  const int64_t whole = k / 2, vector_end = whole / 16 * 16;
-  const __mmask16 block_lanes = lanes(kBlockRows);
-  for (int64_t q0 = 0; q0 < vector_end; q0 += 16) {
-    __m512i v[16];
-    for (int r = 0; r < 16; ++r)
-      v[r] = r < rows ? row32(a + static_cast<int64_t>(row0 + r) * lda + 2 * q0, ~__mmask32(0)) : _mm512_setzero_si512();
-    transpose_16x16(v);
-    for (int t = 0; t < 16; ++t) _mm512_mask_storeu_epi32(out + (q0 + t) * kBlockRows, block_lanes, v[t]);
-  }
-  for (int r = 0; r < kBlockRows; ++r) {
-    const T* row = r < rows ? a + static_cast<int64_t>(row0 + r) * lda : nullptr;
-    for (int64_t q = vector_end; q < whole; ++q) out[q * kBlockRows + r] = row ? bits_of(row[2 * q]) | bits_of(row[2 * q + 1]) << 16 : 0u;
-    if (k % 2) out[whole * kBlockRows + r] = row ? bits_of(row[k - 1]) : 0u;
-  }
-}
 
 template <class T>
 void pack_panels(int n, int k, const T* b, int ldb, bool tb, uint16_t* out, int p0, int p1) {
@@ -324,11 +324,8 @@ void pack_b(int n, int k, const float* b, int ldb, bool tb, uint16_t* out, int p
   pack_panels(n, k, b, ldb, tb, out, p0, p1);
 }
 
-namespace {
-
-template <class T>
-void multiply_rows(int m, int n, int k, const T* a, int lda, bool ta, const uint16_t* packed, void* c, int ldc,
-                   Store store, const Epilogue* epilogue, int i0, int i1, int q0, int q1) {
+void multiply(int m, int n, int k, const uint16_t* a, int lda, bool ta, const uint16_t* packed, void* c, int ldc,
+              Store store, const Epilogue* epilogue, int i0, int i1, int q0, int q1) {
   const int64_t pairs = (k + 1) / 2;
   thread_local std::vector<uint32_t> ap;
   ap.resize(static_cast<std::size_t>(pairs * kBlockRows));
@@ -344,18 +341,6 @@ void multiply_rows(int m, int n, int k, const T* a, int lda, bool ta, const uint
                                    epilogue, row0, j0, rows, cols);
     }
   }
-}
-
-}  // namespace
-
-void multiply(int m, int n, int k, const uint16_t* a, int lda, bool ta, const uint16_t* packed, void* c, int ldc,
-              Store store, const Epilogue* epilogue, int i0, int i1, int q0, int q1) {
-  multiply_rows(m, n, k, a, lda, ta, packed, c, ldc, store, epilogue, i0, i1, q0, q1);
-}
-
-void multiply(int m, int n, int k, const float* a, int lda, bool ta, const uint16_t* packed, void* c, int ldc,
-              Store store, const Epilogue* epilogue, int i0, int i1, int q0, int q1) {
-  multiply_rows(m, n, k, a, lda, ta, packed, c, ldc, store, epilogue, i0, i1, q0, q1);
 }
 
 }  // namespace tg::detail::bf16_avx512

@@ -57,9 +57,5 @@ struct Epilogue {
 /// for any i0, i1, q0, q1.
 void multiply(int m, int n, int k, const uint16_t* a, int lda, bool ta, const uint16_t* packed, void* c, int ldc,
               Store store, const Epilogue* epilogue, int i0, int i1, int q0, int q1);
-/// The same from float32 A, each value rounded to bfloat16 (bfloat16_t::round_from) as a block
-/// of rows is packed: the product of the bfloat16 A f32_to_bf16 would make.
-void multiply(int m, int n, int k, const float* a, int lda, bool ta, const uint16_t* packed, void* c, int ldc,
-              Store store, const Epilogue* epilogue, int i0, int i1, int q0, int q1);
 
 }  // namespace tg::detail::bf16_avx512

@@ -266,41 +266,14 @@ std::vector<ValueType> infer_rounded_to_f32(const std::vector<ValueType>& in, co
   return out;
 }
 
-// Whether a node's float32 left operand is a bfloat16 product's: an activation whose cast to
-// bfloat16 the optimiser took in (passes/bf16_operand_casts.cpp), rounded as the product packs
-// it. The node is told apart from a float32 product by a bfloat16 operand besides: its right
-// operand or bias, or rounded_to_f32 (bfloat16 products only). dtype(i): input i's dtype.
-template <class DTypeOf>
-bool rounds_float32_a(const MatMulEpilogueAttrs& e, std::size_t inputs, DTypeOf dtype) {
-  if (inputs < 2 || dtype(0) != DType::Float32) return false;
-  return e.rounded_to_f32 || dtype(1) == DType::BFloat16 ||
-         (e.bias && inputs > EpilogueParts::kBiasInput && dtype(EpilogueParts::kBiasInput) == DType::BFloat16);
-}
-bool rounds_float32_a(const MatMulEpilogueAttrs& e, const std::vector<ValueType>& in) {
-  return rounds_float32_a(e, in.size(), [&](std::size_t i) { return in[i].dtype; });
-}
-bool rounds_float32_a(const MatMulEpilogueAttrs& e, const std::vector<Tensor>& in) {
-  return rounds_float32_a(e, in.size(), [&](std::size_t i) { return in[i].impl()->dtype; });
-}
-
-// A float32 operand as the bfloat16 value its product packs (f32_to_bf16's bits).
-Tensor rounded_operand(const Tensor& t) {
-  Tensor rounded = allocate_tensor(DType::BFloat16, t.impl()->shape);
-  f32_to_bf16(data_of<float>(t), data_of<bfloat16_t>(rounded), t.impl()->shape.num_elements());
-  return rounded;
-}
-
 std::vector<ValueType> infer_matmul_epilogue(const std::vector<ValueType>& in, const OpAttrs& attrs) {
   const MatMulEpilogueAttrs& e = attrs.get<MatMulEpilogueAttrs>();
   // Matrices only: the kernel makes one product (matmul itself also takes batches).
   for (std::size_t i = 0; i < std::min<std::size_t>(2, in.size()); ++i)
     if (in[i].shape.has_rank() && in[i].shape.rank() != 2)
       op_error<InvalidArgumentError>(kEpilogueOp, "expected matrices, got input ", i, " ", describe(in[i]));
-  // The rules see a float32 left operand the product rounds as the bfloat16 value it multiplies.
-  std::vector<ValueType> types = in;
-  if (rounds_float32_a(e, in)) types[0].dtype = DType::BFloat16;
-  if (e.rounded_to_f32) return infer_rounded_to_f32(types, e);
-  return infer_epilogue_node(kEpilogueOp, OpId::MatMul, product_attrs(e), EpilogueParts::of(e), types);
+  if (e.rounded_to_f32) return infer_rounded_to_f32(in, e);
+  return infer_epilogue_node(kEpilogueOp, OpId::MatMul, product_attrs(e), EpilogueParts::of(e), in);
 }
 
 // matmul_epilogue on bfloat16 operands: the bits of the ops apart (each op rounds its own result
@@ -329,16 +302,13 @@ void kernel_matmul_epilogue_bf16(const EpilogueParts& parts, const Gemm& g, cons
   std::optional<EpilogueColumnSums> column_sums;
   if (sums) epilogue.column_sums = column_sums.emplace(g.m, g.n).leaves();
   const int m = blas_int(g.m), n = blas_int(g.n), k = blas_int(g.k), lda = blas_int(g.a_cols), ldb = blas_int(g.b_cols);
+  const bfloat16_t* a = data_of<bfloat16_t>(in[0]);
   bfloat16_t* c = data_of<bfloat16_t>(out[0]);
-  // Float32 operands (the optimiser's, for casts it took in) are rounded as they are packed.
-  auto with_b = [&](const auto* a) {
-    if (in[1].impl()->dtype == DType::Float32)
-      bf16_gemm_epilogue(m, n, k, a, lda, g.ta, data_of<float>(in[1]), ldb, g.tb, c, n, epilogue);
-    else
-      bf16_gemm_epilogue(m, n, k, a, lda, g.ta, data_of<bfloat16_t>(in[1]), ldb, g.tb, c, n, epilogue);
-  };
-  if (in[0].impl()->dtype == DType::Float32) with_b(data_of<float>(in[0]));
-  else with_b(data_of<bfloat16_t>(in[0]));
+  // A float32 right operand (the optimiser's, for a cast it took in) is rounded as it is packed.
+  if (in[1].impl()->dtype == DType::Float32)
+    bf16_gemm_epilogue(m, n, k, a, lda, g.ta, data_of<float>(in[1]), ldb, g.tb, c, n, epilogue);
+  else
+    bf16_gemm_epilogue(m, n, k, a, lda, g.ta, data_of<bfloat16_t>(in[1]), ldb, g.tb, c, n, epilogue);
   if (sums) column_sums->finish(c, sums);
 }
 
@@ -350,27 +320,23 @@ void kernel_matmul_epilogue(const std::vector<Tensor>& in, const OpAttrs& attrs,
     // The bfloat16 matmul's rounded sums, stored widened (bf16_gemm_rounded_to_f32): the bits of
     // kernel_bf16 and the cast to float32 the optimiser took in.
     if (g.m * g.n == 0) return;
-    auto rounded_to_f32 = [&](const auto* a) {
-      bf16_gemm_rounded_to_f32(blas_int(g.m), blas_int(g.n), blas_int(g.k), a, blas_int(g.a_cols), g.ta,
-                               data_of<bfloat16_t>(in[1]), blas_int(g.b_cols), g.tb, data_of<float>(out[0]),
-                               blas_int(g.n));
-    };
-    // A float32 left operand (a cast the optimiser took in) is rounded as it is packed.
-    if (in[0].impl()->dtype == DType::Float32) return rounded_to_f32(data_of<float>(in[0]));
-    return rounded_to_f32(data_of<bfloat16_t>(in[0]));
+    return bf16_gemm_rounded_to_f32(blas_int(g.m), blas_int(g.n), blas_int(g.k), data_of<bfloat16_t>(in[0]),
+                                    blas_int(g.a_cols), g.ta, data_of<bfloat16_t>(in[1]), blas_int(g.b_cols), g.tb,
+                                    data_of<float>(out[0]), blas_int(g.n));
   }
-  const bool float32_a = rounds_float32_a(e, in);
   const TensorShape product({g.m, g.n});
   if (!epilogue_fits(parts, in, out, product)) {
-    // The ops apart; float32 operands of bfloat16 products (see kernel_matmul_epilogue_bf16 and
-    // rounds_float32_a) rounded first, as the casts the optimiser took in did.
+    // The ops apart; a float32 right operand of bfloat16 products (see kernel_matmul_epilogue_bf16)
+    // rounded first, as the cast the optimiser took in did.
     std::vector<Tensor> ops_in = in;
-    if (float32_a) ops_in[0] = rounded_operand(in[0]);
-    if (ops_in[0].impl()->dtype == DType::BFloat16 && in[1].impl()->dtype == DType::Float32)
-      ops_in[1] = rounded_operand(in[1]);
+    if (in[0].impl()->dtype == DType::BFloat16 && in[1].impl()->dtype == DType::Float32) {
+      Tensor rounded = allocate_tensor(DType::BFloat16, in[1].impl()->shape);
+      f32_to_bf16(data_of<float>(in[1]), data_of<bfloat16_t>(rounded), in[1].impl()->shape.num_elements());
+      ops_in[1] = rounded;
+    }
     return run_steps_eagerly([&](auto op) { return run_epilogue_steps(OpId::MatMul, product_attrs(e), parts, ops_in, op); }, out);
   }
-  if (float32_a || in[0].impl()->dtype == DType::BFloat16) return kernel_matmul_epilogue_bf16(parts, g, in, out);
+  if (in[0].impl()->dtype == DType::BFloat16) return kernel_matmul_epilogue_bf16(parts, g, in, out);
   float* const sums = parts.column_sums ? data_of<float>(out.back()) : nullptr;
   if (product.num_elements() == 0) {
     if (sums) std::fill_n(sums, g.n, 0.0f);  // a sum of no rows

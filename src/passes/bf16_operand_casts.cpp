@@ -4,7 +4,6 @@
 
 #include "ops/op.h"
 #include "ops/op_attrs.h"
-#include "passes/rewrite.h"
 
 namespace tg::detail {
 
@@ -35,10 +34,7 @@ bool is_bf16_matrix(const ValueType& t) {
 
 }  // namespace
 
-namespace {
-
-// A bfloat16 product's cast to float32 taken into it (take_bf16_product_casts, bf16_operand_casts.h).
-int take_result_casts(GraphIR& g) {
+int take_bf16_product_casts(GraphIR& g) {
   const NodeUsers users = g.users();
   int taken = 0;
   for (GraphNode& node : g.nodes) {
@@ -70,62 +66,6 @@ int take_result_casts(GraphIR& g) {
     ++taken;
   }
   return taken;
-}
-
-// Whether `node` is a bfloat16 matmul_epilogue reading `cast` (a float32-to-bfloat16 cast) as
-// its left operand only, and would still be told apart from a float32 product reading the
-// cast's float32 source there (ops/matmul.cpp's rounds_float32_a): rounded_to_f32, or a
-// bfloat16 right operand or bias.
-bool takes_left_cast(const GraphIR& g, const GraphNode& node, int cast) {
-  if (node.kind != NodeKind::kOp || node.op != OpId::MatMulEpilogue || node.inputs.size() < 2 ||
-      node.inputs[0].node != cast || node.inputs[0].output != 0)
-    return false;
-  for (std::size_t i = 1; i < node.inputs.size(); ++i)
-    if (node.inputs[i].node == cast) return false;
-  if (node.control_input == cast) return false;
-  const MatMulEpilogueAttrs& e = node.attrs.get<MatMulEpilogueAttrs>();
-  const std::size_t bias = 2;  // EpilogueParts::kBiasInput
-  return e.rounded_to_f32 || g.type_of(node.inputs[1]).dtype == DType::BFloat16 ||
-         (e.bias && node.inputs.size() > bias && g.type_of(node.inputs[bias]).dtype == DType::BFloat16);
-}
-
-// A float32 matrix's cast to bfloat16 read only as the left operand of bfloat16 products (under
-// mixed_bfloat16, the model's float32 input read by the first layer's forward product and its
-// weight gradient) is taken into them: each rounds the float32 rows as it packs them.
-int take_left_casts(GraphIR& g) {
-  const NodeUsers users = g.users();
-  // Readers fusion left dead (the matmul a rounded_to_f32 node replaced) are not readers.
-  const std::vector<bool> live = live_nodes(g);
-  int taken = 0;
-  for (std::size_t c = 0; c < g.nodes.size(); ++c) {
-    const GraphNode& cast = g.nodes[c];
-    if (cast.kind != NodeKind::kOp || cast.op != OpId::Cast || cast.control_input >= 0 || cast.inputs.size() != 1 ||
-        cast.outputs.size() != 1 || cast.attrs.get<CastAttrs>().dtype != DType::BFloat16)
-      continue;
-    const ValueType& source = g.type_of(cast.inputs[0]);
-    if (source.dtype != DType::Float32 || !source.shape.has_rank() || source.shape.rank() != 2) continue;
-    const auto readers = users.of(static_cast<int>(c));
-    if (readers.empty()) continue;
-    int live_readers = 0;
-    bool all = true;
-    for (int r : readers) {
-      if (!live[static_cast<std::size_t>(r)]) continue;
-      ++live_readers;
-      all = all && takes_left_cast(g, g.node(r), static_cast<int>(c));
-    }
-    if (!all || live_readers == 0 || !live[c]) continue;
-    for (int r : readers)
-      if (live[static_cast<std::size_t>(r)]) g.nodes[static_cast<std::size_t>(r)].inputs[0] = cast.inputs[0];
-    taken += live_readers;
-  }
-  return taken;
-}
-
-}  // namespace
-
-int take_bf16_product_casts(GraphIR& g) {
-  const int results = take_result_casts(g);  // first: the rounded_to_f32 nodes take left casts too
-  return results + take_left_casts(g);
 }
 
 }  // namespace tg::detail

@@ -1,5 +1,5 @@
-// The passes that take casts between bfloat16 and float32 into a bfloat16 product: of its
-// operands, and of its result (bf16_operand_casts.cpp), declared apart from passes.h.
+// The passes that take casts between bfloat16 and float32 into a bfloat16 product: of its right
+// operand, and of its result (bf16_operand_casts.cpp), declared apart from passes.h.
 #pragma once
 #include "graph/graph_ir.h"
 
@@ -19,13 +19,8 @@ int take_bf16_operand_casts(GraphIR& g);
 /// matmul_epilogue node with rounded_to_f32, in the cast's place: the product stores its sums
 /// rounded to bfloat16 and widened, the bits of the two nodes, without the bfloat16 result and
 /// the cast's pass over it. A product other nodes read too is left as it is. The matmul then
-/// dies in the last DCE. Then a float32 matrix's cast to bfloat16 that only bfloat16
-/// matmul_epilogue nodes read, each as its left operand (under mixed_bfloat16, the model's input
-/// read by the first layer's product and its weight gradient), is taken into them: each rounds
-/// the float32 rows as it packs them (the same rounding of the same values), where the node
-/// still has a bfloat16 operand besides, rounded_to_f32 or a bfloat16 right operand or bias, that
-/// tells it from a float32 product. Runs after fuse_product_epilogues (a pipeline pass of its
-/// own). Returns the number of casts taken in (products, for the left operands).
+/// dies in the last DCE. Runs after fuse_product_epilogues (a pipeline pass of its own).
+/// Returns the number of casts taken in.
 int take_bf16_product_casts(GraphIR& g);
 
 }  // namespace tg::detail

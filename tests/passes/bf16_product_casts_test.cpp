@@ -2,12 +2,9 @@
 // optimised graph stores the product's sums rounded to bfloat16 and widened, with the bits of the
 // matmul and the cast apart (eager on one thread), on one and two threads; a product others read
 // too keeps its own node; the fused node refuses what its kernel cannot compute.
-#include <cstring>
-#include <functional>
 #include <string>
 #include <vector>
 
-#include "kernels/bf16.h"
 #include "ops/op.h"
 #include "support/graph_util.h"
 #include "support/test_util.h"
@@ -141,103 +138,6 @@ TEST(Bf16ProductCasts, MixedPrecisionWeightGradientsWriteFloat32) {
   int wide = 0;
   for (const auto& node : g.nodes()) wide += node.op == "matmul_epilogue" && node.outputs.at(0).dtype == float32;
   EXPECT_EQ(wide, 2) << g.to_string();
-}
-
-// Float32 values whose rounding to bfloat16 takes every path: ties to even, zeros of both signs,
-// float32 subnormals (which vcvtneps2bf16 would read as zero), the smallest normal; with
-// `non_finite`, NaNs of both signs (a signalling one quietened), infinities and values that round
-// up to infinity too (a gradient then is NaN throughout, which would hide the other values).
-Tensor float32_with_specials(const std::vector<int64_t>& dims, uint64_t seed, bool non_finite) {
-  Tensor t = testing::seeded_values(dims, float32, seed);
-  std::vector<float> v(static_cast<std::size_t>(t.num_elements()));
-  std::memcpy(v.data(), detail::data_of<float>(t), v.size() * sizeof(float));
-  const std::vector<uint32_t> finite = {0x80000000u, 0x00000000u, 0x00000001u, 0x807fffffu, 0x3f808000u,
-                                        0x3f818000u, 0x00800000u, 0x3f80ffffu, 0xbf808000u};
-  const std::vector<uint32_t> other = {0x7fc00000u, 0xff800001u, 0x7f800000u, 0xff800000u, 0x7f7fffffu};
-  std::vector<uint32_t> specials = finite;
-  if (non_finite) specials.insert(specials.end(), other.begin(), other.end());
-  for (std::size_t i = 5; i < v.size(); i += 13) std::memcpy(&v[i], &specials[(i / 13) % specials.size()], 4);
-  return constant(v, TensorShape(dims));
-}
-
-// Whether a cast node of the graph reads the graph input `name`.
-bool casts_input(const Graph& g, const std::string& name) {
-  for (const auto& node : g.nodes())
-    if (node.op == "cast" && node.inputs.size() == 1 && node.inputs[0] == name) return true;
-  return false;
-}
-
-// A mixed_bfloat16 Dense layer of a float32 input: the input's cast to bfloat16, read by the
-// forward product (+ bias, relu) and by the weight gradient's product (x^T dz, float32 for the
-// Variable), is taken into both: each rounds x's rows as it packs them. The bits of eager and
-// of the unoptimised graph, on one and two threads, with the instructions and without them (the
-// float32 fallback rounds x first), at sizes that split over the pool and odd ones (a lone last
-// value of k, rows past a block), with special values in x.
-TEST(Bf16ProductCasts, AnInputsCastIsTakenIntoTheProductsThatReadIt) {
-  const int threads_before = config::num_threads();
-  struct Case { int64_t batch, in, units; };
-  for (const bool instructions : {true, false})
-    for (const int threads : {1, 2})
-      for (const Case c : {Case{128, 300, 64}, Case{37, 49, 20}, Case{13, 33, 70}}) {
-        SCOPED_TRACE(::testing::Message() << "instructions " << instructions << " threads " << threads << " batch "
-                                          << c.batch << " in " << c.in << " units " << c.units);
-        const bool was = detail::set_bf16_gemm_instructions(instructions);
-        config::set_num_threads(threads);
-        const Tensor x = float32_with_specials({c.batch, c.in}, 21, false);
-        const Tensor y = cast(greater(reduce_sum(testing::seeded_values({c.batch, 3}, float32, 22), {1}), constant(0.0f)), int32);
-        nn::set_global_policy("mixed_bfloat16");
-        const nn::Dense hidden(c.in, c.units, relu, 1), head(c.units, 2, nullptr, 2);
-        nn::set_global_policy("float32");
-        const std::vector<Variable> vars = {hidden.kernel(), hidden.bias(), head.kernel(), head.bias()};
-        auto step = [&](const std::vector<Tensor>& in) {
-          GradientTape tape;
-          const Tensor h = hidden(in[0]);
-          std::vector<Tensor> out = tape.gradient(nn::sparse_softmax_cross_entropy(head(h), in[1]), vars);
-          out.push_back(h);
-          return out;
-        };
-        const ThreeRuns r = run_three_ways(step, {x, y});
-        expect_all_same_bits(r, r.eager, "mixed Dense layer");
-        EXPECT_FALSE(casts_input(r.graph, r.graph.nodes().at(0).name)) << r.graph.to_string();
-        int from_x = 0;
-        for (const auto& node : r.graph.nodes())
-          from_x += node.op == "matmul_epilogue" && node.inputs.at(0) == r.graph.nodes().at(0).name;
-        EXPECT_EQ(from_x, 2) << r.graph.to_string();
-        // The forward product alone, over NaNs and infinities too.
-        auto forward = [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{hidden(in[0])}; };
-        const ThreeRuns f = run_three_ways(forward, {float32_with_specials({c.batch, c.in}, 23, true)});
-        expect_all_same_bits(f, f.eager, "mixed Dense layer's forward, non-finite values");
-        EXPECT_FALSE(casts_input(f.graph, f.graph.nodes().at(0).name)) << f.graph.to_string();
-        detail::set_bf16_gemm_instructions(was);
-      }
-  config::set_num_threads(threads_before);
-}
-
-// A cast that another op reads too, or that a product reads where nothing else tells it from a
-// float32 product (a float32 weight taken in, no bfloat16 bias), is not taken into the product.
-TEST(Bf16ProductCasts, AnInputsCastReadElsewhereStays) {
-  const Tensor x = float32_with_specials({24, 40}, 31, true), w = testing::seeded_values({40, 16}, float32, 32);
-  const Tensor b = testing::seeded_values({16}, float32, 33);
-  using Body = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
-  const std::vector<std::pair<const char*, Body>> bodies = {
-      {"cast read by an add too", [](const std::vector<Tensor>& in) {
-         const Tensor xb = cast(in[0], bfloat16);
-         return std::vector<Tensor>{relu(matmul(xb, cast(in[1], bfloat16)) + cast(in[2], bfloat16)), xb + xb};
-       }},
-      {"only a mask besides", [](const std::vector<Tensor>& in) {
-         const Tensor z = matmul(cast(in[0], bfloat16), cast(in[1], bfloat16));
-         const Tensor mask = greater(matmul(in[0], in[1]), constant(0.0f));
-         return std::vector<Tensor>{where(mask, z, zeros_like(z))};
-       }},
-  };
-  for (const auto& [label, body] : bodies) {
-    SCOPED_TRACE(label);
-    const ThreeRuns r = run_three_ways(body, {x, w, b});
-    expect_all_same_bits(r, r.eager, label);
-    EXPECT_GE(count_op(r.graph, "matmul_epilogue"), 1) << r.graph.to_string();
-    for (const auto& node : r.graph.nodes())
-      EXPECT_FALSE(node.op == "matmul_epilogue" && node.inputs.at(0) == r.graph.nodes().at(0).name) << r.graph.to_string();
-  }
 }
 
 // The fused node's kernel takes bfloat16 operands and no other epilogue part.
