@@ -206,17 +206,26 @@ void gemm(int m, int n, int k, const T* a, int lda, bool ta, const T* b, int ldb
   // halves pay from kParallelGemmFlops / 2 each (an LSTM step's 32 x 128 times 128 x 512 and its
   // gradient, 4.2 MFLOP: the B32 T32 train step 8.3 -> 7.5 ms on two threads).
   const bool few_rows = by_columns && m <= 64 && flops >= kParallelGemmFlops;
-  const bool serial = num_threads() == 1 || (flops < 2 * kParallelGemmFlops && !few_rows) ||
-                      (m < 32 && !(by_columns && n >= 128));
+  // Those of at least 32 rows by a small B (at most 64K floats) are never split over k: an
+  // untransposed B splits by rows (every thread reads all of B, which stays in each core's cache
+  // from one step to the next, and no thread reads what another wrote but its rows of A), a
+  // transposed one by columns as above. Both keep one thread's bits, so a product by B^T and
+  // one by B's transpose made beforehand (a loop gradient's) stay equal. An LSTM step's
+  // 32 x 128 times 128 x 512 and its gradient's 32 x 512 times 512 x 128 (split over k before):
+  // the B32 T32 step's 2-thread medians 1-10% lower, alternated in one process, both forms.
+  const bool few_rows_small_b = few_rows && m >= 32 && int64_t{k} * n <= (int64_t{1} << 16);
+  const bool few_rows_by_rows = few_rows_small_b && !tb;
+  const bool serial = num_threads() == 1 || (!few_rows_by_rows && ((flops < 2 * kParallelGemmFlops && !few_rows) ||
+                                                                    (m < 32 && !(by_columns && n >= 128))));
   if constexpr (std::is_same_v<T, float>) {
     // Parts of at least 128 of k, and partials of at most 4 MB in all (the calling thread keeps
     // its buffer for the next product).
     const int64_t k_parts = std::min<int64_t>({num_threads(), k / 128, 1 + (int64_t{1} << 20) / (int64_t{m} * n)});
-    if (own && !serial && k_parts >= 2 && k >= 2 * std::max(m, n)) {
+    if (own && !serial && !few_rows_small_b && k_parts >= 2 && k >= 2 * std::max(m, n)) {
       own_sgemm_split_k(static_cast<int>(k_parts), m, n, k, a, lda, ta, b, ldb, tb, c, ldc, accumulate, epilogue);
       return;
     }
-    if (own && (serial || by_columns)) {
+    if (own && (serial || (by_columns && !few_rows_by_rows))) {
       // Columns c0..c1 of C: B's columns, or rows of a transposed B packed into columns.
       auto columns = [&](int64_t c0, int64_t c1) {
         const int w = static_cast<int>(c1 - c0);
@@ -241,7 +250,7 @@ void gemm(int m, int n, int k, const T* a, int lda, bool ta, const T* b, int ldb
     finish(0, m, 0, n);
     return;
   }
-  const int64_t grain = std::max<int64_t>(16, kParallelGemmFlops / (int64_t{2} * n * k));
+  const int64_t grain = few_rows_by_rows ? 16 : std::max<int64_t>(16, kParallelGemmFlops / (int64_t{2} * n * k));
   parallel_for(m, grain, [&](int64_t r0, int64_t r1) {
     // Rows r0..r1 of op(A): rows of A, or columns of a transposed A.
     const T* a_rows = ta ? a + r0 : a + r0 * lda;

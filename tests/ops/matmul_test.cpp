@@ -358,12 +358,18 @@ TEST(Gemm, EveryLayoutAccumulatesAndMatchesADoubleLoop) {
 // The AVX-512 kernels sum every element in the same order when a product is split by rows or by
 // columns, so one thread and two give the same bits: a split by columns (with a transposed B,
 // each thread packs the columns it multiplies) and a split by rows. (A split over k, as for
-// 64 x 784 times 784 x 256, adds two partial sums: see the next test.)
+// 64 x 784 times 784 x 256, adds two partial sums: see the next test.) Products of 32-64 rows
+// by a small B are not split over k even where k >= 2 max(m, n): an LSTM step's 32 x 128 times
+// 128 x 512 and its gradient's 32 x 512 times 512 x 128 (by rows, or by columns with B
+// transposed), and 64 rows of a transposed A.
 TEST(Gemm, OwnKernelsGiveTheSameBitsOnOneAndTwoThreads) {
   if (!detail::own_avx512_kernels()) GTEST_SKIP() << "no AVX-512 on this CPU";
   struct Case { int m, n, k; bool ta, tb; };
   const std::vector<Case> cases = {{64, 784, 256, false, true}, {784, 256, 64, true, false},
-                                   {300, 96, 200, false, true}, {64, 256, 256, false, true}};
+                                   {300, 96, 200, false, true}, {64, 256, 256, false, true},
+                                   {32, 512, 128, false, false}, {32, 128, 512, false, false},
+                                   {32, 128, 512, false, true},  {64, 256, 256, true, false},
+                                   {40, 128, 512, false, false}};
   std::mt19937_64 rng(5);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   const int threads_before = config::num_threads();
