@@ -20,8 +20,9 @@ int eliminate_common_subexpressions(GraphIR& g);
 int fold_constants(GraphIR& g);
 /// Algebraic simplification by a rewrite-rule table (simplify.cpp lists the rules): x*1, x/1,
 /// pow(x,1), x+(-0.0), x-(+0.0) (integer x+0, x-0), neg(neg x), logical_not twice,
-/// abs/relu twice, identity, cast to the same dtype, transpose pairs, reshape chains and
-/// reshapes to the same shape. Every rule keeps results bit-identical (IEEE -0.0, NaN and
+/// abs/relu twice, identity, cast to the same dtype, transpose pairs, reshape chains,
+/// reshapes to the same shape and a one-element unreduce_like read by a multiply of a static
+/// shape (the multiply broadcasts it). Every rule keeps results bit-identical (IEEE -0.0, NaN and
 /// broadcasting included). Removed nodes are gone; returns the number of rewrites.
 int simplify_algebra(GraphIR& g);
 /// Folds v.assign_sub(g * lr) - a Variable, a product of a gradient of its shape and a scalar
