@@ -296,5 +296,51 @@ TEST(BF16GemmStore, SharedPackingKeepsTheBitsOfOneThread) {
   config::set_num_threads(threads_before);
 }
 
+// Integer operands (kind 0): every sum is exact in float32, so the product's sums must equal a
+// plain triple loop's whatever the order, at every remainder of the packing - k past the last
+// sixteen pairs, an odd k's lone value, n past a panel and past its first half, rows past a block
+// - for every transpose, with bfloat16 B and with float32 B rounded as it is packed (its sums
+// rounded once to bfloat16), on one thread and two.
+TEST(BF16GemmStore, IntegerProductsEqualAPlainLoopAtEveryRemainder) {
+  const int threads_before = config::num_threads();
+  const Shape shapes[] = {{5, 10, 1},   {13, 17, 3},   {30, 33, 31},  {25, 70, 33},  {12, 48, 35},
+                          {40, 16, 63}, {29, 40, 65},  {64, 10, 259}, {30, 96, 100}, {130, 64, 784}};
+  for (const int threads : {1, 2}) {
+    config::set_num_threads(threads);
+    for (const Shape& s : shapes)
+      for (int t = 0; t < 4; ++t) {
+        const bool ta = t & 1, tb = t & 2;
+        SCOPED_TRACE(::testing::Message() << threads << " threads " << s.m << "x" << s.n << "x" << s.k << " ta=" << ta
+                                          << " tb=" << tb);
+        const std::vector<bfloat16_t> a = operand(s.m, s.k, 0, 3), b = operand(s.k, s.n, 0, 4);
+        std::vector<float> b32(b.size());
+        detail::bf16_to_f32(b.data(), b32.data(), static_cast<int64_t>(b.size()));
+        const int lda = ta ? s.m : s.k, ldb = tb ? s.k : s.n;
+        const std::size_t size = static_cast<std::size_t>(s.m) * static_cast<std::size_t>(s.n);
+        std::vector<float> sums(size, -7.0f);
+        std::vector<bfloat16_t> rounded(size, bfloat16_t(-7.0f));
+        detail::bf16_gemm(s.m, s.n, s.k, a.data(), lda, ta, b.data(), ldb, tb, sums.data(), s.n);
+        detail::bf16_gemm_epilogue(s.m, s.n, s.k, a.data(), lda, ta, b32.data(), ldb, tb, rounded.data(), s.n,
+                                   detail::Bf16Epilogue{});
+        int wrong_sums = 0, wrong_rounded = 0;
+        for (int i = 0; i < s.m; ++i)
+          for (int j = 0; j < s.n; ++j) {
+            int64_t want = 0;
+            for (int q = 0; q < s.k; ++q) {
+              const bfloat16_t x = a[static_cast<std::size_t>(ta ? q * lda + i : i * lda + q)];
+              const bfloat16_t y = b[static_cast<std::size_t>(tb ? j * ldb + q : q * ldb + j)];
+              want += static_cast<int64_t>(static_cast<float>(x)) * static_cast<int64_t>(static_cast<float>(y));
+            }
+            const std::size_t at = static_cast<std::size_t>(i) * static_cast<std::size_t>(s.n) + static_cast<std::size_t>(j);
+            wrong_sums += sums[at] != static_cast<float>(want);
+            wrong_rounded += rounded[at].bits != bfloat16_t(static_cast<float>(want)).bits;
+          }
+        EXPECT_EQ(wrong_sums, 0);
+        EXPECT_EQ(wrong_rounded, 0);
+      }
+  }
+  config::set_num_threads(threads_before);
+}
+
 }  // namespace
 }  // namespace tg
