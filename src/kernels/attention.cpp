@@ -7,11 +7,18 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "core/thread_pool.h"
 #include "kernels/gemm.h"
+#include "kernels/simd_math.h"
 #include "kernels/softmax_rows.h"
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#define TG_ATTENTION_AVX512 1
+#include <immintrin.h>
+#endif
 
 namespace tg::detail {
 
@@ -61,6 +68,114 @@ T row_sum(const T* row, int64_t n) {
   return out;
 }
 
+#ifdef TG_ATTENTION_AVX512
+// The float32 row passes on AVX-512 registers of kLanes floats, with the portable loops' bits
+// (the loops are built for the baseline x86-64, SSE2): lane l does what partial l of row_max and
+// row_sum does, in the same order, and the lanes are combined as there; the elementwise passes
+// are the portable loops' single operations (no product here feeds a sum, so nothing can be
+// contracted into an FMA). exp stays one exp_in_place call over the tile: simd::exp_f32's loop
+// is faster than its routine called per register. Compiled for AVX-512 by the target attribute
+// and called only after the run-time check (use_avx512).
+static_assert(kLanes == 16, "one AVX-512 register holds the kLanes partial results");
+#define TG_AVX512_FN __attribute__((target("avx512f")))
+constexpr __mmask16 kAllLanes = 0xffff;
+
+TG_AVX512_FN __mmask16 first_lanes(int64_t n) { return static_cast<__mmask16>((1u << n) - 1u); }
+
+// row_max(row, n). (The max is masked with all lanes set: GCC 12's unmasked form reads an
+// undefined register that -Wmaybe-uninitialized reports, GCC bug 105593.)
+TG_AVX512_FN float row_max_avx512(const float* row, int64_t n) {
+  const __m512 neg_inf = _mm512_set1_ps(kNegInf<float>);
+  __m512 m = neg_inf;
+  int64_t c = 0;
+  // vmaxps gives its first operand where it is greater, else its second: row[c + l] > m[l] ? ...
+  for (; c + kLanes <= n; c += kLanes) m = _mm512_mask_max_ps(m, kAllLanes, _mm512_loadu_ps(row + c), m);
+  if (c < n) m = _mm512_mask_max_ps(m, kAllLanes, _mm512_mask_loadu_ps(neg_inf, first_lanes(n - c), row + c), m);
+  alignas(64) float part[kLanes];
+  _mm512_store_ps(part, m);
+  float out = kNegInf<float>;
+  for (int l = 0; l < kLanes; ++l) out = part[l] > out ? part[l] : out;
+  return out;
+}
+
+// row_sum(row, n).
+TG_AVX512_FN float row_sum_avx512(const float* row, int64_t n) {
+  __m512 s = _mm512_setzero_ps();
+  int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes) s = _mm512_add_ps(s, _mm512_loadu_ps(row + c));
+  if (c < n) {
+    const __mmask16 k = first_lanes(n - c);
+    s = _mm512_mask_add_ps(s, k, s, _mm512_maskz_loadu_ps(k, row + c));
+  }
+  alignas(64) float part[kLanes];
+  _mm512_store_ps(part, s);
+  float out = 0;
+  for (int l = 0; l < kLanes; ++l) out += part[l];
+  return out;
+}
+
+// row -= by over n floats.
+TG_AVX512_FN void shift_avx512(float* row, int64_t n, float by) {
+  const __m512 b = _mm512_set1_ps(by);
+  int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes) _mm512_storeu_ps(row + c, _mm512_sub_ps(_mm512_loadu_ps(row + c), b));
+  if (c < n) {
+    const __mmask16 k = first_lanes(n - c);
+    _mm512_mask_storeu_ps(row + c, k, _mm512_sub_ps(_mm512_maskz_loadu_ps(k, row + c), b));
+  }
+}
+
+// ds = p * (ds - d) over a row.
+TG_AVX512_FN void score_gradients_avx512(const float* p, float* ds, int64_t n, float d) {
+  const __m512 dd = _mm512_set1_ps(d);
+  int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes)
+    _mm512_storeu_ps(ds + c, _mm512_mul_ps(_mm512_loadu_ps(p + c), _mm512_sub_ps(_mm512_loadu_ps(ds + c), dd)));
+  if (c < n) {
+    const __mmask16 k = first_lanes(n - c);
+    const __m512 g = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, ds + c), dd);
+    _mm512_mask_storeu_ps(ds + c, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, p + c), g));
+  }
+}
+
+// y = x * f over n floats (y may be x).
+TG_AVX512_FN void scale_avx512(const float* x, float f, float* y, int64_t n) {
+  const __m512 by = _mm512_set1_ps(f);
+  int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes) _mm512_storeu_ps(y + c, _mm512_mul_ps(_mm512_loadu_ps(x + c), by));
+  if (c < n) {
+    const __mmask16 k = first_lanes(n - c);
+    _mm512_mask_storeu_ps(y + c, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + c), by));
+  }
+}
+#undef TG_AVX512_FN
+#endif
+
+// Whether T's row passes run on AVX-512: float32 on an AVX-512 CPU, unless the caller asks for
+// the portable loops.
+template <class T>
+bool use_avx512(const AttentionParams& p) {
+#ifdef TG_ATTENTION_AVX512
+  if constexpr (std::is_same_v<T, float>) {
+    static const bool has = simd::cpu_has(simd::Isa::kAvx512);
+    return has && !p.portable;
+  }
+#endif
+  (void)p;
+  return false;
+}
+
+// y = x * f over n entries (y may be x).
+template <class T>
+void scale_row(const T* x, T f, T* y, int64_t n, bool fast) {
+#ifdef TG_ATTENTION_AVX512
+  if constexpr (std::is_same_v<T, float>)
+    if (fast) return scale_avx512(x, f, y, n);
+#endif
+  (void)fast;
+  for (int64_t e = 0; e < n; ++e) y[e] = x[e] * f;
+}
+
 // The per-thread scratch of one kernel call: three tiles.
 template <class T>
 struct Scratch {
@@ -100,8 +215,8 @@ void scaled_rows(const AttentionSizes& sz, const AttentionParams& p, const T* q,
   const T scale = static_cast<T>(p.scale);
   const T* src = q + row_at(sz, hv, sz.tq, sz.d, i0);
   const int64_t step = row_step(sz, sz.d);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t e = 0; e < sz.d; ++e) qs[r * sz.d + e] = src[r * step + e] * scale;
+  const bool fast = use_avx512<T>(p);
+  for (int64_t r = 0; r < rows; ++r) scale_row(src + r * step, scale, qs + r * sz.d, sz.d, fast);
 }
 
 // s (rows x cols) = the scores of query rows [i0, i0 + rows) against keys [j0, j0 + cols): the
@@ -164,6 +279,7 @@ void forward_rows(const AttentionSizes& sz, const AttentionParams& p, const T* q
   std::fill(acc, acc + rows * sz.dv, T(0));
   std::fill(mx, mx + rows, kNegInf<T>);
   std::fill(sum, sum + rows, T(0));
+  const bool fast = use_avx512<T>(p);
   scaled_rows(sz, p, q, hv, i0, rows, w.qs);
   const T keep_scale = static_cast<T>(1.0 / (1.0 - p.dropout));
   const int64_t seen = keys_seen(sz, p, i0, rows);
@@ -173,20 +289,39 @@ void forward_rows(const AttentionSizes& sz, const AttentionParams& p, const T* q
     // The online softmax: a new running maximum rescales what the row has summed so far. A row
     // that has seen no key yet (maximum -inf) keeps its -inf scores, whose exp is 0; a NaN score
     // is never the maximum and comes out as a NaN weight.
-    for (int64_t r = 0; r < rows; ++r) {
-      T* row = w.s + r * cols;
-      const T tile_max = row_max(row, cols);
-      const T m_new = std::max(mx[r], tile_max);
-      rescale[r] = T(1);
-      if (m_new == kNegInf<T>) continue;
-      for (int64_t c = 0; c < cols; ++c) row[c] -= m_new;
-      rescale[r] = std::exp(mx[r] - m_new);
-      mx[r] = m_new;
+#ifdef TG_ATTENTION_AVX512
+    if constexpr (std::is_same_v<T, float>) {
+      if (fast) {  // the portable steps with AVX-512 row passes
+        for (int64_t r = 0; r < rows; ++r) {
+          T* row = w.s + r * cols;
+          const T m_new = std::max(mx[r], row_max_avx512(row, cols));
+          rescale[r] = T(1);
+          if (m_new == kNegInf<T>) continue;
+          shift_avx512(row, cols, m_new);
+          rescale[r] = std::exp(mx[r] - m_new);
+          mx[r] = m_new;
+        }
+        exp_in_place(w.s, rows * cols);
+        for (int64_t r = 0; r < rows; ++r) sum[r] = sum[r] * rescale[r] + row_sum_avx512(w.s + r * cols, cols);
+      }
     }
-    exp_in_place(w.s, rows * cols);
+#endif
+    if (!fast) {
+      for (int64_t r = 0; r < rows; ++r) {
+        T* row = w.s + r * cols;
+        const T tile_max = row_max(row, cols);
+        const T m_new = std::max(mx[r], tile_max);
+        rescale[r] = T(1);
+        if (m_new == kNegInf<T>) continue;
+        for (int64_t c = 0; c < cols; ++c) row[c] -= m_new;
+        rescale[r] = std::exp(mx[r] - m_new);
+        mx[r] = m_new;
+      }
+      exp_in_place(w.s, rows * cols);
+      for (int64_t r = 0; r < rows; ++r) sum[r] = sum[r] * rescale[r] + row_sum(w.s + r * cols, cols);
+    }
     for (int64_t r = 0; r < rows; ++r) {
       T* row = w.s + r * cols;
-      sum[r] = sum[r] * rescale[r] + row_sum(row, cols);
       if (rescale[r] != T(1))
         for (int64_t e = 0; e < sz.dv; ++e) acc[r * sz.dv + e] *= rescale[r];
       if (p.dropout > 0)
@@ -208,7 +343,7 @@ void forward_rows(const AttentionSizes& sz, const AttentionParams& p, const T* q
       continue;
     }
     const T inv = T(1) / sum[r];
-    for (int64_t e = 0; e < sz.dv; ++e) o[r * o_step + e] = acc[r * sz.dv + e] * inv;
+    scale_row(acc + r * sz.dv, inv, o + r * o_step, sz.dv, fast);
     l[r] = mx[r] + std::log(sum[r]);
   }
 }
@@ -222,12 +357,20 @@ void tile_gradients(const AttentionSizes& sz, const AttentionParams& p, const He
                     const T* delta, T* s, T* ds) {
   tile_scores(sz, p, hv, qs, i0, rows, k, j0, cols, s);
   const T* l = lse + hv.bh * sz.tq + i0;
+  const bool fast = use_avx512<T>(p);
   for (int64_t r = 0; r < rows; ++r) {
     T* row = s + r * cols;
     if (l[r] == kNegInf<T>) {
       std::fill(row, row + cols, kNegInf<T>);  // a row that sees no key has no weights
       continue;
     }
+#ifdef TG_ATTENTION_AVX512
+    if constexpr (std::is_same_v<T, float>)
+      if (fast) {
+        shift_avx512(row, cols, l[r]);
+        continue;
+      }
+#endif
     for (int64_t c = 0; c < cols; ++c) row[c] -= l[r];
   }
   exp_in_place(s, rows * cols);
@@ -250,6 +393,13 @@ void tile_gradients(const AttentionSizes& sz, const AttentionParams& p, const He
       }
     } else {
       const T d = dl[r];
+#ifdef TG_ATTENTION_AVX512
+      if constexpr (std::is_same_v<T, float>)
+        if (fast) {
+          score_gradients_avx512(pr, dr, cols, d);
+          continue;
+        }
+#endif
       for (int64_t c = 0; c < cols; ++c) dr[c] = pr[c] * (dr[c] - d);
     }
   }
@@ -294,8 +444,8 @@ void backward_keys(const AttentionSizes& sz, const AttentionParams& p, const T* 
       gemm<T>(static_cast<int>(rows), static_cast<int>(sz.d), static_cast<int>(cols), w.aux, ld(cols), false,
               k + row_at(sz, hv, sz.tk, sz.d, j0), ld(d_step), false, dq_rows, ld(d_step), false);
       const T scale = static_cast<T>(p.scale);
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t e = 0; e < sz.d; ++e) dq_rows[r * d_step + e] *= scale;
+      const bool fast = use_avx512<T>(p);
+      for (int64_t r = 0; r < rows; ++r) scale_row(dq_rows + r * d_step, scale, dq_rows + r * d_step, sz.d, fast);
     }
   }
 }
@@ -322,8 +472,8 @@ void backward_queries(const AttentionSizes& sz, const AttentionParams& p, const 
               k + row_at(sz, hv, sz.tk, sz.d, j0), ld(d_step), false, dq_rows, ld(d_step), true);
   }
   const T scale = static_cast<T>(p.scale);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t e = 0; e < sz.d; ++e) dq_rows[r * d_step + e] *= scale;
+  const bool fast = use_avx512<T>(p);
+  for (int64_t r = 0; r < rows; ++r) scale_row(dq_rows + r * d_step, scale, dq_rows + r * d_step, sz.d, fast);
 }
 
 }  // namespace

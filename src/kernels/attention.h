@@ -30,6 +30,10 @@ struct AttentionParams {
   AttentionMaskView mask;
   double dropout = 0.0;       // > 0: weights dropped by the (seed0, seed1) hash, kept ones scaled
   uint64_t seed0 = 0, seed1 = 0;
+  // float32 on an AVX-512 CPU runs the score rows' passes (maximum, shift, sum, the gradients'
+  // P * (dP - delta), the scalings by the scale and 1 / sum) on AVX-512 registers with the portable
+  // loops' bits; true runs the portable loops instead (the tests compare the two).
+  bool portable = false;
 };
 
 /// Whether the dropout keeps weight (b, h, i, j), flat index ((b * heads + h) * tq + i) * tk + j:

@@ -3,11 +3,16 @@
 // optimised, with None dims and unknown rank by the op-case harness), rows that see no key, the
 // dropout's seed rules, and a long sequence whose T x T weights would not fit the bound on memory.
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <memory>
+#include <random>
 #include <vector>
 
 #include "core/buffer.h"
 #include "core/thread_pool.h"
+#include "kernels/attention.h"
+#include "kernels/simd_math.h"
 #include "ops/op.h"
 #include "support/allocation_counter.h"
 #include "support/op_case.h"
@@ -343,6 +348,98 @@ TEST(Attention, InterleavedHeadsGiveThePlainLayoutsBits) {
                                      ones({2, 5, 5, 6}, bool_)},
                                     detail::AttentionAttrs{.has_mask = true, .heads_interleaved = true}),
                    InvalidArgumentError, "(batch, heads, Tq, Tk) = (2, 3, 5, 6)");
+}
+
+// float32 on an AVX-512 CPU runs the score rows' passes on AVX-512 registers; the portable loops
+// must give the same bits, forward (output and log-sum-exp) and gradient (dq, dk, dv), for rows
+// of scores whose length is and is not a multiple of 16, one and several key tiles (the two
+// backward paths), causal, bool and additive masks with rows that see no key, dropout, a NaN
+// query, the interleaved layout and the transformer's shape (T 64, D 32).
+TEST(Attention, Avx512RowPassesGiveThePortableLoopsBits) {
+  if (!detail::simd::cpu_has(detail::simd::Isa::kAvx512)) GTEST_SKIP() << "no AVX-512 on this CPU";
+  struct Case {
+    int64_t batch, heads, tq, tk, d, dv;
+    bool causal, interleaved;
+    int mask;  // 0: none, 1: bool (some rows see no key), 2: additive with -inf
+    double dropout;
+    bool nan;
+    const char* name;
+  };
+  const Case cases[] = {
+      {2, 4, 64, 64, 32, 32, false, false, 0, 0.0, false, "transformer shape"},
+      {2, 4, 64, 64, 32, 32, true, true, 0, 0.0, false, "transformer shape, causal, interleaved"},
+      {1, 2, 70, 100, 12, 5, true, false, 0, 0.0, false, "causal, rows of 100 keys"},
+      {1, 2, 150, 300, 16, 8, false, false, 1, 0.0, false, "several key tiles, bool mask"},
+      {2, 3, 37, 45, 9, 7, false, true, 2, 0.0, false, "additive mask, interleaved"},
+      {2, 3, 70, 131, 8, 4, true, false, 1, 0.2, false, "dropout, bool mask"},
+      {1, 2, 20, 23, 8, 17, false, false, 0, 0.0, true, "a NaN query"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    std::mt19937 gen(7);
+    std::normal_distribution<float> normal(0.0f, 1.5f);
+    auto fill = [&gen, &normal](int64_t n) {
+      std::vector<float> x(static_cast<std::size_t>(n));
+      for (float& e : x) e = normal(gen);
+      return x;
+    };
+    const int64_t bh = c.batch * c.heads;
+    std::vector<float> q = fill(bh * c.tq * c.d), k = fill(bh * c.tk * c.d), v = fill(bh * c.tk * c.dv);
+    const std::vector<float> dout = fill(bh * c.tq * c.dv), dlse = fill(bh * c.tq);
+    if (c.nan) q[static_cast<std::size_t>(3 * c.d + 1)] = std::numeric_limits<float>::quiet_NaN();
+    // The mask is (batch, 1, tq, tk), broadcast over the heads; row 2 of each batch sees no key.
+    std::unique_ptr<bool[]> bools(new bool[static_cast<std::size_t>(c.batch * c.tq * c.tk)]);
+    std::vector<float> adds = fill(c.batch * c.tq * c.tk);
+    for (int64_t i = 0; i < c.batch * c.tq * c.tk; ++i) {
+      const bool hidden_row = (i / c.tk) % c.tq == 2;
+      bools[static_cast<std::size_t>(i)] = !hidden_row && i % 5 != 1;
+      if (i % 7 == 3 || hidden_row) adds[static_cast<std::size_t>(i)] = -std::numeric_limits<float>::infinity();
+    }
+    detail::AttentionSizes sz{c.batch, c.heads, c.tq, c.tk, c.d, c.dv, c.interleaved};
+    detail::AttentionParams params;
+    params.scale = 1.0 / std::sqrt(static_cast<double>(c.d));
+    params.causal = c.causal;
+    params.dropout = c.dropout;
+    params.seed0 = 3;
+    params.seed1 = 4;
+    if (c.mask) {
+      params.mask.data = c.mask == 1 ? static_cast<const void*>(bools.get()) : static_cast<const void*>(adds.data());
+      params.mask.is_bool = c.mask == 1;
+      params.mask.strides[0] = c.tq * c.tk;
+      params.mask.strides[2] = c.tk;
+      params.mask.strides[3] = 1;
+    }
+    struct Result {
+      std::vector<float> out, lse, dq, dk, dv;
+    };
+    auto run = [&](bool portable) {
+      detail::AttentionParams pp = params;
+      pp.portable = portable;
+      Result r{std::vector<float>(static_cast<std::size_t>(bh * c.tq * c.dv)),
+               std::vector<float>(static_cast<std::size_t>(bh * c.tq)),
+               std::vector<float>(q.size()), std::vector<float>(k.size()), std::vector<float>(v.size())};
+      detail::attention_forward<float>(sz, pp, q.data(), k.data(), v.data(), r.out.data(), r.lse.data());
+      detail::attention_backward<float>(sz, pp, q.data(), k.data(), v.data(), r.out.data(), r.lse.data(),
+                                        dout.data(), dlse.data(), r.dq.data(), r.dk.data(), r.dv.data());
+      return r;
+    };
+    const Result fast = run(false), portable = run(true);
+    auto same = [](const std::vector<float>& a, const std::vector<float>& b) {
+      return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+    };
+    EXPECT_TRUE(same(fast.out, portable.out)) << "output";
+    EXPECT_TRUE(same(fast.lse, portable.lse)) << "log-sum-exp";
+    EXPECT_TRUE(same(fast.dq, portable.dq)) << "dq";
+    EXPECT_TRUE(same(fast.dk, portable.dk)) << "dk";
+    EXPECT_TRUE(same(fast.dv, portable.dv)) << "dv";
+    // The cases reach what they name: finite outputs where rows see keys, -inf where none.
+    if (c.mask == 1) {
+      EXPECT_EQ(portable.lse[2], -std::numeric_limits<float>::infinity());
+    }
+    if (!c.nan) {
+      EXPECT_TRUE(std::isfinite(portable.out[0]) && std::isfinite(portable.dq[0]));
+    }
+  }
 }
 
 // T = 4096, D = 64: the weights of one head are 4096 x 4096 floats (64 MiB). The forward and the
