@@ -138,6 +138,26 @@ TG_AVX512_FN void score_gradients_avx512(const float* p, float* ds, int64_t n, f
   }
 }
 
+// The partial results of a dot product of n floats: lane l sums x[e] * y[e] for e = l mod kLanes,
+// in order, as the portable loop's acc[l] does. The empty asm keeps each product a rounded value
+// of its own, so that it is not contracted with the sum into an FMA.
+TG_AVX512_FN void dot_lanes_avx512(const float* x, const float* y, int64_t n, float* part) {
+  __m512 acc = _mm512_setzero_ps();
+  int64_t e = 0;
+  for (; e + kLanes <= n; e += kLanes) {
+    __m512 prod = _mm512_mul_ps(_mm512_loadu_ps(x + e), _mm512_loadu_ps(y + e));
+    asm("" : "+v"(prod));
+    acc = _mm512_add_ps(acc, prod);
+  }
+  if (e < n) {
+    const __mmask16 k = first_lanes(n - e);
+    __m512 prod = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + e), _mm512_maskz_loadu_ps(k, y + e));
+    asm("" : "+v"(prod));
+    acc = _mm512_mask_add_ps(acc, k, acc, prod);
+  }
+  _mm512_storeu_ps(part, acc);
+}
+
 // y = x * f over n floats (y may be x).
 TG_AVX512_FN void scale_avx512(const float* x, float f, float* y, int64_t n) {
   const __m512 by = _mm512_set1_ps(f);
@@ -322,8 +342,7 @@ void forward_rows(const AttentionSizes& sz, const AttentionParams& p, const T* q
     }
     for (int64_t r = 0; r < rows; ++r) {
       T* row = w.s + r * cols;
-      if (rescale[r] != T(1))
-        for (int64_t e = 0; e < sz.dv; ++e) acc[r * sz.dv + e] *= rescale[r];
+      if (rescale[r] != T(1)) scale_row(acc + r * sz.dv, rescale[r], acc + r * sz.dv, sz.dv, fast);
       if (p.dropout > 0)
         for (int64_t c = 0; c < cols; ++c)
           row[c] = attention_keeps(p, flat_index(sz, hv, i0 + r, j0 + c)) ? row[c] * keep_scale : T(0);
@@ -501,6 +520,7 @@ void attention_backward(const AttentionSizes& s, const AttentionParams& p, const
   const int64_t n_rows = s.batch * s.heads * s.tq;
   std::vector<T> delta(static_cast<std::size_t>(n_rows));
   const int64_t out_step = row_step(s, s.dv);
+  const bool fast = use_avx512<T>(p);
   for (int64_t bh = 0; bh < s.batch * s.heads; ++bh) {
     // Row i of lse's (batch, heads, tq) order; its output row is out_step past the previous one.
     const int64_t first = row_at(s, head_of(s, bh), s.tq, s.dv, 0);
@@ -509,10 +529,16 @@ void attention_backward(const AttentionSizes& s, const AttentionParams& p, const
       const T* dr = dout + first + t * out_step;
       const T* orow = out + first + t * out_step;
       T acc[kLanes] = {};
-      int64_t e = 0;
-      for (; e + kLanes <= s.dv; e += kLanes)
-        for (int l = 0; l < kLanes; ++l) acc[l] += dr[e + l] * orow[e + l];
-      for (int l = 0; e < s.dv; ++e, ++l) acc[l] += dr[e] * orow[e];
+#ifdef TG_ATTENTION_AVX512
+      if constexpr (std::is_same_v<T, float>)
+        if (fast) dot_lanes_avx512(dr, orow, s.dv, acc);
+#endif
+      if (!fast) {
+        int64_t e = 0;
+        for (; e + kLanes <= s.dv; e += kLanes)
+          for (int l = 0; l < kLanes; ++l) acc[l] += dr[e + l] * orow[e + l];
+        for (int l = 0; e < s.dv; ++e, ++l) acc[l] += dr[e] * orow[e];
+      }
       delta[static_cast<std::size_t>(i)] = row_sum(acc, kLanes) - (dlse ? dlse[i] : T(0));
     }
   }
