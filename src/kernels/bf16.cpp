@@ -194,26 +194,6 @@ class SharedPanels {
   std::atomic<uint8_t>* states_;
 };
 
-// Rows [r0, r1) of C (bfloat16, stored by the part that finishes rows [own0, own1) whole) added
-// to the leaves of column sums that lie wholly among those rows: a leaf's rows arrive in order,
-// block after block, and a leaf summed in parts in row order has the bits of one sum over it
-// (column_sums.h), so each leaf gets reduce_sum's bits. The leaves of rows two parts share are
-// left to EpilogueColumnSums::finish, which sums them from C.
-void add_rows_to_leaves(ColumnSumLeaves& s, const uint16_t* c, int ldc, int n, int64_t r0, int64_t r1, int64_t own0,
-                        int64_t own1) {
-  for (int64_t r = r0; r < r1;) {
-    const int32_t leaf = s.leaf_of_row[r];
-    const int64_t first = s.leaf_first_row[leaf], last = s.leaf_end_row[leaf];
-    const int64_t stop = std::min(last, r1);
-    if (first >= own0 && last <= own1) {
-      if (r == first) s.summed[leaf].store(true, std::memory_order_relaxed);  // read after the parts join
-      add_column_sums(reinterpret_cast<const bfloat16_t*>(c) + r * ldc, stop - r, ldc, n, r == first,
-                      s.sums + leaf * s.ld);
-    }
-    r = stop;
-  }
-}
-
 // Products from this many flops split over the pool.
 constexpr int64_t kSplitFlops = int64_t{1} << 19;
 
@@ -261,10 +241,16 @@ void gemm_stored(int m, int n, int k, const bfloat16_t* a, int lda, bool ta, con
   ColumnSumLeaves* const sums = store == Store::kEpilogue && epilogue ? epilogue->column_sums : nullptr;
   auto multiply_rows = [&](const uint16_t* packed, int i0, int i1) {
     if (!sums) return multiply(m, n, k, au, lda, ta, packed, c, ldc, store, epilogue, i0, i1, 0, panels);
+    // Each block's rows go to the leaves wholly among [i0, i1) as they are stored, in row order,
+    // which gives a leaf summed in parts the bits of one sum over it (column_sums.h); the leaves
+    // two parts share are left to EpilogueColumnSums::finish, which sums them from C.
+    GemmEpilogue owner;
+    owner.column_sums = sums;
+    owner.rows_begin = i0, owner.rows_end = i1;
     for (int r0 = i0; r0 < i1; r0 += kBlockRows) {
       const int r1 = std::min(i1, r0 + kBlockRows);
       multiply(m, n, k, au, lda, ta, packed, c, ldc, store, epilogue, r0, r1, 0, panels);
-      add_rows_to_leaves(*sums, static_cast<const uint16_t*>(c), ldc, n, r0, r1, i0, i1);
+      add_rows_to_column_sums(owner, static_cast<const bfloat16_t*>(c), ldc, r0, r1 - r0, 0, n);
     }
   };
   auto run_part = [&](int i0, int i1, int p0, int p1) {

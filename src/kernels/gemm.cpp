@@ -203,21 +203,22 @@ void gemm(int m, int n, int k, const T* a, int lda, bool ta, const T* b, int ldb
   const bool by_columns = own && n > m;
   const int64_t flops = int64_t{2} * m * n * k;
   // A product of few rows split by columns gives each thread all of A, which is small: its
-  // halves pay from kParallelGemmFlops / 2 each (an LSTM step's products, 4.2 MFLOP: the B32 T32
-  // train step 8.3 -> 7.5 ms on two threads; with B untransposed they now split by rows, below).
+  // halves pay from kParallelGemmFlops / 2 each (an LSTM step's products, 4.2 MFLOP, are the
+  // kind; its B32 T32 train step 8.3 -> 7.5 ms on two threads against running them whole).
   const bool few_rows = by_columns && m <= 64 && flops >= kParallelGemmFlops;
   // Those of at least 32 rows by a small B (at most 64K floats) are never split over k: an
   // untransposed B splits by rows (every thread reads all of B, which stays in each core's cache
   // from one step to the next, and no thread reads what another wrote but its rows of A), a
   // transposed one by columns as above. Both keep one thread's bits, so a product by B^T and
-  // one by B's transpose made beforehand (a loop gradient's) stay equal. An LSTM step's
-  // 32 x 128 times 128 x 512 and its gradient's 32 x 512 times 512 x 128 (split over k before):
-  // the B32 T32 step's 2-thread medians, alternated in one process, 4-10% lower as the layer's
-  // loop, 1% as the cell unrolled (whose gradient multiplies by U^T: by columns now).
+  // one by B's transpose made beforehand (a loop gradient's) stay equal, and no partial sums
+  // wait for the calling thread to add them. An LSTM step's 32 x 128 times 128 x 512 and its
+  // gradient's 32 x 512 times 512 x 128: the B32 T32 step's 2-thread medians 4-10% lower than
+  // with the split over k as the layer's loop, 1% as the cell unrolled (whose gradient
+  // multiplies by U^T, by columns).
   const bool few_rows_small_b = few_rows && m >= 32 && int64_t{k} * n <= (int64_t{1} << 16);
   const bool few_rows_by_rows = few_rows_small_b && !tb;
-  const bool serial = num_threads() == 1 || (!few_rows_by_rows && ((flops < 2 * kParallelGemmFlops && !few_rows) ||
-                                                                    (m < 32 && !(by_columns && n >= 128))));
+  const bool too_small = (flops < 2 * kParallelGemmFlops && !few_rows) || (m < 32 && !(by_columns && n >= 128));
+  const bool serial = num_threads() == 1 || (too_small && !few_rows_by_rows);
   if constexpr (std::is_same_v<T, float>) {
     // Parts of at least 128 of k, and partials of at most 4 MB in all (the calling thread keeps
     // its buffer for the next product).

@@ -265,8 +265,10 @@ TEST(ProductEpilogues, BFloat16DenseLayersTakeInBiasReluAndMasksWithTheBitsOfThe
 // A mixed-precision layer's bias gradient (bfloat16 compute, float32 weights cast at use) is
 // summed in the bfloat16 product that makes it, by the part that stores each leaf's rows, with
 // the bits of the unoptimised graph and of eager: rows split over two threads with every leaf in
-// one part (128, 600) or one leaf across both (91), one thread, the instructions off (the
-// float32 fallback), a (1, n) bias, an empty batch; one row or one column stays a sum_to_like.
+// one part (128, 600) or one leaf across both (300 by 96: the parts meet at row 148, inside
+// the leaf of rows 112-149, which the product leaves to be summed after), one thread, the
+// instructions off (the float32 fallback), a (1, n) bias, an empty batch; one row or one column
+// stays a sum_to_like.
 TEST(ProductEpilogues, BFloat16BiasGradientIsSummedInTheProductThatMakesIt) {
   detail::set_verify_graphs(true);
   auto layer = [](const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2) {
@@ -282,7 +284,7 @@ TEST(ProductEpilogues, BFloat16BiasGradientIsSummedInTheProductThatMakesIt) {
   const int threads_before = config::num_threads();
   for (const bool instructions : {true, false})
     for (const int threads : {1, 2})
-      for (const Case c : {Case{128, 256, false, 0}, Case{91, 96, true, 0}, Case{600, 64, false, 0},
+      for (const Case c : {Case{128, 256, false, 0}, Case{91, 96, true, 0}, Case{300, 96, false, 0}, Case{600, 64, false, 0},
                            Case{33, 40, false, 0}, Case{16, 1, false, 1}, Case{1, 40, false, 1}, Case{0, 40, false, 0}}) {
         SCOPED_TRACE(::testing::Message() << "instructions " << instructions << " threads " << threads << " batch "
                                           << c.batch << " units " << c.units << " keepdims " << c.keepdims);
