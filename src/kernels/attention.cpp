@@ -114,17 +114,6 @@ TG_AVX512_FN float row_sum_avx512(const float* row, int64_t n) {
   return out;
 }
 
-// row -= by over n floats.
-TG_AVX512_FN void shift_avx512(float* row, int64_t n, float by) {
-  const __m512 b = _mm512_set1_ps(by);
-  int64_t c = 0;
-  for (; c + kLanes <= n; c += kLanes) _mm512_storeu_ps(row + c, _mm512_sub_ps(_mm512_loadu_ps(row + c), b));
-  if (c < n) {
-    const __mmask16 k = first_lanes(n - c);
-    _mm512_mask_storeu_ps(row + c, k, _mm512_sub_ps(_mm512_maskz_loadu_ps(k, row + c), b));
-  }
-}
-
 // ds = p * (ds - d) over a row.
 TG_AVX512_FN void score_gradients_avx512(const float* p, float* ds, int64_t n, float d) {
   const __m512 dd = _mm512_set1_ps(d);
@@ -158,14 +147,21 @@ TG_AVX512_FN void dot_lanes_avx512(const float* x, const float* y, int64_t n, fl
   _mm512_storeu_ps(part, acc);
 }
 
-// y = x * f over n floats (y may be x).
-TG_AVX512_FN void scale_avx512(const float* x, float f, float* y, int64_t n) {
-  const __m512 by = _mm512_set1_ps(f);
+// y = x - v (kScale false: a row shifted by its max or log-sum-exp) or y = x * v (kScale true)
+// over n floats; y may be x.
+template <bool kScale>
+TG_AVX512_FN __m512 with_scalar(__m512 x, __m512 v) {
+  if constexpr (kScale) return _mm512_mul_ps(x, v);
+  else return _mm512_sub_ps(x, v);
+}
+template <bool kScale>
+TG_AVX512_FN void with_scalar_avx512(const float* x, float v, float* y, int64_t n) {
+  const __m512 b = _mm512_set1_ps(v);
   int64_t c = 0;
-  for (; c + kLanes <= n; c += kLanes) _mm512_storeu_ps(y + c, _mm512_mul_ps(_mm512_loadu_ps(x + c), by));
+  for (; c + kLanes <= n; c += kLanes) _mm512_storeu_ps(y + c, with_scalar<kScale>(_mm512_loadu_ps(x + c), b));
   if (c < n) {
     const __mmask16 k = first_lanes(n - c);
-    _mm512_mask_storeu_ps(y + c, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + c), by));
+    _mm512_mask_storeu_ps(y + c, k, with_scalar<kScale>(_mm512_maskz_loadu_ps(k, x + c), b));
   }
 }
 #undef TG_AVX512_FN
@@ -190,7 +186,7 @@ template <class T>
 void scale_row(const T* x, T f, T* y, int64_t n, bool fast) {
 #ifdef TG_ATTENTION_AVX512
   if constexpr (std::is_same_v<T, float>)
-    if (fast) return scale_avx512(x, f, y, n);
+    if (fast) return with_scalar_avx512<true>(x, f, y, n);
 #endif
   (void)fast;
   for (int64_t e = 0; e < n; ++e) y[e] = x[e] * f;
@@ -317,7 +313,7 @@ void forward_rows(const AttentionSizes& sz, const AttentionParams& p, const T* q
           const T m_new = std::max(mx[r], row_max_avx512(row, cols));
           rescale[r] = T(1);
           if (m_new == kNegInf<T>) continue;
-          shift_avx512(row, cols, m_new);
+          with_scalar_avx512<false>(row, m_new, row, cols);
           rescale[r] = std::exp(mx[r] - m_new);
           mx[r] = m_new;
         }
@@ -386,7 +382,7 @@ void tile_gradients(const AttentionSizes& sz, const AttentionParams& p, const He
 #ifdef TG_ATTENTION_AVX512
     if constexpr (std::is_same_v<T, float>)
       if (fast) {
-        shift_avx512(row, cols, l[r]);
+        with_scalar_avx512<false>(row, l[r], row, cols);
         continue;
       }
 #endif

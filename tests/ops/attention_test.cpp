@@ -89,20 +89,20 @@ TG_OP_CASES(attention) {
   auto ref = [&](const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& m, bool causal, double sc) {
     return reference_attention(cast(a, float64), cast(b, float64), cast(c, float64), m.defined() && m.dtype() != bool_ ? cast(m, float64) : m, causal, sc).out;
   };
-  // The gradient op's case: its outputs against a tape over the reference, for incoming
+  // The gradient op's cases: its outputs against a tape over the reference, for incoming
   // gradients of both outputs.
-  const Tensor dout = values({2, 3, 4, 6}, 7, float64), dlse = values({2, 3, 4}, 8, float64);
-  Tensor expected_grads;
-  {
+  auto reference_grads = [](const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& m, bool causal,
+                            double sc, const Tensor& d_out, const Tensor& d_lse) {
     GradientTape tape;
-    tape.watch(q64);
-    tape.watch(k64);
-    tape.watch(v64);
-    const Reference r = reference_attention(q64, k64, v64, mask, false, scale);
-    const std::vector<Tensor> g =
-        tape.gradient(reduce_sum(r.out * dout) + reduce_sum(r.lse * dlse), {q64, k64, v64});
-    expected_grads = concat({flat(g[0]), flat(g[1]), flat(g[2])}, 0);
-  }
+    tape.watch(a);
+    tape.watch(b);
+    tape.watch(c);
+    const Reference r = reference_attention(a, b, c, m, causal, sc);
+    const std::vector<Tensor> g = tape.gradient(reduce_sum(r.out * d_out) + reduce_sum(r.lse * d_lse), {a, b, c});
+    return concat({flat(g[0]), flat(g[1]), flat(g[2])}, 0);
+  };
+  const Tensor dout = values({2, 3, 4, 6}, 7, float64), dlse = values({2, 3, 4}, 8, float64);
+  const Tensor expected_grads = reference_grads(q64, k64, v64, mask, false, scale, dout, dlse);
   const std::vector<Tensor> fwd = detail::apply_op(detail::OpId::ScaledDotProductAttention, {q64, k64, v64, mask},
                                                    detail::AttentionAttrs{.has_mask = true});
   auto grad_op = [](const std::vector<Tensor>& in) {
@@ -115,17 +115,7 @@ TG_OP_CASES(attention) {
                vc = values({1, 2, 100, 5}, 11, float64);
   const Tensor doutc = values({1, 2, 70, 5}, 12, float64), dlsec = values({1, 2, 70}, 13, float64);
   const double scale_c = 1.0 / std::sqrt(12.0);
-  Tensor expected_causal;
-  {
-    GradientTape tape;
-    tape.watch(qc);
-    tape.watch(kc);
-    tape.watch(vc);
-    const Reference r = reference_attention(qc, kc, vc, none, true, scale_c);
-    const std::vector<Tensor> g =
-        tape.gradient(reduce_sum(r.out * doutc) + reduce_sum(r.lse * dlsec), {qc, kc, vc});
-    expected_causal = concat({flat(g[0]), flat(g[1]), flat(g[2])}, 0);
-  }
+  const Tensor expected_causal = reference_grads(qc, kc, vc, none, true, scale_c, doutc, dlsec);
   const detail::AttentionAttrs causal_attrs{.scale_given = true, .scale = scale_c, .causal = true};
   const std::vector<Tensor> fwdc = detail::apply_op(detail::OpId::ScaledDotProductAttention, {qc, kc, vc}, causal_attrs);
   auto grad_op_causal = [causal_attrs](const std::vector<Tensor>& in) {
@@ -137,17 +127,7 @@ TG_OP_CASES(attention) {
   const Tensor qn = values({1, 2, 70, 12}, 14, float64), kn = values({1, 2, 200, 12}, 15, float64),
                vn = values({1, 2, 200, 5}, 16, float64);
   const Tensor doutn = values({1, 2, 70, 5}, 17, float64), dlsen = values({1, 2, 70}, 18, float64);
-  Tensor expected_unseen;
-  {
-    GradientTape tape;
-    tape.watch(qn);
-    tape.watch(kn);
-    tape.watch(vn);
-    const Reference r = reference_attention(qn, kn, vn, none, true, scale_c);
-    const std::vector<Tensor> g =
-        tape.gradient(reduce_sum(r.out * doutn) + reduce_sum(r.lse * dlsen), {qn, kn, vn});
-    expected_unseen = concat({flat(g[0]), flat(g[1]), flat(g[2])}, 0);
-  }
+  const Tensor expected_unseen = reference_grads(qn, kn, vn, none, true, scale_c, doutn, dlsen);
   const std::vector<Tensor> fwdn = detail::apply_op(detail::OpId::ScaledDotProductAttention, {qn, kn, vn}, causal_attrs);
   return {
       {"scaled_dot_product_attention", "f32 (2,3,4,8) x (2,3,5,8) x (2,3,5,6)", attend, {q, k, v},
