@@ -309,6 +309,17 @@ Vec<L> gaussian_poly(Vec<L> a, const GaussTailPieces& pieces, const GaussianExp<
 // the compiler's choice of operand order, and g++ and clang chose differently. float64 evaluates
 // the erf form with libm's erfc (gelu_wide); float32 as above: a is |x| clamped to 15.25, beyond
 // which both results round to the same 0 or x; v - v turns -inf's result into TF's NaN.
+// a = |x| clamped to the pieces' end, 15.25, for gelu, gelu_grad and both at once.
+template <class L>
+Vec<L> gelu_tail_argument(Vec<L> v) {
+  return L::min(L::set1(15.25f), -L::neg_abs(v));
+}
+// float64 lanes: the wide formula `wide`, with a NaN input given back as itself.
+template <class L, Vec<typename L::Wide> (*wide)(Vec<typename L::Wide>)>
+Vec<L> gelu_in_double(Vec<L> v) {
+  const Vec<L> r = L::template in_double<wide>(v);
+  return L::select_negative(v, r, L::select_above(v, L::set1(-1.0f), r, v));
+}
 template <class L>
 Vec<L> gelu_from_tail(Vec<L> v, Vec<L> f, Vec<L> n) {
   const Vec<L> tail = L::scale(f, n);
@@ -317,10 +328,9 @@ Vec<L> gelu_from_tail(Vec<L> v, Vec<L> f, Vec<L> n) {
 template <class L>
 Vec<L> gelu(Vec<L> v) {
   if constexpr (sizeof(typename L::Elem) == sizeof(double)) {
-    const Vec<L> r = L::template in_double<&gelu_wide<typename L::Wide>>(v);
-    return L::select_negative(v, r, L::select_above(v, L::set1(-1.0f), r, v));
+    return gelu_in_double<L, &gelu_wide<typename L::Wide>>(v);
   } else {
-    const Vec<L> a = L::min(L::set1(15.25f), -L::neg_abs(v));
+    const Vec<L> a = gelu_tail_argument<L>(v);
     const GaussianExp<L> e = gaussian_exp<L>(a);
     return gelu_from_tail<L>(v, gaussian_poly<L>(a, kGeluTailPieces, e), e.n);
   }
@@ -349,10 +359,9 @@ Vec<L> gelu_grad_from_tail(Vec<L> v, Vec<L> a, Vec<L> f, Vec<L> n) {
 template <class L>
 Vec<L> gelu_grad(Vec<L> v) {
   if constexpr (sizeof(typename L::Elem) == sizeof(double)) {
-    const Vec<L> r = L::template in_double<&gelu_grad_wide<typename L::Wide>>(v);
-    return L::select_negative(v, r, L::select_above(v, L::set1(-1.0f), r, v));
+    return gelu_in_double<L, &gelu_grad_wide<typename L::Wide>>(v);
   } else {
-    const Vec<L> a = L::min(L::set1(15.25f), -L::neg_abs(v));
+    const Vec<L> a = gelu_tail_argument<L>(v);
     const GaussianExp<L> e = gaussian_exp<L>(a);
     return gelu_grad_from_tail<L>(v, a, gaussian_poly<L>(a, kGeluGradTailPieces, e), e.n);
   }
@@ -363,7 +372,7 @@ Vec<L> gelu_grad(Vec<L> v) {
 template <class L>
 Vec<L> gelu_with_grad(Vec<L> v, Vec<L>& grad) {
   static_assert(sizeof(typename L::Elem) == sizeof(float));
-  const Vec<L> a = L::min(L::set1(15.25f), -L::neg_abs(v));
+  const Vec<L> a = gelu_tail_argument<L>(v);
   const GaussianExp<L> e = gaussian_exp<L>(a);
   grad = gelu_grad_from_tail<L>(v, a, gaussian_poly<L>(a, kGeluGradTailPieces, e), e.n);
   return gelu_from_tail<L>(v, gaussian_poly<L>(a, kGeluTailPieces, e), e.n);
