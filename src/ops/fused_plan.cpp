@@ -182,6 +182,24 @@ std::shared_ptr<const FusedPlan> build_plan(const FusedProgram& p, const std::ve
     return k + 1 < p.steps.size() && use_count[static_cast<std::size_t>(s)] == 1 &&
            output_of[static_cast<std::size_t>(s)] < 0 && p.steps[k + 1].args[0] == s;
   };
+  // A tensor step's value goes to its node output, else to a tile buffer taken before its
+  // operands' are freed, so that it never aliases them.
+  auto place_result = [&](int out_slot) {
+    FusedPlan::Slot& slot = plan->slots[static_cast<std::size_t>(out_slot)];
+    if (output_of[static_cast<std::size_t>(out_slot)] >= 0) {
+      slot.kind = FusedPlan::kOutputStep;
+      slot.index = output_of[static_cast<std::size_t>(out_slot)];
+    } else {
+      slot.kind = FusedPlan::kTileStep;
+      slot.index = take_buffer();
+    }
+  };
+  // The tile buffer of a loop's one tensor operand is freed when no step after `last` reads it.
+  auto release_operand = [&](int operand, std::size_t last) {
+    const FusedPlan::Slot& in = plan->slots[static_cast<std::size_t>(operand)];
+    if (in.kind == FusedPlan::kTileStep && last_use[static_cast<std::size_t>(operand)] <= static_cast<int>(last))
+      free_buffers.push_back(in.index);
+  };
   // Steps [k, k + len) run as one loop `e` (a register chain, an affine peephole) reading the
   // tensor operand e.args[0]: the steps before the last are never materialised, the last one's
   // value goes to a node output or a fresh tile buffer, and the operand's buffer is freed when
@@ -194,20 +212,10 @@ std::shared_ptr<const FusedPlan> build_plan(const FusedProgram& p, const std::ve
     }
     const std::size_t last = k + len - 1;
     const int out_slot = first_step + static_cast<int>(last);
-    FusedPlan::Slot& slot = plan->slots[static_cast<std::size_t>(out_slot)];
-    slot.elem_size = static_cast<uint8_t>(elem_size);
+    plan->slots[static_cast<std::size_t>(out_slot)].elem_size = static_cast<uint8_t>(elem_size);
     e.out = out_slot;
-    if (output_of[static_cast<std::size_t>(out_slot)] >= 0) {
-      slot.kind = FusedPlan::kOutputStep;
-      slot.index = output_of[static_cast<std::size_t>(out_slot)];
-    } else {
-      slot.kind = FusedPlan::kTileStep;
-      slot.index = take_buffer();  // before freeing the operand's: out never aliases it
-    }
-    const int operand = e.args[0];
-    const FusedPlan::Slot& in = plan->slots[static_cast<std::size_t>(operand)];
-    if (in.kind == FusedPlan::kTileStep && last_use[static_cast<std::size_t>(operand)] <= static_cast<int>(last))
-      free_buffers.push_back(in.index);
+    place_result(out_slot);
+    release_operand(e.args[0], last);
     plan->tile_steps.push_back(e);
     return last;
   };
@@ -254,20 +262,11 @@ std::shared_ptr<const FusedPlan> build_plan(const FusedProgram& p, const std::ve
         const int gelu_slot = st.op == OpId::Gelu ? out_slot : out_slot + 1;
         const int grad_slot = st.op == OpId::Gelu ? out_slot + 1 : out_slot;
         for (const int s : {gelu_slot, grad_slot}) {
-          FusedPlan::Slot& slot = plan->slots[static_cast<std::size_t>(s)];
-          slot.elem_size = sizeof(float);
-          if (output_of[static_cast<std::size_t>(s)] >= 0) {
-            slot.kind = FusedPlan::kOutputStep;
-            slot.index = output_of[static_cast<std::size_t>(s)];
-          } else {
-            slot.kind = FusedPlan::kTileStep;
-            slot.index = take_buffer();
-          }
+          plan->slots[static_cast<std::size_t>(s)].elem_size = sizeof(float);
+          place_result(s);
         }
         const int operand = st.args[0];
-        const FusedPlan::Slot& in = plan->slots[static_cast<std::size_t>(operand)];
-        if (in.kind == FusedPlan::kTileStep && last_use[static_cast<std::size_t>(operand)] <= static_cast<int>(k + 1))
-          free_buffers.push_back(in.index);
+        release_operand(operand, k + 1);
         FusedPlan::Exec e;
         e.fn = table.gelu_with_grad;
         e.out = gelu_slot;
@@ -376,13 +375,7 @@ std::shared_ptr<const FusedPlan> build_plan(const FusedProgram& p, const std::ve
         e.args[a] = num_slots + static_cast<int>(plan->splats.size()) - 1;
       }
     }
-    if (output_of[static_cast<std::size_t>(out_slot)] >= 0) {
-      slot.kind = FusedPlan::kOutputStep;
-      slot.index = output_of[static_cast<std::size_t>(out_slot)];
-    } else {
-      slot.kind = FusedPlan::kTileStep;
-      slot.index = take_buffer();  // before freeing the operands': out never aliases them
-    }
+    place_result(out_slot);
     for (int a = 0; a < st.num_args; ++a) {
       const int s = st.args[a];
       const FusedPlan::Slot& in = plan->slots[static_cast<std::size_t>(s)];
