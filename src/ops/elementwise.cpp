@@ -310,6 +310,10 @@ std::vector<Tensor> grad_log1p(const GradInputs& g) {
 std::vector<Tensor> grad_expm1(const GradInputs& g) { return {mul(g.grads[0], exp(g.inputs[0]))}; }
 // d softplus / dx = sigmoid(x): the same value as TF's 1 / (1 + e^-x), and it composes.
 std::vector<Tensor> grad_softplus(const GradInputs& g) { return {mul(g.grads[0], sigmoid(g.inputs[0]))}; }
+// phi(x) = e^(-x^2 / 2) / sqrt(2 pi), the standard normal density, as ops.
+Tensor normal_pdf(const Tensor& x) {
+  return mul(scalar_like(x, 0.3989422804014327), exp(mul(square(x), scalar_like(x, -0.5))));
+}
 // d/dx 0.5 x (1 + erf(x / sqrt 2)) = 0.5 (1 + erf(x / sqrt 2)) + x e^(-x^2 / 2) / sqrt(2 pi): the op
 // gelu_grad (one routine, without the formula's cancellations), for float32 and float64; other
 // dtypes (bfloat16, computed through float32 op by op) as that formula.
@@ -317,13 +321,13 @@ std::vector<Tensor> grad_gelu(const GradInputs& g) {
   const Tensor& x = g.inputs[0];
   if (x.dtype() == float32 || x.dtype() == float64) return {mul(g.grads[0], detail::apply_op1(OpId::GeluGrad, {x}))};
   const Tensor cdf = mul(scalar_like(x, 0.5), add(scalar_like(x, 1.0), erf(mul(x, scalar_like(x, 0.7071067811865476)))));
-  const Tensor pdf = mul(scalar_like(x, 0.3989422804014327), exp(mul(square(x), scalar_like(x, -0.5))));
+  const Tensor pdf = normal_pdf(x);
   return {mul(g.grads[0], add(cdf, mul(x, pdf)))};
 }
 // d/dx (Phi(x) + x phi(x)) = phi(x) (2 - x^2)
 std::vector<Tensor> grad_gelu_grad(const GradInputs& g) {
   const Tensor& x = g.inputs[0];
-  const Tensor pdf = mul(scalar_like(x, 0.3989422804014327), exp(mul(square(x), scalar_like(x, -0.5))));
+  const Tensor pdf = normal_pdf(x);
   return {mul(g.grads[0], mul(pdf, sub(scalar_like(x, 2.0), square(x))))};
 }
 // With u = c (x + a x^3) and t = tanh(u): 0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 a x^2)
