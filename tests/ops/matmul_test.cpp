@@ -1,6 +1,7 @@
 // matmul: values for every dtype, transposes, batch broadcasting, empty dims, shape inference
 // with unknown dims, and a property check against a naive triple loop.
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -433,6 +434,44 @@ TEST(Gemm, FullAndPartialColumnBlocksSumInTheSameOrder) {
       for (int j = 0; j < n; ++j) {
         const std::size_t at = static_cast<std::size_t>(i) * kWide + j;
         ASSERT_EQ(std::bit_cast<uint32_t>(gradient[at]), std::bit_cast<uint32_t>(full_gradient[at])) << i << ", " << j;
+      }
+  }
+  config::set_num_threads(threads_before);
+}
+
+// On one thread the AVX-512 kernels sum every element as one chain of fused multiply-adds in k
+// order, from 0 or from C: products whose B is copied into panels (kPanelK = 128 entries of k and
+// 64 columns at a time, the rows in blocks of 192; gemm.cpp), with a partial last panel and a
+// partial last block of k and of rows, give the bits of that chain, as a B that fits L1 as it is.
+TEST(Gemm, OwnKernelsSumEachElementAsOneFmaChainInKOrder) {
+  if (!detail::own_avx512_kernels()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  const int threads_before = config::num_threads();
+  config::set_num_threads(1);
+  struct Case { int m, n, k; bool ta, tb, accumulate; };
+  const Case cases[] = {{400, 130, 300, false, false, false}, {200, 100, 257, true, false, true},
+                        {70, 200, 129, false, true, false},   {64, 64, 32, false, true, true}};
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::Message() << "m " << c.m << " n " << c.n << " k " << c.k << " ta " << c.ta << " tb " << c.tb);
+    const int lda = c.ta ? c.m : c.k, ldb = c.tb ? c.k : c.n;
+    std::vector<float> a(static_cast<std::size_t>(c.m) * c.k), b(static_cast<std::size_t>(c.k) * c.n),
+        out(static_cast<std::size_t>(c.m) * c.n);
+    for (float& v : a) v = dist(rng);
+    for (float& v : b) v = dist(rng);
+    for (float& v : out) v = dist(rng);
+    const std::vector<float> before = out;
+    detail::gemm<float>(c.m, c.n, c.k, a.data(), lda, c.ta, b.data(), ldb, c.tb, out.data(), c.n, c.accumulate);
+    for (int i = 0; i < c.m; ++i)
+      for (int j = 0; j < c.n; ++j) {
+        const std::size_t at = static_cast<std::size_t>(i) * c.n + j;
+        float want = c.accumulate ? before[at] : 0.0f;
+        for (int p = 0; p < c.k; ++p) {
+          const float x = a[c.ta ? static_cast<std::size_t>(p) * lda + i : static_cast<std::size_t>(i) * lda + p];
+          const float y = b[c.tb ? static_cast<std::size_t>(j) * ldb + p : static_cast<std::size_t>(p) * ldb + j];
+          want = std::fma(x, y, want);
+        }
+        ASSERT_EQ(std::bit_cast<uint32_t>(out[at]), std::bit_cast<uint32_t>(want)) << "row " << i << " column " << j;
       }
   }
   config::set_num_threads(threads_before);
