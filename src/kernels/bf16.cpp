@@ -93,6 +93,20 @@ bool set_bf16_gemm_instructions(bool enabled) { return instructions_enabled.exch
 
 namespace {
 
+// Where vdpbf16ps runs at half the FMAs' rate (bf16_avx512::Products): Intel's cores.
+bool intel_cpu() {
+  __builtin_cpu_init();
+  return __builtin_cpu_is("intel");
+}
+std::atomic<bool> widened_fma{intel_cpu()};
+
+}  // namespace
+
+bool set_bf16_gemm_widened_fma(bool enabled) { return widened_fma.exchange(enabled); }
+
+namespace {
+
+using bf16_avx512::Products;
 using bf16_avx512::Store;
 
 // The float32 sums (rows x cols, contiguous) rounded to bfloat16 into C (leading dim ldc), stored
@@ -231,6 +245,7 @@ void gemm_stored(int m, int n, int k, const bfloat16_t* a, int lda, bool ta, con
   const int panels = (n + kPanelCols - 1) / kPanelCols;
   const int64_t panel_size = (k + 1) / 2 * 2 * kPanelCols;
   const int threads = num_threads();
+  const Products products = widened_fma.load(std::memory_order_relaxed) ? Products::kWidenedFma : Products::kDotProducts;
   // Each part packs the panels of B it multiplies, into a buffer of the thread that runs it, and
   // multiplies them in the same pass: no wait between packing and multiplying, and the packed
   // panels stay in the cache of the core that reads them. Each element of C is computed whole by
@@ -240,7 +255,7 @@ void gemm_stored(int m, int n, int k, const bfloat16_t* a, int lda, bool ta, con
   // any row range multiply is given.
   ColumnSumLeaves* const sums = store == Store::kEpilogue && epilogue ? epilogue->column_sums : nullptr;
   auto multiply_rows = [&](const uint16_t* packed, int i0, int i1) {
-    if (!sums) return multiply(m, n, k, au, lda, ta, packed, c, ldc, store, epilogue, i0, i1, 0, panels);
+    if (!sums) return multiply(m, n, k, au, lda, ta, packed, c, ldc, store, epilogue, i0, i1, 0, panels, products);
     // Each block's rows go to the leaves wholly among [i0, i1) as they are stored, in row order,
     // which gives a leaf summed in parts the bits of one sum over it (column_sums.h); the leaves
     // two parts share are left to EpilogueColumnSums::finish, which sums them from C.
@@ -249,7 +264,7 @@ void gemm_stored(int m, int n, int k, const bfloat16_t* a, int lda, bool ta, con
     owner.rows_begin = i0, owner.rows_end = i1;
     for (int r0 = i0; r0 < i1; r0 += kBlockRows) {
       const int r1 = std::min(i1, r0 + kBlockRows);
-      multiply(m, n, k, au, lda, ta, packed, c, ldc, store, epilogue, r0, r1, 0, panels);
+      multiply(m, n, k, au, lda, ta, packed, c, ldc, store, epilogue, r0, r1, 0, panels, products);
       add_rows_to_column_sums(owner, static_cast<const bfloat16_t*>(c), ldc, r0, r1 - r0, 0, n);
     }
   };
@@ -261,7 +276,7 @@ void gemm_stored(int m, int n, int k, const bfloat16_t* a, int lda, bool ta, con
     grow_to(packed_buffer, static_cast<std::size_t>(p1 * panel_size));
     pack_b(n, k, bu, ldb, tb, packed_buffer.data(), p0, p1);
     if (p0 == 0 && p1 == panels) return multiply_rows(packed_buffer.data(), i0, i1);
-    multiply(m, n, k, au, lda, ta, packed_buffer.data(), c, ldc, store, epilogue, i0, i1, p0, p1);
+    multiply(m, n, k, au, lda, ta, packed_buffer.data(), c, ldc, store, epilogue, i0, i1, p0, p1, products);
   };
   // Split from 2^19 flops: the demo's 128 x 10 x 256 products (6.6e5) gain from two parts.
   if (threads == 1 || flops < kSplitFlops) return run_part(0, m, 0, panels);

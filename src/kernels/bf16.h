@@ -49,5 +49,9 @@ void bf16_gemm_rounded_to_f32(int m, int n, int k, const bfloat16_t* a, int lda,
 /// Turns the AVX512_BF16 path of bf16_gemm on or off (on where the CPU has it); returns the
 /// previous setting. Tests compare the two paths.
 bool set_bf16_gemm_instructions(bool enabled);
+/// Makes the AVX512_BF16 path's sums with FMAs on widened pairs (true: the default on Intel's
+/// cores) or with vdpbf16ps (elsewhere), the same bits either way (bf16_avx512::Products); returns
+/// the previous setting. Tests compare the two.
+bool set_bf16_gemm_widened_fma(bool enabled);
 
 }  // namespace tg::detail

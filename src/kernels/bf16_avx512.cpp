@@ -152,26 +152,67 @@ inline __m256i epilogue_lanes(__m512 sums, const Epilogue& e, int64_t row, int64
   return upper_halves(w);
 }
 
+// MXCSR's flush-to-zero (bit 15) and denormals-are-zero (bit 6): vdpbf16ps's own treatment of
+// subnormals, for the FMAs that stand in for it.
+constexpr unsigned kFlushSubnormals = 0x8040;
+
+// Keeps the compiler from moving the computation of v across this point (MXCSR changes are
+// invisible to it).
+inline void fence(__m512& v) { asm volatile("" : "+v"(v)); }
+
 // kHalves: 2 for a whole panel, 1 where the panel's last 16 columns lie past n (their packed
 // values are zeros, and their sums would be stored nowhere). kRows: the block's rows rounded up
 // to 4 (rows past `rows` are zeros in `ap` and not stored), so that a block of 4 or 8 rows costs
 // a third or two thirds of a whole one. Each sum adds the pairs in order q = 0, 1, ..., whatever
-// the block's shape. C's block starts at row `row0`, column `col0`.
-template <int kHalves, int kRows, Store kStore>
-void block(int64_t pairs, const uint32_t* ap, const uint16_t* bp, void* c, int ldc, const Epilogue* e, int row0,
+// the block's shape. C's block starts at row `row0`, column `col0`. `ap` is pack_a's pairs, or
+// for Products::kWidenedFma widen_pairs' floats.
+template <int kHalves, int kRows, Store kStore, Products kProducts>
+void block(int64_t pairs, const void* ap, const uint16_t* bp, void* c, int ldc, const Epilogue* e, int row0,
            int col0, int rows, int cols) {
   __m512 acc[kRows][kHalves];
   for (auto& row : acc)
     for (__m512& v : row) v = _mm512_setzero_ps();
-  for (int64_t q = 0; q < pairs; ++q) {
-    __m512bh b[kHalves];
-    for (int h = 0; h < kHalves; ++h) b[h] = (__m512bh)_mm512_loadu_si512(bp + q * 2 * kPanelCols + h * kPanelCols);
-    const uint32_t* aq = ap + q * kBlockRows;
+  if constexpr (kProducts == Products::kDotProducts) {
+    for (int64_t q = 0; q < pairs; ++q) {
+      __m512bh b[kHalves];
+      for (int h = 0; h < kHalves; ++h) b[h] = (__m512bh)_mm512_loadu_si512(bp + q * 2 * kPanelCols + h * kPanelCols);
+      const uint32_t* aq = static_cast<const uint32_t*>(ap) + q * kBlockRows;
 #pragma GCC unroll 12
-    for (int r = 0; r < kRows; ++r) {
-      const __m512bh x = (__m512bh)_mm512_set1_epi32(static_cast<int>(aq[r]));
-      for (int h = 0; h < kHalves; ++h) acc[r][h] = _mm512_dpbf16_ps(acc[r][h], x, b[h]);
+      for (int r = 0; r < kRows; ++r) {
+        const __m512bh x = (__m512bh)_mm512_set1_epi32(static_cast<int>(aq[r]));
+        for (int h = 0; h < kHalves; ++h) acc[r][h] = _mm512_dpbf16_ps(acc[r][h], x, b[h]);
+      }
     }
+  } else {
+    // vdpbf16ps's steps as FMAs: per pair, acc += second * second', then acc += first * first'
+    // (each product exact in float32), under its subnormal rule; MXCSR as it was for the stores.
+    const unsigned csr = _mm_getcsr();
+    _mm_setcsr(csr | kFlushSubnormals);
+    for (auto& row : acc)
+      for (__m512& v : row) fence(v);
+    const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+    for (int64_t q = 0; q < pairs; ++q) {
+      __m512 second[kHalves], first[kHalves];
+      for (int h = 0; h < kHalves; ++h) {
+        const __m512i w = _mm512_loadu_si512(bp + q * 2 * kPanelCols + h * kPanelCols);
+        second[h] = _mm512_castsi512_ps(_mm512_and_si512(w, high));
+        first[h] = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+      }
+      const float* aq = static_cast<const float*>(ap) + q * 2 * kBlockRows;
+#pragma GCC unroll 12
+      for (int r = 0; r < kRows; ++r) {
+        const __m512 x = _mm512_set1_ps(aq[r]);
+        for (int h = 0; h < kHalves; ++h) acc[r][h] = _mm512_fmadd_ps(x, second[h], acc[r][h]);
+      }
+#pragma GCC unroll 12
+      for (int r = 0; r < kRows; ++r) {
+        const __m512 x = _mm512_set1_ps(aq[kBlockRows + r]);
+        for (int h = 0; h < kHalves; ++h) acc[r][h] = _mm512_fmadd_ps(x, first[h], acc[r][h]);
+      }
+    }
+    for (auto& row : acc)
+      for (__m512& v : row) fence(v);
+    _mm_setcsr(csr);
   }
   for (int r = 0; r < std::min(rows, kRows); ++r)
     for (int h = 0; h < kHalves; ++h) {
@@ -192,24 +233,42 @@ void block(int64_t pairs, const uint32_t* ap, const uint16_t* bp, void* c, int l
     }
 }
 
-using BlockFn = void (*)(int64_t, const uint32_t*, const uint16_t*, void*, int, const Epilogue*, int, int, int, int);
+using BlockFn = void (*)(int64_t, const void*, const uint16_t*, void*, int, const Epilogue*, int, int, int, int);
 
-template <Store kStore>
+template <Store kStore, Products kProducts>
 BlockFn block_for(int rows, int cols) {
   const bool whole = cols > 16;
-  if (rows > 8) return whole ? &block<2, 12, kStore> : &block<1, 12, kStore>;
-  if (rows > 4) return whole ? &block<2, 8, kStore> : &block<1, 8, kStore>;
-  return whole ? &block<2, 4, kStore> : &block<1, 4, kStore>;
+  if (rows > 8) return whole ? &block<2, 12, kStore, kProducts> : &block<1, 12, kStore, kProducts>;
+  if (rows > 4) return whole ? &block<2, 8, kStore, kProducts> : &block<1, 8, kStore, kProducts>;
+  return whole ? &block<2, 4, kStore, kProducts> : &block<1, 4, kStore, kProducts>;
 }
 
+template <Products kProducts>
 BlockFn block_for(Store store, int rows, int cols) {
   switch (store) {
-    case Store::kSums: return block_for<Store::kSums>(rows, cols);
-    case Store::kRounded: return block_for<Store::kRounded>(rows, cols);
-    case Store::kEpilogue: return block_for<Store::kEpilogue>(rows, cols);
+    case Store::kSums: return block_for<Store::kSums, kProducts>(rows, cols);
+    case Store::kRounded: return block_for<Store::kRounded, kProducts>(rows, cols);
+    case Store::kEpilogue: return block_for<Store::kEpilogue, kProducts>(rows, cols);
     case Store::kRoundedWide: break;
   }
-  return block_for<Store::kRoundedWide>(rows, cols);
+  return block_for<Store::kRoundedWide, kProducts>(rows, cols);
+}
+
+BlockFn block_for(Products products, Store store, int rows, int cols) {
+  return products == Products::kDotProducts ? block_for<Products::kDotProducts>(store, rows, cols)
+                                            : block_for<Products::kWidenedFma>(store, rows, cols);
+}
+
+// pack_a's pairs of a block as the FMA blocks read them: for pair q, the rows' second values
+// widened (out[2q * kBlockRows + r]), then their first values (out[(2q + 1) * kBlockRows + r]).
+void widen_pairs(const uint32_t* ap, int64_t pairs, float* out) {
+  const __mmask16 block_lanes = lanes(kBlockRows);
+  const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+  for (int64_t q = 0; q < pairs; ++q) {
+    const __m512i w = _mm512_maskz_loadu_epi32(block_lanes, ap + q * kBlockRows);
+    _mm512_mask_storeu_epi32(out + 2 * q * kBlockRows, block_lanes, _mm512_and_si512(w, high));
+    _mm512_mask_storeu_epi32(out + (2 * q + 1) * kBlockRows, block_lanes, _mm512_slli_epi32(w, 16));
+  }
 }
 
 }  // namespace
@@ -325,20 +384,24 @@ void pack_b(int n, int k, const float* b, int ldb, bool tb, uint16_t* out, int p
 }
 
 void multiply(int m, int n, int k, const uint16_t* a, int lda, bool ta, const uint16_t* packed, void* c, int ldc,
-              Store store, const Epilogue* epilogue, int i0, int i1, int q0, int q1) {
+              Store store, const Epilogue* epilogue, int i0, int i1, int q0, int q1, Products products) {
   const int64_t pairs = (k + 1) / 2;
   thread_local std::vector<uint32_t> ap;
+  thread_local std::vector<float> wide;
   ap.resize(static_cast<std::size_t>(pairs * kBlockRows));
+  if (products == Products::kWidenedFma) wide.resize(static_cast<std::size_t>(2 * pairs * kBlockRows));
   i1 = std::min(i1, m);
   for (int row0 = i0; row0 < i1; row0 += kBlockRows) {
     // Rows past i1 belong to another part: packed as zeros, as rows past m are.
     pack_a(i1, k, a, lda, ta, row0, ap.data());
+    const void* block_a = ap.data();
+    if (products == Products::kWidenedFma) widen_pairs(ap.data(), pairs, wide.data()), block_a = wide.data();
     const int rows = std::min(kBlockRows, i1 - row0);
     for (int p = q0; p < q1; ++p) {
       const int j0 = p * kPanelCols;
       const int cols = std::min(kPanelCols, n - j0);
-      block_for(store, rows, cols)(pairs, ap.data(), packed + static_cast<int64_t>(p) * pairs * 2 * kPanelCols, c, ldc,
-                                   epilogue, row0, j0, rows, cols);
+      block_for(products, store, rows, cols)(pairs, block_a, packed + static_cast<int64_t>(p) * pairs * 2 * kPanelCols,
+                                             c, ldc, epilogue, row0, j0, rows, cols);
     }
   }
 }

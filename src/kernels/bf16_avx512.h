@@ -50,12 +50,20 @@ struct Epilogue {
   ColumnSumLeaves* column_sums = nullptr;
 };
 
-/// C rows [i0, i1), columns of panels [q0, q1) = op(A) B, float32 sums of exact products,
-/// stored as `store` says (`epilogue` for Store::kEpilogue). A is m x k bfloat16 bits (leading
+/// How multiply makes the sums, with the same bits either way: vdpbf16ps on the packed pairs, or
+/// each pair widened to float32 and added by two FMAs (vfmadd231ps) in the instruction's own
+/// order (the pair's second product first, then its first) with its treatment of subnormals (read
+/// as zero, results flushed to zero: MXCSR's DAZ and FTZ around the sums). Intel's cores issue
+/// vdpbf16ps at half the FMAs' flop rate (77 vs 158 GFLOP/s a core on Emerald Rapids); AMD's
+/// Zen 4 at twice it.
+enum class Products : uint8_t { kDotProducts, kWidenedFma };
+
+/// C rows [i0, i1), columns of panels [q0, q1) = op(A) B, float32 sums of exact products made
+/// as `products` says, stored as `store` says (`epilogue` for Store::kEpilogue). A is m x k bfloat16 bits (leading
 /// dim lda, transposed when ta); `packed` from pack_b. Rows go in blocks of kBlockRows from i0,
 /// the last one of fewer rows where i1 - i0 is not a multiple; each element's sum is the same
 /// for any i0, i1, q0, q1.
 void multiply(int m, int n, int k, const uint16_t* a, int lda, bool ta, const uint16_t* packed, void* c, int ldc,
-              Store store, const Epilogue* epilogue, int i0, int i1, int q0, int q1);
+              Store store, const Epilogue* epilogue, int i0, int i1, int q0, int q1, Products products);
 
 }  // namespace tg::detail::bf16_avx512

@@ -296,6 +296,62 @@ TEST(BF16GemmStore, SharedPackingKeepsTheBitsOfOneThread) {
   config::set_num_threads(threads_before);
 }
 
+// Values at float32's edges, which vdpbf16ps treats its own way: bfloat16 subnormals (read as
+// zero), products below 2^-126 (a subnormal result is flushed to zero) and beyond 2^128
+// (infinite), and everyday values, so that some sums pass through those ranges and back.
+std::vector<bfloat16_t> edge_operand(int rows, int cols, int salt) {
+  std::vector<bfloat16_t> v(static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols));
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const auto h = static_cast<int>((i * 2654435761u + static_cast<std::size_t>(salt) * 40503u) % 1000003u);
+    const float mantissa = static_cast<float>(h % 255 - 127) / 64.0f;
+    const int exponents[] = {-130, -70, -64, -60, 0, 3, 62, 66, -135, 1};
+    v[i] = bfloat16_t(std::ldexp(mantissa, exponents[h / 255 % 10]));
+  }
+  return v;
+}
+
+// The two ways of making the sums (bf16_avx512::Products) give the same bits, everyday values
+// and values at float32's edges alike, through every store, at every remainder of the packing.
+TEST(BF16GemmStore, WidenedFmaKeepsTheBitsOfTheDotProductInstruction) {
+  if (!detail::cpu_has_avx512_bf16()) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
+  const bool was = detail::set_bf16_gemm_widened_fma(false);
+  const Shape shapes[] = {{5, 10, 1}, {13, 17, 3}, {30, 33, 31}, {25, 70, 33}, {40, 16, 63}, {128, 256, 784}};
+  for (const Shape& s : shapes)
+    for (int kind = 0; kind < 5; ++kind)
+      for (int t = 0; t < 4; ++t) {
+        const bool ta = t & 1, tb = t & 2;
+        SCOPED_TRACE(::testing::Message() << s.m << "x" << s.n << "x" << s.k << " ta=" << ta << " tb=" << tb
+                                          << " kind " << kind);
+        const std::vector<bfloat16_t> a = kind < 4 ? operand(s.m, s.k, kind, 7) : edge_operand(s.m, s.k, 7);
+        const std::vector<bfloat16_t> b = kind < 4 ? operand(s.k, s.n, kind, 8) : edge_operand(s.k, s.n, 8);
+        const int lda = ta ? s.m : s.k, ldb = tb ? s.k : s.n;
+        const std::size_t size = static_cast<std::size_t>(s.m) * static_cast<std::size_t>(s.n);
+        std::vector<float> bias(static_cast<std::size_t>(s.n), 0.25f);
+        std::unique_ptr<bool[]> mask[2] = {std::make_unique<bool[]>(size), std::make_unique<bool[]>(size)};
+        std::vector<float> sums[2];
+        std::vector<bfloat16_t> rounded[2], through_epilogue[2];
+        for (const bool fma : {false, true}) {
+          detail::set_bf16_gemm_widened_fma(fma);
+          sums[fma].assign(size, -7.0f), rounded[fma].assign(size, bfloat16_t(-7.0f));
+          through_epilogue[fma].assign(size, bfloat16_t(-7.0f));
+          detail::bf16_gemm(s.m, s.n, s.k, a.data(), lda, ta, b.data(), ldb, tb, sums[fma].data(), s.n);
+          detail::bf16_gemm_rounded(s.m, s.n, s.k, a.data(), lda, ta, b.data(), ldb, tb, rounded[fma].data(), s.n);
+          detail::Bf16Epilogue e;
+          e.bias = bias.data(), e.mask_out = mask[fma].get(), e.relu = true, e.ld_mask = s.n;
+          detail::bf16_gemm_epilogue(s.m, s.n, s.k, a.data(), lda, ta, b.data(), ldb, tb,
+                                     through_epilogue[fma].data(), s.n, e);
+        }
+        int nonzero = 0;
+        for (float x : sums[0]) nonzero += x != 0.0f;
+        EXPECT_GT(nonzero, 0);
+        EXPECT_EQ(std::memcmp(sums[0].data(), sums[1].data(), size * sizeof(float)), 0);
+        EXPECT_EQ(std::memcmp(rounded[0].data(), rounded[1].data(), size * sizeof(bfloat16_t)), 0);
+        EXPECT_EQ(std::memcmp(through_epilogue[0].data(), through_epilogue[1].data(), size * sizeof(bfloat16_t)), 0);
+        EXPECT_EQ(std::memcmp(mask[0].get(), mask[1].get(), size * sizeof(bool)), 0);
+      }
+  detail::set_bf16_gemm_widened_fma(was);
+}
+
 // Integer operands (kind 0): every sum is exact in float32, so the product's sums must equal a
 // plain triple loop's whatever the order, at every remainder of the packing - k past the last
 // sixteen pairs, an odd k's lone value, n past a panel and past its first half, rows past a block
