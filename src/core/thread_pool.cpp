@@ -67,14 +67,18 @@ class Pool {
       fn(ctx, 0, n);
       return;
     }
+    const uint32_t job = static_cast<uint32_t>(generation_ + 1);
+    // The claim counter moves to the new job before its fields change: a worker still holding
+    // the last job's fields then fails its claim (every access below is sequentially consistent).
+    claim_.store(uint64_t{job} << 32);
+    fn_.store(fn);
+    ctx_.store(ctx);
+    n_.store(n);
+    chunks_.store(chunks);
+    finished_.store(0);
+    error_ = nullptr;
     {
       std::lock_guard lock(mu_);
-      fn_ = fn;
-      ctx_ = ctx;
-      n_ = n;
-      chunks_ = chunks;
-      next_.store(0, std::memory_order_relaxed);
-      error_ = nullptr;
       ++generation_;
       published_.store(generation_, std::memory_order_release);
     }
@@ -84,44 +88,62 @@ class Pool {
     if (sleepers_.load() > 0) wake_.notify_all();
     {
       ScopedThreadValue<bool> in_job(t_in_pool_job, true);
-      work();
+      work(job);
     }
     // Spin for the other chunks before sleeping on done_: they are usually as short as ours.
-    for (int i = 0; i < kSpinIterations && !(active_.load() == 0 && finished_.load() == chunks_); ++i) spin_pause();
-    std::unique_lock lock(mu_);
-    done_.wait(lock, [&] { return active_.load() == 0 && finished_.load() == chunks_; });
-    finished_.store(0);
-    fn_ = nullptr;
+    for (int i = 0; i < kSpinIterations && finished_.load() != chunks; ++i) spin_pause();
+    if (finished_.load() != chunks) {
+      std::unique_lock lock(mu_);
+      caller_waiting_.store(true);
+      done_.wait(lock, [&] { return finished_.load() == chunks; });
+      caller_waiting_.store(false);
+    }
+    // Every chunk's error was stored before its count reached finished_.
     if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
   }
 
  private:
-  // Chunk i covers [n*i/k, n*(i+1)/k) with inner boundaries rounded down to 16 elements (whole
-  // cache lines of float32): fixed by n and k alone.
-  int64_t boundary(int i) const {
-    if (i >= chunks_) return n_;
-    return (n_ * i / chunks_) & ~int64_t{15};
-  }
-
-  void work() {
+  // Runs the chunks of job `job` this thread claims, if it is still the current one. The only
+  // shared writes are the claims and the count of finished chunks: no lock on the way (a mutex
+  // taken by both threads moved its cache line between the cores three times per job, most of
+  // the 1 us a job took to hand out on 2 threads).
+  void work(uint32_t job) {
+    void (*const fn)(void*, int64_t, int64_t) = fn_.load();
+    void* const ctx = ctx_.load();
+    const int64_t n = n_.load();
+    const int chunks = chunks_.load();
     int done_here = 0;
-    for (int i; (i = next_.fetch_add(1, std::memory_order_relaxed)) < chunks_;) {
+    uint64_t claim = claim_.load();
+    while ((claim >> 32) == job && static_cast<int64_t>(claim & 0xffffffffu) < chunks) {
+      if (!claim_.compare_exchange_weak(claim, claim + 1)) continue;
+      const int i = static_cast<int>(claim & 0xffffffffu);
       try {
-        fn_(ctx_, boundary(i), boundary(i + 1));
+        fn(ctx, boundary(n, chunks, i), boundary(n, chunks, i + 1));
       } catch (...) {
         std::lock_guard lock(mu_);
         if (!error_) error_ = std::current_exception();
       }
       ++done_here;
+      claim = claim_.load();
     }
-    if (done_here) {
+    if (!done_here) return;
+    // After this the job's caller may return: only the pool is touched.
+    finished_.fetch_add(done_here);
+    if (caller_waiting_.load()) {
       std::lock_guard lock(mu_);
-      finished_.fetch_add(done_here);
+      done_.notify_all();
     }
   }
 
+  // Chunk i covers [n*i/k, n*(i+1)/k) with inner boundaries rounded down to 16 elements (whole
+  // cache lines of float32): fixed by n and k alone.
+  static int64_t boundary(int64_t n, int chunks, int i) {
+    if (i >= chunks) return n;
+    return (n * i / chunks) & ~int64_t{15};
+  }
+
   void worker() {
-    uint64_t seen = 0;
+    uint64_t seen = published_.load(std::memory_order_acquire);
     t_in_pool_job = true;
     for (;;) {
       // The next parallel kernel usually comes within microseconds (the next op of the same
@@ -130,28 +152,18 @@ class Pool {
                       !stopping_flag_.load(std::memory_order_relaxed);
            ++i)
         spin_pause();
-      {
+      if (published_.load(std::memory_order_acquire) == seen && !stopping_flag_.load()) {
         std::unique_lock lock(mu_);
-        if (!stopping_ && generation_ != seen && !fn_) {
-          seen = generation_;  // that job finished without us: spin for the next one
-          continue;
-        }
-        auto ready = [&] { return stopping_ || (generation_ != seen && fn_); };
+        auto ready = [&] { return stopping_ || generation_ != seen; };
         if (!ready()) {
           sleepers_.fetch_add(1);
           wake_.wait(lock, ready);
           sleepers_.fetch_sub(1);
         }
-        if (stopping_) return;
-        seen = generation_;
-        active_.fetch_add(1);
       }
-      work();
-      {
-        std::lock_guard lock(mu_);
-        active_.fetch_sub(1);
-      }
-      done_.notify_all();
+      if (stopping_flag_.load()) return;
+      seen = published_.load(std::memory_order_acquire);
+      work(static_cast<uint32_t>(seen));
     }
   }
 
@@ -167,7 +179,7 @@ class Pool {
     {
       std::lock_guard lock(mu_);
       stopping_ = true;
-      stopping_flag_.store(true, std::memory_order_relaxed);
+      stopping_flag_.store(true);
     }
     wake_.notify_all();
     for (auto& t : workers_) t.join();
@@ -179,23 +191,25 @@ class Pool {
   std::atomic<int> threads_{1};
   std::vector<std::thread> workers_;
   std::mutex submit_mu_;  // one job at a time
-  std::mutex mu_;
+  std::mutex mu_;         // sleeping and waking, errors
   std::condition_variable wake_, done_;
   bool stopping_ = false;
-  uint64_t generation_ = 0;
-  std::atomic<int> active_{0};    // workers inside the current job (changed under mu_)
-  std::atomic<int> finished_{0};  // chunks completed (changed under mu_)
-  // Lock-free views for spinning: the last job's generation, whether stop() began, and how many
-  // workers sleep on wake_ (changed under mu_).
+  uint64_t generation_ = 0;  // the last job's number (changed under submit_mu_ and mu_)
+  // The current job: its number (low 32 bits) in the high half of claim_, whose low half is the
+  // next chunk to claim; its fields, written by the caller before it publishes the number.
+  std::atomic<uint64_t> claim_{0};
+  std::atomic<void (*)(void*, int64_t, int64_t)> fn_{nullptr};
+  std::atomic<void*> ctx_{nullptr};
+  std::atomic<int64_t> n_{0};
+  std::atomic<int> chunks_{0};
+  std::atomic<int> finished_{0};  // chunks of the current job completed
+  std::exception_ptr error_;      // the job's first (set under mu_)
+  // Lock-free views for spinning: the last job's generation, whether stop() began, how many
+  // workers sleep on wake_ (changed under mu_), whether the caller sleeps on done_.
   std::atomic<uint64_t> published_{0};
   std::atomic<bool> stopping_flag_{false};
   std::atomic<int> sleepers_{0};
-  std::exception_ptr error_;
-  void (*fn_)(void*, int64_t, int64_t) = nullptr;
-  void* ctx_ = nullptr;
-  int64_t n_ = 0;
-  int chunks_ = 0;
-  std::atomic<int> next_{0};
+  std::atomic<bool> caller_waiting_{false};
 };
 
 // Never destroyed: static tensors' destructors may still run kernels at exit, and joining

@@ -495,5 +495,25 @@ TEST(ThreadPool, CoversTheRangeOnceInFixedChunks) {
   detail::set_num_threads(saved);
 }
 
+// Jobs handed out back to back (a worker may still be leaving one as the next is published):
+// each runs every chunk exactly once, and a job's error reaches its own caller only.
+TEST(ThreadPool, BackToBackJobsEachRunEveryChunkOnce) {
+  const int saved = detail::num_threads();
+  detail::set_num_threads(2);
+  std::vector<int64_t> sums(2, 0);
+  for (int job = 0; job < 20000; ++job) {
+    std::atomic<int64_t> covered{0};
+    detail::parallel_for(64, 16, [&](int64_t b, int64_t e) { covered.fetch_add(e - b + 1000 * (b == 0)); });
+    ASSERT_EQ(covered.load(), 64 + 1000) << "job " << job;
+    if (job % 1000 == 0) {
+      EXPECT_THROW(detail::parallel_for(64, 16, [](int64_t b, int64_t) {
+                     if (b > 0) throw std::runtime_error("chunk failed");
+                   }),
+                   std::runtime_error);
+    }
+  }
+  detail::set_num_threads(saved);
+}
+
 }  // namespace
 }  // namespace tg
