@@ -1,6 +1,8 @@
 // The cost of calling a traced function whose trace is cached: argument type hashing, dispatch,
 // running the (one-op) graph and rebuilding the result. Compared with the same op run eagerly.
 // Issue 5's target for this row is <= 0.3 us; the retracing diagnostics must not add to it.
+// The chain rows give the executor's cost per node: 100 unoptimised nodes that do almost nothing
+// (a reshape makes a view; a scalar add writes one element into the arena).
 #include <benchmark/benchmark.h>
 
 #include "bench_util.h"
@@ -34,5 +36,34 @@ void BM_EagerCall(benchmark::State& state) {
 }
 BENCHMARK(BM_EagerCall)->Name("call/add_f32_scalar/eager")->UseRealTime()
     ->MinTime(0.2)->Unit(benchmark::kNanosecond);
+
+// A traced function of 100 nodes, unoptimised (the optimiser would fold the chain into one node).
+template <bool kReshape>
+void BM_NodeChainCall(benchmark::State& state) {
+  constexpr int kNodes = 100;
+  auto chain = tg::function(
+      [](const tg::Tensor& x) {
+        tg::Tensor y = x;
+        for (int i = 0; i < kNodes; ++i) {
+          if constexpr (kReshape) y = tg::reshape(y, i % 2 ? std::vector<int64_t>{4, 8} : std::vector<int64_t>{32});
+          else y = y + 1.0f;
+        }
+        return y;
+      },
+      {.name = "node_chain", .optimize = false});
+  const tg::Tensor x = kReshape ? tg::zeros({4, 8}) : tg::constant(1.0f);
+  tg_bench::reach_steady_state([&] { benchmark::DoNotOptimize(chain(x)); });
+  for (auto _ : state) {
+    tg::Tensor y = chain(x);
+    benchmark::DoNotOptimize(y);
+  }
+  state.counters["ns_per_node"] =
+      benchmark::Counter(static_cast<double>(kNodes) * static_cast<double>(state.iterations()),
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_NodeChainCall<true>)->Name("call/reshape_chain/100/traced")->UseRealTime()
+    ->MinTime(0.2)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_NodeChainCall<false>)->Name("call/add_f32_scalar_chain/100/traced")->UseRealTime()
+    ->MinTime(0.2)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
