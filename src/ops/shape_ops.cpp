@@ -25,10 +25,13 @@ namespace {
 
 
 
-int64_t checked_mul(const char* op, int64_t a, int64_t b, const std::string& what) {
+// `what()` names the shape for the message and runs only when the product overflows: building
+// the name on every call was most of a reshape node's cost.
+template <class What>
+int64_t checked_mul(const char* op, int64_t a, int64_t b, const What& what) {
   int64_t r;
   if (__builtin_mul_overflow(a, b, &r))
-    op_error<InvalidArgumentError>(op, "the number of elements of ", what,
+    op_error<InvalidArgumentError>(op, "the number of elements of ", what(),
                                    " overflows int64; use smaller dimensions");
   return r;
 }
@@ -61,7 +64,7 @@ TensorShape reshape_shape(const TensorShape& in, const std::vector<int64_t>& tar
                                        i, "); give every other dimension explicitly");
       infer_at = static_cast<int64_t>(i);
     } else {
-      known = target_empty ? 0 : checked_mul(op, known, target[i], "the target shape " + format_list(target));
+      known = target_empty ? 0 : checked_mul(op, known, target[i], [&] { return "the target shape " + format_list(target); });
     }
   }
   std::vector<int64_t> out = target;
@@ -71,7 +74,7 @@ TensorShape reshape_shape(const TensorShape& in, const std::vector<int64_t>& tar
   const bool in_empty = has_zero(in.dims());
   for (int64_t d : in.dims()) {
     if (d == None) in_unknown = true;
-    else in_known = in_empty ? 0 : checked_mul(op, in_known, d, "the input shape " + in.to_string());
+    else in_known = in_empty ? 0 : checked_mul(op, in_known, d, [&] { return "the input shape " + in.to_string(); });
   }
   const auto fail = [&](const char* why) {
     op_error<InvalidArgumentError>(op, "cannot reshape a tensor with ",
@@ -736,7 +739,7 @@ std::vector<int64_t> shape_values(const char* op, const Tensor& shape, const Sha
     if (dims[i] < 0)
       op_error<InvalidArgumentError>(op, "dimension ", i, " of the shape ", format_list(dims),
                                      " is negative; sizes must be >= 0");
-    if (!empty) elements = checked_mul(op, elements, dims[i], "the shape " + format_list(dims));
+    if (!empty) elements = checked_mul(op, elements, dims[i], [&] { return "the shape " + format_list(dims); });
   }
   for (std::size_t i = 0; a.known && i < dims.size(); ++i)
     if (a.dims[i] != None && a.dims[i] != dims[i])
