@@ -1,26 +1,10 @@
 // tg_bench's entry point: Google Benchmark's main, plus the facts a reader of the numbers needs
-// (CPU, OpenBLAS build and thread count) recorded in the JSON context.
+// (OpenBLAS build and thread count) recorded in the JSON context; bench/run adds the CPU's.
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 #include <tracegraph/function.h>
 
-#include <fstream>
 #include <string>
-
-namespace {
-
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0) {
-      const auto colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
-    }
-  return "unknown";
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
@@ -30,7 +14,6 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("openblas_threads", std::to_string(openblas_get_num_threads()));
   benchmark::AddCustomContext("openblas_config", openblas_get_config());
   benchmark::AddCustomContext("openblas_core", openblas_get_corename());
-  benchmark::AddCustomContext("cpu_model", cpu_model());
   // The benchmarks create tg::functions in loops on purpose (tracing cost, repetitions); the
   // warning that this retraces is right, and noise in the table's output.
   tg::config::set_log_sink([](const std::string&, void*) {});
