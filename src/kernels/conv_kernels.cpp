@@ -388,7 +388,7 @@ void conv_backprop_filter(const ConvGeom& g, const T* x, const T* dy, T* df) {
 }
 
 bool conv_forward_max_pool(const ConvGeom& g, const float* x, const float* f, const GemmEpilogue* epilogue,
-                           const PoolGeom& pool, float* y, float* (*activation)(void* ctx), void* ctx) {
+                           const PoolGeom& pool, float* y) {
   const int64_t rows = g.pixels(), pooled = pool.oh * pool.ow * pool.c;
   PoolGeom image_pool = pool;
   image_pool.n = 1;
@@ -397,13 +397,12 @@ bool conv_forward_max_pool(const ConvGeom& g, const float* x, const float* f, co
     // the caller's unfused path gives those bits).
     struct Pooling {
       const PoolGeom& one;
-      float* act;
       float* y;
-      int64_t image, pooled;
-    } p{image_pool, activation(ctx), y, rows * g.oc, pooled};
-    return onednn::conv_forward_by_image(g, x, f, p.act, epilogue, [](void* c, int64_t n) {
+      int64_t pooled;
+    } p{image_pool, y, pooled};
+    return onednn::conv_forward_by_image(g, x, f, epilogue, [](void* c, int64_t n, const float* image) {
       const Pooling& k = *static_cast<const Pooling*>(c);
-      max_pool_forward<float>(k.one, k.act + n * k.image, k.y + n * k.pooled);  // nested: on this thread
+      max_pool_forward<float>(k.one, image, k.y + n * k.pooled);  // nested: on this thread
     }, &p);
   }
   if (!use_direct(g)) return false;

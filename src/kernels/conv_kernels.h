@@ -57,11 +57,11 @@ void conv_forward(const ConvGeom& g, const T* x, const T* f, T* y, const GemmEpi
 /// image at a time: each image's convolution into this thread's scratch, pooled there while it
 /// is in cache, so the full-resolution result is never written. `pool` is the pooling of the
 /// whole (g.n, g.oh, g.ow, g.oc) result. The bits are conv_forward's then max_pool_forward's:
-/// on the own implicit GEMM (which computes each image alone), and on oneDNN's image groups,
-/// which write the whole result into `activation(ctx)` (g.n * g.oh * g.ow * g.oc floats) and
-/// pool each image after its epilogue; returns false, writing nothing, elsewhere.
+/// on the own implicit GEMM (which computes each image alone), and on oneDNN's image groups
+/// (each image taken out of the group's result with its epilogue, then pooled); returns false,
+/// writing nothing, elsewhere.
 bool conv_forward_max_pool(const ConvGeom& g, const float* x, const float* f, const GemmEpilogue* epilogue,
-                           const PoolGeom& pool, float* y, float* (*activation)(void* ctx), void* ctx);
+                           const PoolGeom& pool, float* y);
 /// dx, the gradient with respect to the input, from the filter and dy.
 template <class T>
 void conv_backprop_input(const ConvGeom& g, const T* f, const T* dy, T* dx);

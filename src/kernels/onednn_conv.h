@@ -39,11 +39,12 @@ bool runs_winograd_forward(const ConvGeom& g);
 /// y = conv2d(x, f), then the epilogue (if any) on the rows each part computed.
 bool conv_forward(const ConvGeom& g, const float* x, const float* f, float* y, const GemmEpilogue* epilogue,
                   ActivationLayout layout = ActivationLayout::nhwc);
-/// conv_forward (NHWC), then image_done(ctx, n) for each image n of y right after its rows got
-/// the epilogue, on the thread that computed them, while they are in its cache. False, writing
-/// nothing, where conv_forward would be (no primitive) or a part is not whole images (bands).
-bool conv_forward_by_image(const ConvGeom& g, const float* x, const float* f, float* y, const GemmEpilogue* epilogue,
-                           void (*image_done)(void* ctx, int64_t n), void* ctx);
+/// conv_forward (NHWC) image by image: image_done(ctx, n, image) gets image n with its
+/// epilogue, on the thread that computed it, in that thread's scratch (valid during the call
+/// only, while in its cache): the whole result is never written. False, calling nothing,
+/// where conv_forward would be (no primitive) or a part is not whole images (bands).
+bool conv_forward_by_image(const ConvGeom& g, const float* x, const float* f, const GemmEpilogue* epilogue,
+                           void (*image_done)(void* ctx, int64_t n, const float* image), void* ctx);
 /// dx from the filter and dy.
 bool conv_backprop_input(const ConvGeom& g, const float* f, const float* dy, float* dx,
                          ActivationLayout layout = ActivationLayout::nhwc);

@@ -381,8 +381,7 @@ PoolGeom epilogue_pool_geometry(const Conv2DEpilogueAttrs& e, const ConvGeom& g)
 }
 
 // Its kernel, float32 with a bias and relu only: each image is pooled while its activation is
-// in cache (conv_forward_max_pool: on the own implicit GEMM never written whole, on oneDNN's
-// image groups into a temporary); otherwise (im2col, oneDNN's bands of one image) the
+// in cache (conv_forward_max_pool: the activation is never written whole); otherwise (im2col, oneDNN's bands of one image) the
 // convolution with its epilogue into a temporary, then the pool's kernel. Either way the bits
 // are the ops' apart: the convolution's with its epilogue, then max_pool_forward's, which keeps
 // the first maximum (or NaN) of each window whatever the kernel. Anything else runs the steps.
@@ -402,17 +401,9 @@ void kernel_conv2d_epilogue_max_pool(const Conv2DEpilogueAttrs& e, const Epilogu
   const float* x = data_of<float>(in[0]);
   const float* f = data_of<float>(in[1]);
   float* y = data_of<float>(out[0]);
-  struct Activation {
-    TensorShape shape;
-    Tensor tensor;
-  } activation{product, {}};
-  auto whole = [](void* ctx) {
-    Activation& a = *static_cast<Activation*>(ctx);
-    if (!a.tensor.impl()) a.tensor = allocate_tensor(DType::Float32, a.shape);
-    return data_of<float>(a.tensor);
-  };
-  if (conv_forward_max_pool(g, x, f, &epilogue, pool, y, whole, &activation)) return;
-  float* const a = whole(&activation);
+  if (conv_forward_max_pool(g, x, f, &epilogue, pool, y)) return;
+  const Tensor activation = allocate_tensor(DType::Float32, product);
+  float* const a = data_of<float>(activation);
   conv_forward<float>(g, x, f, a, &epilogue);
   max_pool_forward<float>(pool, a, y);
 }

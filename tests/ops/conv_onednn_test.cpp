@@ -3,6 +3,7 @@
 // SAME / explicit padding, the fused epilogue, and bits that depend on the shapes alone.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <fstream>
 #include <random>
@@ -256,6 +257,37 @@ TEST(OneDnnConv, WinogradForwardMatchesTheReferenceWithBitsOfTheShapesAlone) {
   for (std::size_t i = 0; i < two.size(); ++i) {
     const float biased = two[i] + bias[i % static_cast<std::size_t>(g.oc)];
     ASSERT_EQ(fused[i], biased > 0.0f ? biased : 0.0f) << "element " << i;
+  }
+}
+
+// By image, each image comes out of the parts' (blocked) results with its epilogue, bit for bit
+// conv_forward's, and every image once, on Winograd's path and on direct's.
+TEST(OneDnnConv, ByImageHandsOutConvForwardsImages) {
+  std::vector<Case> all = cases();
+  all.push_back(winograd_case());
+  for (const Case& c : all) {
+    const ConvGeom g = c.geom();
+    SCOPED_TRACE(c.label);
+    const Sizes s = sizes(g);
+    const std::vector<float> x = values(s.x, 17), f = values(s.f, 18), bias = values(g.oc, 19);
+    GemmEpilogue e;
+    e.bias = bias.data();
+    e.relu = true;
+    std::vector<float> whole(static_cast<std::size_t>(s.y), NAN), by_image(whole.size(), NAN);
+    ASSERT_TRUE(onednn::conv_forward(g, x.data(), f.data(), whole.data(), &e));
+    struct Ctx {
+      std::vector<float>& out;
+      int64_t image;
+      std::vector<int> seen;
+    } ctx{by_image, g.oh * g.ow * g.oc, std::vector<int>(static_cast<std::size_t>(g.n), 0)};
+    const bool ran = onednn::conv_forward_by_image(g, x.data(), f.data(), &e, [](void* p, int64_t n, const float* image) {
+      Ctx& k = *static_cast<Ctx*>(p);
+      std::copy(image, image + k.image, k.out.begin() + n * k.image);
+      ++k.seen[static_cast<std::size_t>(n)];
+    }, &ctx);
+    if (!ran) continue;  // bands of one image: not by image
+    EXPECT_EQ(ctx.seen, std::vector<int>(static_cast<std::size_t>(g.n), 1));
+    for (std::size_t i = 0; i < whole.size(); ++i) ASSERT_EQ(std::bit_cast<uint32_t>(by_image[i]), std::bit_cast<uint32_t>(whole[i])) << i;
   }
 }
 
