@@ -152,9 +152,10 @@ inline __m256i epilogue_lanes(__m512 sums, const Epilogue& e, int64_t row, int64
   return upper_halves(w);
 }
 
-// MXCSR's flush-to-zero (bit 15) and denormals-are-zero (bit 6): vdpbf16ps's own treatment of
-// subnormals, for the FMAs that stand in for it.
-constexpr unsigned kFlushSubnormals = 0x8040;
+// MXCSR's flush-to-zero (bit 15) and denormals-are-zero (bit 6), its rounding control (bits 13-14;
+// zero: to nearest even) and its exception masks (bits 7-12): how vdpbf16ps computes whatever
+// MXCSR says, for the FMAs that stand in for it.
+constexpr unsigned kFlushSubnormals = 0x8040, kRoundingControl = 0x6000, kAllExceptionsMasked = 0x1F80;
 
 // Keeps the compiler from moving the computation of v across this point (MXCSR changes are
 // invisible to it).
@@ -184,10 +185,12 @@ void block(int64_t pairs, const void* ap, const uint16_t* bp, void* c, int ldc, 
       }
     }
   } else {
-    // vdpbf16ps's steps as FMAs: per pair, acc += second * second', then acc += first * first'
-    // (each product exact in float32), under its subnormal rule; MXCSR as it was for the stores.
+    // vdpbf16ps's steps as FMAs: per pair, acc += second * second', then acc += first * first',
+    // each rounded once as the instruction rounds it. The instruction ignores MXCSR (nearest
+    // even, subnormals read and written as zero, no exception raised), so the sums run under
+    // exactly that, whatever the caller set; MXCSR is as it was for the stores.
     const unsigned csr = _mm_getcsr();
-    _mm_setcsr(csr | kFlushSubnormals);
+    _mm_setcsr((csr & ~kRoundingControl) | kAllExceptionsMasked | kFlushSubnormals);
     for (auto& row : acc)
       for (__m512& v : row) fence(v);
     const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));

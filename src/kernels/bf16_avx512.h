@@ -54,8 +54,7 @@ struct Epilogue {
 /// each pair widened to float32 and added by two FMAs (vfmadd231ps) in the instruction's own
 /// order (the pair's second product first, then its first) with its treatment of subnormals (read
 /// as zero, results flushed to zero: MXCSR's DAZ and FTZ around the sums). Intel's cores issue
-/// vdpbf16ps at half the FMAs' flop rate (77 vs 158 GFLOP/s a core on Emerald Rapids); AMD's
-/// Zen 4 at twice it.
+/// vdpbf16ps at half the FMAs' flop rate, AMD's Zen 4 at twice it (docs/DECISIONS.md).
 enum class Products : uint8_t { kDotProducts, kWidenedFma };
 
 /// C rows [i0, i1), columns of panels [q0, q1) = op(A) B, float32 sums of exact products made

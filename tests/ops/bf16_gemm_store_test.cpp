@@ -2,10 +2,13 @@
 // the product's own pass; their bits must be those of bf16_gemm's float32 sums followed by the
 // separate conversions (f32_to_bf16, then bf16_to_f32), on every block and panel remainder, on
 // one thread and two, and on the float32 fallback.
+#include <cfenv>
 #include <cmath>
 #include <cstring>
 #include <memory>
 #include <vector>
+
+#include <xmmintrin.h>
 
 #include "core/thread_pool.h"
 #include "kernels/bf16.h"
@@ -314,6 +317,7 @@ std::vector<bfloat16_t> edge_operand(int rows, int cols, int salt) {
 // and values at float32's edges alike, through every store, at every remainder of the packing.
 TEST(BF16GemmStore, WidenedFmaKeepsTheBitsOfTheDotProductInstruction) {
   if (!detail::cpu_has_avx512_bf16()) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
+  const bool instructions_were = detail::set_bf16_gemm_instructions(true);
   const bool was = detail::set_bf16_gemm_widened_fma(false);
   const Shape shapes[] = {{5, 10, 1}, {13, 17, 3}, {30, 33, 31}, {25, 70, 33}, {40, 16, 63}, {128, 256, 784}};
   for (const Shape& s : shapes)
@@ -334,12 +338,19 @@ TEST(BF16GemmStore, WidenedFmaKeepsTheBitsOfTheDotProductInstruction) {
           detail::set_bf16_gemm_widened_fma(fma);
           sums[fma].assign(size, -7.0f), rounded[fma].assign(size, bfloat16_t(-7.0f));
           through_epilogue[fma].assign(size, bfloat16_t(-7.0f));
+          // The instruction ignores the caller's rounding mode, so the FMAs must too; and the
+          // caller's MXCSR is its own again afterwards.
+          const int rounding = std::fegetround();
+          std::fesetround(FE_TOWARDZERO);
+          const unsigned csr = _mm_getcsr();
           detail::bf16_gemm(s.m, s.n, s.k, a.data(), lda, ta, b.data(), ldb, tb, sums[fma].data(), s.n);
           detail::bf16_gemm_rounded(s.m, s.n, s.k, a.data(), lda, ta, b.data(), ldb, tb, rounded[fma].data(), s.n);
           detail::Bf16Epilogue e;
           e.bias = bias.data(), e.mask_out = mask[fma].get(), e.relu = true, e.ld_mask = s.n;
           detail::bf16_gemm_epilogue(s.m, s.n, s.k, a.data(), lda, ta, b.data(), ldb, tb,
                                      through_epilogue[fma].data(), s.n, e);
+          EXPECT_EQ(_mm_getcsr(), csr);
+          std::fesetround(rounding);
         }
         int nonzero = 0;
         for (float x : sums[0]) nonzero += x != 0.0f;
@@ -350,6 +361,7 @@ TEST(BF16GemmStore, WidenedFmaKeepsTheBitsOfTheDotProductInstruction) {
         EXPECT_EQ(std::memcmp(mask[0].get(), mask[1].get(), size * sizeof(bool)), 0);
       }
   detail::set_bf16_gemm_widened_fma(was);
+  detail::set_bf16_gemm_instructions(instructions_were);
 }
 
 // Integer operands (kind 0): every sum is exact in float32, so the product's sums must equal a
