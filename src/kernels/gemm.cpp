@@ -15,6 +15,7 @@
 #include <climits>
 #include <mutex>
 #include <type_traits>
+#include <unistd.h>
 #include <vector>
 
 #include "core/check.h"
@@ -57,11 +58,13 @@ std::atomic<bool> own_kernels_enabled{true};  // set_own_avx512_kernels
 // kPanelColumns columns side by side (kPanelK x 64 floats = 32 KiB, which stays in L1 while
 // every block of rows runs over it), and the rows run in blocks of kPanelRows (their A, 192 x
 // 128 floats, stays in L2 across the panels). Read in place, B's rows are n floats apart, and a
-// 64-column block of them falls on few L1 sets: on Sapphire Rapids the transformer step's
-// weight gradients (A^T times a 1024-row B) ran at 72-89 GFLOP/s, 106-115 blocked (peak 153).
-// Each element's sum keeps its order (k in turn, the partial sum stored and loaded back
-// between the blocks of k), so the bits are those of one call over all of k.
-constexpr int kPanelK = 128, kPanelColumns = 64, kPanelRows = 192;
+// 64-column block of them falls on few L1 sets (docs/DECISIONS.md has the figures). Each
+// element's sum keeps its order (k in turn, the partial sum stored and loaded back between the
+// blocks of k), so the bits are those of one call over all of k. Measured on a 48 KiB L1: where
+// L1 is smaller (Zen 4's 32 KiB) a panel would fill it alone, so products keep the path measured
+// there.
+constexpr int kPanelK = 128, kPanelColumns = 64, kPanelRows = 192, kPanelMinRows = 64;
+const bool panels_fit_l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE) >= 48 * 1024;
 
 // op(A) B through implicit_gemm: A's row p, entry i is at a[p * lda + i], or a[i * lda + p]
 // when transposed; B is not transposed (gemm packs a transposed B first).
@@ -74,7 +77,7 @@ void own_sgemm(int m, int n, int k, const float* a, int lda, bool ta, const floa
   l.out_h = 1, l.out_w = m, l.col_step = ta ? 1 : lda;
   l.taps = taps.data(), l.k = k, l.n = n, l.b_stride = ldb, l.c_stride = ldc;
   // A B that fits L1 as it is (an attention tile's), or too few rows to pay for the copy.
-  if (m < kPanelRows / 3 || int64_t{k} * n <= int64_t{kPanelK} * kPanelColumns) {
+  if (!panels_fit_l1 || m < kPanelMinRows || int64_t{k} * n <= int64_t{kPanelK} * kPanelColumns) {
     implicit_gemm::multiply(l, a, b, c, accumulate, epilogue, first_column);
     return;
   }
