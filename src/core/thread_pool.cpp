@@ -23,7 +23,7 @@ namespace {
 thread_local bool t_in_pool_job = false;
 
 // How long a thread spins for work (a worker) or for the other chunks (the caller) before it
-// sleeps on a condition variable: 185-250 us here (a PAUSE measured 18-25 ns on this EPYC). Waking
+// sleeps on a condition variable: 185-250 us on Zen 4 (a PAUSE measured 18-25 ns there). Waking
 // a sleeping thread costs a futex system call on each side, 10-20 us on a VM. The parallel
 // kernels of a training step can be 100 us apart (the serial small ops between two products):
 // at 37 us of spinning the demo's batch-128 Adam step made 7 futex calls a step, at 185 us
@@ -69,7 +69,8 @@ class Pool {
     }
     const uint32_t job = static_cast<uint32_t>(generation_ + 1);
     // The claim counter moves to the new job before its fields change: a worker still holding
-    // the last job's fields then fails its claim (every access below is sequentially consistent).
+    // the last job's fields then fails its claim (this rests on the claim's store and the
+    // fields' stores keeping their order, which their sequentially consistent stores give).
     claim_.store(uint64_t{job} << 32);
     fn_.store(fn);
     ctx_.store(ctx);
@@ -104,9 +105,8 @@ class Pool {
 
  private:
   // Runs the chunks of job `job` this thread claims, if it is still the current one. The only
-  // shared writes are the claims and the count of finished chunks: no lock on the way (a mutex
-  // taken by both threads moved its cache line between the cores three times per job, most of
-  // the 1 us a job took to hand out on 2 threads).
+  // shared writes are the claims and the count of finished chunks: no lock on the way, since a
+  // mutex taken by both threads moves its cache line between the cores several times a job.
   void work(uint32_t job) {
     void (*const fn)(void*, int64_t, int64_t) = fn_.load();
     void* const ctx = ctx_.load();

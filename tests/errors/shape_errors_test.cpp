@@ -35,7 +35,7 @@ TEST(ShapeErrors, Reshape) {
   EXPECT_THROW_MSG(reshape(empty, {3, 1}), InvalidArgumentError, "[reshape]", "0 elements",
                    "3 elements");
   EXPECT_THROW_MSG(reshape(x, {int64_t{1} << 40, int64_t{1} << 40}), InvalidArgumentError,
-                   "[reshape]", "overflows int64");
+                   "[reshape]", "the target shape", "overflows int64");
   // With None dims, what is knowable is still checked.
   detail::ReshapeAttrs a{{4}};
   EXPECT_THROW_MSG(infer(OpId::Reshape, {{float32, {None, 3}}}, a), InvalidArgumentError,
