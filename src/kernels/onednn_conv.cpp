@@ -170,7 +170,7 @@ struct Prim {
   std::optional<dnnl::reorder> reorder_a, reorder_w, reorder_d;
   bool winograd = false;
   // Whether a forward's activations are copied to and from oneDNN's layout by own loops
-  // (nhwc_to_nchw16c, nchw16c_to_nhwc) in place of reorder_a and reorder_d.
+  // (nhwc_to_nchw16c, nchw16c_pixel_to_nhwc) in place of reorder_a and reorder_d.
   bool own_copy_a = false, own_copy_d = false;
   bool direct_a() const { return !reorder_a; }
   bool direct_w() const { return !reorder_w; }
@@ -202,14 +202,9 @@ void nhwc_to_nchw16c(const float* from, float* to, int64_t images, int64_t pixel
     }
 }
 
-void nchw16c_to_nhwc(const float* from, float* to, int64_t images, int64_t pixels, int64_t c) {
-  const int64_t blocks = c / 16;
-  for (int64_t n = 0; n < images; ++n)
-    for (int64_t b = 0; b < blocks; ++b) {
-      const float* src = from + (n * blocks + b) * pixels * 16;
-      float* dst = to + n * pixels * c + b * 16;
-      for (int64_t i = 0; i < pixels; ++i) std::memcpy(dst + i * c, src + i * 16, 16 * sizeof(float));
-    }
+// One pixel's c channels, at `from` in the first of its image's blocks of `pixels` pixels each.
+void nchw16c_pixel_to_nhwc(const float* from, float* to, int64_t pixels, int64_t c) {
+  for (int64_t b = 0; b < c / 16; ++b) std::memcpy(to + b * 16, from + b * pixels * 16, 16 * sizeof(float));
 }
 
 // The algorithm a forward runs: oneDNN's direct kernels, or its Winograd F(4x4, 3x3)
@@ -570,10 +565,16 @@ bool forward(const ConvGeom& g, const float* x, const float* f, float* y, const 
     // Image by image: its copy out of the blocked layout (if any), its epilogue, its reader.
     for (int64_t image = 0; image < part.sub.n; ++image) {
       float* y_image = out + (image_done && p.own_copy_d ? 0 : image * out_pixels * g.oc);
-      if (p.own_copy_d) nchw16c_to_nhwc(blocked + image * out_pixels * g.oc, y_image, 1, out_pixels, g.oc);
       const int64_t ra = r0 + image * out_pixels;
-      if (row_fn)
+      if (p.own_copy_d) {  // pixel by pixel, each one's epilogue while it is in L1
+        const float* from = blocked + image * out_pixels * g.oc;
+        for (int64_t r = 0; r < out_pixels; ++r) {
+          nchw16c_pixel_to_nhwc(from + r * 16, y_image + r * g.oc, out_pixels, g.oc);
+          if (row_fn) row_fn(*epilogue, y_image + r * g.oc, ra + r, 0, g.oc);
+        }
+      } else if (row_fn) {
         for (int64_t r = 0; r < out_pixels; ++r) row_fn(*epilogue, y_image + r * g.oc, ra + r, 0, g.oc);
+      }
       if (image_done) image_done(ctx, ra / (g.oh * g.ow), y_image);  // whole images only (checked above)
     }
   });
