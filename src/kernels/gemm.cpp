@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
+#include <cstdint>
 #include <mutex>
 #include <type_traits>
 #include <unistd.h>
@@ -66,6 +67,17 @@ std::atomic<bool> own_kernels_enabled{true};  // set_own_avx512_kernels
 constexpr int kPanelK = 128, kPanelColumns = 64, kPanelRows = 192, kPanelMinRows = 64;
 const bool panels_fit_l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE) >= 48 * 1024;
 
+// `need` floats of `buffer` starting on a cache line, the buffer grown only (resize zero-fills
+// what it adds, and a thread alternates between small and large packings). A vector's storage is
+// 16-byte aligned at best (glibc's large blocks sit 16 bytes past a page), and a packed row that
+// starts off a line makes every 64-byte load of it span two lines.
+float* grown_line_aligned(std::vector<float>& buffer, std::size_t need) {
+  constexpr std::size_t kLineFloats = 64 / sizeof(float);
+  if (buffer.size() < need + kLineFloats) buffer.resize(need + kLineFloats);
+  const std::size_t misaligned = reinterpret_cast<std::uintptr_t>(buffer.data()) / sizeof(float) % kLineFloats;
+  return buffer.data() + (kLineFloats - misaligned) % kLineFloats;
+}
+
 // op(A) B through implicit_gemm: A's row p, entry i is at a[p * lda + i], or a[i * lda + p]
 // when transposed; B is not transposed (gemm packs a transposed B first).
 void own_sgemm(int m, int n, int k, const float* a, int lda, bool ta, const float* b, int ldb, float* c, int ldc,
@@ -88,15 +100,15 @@ void own_sgemm(int m, int n, int k, const float* a, int lda, bool ta, const floa
     parts.column_sums = nullptr;
   }
   const int panels = (n + kPanelColumns - 1) / kPanelColumns;
-  thread_local std::vector<float> packed;
-  const std::size_t need = static_cast<std::size_t>(std::min(kPanelK, k)) * panels * kPanelColumns;
-  if (packed.size() < need) packed.resize(need);  // grown only, as transposed_copy's buffer
+  thread_local std::vector<float> buffer;
+  float* const packed_data =
+      grown_line_aligned(buffer, static_cast<std::size_t>(std::min(kPanelK, k)) * panels * kPanelColumns);
   for (int k0 = 0; k0 < k; k0 += kPanelK) {
     const int nk = std::min(kPanelK, k - k0);
     for (int p = 0; p < panels; ++p) {
       const int64_t width = std::min(kPanelColumns, n - p * kPanelColumns);
       const float* src = b + int64_t{k0} * ldb + int64_t{p} * kPanelColumns;
-      float* dst = packed.data() + static_cast<std::size_t>(p) * nk * kPanelColumns;
+      float* dst = packed_data + static_cast<std::size_t>(p) * nk * kPanelColumns;
       for (int i = 0; i < nk; ++i) std::copy_n(src + int64_t{i} * ldb, width, dst + int64_t{i} * kPanelColumns);
     }
     const bool last = k0 + nk == k;
@@ -107,7 +119,7 @@ void own_sgemm(int m, int n, int k, const float* a, int lda, bool ta, const floa
       const float* a_rows = ta ? a + m0 : a + int64_t{m0} * lda;
       for (int p = 0; p < panels; ++p) {
         l.n = std::min(kPanelColumns, n - p * kPanelColumns);
-        implicit_gemm::multiply(l, a_rows, packed.data() + static_cast<std::size_t>(p) * nk * kPanelColumns,
+        implicit_gemm::multiply(l, a_rows, packed_data + static_cast<std::size_t>(p) * nk * kPanelColumns,
                                 c + int64_t{m0} * ldc + int64_t{p} * kPanelColumns, accumulate || k0 > 0,
                                 epilogue && last ? &rows_parts : nullptr, first_column + int64_t{p} * kPanelColumns);
       }
@@ -127,13 +139,11 @@ PackedB transposed_copy(int n, int k, const float* b, int ldb) {
   // 4 KiB as the next tile's loads, which the core then waits on (4K aliasing): 256 x 256 took
   // 27 us, 6 us with rows padded by one cache line.
   const int ld = n % 64 == 0 ? n + 16 : n;
-  // Grown only: resize zero-fills what it adds, and a thread's products alternate between small
-  // and large packings (the transformer step's attention tiles, 64 x 32, and its w2^T, 128 x
-  // 512: a 260 KB memset per step, 0.5% of it).
-  const std::size_t need = static_cast<std::size_t>(ld) * static_cast<std::size_t>(k);
-  if (buffer.size() < need) buffer.resize(need);
-  implicit_gemm::transpose(n, k, b, ldb, buffer.data(), ld);
-  return {buffer.data(), ld};
+  // Grown only: the transformer step's attention tiles (64 x 32) and its w2^T (128 x 512)
+  // alternate, and growing each time was a 260 KB memset per step, 0.5% of it.
+  float* const packed = grown_line_aligned(buffer, static_cast<std::size_t>(ld) * static_cast<std::size_t>(k));
+  implicit_gemm::transpose(n, k, b, ldb, packed, ld);
+  return {packed, ld};
 }
 
 // The epilogue on rows [r0, r1), columns [c0, c1) of C (none when null), all of them finished
