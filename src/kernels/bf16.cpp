@@ -14,6 +14,7 @@
 #include "kernels/column_sums.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_epilogue.h"
+#include "kernels/simd_math.h"
 
 namespace tg::detail {
 
@@ -94,11 +95,7 @@ bool set_bf16_gemm_instructions(bool enabled) { return instructions_enabled.exch
 namespace {
 
 // Where vdpbf16ps runs at half the FMAs' rate (bf16_avx512::Products): Intel's cores.
-bool intel_cpu() {
-  __builtin_cpu_init();
-  return __builtin_cpu_is("intel");
-}
-std::atomic<bool> widened_fma{intel_cpu()};
+std::atomic<bool> widened_fma{simd::cpu_is_intel()};
 
 }  // namespace
 

@@ -18,6 +18,7 @@
 #include "core/thread_pool.h"
 #include "kernels/conv_kernels.h"
 #include "kernels/onednn_runtime.h"
+#include "kernels/simd_math.h"
 #include "kernels/gemm_epilogue.h"
 
 namespace tg::detail::onednn {
@@ -320,10 +321,7 @@ bool fits_int32(const ConvGeom& g) {
 // (whose transformed tiles, ~7 MB, overflow its 2 MB L2). Zen 4 was not measured so: it keeps
 // the parts of the other directions.
 bool winograd_by_single_images() {
-  static const bool intel = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_is("intel") != 0;
-  }();
+  static const bool intel = simd::cpu_is_intel();
   return intel;
 }
 

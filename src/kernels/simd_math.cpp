@@ -41,6 +41,11 @@ bool cpu_has_avx512_bw_vl() {
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
 }
 
+bool cpu_is_intel() {
+  __builtin_cpu_init();
+  return __builtin_cpu_is("intel") != 0;
+}
+
 const MathFns& math_fns(Isa isa) {
   switch (isa) {
     case Isa::kAvx512: return kAvx512Fns;

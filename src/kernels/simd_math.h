@@ -41,6 +41,9 @@ bool cpu_has(Isa isa);
 /// Whether it has AVX-512F with the byte and word forms (BW) and the 128/256-bit ones (VL): what
 /// the AVX-512 kernels that work on bytes need (fused_micro_avx512.cpp, pool_grad_avx512.cpp).
 bool cpu_has_avx512_bw_vl();
+/// Whether the CPU is Intel's: the kernels whose best form differs between vendors at the same
+/// instruction set (bf16.cpp's products, onednn_conv.cpp's Winograd parts) ask this one place.
+bool cpu_is_intel();
 /// isa's functions, for the accuracy tests and the ULP sweep, which check every path the CPU
 /// runs and not only the dispatched one. Calling them needs cpu_has(isa).
 const MathFns& math_fns(Isa isa);
