@@ -50,7 +50,8 @@ struct Epilogue {
   ColumnSumLeaves* column_sums = nullptr;
 };
 
-/// How multiply makes the sums, with the same bits either way: vdpbf16ps on the packed pairs, or
+/// How multiply makes the sums, with the same bits either way (a NaN's payload aside: each
+/// addition keeps one NaN operand's, chosen by operand order): vdpbf16ps on the packed pairs, or
 /// each pair widened to float32 and added by two FMAs (vfmadd231ps) in the instruction's own
 /// order (the pair's second product first, then its first) with its treatment of subnormals (read
 /// as zero, results flushed to zero: MXCSR's DAZ and FTZ around the sums). Intel's cores issue
