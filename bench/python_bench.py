@@ -13,9 +13,13 @@ Rows (each the Python side of a tg_bench benchmark of the same name without "pyt
                                      batch 128 (bench/workloads_bench.cpp times the C++ demo's)
 
 Timing as tg_bench's: the number of calls per repetition is chosen once so that a repetition
-lasts --min-time seconds (tg_bench's MinTime of the C++ row); every repetition runs the rows in
-a fresh random order (tg_bench's random interleaving), and a row's figure is the median over the
-repetitions of the time per call, on per-thread CPU time (--clock cpu) or wall time (real).
+lasts the C++ row's MinTime; every repetition runs the rows in a fresh random order (tg_bench's
+random interleaving), each on a fresh build of its function and data followed by two untimed
+calls (as each Google Benchmark run sets its model up anew and reaches a steady state), and a
+row's figure is the median over the repetitions of the time per call, on per-thread CPU time
+(--clock cpu) or wall time (real). The fresh build keeps the train step the C++ row's workload:
+after ~600 steps on the same batch, Adam's first moments of dead units decay into subnormal
+floats, which double the step's time on Intel cores (C++ and Python alike).
 Prints one JSON object on stdout: {"python", "threads_env", "clock", "results": {name:
 {"median_ns", "cv", "iterations"}}, "errors": {name: message}}. Exits with status 3 (and a note
 on stderr) when the tracegraph package cannot be imported.
@@ -40,6 +44,7 @@ except ImportError as e:
     sys.exit(3)
 
 BATCH = 128  # the demo's batch (examples/demo_util.h, kMlpBatch)
+DEMO_DIR = os.path.join(ROOT, "examples", "python")
 
 
 def add_scalar_call():
@@ -54,7 +59,8 @@ def add_scalar_call():
 def demo_train_step():
     """The Python demo's train_step on one batch of 128: images in [0, 1], labels i % 10. One
     eager step first creates the weights and Adam's slots, as the demo (and the C++ row) do."""
-    sys.path.insert(0, os.path.join(ROOT, "examples", "python"))
+    if DEMO_DIR not in sys.path:
+        sys.path.insert(0, DEMO_DIR)
     import train_demo  # pylint: disable=import-outside-toplevel
     tg.random.set_seed(42)
     _, step, train_step = train_demo.build_training()
@@ -72,10 +78,20 @@ ROWS = {
 }
 
 
+def steady(build):
+    """A fresh (call, function) from build, after the two untimed calls of tg_bench's
+    reach_steady_state; the function must have traced once."""
+    fn, function = build()
+    fn()
+    fn()
+    if function.experimental_get_tracing_count() != 1:
+        raise RuntimeError(f"traced {function.experimental_get_tracing_count()} times, "
+                           "expected once: the timed calls were not all cached calls")
+    return fn, function
+
+
 def calibrate(fn, now, min_time):
-    """Calls per repetition so that one lasts about min_time seconds (after two warm-up calls)."""
-    fn()
-    fn()
+    """Calls per repetition so that one lasts about min_time seconds."""
     iters = 1
     while True:
         t0 = now()
@@ -100,12 +116,8 @@ def main():
         if pattern and not pattern.search(name):
             continue
         try:
-            fn, function = build()
-            iters = calibrate(fn, now, min_time)
-            if function.experimental_get_tracing_count() != 1:
-                raise RuntimeError(f"traced {function.experimental_get_tracing_count()} times, "
-                                   "expected once: the timed calls were not all cached calls")
-            runs[name] = (fn, iters, [])
+            fn, _ = steady(build)
+            runs[name] = (build, calibrate(fn, now, min_time), [])
         except Exception as e:  # pylint: disable=broad-except
             errors[name] = f"{type(e).__name__}: {e}"
             print(f"  {name}: error: {errors[name]}", file=sys.stderr)
@@ -113,11 +125,18 @@ def main():
     for _ in range(args.repetitions):
         random.shuffle(order)
         for name in order:
-            fn, iters, samples = runs[name]
-            t0 = now()
-            for _ in range(iters):
-                fn()
-            samples.append((now() - t0) / iters)
+            build, iters, samples = runs[name]
+            try:
+                fn, function = steady(build)
+                t0 = now()
+                for _ in range(iters):
+                    fn()
+                elapsed = now() - t0
+                if function.experimental_get_tracing_count() != 1:
+                    raise RuntimeError("traced again during the timed calls")
+                samples.append(elapsed / iters)
+            except Exception as e:  # pylint: disable=broad-except
+                errors[name] = f"{type(e).__name__}: {e}"
     results = {}
     for name, (_, iters, samples) in runs.items():
         if not samples:
