@@ -5,6 +5,8 @@
 // subnormal inputs as zero and rounds each step to nearest even, as oneDNN's bf16 kernels do.
 #include "kernels/bf16_avx512.h"
 
+#include "core/unroll.h"
+
 // GCC 12 reports the intrinsics' own _mm512_undefined_* placeholders as maybe uninitialised
 // when they are inlined here; the warning is about the header, not this code.
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -178,7 +180,7 @@ void block(int64_t pairs, const void* ap, const uint16_t* bp, void* c, int ldc, 
       __m512bh b[kHalves];
       for (int h = 0; h < kHalves; ++h) b[h] = (__m512bh)_mm512_loadu_si512(bp + q * 2 * kPanelCols + h * kPanelCols);
       const uint32_t* aq = static_cast<const uint32_t*>(ap) + q * kBlockRows;
-#pragma GCC unroll 12
+TG_UNROLL(12)
       for (int r = 0; r < kRows; ++r) {
         const __m512bh x = (__m512bh)_mm512_set1_epi32(static_cast<int>(aq[r]));
         for (int h = 0; h < kHalves; ++h) acc[r][h] = _mm512_dpbf16_ps(acc[r][h], x, b[h]);
@@ -202,12 +204,12 @@ void block(int64_t pairs, const void* ap, const uint16_t* bp, void* c, int ldc, 
         first[h] = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
       }
       const float* aq = static_cast<const float*>(ap) + q * 2 * kBlockRows;
-#pragma GCC unroll 12
+TG_UNROLL(12)
       for (int r = 0; r < kRows; ++r) {
         const __m512 x = _mm512_set1_ps(aq[r]);
         for (int h = 0; h < kHalves; ++h) acc[r][h] = _mm512_fmadd_ps(x, second[h], acc[r][h]);
       }
-#pragma GCC unroll 12
+TG_UNROLL(12)
       for (int r = 0; r < kRows; ++r) {
         const __m512 x = _mm512_set1_ps(aq[kBlockRows + r]);
         for (int h = 0; h < kHalves; ++h) acc[r][h] = _mm512_fmadd_ps(x, first[h], acc[r][h]);

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/unroll.h"
 #include "kernels/gemm_epilogue.h"
 
 namespace tg::detail::implicit_gemm {
@@ -95,15 +96,15 @@ template <int R, int V, bool Full>
 void multiply_block(const float* a0, int64_t step, const int64_t* taps, int64_t nk, const float* b,
                     int64_t b_stride, const __mmask16* mask, float* const* out, bool load, const FusedEpilogue* fused) {
   if (fused && fused->matrix_rows)
-#pragma GCC unroll 16
+TG_UNROLL(16)
     for (int r = 0; r < R; ++r)
       if (fused->matrix_rows[r])
-#pragma GCC unroll 4
+TG_UNROLL(4)
         for (int v = 0; v < V; ++v) _mm_prefetch(reinterpret_cast<const char*>(fused->matrix_rows[r] + v * kLanes), _MM_HINT_T0);
   __m512 acc[R][V];
-#pragma GCC unroll 16
+TG_UNROLL(16)
   for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
+TG_UNROLL(4)
     for (int v = 0; v < V; ++v)
       acc[r][v] = !(load && out[r])         ? _mm512_setzero_ps()
                   : Full                    ? _mm512_loadu_ps(out[r] + v * kLanes)
@@ -111,34 +112,34 @@ void multiply_block(const float* a0, int64_t step, const int64_t* taps, int64_t 
   for (int64_t k = 0; k < nk; ++k, b += b_stride) {
     const float* ak = a0 + taps[k];
     __m512 w[V];
-#pragma GCC unroll 4
+TG_UNROLL(4)
     for (int v = 0; v < V; ++v) w[v] = Full ? _mm512_loadu_ps(b + v * kLanes) : _mm512_maskz_loadu_ps(mask[v], b + v * kLanes);
-#pragma GCC unroll 16
+TG_UNROLL(16)
     for (int r = 0; r < R; ++r) {
       const __m512 x = _mm512_set1_ps(ak[r * step]);
-#pragma GCC unroll 4
+TG_UNROLL(4)
       for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(x, w[v], acc[r][v]);
     }
   }
   if (fused) {
     __m512 bias[V];
-#pragma GCC unroll 4
+TG_UNROLL(4)
     for (int v = 0; v < V; ++v) bias[v] = fused->bias ? _mm512_maskz_loadu_ps(mask[v], fused->bias + v * kLanes) : _mm512_setzero_ps();
     const __m512 zero = _mm512_setzero_ps();
-#pragma GCC unroll 16
+TG_UNROLL(16)
     for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
+TG_UNROLL(4)
       for (int v = 0; v < V; ++v) {
         // x + bias as AddF, then relu as ReluF: vmaxps(0, x) returns x unless 0 > x (NaN, -0 kept).
         if (fused->bias) acc[r][v] = _mm512_add_ps(acc[r][v], bias[v]);
         if (fused->relu) acc[r][v] = _mm512_maskz_max_ps(0xFFFF, zero, acc[r][v]);
       }
     if (fused->matrix_rows)
-#pragma GCC unroll 16
+TG_UNROLL(16)
       for (int r = 0; r < R; ++r) {
         const float* m = fused->matrix_rows[r];
         if (!m) continue;
-#pragma GCC unroll 4
+TG_UNROLL(4)
         for (int v = 0; v < V; ++v) {
           // The sum is final here (no product follows it), so nothing contracts: AddF or MulF.
           const __m512 x = Full ? _mm512_loadu_ps(m + v * kLanes) : _mm512_maskz_loadu_ps(mask[v], m + v * kLanes);
@@ -146,10 +147,10 @@ void multiply_block(const float* a0, int64_t step, const int64_t* taps, int64_t 
         }
       }
   }
-#pragma GCC unroll 16
+TG_UNROLL(16)
   for (int r = 0; r < R; ++r)
     if (out[r])
-#pragma GCC unroll 4
+TG_UNROLL(4)
       for (int v = 0; v < V; ++v) {
         if (Full) _mm512_storeu_ps(out[r] + v * kLanes, acc[r][v]);
         else _mm512_mask_storeu_ps(out[r] + v * kLanes, mask[v], acc[r][v]);
@@ -249,10 +250,10 @@ void gradient_block(const Layout& l, const float* a, const int64_t* taps, const 
                     float* g_b, int64_t oy0, int64_t oy1) {
   __m512 acc[R][V];
   int64_t tap[R];
-#pragma GCC unroll 16
+TG_UNROLL(16)
   for (int r = 0; r < R; ++r) {
     tap[r] = taps[r];
-#pragma GCC unroll 4
+TG_UNROLL(4)
     for (int v = 0; v < V; ++v) acc[r][v] = _mm512_maskz_loadu_ps(mask[v], g_b + r * l.b_stride + v * kLanes);
   }
   for (int64_t oy = oy0; oy < oy1; ++oy) {
@@ -260,19 +261,19 @@ void gradient_block(const Layout& l, const float* a, const int64_t* taps, const 
     const float* g = g_c + oy * l.out_w * l.c_stride;
     for (int64_t ox = 0; ox < l.out_w; ++ox, x += l.col_step, g += l.c_stride) {
       __m512 grad[V];
-#pragma GCC unroll 4
+TG_UNROLL(4)
       for (int v = 0; v < V; ++v) grad[v] = Full ? _mm512_loadu_ps(g + v * kLanes) : _mm512_maskz_loadu_ps(mask[v], g + v * kLanes);
-#pragma GCC unroll 16
+TG_UNROLL(16)
       for (int r = 0; r < R; ++r) {
         const __m512 xv = _mm512_set1_ps(x[tap[r]]);
-#pragma GCC unroll 4
+TG_UNROLL(4)
         for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(xv, grad[v], acc[r][v]);
       }
     }
   }
-#pragma GCC unroll 16
+TG_UNROLL(16)
   for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
+TG_UNROLL(4)
     for (int v = 0; v < V; ++v) _mm512_mask_storeu_ps(g_b + r * l.b_stride + v * kLanes, mask[v], acc[r][v]);
 }
 
@@ -315,9 +316,9 @@ void gradient_columns(const Layout& l, const ColumnBlock& cb, const float* a, co
 #endif
 void transpose_tile(const float* src, int64_t ld_src, float* dst, int64_t ld_dst) {
   __m512 r[16], t[16];
-#pragma GCC unroll 16
+TG_UNROLL(16)
   for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * ld_src);
-#pragma GCC unroll 8
+TG_UNROLL(8)
   for (int i = 0; i < 8; ++i) {
     t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
     t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
@@ -325,14 +326,14 @@ void transpose_tile(const float* src, int64_t ld_src, float* dst, int64_t ld_dst
   // Lane L of r[4g + m] now holds column 4L + m of rows 4g .. 4g + 3.
   auto lo = [](__m512 a, __m512 b) { return _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a), _mm512_castps_pd(b))); };
   auto hi = [](__m512 a, __m512 b) { return _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a), _mm512_castps_pd(b))); };
-#pragma GCC unroll 4
+TG_UNROLL(4)
   for (int g = 0; g < 4; ++g) {
     r[4 * g] = lo(t[4 * g], t[4 * g + 2]);
     r[4 * g + 1] = hi(t[4 * g], t[4 * g + 2]);
     r[4 * g + 2] = lo(t[4 * g + 1], t[4 * g + 3]);
     r[4 * g + 3] = hi(t[4 * g + 1], t[4 * g + 3]);
   }
-#pragma GCC unroll 4
+TG_UNROLL(4)
   for (int m = 0; m < 4; ++m) {
     const __m512 even_top = _mm512_shuffle_f32x4(r[m], r[4 + m], 0x88), odd_top = _mm512_shuffle_f32x4(r[m], r[4 + m], 0xDD);
     const __m512 even_low = _mm512_shuffle_f32x4(r[8 + m], r[12 + m], 0x88),
