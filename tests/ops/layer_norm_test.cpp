@@ -3,6 +3,7 @@
 // traced and optimised, with None dims and unknown rank by the op-case harness), the gradients of
 // every output, the gradient's own gradient, the bits across thread counts, and typed errors.
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "core/thread_pool.h"
@@ -120,21 +121,26 @@ TEST(LayerNormOp, SecondOrderGradientsMatchTheComposedReference) {
   EXPECT_TENSOR_NEAR(traced(x), composed[0], 1e-9);
 }
 
+// 300 x 33 runs on one thread; 1000 x 40 and the transformer's 1024 x 128 split their gradient's
+// blocks of rows across two.
 TEST(LayerNormOp, BitsDoNotDependOnTheThreadCount) {
-  const Tensor x = values({300, 33}, 41), g = values({33}, 42), b = values({33}, 43), dy = values({300, 33}, 44);
-  auto run = [&] {
-    const std::vector<Tensor> o = layer_norm_op(x, g, b, 1e-5);
-    return joined({o[0], o[1], o[2],
-                   joined(detail::apply_op(detail::OpId::LayerNormGrad, {x, g, o[1], o[2], dy},
-                                           detail::LayerNormAttrs{.epsilon = 1e-5}))});
-  };
-  const int before = detail::num_threads();
-  detail::set_num_threads(1);
-  const Tensor one = run();
-  detail::set_num_threads(2);
-  const Tensor two = run();
-  detail::set_num_threads(before);
-  EXPECT_TENSOR_EQ(one, two);
+  for (const auto& [rows, c] : {std::pair<int64_t, int64_t>{300, 33}, {1000, 40}, {1024, 128}}) {
+    SCOPED_TRACE(::testing::Message() << rows << " x " << c);
+    const Tensor x = values({rows, c}, 41), g = values({c}, 42), b = values({c}, 43), dy = values({rows, c}, 44);
+    auto run = [&] {
+      const std::vector<Tensor> o = layer_norm_op(x, g, b, 1e-5);
+      return joined({o[0], o[1], o[2],
+                     joined(detail::apply_op(detail::OpId::LayerNormGrad, {x, g, o[1], o[2], dy},
+                                             detail::LayerNormAttrs{.epsilon = 1e-5}))});
+    };
+    const int before = detail::num_threads();
+    detail::set_num_threads(1);
+    const Tensor one = run();
+    detail::set_num_threads(2);
+    const Tensor two = run();
+    detail::set_num_threads(before);
+    EXPECT_TENSOR_EQ(one, two);
+  }
 }
 
 // The kernels' AVX-512F build (layer_norm_avx512.cpp, where the CPU has it) and the baseline
