@@ -349,13 +349,14 @@ TEST(Reduce, Float32ColumnSumsHaveTheBitsOfRowOrderDoubleSums) {
 
 // Large reductions run on the pool only where every output keeps its order of additions: the
 // bits on two threads are one thread's, for sums over everything (pairwise_sum's halves), over
-// rows, over columns (whole outputs per thread), several axes at once, and every reduction kind.
+// rows (the top levels of the pairwise tree over rows, or whole outputs per thread), over columns,
+// several axes at once (a bias gradient's (16, 64, 512) over the first two), and every reduction kind.
 TEST(Reduce, LargeReductionsGiveTheSameBitsOnOneAndTwoThreads) {
   using ReduceFn = Tensor (*)(const Tensor&, std::vector<int>, bool);
   struct Case { TensorShape shape; std::vector<int> axes; };
   const std::vector<Case> cases = {{{1000003}, {}},       {{1000, 1001}, {0}},  {{1001, 1000}, {1}},
                                    {{3, 700, 257}, {1}},  {{700, 3, 257}, {0, 2}}, {{2, 300000}, {1}},
-                                   {{300000, 2}, {0}},    {{64, 4100}, {0}}};
+                                   {{300000, 2}, {0}},    {{64, 4100}, {0}},    {{16, 64, 512}, {0, 1}}};
   const int threads_before = config::num_threads();
   for (const Case& c : cases)
     for (const DType dt : {float32, float64, int32}) {
