@@ -517,27 +517,32 @@ void attention_backward(const AttentionSizes& s, const AttentionParams& p, const
   std::vector<T> delta(static_cast<std::size_t>(n_rows));
   const int64_t out_step = row_step(s, s.dv);
   const bool fast = use_avx512<T>(p);
-  for (int64_t bh = 0; bh < s.batch * s.heads; ++bh) {
-    // Row i of lse's (batch, heads, tq) order; its output row is out_step past the previous one.
-    const int64_t first = row_at(s, head_of(s, bh), s.tq, s.dv, 0);
-    for (int64_t t = 0; t < s.tq; ++t) {
-      const int64_t i = bh * s.tq + t;
-      const T* dr = dout + first + t * out_step;
-      const T* orow = out + first + t * out_step;
-      T acc[kLanes] = {};
+  // Heads across the pool (each row's delta is its own): on one thread this was the serial part
+  // of the gradient.
+  const int64_t head_grain = std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(1, s.tq * s.dv));
+  parallel_for(s.batch * s.heads, head_grain, [&](int64_t bh0, int64_t bh1) {
+    for (int64_t bh = bh0; bh < bh1; ++bh) {
+      // Row i of lse's (batch, heads, tq) order; its output row is out_step past the previous one.
+      const int64_t first = row_at(s, head_of(s, bh), s.tq, s.dv, 0);
+      for (int64_t t = 0; t < s.tq; ++t) {
+        const int64_t i = bh * s.tq + t;
+        const T* dr = dout + first + t * out_step;
+        const T* orow = out + first + t * out_step;
+        T acc[kLanes] = {};
 #ifdef TG_ATTENTION_AVX512
-      if constexpr (std::is_same_v<T, float>)
-        if (fast) dot_lanes_avx512(dr, orow, s.dv, acc);
+        if constexpr (std::is_same_v<T, float>)
+          if (fast) dot_lanes_avx512(dr, orow, s.dv, acc);
 #endif
-      if (!fast) {
-        int64_t e = 0;
-        for (; e + kLanes <= s.dv; e += kLanes)
-          for (int l = 0; l < kLanes; ++l) acc[l] += dr[e + l] * orow[e + l];
-        for (int l = 0; e < s.dv; ++e, ++l) acc[l] += dr[e] * orow[e];
+        if (!fast) {
+          int64_t e = 0;
+          for (; e + kLanes <= s.dv; e += kLanes)
+            for (int l = 0; l < kLanes; ++l) acc[l] += dr[e + l] * orow[e + l];
+          for (int l = 0; e < s.dv; ++e, ++l) acc[l] += dr[e] * orow[e];
+        }
+        delta[static_cast<std::size_t>(i)] = row_sum(acc, kLanes) - (dlse ? dlse[i] : T(0));
       }
-      delta[static_cast<std::size_t>(i)] = row_sum(acc, kLanes) - (dlse ? dlse[i] : T(0));
     }
-  }
+  });
   // Keys in one tile: each key task sees every key of its rows and computes dq as well, which
   // saves recomputing every tile's weights and their gradients a second time.
   const int64_t key_tiles = (s.tk + kKeyTile - 1) / kKeyTile;

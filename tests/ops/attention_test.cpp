@@ -7,6 +7,7 @@
 #include <limits>
 #include <memory>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "core/buffer.h"
@@ -242,22 +243,28 @@ TEST(Attention, DropoutFollowsTheSeedRulesAndTheGradientSeesTheForwardMask) {
   }
 }
 
+// Several key tiles per head; and 32 heads of 64 rows, whose gradient's row terms split too.
 TEST(Attention, BitsDoNotDependOnTheThreadCount) {
-  const Tensor q = values({2, 2, 200, 32}, 1), k = values({2, 2, 260, 32}, 2), v = values({2, 2, 260, 16}, 3);
-  const int threads = detail::num_threads();
-  auto run = [&] {
-    GradientTape tape;
-    tape.watch(q);
-    const Tensor y = scaled_dot_product_attention(q, k, v, {.causal = true});
-    return std::make_pair(y, tape.gradient(reduce_sum(y * y), {q})[0]);
-  };
-  detail::set_num_threads(1);
-  const auto one = run();
-  detail::set_num_threads(2);
-  const auto two = run();
-  detail::set_num_threads(threads);
-  EXPECT_TRUE(testing::same_bits(one.first, two.first));
-  EXPECT_TRUE(testing::same_bits(one.second, two.second));
+  for (const auto& [batch, tq, tk] : {std::tuple<int64_t, int64_t, int64_t>{2, 200, 260}, {8, 64, 64}}) {
+    SCOPED_TRACE(::testing::Message() << batch << " x 2 heads, " << tq << " x " << tk);
+    const Tensor q = values({batch, 2, tq, 32}, 1), k = values({batch, 2, tk, 32}, 2), v = values({batch, 2, tk, 16}, 3);
+    const int threads = detail::num_threads();
+    auto run = [&] {
+      GradientTape tape;
+      tape.watch(q);
+      tape.watch(k);
+      tape.watch(v);
+      const Tensor y = scaled_dot_product_attention(q, k, v, {.causal = true});
+      return std::make_pair(y, tape.gradient(reduce_sum(y * y), {q, k, v}));
+    };
+    detail::set_num_threads(1);
+    const auto one = run();
+    detail::set_num_threads(2);
+    const auto two = run();
+    detail::set_num_threads(threads);
+    EXPECT_TRUE(testing::same_bits(one.first, two.first));
+    for (std::size_t i = 0; i < 3; ++i) EXPECT_TRUE(testing::same_bits(one.second[i], two.second[i])) << i;
+  }
 }
 
 // heads_interleaved (nn::MultiHeadAttention's layout): q, k, v, the output and dq, dk, dv are
