@@ -46,11 +46,11 @@ std::vector<ValueType> infer_epilogue_node(const char* op, OpId product, const O
 bool epilogue_fits(const EpilogueParts& e, const std::vector<Tensor>& in, const std::vector<Tensor>& out,
                    const TensorShape& product) {
   // With a matrix, the result has the matrix's shape, and as many elements as the product (read
-  // row-major, element i of one is element i of the other); column sums need the product's.
+  // row-major, element i of one is element i of the other; the column sums read it so).
   const TensorShape& result = out[0].impl()->shape;
-  const bool shaped = e.matrix() && !e.column_sums
+  const bool shaped = e.matrix()
                           ? result == in[e.matrix_input()].impl()->shape && result.num_elements() == product.num_elements()
-                          : result == product && (!e.matrix() || in[e.matrix_input()].impl()->shape == product);
+                          : result == product;
   return shaped &&
          (!e.bias || in[EpilogueParts::kBiasInput].impl()->shape == TensorShape({product.dims().back()})) &&
          (!e.mask_in || in[e.mask_input()].impl()->shape == product);

@@ -12,10 +12,11 @@
 namespace tg::detail {
 
 /// Which parts of GemmEpilogue a node has (the flags of its attributes). column_sums (matmul
-/// only): the result's sums over rows, a dense layer's bias gradient, as a last output shaped
-/// (n) or, with sums_keepdims, (1, n). add_matrix, mul_matrix (matmul only): the result + or *
-/// a float32 matrix of as many elements, read row-major as rows x n, after the other
-/// elementwise parts (a residual add; a gradient times an activation's derivative).
+/// only): the result's sums over the product's rows (the result read as rows x n), a dense
+/// layer's bias gradient, as a last output shaped (n) or, with sums_keepdims, (1, n).
+/// add_matrix, mul_matrix (matmul only): the result + or * a float32 matrix of as many
+/// elements, read row-major as rows x n, after the other elementwise parts (a residual add; a
+/// gradient times an activation's derivative); the result takes the matrix's shape.
 struct EpilogueParts {
   bool bias = false, mask_out = false, relu = false, mask_in = false;
   bool column_sums = false, sums_keepdims = false;
@@ -55,7 +56,11 @@ std::vector<V> run_epilogue_steps(OpId product, const OpAttrs& product_attrs, co
     outs[0] = op(OpId::ReshapeLike, std::vector<V>{outs[0], matrix}, OpAttrs{});
     outs[0] = op(e.add_matrix ? OpId::Add : OpId::Mul, std::vector<V>{outs[0], matrix}, OpAttrs{});
   }
-  if (e.column_sums) outs.push_back(op(OpId::ReduceSum, std::vector<V>{outs[0]}, OpAttrs{ReduceAttrs{{0}, e.sums_keepdims}}));
+  if (e.column_sums) {
+    // Over the product's rows: a result of the matrix's shape read back as rows x n.
+    const V rows = e.matrix() ? op(OpId::ReshapeLike, std::vector<V>{outs[0], out}, OpAttrs{}) : outs[0];
+    outs.push_back(op(OpId::ReduceSum, std::vector<V>{rows}, OpAttrs{ReduceAttrs{{0}, e.sums_keepdims}}));
+  }
   return outs;
 }
 
@@ -65,7 +70,7 @@ std::vector<ValueType> infer_epilogue_node(const char* op, OpId product, const O
                                            const EpilogueParts& e, const std::vector<ValueType>& in);
 
 /// Whether the run-time shapes fit the epilogue: output 0 has the product's shape (with a
-/// matrix: the matrix's, of as many elements; the product's with column sums), the bias one
+/// matrix: the matrix's, of as many elements), the bias one
 /// value per column (the last dim), the mask read the product's shape. A None dim that
 /// broadcasts at run time (a bias of one value, a mask of one row) leaves them, and the node
 /// then runs its steps through the ops' own kernels (run_steps_eagerly, ops/eager_steps.h).

@@ -313,18 +313,26 @@ bool sums(const GraphNode& sum, ValueRef result) {
 }
 
 // Whether `sum` is sum_to_like(result, like) over the rows of `result` (rows x n, n static and
-// not 1): like is (n) or (1, n) of the result's dtype, float32 or bfloat16. Rows of any size; a
-// size-1 column dim would change reduce_sum's order (its contiguous sum), so n = 1 stays a node.
+// not 1; or a matrix epilogue's result of more dims, whose leading dims make the product's rows,
+// the transformer's (batch, time, n) feed-forward gradient): like is (n) or (1, n) of the
+// result's dtype, float32 or bfloat16. reduce_sum folds the leading dims into one run of rows,
+// summed in the same pairwise order. Rows of any size but a static 1; a size-1 column dim would
+// change reduce_sum's order (its contiguous sum), so n = 1 stays a node.
 bool sums_rows_of(const GraphIR& g, const GraphNode& sum, ValueRef result) {
   if (!sums(sum, result)) return false;
   const TensorShape& r = g.type_of(result).shape;
   const ValueType& like = g.type_of(sum.inputs[1]);
-  if (!r.has_rank() || r.rank() != 2 || r.dims()[1] == None || r.dims()[1] == 1 || r.dims()[0] == 1) return false;
+  if (!r.has_rank() || r.rank() < 2 || r.dims().back() == None || r.dims().back() == 1) return false;
+  if (r.rank() > 2) {
+    const MatMulEpilogueAttrs& e = g.node_of(result).attrs.get<MatMulEpilogueAttrs>();
+    if (!e.add_matrix && !e.mul_matrix) return false;
+  }
+  if (std::all_of(r.dims().begin(), r.dims().end() - 1, [](int64_t d) { return d == 1; })) return false;
   if ((like.dtype != DType::Float32 && like.dtype != DType::BFloat16) || like.dtype != g.type_of(result).dtype ||
       !like.shape.has_rank())
     return false;
   const auto& d = like.shape.dims();
-  return (d.size() == 1 && d[0] == r.dims()[1]) || (d.size() == 2 && d[0] == 1 && d[1] == r.dims()[1]);
+  return (d.size() == 1 && d[0] == r.dims().back()) || (d.size() == 2 && d[0] == 1 && d[1] == r.dims().back());
 }
 
 // Whether `sum` is sum_to_like(result, like) over every dim of a float32 or bfloat16 (n, h, w, c)

@@ -156,33 +156,44 @@ TEST(MatrixEpilogues, ATransformerLayersStepKeepsItsBits) {
   config::set_num_threads(threads_before);
 }
 
-// A 2-D GELU layer's gradient: dY w2^T times GELU's derivative is one product, which also sums
-// its rows for b1's gradient (column sums with a matrix: the row function's path, not the
-// registers'), on one thread and two.
+// A GELU layer's gradient: dY w2^T times GELU's derivative is one product, which also sums its
+// rows for b1's gradient (column sums with a matrix: the row function's path, not the
+// registers'), on one thread and two. Over (batch, time, features), as a Dense layer of rank-3
+// input makes it (the product's result reshaped, then the derivative of that shape), the sums
+// run over the product's rows: the bits of sum_to_like over the first two dims.
 TEST(MatrixEpilogues, AGeluLayersGradientTakesTheDerivativeAndItsBiasGradient) {
   detail::set_verify_graphs(true);
-  auto step = [](const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2) {
-    GradientTape tape;
-    for (const Tensor& v : {w1, b1, w2}) tape.watch(v);
-    const Tensor out = matmul(gelu(matmul(x, w1) + b1), w2);
-    return tape.gradient(reduce_sum(out * out), std::vector<Tensor>{w1, b1, w2});
-  };
-  const Tensor x = random_uniform({200, 48}, -1, 1, 1), w1 = random_uniform({48, 80}, -0.3f, 0.3f, 2);
-  const Tensor b1 = random_uniform({80}, -0.3f, 0.3f, 3), w2 = random_uniform({80, 24}, -0.3f, 0.3f, 4);
-  const int threads_before = config::num_threads();
-  for (const int threads : {1, 2}) {
-    config::set_num_threads(threads);
-    SCOPED_TRACE(::testing::Message() << threads << " threads");
-    auto optimised = function(step);
-    auto plain = function(step, {.optimize = false});
-    const std::vector<Tensor> got = optimised(x, w1, b1, w2), want = plain(x, w1, b1, w2);
-    ASSERT_EQ(got.size(), want.size());
-    for (std::size_t k = 0; k < got.size(); ++k) EXPECT_TRUE(same_bits(got[k], want[k])) << "output " << k;
-    const Graph g = optimised.get_concrete_function(x, w1, b1, w2).optimized_graph();
-    EXPECT_EQ(count_op(g, "sum_to_like"), 0) << g.to_string();
-    EXPECT_EQ(count_op(g, "matmul_epilogue"), 1) << g.to_string();
+  for (const bool rank3 : {false, true}) {
+    auto step = [rank3](const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2) {
+      GradientTape tape;
+      for (const Tensor& v : {w1, b1, w2}) tape.watch(v);
+      Tensor out;
+      if (rank3) {
+        const Tensor h = reshape(matmul(reshape(x, {200, 48}), w1), {4, 50, 80}) + b1;
+        out = reshape(matmul(reshape(gelu(h), {200, 80}), w2), {4, 50, 24});
+      } else {
+        out = matmul(gelu(matmul(x, w1) + b1), w2);
+      }
+      return tape.gradient(reduce_sum(out * out), std::vector<Tensor>{w1, b1, w2});
+    };
+    const Tensor x = random_uniform(rank3 ? TensorShape({4, 50, 48}) : TensorShape({200, 48}), -1, 1, 1);
+    const Tensor w1 = random_uniform({48, 80}, -0.3f, 0.3f, 2);
+    const Tensor b1 = random_uniform({80}, -0.3f, 0.3f, 3), w2 = random_uniform({80, 24}, -0.3f, 0.3f, 4);
+    const int threads_before = config::num_threads();
+    for (const int threads : {1, 2}) {
+      config::set_num_threads(threads);
+      SCOPED_TRACE(::testing::Message() << threads << " threads, " << (rank3 ? "rank 3" : "rank 2"));
+      auto optimised = function(step);
+      auto plain = function(step, {.optimize = false});
+      const std::vector<Tensor> got = optimised(x, w1, b1, w2), want = plain(x, w1, b1, w2);
+      ASSERT_EQ(got.size(), want.size());
+      for (std::size_t k = 0; k < got.size(); ++k) EXPECT_TRUE(same_bits(got[k], want[k])) << "output " << k;
+      const Graph g = optimised.get_concrete_function(x, w1, b1, w2).optimized_graph();
+      EXPECT_EQ(count_op(g, "sum_to_like"), 0) << g.to_string();
+      EXPECT_EQ(count_op(g, "matmul_epilogue"), 1) << g.to_string();
+    }
+    config::set_num_threads(threads_before);
   }
-  config::set_num_threads(threads_before);
 }
 
 // Node-level refusals: a matrix on a bfloat16 product, and both flags at once.
@@ -203,6 +214,12 @@ TEST(MatrixEpilogues, TheNodeRefusesWhatItCannotCompute) {
   mul.mul_matrix = true;
   const Tensor m3 = reshape(m, {2, 2, 5});
   EXPECT_TRUE(same_bits(detail::apply_op1(detail::OpId::MatMulEpilogue, {a, b, m3}, mul), reshape(matmul(a, b), {2, 2, 5}) * m3));
+  // With column sums, those of the product's rows, whatever the matrix's shape.
+  detail::MatMulEpilogueAttrs summed = mul;
+  summed.column_sums = true;
+  const std::vector<Tensor> out = detail::apply_op(detail::OpId::MatMulEpilogue, {a, b, m3}, summed);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_TRUE(same_bits(out[1], reduce_sum(reshape(matmul(a, b), {2, 2, 5}) * m3, {0, 1})));
 }
 
 }  // namespace
