@@ -6,6 +6,7 @@
 // the executor through no call it did not make before. Also the ConcreteFunction's signature,
 // graphs and printing, and the C++ numbers its tensor parameters accept.
 #include <cstdint>
+#include <optional>
 #include <ostream>
 #include <span>
 #include <string>
@@ -88,10 +89,13 @@ std::vector<Tensor> checked_inputs(const GraphIR& g, std::vector<Tensor> inputs)
 template <class Inputs>
 std::vector<Tensor> run_graph(const ConcreteImpl& cf, const GraphIR& traced, Inputs inputs) {
   if (tracing_active()) return replay_graph(traced, checked_inputs(traced, owned(std::move(inputs))), nullptr);
-  const bool collectives = !cf.collective_sequence.empty();
-  if (collectives) check_collectives_once(cf);
-  // What the collectives' errors name; a function without any leaves the enclosing one's.
-  CollectiveFunctionScope in_function(collectives ? &cf.function_name : current_collective_function());
+  // What the collectives' errors name; a function without any leaves the enclosing one's (and
+  // the cached call skips the scope's two thread-local copies).
+  std::optional<CollectiveFunctionScope> in_function;
+  if (!cf.collective_sequence.empty()) {
+    check_collectives_once(cf);
+    in_function.emplace(&cf.function_name);
+  }
   if (CallObserver* o = t_call_observer) return o->run_call(cf, owned(std::move(inputs)));
   if constexpr (std::is_same_v<Inputs, LentSpan>) return execute_lent(*cf.plan, inputs);
   else return execute(*cf.plan, std::move(inputs));

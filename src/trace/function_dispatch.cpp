@@ -51,12 +51,6 @@ std::size_t tensor_type_hash(const Tensor& t) {
   return h;
 }
 
-bool tensor_type_equals(const Tensor& t, const TraceType& type) {
-  const auto& impl = t.impl();
-  if (!impl || impl->symbolic) return false;  // leaked symbolic tensors take the general path
-  return tensor_type_is(type, impl->dtype, impl->shape);
-}
-
 void reject_leaked_tensors(const FunctionCore& core, const std::vector<Tensor>& leaves) {
   if (trace_recording()) return;  // get_concrete_function in a trace may be given its tensors
   for (const Tensor& t : leaves)

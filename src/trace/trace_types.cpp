@@ -9,6 +9,7 @@
 #include <set>
 
 #include "core/check.h"
+#include "core/tensor_impl.h"
 #include "trace/trace_diff.h"
 #include "tracegraph/function.h"
 
@@ -313,6 +314,13 @@ bool tensor_type_is(const TraceType& t, DType dtype, const TensorShape& shape) {
   if (typeid(t) != typeid(TensorTraceType)) return false;
   const auto& x = static_cast<const TensorTraceType&>(t);
   return x.dtype_ == dtype && x.shape_ == shape && x.name_.empty();
+}
+
+bool tensor_type_equals(const Tensor& t, const TraceType& type) {
+  // Here beside tensor_type_is, so that a cached call compares each argument in one call.
+  const auto& impl = t.impl();
+  if (!impl || impl->symbolic) return false;  // leaked symbolic tensors take the general path
+  return tensor_type_is(type, impl->dtype, impl->shape);
 }
 
 const LiteralValue* literal_of(const TraceType& t) {
