@@ -33,11 +33,13 @@ Groups plan_groups(int64_t images, int64_t rows_per_image) {
   return g;
 }
 
+// Below this much work a product runs on the calling thread: waking threads costs more.
+constexpr int64_t kParallelFlops = int64_t{1} << 23;
+
 // Runs fn(group) for every group, on the pool when the work pays for waking threads
 // (flops_per_group is the GEMM work of a full group).
 template <class Fn>
 void for_each_group(const Groups& groups, int64_t flops_per_group, Fn&& fn) {
-  constexpr int64_t kParallelFlops = int64_t{1} << 23;
   if (groups.count <= 1 || flops_per_group * groups.count < kParallelFlops) {
     for (int64_t i = 0; i < groups.count; ++i) fn(i);
     return;
@@ -198,13 +200,57 @@ const float* padded_image(const PaddedWindow& p, const float* images, int64_t n,
   return plane;
 }
 
+// implicit_gemm::multiply's blocks of output columns: a product's columns split at multiples of
+// this are summed as they would be whole.
+constexpr int64_t kColumnBlock = 64;
+
+// Image n's product (multiply_padded_images) split over the pool, for when there are fewer
+// groups of images than threads (a single image, at inference): the padded image is made once
+// on the calling thread and every part reads it. Parts take blocks of 64 output columns
+// (multiply's own column blocks, so no element's sum changes: the same bits as whole) where
+// there is a block per thread, else bands of output rows (each row's sum is its own).
+void multiply_padded_image_in_parts(const PaddedWindow& window, const float* images, int64_t n, int64_t h, int64_t w,
+                                    const float* filter, float* out, const GemmEpilogue* epilogue, int parts) {
+  const implicit_gemm::Layout& whole = window.view;
+  const int64_t rows = whole.out_h * whole.out_w;
+  const float* plane = padded_image(window, images, n, h, w);
+  const GemmEpilogue image_epilogue = epilogue ? epilogue->from_row(n * rows) : GemmEpilogue{};
+  const GemmEpilogue* e = epilogue ? &image_epilogue : nullptr;
+  const int64_t blocks = (whole.n + kColumnBlock - 1) / kColumnBlock;
+  if (blocks >= parts) {
+    parallel_parts(parts, [&](int p) {
+      const int64_t c0 = blocks * p / parts * kColumnBlock, c1 = std::min(whole.n, blocks * (p + 1) / parts * kColumnBlock);
+      implicit_gemm::Layout l = whole;
+      l.n = c1 - c0;
+      implicit_gemm::multiply(l, plane, filter + c0, out + c0, false, e, c0);
+    });
+    return;
+  }
+  parallel_parts(parts, [&](int p) {
+    const int64_t y0 = whole.out_h * p / parts, y1 = whole.out_h * (p + 1) / parts;
+    implicit_gemm::Layout l = whole;
+    l.out_h = y1 - y0;
+    const GemmEpilogue band = e ? e->from_row(y0 * whole.out_w) : GemmEpilogue{};
+    implicit_gemm::multiply(l, plane + y0 * whole.row_step, filter, out + y0 * whole.out_w * whole.c_stride, false,
+                            e ? &band : nullptr);
+  });
+}
+
 // out's image n (out_image floats each) = window's product of images' padded image n (h x w
-// pixels) with filter, for every image, a group of images per pool chunk. The forward and the
-// stride-1 input gradient are both this, over different windows, images and filters.
+// pixels) with filter, for every image, a group of images per pool chunk (or, with fewer groups
+// than threads, each image over all threads). The forward and the stride-1 input gradient are
+// both this, over different windows, images and filters.
 void multiply_padded_images(const Groups& groups, int64_t num_images, int64_t flops_per_group,
                             const PaddedWindow& window, const float* images, int64_t h, int64_t w,
                             const float* filter, float* out, int64_t out_image, const GemmEpilogue* epilogue = nullptr) {
   const int64_t rows = window.view.out_h * window.view.out_w;
+  const int threads = num_threads();
+  if (groups.count < threads && flops_per_group / groups.per >= kParallelFlops &&
+      ((window.view.n + kColumnBlock - 1) / kColumnBlock >= threads || window.view.out_h >= threads)) {
+    for (int64_t n = 0; n < num_images; ++n)
+      multiply_padded_image_in_parts(window, images, n, h, w, filter, out + n * out_image, epilogue, threads);
+    return;
+  }
   for_each_group(groups, flops_per_group, [&](int64_t i) {
     for (int64_t n = i * groups.per, n1 = std::min(num_images, n + groups.per); n < n1; ++n) {
       const GemmEpilogue image_epilogue = epilogue ? epilogue->from_row(n * rows) : GemmEpilogue{};

@@ -303,6 +303,42 @@ TEST(Conv, InferenceBiasAndReluInTheKernelsRegistersKeepTheUnfusedBits) {
   detail::set_num_threads(threads);
 }
 
+// A single image (inference at batch 1) runs the direct kernels over every thread: its product
+// split by blocks of 64 output columns (200 = 3 x 64 + 8: a masked tail), or by bands of output
+// rows where there are fewer blocks than threads (37 channels). Each output element is summed
+// as on one thread: the same bits at 1 and 2 threads, for the forward with its bias and relu
+// (eager, traced, traced and optimised: conv2d_epilogue) and for the stride-1 input gradient.
+TEST(Conv, ASingleImageSplitOverThreadsKeepsOneThreadsBits) {
+  if (!detail::implicit_gemm::available()) GTEST_SKIP() << "this CPU has no AVX-512F: the direct kernels do not run";
+  struct OwnKernels {
+    OwnKernels() { detail::set_conv_backend(detail::ConvBackend::own); }
+    ~OwnKernels() { detail::set_conv_backend(detail::ConvBackend::automatic); }
+  } own_kernels;
+  auto layer = [](const Tensor& x, const Tensor& f, const Tensor& b) { return relu(conv2d(x, f, {1, 1}, Padding::Same) + b); };
+  auto optimised = function(layer);
+  auto plain = function(layer, {.optimize = false});
+  const detail::Conv2DAttrs a{{1, 1}, {1, 1}, 1};
+  const int threads = detail::num_threads();
+  uint64_t seed = 70;
+  for (const auto& [xd, fd] : std::vector<std::pair<Dims, Dims>>{{{1, 20, 20, 64}, {3, 3, 64, 200}},
+                                                                 {{1, 30, 30, 16}, {3, 3, 16, 37}}}) {
+    SCOPED_TRACE(::testing::Message() << "filter " << TensorShape(fd).to_string());
+    const Tensor x = seeded_values(xd, float32, seed++), f = seeded_values(fd, float32, seed++);
+    const Tensor b = seeded_values({fd[3]}, float32, seed++);
+    const Tensor dy = seeded_values({1, xd[1], xd[2], fd[3]}, float32, seed++);
+    auto run = [&] {
+      return std::vector<Tensor>{layer(x, f, b), plain(x, f, b), optimised(x, f, b), detail::conv2d_backprop_input(x, f, dy, a)};
+    };
+    detail::set_num_threads(1);
+    const std::vector<Tensor> serial = run();
+    detail::set_num_threads(2);
+    const std::vector<Tensor> split = run();
+    detail::set_num_threads(threads);
+    for (std::size_t i = 0; i < serial.size(); ++i) EXPECT_TRUE(testing::same_bits(serial[i], split[i])) << "result " << i;
+    EXPECT_TRUE(testing::same_bits(serial[0], serial[2]));  // the epilogue in the kernel: the unfused bits
+  }
+}
+
 // The direct float32 kernels and im2col + GEMM compute the same sums in different orders: they
 // agree to rounding on every path (forward, both gradients) and geometry kind. A filter gradient
 // sums thousands of products of magnitude ~1 into entries of magnitude ~30, so an entry that
