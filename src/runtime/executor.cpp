@@ -82,14 +82,84 @@ Tensor chunk_of(const Tensor& t, int64_t begin, int64_t n, int64_t total) {
   return make_view(t, TensorShape({n}), begin);
 }
 
+// A control-flow node that may run on a pool thread beside another: a pure cond or while
+// (stateful_while carries the effects of its sub-graphs; their kernels read this thread's
+// context - Variable bindings, random streams - and must keep their program order).
+bool runs_beside_others(const GraphNode& node) {
+  return node.kind == NodeKind::kOp && has_subgraphs(node.op) && !(op_def(node.op).traits & kStateful) &&
+         node.control_input < 0;
+}
+
+// The order the plan runs the nodes in: node order, except that a control-flow node S and the
+// next one S2 that does not depend on it run side by side (beside[k]: the k-th node runs beside
+// the (k+1)-th), on two threads when the pool has them. Between them in node order come nodes
+// that S2 may need and nodes that need S's results (a loop's gradient has both: the other
+// loop's inputs and this loop's stacked values); the first kind moves before S, the second
+// after S2. Loops are serial chains of small ops that a second core does not speed up, so two
+// independent ones (an LSTM's batch halves) are what keeps both cores busy.
+std::vector<int> execution_order(const GraphIR& g, std::vector<char>& beside) {
+  const auto n = static_cast<int>(g.nodes.size());
+  std::vector<int> order;
+  order.reserve(static_cast<std::size_t>(n));
+  beside.assign(static_cast<std::size_t>(n), 0);
+  int loops = 0;
+  for (const GraphNode& node : g.nodes) loops += runs_beside_others(node);
+  if (loops < 2) {
+    for (int i = 0; i < n; ++i) order.push_back(i);
+    return order;
+  }
+  std::vector<char> needs_s(static_cast<std::size_t>(n), 0);  // depends on the current S
+  const auto needs = [&](const GraphNode& node) {
+    for (const ValueRef& in : node.inputs)
+      if (needs_s[static_cast<std::size_t>(in.node)]) return true;
+    return node.control_input >= 0 && needs_s[static_cast<std::size_t>(node.control_input)];
+  };
+  int i = 0;
+  while (i < n) {
+    const GraphNode& s = g.nodes[static_cast<std::size_t>(i)];
+    int partner = -1, scanned = i;
+    if (runs_beside_others(s)) {
+      needs_s[static_cast<std::size_t>(i)] = 1;
+      for (int j = i + 1; j < n; ++j) {
+        const GraphNode& node = g.nodes[static_cast<std::size_t>(j)];
+        const bool dependent = needs(node);
+        needs_s[static_cast<std::size_t>(j)] = dependent;
+        scanned = j;
+        if (runs_beside_others(node)) {
+          if (!dependent) partner = j;
+          break;
+        }
+      }
+    }
+    if (partner < 0) {
+      std::fill(needs_s.begin() + i, needs_s.begin() + std::min(scanned + 1, n), 0);
+      order.push_back(i++);
+      continue;
+    }
+    for (int j = i + 1; j < partner; ++j)
+      if (!needs_s[static_cast<std::size_t>(j)]) order.push_back(j);
+    beside[order.size()] = 1;
+    order.push_back(i);
+    order.push_back(partner);
+    for (int j = i + 1; j < partner; ++j)
+      if (needs_s[static_cast<std::size_t>(j)]) order.push_back(j);
+    std::fill(needs_s.begin() + i, needs_s.begin() + partner + 1, 0);
+    i = partner + 1;
+  }
+  return order;
+}
+
 }  // namespace
 
 Plan::Plan(const GraphIR& graph) : nodes_(&graph.nodes) {
-  const MemoryPlan mp = plan_memory(graph);
+  std::vector<char> beside;
+  const std::vector<int> order = execution_order(graph, beside);
+  const MemoryPlan mp = plan_memory(graph, order);
   num_slots_ = mp.num_values;
   buffers_ = mp.buffers;
   std::vector<int> step_of(graph.nodes.size(), -1);
-  for (std::size_t i = 0; i < graph.nodes.size(); ++i) {
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    const auto i = static_cast<std::size_t>(order[k]);
     const GraphNode& node = graph.nodes[i];
     const int slot = mp.first_value[i];
     switch (node.kind) {
@@ -108,6 +178,7 @@ Plan::Plan(const GraphIR& graph) : nodes_(&graph.nodes) {
         step.node = static_cast<int>(i);
         step.memory = mp.output_memory[i];
         step.infer_per_call = mp.dynamic_shapes[i];
+        step.beside_next = beside[k];
         for (const auto& in : node.inputs) step.in_slots.push_back(mp.value_of(in));
         for (std::size_t j = 0; j < node.outputs.size(); ++j) {
           const int v = slot + static_cast<int>(j);
@@ -168,6 +239,7 @@ Plan::Plan(const GraphIR& graph) : nodes_(&graph.nodes) {
     stats_.arena_steps += step.memory == OutputMemory::kArena;
     stats_.dynamic |= step.infer_per_call;
     stats_.reused_per_call += step.memory == OutputMemory::kFreshKept;
+    stats_.pairs_beside += step.beside_next;
   }
   for (char c : mp.in_place) stats_.in_place += c;
   for (char c : lendable_) stats_.lent_inputs += c;
@@ -198,6 +270,24 @@ std::unique_ptr<Frame> Plan::make_frame() const {
 }
 
 void Plan::run_step(const PlanStep& step, Frame& frame) const {
+  begin_step(step, frame);
+  run_kernel(step, frame);
+  end_step(step, frame);
+}
+
+// Two control-flow steps side by side (execution_order): their arguments are taken and their
+// results stored on this thread, in step order, so that only the kernels run at once. Neither
+// reads the other's results, and their inputs and outputs are never arena memory.
+void Plan::run_steps_beside(const PlanStep& first, Frame& frame) const {
+  const PlanStep& second = (&first)[1];
+  begin_step(first, frame);
+  begin_step(second, frame);
+  parallel_parts(2, [&](int part) { run_kernel(part == 0 ? first : second, frame); });
+  end_step(first, frame);
+  end_step(second, frame);
+}
+
+void Plan::begin_step(const PlanStep& step, Frame& frame) const {
   const auto s = static_cast<std::size_t>(&step - steps_.data());
   std::vector<Tensor>& args = frame.args[s];
   std::vector<Tensor>& outs = frame.outs[s];
@@ -224,6 +314,12 @@ void Plan::run_step(const PlanStep& step, Frame& frame) const {
         outs[j] = allocate_tensor(node.outputs[j].dtype, node.outputs[j].shape);
     }
   }
+}
+
+void Plan::run_kernel(const PlanStep& step, Frame& frame) const {
+  const auto s = static_cast<std::size_t>(&step - steps_.data());
+  std::vector<Tensor>& args = frame.args[s];
+  std::vector<Tensor>& outs = frame.outs[s];
   if (step.parallel && num_threads() > 1) {
     const int64_t total = outs[0].impl()->shape.num_elements();
     parallel_for(total, kParallelMinElements / 4, [&](int64_t b, int64_t e) {
@@ -238,6 +334,12 @@ void Plan::run_step(const PlanStep& step, Frame& frame) const {
   } else {
     step.def->kernel(args, *step.attrs, outs);
   }
+}
+
+void Plan::end_step(const PlanStep& step, Frame& frame) const {
+  const auto s = static_cast<std::size_t>(&step - steps_.data());
+  std::vector<Tensor>& args = frame.args[s];
+  std::vector<Tensor>& outs = frame.outs[s];
   if (step.memory == OutputMemory::kArena) {
     for (std::size_t j = 0; j < outs.size(); ++j) {
       TG_CHECK(outs[j].impl() && outs[j].impl()->buffer ==
@@ -330,7 +432,11 @@ std::vector<Tensor> Plan::run_with(Inputs&& inputs) const {
       else if constexpr (std::is_lvalue_reference_v<Inputs>) value = inputs[k];
       else value = std::move(inputs[k]);
     }
-    for (s = 0; s < steps_.size(); ++s) run_step(steps_[s], frame);
+    const bool threads = num_threads() > 1;
+    for (s = 0; s < steps_.size(); ++s) {
+      if (steps_[s].beside_next && threads) run_steps_beside(steps_[s++], frame);
+      else run_step(steps_[s], frame);
+    }
     s = steps_.size();
     // The results go into the moved-in inputs' vector when it is big enough: one heap allocation
     // and free fewer per call (a tenth of a cached scalar call's instructions).

@@ -45,9 +45,12 @@ bool output_aliases_input(const GraphNode& node) {
   return node.kind == NodeKind::kOp && (op_def(node.op).traits & kView) && !node.inputs.empty();
 }
 
-MemoryPlan plan_memory(const GraphIR& graph) {
+MemoryPlan plan_memory(const GraphIR& graph, std::span<const int> order) {
   MemoryPlan mp;
   const std::size_t n = graph.nodes.size();
+  TG_CHECK(order.empty() || order.size() == n, "an execution order of ", order.size(), " nodes for a graph of ", n);
+  // The k-th node to run.
+  const auto run_at = [&](std::size_t k) { return order.empty() ? k : static_cast<std::size_t>(order[k]); };
   mp.first_value.resize(n);
   mp.dynamic_shapes.assign(n, 0);
   mp.output_memory.assign(n, OutputMemory::kByKernel);
@@ -114,7 +117,8 @@ MemoryPlan plan_memory(const GraphIR& graph) {
   // (through any view of it).
   mp.drop_after.assign(nv, -1);
   CachedVector<int> readers_left(nv, 0);
-  for (std::size_t i = 0; i < n; ++i) {
+  for (std::size_t k = 0; k < n; ++k) {
+    const std::size_t i = run_at(k);
     const GraphNode& node = graph.nodes[i];
     if (node.kind != NodeKind::kOp) continue;
     for (const auto& in : node.inputs) {
@@ -131,13 +135,14 @@ MemoryPlan plan_memory(const GraphIR& graph) {
       at(mp.drop_after, v) = kind == NodeKind::kOp ? at(producer, v) : MemoryPlan::kAtEnd;
   }
 
-  // Arena buffers in node order. An in-place op takes over a dying input's buffer; a
+  // Arena buffers in execution order. An in-place op takes over a dying input's buffer; a
   // storage's buffer is free for later nodes once its last reader has run.
   mp.buffer_of.assign(nv, -1);
   mp.in_place.assign(nv, 0);
   BufferPool pool(mp.buffers);
   std::vector<int> dying;  // storages whose last reader is the current node
-  for (std::size_t i = 0; i < n; ++i) {
+  for (std::size_t k = 0; k < n; ++k) {
+    const std::size_t i = run_at(k);
     const GraphNode& node = graph.nodes[i];
     if (node.kind != NodeKind::kOp) continue;
     dying.clear();

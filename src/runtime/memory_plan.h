@@ -7,6 +7,7 @@
 // the executor's contract with the kernels.
 #pragma once
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "graph/graph_ir.h"
@@ -65,10 +66,13 @@ struct MemoryPlan {
 /// reach a kByKernel op other than an aliasing view (a Variable may keep the tensor), outputs of
 /// such ops, String values, and None-dim values.
 ///
+/// `order` is the order the executor runs the nodes in, every node once, each after the
+/// producers of its inputs (empty: node order); liveness and buffers follow it.
+///
 /// Preconditions: `graph` is final and well formed (graph/verify.h): nodes in topological
 /// order, every input names an earlier node's output, op nodes carry their static output types,
 /// `graph.outputs` lists kOutput nodes with one input each. Nothing else needs to run first.
-MemoryPlan plan_memory(const GraphIR& graph);
+MemoryPlan plan_memory(const GraphIR& graph, std::span<const int> order = {});
 
 /// Whether `node`'s output shares its input 0's storage and nothing else: the kView trait of
 /// ops.def. (Ops whose kernels make their outputs otherwise - TensorArray, Variable and

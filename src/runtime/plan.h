@@ -42,6 +42,7 @@ struct PlanStep {
   OutputMemory memory = OutputMemory::kByKernel;
   bool infer_per_call = false;  // some input or output type has None dims (or unknown rank)
   bool parallel = false;        // elementwise without broadcasting: split over the thread pool
+  bool beside_next = false;     // a control-flow step that runs beside the next one (execution_order)
   std::vector<int> in_slots;
   std::vector<int> out_slots;
   std::vector<int> out_buffers;  // kArena: arena buffer per output
@@ -63,6 +64,7 @@ struct PlanStats {
   int64_t arena_bytes = 0;   // sum of the arena buffers' sizes
   bool dynamic = false;      // some step infers shapes per call
   int lent_inputs = 0;       // inputs the cached call path lends to kernels (Plan::lendable_)
+  int pairs_beside = 0;      // pairs of control-flow steps that run side by side (beside_next)
 };
 
 struct Frame;
@@ -91,6 +93,11 @@ class Plan {
   /// ResourceExhaustedError naming the op and node.
   [[noreturn]] void throw_refused(std::size_t step) const;
   void run_step(const PlanStep& step, Frame& frame) const;
+  void run_steps_beside(const PlanStep& first, Frame& frame) const;
+  // run_step's parts: take the arguments and make the outputs; the kernel; store the results.
+  void begin_step(const PlanStep& step, Frame& frame) const;
+  void run_kernel(const PlanStep& step, Frame& frame) const;
+  void end_step(const PlanStep& step, Frame& frame) const;
 
   const NodeArray* nodes_;
   int num_slots_ = 0;

@@ -515,5 +515,40 @@ TEST(ThreadPool, BackToBackJobsEachRunEveryChunkOnce) {
   detail::set_num_threads(saved);
 }
 
+// Two loops that do not depend on each other run side by side on two threads, their gradients'
+// loops too (the nodes between them in node order move before or after the pair); each keeps
+// the bits it has on one thread. A third loop that reads the first's result waits for it.
+TEST(PlannedExecutor, IndependentLoopsRunSideBySideWithTheirSerialBits) {
+  auto loop = [](const Tensor& start, float scale) {
+    return for_range(constant(int32_t{40}), start, [&](const Tensor&, const Tensor& a) { return tanh(a * scale + 0.1f); });
+  };
+  const Tensor x = constant(iota_values(96), TensorShape({8, 12})) * 0.01f;
+  const Tensor y = x * -0.5f;
+  auto f = function([&](const Tensor& a, const Tensor& b) {
+    GradientTape tape;
+    tape.watch(a);
+    tape.watch(b);
+    const Tensor p = loop(a, 1.01f), q = loop(b * 2.0f, 0.97f);
+    const Tensor r = loop(p, 0.9f);  // needs p
+    const Tensor loss = reduce_sum(r * q) + reduce_sum(q);
+    std::vector<Tensor> out = tape.gradient(loss, {a, b});
+    out.push_back(loss);
+    return out;
+  });
+  const int saved = detail::num_threads();
+  detail::set_num_threads(1);
+  const std::vector<Tensor> serial = f(x, y);
+  detail::set_num_threads(2);
+  const std::vector<Tensor> beside = f(x, y), again = f(x, y);
+  detail::set_num_threads(saved);
+  EXPECT_EQ(f.tracing_count(), 1);
+  EXPECT_GE(plan_of(f.concrete_functions()[0]).stats().pairs_beside, 2);  // the loops and their gradients
+  ASSERT_EQ(serial.size(), 3u);
+  for (std::size_t k = 0; k < serial.size(); ++k) {
+    EXPECT_EQ(serial[k].to_vector<float>(), beside[k].to_vector<float>()) << k;
+    EXPECT_EQ(serial[k].to_vector<float>(), again[k].to_vector<float>()) << k;
+  }
+}
+
 }  // namespace
 }  // namespace tg

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "autodiff/grad_check.h"
+#include "core/thread_pool.h"
 #include "train/layer_test_util.h"
 
 namespace tg {
@@ -290,6 +291,50 @@ TEST(LSTMLayer, ATracedTrainStepLowersTheLoss) {
   }
   EXPECT_EQ(traced.tracing_count(), 1);
   EXPECT_LT(last, 0.2f * first) << "first " << first << ", last " << last;
+}
+
+// Traced on two threads, a batch of at least 16 rows runs in two loops of half the batch each
+// (the executor runs them side by side): the same values as eagerly, to rounding - the weight
+// gradients add the halves' sums - with masks, initial states, both directions, whole sequences
+// and states, and an odd batch.
+TEST(RecurrentLayers, ABatchSplitBetweenTwoLoopsAgreesWithTheWholeBatch) {
+  const int saved = detail::num_threads();
+  detail::set_num_threads(2);
+  testing::Random rng(16);
+  const int64_t batch = 17;
+  const Tensor x = rng.uniform({batch, 5, 3}), h0 = rng.uniform({batch, 4}), c0 = rng.uniform({batch, 4});
+  std::vector<std::vector<bool>> rows;
+  for (int64_t r = 0; r < batch; ++r) rows.push_back(kMask[static_cast<std::size_t>(r % 4)]);
+  const Tensor mask = bool_mask(rows);
+  nn::LSTM lstm(3, 4, {.return_sequences = true, .return_state = true, .seed = 17, .dtype = float64});
+  nn::GRU gru(3, 4, {.return_state = true, .go_backwards = true, .seed = 18, .dtype = float64});
+  auto layers = [&](const std::vector<Tensor>& in) {
+    std::vector<Tensor> out = lstm(in[0], {.mask = mask, .initial_state = {in[1], in[2]}});
+    for (const Tensor& t : gru(in[0], {.mask = mask, .initial_state = {in[1]}})) out.push_back(t);
+    for (const Tensor& t : lstm(in[0])) out.push_back(t);
+    return out;
+  };
+  expect_modes_agree(layers, {x, h0, c0}, 1e-12);
+  auto loss = [&] {
+    Tensor sum = zeros({}, float64);
+    for (const Tensor& t : layers({x, h0, c0})) sum = sum + reduce_sum(t * t);
+    return sum;
+  };
+  std::vector<Variable> vars = lstm.trainable_variables();
+  for (const Variable& v : gru.trainable_variables()) vars.push_back(v);
+  auto grads = [&] {
+    GradientTape tape;
+    return tape.gradient(loss(), vars);
+  };
+  const std::vector<Tensor> eager = grads();
+  auto traced = function(grads);
+  const std::vector<Tensor> got = traced();
+  int loops = 0;
+  for (const auto& node : traced.concrete_functions()[0].graph().nodes()) loops += node.op == "while";
+  detail::set_num_threads(saved);
+  EXPECT_EQ(loops, 12);  // each layer call's two halves and their gradients
+  ASSERT_EQ(got.size(), eager.size());
+  for (std::size_t k = 0; k < got.size(); ++k) EXPECT_TENSOR_NEAR(got[k], eager[k], 1e-12) << vars[k].name();
 }
 
 TEST(RecurrentLayers, TypedErrors) {
