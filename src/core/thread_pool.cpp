@@ -76,6 +76,7 @@ class Pool {
     ctx_.store(ctx);
     n_.store(n);
     chunks_.store(chunks);
+    by_lines_.store(grain >= 16);
     finished_.store(0);
     error_ = nullptr;
     {
@@ -112,13 +113,14 @@ class Pool {
     void* const ctx = ctx_.load();
     const int64_t n = n_.load();
     const int chunks = chunks_.load();
+    const bool by_lines = by_lines_.load();
     int done_here = 0;
     uint64_t claim = claim_.load();
     while ((claim >> 32) == job && static_cast<int64_t>(claim & 0xffffffffu) < chunks) {
       if (!claim_.compare_exchange_weak(claim, claim + 1)) continue;
       const int i = static_cast<int>(claim & 0xffffffffu);
       try {
-        fn(ctx, boundary(n, chunks, i), boundary(n, chunks, i + 1));
+        fn(ctx, boundary(n, chunks, i, by_lines), boundary(n, chunks, i + 1, by_lines));
       } catch (...) {
         std::lock_guard lock(mu_);
         if (!error_) error_ = std::current_exception();
@@ -135,11 +137,14 @@ class Pool {
     }
   }
 
-  // Chunk i covers [n*i/k, n*(i+1)/k) with inner boundaries rounded down to 16 elements (whole
-  // cache lines of float32): fixed by n and k alone.
-  static int64_t boundary(int64_t n, int chunks, int i) {
+  // Chunk i covers [n*i/k, n*(i+1)/k), fixed by n, k and the grain alone. With a grain of 16 or
+  // more the caller splits elements, and the inner boundaries are rounded down to 16 of them
+  // (whole cache lines of float32). A smaller grain means coarse units (rows, images, heads): they
+  // split exactly, since rounding would hand a range of fewer than 32 units whole to one thread.
+  static int64_t boundary(int64_t n, int chunks, int i, bool by_lines) {
     if (i >= chunks) return n;
-    return (n * i / chunks) & ~int64_t{15};
+    const int64_t b = n * i / chunks;
+    return by_lines ? b & ~int64_t{15} : b;
   }
 
   void worker() {
@@ -202,6 +207,7 @@ class Pool {
   std::atomic<void*> ctx_{nullptr};
   std::atomic<int64_t> n_{0};
   std::atomic<int> chunks_{0};
+  std::atomic<bool> by_lines_{true};  // boundaries on multiples of 16 (boundary())
   std::atomic<int> finished_{0};  // chunks of the current job completed
   std::exception_ptr error_;      // the job's first (set under mu_)
   // Lock-free views for spinning: the last job's generation, whether stop() began, how many

@@ -21,8 +21,10 @@ inline constexpr int64_t kParallelMinElements = int64_t{1} << 16;
 
 /// Calls fn(begin, end) for consecutive chunks of [0, n), each at least `grain` long (except the
 /// last), on up to num_threads() threads, and returns when all are done. The chunk boundaries
-/// depend only on n, grain and num_threads(). The first exception thrown by fn is rethrown
-/// here. Nested calls (from inside fn) run serially on the calling thread.
+/// depend only on n, grain and num_threads(): with grain >= 16 (elements) the inner ones fall on
+/// multiples of 16, with a smaller grain (rows, images, heads) they split n evenly. The first
+/// exception thrown by fn is rethrown here. Nested calls (from inside fn) run serially on the
+/// calling thread.
 void parallel_for(int64_t n, int64_t grain, void (*fn)(void* ctx, int64_t begin, int64_t end),
                   void* ctx);
 
@@ -40,10 +42,8 @@ void parallel_for(int64_t n, int64_t grain, F&& f) {
 /// pool runs serially.
 template <class F>
 void parallel_parts(int parts, F&& fn) {
-  // parallel_for rounds inner chunk boundaries down to multiples of 16: 16 units per part keep
-  // every boundary between two parts.
-  parallel_for(int64_t{parts} * 16, 16, [&](int64_t b, int64_t e) {
-    for (int64_t p = b / 16; p < e / 16; ++p) fn(static_cast<int>(p));
+  parallel_for(parts, 1, [&](int64_t b, int64_t e) {
+    for (int64_t p = b; p < e; ++p) fn(static_cast<int>(p));
   });
 }
 
