@@ -127,6 +127,93 @@ void own_sgemm(int m, int n, int k, const float* a, int lda, bool ta, const floa
   }
 }
 
+// Blocks [0, blocks) in one contiguous range per part, each run from its front by its own
+// part's thread; a thread that finishes its range takes blocks from the back of the others'. With
+// even speeds each thread runs its own range, the rows its core wrote in the node before (which
+// split its rows the same way); when one core runs slower (a VM's vCPU sharing its core, for
+// minutes at a time on this project's Intel VM), the other takes over its last blocks instead of
+// waiting for them.
+class BlockRanges {
+ public:
+  BlockRanges(int64_t blocks, int parts) : ranges_(static_cast<std::size_t>(parts)) {
+    for (int p = 0; p < parts; ++p)
+      ranges_[static_cast<std::size_t>(p)].store(pack(blocks * p / parts, blocks * (p + 1) / parts));
+  }
+  /// The next block for part p's thread, or -1 when none is left.
+  int64_t next(int p) {
+    const int parts = static_cast<int>(ranges_.size());
+    for (int i = 0; i < parts; ++i) {
+      std::atomic<uint64_t>& r = ranges_[static_cast<std::size_t>((p + i) % parts)];
+      uint64_t v = r.load();
+      while (front(v) < back(v)) {
+        const uint64_t taken = i == 0 ? pack(front(v) + 1, back(v)) : pack(front(v), back(v) - 1);
+        if (r.compare_exchange_weak(v, taken)) return i == 0 ? front(v) : back(v) - 1;
+      }
+    }
+    return -1;
+  }
+
+ private:
+  static uint64_t pack(int64_t front, int64_t back) { return static_cast<uint64_t>(front) << 32 | static_cast<uint64_t>(back); }
+  static int64_t front(uint64_t v) { return static_cast<int64_t>(v >> 32); }
+  static int64_t back(uint64_t v) { return static_cast<int64_t>(v & 0xffffffffu); }
+  std::vector<std::atomic<uint64_t>> ranges_;
+};
+
+// Whether own_sgemm takes its panel path for these sizes (and own_sgemm_claimed may run them).
+bool takes_panels(int m, int n, int k) {
+  return panels_fit_l1 && m >= kPanelMinRows && int64_t{k} * n > int64_t{kPanelK} * kPanelColumns;
+}
+
+// Rows of the blocks BlockRanges hands out: 16 for 1024 rows, 8 a thread, so that a thread that
+// takes over the other's last block shifts an eighth of its share.
+constexpr int kClaimRows = 64;
+
+// own_sgemm's panel path (no epilogue) for the blocks of kClaimRows rows that `ranges` hands part
+// p's thread, `finish(r0, r1)` after each: all of B is packed first (each k chunk's panels one
+// after the other; a thread's own copy), then each block runs over the chunks in k order and
+// their panels as own_sgemm runs them, so every element's sum is own_sgemm's: the same bits.
+template <class Finish>
+void own_sgemm_claimed(int m, int n, int k, const float* a, int lda, bool ta, const float* b, int ldb, float* c,
+                       int ldc, bool accumulate, BlockRanges& ranges, int p, Finish&& finish) {
+  thread_local std::vector<int64_t> taps;
+  taps.resize(static_cast<std::size_t>(k));
+  for (int i = 0; i < k; ++i) taps[static_cast<std::size_t>(i)] = ta ? int64_t{i} * lda : i;
+  const int panels = (n + kPanelColumns - 1) / kPanelColumns;
+  const std::size_t chunk_floats = static_cast<std::size_t>(panels) * kPanelK * kPanelColumns;
+  thread_local std::vector<float> buffer;
+  const int chunks = (k + kPanelK - 1) / kPanelK;
+  float* const packed = grown_line_aligned(buffer, chunk_floats * static_cast<std::size_t>(chunks));
+  for (int k0 = 0; k0 < k; k0 += kPanelK) {
+    const int nk = std::min(kPanelK, k - k0);
+    float* const chunk = packed + chunk_floats * static_cast<std::size_t>(k0 / kPanelK);
+    for (int q = 0; q < panels; ++q) {
+      const int64_t width = std::min(kPanelColumns, n - q * kPanelColumns);
+      const float* src = b + int64_t{k0} * ldb + int64_t{q} * kPanelColumns;
+      float* dst = chunk + static_cast<std::size_t>(q) * nk * kPanelColumns;
+      for (int i = 0; i < nk; ++i) std::copy_n(src + int64_t{i} * ldb, width, dst + int64_t{i} * kPanelColumns);
+    }
+  }
+  implicit_gemm::Layout l;
+  l.out_h = 1, l.col_step = ta ? 1 : lda, l.c_stride = ldc, l.b_stride = kPanelColumns;
+  for (int64_t block; (block = ranges.next(p)) >= 0;) {
+    const int m0 = static_cast<int>(block * kClaimRows), rows = std::min(kClaimRows, m - m0);
+    const float* a_rows = ta ? a + m0 : a + int64_t{m0} * lda;
+    l.out_w = rows;
+    for (int k0 = 0; k0 < k; k0 += kPanelK) {
+      const int nk = std::min(kPanelK, k - k0);
+      const float* chunk = packed + chunk_floats * static_cast<std::size_t>(k0 / kPanelK);
+      l.taps = taps.data() + k0, l.k = nk;
+      for (int q = 0; q < panels; ++q) {
+        l.n = std::min(kPanelColumns, n - q * kPanelColumns);
+        implicit_gemm::multiply(l, a_rows, chunk + static_cast<std::size_t>(q) * nk * kPanelColumns,
+                                c + int64_t{m0} * ldc + int64_t{q} * kPanelColumns, accumulate || k0 > 0);
+      }
+    }
+    finish(m0, m0 + rows);
+  }
+}
+
 // B^T (k x n) of a transposed right operand b (n x k, leading dim ldb), in this thread's buffer,
 // with its leading dimension.
 struct PackedB {
@@ -312,6 +399,19 @@ void gemm(int m, int n, int k, const T* a, int lda, bool ta, const T* b, int ldb
     return;
   }
   const int64_t grain = few_rows_by_rows ? 16 : std::max<int64_t>(16, kParallelGemmFlops / (int64_t{2} * n * k));
+  if constexpr (std::is_same_v<T, float>) {
+    // Rows in blocks claimed from each thread's range (BlockRanges) where the panel path runs
+    // them (this machine's 48 KiB L1; Zen 4 keeps the halves below), at least four per thread.
+    const int parts = num_threads();
+    if (own && !few_rows_by_rows && takes_panels(m, n, k) && m >= 4 * parts * kClaimRows && m / parts >= grain) {
+      BlockRanges ranges((m + kClaimRows - 1) / kClaimRows, parts);
+      parallel_parts(parts, [&](int p) {
+        own_sgemm_claimed(m, n, k, a, lda, ta, b, ldb, c, ldc, accumulate, ranges, p,
+                          [&](int64_t r0, int64_t r1) { finish(r0, r1, 0, n); });
+      });
+      return;
+    }
+  }
   parallel_for(m, grain, [&](int64_t r0, int64_t r1) {
     // Rows r0..r1 of op(A): rows of A, or columns of a transposed A.
     const T* a_rows = ta ? a + r0 : a + r0 * lda;

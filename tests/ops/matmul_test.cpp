@@ -370,7 +370,11 @@ TEST(Gemm, OwnKernelsGiveTheSameBitsOnOneAndTwoThreads) {
                                    {300, 96, 200, false, true}, {64, 256, 256, false, true},
                                    {32, 512, 128, false, false}, {32, 128, 512, false, false},
                                    {32, 128, 512, false, true},  {64, 256, 256, true, false},
-                                   {40, 128, 512, false, false}};
+                                   {40, 128, 512, false, false},
+                                   // Rows in blocks claimed from each thread's range (the panel path):
+                                   // the transformer's, and partial blocks, panels and chunks of k.
+                                   {1024, 128, 512, false, true}, {1024, 512, 128, true, false},
+                                   {1000, 200, 300, false, false}};
   std::mt19937_64 rng(5);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   const int threads_before = config::num_threads();

@@ -1,6 +1,8 @@
 // Matrix epilogues (passes/fuse_product_epilogues.cpp): a float32 product's result, perhaps
 // reshaped, added to or multiplied by a value of its static shape takes that value in, with the
 // bits of the unoptimised graph; what is not such an epilogue stays.
+#include <array>
+
 #include "graph/verify.h"
 #include "ops/op.h"
 #include "passes/passes.h"
@@ -125,35 +127,39 @@ TEST(MatrixEpilogues, NoneDimsLeaveTheAddAlone) {
 // A transformer encoder layer's train-step gradients: the residual adds after the output
 // projection and the second feed-forward product, GELU's gradient product after the product
 // that makes dY, and the residual gradient's add after the first feed-forward product's input
-// gradient are taken in; every gradient keeps the plain graph's bits, on one thread and two.
+// gradient are taken in; every gradient keeps the plain graph's bits, on one thread and two. At
+// the benchmark's size (B16 T64 d128 FFN 512) the products split their rows across the threads.
 TEST(MatrixEpilogues, ATransformerLayersStepKeepsItsBits) {
   detail::set_verify_graphs(true);
-  nn::TransformerEncoderLayer block(32, 4, 64, {.dropout = 0.0, .activation = "gelu", .seed = 3});
-  const std::vector<Variable> vars = block.trainable_variables();
-  const Tensor x = random_uniform({3, 10, 32}, -1, 1, 7), target = random_uniform({3, 10, 32}, -1, 1, 8);
-  auto step = [&](const Tensor& in) {
-    GradientTape tape;
-    const Tensor loss = reduce_mean(square(block(in) - target));
-    std::vector<Tensor> out = tape.gradient(loss, vars);
-    out.push_back(loss);
-    return out;
-  };
-  const int threads_before = config::num_threads();
-  for (const int threads : {1, 2}) {
-    config::set_num_threads(threads);
-    SCOPED_TRACE(::testing::Message() << threads << " threads");
-    auto optimised = function(step);
-    auto plain = function(step, {.optimize = false});
-    const std::vector<Tensor> got = optimised(x), want = plain(x);
-    ASSERT_EQ(got.size(), want.size());
-    for (std::size_t k = 0; k < got.size(); ++k) EXPECT_TRUE(same_bits(got[k], want[k])) << "output " << k;
-    const Graph g = optimised.get_concrete_function(x).optimized_graph();
-    // The forward's five products (q, k, v, the output projection + residual, linear2 + bias +
-    // residual), and two of the backward's (dY of GELU, times its derivative; linear1's input
-    // gradient + the residual gradient) carry epilogues.
-    EXPECT_EQ(count_op(g, "matmul_epilogue"), 7) << g.to_string();
+  for (const auto& [batch, time, model, ffn] : {std::array<int64_t, 4>{3, 10, 32, 64}, {16, 64, 128, 512}}) {
+    SCOPED_TRACE(::testing::Message() << "B" << batch << " T" << time << " d" << model);
+    nn::TransformerEncoderLayer block(model, 4, ffn, {.dropout = 0.0, .activation = "gelu", .seed = 3});
+    const std::vector<Variable> vars = block.trainable_variables();
+    const Tensor x = random_uniform({batch, time, model}, -1, 1, 7), target = random_uniform({batch, time, model}, -1, 1, 8);
+    auto step = [&](const Tensor& in) {
+      GradientTape tape;
+      const Tensor loss = reduce_mean(square(block(in) - target));
+      std::vector<Tensor> out = tape.gradient(loss, vars);
+      out.push_back(loss);
+      return out;
+    };
+    const int threads_before = config::num_threads();
+    for (const int threads : {1, 2}) {
+      config::set_num_threads(threads);
+      SCOPED_TRACE(::testing::Message() << threads << " threads");
+      auto optimised = function(step);
+      auto plain = function(step, {.optimize = false});
+      const std::vector<Tensor> got = optimised(x), want = plain(x);
+      ASSERT_EQ(got.size(), want.size());
+      for (std::size_t k = 0; k < got.size(); ++k) EXPECT_TRUE(same_bits(got[k], want[k])) << "output " << k;
+      const Graph g = optimised.get_concrete_function(x).optimized_graph();
+      // The forward's five products (q, k, v, the output projection + residual, linear2 + bias +
+      // residual), and two of the backward's (dY of GELU, times its derivative; linear1's input
+      // gradient + the residual gradient) carry epilogues.
+      EXPECT_EQ(count_op(g, "matmul_epilogue"), 7) << g.to_string();
+    }
+    config::set_num_threads(threads_before);
   }
-  config::set_num_threads(threads_before);
 }
 
 // A GELU layer's gradient: dY w2^T times GELU's derivative is one product, which also sums its
