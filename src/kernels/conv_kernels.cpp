@@ -10,6 +10,7 @@
 #include "kernels/implicit_gemm.h"
 #include "kernels/onednn_conv.h"
 #include "kernels/pool_kernels.h"
+#include "kernels/simd_math.h"
 
 namespace tg::detail {
 namespace {
@@ -285,6 +286,10 @@ std::atomic<ConvBackend> g_backend{ConvBackend::automatic};
 // - the pointwise window, which is a plain GEMM (not measured);
 // - a forward whose filter dwarfs its output (7x7x512 at batch 1: oneDNN reorders 9 MB of
 //   filter per call), and a filter gradient over under 100 output pixels;
+// - on Intel cores, a single image's forward whose filter is over twice the image: oneDNN runs
+//   it as one part (onednn::bands_read_filter_cheaply), the own kernels split its output
+//   columns over the threads (resnet18 at batch 1 on Emerald Rapids, 2 threads: 33.7 -> 25.3
+//   ms; 1 thread unchanged). Zen 4, not measured so, keeps oneDNN;
 // - CPUs without AVX-512, where the rule was not measured.
 // The rule does not depend on the thread count, so neither do the bits.
 bool onednn_wins(onednn::ConvDirection d, const ConvGeom& g) {
@@ -292,6 +297,7 @@ bool onednn_wins(onednn::ConvDirection d, const ConvGeom& g) {
   const int64_t output_pixels = g.n * g.oh * g.ow;
   switch (d) {
     case onednn::ConvDirection::forward:
+      if (g.n == 1 && !onednn::bands_read_filter_cheaply(g) && simd::cpu_is_intel()) return false;
       return g.k() >= 32 && !(output_pixels < 64 && g.k() * g.oc > (int64_t{1} << 20));
     case onednn::ConvDirection::backprop_input: return g.c >= 8;
     case onednn::ConvDirection::backprop_filter: return g.c >= 8 && output_pixels >= 100;

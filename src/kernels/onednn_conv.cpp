@@ -83,13 +83,6 @@ Sub whole_sub(const ConvGeom& g, int64_t n) {
 constexpr int64_t kMaxParts = 8;
 int64_t band_count(int64_t rows) { return rows >= 16 ? 4 : rows >= 4 ? 2 : 1; }
 
-// Every band of the forward and the input gradient reads the whole filter: where it is more
-// than twice the image, two bands on two cores ran no faster than one (resnet18's 14x14x256 and
-// 7x7x512 layers: their time goes to reading the filter), so such an image is one part.
-bool bands_read_filter_cheaply(const ConvGeom& g) {
-  return g.kh * g.kw * g.c * g.oc <= 2 * std::max(g.h * g.w * g.c, g.oh * g.ow * g.oc);
-}
-
 std::vector<Part> image_groups(const ConvGeom& g, int64_t max_parts = kMaxParts) {
   const int64_t per = (g.n + max_parts - 1) / max_parts;
   std::vector<Part> parts;
@@ -508,6 +501,10 @@ void run_parts(std::size_t count, Fn&& fn) {
 }
 
 }  // namespace
+
+bool bands_read_filter_cheaply(const ConvGeom& g) {
+  return g.kh * g.kw * g.c * g.oc <= 2 * std::max(g.h * g.w * g.c, g.oh * g.ow * g.oc);
+}
 
 bool supports(ConvDirection d, const ConvGeom& g, ActivationLayout layout) {
   return plan_with_primitives(d, g, layout).has_value();

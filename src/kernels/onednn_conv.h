@@ -30,6 +30,12 @@ enum class ActivationLayout { nhwc, blocked };
 
 enum class ConvDirection { forward, backprop_input, backprop_filter };
 
+/// Whether a single image's forward or input gradient is cut into bands of rows: every band
+/// reads the whole filter, and where that is more than twice the image, two bands on two cores
+/// ran no faster than one (resnet18's 14x14x256 and 7x7x512 layers: their time goes to reading
+/// the filter), so such an image is one part.
+bool bands_read_filter_cheaply(const ConvGeom& g);
+
 /// Whether oneDNN runs this direction of this geometry with an optimised kernel.
 bool supports(ConvDirection d, const ConvGeom& g, ActivationLayout layout = ActivationLayout::nhwc);
 

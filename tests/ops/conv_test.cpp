@@ -130,6 +130,9 @@ TG_OP_CASES(conv) {
       {"3x3 VALID, 64 -> 5 channels (576 window entries: two passes)", {1, 6, 7, 64}, {3, 3, 64, 5}, {1, 1}, false},
       {"3x3 SAME stride 2, 5 -> 130 channels", {2, 9, 8, 5}, {3, 3, 5, 130}, {2, 2}, true},
       {"3x3 VALID dilation 2, 4 -> 17 channels", {1, 11, 12, 4}, {3, 3, 4, 17}, {1, 1}, false, {2, 2}},
+      // A single image whose filter is over twice the image: on Intel cores the direct kernels,
+      // its 128 output channels split over the threads (conv_kernels.cpp's onednn_wins).
+      {"3x3 SAME, one 10x10 image, 64 -> 128 channels", {1, 10, 10, 64}, {3, 3, 64, 128}, {1, 1}, true},
       // oneDNN's Winograd forward (onednn_conv.cpp's winograd_pays): 16 -> 32 channels, 86 images.
       {"3x3 SAME, 86 images of 14x14, 16 -> 32 channels (Winograd)", {86, 14, 14, 16}, {3, 3, 16, 32}, {1, 1}, true},
   };
