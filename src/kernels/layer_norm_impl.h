@@ -160,9 +160,8 @@ void backward_impl(int64_t rows, int64_t c, const T* x, const T* gamma, const T*
   const int64_t blocks = std::max<int64_t>(1, std::min({(rows + 63) / 64, int64_t{64}, cap}));
   const int64_t per_block = (rows + blocks - 1) / blocks;
   std::vector<double> partial(static_cast<std::size_t>(blocks * 2 * c), 0.0);
-  // 16 units a block: parallel_for rounds its inner chunk boundaries down to multiples of 16 (as
-  // one unit a block, the 16 blocks of 1024 rows of 128 went to one thread whole); chunks of
-  // about row_grain's rows.
+  // 16 units a block, so that chunk boundaries (multiples of 16 units for a grain of 16 or more)
+  // fall between blocks; chunks of about row_grain's rows.
   const int64_t grain_blocks = std::max<int64_t>(1, row_grain(c) / per_block);
   parallel_for(blocks * 16, grain_blocks * 16, [&](int64_t u0, int64_t u1) {
     const int64_t b0 = u0 / 16, b1 = u1 / 16;
