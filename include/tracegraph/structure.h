@@ -54,7 +54,8 @@ class LentTensors {
 
  private:
   static constexpr std::size_t kInline = 8;
-  std::array<const Tensor*, kInline> inline_{};
+  // Left unset: only the first size_ are read. Zeroing them cost a cached call ~5 ns (rep stos).
+  std::array<const Tensor*, kInline> inline_;
   std::vector<const Tensor*> more_;  // all of them, past kInline
   std::size_t size_ = 0;
 };
