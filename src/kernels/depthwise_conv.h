@@ -13,9 +13,10 @@
 
 namespace tg::detail {
 
-/// y = depthwise_conv2d(x, f).
+/// y = depthwise_conv2d(x, f); with an epilogue (float32 only; no column sums), each row of
+/// pixels gets it right after its sums, on the thread that computed them.
 template <class T>
-void depthwise_forward(const ConvGeom& g, const T* x, const T* f, T* y);
+void depthwise_forward(const ConvGeom& g, const T* x, const T* f, T* y, const GemmEpilogue* epilogue = nullptr);
 /// dx, the gradient with respect to the input, from the filter and dy.
 template <class T>
 void depthwise_backprop_input(const ConvGeom& g, const T* f, const T* dy, T* dx);
@@ -24,7 +25,7 @@ template <class T>
 void depthwise_backprop_filter(const ConvGeom& g, const T* x, const T* dy, T* df);
 
 namespace depthwise_avx512 {  // the same, built for AVX-512 (depthwise_conv_avx512.cpp)
-template <class T> void forward(const ConvGeom& g, const T* x, const T* f, T* y);
+template <class T> void forward(const ConvGeom& g, const T* x, const T* f, T* y, const GemmEpilogue* epilogue);
 template <class T> void backprop_input(const ConvGeom& g, const T* f, const T* dy, T* dx);
 template <class T> void backprop_filter(const ConvGeom& g, const T* x, const T* dy, T* df);
 }  // namespace depthwise_avx512

@@ -7,7 +7,9 @@
 
 namespace tg::detail::depthwise_avx512 {
 
-template <class T> void forward(const ConvGeom& g, const T* x, const T* f, T* y) { forward_impl(g, x, f, y); }
+template <class T> void forward(const ConvGeom& g, const T* x, const T* f, T* y, const GemmEpilogue* epilogue) {
+  forward_impl(g, x, f, y, epilogue);
+}
 template <class T> void backprop_input(const ConvGeom& g, const T* f, const T* dy, T* dx) {
   backprop_input_impl(g, f, dy, dx);
 }
@@ -15,8 +17,8 @@ template <class T> void backprop_filter(const ConvGeom& g, const T* x, const T* 
   backprop_filter_impl(g, x, dy, df);
 }
 
-template void forward<float>(const ConvGeom&, const float*, const float*, float*);
-template void forward<double>(const ConvGeom&, const double*, const double*, double*);
+template void forward<float>(const ConvGeom&, const float*, const float*, float*, const GemmEpilogue*);
+template void forward<double>(const ConvGeom&, const double*, const double*, double*, const GemmEpilogue*);
 template void backprop_input<float>(const ConvGeom&, const float*, const float*, float*);
 template void backprop_input<double>(const ConvGeom&, const double*, const double*, double*);
 template void backprop_filter<float>(const ConvGeom&, const float*, const float*, float*);

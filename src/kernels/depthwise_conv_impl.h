@@ -12,6 +12,7 @@
 
 #include "core/thread_pool.h"
 #include "kernels/conv_kernels.h"
+#include "kernels/gemm_epilogue.h"
 
 namespace tg::detail {
 namespace {
@@ -151,8 +152,10 @@ void for_rows(int64_t rows, int64_t work_per_row, Fn&& fn) {
 }
 
 template <class T>
-void forward_impl(const ConvGeom& g, const T* x, const T* f, T* y) {
+void forward_impl(const ConvGeom& g, const T* x, const T* f, T* y, const GemmEpilogue* epilogue) {
   const int64_t m = g.oc / g.c, window = g.kh * g.kw;
+  TG_CHECK(!epilogue || (std::is_same_v<T, float> && !epilogue->column_sums), "a depthwise epilogue unchecked");
+  const EpilogueRowFn epilogue_row = epilogue ? epilogue_row_fn(*epilogue) : nullptr;
   for_rows(g.n * g.oh, g.ow * g.oc * window, [&](int64_t r0, int64_t r1) {
     std::vector<int64_t> at(static_cast<std::size_t>(window)), tap(static_cast<std::size_t>(window));
     // The output columns whose windows lie inside the input across: [inner_first, inner_last].
@@ -187,6 +190,9 @@ void forward_impl(const ConvGeom& g, const T* x, const T* f, T* y) {
             for (int64_t k = 0; k < m; ++k) out[c * m + k] += px[c] * pf[c * m + k];
         }
       }
+      if constexpr (std::is_same_v<T, float>)
+        if (epilogue_row)
+          for (int64_t p = r * g.ow, end = p + g.ow; p < end; ++p) epilogue_row(*epilogue, y + p * g.oc, p, 0, g.oc);
     }
   });
 }

@@ -31,8 +31,9 @@ struct ColumnSumLeaves {
 };
 
 /// What a float32 product's output gets before anyone reads it, in this order (each part
-/// optional): out = out + bias[column]; mask_out = out > 0; out = relu(out); out = mask_in ?
-/// out : 0; out = out + matrix or out * matrix. The bias + relu of a dense layer with the mask
+/// optional): out = out + bias[column]; mask_out = out > 0; out = relu(out); out =
+/// minimum(maximum(out, lower), upper); out = mask_in ? out : 0; out = out + matrix or out *
+/// matrix. The bias + relu of a dense layer with the mask
 /// its gradient reads, or that gradient; a residual add, or a gradient times an activation's
 /// derivative. Each row block gets it on the thread that computed the block, while the block is
 /// in that core's cache. The ops are the elementwise kernels' own (elementwise_functors.h), so
@@ -41,6 +42,10 @@ struct GemmEpilogue {
   const float* bias = nullptr;
   bool* mask_out = nullptr;
   bool relu = false;
+  /// ONNX's Clip (relu6 among them): maximum with `lower`, then minimum with `upper`, as
+  /// maximum and minimum compute them (a NaN becomes their quiet NaN).
+  bool clamp = false;
+  float lower = 0.0f, upper = 0.0f;
   const bool* mask_in = nullptr;
   const float* matrix = nullptr;  // the result's shape, added (or multiplied, matrix_mul) last
   bool matrix_mul = false;
@@ -98,7 +103,7 @@ inline void add_rows_to_column_sums(const GemmEpilogue& e, const T* base, int64_
 // The epilogue's parts for one row, in one pass over the row (each part a compile-time choice,
 // so that the loop has no branch): columns [c0, c1) of row `row`, `out` the row's first element.
 // kMatrix: 0 none, 1 add, 2 multiply.
-template <bool kBias, bool kMaskOut, bool kRelu, bool kMaskIn, int kMatrix>
+template <bool kBias, bool kMaskOut, bool kRelu, bool kClamp, bool kMaskIn, int kMatrix>
 void apply_epilogue_as(const GemmEpilogue& e, float* __restrict out, int64_t row, int64_t c0, int64_t c1) {
   // No array here overlaps another (restrict: no run-time overlap checks per row, which cost as
   // much as a convolution's 32-channel row).
@@ -112,6 +117,7 @@ void apply_epilogue_as(const GemmEpilogue& e, float* __restrict out, int64_t row
     if constexpr (kBias) x = AddF{}(x, bias[j]);
     if constexpr (kMaskOut) mask_out[j] = GreaterF{}(x, 0.0f);
     if constexpr (kRelu) x = ReluF{}(x);
+    if constexpr (kClamp) x = MinimumF{}(MaximumF{}(x, e.lower), e.upper);
     if constexpr (kMaskIn) x = WhereF{}(mask_in[j] != 0, x, 0.0f);
     // x is a finished float32 value (a store or a call away from any product): no contraction.
     if constexpr (kMatrix == 1) x = AddF{}(x, matrix[j]);
@@ -123,16 +129,18 @@ void apply_epilogue_as(const GemmEpilogue& e, float* __restrict out, int64_t row
 using EpilogueRowFn = void (*)(const GemmEpilogue&, float*, int64_t, int64_t, int64_t);
 
 template <std::size_t... I>
-constexpr std::array<EpilogueRowFn, 48> epilogue_row_fns(std::index_sequence<I...>) {
-  return {&apply_epilogue_as<(I & 1) != 0, (I & 2) != 0, (I & 4) != 0, (I & 8) != 0, static_cast<int>(I >> 4)>...};
+constexpr std::array<EpilogueRowFn, 96> epilogue_row_fns(std::index_sequence<I...>) {
+  return {&apply_epilogue_as<(I & 1) != 0, (I & 2) != 0, (I & 4) != 0, (I & 8) != 0, (I & 16) != 0,
+                             static_cast<int>(I >> 5)>...};
 }
 
 // The row function for e's elementwise parts: taken once per block of rows, called per row (the
 // column sums are added per block, add_rows_to_column_sums).
 inline EpilogueRowFn epilogue_row_fn(const GemmEpilogue& e) {
-  static constexpr std::array<EpilogueRowFn, 48> kFns = epilogue_row_fns(std::make_index_sequence<48>());
+  static constexpr std::array<EpilogueRowFn, 96> kFns = epilogue_row_fns(std::make_index_sequence<96>());
   const int matrix = e.matrix ? (e.matrix_mul ? 2 : 1) : 0;
-  return kFns[(e.bias ? 1 : 0) | (e.mask_out ? 2 : 0) | (e.relu ? 4 : 0) | (e.mask_in ? 8 : 0) | matrix << 4];
+  return kFns[(e.bias ? 1 : 0) | (e.mask_out ? 2 : 0) | (e.relu ? 4 : 0) | (e.clamp ? 8 : 0) | (e.mask_in ? 16 : 0) |
+              matrix << 5];
 }
 
 }  // namespace

@@ -77,9 +77,9 @@ void each_column_block(int64_t n, Fn&& fn) {
 // and b already offset to it; b's rows b_stride apart), into out[r]; a null out[r] is a row
 // computed and dropped (see each_row_block). Sums start from out[r]'s values when `load`.
 // `fused` (when not null) is applied to the sums before they are stored: the epilogue's bias
-// (its columns of this block), relu, and + or * the matrix (its rows of this block, at
-// matrix_rows[r]; a null row for a row dropped), in the elementwise kernels' arithmetic (AddF,
-// ReluF, MulF). The matrix rows are prefetched before the sums start: they come from memory
+// (its columns of this block), relu, the clamp, and + or * the matrix (its rows of this block,
+// at matrix_rows[r]; a null row for a row dropped), in the elementwise kernels' arithmetic
+// (AddF, ReluF, MaximumF and MinimumF, MulF). The matrix rows are prefetched before the sums start: they come from memory
 // (a residual, an activation's derivative made in the forward pass), and the block's products
 // take far longer than the fetch.
 struct FusedEpilogue {
@@ -87,6 +87,8 @@ struct FusedEpilogue {
   bool relu = false;
   const float* const* matrix_rows = nullptr;
   bool matrix_mul = false;
+  bool clamp = false;
+  float lower = 0.0f, upper = 0.0f;  // never NaN (the optimiser takes no NaN bound in)
 };
 
 // `Full`: the block's vectors are all whole (every mask all ones), and are loaded and stored
@@ -126,6 +128,8 @@ TG_UNROLL(4)
 TG_UNROLL(4)
     for (int v = 0; v < V; ++v) bias[v] = fused->bias ? _mm512_maskz_loadu_ps(mask[v], fused->bias + v * kLanes) : _mm512_setzero_ps();
     const __m512 zero = _mm512_setzero_ps();
+    const __m512 lower = _mm512_set1_ps(fused->lower), upper = _mm512_set1_ps(fused->upper);
+    const __m512 quiet_nan = _mm512_set1_ps(kQuietNaN<float>);
 TG_UNROLL(16)
     for (int r = 0; r < R; ++r)
 TG_UNROLL(4)
@@ -133,6 +137,15 @@ TG_UNROLL(4)
         // x + bias as AddF, then relu as ReluF: vmaxps(0, x) returns x unless 0 > x (NaN, -0 kept).
         if (fused->bias) acc[r][v] = _mm512_add_ps(acc[r][v], bias[v]);
         if (fused->relu) acc[r][v] = _mm512_maskz_max_ps(0xFFFF, zero, acc[r][v]);
+        if (fused->clamp) {
+          // MaximumF(x, lower) then MinimumF(·, upper): vmaxps(lower, x) is lower only where
+          // lower > x, vminps(upper, ·) upper only where upper < it (x kept on ties, -0 too);
+          // a NaN x passes both and becomes their quiet NaN.
+          const __m512 x = acc[r][v];
+          // (The zero-masked forms: gcc 12's plain ones read an undefined register.)
+          const __m512 y = _mm512_maskz_min_ps(0xFFFF, upper, _mm512_maskz_max_ps(0xFFFF, lower, x));
+          acc[r][v] = _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), quiet_nan);
+        }
       }
     if (fused->matrix_rows)
 TG_UNROLL(16)
@@ -218,7 +231,8 @@ void multiply_columns(const Layout& l, const ColumnBlock& cb, const float* a, co
   const float* matrix_rows[16];
   FusedEpilogue fused{in_registers && epilogue->bias ? epilogue->bias + first_column + cb.first : nullptr,
                       in_registers && epilogue->relu, in_registers && epilogue->matrix ? matrix_rows : nullptr,
-                      in_registers && epilogue->matrix_mul};
+                      in_registers && epilogue->matrix_mul, in_registers && epilogue->clamp,
+                      in_registers ? epilogue->lower : 0.0f, in_registers ? epilogue->upper : 0.0f};
   for (int64_t k0 = 0; k0 < l.k; k0 += kMultiplyKChunk) {
     const int64_t nk = std::min(kMultiplyKChunk, l.k - k0);
     const float* bk = b + k0 * l.b_stride + cb.first;
@@ -390,7 +404,8 @@ void multiply_packed(const Layout& l, const float* a, const float* b, float* c, 
     p.offset = row_floats;
     p.fused = {in_registers && epilogue->bias ? epilogue->bias + first_column + first : nullptr,
                in_registers && epilogue->relu, matrix_in_registers ? matrix_rows : nullptr,
-               matrix_in_registers && epilogue->matrix_mul};
+               matrix_in_registers && epilogue->matrix_mul, in_registers && epilogue->clamp,
+               in_registers ? epilogue->lower : 0.0f, in_registers ? epilogue->upper : 0.0f};
     row_floats += int64_t{v} * kLanes;
     panels.push_back(p);
   }

@@ -646,13 +646,18 @@ void kernel_conv2d_epilogue(const std::vector<Tensor>& in, const OpAttrs& attrs,
   const GroupedGeom gg = conv_geometry(in[0], in[1], product_attrs(e).get<Conv2DAttrs>());
   const ConvGeom& g = gg.g;
   const TensorShape product({g.n, g.oh, g.ow, g.oc});
-  // A grouped convolution's kernels take no epilogue: it runs after them, as the separate ops.
-  if (gg.groups != 1 || !epilogue_fits(parts, in, out, product))
+  // A grouped convolution's kernels take no epilogue, but for a float32 depthwise one's: it
+  // runs after them, as the separate ops.
+  const bool depthwise = gg.depthwise() && !is_bf16(in);
+  if ((gg.groups != 1 && !depthwise) || !epilogue_fits(parts, in, out, product))
     return run_steps_eagerly([&](auto op) { return run_epilogue_steps(OpId::Conv2D, product_attrs(e), parts, in, op); }, out);
   if (product.num_elements() == 0) return;
   if (is_bf16(in)) return kernel_conv2d_epilogue_bf16(e, parts, g, in, out);
   const GemmEpilogue epilogue = gemm_epilogue_of(parts, in, out, g.oc);
-  conv_forward<float>(g, data_of<float>(in[0]), data_of<float>(in[1]), data_of<float>(out[0]), &epilogue);
+  const float* x = data_of<float>(in[0]);
+  const float* f = data_of<float>(in[1]);
+  if (depthwise) return depthwise_forward<float>(g, x, f, data_of<float>(out[0]), &epilogue);
+  conv_forward<float>(g, x, f, data_of<float>(out[0]), &epilogue);
 }
 
 void kernel_conv2d_backprop_input(const std::vector<Tensor>& in, const OpAttrs& attrs, std::vector<Tensor>& out) {

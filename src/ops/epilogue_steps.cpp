@@ -113,6 +113,8 @@ void EpilogueColumnSums::finish_of(const T* out, T* sums) {
     sums[k] = T(finish_reduction<ReduceKind::kSum, float>(b.total[static_cast<std::size_t>(k)], rows_));
 }
 
+Tensor float32_scalar(const Tensor&, float v) { return constant(v); }
+
 GemmEpilogue gemm_epilogue_of(const EpilogueParts& e, const std::vector<Tensor>& in, std::vector<Tensor>& out,
                               int64_t mask_ld) {
   GemmEpilogue epilogue;
@@ -120,6 +122,7 @@ GemmEpilogue gemm_epilogue_of(const EpilogueParts& e, const std::vector<Tensor>&
   if (e.mask_in) epilogue.mask_in = data_of<bool>(in[e.mask_input()]);
   if (e.mask_out) epilogue.mask_out = data_of<bool>(out[1]);
   epilogue.relu = e.relu;
+  epilogue.clamp = e.clamp, epilogue.lower = e.lower, epilogue.upper = e.upper;
   if (e.matrix()) epilogue.matrix = data_of<float>(in[e.matrix_input()]), epilogue.matrix_mul = e.mul_matrix;
   epilogue.mask_ld = mask_ld;
   return epilogue;

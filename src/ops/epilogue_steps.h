@@ -1,6 +1,7 @@
 // The ops a product-with-epilogue node (matmul_epilogue, conv2d_epilogue) stands for, in the
-// epilogue's order: the product, + bias, the mask out > 0, relu, where(mask, out, 0), + or * a
-// matrix (matmul only; the result first reshaped to the matrix's shape). Run on
+// epilogue's order: the product, + bias, the mask out > 0, relu, minimum(maximum(out, lower),
+// upper) (conv2d only), where(mask, out, 0), + or * a matrix (matmul only; the result first
+// reshaped to the matrix's shape). Run on
 // types, they are the node's shape rule (each op's own, errors included); run on tensors, they
 // are its kernel for run-time shapes the epilogue does not cover (a None dim that broadcasts).
 #pragma once
@@ -17,15 +18,21 @@ namespace tg::detail {
 /// add_matrix, mul_matrix (matmul only): the result + or * a float32 matrix of as many
 /// elements, read row-major as rows x n, after the other elementwise parts (a residual add; a
 /// gradient times an activation's derivative); the result takes the matrix's shape.
+/// clamp (conv2d only): maximum with the float32 scalar `lower`, then minimum with `upper`
+/// (ONNX's Clip, relu6), after relu.
 struct EpilogueParts {
   bool bias = false, mask_out = false, relu = false, mask_in = false;
   bool column_sums = false, sums_keepdims = false;
   bool add_matrix = false, mul_matrix = false;
+  bool clamp = false;
+  float lower = 0.0f, upper = 0.0f;
   template <class Attrs>
   static EpilogueParts of(const Attrs& a) {
     EpilogueParts e{a.bias, a.mask_out, a.relu, a.mask_in};
     if constexpr (requires { a.column_sums; }) e.column_sums = a.column_sums, e.sums_keepdims = a.sums_keepdims;
     if constexpr (requires { a.add_matrix; }) e.add_matrix = a.add_matrix, e.mul_matrix = a.mul_matrix;
+    if constexpr (requires { a.clamp; })
+      e.clamp = a.clamp, e.lower = static_cast<float>(a.lower), e.upper = static_cast<float>(a.upper);
     return e;
   }
   bool matrix() const { return add_matrix || mul_matrix; }
@@ -38,6 +45,10 @@ struct EpilogueParts {
   std::size_t matrix_input() const { return mask_input() + std::size_t{mask_in}; }
 };
 
+/// A float32 scalar of value v, as a step's operand: its type, or the tensor.
+inline ValueType float32_scalar(const ValueType&, float) { return ValueType{DType::Float32, TensorShape({})}; }
+Tensor float32_scalar(const Tensor&, float v);
+
 /// `op(id, args, attrs)` for each op in order on `in` (the product's operands, then the bias,
 /// the mask read and the matrix); returns the node's outputs: the result, then the mask made,
 /// then the column sums.
@@ -49,6 +60,10 @@ std::vector<V> run_epilogue_steps(OpId product, const OpAttrs& product_attrs, co
   std::vector<V> outs{out};
   if (e.mask_out) outs.push_back(op(OpId::Greater, std::vector<V>{out, op(OpId::ZerosLike, std::vector<V>{out}, OpAttrs{})}, OpAttrs{}));
   if (e.relu) outs[0] = op(OpId::Relu, std::vector<V>{outs[0]}, OpAttrs{});
+  if (e.clamp) {
+    outs[0] = op(OpId::Maximum, std::vector<V>{outs[0], float32_scalar(outs[0], e.lower)}, OpAttrs{});
+    outs[0] = op(OpId::Minimum, std::vector<V>{outs[0], float32_scalar(outs[0], e.upper)}, OpAttrs{});
+  }
   if (e.mask_in)
     outs[0] = op(OpId::Where, std::vector<V>{in[e.mask_input()], outs[0], op(OpId::ZerosLike, std::vector<V>{outs[0]}, OpAttrs{})}, OpAttrs{});
   if (e.matrix()) {

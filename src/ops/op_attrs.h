@@ -319,6 +319,8 @@ struct Conv2DTransposeAttrs {
 /// pool_winners too (training, windows that tile): outputs (pooled, the result, winners), winners
 /// a uint8 per pooled element: the window position of its first maximum where that maximum is
 /// > 0, else 255 - what max_pool2d_grad_masked needs in place of reading the result again.
+/// clamp: minimum(maximum(result, lower), upper) after relu (ONNX's Clip; bounds float32
+/// values, never NaN).
 struct Conv2DEpilogueAttrs {
   std::vector<int64_t> strides{1, 1};
   std::vector<int64_t> dilations{1, 1};
@@ -332,11 +334,13 @@ struct Conv2DEpilogueAttrs {
   std::vector<int64_t> pool_strides{1, 1};
   int64_t pool_padding = 0;
   bool pool_winners = false;
+  bool clamp = false;
+  double lower = 0.0, upper = 0.0;
   template <class F> void for_each_field(F&& f) const {
     f("strides", strides); f("dilations", dilations); f("padding", padding); f("bias", bias);
     f("mask_out", mask_out); f("relu", relu); f("mask_in", mask_in); f("max_pool", max_pool);
     f("pool_ksize", pool_ksize); f("pool_strides", pool_strides); f("pool_padding", pool_padding);
-    f("pool_winners", pool_winners);
+    f("pool_winners", pool_winners); f("clamp", clamp); f("lower", lower); f("upper", upper);
   }
   bool operator==(const Conv2DEpilogueAttrs&) const = default;
 };

@@ -1,10 +1,10 @@
-// Product epilogues: a 2-D float32 matmul or a float32 conv2d whose output only one node reads -
-// a fused node (or an add) computing just what kernels/gemm_epilogue.h's GemmEpilogue does with it -
-// becomes one matmul_epilogue or conv2d_epilogue node. The product's output then gets the bias,
-// relu and the gradient masks of a dense or convolution layer on the thread that computed it,
-// while it is in that core's cache, instead of in a node of its own that reads it back (from
-// memory for a convolution's megabytes; on two threads, from the other core's cache as often as
-// not). Two more of the same kind:
+// Product epilogues: a 2-D float32 matmul or a float32 conv2d (dense or depthwise) whose output
+// only one node reads - a fused node (or an add) computing just what kernels/gemm_epilogue.h's
+// GemmEpilogue does with it - becomes one matmul_epilogue or conv2d_epilogue node. The product's
+// output then gets the bias, relu (a convolution's: or ONNX's Clip) and the gradient masks of a
+// dense or convolution layer on the thread that computed it, while it is in that core's cache,
+// instead of in a node of its own that reads it back (from memory for a convolution's
+// megabytes; on two threads, from the other core's cache as often as not). Two more of the same kind:
 // - a matmul_epilogue takes in the sum over rows of its result (a dense layer's bias gradient);
 // - a float32 max_pool2d_grad read only by where(mask, dx, 0) (relu's gradient before the pool)
 //   becomes max_pool2d_grad_masked, which takes in the sum over all but the channels of its
@@ -48,7 +48,20 @@ bool is_bias_of(const ValueType& bias, const TensorShape& shape, DType dtype = D
          shape.rank() >= 1 && shape.dims().back() != None && bias.shape.dims()[0] == shape.dims().back();
 }
 
+// The float32 value of slot `s` when it is one of the program's one-element constants and not
+// NaN (the kernels' clamp in registers passes a NaN bound by).
+std::optional<float> bound_of(const FusedProgram& p, int s) {
+  const int first = static_cast<int>(p.inputs.size());
+  if (s < first || s >= p.first_step_slot()) return std::nullopt;
+  const Tensor& t = p.immediates[static_cast<std::size_t>(s - first)];
+  if (t.dtype() != DType::Float32) return std::nullopt;
+  const float v = data_of<float>(t)[0];
+  if (v != v) return std::nullopt;
+  return v;
+}
+
 // The program's steps, read as the epilogue's stages in order: + bias, the mask out > 0, relu,
+// maximum(out, lower) then minimum(out, upper) with constant bounds (float32 only: ONNX's Clip),
 // where(mask, out, 0), + or * a matrix (float32 only: an input of the program's static shape).
 // Each step must take the value the stages so far made (`out`); the zeros_like steps feed only
 // the mask and the where. Anything else is no epilogue.
@@ -61,14 +74,14 @@ std::optional<Match> match_program(const FusedProgram& p, int product, DType dty
   int out = product;    // the slot holding the product after the stages so far
   int pre_relu = out;   // the value relu reads (the mask compares it, or relu's result, with 0)
   std::vector<bool> zeros(static_cast<std::size_t>(p.first_step_slot()) + p.steps.size(), false);
-  enum Stage { kProduct, kBias, kRelu, kWhere, kMatrix } stage = kProduct;
+  enum Stage { kProduct, kBias, kRelu, kClamp, kWhere, kMatrix } stage = kProduct;
   for (std::size_t k = 0; k < p.steps.size(); ++k) {
     const FusedStep& st = p.steps[k];
     const int slot = p.first_step_slot() + static_cast<int>(k);
     auto input = [&](int a) -> int {  // the input index of argument a, or -1
       return st.args[a] < static_cast<int>(p.inputs.size()) && st.args[a] != product ? st.args[a] : -1;
     };
-    if (st.in_dtype != dtype || (stage == kMatrix && st.op != OpId::ZerosLike)) return std::nullopt;
+    if (st.in_dtype != dtype || ((stage == kMatrix || stage == kClamp) && st.op != OpId::ZerosLike)) return std::nullopt;
     // out + matrix, matrix + out, out * matrix, matrix * out (the same bits either way round).
     if ((st.op == OpId::Add || st.op == OpId::Mul) && dtype == DType::Float32 && !m.parts.matrix() &&
         (st.args[0] == out || st.args[1] == out) && st.args[0] != st.args[1]) {
@@ -108,6 +121,22 @@ std::optional<Match> match_program(const FusedProgram& p, int product, DType dty
         m.parts.relu = true, stage = kRelu;
         out = slot;
         break;
+      case OpId::Maximum: {
+        // maximum(out, lower) then minimum(it, upper), in that order and with out first (the
+        // ops' bits: maximum(-0, 0) is -0, maximum(0, -0) is 0).
+        if (dtype != DType::Float32 || m.parts.mask_out || stage == kWhere || st.args[0] != out ||
+            k + 1 >= p.steps.size())
+          return std::nullopt;
+        const FusedStep& next = p.steps[k + 1];
+        const std::optional<float> lower = bound_of(p, st.args[1]);
+        const std::optional<float> upper =
+            next.op == OpId::Minimum && next.in_dtype == dtype && next.args[0] == slot ? bound_of(p, next.args[1]) : std::nullopt;
+        if (!lower || !upper) return std::nullopt;
+        m.parts.clamp = true, m.parts.lower = *lower, m.parts.upper = *upper, stage = kClamp;
+        out = slot + 1;
+        ++k;
+        break;
+      }
       case OpId::Where: {
         const int c = input(0);
         if (stage != kProduct || m.parts.mask_out || c < 0 || st.args[1] != out ||
@@ -154,7 +183,18 @@ bool is_lone_product(const GraphIR& g, const NodeUsers& users, ValueRef r, int r
 // (where(mask, dx, 0)).
 bool takes(OpId product, const EpilogueParts& e) {
   if (e.matrix() && product != OpId::MatMul) return false;
+  if (e.clamp && product != OpId::Conv2D) return false;
   return product != OpId::MaxPool2DGrad || (e.mask_in && !e.bias && !e.mask_out && !e.relu);
+}
+
+// Whether the kernel of product `r` applies an epilogue itself: a grouped convolution's does
+// only with one input channel per group (the depthwise kernel); other groupings would run the
+// epilogue as the ops apart, a pass over the result each, where the fused node makes one.
+bool applies_epilogue(const GraphIR& g, ValueRef r) {
+  const GraphNode& n = g.node_of(r);
+  if (n.op != OpId::Conv2D) return true;
+  const int64_t channels = g.type_of(n.inputs[0]).shape.dims()[3], per_group = g.type_of(n.inputs[1]).shape.dims()[2];
+  return per_group == 1 || (channels != None && per_group == channels);
 }
 
 // The node a product with this epilogue becomes: its op and attributes.
@@ -168,7 +208,9 @@ std::pair<OpId, OpAttrs> epilogue_node(const GraphNode& product, const EpilogueP
     return {OpId::MatMulEpilogue, attrs};
   }
   const Conv2DAttrs& a = product.attrs.get<Conv2DAttrs>();
-  return {OpId::Conv2DEpilogue, Conv2DEpilogueAttrs{a.strides, a.dilations, a.padding, e.bias, e.mask_out, e.relu, e.mask_in}};
+  Conv2DEpilogueAttrs attrs{a.strides, a.dilations, a.padding, e.bias, e.mask_out, e.relu, e.mask_in};
+  attrs.clamp = e.clamp, attrs.lower = e.lower, attrs.upper = e.upper;
+  return {OpId::Conv2DEpilogue, attrs};
 }
 
 // Whether every reader of node `n` but `reader` reads only its shape - reshape_like(x, n), as
@@ -260,7 +302,8 @@ std::optional<Found> find_epilogue(const GraphIR& g, const NodeUsers& users, int
       if (match && (!match->parts.matrix() || match->parts.mask_out || match->parts.mask_in)) match.reset();
       f.product = static_cast<int>(k), f.product_ref = *from, f.reshape = node.inputs[k].node;
     }
-    if (!match || !takes(g.node_of(f.product_ref).op, match->parts)) return std::nullopt;
+    if (!match || !takes(g.node_of(f.product_ref).op, match->parts) || !applies_epilogue(g, f.product_ref))
+      return std::nullopt;
     f.match = *match;
     for (int slot : {f.match.out_slot, f.match.mask_slot})
       if (slot >= 0)
@@ -271,7 +314,7 @@ std::optional<Found> find_epilogue(const GraphIR& g, const NodeUsers& users, int
   if (node.op != OpId::Add || node.inputs.size() != 2 || !is_lone_product(g, users, node.inputs[0], self) ||
       g.node_of(node.inputs[0]).op == OpId::MaxPool2DGrad ||
       !is_bias_of(g.type_of(node.inputs[1]), g.type_of(node.inputs[0]).shape) ||
-      !(node.outputs[0].shape == g.type_of(node.inputs[0]).shape))
+      !(node.outputs[0].shape == g.type_of(node.inputs[0]).shape) || !applies_epilogue(g, node.inputs[0]))
     return std::nullopt;
   f.match.parts.bias = true, f.match.bias_input = 1;
   f.product = 0, f.product_ref = node.inputs[0];

@@ -1,6 +1,8 @@
 // Product epilogues (passes/fuse_product_epilogues.cpp): a dense or convolution layer's product
 // takes in its bias, relu and gradient masks, with the bits of the unoptimised graph; what is not
 // an epilogue stays.
+#include <cstring>
+
 #include "graph/verify.h"
 #include "kernels/bf16.h"
 #include "kernels/gemm.h"
@@ -90,6 +92,54 @@ TEST(ProductEpilogues, AConvolutionLayerTakesInItsBiasReluAndMaskWithTheSameBits
         EXPECT_EQ(count_op(optimised.get_concrete_function(x, f, b, c.stride).optimized_graph(), "conv2d_epilogue"), 1);
         detail::set_own_avx512_kernels(was);
       }
+  config::set_num_threads(threads_before);
+}
+
+// ONNX's Clip after a convolution and its bias (maximum, then minimum, with constant bounds;
+// relu6 among them) is taken in by the convolution, dense or depthwise, on every path: the own
+// kernels (in registers) and the other ones (after the stores), one thread and two, 1x1 filters
+// and stride 2, a max pool after it (taken in too); NaN inputs (one with a payload) give the
+// ops' quiet NaN. Eager, traced and traced+optimised agree bit for bit.
+TEST(ProductEpilogues, AConvolutionTakesInAClipAfterItsBiasWithTheSameBits) {
+  detail::set_verify_graphs(true);
+  struct Bounds { float lower, upper; };
+  struct Case { int64_t k, stride; bool depthwise, pool = false; };
+  const int threads_before = config::num_threads();
+  for (const bool own : {true, false})
+    for (const int threads : {1, 2})
+      for (const Case c : {Case{3, 1, false}, Case{1, 1, false}, Case{3, 2, false}, Case{3, 1, true}, Case{3, 2, true},
+                           Case{3, 1, false, true}})
+        for (const Bounds bounds : {Bounds{0.0f, 6.0f}, Bounds{-0.5f, 0.25f}}) {
+          SCOPED_TRACE(::testing::Message() << "own " << own << " threads " << threads << " filter " << c.k << " stride "
+                                            << c.stride << " depthwise " << c.depthwise << " pool " << c.pool
+                                            << " bounds " << bounds.lower);
+          auto layer = [bounds, pool = c.pool](const Tensor& x, const Tensor& f, const Tensor& b, int64_t stride) {
+            const Tensor y = conv2d(x, f, {stride, stride}, Padding::Same) + b;
+            const Tensor clipped = minimum(maximum(y, constant(bounds.lower)), constant(bounds.upper));
+            return pool ? max_pool2d(clipped, {2, 2}, {2, 2}, Padding::Same) : clipped;
+          };
+          const bool was = detail::set_own_avx512_kernels(own);
+          config::set_num_threads(threads);
+          const int64_t channels = c.depthwise ? 40 : 5, out = c.depthwise ? 40 : 24;
+          std::vector<float> xs = random_uniform({9, 12, 12, channels}, -4, 4, 1).to_vector<float>();
+          xs[7] = testing::values::kNanF;
+          uint32_t payload = 0x7fc01234u;
+          std::memcpy(&xs[xs.size() / 2], &payload, sizeof payload);
+          const Tensor x = constant(xs, TensorShape({9, 12, 12, channels}));
+          const Tensor f = random_uniform({c.k, c.k, c.depthwise ? 1 : channels, out}, -2, 2, 2);
+          const Tensor b = random_uniform({out}, -0.5, 0.5, 3);
+          auto optimised = function(layer);
+          auto plain = function(layer, {.optimize = false});
+          const Tensor got = optimised(x, f, b, c.stride), traced = plain(x, f, b, c.stride);
+          const Tensor eager = layer(x, f, b, c.stride);
+          EXPECT_TRUE(same_bits(got, eager));
+          EXPECT_TRUE(same_bits(traced, eager));
+          const Graph g = optimised.get_concrete_function(x, f, b, c.stride).optimized_graph();
+          EXPECT_EQ(count_op(g, "conv2d_epilogue"), 1) << g.to_string();
+          EXPECT_EQ(count_op(g, "fused_elementwise"), 0) << g.to_string();
+          EXPECT_EQ(count_op(g, "max_pool2d"), 0) << g.to_string();
+          detail::set_own_avx512_kernels(was);
+        }
   config::set_num_threads(threads_before);
 }
 
