@@ -1,6 +1,7 @@
 #include "runtime/executor.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <new>
 #include <type_traits>
@@ -21,7 +22,9 @@ struct Frame {
   std::vector<std::vector<Tensor>> args;  // per step: the kernel's inputs
   std::vector<std::vector<Tensor>> outs;  // per step: its outputs (kArena: pre-built views)
   std::vector<Tensor> arena;              // per arena buffer: a flat tensor owning it
-  std::vector<std::vector<Tensor>> kept;  // per step (kFreshKept): last call's buffers
+  // Per step: kFreshKept, last call's buffers; reuses_results, the last two calls' results
+  // (two per output).
+  std::vector<std::vector<Tensor>> kept;
 };
 
 namespace {
@@ -38,6 +41,33 @@ Tensor reuse_or_allocate(std::vector<Tensor>& kept, std::size_t j, const ValueTy
   Tensor fresh = allocate_tensor(type.dtype, type.shape);
   k = make_view(fresh, TensorShape({n}));
   return fresh;
+}
+
+// Results up to this size are reused across calls (reuse_result); a bigger one's allocation is
+// small beside the work that fills it, and the frame would hold it between calls.
+constexpr int64_t kReusedResultMaxBytes = int64_t{64} << 10;
+
+// Whether the frame's handle is the only one left to its tensor and storage: the caller dropped
+// the result (and every view of it), so nothing can read it any more.
+bool unshared(const Tensor& t) {
+  return t.defined() && t.impl().use_count() == 1 && t.impl()->buffer.use_count() == 1;
+}
+
+// A small result of a static shape: one of the tensors the frame kept of the last two calls'
+// results for this output when nothing else holds it any more, else a fresh one, kept as the
+// newest. Two, so that `y = f(x)`, which holds the last result while the next call runs, finds
+// the one before free. The acquire fence orders this call's writes after the reads of a thread
+// whose drop made the count 1 (the count's load is relaxed).
+Tensor reuse_result(Tensor* kept_pair, const ValueType& type) {
+  for (int k = 0; k < 2; ++k) {
+    if (!unshared(kept_pair[k])) continue;
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (k == 1) std::swap(kept_pair[0], kept_pair[1]);
+    return kept_pair[0];
+  }
+  kept_pair[1] = std::move(kept_pair[0]);
+  kept_pair[0] = allocate_tensor(type.dtype, type.shape);
+  return kept_pair[0];
 }
 
 // A handle to t's tensor that owns nothing (the aliasing constructor with an empty owner):
@@ -185,6 +215,12 @@ Plan::Plan(const GraphIR& graph) : nodes_(&graph.nodes) {
           step.out_slots.push_back(v);
           if (step.memory == OutputMemory::kArena) step.out_buffers.push_back(mp.buffer_of[static_cast<std::size_t>(v)]);
         }
+        step.reuses_results = step.memory == OutputMemory::kFresh && !step.infer_per_call &&
+                              std::all_of(node.outputs.begin(), node.outputs.end(), [](const ValueType& t) {
+                                return t.dtype != DType::String &&
+                                       t.shape.num_elements() * static_cast<int64_t>(dtype_size(t.dtype)) <=
+                                           kReusedResultMaxBytes;
+                              });
         step.parallel = (step.memory == OutputMemory::kArena || step.memory == OutputMemory::kFresh) &&
                         !step.infer_per_call && splits_over_threads(node, mp);
         for (const NamedSubgraph& sub : subgraphs_of(node)) {
@@ -261,6 +297,7 @@ std::unique_ptr<Frame> Plan::make_frame() const {
     const PlanStep& step = steps_[s];
     f->args[s].resize(step.in_slots.size());
     f->outs[s].resize(step.out_slots.size());
+    if (step.reuses_results) f->kept[s].resize(2 * step.out_slots.size());
     if (step.memory != OutputMemory::kArena) continue;
     const GraphNode& node = (*nodes_)[static_cast<std::size_t>(step.node)];
     for (std::size_t j = 0; j < step.out_slots.size(); ++j)
@@ -309,6 +346,8 @@ void Plan::begin_step(const PlanStep& step, Frame& frame) const {
       for (std::size_t j = 0; j < outs.size(); ++j)
         outs[j] = step.memory == OutputMemory::kFreshKept ? reuse_or_allocate(frame.kept[s], j, types[j])
                                                           : allocate_tensor(types[j].dtype, types[j].shape);
+    } else if (step.reuses_results) {
+      for (std::size_t j = 0; j < outs.size(); ++j) outs[j] = reuse_result(&frame.kept[s][2 * j], node.outputs[j]);
     } else {
       for (std::size_t j = 0; j < outs.size(); ++j)
         outs[j] = allocate_tensor(node.outputs[j].dtype, node.outputs[j].shape);

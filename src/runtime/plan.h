@@ -43,6 +43,9 @@ struct PlanStep {
   bool infer_per_call = false;  // some input or output type has None dims (or unknown rank)
   bool parallel = false;        // elementwise without broadcasting: split over the thread pool
   bool beside_next = false;     // a control-flow step that runs beside the next one (execution_order)
+  // kFresh, static shapes, small, not String: the outputs are tensors of earlier calls' results
+  // that nothing holds any more, when there are such (executor.cpp's reuse_result).
+  bool reuses_results = false;
   std::vector<int> in_slots;
   std::vector<int> out_slots;
   std::vector<int> out_buffers;  // kArena: arena buffer per output

@@ -1,5 +1,6 @@
 // The planned executor: arena reuse and in-place, fresh outputs, values that escape into
 // Variables, None dims, exceptions, concurrent calls, and allocations on the cached path.
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <new>
@@ -122,6 +123,63 @@ TEST(PlannedExecutor, OutputsAreFreshEveryCall) {
   EXPECT_EQ(second[0].to_vector<float>(), (std::vector<float>{21, 41, 61, 81}));
   EXPECT_NE(detail::data_of<float>(first[0]), detail::data_of<float>(second[0]));
   EXPECT_NE(detail::data_of<float>(first[1]), detail::data_of<float>(second[1]));
+}
+
+// A small result's tensor is reused by a later call only once nothing holds it or a view of it
+// (Plan's reuses_results): results still held, views of dropped ones, results fed back as the
+// next call's input, and results kept by a Variable keep their values, traced and optimised,
+// and equal the eager run's.
+TEST(PlannedExecutor, ResultsStillHeldAreNeverReusedByLaterCalls) {
+  const auto body = [](const Tensor& x) {
+    Tensor h = x * 2.0f + 1.0f;
+    return std::vector<Tensor>{relu(h), h * h};
+  };
+  const auto want = [](float x, int k) { const float h = x * 2.0f + 1.0f; return k == 0 ? std::max(h, 0.0f) : h * h; };
+  const auto input = [](float base) { return constant({base, base - 1.0f, base - 2.0f, base - 3.0f}); };
+  const auto expect_results = [&](const std::vector<Tensor>& got, float base, const char* what) {
+    for (int k = 0; k < 2; ++k)
+      for (int i = 0; i < 4; ++i)
+        EXPECT_EQ(got[static_cast<std::size_t>(k)].to_vector<float>()[static_cast<std::size_t>(i)],
+                  want(base - static_cast<float>(i), k))
+            << what << ", output " << k << ", element " << i;
+  };
+  for (const bool eager : {false, true}) {
+    for (const bool optimize : {false, true}) {
+      config::run_functions_eagerly(eager);
+      auto f = function(body, {.optimize = optimize});
+      // Held results: every later call writes elsewhere.
+      std::vector<std::vector<Tensor>> held;
+      for (int call = 0; call < 4; ++call) held.push_back(f(input(static_cast<float>(call))));
+      for (int call = 0; call < 4; ++call) expect_results(held[static_cast<std::size_t>(call)], static_cast<float>(call), "held");
+      // A view of a dropped result keeps its storage from reuse.
+      Tensor view = reshape(f(input(10.0f))[0], {2, 2});
+      for (int call = 0; call < 3; ++call) f(input(20.0f));
+      EXPECT_EQ(view.to_vector<float>(), (std::vector<float>{21, 19, 17, 15}));
+      // Results fed back as the next call's input, the last one held meanwhile (y = f(y)).
+      std::vector<Tensor> y = f(input(0.5f));
+      std::vector<float> expected = {0.5f, -0.5f, -1.5f, -2.5f};
+      for (float& e : expected) e = want(e, 0);
+      for (int call = 0; call < 5; ++call) {
+        y = f(y[0]);
+        for (float& e : expected) e = want(e, 0);
+        EXPECT_EQ(y[0].to_vector<float>(), expected) << "fed back, call " << call;
+      }
+      // A result a Variable keeps.
+      Variable v(zeros({4}));
+      v.assign(f(input(3.0f))[1]);
+      for (int call = 0; call < 3; ++call) f(input(-7.0f));
+      EXPECT_EQ(v.read_value().to_vector<float>(), (std::vector<float>{49, 25, 9, 1}));
+      // Dropped results: a later call may take their storage, and its values are its own.
+      for (int call = 0; call < 3; ++call) expect_results(f(input(static_cast<float>(call))), static_cast<float>(call), "dropped");
+    }
+  }
+  config::run_functions_eagerly(false);
+  // Traced, a dropped result's storage is what the next call returns: no allocation per call.
+  auto g = function([](const Tensor& x) { return x * 2.0f; });
+  const Tensor x = constant({1.0f, 2.0f});
+  g(x);  // traces
+  const float* first = detail::data_of<float>(g(x));
+  EXPECT_EQ(detail::data_of<float>(g(x)), first);
 }
 
 TEST(PlannedExecutor, ValuesStoredInVariablesAreNotArenaMemory) {
