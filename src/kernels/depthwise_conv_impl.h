@@ -156,6 +156,8 @@ void forward_impl(const ConvGeom& g, const T* x, const T* f, T* y, const GemmEpi
   const int64_t m = g.oc / g.c, window = g.kh * g.kw;
   TG_CHECK(!epilogue || (std::is_same_v<T, float> && !epilogue->column_sums), "a depthwise epilogue unchecked");
   const EpilogueRowFn epilogue_row = epilogue ? epilogue_row_fn(*epilogue) : nullptr;
+  [[maybe_unused]] const bool in_registers =
+      epilogue && !epilogue->mask_out && !epilogue->mask_in && !epilogue->matrix;
   for_rows(g.n * g.oh, g.ow * g.oc * window, [&](int64_t r0, int64_t r1) {
     std::vector<int64_t> at(static_cast<std::size_t>(window)), tap(static_cast<std::size_t>(window));
     // The output columns whose windows lie inside the input across: [inner_first, inner_last].
@@ -190,9 +192,18 @@ void forward_impl(const ConvGeom& g, const T* x, const T* f, T* y, const GemmEpi
             for (int64_t k = 0; k < m; ++k) out[c * m + k] += px[c] * pf[c * m + k];
         }
       }
-      if constexpr (std::is_same_v<T, float>)
+      if constexpr (std::is_same_v<T, float>) {
+#if defined(__AVX512F__)
+        // A bias, relu and clamp alone in registers: the row function's blends for the clamp's
+        // NaN rule were ~5% of mobilenet_v2 at batch 32.
+        if (in_registers) {
+          bias_relu_clamp_in_registers(*epilogue, y + r * g.ow * g.oc, g.ow, g.oc);
+          continue;
+        }
+#endif
         if (epilogue_row)
           for (int64_t p = r * g.ow, end = p + g.ow; p < end; ++p) epilogue_row(*epilogue, y + p * g.oc, p, 0, g.oc);
+      }
     }
   });
 }

@@ -10,6 +10,10 @@
 #include <limits>
 #include <utility>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 #include "core/check.h"
 #include "kernels/column_sums.h"
 #include "kernels/elementwise_functors.h"
@@ -125,6 +129,32 @@ void apply_epilogue_as(const GemmEpilogue& e, float* __restrict out, int64_t row
     out[j] = x;
   }
 }
+
+#if defined(__AVX512F__)
+// The clamp on 16 values in registers, with MaximumF(x, lower) then MinimumF(it, upper)'s bits
+// for bounds that are not NaN: vmaxps(lower, x) is lower only where lower > x, vminps(upper, it)
+// upper only where upper < it (x kept on ties, -0 too); a NaN x passes both and becomes their
+// quiet NaN. (The zero-masked forms: gcc 12's plain ones read an undefined register.)
+inline __m512 clamp_in_registers(__m512 x, __m512 lower, __m512 upper) {
+  const __m512 y = _mm512_maskz_min_ps(0xFFFF, upper, _mm512_maskz_max_ps(0xFFFF, lower, x));
+  return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), _mm512_set1_ps(kQuietNaN<float>));
+}
+
+// The bias, relu and clamp of e (no other part) on `pixels` rows of c values at y, in registers:
+// apply_epilogue_as's bits (AddF, ReluF as vmaxps(0, x), clamp_in_registers).
+inline void bias_relu_clamp_in_registers(const GemmEpilogue& e, float* y, int64_t pixels, int64_t c) {
+  const __m512 zero = _mm512_setzero_ps(), lower = _mm512_set1_ps(e.lower), upper = _mm512_set1_ps(e.upper);
+  for (int64_t p = 0; p < pixels; ++p, y += c)
+    for (int64_t j = 0; j < c; j += 16) {
+      const __mmask16 lanes = c - j >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (c - j)) - 1);
+      __m512 x = _mm512_maskz_loadu_ps(lanes, y + j);
+      if (e.bias) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(lanes, e.bias + j));
+      if (e.relu) x = _mm512_maskz_max_ps(0xFFFF, zero, x);
+      if (e.clamp) x = clamp_in_registers(x, lower, upper);
+      _mm512_mask_storeu_ps(y + j, lanes, x);
+    }
+}
+#endif
 
 using EpilogueRowFn = void (*)(const GemmEpilogue&, float*, int64_t, int64_t, int64_t);
 

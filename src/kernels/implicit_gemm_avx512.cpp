@@ -129,7 +129,6 @@ TG_UNROLL(4)
     for (int v = 0; v < V; ++v) bias[v] = fused->bias ? _mm512_maskz_loadu_ps(mask[v], fused->bias + v * kLanes) : _mm512_setzero_ps();
     const __m512 zero = _mm512_setzero_ps();
     const __m512 lower = _mm512_set1_ps(fused->lower), upper = _mm512_set1_ps(fused->upper);
-    const __m512 quiet_nan = _mm512_set1_ps(kQuietNaN<float>);
 TG_UNROLL(16)
     for (int r = 0; r < R; ++r)
 TG_UNROLL(4)
@@ -137,15 +136,7 @@ TG_UNROLL(4)
         // x + bias as AddF, then relu as ReluF: vmaxps(0, x) returns x unless 0 > x (NaN, -0 kept).
         if (fused->bias) acc[r][v] = _mm512_add_ps(acc[r][v], bias[v]);
         if (fused->relu) acc[r][v] = _mm512_maskz_max_ps(0xFFFF, zero, acc[r][v]);
-        if (fused->clamp) {
-          // MaximumF(x, lower) then MinimumF(·, upper): vmaxps(lower, x) is lower only where
-          // lower > x, vminps(upper, ·) upper only where upper < it (x kept on ties, -0 too);
-          // a NaN x passes both and becomes their quiet NaN.
-          const __m512 x = acc[r][v];
-          // (The zero-masked forms: gcc 12's plain ones read an undefined register.)
-          const __m512 y = _mm512_maskz_min_ps(0xFFFF, upper, _mm512_maskz_max_ps(0xFFFF, lower, x));
-          acc[r][v] = _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), quiet_nan);
-        }
+        if (fused->clamp) acc[r][v] = clamp_in_registers(acc[r][v], lower, upper);
       }
     if (fused->matrix_rows)
 TG_UNROLL(16)

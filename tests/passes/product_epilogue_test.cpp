@@ -96,26 +96,27 @@ TEST(ProductEpilogues, AConvolutionLayerTakesInItsBiasReluAndMaskWithTheSameBits
 }
 
 // ONNX's Clip after a convolution and its bias (maximum, then minimum, with constant bounds;
-// relu6 among them) is taken in by the convolution, dense or depthwise, on every path: the own
+// relu6 among them), or a relu, is taken in by the convolution, dense or depthwise, on every path: the own
 // kernels (in registers) and the other ones (after the stores), one thread and two, 1x1 filters
 // and stride 2, a max pool after it (taken in too); NaN inputs (one with a payload) give the
 // ops' quiet NaN. Eager, traced and traced+optimised agree bit for bit.
 TEST(ProductEpilogues, AConvolutionTakesInAClipAfterItsBiasWithTheSameBits) {
   detail::set_verify_graphs(true);
-  struct Bounds { float lower, upper; };
+  struct Bounds { float lower, upper; bool relu_only = false; };  // relu_only: relu(y), no clip
   struct Case { int64_t k, stride; bool depthwise, pool = false; };
   const int threads_before = config::num_threads();
   for (const bool own : {true, false})
     for (const int threads : {1, 2})
       for (const Case c : {Case{3, 1, false}, Case{1, 1, false}, Case{3, 2, false}, Case{3, 1, true}, Case{3, 2, true},
                            Case{3, 1, false, true}})
-        for (const Bounds bounds : {Bounds{0.0f, 6.0f}, Bounds{-0.5f, 0.25f}}) {
+        for (const Bounds bounds : {Bounds{0.0f, 6.0f}, Bounds{-0.5f, 0.25f}, Bounds{0.0f, 0.0f, true}}) {
           SCOPED_TRACE(::testing::Message() << "own " << own << " threads " << threads << " filter " << c.k << " stride "
                                             << c.stride << " depthwise " << c.depthwise << " pool " << c.pool
-                                            << " bounds " << bounds.lower);
+                                            << " bounds " << bounds.lower << " relu only " << bounds.relu_only);
           auto layer = [bounds, pool = c.pool](const Tensor& x, const Tensor& f, const Tensor& b, int64_t stride) {
             const Tensor y = conv2d(x, f, {stride, stride}, Padding::Same) + b;
-            const Tensor clipped = minimum(maximum(y, constant(bounds.lower)), constant(bounds.upper));
+            const Tensor clipped =
+                bounds.relu_only ? relu(y) : minimum(maximum(y, constant(bounds.lower)), constant(bounds.upper));
             return pool ? max_pool2d(clipped, {2, 2}, {2, 2}, Padding::Same) : clipped;
           };
           const bool was = detail::set_own_avx512_kernels(own);
