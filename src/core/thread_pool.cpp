@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/float_environment.h"
 #include "core/thread_context.h"
 #include "tracegraph/config.h"
 #include "tracegraph/errors.h"
@@ -72,6 +73,7 @@ class Pool {
     // the last job's fields then fails its claim (this rests on the claim's store and the
     // fields' stores keeping their order, which their sequentially consistent stores give).
     claim_.store(uint64_t{job} << 32);
+    csr_.store(_mm_getcsr());
     fn_.store(fn);
     ctx_.store(ctx);
     n_.store(n);
@@ -114,6 +116,10 @@ class Pool {
     const int64_t n = n_.load();
     const int chunks = chunks_.load();
     const bool by_lines = by_lines_.load();
+    // A job's chunks run under its caller's floating-point environment (core/float_environment.h):
+    // a worker takes it on and keeps it for the next job, which usually has the same.
+    const uint32_t csr = csr_.load();
+    if (_mm_getcsr() != csr) _mm_setcsr(csr);
     int done_here = 0;
     uint64_t claim = claim_.load();
     while ((claim >> 32) == job && static_cast<int64_t>(claim & 0xffffffffu) < chunks) {
@@ -203,6 +209,7 @@ class Pool {
   // The current job: its number (low 32 bits) in the high half of claim_, whose low half is the
   // next chunk to claim; its fields, written by the caller before it publishes the number.
   std::atomic<uint64_t> claim_{0};
+  std::atomic<uint32_t> csr_{0};  // the caller's MXCSR
   std::atomic<void (*)(void*, int64_t, int64_t)> fn_{nullptr};
   std::atomic<void*> ctx_{nullptr};
   std::atomic<int64_t> n_{0};

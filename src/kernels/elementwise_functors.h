@@ -211,6 +211,30 @@ struct PowF : LibmBinary {
     }
   }
 };
+/// A float with a subnormal value read as the zero of its sign, found in integer arithmetic; other
+/// types as they are. The kernels' float environment (core/float_environment.h) reads subnormal
+/// operands so (DAZ), but only in arithmetic: a compare-and-select returns a subnormal as stored
+/// where MAXPS returns it as zero, and gcc turns one into the other. The ops that return an
+/// operand by comparing (relu, maximum, minimum) read it here first, so every path and every
+/// compiler choice gives the same bits.
+template <class T>
+T read_as_kernels_do(T x) {
+  if constexpr (std::is_same_v<T, F32x16>) {
+    typedef uint32_t U32x16 __attribute__((vector_size(64)));
+    const U32x16 u = __builtin_bit_cast(U32x16, x);
+    return __builtin_bit_cast(F32x16, (u & 0x7f800000u) == 0 ? (u & 0x80000000u) : u);
+  } else if constexpr (std::is_same_v<T, float>) {
+    const uint32_t u = __builtin_bit_cast(uint32_t, x);
+    return __builtin_bit_cast(float, (u & 0x7f800000u) == 0 ? (u & 0x80000000u) : u);
+  } else if constexpr (std::is_same_v<T, double>) {
+    const uint64_t u = __builtin_bit_cast(uint64_t, x);
+    constexpr uint64_t kExponent = 0x7ff0000000000000u, kSign = 0x8000000000000000u;
+    return __builtin_bit_cast(double, (u & kExponent) == 0 ? (u & kSign) : u);
+  } else {
+    return x;
+  }
+}
+
 // NaN in either operand gives NaN (TensorFlow's rule, unlike std::max).
 struct MaximumF : Binary<kNum | kU8> {
   template <class T>
@@ -218,6 +242,7 @@ struct MaximumF : Binary<kNum | kU8> {
     if constexpr (class_of<T>() == kFloat) {
       if (is_nan(a) || is_nan(b)) return kQuietNaN<T>;
     }
+    a = read_as_kernels_do(a), b = read_as_kernels_do(b);
     return a < b ? b : a;
   }
 };
@@ -227,6 +252,7 @@ struct MinimumF : Binary<kNum | kU8> {
     if constexpr (class_of<T>() == kFloat) {
       if (is_nan(a) || is_nan(b)) return kQuietNaN<T>;
     }
+    a = read_as_kernels_do(a), b = read_as_kernels_do(b);
     return b < a ? b : a;
   }
 };
@@ -284,19 +310,13 @@ struct SquareF : Unary<kNum | kU8> {
   }
 };
 struct ReluF : Unary<kNum> {
+  // NaN and -0.0 pass through, as in TF; a subnormal x is read as the zero of its sign first
+  // (read_as_kernels_do), so this is exactly MAXPS(0, x) in the kernels' float environment, which
+  // is what gcc compiles it to on whole registers.
   template <class T>
   T operator()(T x) const {
-    if constexpr (std::is_same_v<T, F32x16>) {
-      // One instruction: MAXPS returns its second operand unless the first is greater, so
-      // max(0, x) is exactly the select below, NaN and -0.0 included. gcc compiles the select
-      // on a register to a compare and a masked move, a second instruction per 16 floats in
-      // every relu of a register chain or an x * m + c, relu loop. (All 16 lanes through the
-      // masked form: gcc 12 warns about the unmasked intrinsic's undefined pass-through value.)
-      const __m512 v = reinterpret_cast<__m512>(x);
-      return reinterpret_cast<F32x16>(_mm512_mask_max_ps(v, 0xFFFF, _mm512_setzero_ps(), v));
-    } else {
-      return x < T{} ? T{} : x;  // NaN passes through, as in TF; T{}: 0 in every lane
-    }
+    x = read_as_kernels_do(x);
+    return x < T{} ? T{} : x;  // T{}: 0 in every lane
   }
 };
 #define TG_LIBM_UNARY(Name, expr)              \

@@ -179,9 +179,12 @@ Tensor fill(const TensorShape& shape, const Tensor& scalar) {
     detail::op_error<InvalidArgumentError>(
         "fill", "expected a scalar (rank 0) value, got ",
         scalar.defined() ? detail::static_shape(scalar).to_string() : std::string("an empty tg::Tensor"));
-  // Broadcasting onto zeros keeps fill traceable with a symbolic value.
-  Tensor base = zeros(shape, scalar.dtype());
-  return scalar.dtype() == DType::Bool ? logical_or(base, scalar) : add(base, scalar);
+  // The fill op copies the value's bits (as TF's Fill): -0.0, NaN payloads and subnormals stay,
+  // which an add onto zeros would change. It takes a symbolic value while tracing.
+  const std::vector<int64_t>& dims = shape.dims();
+  return detail::fill_from_shape_tensor(
+      detail::make_constant(dims.data(), static_cast<int64_t>(dims.size()), TensorShape{static_cast<int64_t>(dims.size())}, int64),
+      scalar);
 }
 
 Tensor range(int64_t start, int64_t limit, int64_t delta, DType dtype) {

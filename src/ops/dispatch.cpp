@@ -4,6 +4,7 @@
 #include <new>
 
 #include "core/check.h"
+#include "core/float_environment.h"
 #include "core/tensor_impl.h"
 #include "ops/memory_refused.h"
 #include "ops/op.h"
@@ -37,6 +38,7 @@ auto refusing_bad_alloc(const OpDef& def, Part&& part) {
 std::vector<Tensor> allocate_and_run(const OpDef& def, const std::vector<Tensor>& inputs,
                                      const OpAttrs& attrs, const std::vector<ValueType>& out_types) {
   return refusing_bad_alloc(def, [&] {
+    const KernelFloatEnvironment environment;
     std::vector<Tensor> outputs(out_types.size());
     if (!makes_own_outputs(def.traits))
       for (std::size_t i = 0; i < out_types.size(); ++i)

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "core/check.h"
+#include "core/float_environment.h"
 #include "core/tensor_impl.h"
 #include "core/thread_context.h"
 #include "core/thread_pool.h"
@@ -460,6 +461,7 @@ std::vector<Tensor> Plan::run_with(Inputs&& inputs) const {
   constexpr bool kLent = std::is_same_v<In, std::span<const Tensor* const>>;
   TG_CHECK(inputs.size() == placeholder_slots_.size(), "graph takes ", placeholder_slots_.size(),
            " inputs, got ", inputs.size());
+  const KernelFloatEnvironment environment;  // TF's: subnormals flushed, rounding to nearest
   std::size_t s = steps_.size();  // the step running; steps_.size() outside the step loop
   try {
     FrameLease lease(*this);

@@ -8,6 +8,7 @@
 // so the float32 sum is the exact one whatever the order of summation, and a correctly rounded
 // result (to nearest, ties to even) has one bit pattern - the checks are exact.
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -170,24 +171,30 @@ TEST(ConvBFloat16, ArbitraryValuesStayWithinABFloat16StepOfFloat32) {
        detail::conv2d_backprop_filter(x32, f32v, dy32, attrs_of(c)));
 }
 
-// The native kernels count subnormal inputs as zero and flush subnormal results to zero (as
-// vdpbf16ps, and the bfloat16 matmul, do); the float32 path keeps both.
-TEST(ConvBFloat16, SubnormalsAreZeroOnTheNativeKernels) {
+// Subnormal inputs count as zero and subnormal results are flushed to zero on both paths in the
+// kernels' float environment (TensorFlow's, core/float_environment.h). The native kernels do so
+// even where subnormals are kept (vdpbf16ps always does); the float32 path then keeps both.
+TEST(ConvBFloat16, SubnormalsAreZeroOnEveryPath) {
   const float tiny = std::ldexp(1.0f, -130);  // a bfloat16 subnormal
   const Tensor x_sub = cast(fill({1, 1, 1, 1}, tiny), bfloat16), f_big = cast(fill({1, 1, 1, 1}, 1024.0f), bfloat16);
   const Tensor x_small = cast(fill({1, 1, 1, 1}, std::ldexp(1.0f, -120)), bfloat16);
   const Tensor f_small = cast(fill({1, 1, 1, 1}, std::ldexp(1.0f, -10)), bfloat16);
-  for (bool native : {true, false}) {
-    const bool was = detail::onednn_bf16::set_enabled(native);
-    const float from_subnormal = cast(conv2d(x_sub, f_big, {1, 1}, Padding::Valid), float32).to_vector<float>()[0];
-    const float to_subnormal = cast(conv2d(x_small, f_small, {1, 1}, Padding::Valid), float32).to_vector<float>()[0];
-    detail::onednn_bf16::set_enabled(was);
-    if (native && detail::cpu_has_avx512_bf16()) {
-      EXPECT_EQ(from_subnormal, 0.0f);
-      EXPECT_EQ(to_subnormal, 0.0f);
-    } else {
-      EXPECT_EQ(from_subnormal, std::ldexp(1.0f, -120));
-      EXPECT_EQ(to_subnormal, tiny);
+  for (const bool ieee : {false, true}) {
+    for (const bool native : {true, false}) {
+      SCOPED_TRACE(std::string(ieee ? "subnormals kept" : "TF's environment") + (native ? ", native" : ", float32"));
+      std::optional<testing::IeeeKernelFloatEnvironment> keep;
+      if (ieee) keep.emplace();
+      const bool was = detail::onednn_bf16::set_enabled(native);
+      const float from_subnormal = cast(conv2d(x_sub, f_big, {1, 1}, Padding::Valid), float32).to_vector<float>()[0];
+      const float to_subnormal = cast(conv2d(x_small, f_small, {1, 1}, Padding::Valid), float32).to_vector<float>()[0];
+      detail::onednn_bf16::set_enabled(was);
+      if (!ieee || (native && detail::cpu_has_avx512_bf16())) {
+        EXPECT_EQ(from_subnormal, 0.0f);
+        EXPECT_EQ(to_subnormal, 0.0f);
+      } else {
+        EXPECT_EQ(from_subnormal, std::ldexp(1.0f, -120));
+        EXPECT_EQ(to_subnormal, tiny);
+      }
     }
   }
 }

@@ -24,6 +24,7 @@
 #include "runtime/executor.h"
 #include "support/activations.h"
 #include "support/graph_util.h"
+#include "support/test_util.h"
 #include "tracegraph/tracegraph.h"
 
 namespace tg {
@@ -139,6 +140,7 @@ std::vector<T> fused_through_neg(Tensor (*op)(const Tensor&), const Tensor& inpu
 // The eager float32 kernel runs the dispatched path, and the fused kernel the same bits.
 TEST(SimdMathGolden, TheEagerAndFusedKernelsGiveTheDispatchedPathsBits) {
   skip_unless_recorded_glibc();
+  const testing::IeeeKernelFloatEnvironment ieee;  // the hashes were taken with subnormals kept
   int best = 2;
   for (int k = 2; k >= 0; --k)
     if (detail::simd::cpu_has(kIsas[k])) best = k;
@@ -156,6 +158,7 @@ TEST(SimdMathGolden, TheEagerAndFusedKernelsGiveTheDispatchedPathsBits) {
 // float64 runs the ops' functors, eagerly and in the fused kernel's loops.
 TEST(SimdMathGolden, TheFloat64KernelsGiveTheRecordedBits) {
   skip_unless_recorded_glibc();
+  const testing::IeeeKernelFloatEnvironment ieee;  // the hashes were taken with subnormals kept
   const std::vector<double> x = f64_inputs();
   const Tensor input = constant(x, TensorShape({static_cast<int64_t>(x.size())}), float64);
   for (const Activation& r : activations()) {

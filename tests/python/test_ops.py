@@ -293,3 +293,19 @@ def test_random():
     assert tg.random.stateless_normal([5], seed=[3, 4], dtype=tg.float64).dtype == tg.float64
     assert tg.random.stateless_truncated_normal([5], seed=[3, 4]).shape == [5]
     assert tg.random.uniform(tg.constant([2, 3])).shape == [2, 3]
+
+
+def test_kernels_flush_subnormals_as_tensorflow_does():
+    # TensorFlow runs its kernels with subnormals flushed to zero (inputs and results) and
+    # rounding to nearest; tracegraph's do the same, eagerly and in a function, and leave the
+    # calling thread's own arithmetic (NumPy's here) as it was.
+    tiny = np.full(40, 1e-40, dtype=np.float32)  # subnormal
+    small = np.full(40, 1e-20, dtype=np.float32)  # normal; its square is subnormal
+    assert not np.any(tg.multiply(tiny, 1.5).numpy())
+    assert not np.any(tg.multiply(small, small).numpy())
+    f = tg.function(lambda a, b: (a * 1.5, b * b))
+    for out in f(tg.constant(tiny), tg.constant(small)):
+        assert not np.any(out.numpy())
+    np.testing.assert_array_equal(tg.constant(tiny).numpy(), tiny)  # a copy keeps the bits
+    assert np.all(tiny * np.float32(1.5) > 0)
+    assert np.all(small * small > 0)

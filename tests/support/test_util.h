@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/float_environment.h"
 #include "tracegraph/tracegraph.h"
 
 namespace tg::testing {
@@ -27,6 +28,21 @@ class PrintCapture {
 
  private:
   std::string text_;
+};
+
+/// Leaves the kernels in the test thread's IEEE environment (subnormals read and produced as
+/// they are) for its lifetime, instead of TensorFlow's flush to zero (core/float_environment.h):
+/// for the tests that pin the math routines' bits and accuracy through the ops, subnormal
+/// inputs and results included.
+class IeeeKernelFloatEnvironment {
+ public:
+  IeeeKernelFloatEnvironment() : was_(detail::set_kernel_float_environment(false)) {}
+  ~IeeeKernelFloatEnvironment() { detail::set_kernel_float_environment(was_); }
+  IeeeKernelFloatEnvironment(const IeeeKernelFloatEnvironment&) = delete;
+  IeeeKernelFloatEnvironment& operator=(const IeeeKernelFloatEnvironment&) = delete;
+
+ private:
+  bool was_;
 };
 
 /// Checks dtype, shape and every element; floats compare with |a - e| <= tol * (1 + |e|), NaN
