@@ -18,8 +18,7 @@ random interleaving), each on a fresh build of its function and data followed by
 calls (as each Google Benchmark run sets its model up anew and reaches a steady state), and a
 row's figure is the median over the repetitions of the time per call, on per-thread CPU time
 (--clock cpu) or wall time (real). The fresh build keeps the train step the C++ row's workload:
-after ~600 steps on the same batch, Adam's first moments of dead units decay into subnormal
-floats, which double the step's time on Intel cores (C++ and Python alike).
+the first steps of a fresh model, not steps hundreds of calls into one.
 Prints one JSON object on stdout: {"python", "threads_env", "clock", "results": {name:
 {"median_ns", "cv", "iterations"}}, "errors": {name: message}}. Exits with status 3 (and a note
 on stderr) when the tracegraph package cannot be imported.
