@@ -64,7 +64,7 @@ TEST(ProductEpilogues, ADenseLayersProductsTakeInTheirElementwiseWorkWithTheSame
 
 // A convolution layer's forward (relu(conv2d + b) and the mask its gradient reads) on every
 // path of the convolution: own kernels (direct windows) and im2col with OpenBLAS, a 1x1 filter
-// (a plain product), stride 2, one thread and two.
+// (a plain product), stride 2, a depthwise filter, one thread and two.
 TEST(ProductEpilogues, AConvolutionLayerTakesInItsBiasReluAndMaskWithTheSameBits) {
   detail::set_verify_graphs(true);
   auto layer = [](const Tensor& x, const Tensor& f, const Tensor& b, int64_t stride) {
@@ -75,16 +75,20 @@ TEST(ProductEpilogues, AConvolutionLayerTakesInItsBiasReluAndMaskWithTheSameBits
     out.push_back(y);
     return out;
   };
-  struct Case { int64_t k, stride; };
+  struct Case { int64_t k, stride; bool depthwise = false; };
   const int threads_before = config::num_threads();
   for (const bool own : {true, false})
     for (const int threads : {1, 2})
-      for (const Case c : {Case{3, 1}, Case{1, 1}, Case{3, 2}}) {
-        SCOPED_TRACE(::testing::Message() << "own " << own << " threads " << threads << " filter " << c.k << " stride " << c.stride);
+      for (const Case c : {Case{3, 1}, Case{1, 1}, Case{3, 2}, Case{3, 1, true}, Case{3, 2, true}}) {
+        SCOPED_TRACE(::testing::Message() << "own " << own << " threads " << threads << " filter " << c.k << " stride "
+                                          << c.stride << " depthwise " << c.depthwise);
         const bool was = detail::set_own_avx512_kernels(own);
         config::set_num_threads(threads);
-        const Tensor x = random_uniform({9, 12, 12, 5}, -1, 1, 1), f = random_uniform({c.k, c.k, 5, 24}, -0.5, 0.5, 2);
-        const Tensor b = random_uniform({24}, -0.5, 0.5, 3);
+        // Depthwise: the grouped form, one input channel per group (the depthwise kernel's epilogue).
+        const int64_t out = c.depthwise ? 5 : 24;
+        const Tensor x = random_uniform({9, 12, 12, 5}, -1, 1, 1);
+        const Tensor f = random_uniform({c.k, c.k, c.depthwise ? 1 : 5, out}, -0.5, 0.5, 2);
+        const Tensor b = random_uniform({out}, -0.5, 0.5, 3);
         auto optimised = function(layer);
         auto plain = function(layer, {.optimize = false});
         const std::vector<Tensor> got = optimised(x, f, b, c.stride), want = plain(x, f, b, c.stride);
