@@ -7,6 +7,7 @@
 #include "passes/batch_products.h"
 #include "passes/bf16_operand_casts.h"
 #include "passes/passes.h"
+#include "passes/split_batch.h"
 #include "graph/verify.h"
 #include "tracegraph/graph.h"
 
@@ -141,6 +142,11 @@ void optimize_graph(const std::shared_ptr<GraphIR>& g, const std::string& label)
   if (fuse_subgraphs(*g)) {
     if (verify) verify_graph(*g, "fuse_subgraphs");
     dump(g, label, step++, "fuse_subgraphs");
+  }
+  // Last: its halves are sub-graphs of the final ops, which no later pass looks into.
+  if (split_batch_chains(*g)) {
+    if (verify) verify_graph(*g, "split_batch");
+    dump(g, label, step++, "split_batch");
   }
   // Passes that drop nodes keep the node array's capacity; the optimised graph is kept for as
   // long as its concrete function, usually at a fraction of the traced size (a fused chain).

@@ -51,6 +51,11 @@ int GraphRebuilder::add(GraphNode node) {
   return static_cast<int>(nodes_.size()) - 1;
 }
 
+int GraphRebuilder::add_built(GraphNode node) {
+  nodes_.push_back(std::move(node));
+  return static_cast<int>(nodes_.size()) - 1;
+}
+
 void GraphRebuilder::replace(ValueRef old, ValueRef now) {
   std::vector<ValueRef>& replaced = replaced_[old.node];
   if (replaced.size() <= static_cast<std::size_t>(old.output)) replaced.resize(static_cast<std::size_t>(old.output) + 1);

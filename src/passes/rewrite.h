@@ -45,6 +45,10 @@ class GraphRebuilder {
   /// Adds a new node whose inputs are values of the old graph (renumbered here). Returns its
   /// new index.
   int add(GraphNode node);
+  /// Adds a new node whose inputs are values of the new graph already. Returns its new index.
+  int add_built(GraphNode node);
+  /// The new graph's value for the old value `old` (its node kept or replaced already).
+  ValueRef now(ValueRef old) const { return renumbered(old); }
   /// Uses of the old value `old` become uses of the new graph's value `now`.
   void replace(ValueRef old, ValueRef now);
   /// Swaps the new node list into the graph and renumbers its placeholders and outputs.

@@ -1,0 +1,128 @@
+// Batch splitting (passes/split_batch.cpp): on two threads, an unrolled cell's steps and their
+// gradient run as two halves of the batch side by side, with the bits of the whole batch.
+#include <cmath>
+#include <tuple>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "passes/split_batch.h"
+#include "support/graph_util.h"
+#include "support/test_util.h"
+#include "tracegraph/gradient.h"
+
+namespace tg {
+namespace {
+
+using testing::count_op;
+using testing::same_bits;
+
+bool have_avx512() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") != 0;
+}
+
+// The thread count while tracing and running; the one before afterwards.
+class Threads {
+ public:
+  explicit Threads(int n) : saved_(detail::num_threads()) { detail::set_num_threads(n); }
+  ~Threads() { detail::set_num_threads(saved_); }
+  Threads(const Threads&) = delete;
+  Threads& operator=(const Threads&) = delete;
+
+ private:
+  int saved_;
+};
+
+constexpr int64_t kBatch = 32, kSteps = 24, kIn = 8, kUnits = 16;
+
+// Float32 values in [-scale, scale], the same on every run.
+Tensor values(const TensorShape& shape, int seed, float scale = 1.0f) {
+  std::vector<float> v(static_cast<std::size_t>(shape.num_elements()));
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = scale * std::sin(0.37f * static_cast<float>(i) + static_cast<float>(seed));
+  return constant(v, shape);
+}
+
+// An LSTM cell called in a C++ loop, its loss and its weights' gradients (the models
+// benchmark's unrolled train step): {loss, gradients...}.
+std::vector<Tensor> unrolled_step(const nn::LSTMCell& cell, const Tensor& x) {
+  const std::vector<Variable> vars = cell.trainable_variables();
+  GradientTape tape;
+  const Tensor steps = transpose(x, {1, 0, 2});
+  Tensor h = zeros({kBatch, kUnits}), c = zeros({kBatch, kUnits});
+  for (int64_t t = 0; t < kSteps; ++t) std::tie(h, c) = cell(steps[t], h, c);
+  const Tensor loss = reduce_sum(h * h);
+  std::vector<Tensor> out = tape.gradient(loss, vars);
+  out.insert(out.begin(), loss);
+  return out;
+}
+
+TEST(SplitBatch, AnUnrolledCellsStepsAndGradientRunInHalvesWithTheWholeBatchsBits) {
+  const nn::LSTMCell cell(kIn, kUnits, 5);
+  const Tensor x = values({kBatch, kSteps, kIn}, 3);
+  auto step = [&](const Tensor& in) { return unrolled_step(cell, in); };
+  const std::vector<Tensor> eager = step(x);
+  std::vector<Tensor> one, two, two_run_on_one;
+  int conds_one = 0, conds_two = 0;
+  {
+    Threads threads(1);
+    auto f = function(step);
+    one = f(x);
+    conds_one = count_op(f.concrete_functions()[0].optimized_graph(), "cond");
+  }
+  {
+    Threads threads(2);
+    auto f = function(step);
+    two = f(x);
+    conds_two = count_op(f.concrete_functions()[0].optimized_graph(), "cond");
+    detail::set_num_threads(1);  // the halves one after the other
+    two_run_on_one = f(x);
+  }
+  EXPECT_EQ(conds_one, 0);
+  // Two chains (the steps, their gradient) in two halves each; products split by rows keep
+  // their bits only on the own AVX-512 kernels, so without them the products stay whole.
+  if (have_avx512()) {
+    EXPECT_EQ(conds_two, 4);
+  }
+  ASSERT_EQ(two.size(), one.size());
+  for (std::size_t k = 0; k < one.size(); ++k) {
+    EXPECT_TRUE(same_bits(two[k], one[k])) << k;
+    EXPECT_TRUE(same_bits(two_run_on_one[k], one[k])) << k;
+    // The optimiser's merged weight-gradient products sum in another order than eager.
+    EXPECT_TENSOR_NEAR(two[k], eager[k], 1e-4) << k;
+  }
+}
+
+// A node that mixes rows (a mean over the batch) ends a chain: the nodes after it read its
+// result whole. The results keep their bits whatever is split.
+TEST(SplitBatch, RowsMeetOnlyOutsideTheHalves) {
+  const Tensor x = values({kBatch, kUnits}, 4);
+  const Tensor w = values({kUnits, kUnits}, 5, 0.3f);
+  auto chain = [&](const Tensor& in) {
+    Tensor h = in;
+    for (int t = 0; t < 80; ++t) {
+      h = tanh(matmul(h, w) + 0.1f) * 0.9f;
+      if (t == 40) h = h - reduce_mean(h, {0}, true);
+    }
+    return h;
+  };
+  Tensor one, two;
+  int conds = 0;
+  {
+    Threads threads(1);
+    one = function(chain)(x);
+  }
+  {
+    Threads threads(2);
+    auto f = function(chain);
+    two = f(x);
+    conds = count_op(f.concrete_functions()[0].optimized_graph(), "cond");
+  }
+  if (have_avx512()) {
+    EXPECT_EQ(conds, 4);  // the nodes before the mean and those after it
+  }
+  EXPECT_TRUE(same_bits(two, one));
+  EXPECT_TENSOR_NEAR(two, chain(x), 1e-5);
+}
+
+}  // namespace
+}  // namespace tg
