@@ -40,7 +40,10 @@ struct SymbolicValue {
 };
 
 struct TensorImpl {
-  DType dtype;
+  // User-provided, so that allocate_shared's value-initialisation does not zero the whole object
+  // first (a `rep stos`, a tenth of an eager op's allocation) before the members get their own.
+  TensorImpl() noexcept {}
+  DType dtype{};
   TensorShape shape;                      // fully defined for eager tensors
   std::shared_ptr<Buffer> buffer;         // eager: the storage (shared by views)
   int64_t offset = 0;                     // eager: first element's index in buffer
