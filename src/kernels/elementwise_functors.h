@@ -310,13 +310,21 @@ struct SquareF : Unary<kNum | kU8> {
   }
 };
 struct ReluF : Unary<kNum> {
-  // NaN and -0.0 pass through, as in TF; a subnormal x is read as the zero of its sign first
-  // (read_as_kernels_do), so this is exactly MAXPS(0, x) in the kernels' float environment, which
-  // is what gcc compiles it to on whole registers.
+  // NaN and -0.0 pass through, as in TF; a subnormal x reads as the zero of its sign, as the
+  // kernels' float environment (DAZ) reads it. On whole registers that is one MAXPS(0, x): it
+  // returns its second operand unless the first is greater, read under DAZ. Elsewhere the select
+  // would return a subnormal as stored (and gcc picks select or MAXPS as it likes), so x is read
+  // from its bits first. (All 16 lanes through the masked form: gcc 12 warns about the unmasked
+  // intrinsic's undefined pass-through value.)
   template <class T>
   T operator()(T x) const {
-    x = read_as_kernels_do(x);
-    return x < T{} ? T{} : x;  // T{}: 0 in every lane
+    if constexpr (std::is_same_v<T, F32x16>) {
+      const __m512 v = reinterpret_cast<__m512>(x);
+      return reinterpret_cast<F32x16>(_mm512_mask_max_ps(v, 0xFFFF, _mm512_setzero_ps(), v));
+    } else {
+      x = read_as_kernels_do(x);
+      return x < T{} ? T{} : x;  // T{}: 0 in every lane
+    }
   }
 };
 #define TG_LIBM_UNARY(Name, expr)              \

@@ -368,8 +368,9 @@ TEST(Fusion, RegisterChainsMatchTheSeparateSteps) {
 // take) and eagerly, at sizes around the chain's blocks.
 TEST(Fusion, ReluPassesNaNAndNegativeZeroThroughOnEveryPath) {
   auto body = [](const std::vector<Tensor>& in) {
+    const Tensor r = relu(in[0]);  // read from memory, one output of a chain
     return std::vector<Tensor>{relu(in[0] * 1.0f + -0.0f), relu(in[0] * 2.0f) * 0.5f,
-                               relu(in[0] * in[1] + in[2])};
+                               relu(in[0] * in[1] + in[2]), r, r * 2.0f + 1.0f};
   };
   for (int64_t n : {int64_t{16}, int64_t{100}, int64_t{300}, int64_t{5000}}) {
     SCOPED_TRACE("n=" + std::to_string(n));
@@ -382,6 +383,7 @@ TEST(Fusion, ReluPassesNaNAndNegativeZeroThroughOnEveryPath) {
     detail::optimize_graph(g, "relu");
     EXPECT_GE(count_fused(*g), 1) << Graph(g).to_string();
     std::vector<Tensor> out = detail::execute(*g, inputs);
+    out.pop_back();  // r * 2 + 1: there to put r in a register chain
     out.push_back(relu(inputs[0]));
     for (const Tensor& t : out) {
       const std::vector<float> got = t.to_vector<float>();
