@@ -313,6 +313,59 @@ int blas_int(const char* op, int64_t v) {
   return static_cast<int>(v);
 }
 
+namespace {
+
+// How gemm() shares an m x n x k product (B transposed: tb) among `threads` threads; own: on
+// the AVX-512 kernels (float32 only).
+struct GemmSplit {
+  bool by_columns = false, few_rows = false, few_rows_small_b = false, few_rows_by_rows = false;
+  bool serial = false;
+  int64_t k_parts = 1;
+  bool over_k = false;  // the parts' sums over k added at the end: another order than one thread's
+};
+GemmSplit split_of(int64_t m, int64_t n, int64_t k, bool tb, bool own, int threads) {
+  GemmSplit s;
+  // A split by rows gives every thread all of B, a split by columns all of A, and a split over
+  // k (the AVX-512 kernels only) every thread an m x n partial to add. What one thread reads
+  // that another wrote is the cost to keep small on this machine (DECISIONS, "Threads
+  // and matrix products"), so the smallest of the three decides. Rows and columns sum each element the
+  // same way; a split over k does not, and is taken only when it saves the most: k >= 2 max(m, n)
+  // (the MLP's x W1, 128 x 784 times 784 x 256: 149-160 -> 138 us on two threads, and W1's
+  // Adam update 84 -> 50 us, since the update's halves of W1 are the product's). For x W1 split
+  // by rows instead, each thread streamed the whole 800 KB of W1 and ran 1.7x slower per flop
+  // than one thread. (OpenBLAS's bits change with a column split, so it keeps rows.)
+  s.by_columns = own && n > m;
+  const int64_t flops = int64_t{2} * m * n * k;
+  // A product of few rows split by columns gives each thread all of A, which is small: its
+  // halves pay from kParallelGemmFlops / 2 each (an LSTM step's products, 4.2 MFLOP, are the
+  // kind; its B32 T32 train step 8.3 -> 7.5 ms on two threads against running them whole).
+  s.few_rows = s.by_columns && m <= 64 && flops >= kParallelGemmFlops;
+  // Those of at least 32 rows by a small B (at most 64K floats) are never split over k: an
+  // untransposed B splits by rows (every thread reads all of B, which stays in each core's cache
+  // from one step to the next, and no thread reads what another wrote but its rows of A), a
+  // transposed one by columns as above. Both keep one thread's bits, so a product by B^T and
+  // one by B's transpose made beforehand (a loop gradient's) stay equal, and no partial sums
+  // wait for the calling thread to add them. An LSTM step's 32 x 128 times 128 x 512 and its
+  // gradient's 32 x 512 times 512 x 128: the B32 T32 step's 2-thread medians 4-10% lower than
+  // with the split over k as the layer's loop, 1% as the cell unrolled (whose gradient
+  // multiplies by U^T, by columns).
+  s.few_rows_small_b = s.few_rows && m >= 32 && int64_t{k} * n <= (int64_t{1} << 16);
+  s.few_rows_by_rows = s.few_rows_small_b && !tb;
+  const bool too_small = (flops < 2 * kParallelGemmFlops && !s.few_rows) || (m < 32 && !(s.by_columns && n >= 128));
+  s.serial = threads == 1 || (too_small && !s.few_rows_by_rows);
+  // Parts of at least 128 of k, and partials of at most 4 MB in all (the calling thread keeps
+  // its buffer for the next product).
+  s.k_parts = std::min<int64_t>({int64_t{threads}, k / 128, 1 + (int64_t{1} << 20) / (int64_t{m} * n)});
+  s.over_k = own && !s.serial && !s.few_rows_small_b && s.k_parts >= 2 && k >= 2 * std::max(m, n);
+  return s;
+}
+
+}  // namespace
+
+bool own_sgemm_sums_over_k_in_parts(int64_t m, int64_t n, int64_t k, bool transpose_b) {
+  return split_of(m, n, k, transpose_b, own_avx512_kernels(), std::max(2, num_threads())).over_k;
+}
+
 // Between thread counts the last bits can differ: OpenBLAS packs and blocks a smaller product
 // differently (as it does when its own threads split one), and a split over k adds its parts'
 // sums at the end. For a given thread count the bits are always the same.
@@ -337,40 +390,12 @@ void gemm(int m, int n, int k, const T* a, int lda, bool ta, const T* b, int ldb
   // caches, and the MLP's dz W2^T ran slower on two threads than on one).
   bool own = false;
   if constexpr (std::is_same_v<T, float>) own = own_avx512_kernels();
-  // A split by rows gives every thread all of B, a split by columns all of A, and a split over
-  // k (the AVX-512 kernels only) every thread an m x n partial to add. What one thread reads
-  // that another wrote is the cost to keep small on this machine (DECISIONS, "Threads
-  // and matrix products"), so the smallest of the three decides. Rows and columns sum each element the
-  // same way; a split over k does not, and is taken only when it saves the most: k >= 2 max(m, n)
-  // (the MLP's x W1, 128 x 784 times 784 x 256: 149-160 -> 138 us on two threads, and W1's
-  // Adam update 84 -> 50 us, since the update's halves of W1 are the product's). For x W1 split
-  // by rows instead, each thread streamed the whole 800 KB of W1 and ran 1.7x slower per flop
-  // than one thread. (OpenBLAS's bits change with a column split, so it keeps rows.)
-  const bool by_columns = own && n > m;
-  const int64_t flops = int64_t{2} * m * n * k;
-  // A product of few rows split by columns gives each thread all of A, which is small: its
-  // halves pay from kParallelGemmFlops / 2 each (an LSTM step's products, 4.2 MFLOP, are the
-  // kind; its B32 T32 train step 8.3 -> 7.5 ms on two threads against running them whole).
-  const bool few_rows = by_columns && m <= 64 && flops >= kParallelGemmFlops;
-  // Those of at least 32 rows by a small B (at most 64K floats) are never split over k: an
-  // untransposed B splits by rows (every thread reads all of B, which stays in each core's cache
-  // from one step to the next, and no thread reads what another wrote but its rows of A), a
-  // transposed one by columns as above. Both keep one thread's bits, so a product by B^T and
-  // one by B's transpose made beforehand (a loop gradient's) stay equal, and no partial sums
-  // wait for the calling thread to add them. An LSTM step's 32 x 128 times 128 x 512 and its
-  // gradient's 32 x 512 times 512 x 128: the B32 T32 step's 2-thread medians 4-10% lower than
-  // with the split over k as the layer's loop, 1% as the cell unrolled (whose gradient
-  // multiplies by U^T, by columns).
-  const bool few_rows_small_b = few_rows && m >= 32 && int64_t{k} * n <= (int64_t{1} << 16);
-  const bool few_rows_by_rows = few_rows_small_b && !tb;
-  const bool too_small = (flops < 2 * kParallelGemmFlops && !few_rows) || (m < 32 && !(by_columns && n >= 128));
-  const bool serial = num_threads() == 1 || (too_small && !few_rows_by_rows);
+  const GemmSplit split = split_of(m, n, k, tb, own, num_threads());
+  const bool by_columns = split.by_columns, few_rows = split.few_rows, few_rows_by_rows = split.few_rows_by_rows;
+  const bool serial = split.serial;
   if constexpr (std::is_same_v<T, float>) {
-    // Parts of at least 128 of k, and partials of at most 4 MB in all (the calling thread keeps
-    // its buffer for the next product).
-    const int64_t k_parts = std::min<int64_t>({num_threads(), k / 128, 1 + (int64_t{1} << 20) / (int64_t{m} * n)});
-    if (own && !serial && !few_rows_small_b && k_parts >= 2 && k >= 2 * std::max(m, n)) {
-      own_sgemm_split_k(static_cast<int>(k_parts), m, n, k, a, lda, ta, b, ldb, tb, c, ldc, accumulate, epilogue);
+    if (split.over_k) {
+      own_sgemm_split_k(static_cast<int>(split.k_parts), m, n, k, a, lda, ta, b, ldb, tb, c, ldc, accumulate, epilogue);
       return;
     }
     if (own && (serial || (by_columns && !few_rows_by_rows))) {

@@ -19,6 +19,11 @@ bool own_avx512_kernels();
 /// They and OpenBLAS sum in different orders: tests compare them, and nothing else switches.
 bool set_own_avx512_kernels(bool enabled);
 
+/// Whether gemm() on 2 or more threads splits a float32 m x n product's sums over k into parts
+/// added at the end (on the AVX-512 kernels, for a long k), an order one thread does not take;
+/// every other split keeps one thread's bits. For passes that promise those bits.
+bool own_sgemm_sums_over_k_in_parts(int64_t m, int64_t n, int64_t k, bool transpose_b);
+
 /// C (m x n, row-major, leading dim ldc) = op(A) op(B) (+ C when accumulate), T float or double,
 /// then the epilogue on every row (float only; null: none). Large products are split across
 /// the pool by rows or columns of C, or (on the AVX-512 kernels, for a long k) over k, in blocks

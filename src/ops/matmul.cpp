@@ -22,6 +22,9 @@ namespace tg {
 namespace detail {
 
 bool matmul_on_own_kernels() { return own_avx512_kernels(); }
+bool matmul_sums_over_k_in_parts(int64_t m, int64_t n, int64_t k, bool transpose_b) {
+  return own_sgemm_sums_over_k_in_parts(m, n, k, transpose_b);
+}
 
 namespace {
 

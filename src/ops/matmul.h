@@ -1,4 +1,5 @@
 #pragma once
+#include <cstdint>
 // What graph builders (passes, gradients) may assume of the matmul op's kernels: they may not
 // include the kernels themselves (src/LAYERS), and a rewrite that keeps bits on one set of
 // kernels may not on another.
@@ -12,5 +13,9 @@ namespace tg::detail {
 /// product's bits, and matmul(a, b, transpose_b) has the bits of matmul(a, transpose(b)).
 /// OpenBLAS promises neither.
 bool matmul_on_own_kernels();
+/// Whether a float32 m x n matmul of inner size k (B transposed: transpose_b) on 2 or more
+/// threads splits its sums over k, the exception above: a rewrite that runs rows of a product
+/// apart keeps one thread's bits only where neither the whole product nor a part splits so.
+bool matmul_sums_over_k_in_parts(int64_t m, int64_t n, int64_t k, bool transpose_b);
 
 }  // namespace tg::detail

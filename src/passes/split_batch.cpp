@@ -67,11 +67,17 @@ bool row_wise(const GraphIR& g, const GraphNode& node, int64_t b, std::vector<Us
   };
   switch (node.op) {
     case OpId::MatMul: {
-      // Rows of A times B: on the own kernels each row's sums are the same whatever the rows.
-      if (node.attrs.get<MatMulAttrs>().transpose_a || !matmul_on_own_kernels()) return false;
+      // Rows of A times B: on the own kernels each row's sums are the same whatever the rows,
+      // unless the whole product or a half's splits its sums over k.
+      const MatMulAttrs& attrs = node.attrs.get<MatMulAttrs>();
+      if (attrs.transpose_a || !matmul_on_own_kernels()) return false;
       if (node.outputs[0].dtype != DType::Float32 || !has_rows(g.type_of(node.inputs[0]), b)) return false;
       uses[1] = Use::kWhole;
-      return g.type_of(node.inputs[1]).shape.rank() == 2;
+      const TensorShape& right = g.type_of(node.inputs[1]).shape;
+      if (right.rank() != 2 || !right.is_fully_defined()) return false;
+      const int64_t k = right.dim(attrs.transpose_b ? 1 : 0), n = right.dim(attrs.transpose_b ? 0 : 1);
+      return !matmul_sums_over_k_in_parts(b, n, k, attrs.transpose_b) &&
+             !matmul_sums_over_k_in_parts(b / 2, n, k, attrs.transpose_b);
     }
     case OpId::Slice: {
       const SliceAttrs& a = node.attrs.get<SliceAttrs>();

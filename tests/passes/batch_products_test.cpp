@@ -7,6 +7,7 @@
 #include "passes/batch_products.h"
 #include "passes/passes.h"
 #include "support/graph_util.h"
+#include "support/unrolled_lstm.h"
 #include "support/test_util.h"
 #include "tracegraph/gradient.h"
 
@@ -22,20 +23,6 @@ bool have_avx512() {
 }
 
 constexpr int64_t kBatch = 32, kSteps = 5, kIn = 16, kUnits = 64;  // the batch: 160 x 256
-
-// An LSTM cell called in a C++ loop, its loss and gradients (as the models benchmark's unrolled
-// train step records them; the steps' inputs are a function argument, so nothing folds them).
-std::vector<Tensor> unrolled_step(const nn::LSTMCell& cell, const Tensor& x) {
-  const std::vector<Variable> vars = cell.trainable_variables();
-  GradientTape tape;
-  const Tensor steps = transpose(x, {1, 0, 2});
-  Tensor h = zeros({kBatch, kUnits}), c = zeros({kBatch, kUnits});
-  for (int64_t t = 0; t < kSteps; ++t) std::tie(h, c) = cell(steps[t], h, c);
-  const Tensor loss = reduce_sum(h * h);
-  std::vector<Tensor> out = tape.gradient(loss, vars);
-  out.insert(out.begin(), loss);
-  return out;
-}
 
 // The same steps with the cell's arithmetic written out (nn/recurrent.cpp's lstm_step), so that
 // the tape also gives the pre-activations' gradients dz_t: {loss, stacked x_t, stacked h_{t-1},
@@ -90,8 +77,8 @@ TEST(BatchProducts, AnUnrolledCellsProductsBecomeOne) {
   const int threads_before = config::num_threads();
   const nn::LSTMCell cell(kIn, kUnits, 3);
   const Tensor x = random_uniform({kBatch, kSteps, kIn}, -1, 1, 7);
-  auto optimised = function([&](const Tensor& in) { return unrolled_step(cell, in); });
-  auto plain = function([&](const Tensor& in) { return unrolled_step(cell, in); }, {.optimize = false});
+  auto optimised = function([&](const Tensor& in) { return testing::unrolled_lstm_step(cell, in, kUnits); });
+  auto plain = function([&](const Tensor& in) { return testing::unrolled_lstm_step(cell, in, kUnits); }, {.optimize = false});
   auto plain_operands = function([&](const Tensor& in) { return unrolled_step_operands(cell, in); }, {.optimize = false});
   for (const int threads : {1, 2}) {
     config::set_num_threads(threads);

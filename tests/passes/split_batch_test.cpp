@@ -5,8 +5,10 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "ops/matmul.h"
 #include "passes/split_batch.h"
 #include "support/graph_util.h"
+#include "support/unrolled_lstm.h"
 #include "support/test_util.h"
 #include "tracegraph/gradient.h"
 
@@ -42,24 +44,10 @@ Tensor values(const TensorShape& shape, int seed, float scale = 1.0f) {
   return constant(v, shape);
 }
 
-// An LSTM cell called in a C++ loop, its loss and its weights' gradients (the models
-// benchmark's unrolled train step): {loss, gradients...}.
-std::vector<Tensor> unrolled_step(const nn::LSTMCell& cell, const Tensor& x) {
-  const std::vector<Variable> vars = cell.trainable_variables();
-  GradientTape tape;
-  const Tensor steps = transpose(x, {1, 0, 2});
-  Tensor h = zeros({kBatch, kUnits}), c = zeros({kBatch, kUnits});
-  for (int64_t t = 0; t < kSteps; ++t) std::tie(h, c) = cell(steps[t], h, c);
-  const Tensor loss = reduce_sum(h * h);
-  std::vector<Tensor> out = tape.gradient(loss, vars);
-  out.insert(out.begin(), loss);
-  return out;
-}
-
 TEST(SplitBatch, AnUnrolledCellsStepsAndGradientRunInHalvesWithTheWholeBatchsBits) {
   const nn::LSTMCell cell(kIn, kUnits, 5);
   const Tensor x = values({kBatch, kSteps, kIn}, 3);
-  auto step = [&](const Tensor& in) { return unrolled_step(cell, in); };
+  auto step = [&](const Tensor& in) { return testing::unrolled_lstm_step(cell, in, kUnits); };
   const std::vector<Tensor> eager = step(x);
   std::vector<Tensor> one, two, two_run_on_one;
   int conds_one = 0, conds_two = 0;
@@ -122,6 +110,35 @@ TEST(SplitBatch, RowsMeetOnlyOutsideTheHalves) {
   }
   EXPECT_TRUE(same_bits(two, one));
   EXPECT_TENSOR_NEAR(two, chain(x), 1e-5);
+}
+
+// A product whose half would split its sums over k where the whole product does not (a half of
+// 192 x 64 x 512 on the own kernels, the whole 384 x 64 x 512) is never split: its bits would
+// then be another order's than one thread's.
+TEST(SplitBatch, ProductsWhoseHalvesWouldSumOverKInPartsStayWhole) {
+  constexpr int64_t kRows = 384, kWide = 512, kNarrow = 64;
+  if (have_avx512()) {
+    Threads threads(2);
+    EXPECT_TRUE(detail::matmul_sums_over_k_in_parts(kRows / 2, kNarrow, kWide, false));
+    EXPECT_FALSE(detail::matmul_sums_over_k_in_parts(kRows, kNarrow, kWide, false));
+  }
+  const Tensor x = values({kRows, kWide}, 6);
+  const Tensor w1 = values({kWide, kNarrow}, 7, 0.05f), w2 = values({kNarrow, kWide}, 8, 0.1f);
+  auto chain = [&](const Tensor& in) {
+    Tensor h = in;
+    for (int t = 0; t < 40; ++t) h = tanh(matmul(tanh(matmul(h, w1)), w2) + 0.1f);
+    return h;
+  };
+  Tensor one, two;
+  {
+    Threads threads(1);
+    one = function(chain)(x);
+  }
+  {
+    Threads threads(2);
+    two = function(chain)(x);
+  }
+  EXPECT_TRUE(same_bits(two, one));
 }
 
 }  // namespace
