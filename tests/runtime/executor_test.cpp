@@ -179,7 +179,11 @@ TEST(PlannedExecutor, ResultsStillHeldAreNeverReusedByLaterCalls) {
   const Tensor x = constant({1.0f, 2.0f});
   g(x);  // traces
   const float* first = detail::data_of<float>(g(x));
+#if !defined(__SANITIZE_THREAD__)  // a ThreadSanitizer build allocates every result (executor.cpp)
   EXPECT_EQ(detail::data_of<float>(g(x)), first);
+#else
+  EXPECT_NE(first, nullptr);
+#endif
 }
 
 TEST(PlannedExecutor, ValuesStoredInVariablesAreNotArenaMemory) {
