@@ -6,6 +6,7 @@
 #include "graph/verify.h"
 #include "passes/batch_products.h"
 #include "passes/passes.h"
+#include "ops/matmul.h"
 #include "support/graph_util.h"
 #include "support/unrolled_lstm.h"
 #include "support/test_util.h"
@@ -16,11 +17,6 @@ namespace {
 
 using testing::count_op;
 using testing::same_bits;
-
-bool have_avx512() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") != 0;
-}
 
 constexpr int64_t kBatch = 32, kSteps = 5, kIn = 16, kUnits = 64;  // the batch: 160 x 256
 
@@ -72,7 +68,7 @@ void expect_within_sum_bound(const Tensor& fast, const Tensor& expected, const T
 }
 
 TEST(BatchProducts, AnUnrolledCellsProductsBecomeOne) {
-  if (!have_avx512()) GTEST_SKIP() << "the pass batches only on the AVX-512 kernels";
+  if (!detail::matmul_on_own_kernels()) GTEST_SKIP() << "the pass batches only on the AVX-512 kernels";
   detail::set_verify_graphs(true);
   const int threads_before = config::num_threads();
   const nn::LSTMCell cell(kIn, kUnits, 3);
@@ -111,7 +107,7 @@ TEST(BatchProducts, AnUnrolledCellsProductsBecomeOne) {
 // batch, in batches of bounded size; a write between two reads, a left operand made from another
 // product, or a k that could split over k keep them apart.
 TEST(BatchProducts, OnlyIndependentProductsOfOneValueBatch) {
-  if (!have_avx512()) GTEST_SKIP() << "the pass batches only on the AVX-512 kernels";
+  if (!detail::matmul_on_own_kernels()) GTEST_SKIP() << "the pass batches only on the AVX-512 kernels";
   detail::set_verify_graphs(true);
   Variable w(random_uniform({16, 24}, -1, 1, 1), "w");
   const Tensor a = random_uniform({4, 16}, -1, 1, 2), b = random_uniform({4, 16}, -1, 1, 3);

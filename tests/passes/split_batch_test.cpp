@@ -18,11 +18,6 @@ namespace {
 using testing::count_op;
 using testing::same_bits;
 
-bool have_avx512() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") != 0;
-}
-
 // The thread count while tracing and running; the one before afterwards.
 class Threads {
  public:
@@ -68,7 +63,7 @@ TEST(SplitBatch, AnUnrolledCellsStepsAndGradientRunInHalvesWithTheWholeBatchsBit
   EXPECT_EQ(conds_one, 0);
   // Two chains (the steps, their gradient) in two halves each; products split by rows keep
   // their bits only on the own AVX-512 kernels, so without them the products stay whole.
-  if (have_avx512()) {
+  if (detail::matmul_on_own_kernels()) {
     EXPECT_EQ(conds_two, 4);
   }
   ASSERT_EQ(two.size(), one.size());
@@ -105,7 +100,7 @@ TEST(SplitBatch, RowsMeetOnlyOutsideTheHalves) {
     two = f(x);
     conds = count_op(f.concrete_functions()[0].optimized_graph(), "cond");
   }
-  if (have_avx512()) {
+  if (detail::matmul_on_own_kernels()) {
     EXPECT_EQ(conds, 4);  // the nodes before the mean and those after it
   }
   EXPECT_TRUE(same_bits(two, one));
@@ -117,7 +112,7 @@ TEST(SplitBatch, RowsMeetOnlyOutsideTheHalves) {
 // then be another order's than one thread's.
 TEST(SplitBatch, ProductsWhoseHalvesWouldSumOverKInPartsStayWhole) {
   constexpr int64_t kRows = 384, kWide = 512, kNarrow = 64;
-  if (have_avx512()) {
+  if (detail::matmul_on_own_kernels()) {
     Threads threads(2);
     EXPECT_TRUE(detail::matmul_sums_over_k_in_parts(kRows / 2, kNarrow, kWide, false));
     EXPECT_FALSE(detail::matmul_sums_over_k_in_parts(kRows, kNarrow, kWide, false));
