@@ -215,15 +215,11 @@ struct PowF : LibmBinary {
 /// types as they are. The kernels' float environment (core/float_environment.h) reads subnormal
 /// operands so (DAZ), but only in arithmetic: a compare-and-select returns a subnormal as stored
 /// where MAXPS returns it as zero, and gcc turns one into the other. The ops that return an
-/// operand by comparing (relu, maximum, minimum) read it here first, so every path and every
-/// compiler choice gives the same bits.
+/// operand by comparing (relu, maximum, minimum) read it here first on scalars, so every path and
+/// every compiler choice gives the same bits (relu on whole registers is one MAXPS instead).
 template <class T>
 T read_as_kernels_do(T x) {
-  if constexpr (std::is_same_v<T, F32x16>) {
-    typedef uint32_t U32x16 __attribute__((vector_size(64)));
-    const U32x16 u = __builtin_bit_cast(U32x16, x);
-    return __builtin_bit_cast(F32x16, (u & 0x7f800000u) == 0 ? (u & 0x80000000u) : u);
-  } else if constexpr (std::is_same_v<T, float>) {
+  if constexpr (std::is_same_v<T, float>) {
     const uint32_t u = __builtin_bit_cast(uint32_t, x);
     return __builtin_bit_cast(float, (u & 0x7f800000u) == 0 ? (u & 0x80000000u) : u);
   } else if constexpr (std::is_same_v<T, double>) {

@@ -5,6 +5,7 @@
 
 #include "core/check.h"
 #include "core/tensor_impl.h"
+#include "ops/shape_value.h"
 #include "tracegraph/ops.h"
 
 namespace tg {
@@ -181,10 +182,7 @@ Tensor fill(const TensorShape& shape, const Tensor& scalar) {
         scalar.defined() ? detail::static_shape(scalar).to_string() : std::string("an empty tg::Tensor"));
   // The fill op copies the value's bits (as TF's Fill): -0.0, NaN payloads and subnormals stay,
   // which an add onto zeros would change. It takes a symbolic value while tracing.
-  const std::vector<int64_t>& dims = shape.dims();
-  return detail::fill_from_shape_tensor(
-      detail::make_constant(dims.data(), static_cast<int64_t>(dims.size()), TensorShape{static_cast<int64_t>(dims.size())}, int64),
-      scalar);
+  return detail::fill_from_shape_tensor(detail::static_shape_tensor("fill", shape), scalar);
 }
 
 Tensor range(int64_t start, int64_t limit, int64_t delta, DType dtype) {

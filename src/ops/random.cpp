@@ -268,16 +268,6 @@ uint64_t stream_key(OpId id, const RandomAttrs& a) {
   return mix(mix(static_cast<uint64_t>(a.seed) + stream_tag(id)) ^ static_cast<uint64_t>(a.seed2));
 }
 
-Tensor static_shape_tensor(const char* op, const TensorShape& shape) {
-  if (!shape.is_fully_defined())
-    op_error<InvalidArgumentError>(op, "expected a fully defined shape, got ", shape.to_string(),
-                                   "; for sizes known only at run time pass the shape as a 1-D int tensor "
-                                   "(e.g. built from tg::shape(x))");
-  const auto& dims = shape.dims();
-  return make_constant(dims.data(), static_cast<int64_t>(dims.size()), TensorShape{static_cast<int64_t>(dims.size())},
-                       DType::Int64);
-}
-
 Tensor stateful_random(OpId id, const Tensor& shape, RandomAttrs a, std::optional<uint64_t> op_seed) {
   const char* op = name_of(id);
   a.shape = shape_value_of(op, shape);

@@ -910,6 +910,16 @@ Tensor stack(const std::vector<Tensor>& values, int axis) {
 }
 
 namespace detail {
+Tensor static_shape_tensor(const char* op, const TensorShape& shape) {
+  if (!shape.is_fully_defined())
+    op_error<InvalidArgumentError>(op, "expected a fully defined shape, got ", shape.to_string(),
+                                   "; for sizes known only at run time pass the shape as a 1-D int tensor "
+                                   "(e.g. built from tg::shape(x))");
+  const auto& dims = shape.dims();
+  return make_constant(dims.data(), static_cast<int64_t>(dims.size()), TensorShape{static_cast<int64_t>(dims.size())},
+                       DType::Int64);
+}
+
 ShapeValueAttrs shape_value_of(const char* op, const Tensor& shape) {
   if (!shape.defined())
     op_error<ValueError>(op, "the shape is an empty tg::Tensor; pass e.g. tg::shape(x)");

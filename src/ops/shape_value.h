@@ -12,6 +12,9 @@ namespace tg::detail {
 /// What is known of a shape tensor's value when an op is built: all of it when it is eager.
 /// Throws (with the [op] prefix) on an empty handle or a negative size.
 ShapeValueAttrs shape_value_of(const char* op, const Tensor& shape);
+/// A fully defined static shape as an int64 shape tensor (a constant); throws
+/// InvalidArgumentError (with the [op] prefix) when a size is None.
+Tensor static_shape_tensor(const char* op, const TensorShape& shape);
 /// The static shape a shape tensor of type `t` describes, given what was known of its value;
 /// throws TypeError / InvalidArgumentError unless `t` is a 1-D int32/int64 tensor.
 TensorShape described_shape(const char* op, const ValueType& t, const ShapeValueAttrs& known);
