@@ -39,26 +39,28 @@ std::vector<Tensor> dense_inputs(int64_t batch) {
           random_uniform({64, 10}, -0.2, 0.2, 4), random_uniform({10}, -0.2, 0.2, 5)};
 }
 
+// At batch 1024 two threads split x w1 by rows, in blocks claimed from each thread's range.
 TEST(ProductEpilogues, ADenseLayersProductsTakeInTheirElementwiseWorkWithTheSameBits) {
   detail::set_verify_graphs(true);
   const int threads_before = config::num_threads();
-  for (const int threads : {1, 2}) {
-    config::set_num_threads(threads);
-    SCOPED_TRACE(::testing::Message() << threads << " threads");
-    const std::vector<Tensor> in = dense_inputs(96);
-    auto optimised = function(dense_step);
-    auto plain = function(dense_step, {.optimize = false});
-    const std::vector<Tensor> got = run(optimised, in), want = run(plain, in);
-    ASSERT_EQ(got.size(), want.size());
-    for (std::size_t k = 0; k < got.size(); ++k) EXPECT_TRUE(same_bits(got[k], want[k])) << "output " << k;
-    const Graph g = optimised.get_concrete_function(in[0], in[1], in[2], in[3], in[4]).optimized_graph();
-    // x w1 (+ b1, relu, mask), h w2 (+ b2), and dlogits w2^T (relu's gradient, and its sum over
-    // rows for b1). The two weight gradients are products nothing elementwise follows; b2's
-    // gradient sums the loss's gradient, not a product.
-    EXPECT_EQ(count_op(g, "matmul_epilogue"), 3) << g.to_string();
-    EXPECT_EQ(count_op(g, "matmul"), 2) << g.to_string();
-    EXPECT_EQ(count_op(g, "sum_to_like"), 1) << g.to_string();
-  }
+  for (const int threads : {1, 2})
+    for (const int64_t batch : {96, 1024}) {
+      config::set_num_threads(threads);
+      SCOPED_TRACE(::testing::Message() << threads << " threads, batch " << batch);
+      const std::vector<Tensor> in = dense_inputs(batch);
+      auto optimised = function(dense_step);
+      auto plain = function(dense_step, {.optimize = false});
+      const std::vector<Tensor> got = run(optimised, in), want = run(plain, in);
+      ASSERT_EQ(got.size(), want.size());
+      for (std::size_t k = 0; k < got.size(); ++k) EXPECT_TRUE(same_bits(got[k], want[k])) << "output " << k;
+      const Graph g = optimised.get_concrete_function(in[0], in[1], in[2], in[3], in[4]).optimized_graph();
+      // x w1 (+ b1, relu, mask), h w2 (+ b2), and dlogits w2^T (relu's gradient, and its sum over
+      // rows for b1). The two weight gradients are products nothing elementwise follows; b2's
+      // gradient sums the loss's gradient, not a product.
+      EXPECT_EQ(count_op(g, "matmul_epilogue"), 3) << g.to_string();
+      EXPECT_EQ(count_op(g, "matmul"), 2) << g.to_string();
+      EXPECT_EQ(count_op(g, "sum_to_like"), 1) << g.to_string();
+    }
   config::set_num_threads(threads_before);
 }
 
@@ -103,20 +105,28 @@ TEST(ProductEpilogues, AConvolutionLayerTakesInItsBiasReluAndMaskWithTheSameBits
 // relu6 among them), or a relu, is taken in by the convolution, dense or depthwise, on every path: the own
 // kernels (in registers) and the other ones (after the stores), one thread and two, 1x1 filters
 // and stride 2, a max pool after it (taken in too); NaN inputs (one with a payload) give the
-// ops' quiet NaN. Eager, traced and traced+optimised agree bit for bit.
+// ops' quiet NaN. A single 56 x 56 image's 1x1 filters are products that two threads split by
+// rows (halves, and blocks claimed from each thread's range). Eager, traced and
+// traced+optimised agree bit for bit.
 TEST(ProductEpilogues, AConvolutionTakesInAClipAfterItsBiasWithTheSameBits) {
   detail::set_verify_graphs(true);
   struct Bounds { float lower, upper; bool relu_only = false; };  // relu_only: relu(y), no clip
-  struct Case { int64_t k, stride; bool depthwise, pool = false; };
+  struct Case {
+    int64_t k, stride;
+    bool depthwise, pool = false;
+    int64_t images = 9, size = 12, channels = 5, out = 24;  // depthwise: 40 channels in and out
+  };
   const int threads_before = config::num_threads();
   for (const bool own : {true, false})
     for (const int threads : {1, 2})
       for (const Case c : {Case{3, 1, false}, Case{1, 1, false}, Case{3, 2, false}, Case{3, 1, true}, Case{3, 2, true},
-                           Case{3, 1, false, true}})
+                           Case{3, 1, false, true}, Case{1, 1, false, false, 1, 56, 24, 144},
+                           Case{1, 1, false, false, 1, 56, 96, 128}})
         for (const Bounds bounds : {Bounds{0.0f, 6.0f}, Bounds{-0.5f, 0.25f}, Bounds{0.0f, 0.0f, true}}) {
           SCOPED_TRACE(::testing::Message() << "own " << own << " threads " << threads << " filter " << c.k << " stride "
                                             << c.stride << " depthwise " << c.depthwise << " pool " << c.pool
-                                            << " bounds " << bounds.lower << " relu only " << bounds.relu_only);
+                                            << " images " << c.images << " size " << c.size << " bounds "
+                                            << bounds.lower << " relu only " << bounds.relu_only);
           auto layer = [bounds, pool = c.pool](const Tensor& x, const Tensor& f, const Tensor& b, int64_t stride) {
             const Tensor y = conv2d(x, f, {stride, stride}, Padding::Same) + b;
             const Tensor clipped =
@@ -125,12 +135,13 @@ TEST(ProductEpilogues, AConvolutionTakesInAClipAfterItsBiasWithTheSameBits) {
           };
           const bool was = detail::set_own_avx512_kernels(own);
           config::set_num_threads(threads);
-          const int64_t channels = c.depthwise ? 40 : 5, out = c.depthwise ? 40 : 24;
-          std::vector<float> xs = random_uniform({9, 12, 12, channels}, -4, 4, 1).to_vector<float>();
+          const int64_t channels = c.depthwise ? 40 : c.channels, out = c.depthwise ? 40 : c.out;
+          const TensorShape x_shape({c.images, c.size, c.size, channels});
+          std::vector<float> xs = random_uniform(x_shape, -4, 4, 1).to_vector<float>();
           xs[7] = testing::values::kNanF;
           uint32_t payload = 0x7fc01234u;
           std::memcpy(&xs[xs.size() / 2], &payload, sizeof payload);
-          const Tensor x = constant(xs, TensorShape({9, 12, 12, channels}));
+          const Tensor x = constant(xs, x_shape);
           const Tensor f = random_uniform({c.k, c.k, c.depthwise ? 1 : channels, out}, -2, 2, 2);
           const Tensor b = random_uniform({out}, -0.5, 0.5, 3);
           auto optimised = function(layer);
