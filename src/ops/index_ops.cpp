@@ -11,6 +11,7 @@
 #include "core/thread_pool.h"
 #include "ops/broadcast.h"
 #include "ops/grad_helpers.h"
+#include "ops/row_prefetch.h"
 #include "tracegraph/ops.h"
 
 namespace tg {
@@ -173,12 +174,18 @@ void kernel_gather(const std::vector<Tensor>& in, const OpAttrs& op_attrs, std::
     // Output rows [r0, r1) of outer * m, each `inner` long: row o * m + j is params' row i[j]
     // of block o. Threads copy ranges of rows (an embedding's 3200 x 64 lookup: 800 KB), which
     // gives the same bytes on any thread count.
+    auto source_row = [&](int64_t r) {
+      const int64_t o = r / m, j = r % m;
+      const int64_t i = wide ? i64[j] : static_cast<int64_t>(i32[j]);
+      return src + (o * bound + i) * inner;
+    };
     auto rows = [&](int64_t r0, int64_t r1) {
       T* d = dst + r0 * inner;
       for (int64_t r = r0; r < r1; ++r) {
-        const int64_t o = r / m, j = r % m;
-        const int64_t i = wide ? i64[j] : static_cast<int64_t>(i32[j]);
-        d = std::copy_n(src + (o * bound + i) * inner, inner, d);
+        if constexpr (std::is_trivially_copyable_v<T>)
+          if (r + kRowPrefetchDistance < r1)
+            prefetch_row(source_row(r + kRowPrefetchDistance), sizeof(T) * static_cast<std::size_t>(inner), false);
+        d = std::copy_n(source_row(r), inner, d);
       }
     };
     const int64_t total = outer * m;

@@ -13,6 +13,7 @@
 #include "ops/broadcast.h"
 #include "ops/distinct_indices.h"
 #include "ops/op.h"
+#include "ops/row_prefetch.h"
 #include "ops/variable_access.h"
 #include "ops/variable_creation.h"
 #include "tracegraph/indexed_slices.h"
@@ -227,9 +228,15 @@ void kernel_scatter(const std::vector<Tensor>& in, const OpAttrs& attrs, std::ve
       const bool wide = in[0].impl()->dtype == DType::Int64;
       // Threads take ranges of the variable's rows, each scanning every index for its own: a
       // repeated row's updates apply in index order on any thread count.
+      auto index = [&](int64_t j) { return wide ? i64[j] : static_cast<int64_t>(i32[j]); };
       auto update_rows = [&](int64_t begin, int64_t end) {
         for (int64_t j = 0; j < n; ++j) {
-          const int64_t i = wide ? i64[j] : static_cast<int64_t>(i32[j]);
+          if (j + kRowPrefetchDistance < n) {
+            const int64_t ahead = index(j + kRowPrefetchDistance);
+            if (ahead >= begin && ahead < end)
+              prefetch_row(y + ahead * row, sizeof(T) * static_cast<std::size_t>(row), true);
+          }
+          const int64_t i = index(j);
           if (i < begin || i >= end) continue;
           T* d = y + i * row;
           const T* s = u + j * row;
