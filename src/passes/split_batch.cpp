@@ -127,7 +127,11 @@ struct Chain {
   std::vector<std::pair<ValueRef, Use>> inputs;
   std::vector<char> halved;  // per input: a result of an earlier chain, which comes in halves
   std::vector<ValueRef> results;
-  std::vector<char> read_outside;  // per result: read by a node of no chain (2: only by row concatenations)
+  // Per result, how nodes of no chain read it: not at all (0); joined, the halves concatenated
+  // (1); only by row concatenations, which take the halves (2); by a row concatenation that
+  // takes the halves and by others, which read their rows of its result (3, `stacked_in`).
+  std::vector<char> read_outside;
+  std::vector<int> stacked_in;  // per result of kind 3: the row concatenation (a node of g)
   std::array<std::shared_ptr<const GraphIR>, 2> halves;
 };
 
@@ -208,6 +212,23 @@ std::shared_ptr<GraphIR> half_graph(const GraphIR& g, const Chain& c, const std:
   return sub;
 }
 
+bool is_row_concat(const GraphNode& node) {
+  return node.kind == NodeKind::kOp && node.op == OpId::Concat && node.attrs.get<AxisAttrs>().axis == 0;
+}
+
+// Whether row concatenation `cat` stacks results of chain `l` alone, all of one shape: its
+// result is then those values one after the other, and each one's rows a view of it. Reading
+// only that chain, it comes before every other reader of those results.
+bool stacks_results_of(const GraphIR& g, const GraphNode& cat, const std::vector<int>& chain_of, int l) {
+  const ValueType& first = g.type_of(cat.inputs[0]);
+  for (const ValueRef& in : cat.inputs) {
+    const ValueType& t = g.type_of(in);
+    if (chain_of[static_cast<std::size_t>(in.node)] != l || t.dtype != first.dtype || t.shape.dims() != first.shape.dims())
+      return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 int split_batch_chains(GraphIR& g) {
@@ -271,22 +292,25 @@ int split_batch_chains(GraphIR& g) {
           for (const ValueRef& in : g.node(u).inputs) outside |= in == ValueRef{i, static_cast<int>(o)};
         }
         if (!outside) continue;
-        // Read by a node of no chain: 1; only by concatenations of rows, which take the halves: 2.
+        const ValueRef r{i, static_cast<int>(o)};
         char by_other = 0;
-        bool only_row_concats = true;
+        bool only_row_concats = true, only_ops = true;
+        int stacked = -1;
         for (int u : users.of(i)) {
           if (chain_of[static_cast<std::size_t>(u)] >= 0) continue;
           const GraphNode& user = g.node(u);
-          bool reads = false;
-          for (const ValueRef& in : user.inputs) reads |= in == ValueRef{i, static_cast<int>(o)};
-          if (!reads) continue;
+          if (std::find(user.inputs.begin(), user.inputs.end(), r) == user.inputs.end()) continue;
           by_other = 1;
-          only_row_concats &= user.kind == NodeKind::kOp && user.op == OpId::Concat && user.attrs.get<AxisAttrs>().axis == 0;
+          only_ops &= user.kind == NodeKind::kOp;
+          if (!is_row_concat(user)) only_row_concats = false;
+          else if (stacked < 0 && stacks_results_of(g, user, chain_of, l)) stacked = u;
         }
         if (by_other && only_row_concats) by_other = 2;
+        else if (by_other && only_ops && stacked >= 0) by_other = 3;
         result_index[{i, static_cast<int>(o)}] = {l, c.results.size()};
-        c.results.push_back(ValueRef{i, static_cast<int>(o)});
+        c.results.push_back(r);
         c.read_outside.push_back(by_other);
+        c.stacked_in.push_back(by_other == 3 ? stacked : -1);
       }
     }
   }
@@ -306,7 +330,15 @@ int split_batch_chains(GraphIR& g) {
     const int u = unit(static_cast<int>(i));
     const GraphNode& node = g.nodes[i];
     std::vector<int> deps;
-    for (const ValueRef& in : node.inputs) deps.push_back(unit(in.node));
+    for (const ValueRef& in : node.inputs) {
+      deps.push_back(unit(in.node));
+      // A reader of a stacked result reads its rows of the stacking concatenation.
+      if (chain_of[i] >= 0 || is_row_concat(node)) continue;
+      if (auto it = result_index.find({in.node, in.output}); it != result_index.end()) {
+        const Chain& c = chains.at(it->second.first);
+        if (c.read_outside[it->second.second] == 3) deps.push_back(unit(c.stacked_in[it->second.second]));
+      }
+    }
     if (node.control_input >= 0) deps.push_back(unit(node.control_input));
     for (int d : deps) {
       if (d == u) continue;
@@ -334,11 +366,12 @@ int split_batch_chains(GraphIR& g) {
       const GraphNode& node = g.node(u);
       auto halves_of = [&](const ValueRef& in) -> const std::pair<int, std::size_t>* {
         auto it = result_index.find({in.node, in.output});
-        return it != result_index.end() && chains.at(it->second.first).read_outside[it->second.second] == 2 ? &it->second
-                                                                                                          : nullptr;
+        return it != result_index.end() && chains.at(it->second.first).read_outside[it->second.second] >= 2 ? &it->second
+                                                                                                           : nullptr;
       };
       bool takes_halves = false;
-      for (const ValueRef& in : node.inputs) takes_halves |= halves_of(in) != nullptr;
+      if (is_row_concat(node))
+        for (const ValueRef& in : node.inputs) takes_halves |= halves_of(in) != nullptr;
       if (!takes_halves) {
         out.keep(u);
       } else {
@@ -357,7 +390,39 @@ int split_batch_chains(GraphIR& g) {
             cat.inputs.push_back(out.now(in));
           }
         }
-        out.replace(ValueRef{u, 0}, ValueRef{out.add_built(std::move(cat)), 0});
+        const int stacked = out.add_built(std::move(cat));
+        out.replace(ValueRef{u, 0}, ValueRef{stacked, 0});
+        // The other readers of a result it stacks read their rows of it: a view, no copy.
+        int steps = -1;
+        for (std::size_t p = 0; p < node.inputs.size(); ++p) {
+          const auto* r = halves_of(node.inputs[p]);
+          if (!r) continue;
+          const Chain& c = chains.at(r->first);
+          if (c.read_outside[r->second] != 3 || c.stacked_in[r->second] != u) continue;
+          if (std::find(node.inputs.begin(), node.inputs.begin() + static_cast<std::ptrdiff_t>(p), node.inputs[p]) !=
+              node.inputs.begin() + static_cast<std::ptrdiff_t>(p))
+            continue;  // stacked twice: the first one's rows
+          const ValueType& t = g.type_of(node.inputs[p]);
+          if (steps < 0) {
+            GraphNode reshape;
+            reshape.kind = NodeKind::kOp;
+            reshape.op = OpId::Reshape;
+            reshape.name = g.unique_name("batch_halves/stacked");
+            const int64_t count = static_cast<int64_t>(node.inputs.size());
+            reshape.attrs = ReshapeAttrs{{count, t.shape.dim(0), t.shape.dim(1)}};
+            reshape.inputs = {ValueRef{stacked, 0}};
+            reshape.outputs = {ValueType{t.dtype, TensorShape({count, t.shape.dim(0), t.shape.dim(1)})}};
+            steps = out.add_built(std::move(reshape));
+          }
+          GraphNode rows;
+          rows.kind = NodeKind::kOp;
+          rows.op = OpId::Index;
+          rows.name = g.unique_name("batch_halves/stacked_rows");
+          rows.attrs = IndexAttrs{static_cast<int64_t>(p)};
+          rows.inputs = {ValueRef{steps, 0}};
+          rows.outputs = {t};
+          out.replace(node.inputs[p], ValueRef{out.add_built(std::move(rows)), 0});
+        }
       }
     } else {
       const Chain& c = chains.at(l);

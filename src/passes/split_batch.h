@@ -13,7 +13,10 @@ namespace tg::detail {
 /// chains are the row-wise nodes grouped so that no path leaves a group and comes back (a
 /// forward pass and its gradient, between which the loss runs on all rows). Each half slices
 /// its rows of the values entering it; a value leaving it is the halves concatenated, or the
-/// halves themselves in a concatenation of rows that reads it.
+/// halves themselves in a concatenation of rows that reads it, whose other readers then read
+/// their rows of that concatenation (a view) when it stacks only equal-shaped results of the
+/// chain (a recurrent gradient's per-step values, stacked for the weight gradients and each also
+/// summed for the bias).
 /// Bit-identical: every row is computed by the same kernels in the same order (float32 products
 /// only on the AVX-512 kernels, which sum each row alone). Returns the number of chains split.
 int split_batch_chains(GraphIR& g);

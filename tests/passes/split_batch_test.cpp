@@ -1,6 +1,8 @@
 // Batch splitting (passes/split_batch.cpp): on two threads, an unrolled cell's steps and their
 // gradient run as two halves of the batch side by side, with the bits of the whole batch.
 #include <cmath>
+#include <map>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -32,6 +34,20 @@ class Threads {
 
 constexpr int64_t kBatch = 32, kSteps = 24, kIn = 8, kUnits = 16;
 
+// Concatenations of exactly two outputs of cond nodes: the halves of a result joined.
+int joined_halves(const Graph& g) {
+  std::map<std::string, std::string> op_of;
+  for (const Graph::Node& node : g.nodes()) op_of[node.name] = node.op;
+  int n = 0;
+  for (const Graph::Node& node : g.nodes()) {
+    if (node.op != "concat" || node.inputs.size() != 2) continue;
+    bool halves = true;
+    for (const std::string& in : node.inputs) halves &= op_of[in.substr(0, in.find(':'))] == "cond";
+    n += halves;
+  }
+  return n;
+}
+
 // Float32 values in [-scale, scale], the same on every run.
 Tensor values(const TensorShape& shape, int seed, float scale = 1.0f) {
   std::vector<float> v(static_cast<std::size_t>(shape.num_elements()));
@@ -45,7 +61,7 @@ TEST(SplitBatch, AnUnrolledCellsStepsAndGradientRunInHalvesWithTheWholeBatchsBit
   auto step = [&](const Tensor& in) { return testing::unrolled_lstm_step(cell, in, kUnits); };
   const std::vector<Tensor> eager = step(x);
   std::vector<Tensor> one, two, two_run_on_one;
-  int conds_one = 0, conds_two = 0;
+  int conds_one = 0, conds_two = 0, joins_two = 0;
   {
     Threads threads(1);
     auto f = function(step);
@@ -57,6 +73,7 @@ TEST(SplitBatch, AnUnrolledCellsStepsAndGradientRunInHalvesWithTheWholeBatchsBit
     auto f = function(step);
     two = f(x);
     conds_two = count_op(f.concrete_functions()[0].optimized_graph(), "cond");
+    joins_two = joined_halves(f.concrete_functions()[0].optimized_graph());
     detail::set_num_threads(1);  // the halves one after the other
     two_run_on_one = f(x);
   }
@@ -65,6 +82,10 @@ TEST(SplitBatch, AnUnrolledCellsStepsAndGradientRunInHalvesWithTheWholeBatchsBit
   // their bits only on the own AVX-512 kernels, so without them the products stay whole.
   if (detail::matmul_on_own_kernels()) {
     EXPECT_EQ(conds_two, 4);
+    // Each step's gradient by the gate inputs goes into the stacked operand of the weight
+    // gradients as its halves, and the bias gradient reads its rows of that operand: no join
+    // but the last h's (which the loss reads).
+    EXPECT_EQ(joins_two, 1);
   }
   ASSERT_EQ(two.size(), one.size());
   for (std::size_t k = 0; k < one.size(); ++k) {
