@@ -195,6 +195,28 @@ TEST(RemapOps, TrailingDimsMoveAsBlocks) {
                    reduce_sum(g, {1}, true));
 }
 
+// Copies of at least 2 x 65,536 elements run by rows on the pool: the same values on one
+// thread and two, and as the definitions built from concat, slices and reverse (a batch-1
+// image padded split inside its rows; two images; a fill on every side; a reversed dim).
+TEST(RemapOps, LargeCopiesSplitByRowsOnTheThreads) {
+  const int threads_before = config::num_threads();
+  for (const int threads : {1, 2}) {
+    config::set_num_threads(threads);
+    SCOPED_TRACE(::testing::Message() << threads << " threads");
+    for (const int64_t images : {1, 2}) {
+      const int size = static_cast<int>(images * 112 * 113 * 24);
+      const Tensor x = reshape(cast(range(0, size), float32), {images, 112, 113, 24});
+      const Tensor rows =
+          concat({fill(TensorShape{images, 1, 113, 24}, -3.f), x, fill(TensorShape{images, 2, 113, 24}, -3.f)}, 1);
+      const Tensor want = concat({rows, fill(TensorShape{images, 115, 1, 24}, -3.f)}, 2);
+      EXPECT_TENSOR_EQ(pad(x, {{0, 0}, {1, 2}, {0, 1}, {0, 0}}, PadMode::Constant, -3.0), want);
+      EXPECT_TENSOR_EQ(tile(x, {1, 2, 1, 1}), concat({x, x}, 1));
+      EXPECT_TENSOR_EQ(reverse(x, {1}), gather(x, reverse(range(0, 112), {0}), 1));
+    }
+  }
+  config::set_num_threads(threads_before);
+}
+
 // Second order: the gradient of <d loss / d x, v> for loss = sum(f(x)^3), whose first gradient
 // runs the op's rule (tile_grad, mirror_pad_grad, slice_like, concat, scatter / gather), against
 // central differences of that inner product; eagerly and traced with None dims.
