@@ -36,6 +36,8 @@ tg::Tensor to_tensor(py::handle value, std::optional<tg::DType> dtype = std::nul
                      DTypeRule rule = DTypeRule::kHint);
 /// The tg.Tensor inside `value`, or nullptr when it is not one.
 const tg::Tensor* as_tensor_ptr(py::handle value);
+/// A new Python tg.Tensor holding `t` (py::cast's result, without its type lookups).
+py::object tensor_object(tg::Tensor&& t);
 /// The tg::Variable inside `value` (a tg.Variable), or nullptr when it is not one. to_tensor reads
 /// a Variable (its current value; inside a trace, a read at every call).
 const tg::Variable* as_variable_ptr(py::handle value);

@@ -378,9 +378,35 @@ void type_error(const std::string& message) { throw py::type_error(message); }
 void value_error(const std::string& message) { throw py::value_error(message); }
 void unimplemented(const std::string& message) { throw Unimplemented(message); }
 
+namespace {
+// tg.Tensor's pybind11 type record, found once: pybind11's own casts find it on every call by
+// hashing the C++ type's name, in two tables (a tenth of a cached tg.function call from Python).
+const py::detail::type_info* tensor_type_info() {
+  static const py::detail::type_info* info = py::detail::get_type_info(typeid(tg::Tensor), true);
+  return info;
+}
+}  // namespace
+
 const tg::Tensor* as_tensor_ptr(py::handle value) {
-  if (!value || !py::isinstance<tg::Tensor>(value)) return nullptr;
+  if (!value) return nullptr;
+  const py::detail::type_info* info = tensor_type_info();
+  if (Py_TYPE(value.ptr()) == info->type) {  // the usual case, read without a lookup
+    const auto* inst = reinterpret_cast<const py::detail::instance*>(value.ptr());
+    if (inst->simple_layout && inst->simple_holder_constructed)
+      return static_cast<const tg::Tensor*>(inst->simple_value_holder[0]);
+  }
+  if (!py::isinstance<tg::Tensor>(value)) return nullptr;
   return &value.cast<const tg::Tensor&>();
+}
+
+py::object tensor_object(tg::Tensor&& t) {
+  auto move = [](const void* p) -> void* {
+    return new tg::Tensor(std::move(*static_cast<tg::Tensor*>(const_cast<void*>(p))));
+  };
+  py::handle h = py::detail::type_caster_generic::cast(&t, py::return_value_policy::move, py::handle(),
+                                                       tensor_type_info(), nullptr, move);
+  if (!h) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(h);
 }
 
 py::dtype numpy_dtype(tg::DType dtype) {

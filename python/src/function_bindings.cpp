@@ -7,6 +7,7 @@
 // python/tracegraph/_function.py.
 #include <cmath>
 #include <cstring>
+#include <cxxabi.h>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "bindings.h"
+#include "core/small_vector.h"
 #include "ops/variable_state.h"
 #include "py_trace_types.h"
 #include "trace/concrete.h"
@@ -49,8 +51,14 @@ PyObject* tensor_type() {
 }
 
 // The tg.Tensor held by a Python object known to be one (the cached path: no isinstance).
-const tg::Tensor& tensor_in(PyObject* p) { return py::handle(p).cast<const tg::Tensor&>(); }
+const tg::Tensor& tensor_in(PyObject* p) { return *as_tensor_ptr(p); }
 bool is_tensor(PyObject* p) { return Py_TYPE(p) == reinterpret_cast<PyTypeObject*>(tensor_type()); }
+
+// A CPython call's result: a new reference, or null with the Python error set (thrown on).
+PyObject* check(PyObject* result) {
+  if (result == nullptr) throw py::error_already_set();
+  return result;
+}
 
 std::string short_repr(py::handle h) {
   std::string s = py::repr(h).cast<std::string>();
@@ -73,10 +81,19 @@ struct Param {
   py::object default_value;  // null when the parameter has none
 };
 
+// A call's arguments as Python's vectorcall protocol passes them: the positional ones, then the
+// values of the keywords `kwnames` names (a tuple, or null for none).
+struct CallArgs {
+  PyObject* const* args = nullptr;
+  std::size_t nargs = 0;
+  PyObject* kwnames = nullptr;
+  std::size_t nkwargs() const { return kwnames ? static_cast<std::size_t>(PyTuple_GET_SIZE(kwnames)) : 0; }
+};
+
 // A call's arguments, one per parameter (a *args parameter holds a tuple, **kwargs a dict):
-// borrowed from the call's own tuple and dict, or owned where binding made them.
+// borrowed from the call's own arguments, or owned where binding made them.
 struct Bound {
-  std::vector<PyObject*> slots;
+  tg::detail::SmallVector<PyObject*, 6> slots;
   std::vector<py::object> owned;
   bool converted = false;  // a value was converted to a tensor for the input_signature
 };
@@ -569,9 +586,9 @@ const Skeleton& python_skeleton(const tg::detail::ConcreteImpl& cf) {
 
 py::object results(const tg::detail::ConcreteImpl& cf, std::vector<tg::Tensor>& out) {
   const Skeleton& s = python_skeleton(cf);
-  if (s.root.kind == OutputNode::Kind::kTensor) return py::cast(std::move(out.at(0)));
+  if (s.root.kind == OutputNode::Kind::kTensor) return tensor_object(std::move(out.at(0)));
   std::size_t pos = 0;
-  return rebuild(s.root, [&](const OutputNode&) { return py::cast(std::move(out.at(pos++))); });
+  return rebuild(s.root, [&](const OutputNode&) { return tensor_object(std::move(out.at(pos++))); });
 }
 
 // ---- the body a trace runs: placeholders in, the Python function called, results out ------
@@ -821,9 +838,12 @@ class PyFunction {
                                                        tg::detail::AdviceLanguage::kPython);
   }
 
-  py::object call(py::args args, py::kwargs kwargs) {
-    if (tg::config::functions_run_eagerly()) return fn_(*args, **kwargs);
-    Bound b = bind(args, kwargs);
+  py::object call(const CallArgs& call_args) {
+    if (tg::config::functions_run_eagerly()) {
+      return py::reinterpret_steal<py::object>(
+          check(PyObject_Vectorcall(fn_.ptr(), call_args.args, call_args.nargs, call_args.kwnames)));
+    }
+    Bound b = bind(call_args);
     {
       auto match = [&](const std::vector<TraceTypePtr>& types) {
         if (types.size() != b.slots.size()) return false;
@@ -854,7 +874,15 @@ class PyFunction {
   }
 
   std::shared_ptr<PyConcrete> get_concrete_function(py::args args, py::kwargs kwargs) {
-    Bound b = bind(args, kwargs, /*for_concrete=*/true);
+    std::vector<PyObject*> values;
+    for (py::handle a : args) values.push_back(a.ptr());
+    py::tuple names(kwargs.size());
+    std::size_t k = 0;
+    for (auto item : kwargs) {
+      names[k++] = item.first;
+      values.push_back(item.second.ptr());
+    }
+    Bound b = bind(CallArgs{values.data(), args.size(), k ? names.ptr() : nullptr}, /*for_concrete=*/true);
     TypeContext ctx;
     std::shared_ptr<tg::detail::ConcreteImpl> cf = dispatch(b, ctx, false);
     return std::make_shared<PyConcrete>(PyConcrete{std::move(cf), core_, params_});
@@ -877,20 +905,21 @@ class PyFunction {
     type_error(core_->name() + "() " + what);
   }
 
-  Bound bind(const py::args& args, const py::kwargs& kwargs, bool for_concrete = false) const {
+  Bound bind(const CallArgs& call, bool for_concrete = false) const {
     Bound b;
-    const std::size_t nargs = args.size();
-    b.slots.assign(params_.size(), nullptr);
+    const std::size_t nargs = call.nargs;
+    for (std::size_t i = 0; i < params_.size(); ++i) b.slots.push_back(nullptr);
     if (nargs > num_positional_ && !has_var_positional_)
       bind_error("takes " + std::to_string(num_positional_) + " positional argument" +
                  (num_positional_ == 1 ? "" : "s") + " but " + std::to_string(nargs) + " were given");
-    for (std::size_t i = 0; i < std::min(nargs, num_positional_); ++i) b.slots[i] = PyTuple_GET_ITEM(args.ptr(), i);
+    for (std::size_t i = 0; i < std::min(nargs, num_positional_); ++i) b.slots[i] = call.args[i];
     py::dict var_keyword = py::reinterpret_steal<py::dict>(py::handle());
     std::size_t var_keyword_slot = params_.size();
     for (std::size_t i = 0; i < params_.size(); ++i) {
       if (params_[i].kind == kVarPositional) {
         py::tuple rest(nargs > num_positional_ ? nargs - num_positional_ : 0);
-        for (std::size_t k = num_positional_; k < nargs; ++k) rest[k - num_positional_] = args[k];
+        for (std::size_t k = num_positional_; k < nargs; ++k)
+          rest[k - num_positional_] = py::reinterpret_borrow<py::object>(call.args[k]);
         b.owned.push_back(rest);
         b.slots[i] = rest.ptr();
       } else if (params_[i].kind == kVarKeyword) {
@@ -898,23 +927,23 @@ class PyFunction {
         var_keyword = py::dict();
       }
     }
-    if (kwargs && PyDict_GET_SIZE(kwargs.ptr()) > 0) {
-      for (auto item : kwargs) {
-        const std::string key = py::str(item.first).cast<std::string>();
-        std::size_t i = 0;
-        while (i < params_.size() && !(params_[i].name == key && params_[i].kind != kVarPositional &&
-                                       params_[i].kind != kVarKeyword))
-          ++i;
-        if (i < params_.size() && params_[i].kind != kPositionalOnly) {
-          if (b.slots[i] != nullptr) bind_error("got multiple values for argument '" + key + "'");
-          b.slots[i] = item.second.ptr();
-        } else if (var_keyword_slot < params_.size()) {
-          var_keyword[item.first] = item.second;
-        } else if (i < params_.size()) {
-          bind_error("got some positional-only arguments passed as keyword arguments: '" + key + "'");
-        } else {
-          bind_error("got an unexpected keyword argument '" + key + "'");
-        }
+    for (std::size_t k = 0; k < call.nkwargs(); ++k) {
+      PyObject* name = PyTuple_GET_ITEM(call.kwnames, k);
+      PyObject* value = call.args[nargs + k];
+      const std::string key = py::str(name).cast<std::string>();
+      std::size_t i = 0;
+      while (i < params_.size() && !(params_[i].name == key && params_[i].kind != kVarPositional &&
+                                     params_[i].kind != kVarKeyword))
+        ++i;
+      if (i < params_.size() && params_[i].kind != kPositionalOnly) {
+        if (b.slots[i] != nullptr) bind_error("got multiple values for argument '" + key + "'");
+        b.slots[i] = value;
+      } else if (var_keyword_slot < params_.size()) {
+        var_keyword[name] = py::handle(value);
+      } else if (i < params_.size()) {
+        bind_error("got some positional-only arguments passed as keyword arguments: '" + key + "'");
+      } else {
+        bind_error("got an unexpected keyword argument '" + key + "'");
       }
     }
     if (var_keyword_slot < params_.size()) {
@@ -983,7 +1012,7 @@ class PyFunction {
     bool fast = ctx.fast && !b.converted;
     for (std::size_t i = 0; fast && i < b.slots.size(); ++i) fast = fast_hash(b.slots[i], h);
 
-    const std::vector<PyObject*>& slots = b.slots;
+    const auto& slots = b.slots;
     auto body = [&](const std::vector<TraceTypePtr>& traced, tg::detail::PlaceholderContext& context) {
       py::gil_scoped_acquire gil;
       Placeholders pc{context, {}};
@@ -1066,6 +1095,33 @@ class PyFunction {
   std::size_t signature_size_ = 0;
   std::shared_ptr<tg::detail::FunctionCore> core_;
 };
+
+// tg.function's __call__, a METH_FASTCALL method: CPython hands it the call's arguments as they
+// are, where pybind11's dispatcher would pack them into a new tuple and dict (and look up the
+// self type by name) first - a third of a cached call's cost. Exceptions leave as pybind11's
+// would (its translators and tracegraph's, errors_bindings.cpp).
+PyObject* function_call(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
+  try {
+    // `self` is a _Function (the method descriptor checked); with one C++ type in it, the value
+    // is the instance's first slot.
+    const auto* inst = reinterpret_cast<const py::detail::instance*>(self);
+    PyFunction* f = inst->simple_layout && inst->simple_holder_constructed
+                        ? static_cast<PyFunction*>(inst->simple_value_holder[0])
+                        : &py::handle(self).cast<PyFunction&>();  // else pybind11 finds it (or says why not)
+    return f->call(CallArgs{args, static_cast<std::size_t>(PyVectorcall_NARGS(nargsf)), kwnames}).release().ptr();
+  } catch (py::error_already_set& e) {
+    e.restore();
+#ifdef __GLIBCXX__
+  } catch (abi::__forced_unwind&) {  // thread cancellation must unwind on (as pybind11 lets it)
+    throw;
+#endif
+  } catch (...) {
+    if (!py::detail::apply_exception_translators(py::detail::get_local_internals().registered_exception_translators) &&
+        !py::detail::apply_exception_translators(py::detail::get_internals().registered_exception_translators))
+      PyErr_SetString(PyExc_SystemError, "tg.function: an exception escaped the exception translators");
+  }
+  return nullptr;
+}
 
 // A concrete function called from Python: the arguments bind to the traced parameters (tensors
 // and the literal values traced; parameters whose traced type holds no tensor may be left out).
@@ -1221,7 +1277,10 @@ type by the library's function core.)doc");
   fn.def(py::init<py::object, std::string, py::list, py::object, bool, std::string, int64_t>(), py::arg("fn"),
          py::arg("name"), py::arg("params"), py::arg("input_signature"), py::arg("reduce_retracing"),
          py::arg("callable_type"), py::arg("max_traces"));
-  fn.def("__call__", &PyFunction::call);
+  static PyMethodDef call_method = {"__call__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&function_call)),
+                                    METH_FASTCALL | METH_KEYWORDS, "Calls the function (tf.function's __call__)."};
+  fn.attr("__call__") = py::reinterpret_steal<py::object>(
+      check(PyDescr_NewMethod(reinterpret_cast<PyTypeObject*>(fn.ptr()), &call_method)));
   fn.def("_get_concrete_function", &PyFunction::get_concrete_function);
   fn.def("_concrete_functions", &PyFunction::concrete_functions);
   fn.def("experimental_get_tracing_count", [](const PyFunction& f) { return f.core()->tracing_count(); });
