@@ -259,7 +259,7 @@ void epilogue_rows(const GemmEpilogue* e, float* c, int ldc, int64_t r0, int64_t
   if (!e) return;
   const GemmEpilogue owned = e->owning(r0, r1);
   if (!elementwise_applied) {
-    const EpilogueRowFn row = epilogue_row_fn(owned);
+    const EpilogueRowFn row = widest_epilogue_row_fn(owned);
     for (int64_t r = r0; r < r1; ++r) row(owned, c + r * ldc, r, c0, c1);
   }
   if (e->column_sums) add_rows_to_column_sums(owned, c, ldc, r0, r1 - r0, c0, c1);

@@ -47,6 +47,12 @@ void multiply(const Layout& l, const float* a, const float* b, float* c, bool ac
 /// gradient with respect to its right operand, given the gradient g_c of its output.
 void add_right_gradient(const Layout& l, const float* a, const float* g_c, float* g_b);
 
+/// gemm_epilogue.h's row function for e's elementwise parts, compiled for AVX-512: what code
+/// built for the baseline ISA calls per row on a CPU that runs these kernels (same operations,
+/// same bits; gemm_epilogue.h's widest_epilogue_row_fn picks it).
+using EpilogueRow = void (*)(const GemmEpilogue&, float*, int64_t, int64_t, int64_t);
+EpilogueRow epilogue_row(const GemmEpilogue& e);
+
 /// dst[c * ld_dst + r] = src[r * ld_src + c] for a (rows x cols) src: the copy that makes a
 /// transposed right operand one multiply reads by rows.
 void transpose(int64_t rows, int64_t cols, const float* src, int64_t ld_src, float* dst, int64_t ld_dst);

@@ -458,6 +458,8 @@ bool available() {
   return __builtin_cpu_supports("avx512f");
 }
 
+EpilogueRow epilogue_row(const GemmEpilogue& e) { return epilogue_row_fn(e); }
+
 void multiply(const Layout& l, const float* a, const float* b, float* c, bool accumulate,
               const GemmEpilogue* epilogue, int64_t first_column) {
   if (l.out_h * l.out_w >= kPackMinRows && l.n >= kPackMinColumns && l.k > 0 &&

@@ -532,7 +532,7 @@ bool forward(const ConvGeom& g, const float* x, const float* f, float* y, const 
   FilterCopies filters;
   std::vector<const float*> filter_of;
   for (const auto& p : planned->prims) filter_of.push_back(filters.for_prim(*p, f, filter_size));
-  const EpilogueRowFn row_fn = epilogue ? epilogue_row_fn(*epilogue) : nullptr;
+  const EpilogueRowFn row_fn = epilogue ? widest_epilogue_row_fn(*epilogue) : nullptr;
   run_parts(planned->parts.size(), [&](std::size_t i) {
     const Part& part = planned->parts[i];
     const Prim& p = *planned->prims[i];
