@@ -13,6 +13,7 @@
 #include "core/check.h"
 #include "core/shape_limits.h"
 #include "core/tensor_impl.h"
+#include "core/thread_pool.h"
 #include "ops/broadcast.h"
 #include "ops/grad_helpers.h"
 #include "ops/known_values.h"
@@ -454,6 +455,20 @@ void interleave_copy(const std::vector<Tensor>& in, int64_t outer,
   visit_dtype(out.impl()->dtype, [&](auto tag) {
     using T = decltype(tag);
     T* dst = data_of<T>(out);
+    const int64_t total = out.impl()->shape.num_elements();
+    if (outer == 1 && num_threads() > 1 && total >= 2 * kParallelMinElements) {
+      // Pieces one after the other (a concatenation of rows: an unrolled gradient's per-step
+      // values stacked for a weight gradient), each thread its range of the result: twice the
+      // copy bandwidth, and a product split over k then reads the rows its own thread wrote.
+      parallel_for(total, kParallelMinElements, [&](int64_t b, int64_t e) {
+        int64_t at = 0;
+        for (std::size_t k = 0; k < in.size() && at < e; at += chunks[k], ++k) {
+          const int64_t from = std::max(b, at), to = std::min(e, at + chunks[k]);
+          if (from < to) std::copy_n(data_of<T>(in[k]) + (from - at), to - from, dst + from);
+        }
+      });
+      return;
+    }
     for (int64_t o = 0; o < outer; ++o)
       for (std::size_t k = 0; k < in.size(); ++k) {
         dst = std::copy_n(data_of<T>(in[k]) + o * chunks[k], chunks[k], dst);

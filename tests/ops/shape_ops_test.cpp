@@ -3,6 +3,7 @@
 #include <numeric>
 
 #include "core/tensor_impl.h"
+#include "core/thread_pool.h"
 #include "ops/op.h"
 #include "support/op_case.h"
 #include "support/test_util.h"
@@ -350,6 +351,29 @@ TEST(ShapeOps, ConcatAndStackRoundTrip) {
   // Stacking along axis k equals concatenating expand_dims(., k).
   for (int axis : {0, 1, 2, -1})
     EXPECT_TENSOR_EQ(stack({a, b}, axis), concat({expand_dims(a, axis), expand_dims(b, axis)}, axis));
+}
+
+// A concatenation of rows of at least 2 * kParallelMinElements elements copies its pieces on
+// every thread, each its range of the result: pieces of odd sizes that straddle the ranges'
+// ends land where one thread's copy puts them, whatever the thread count.
+TEST(ShapeOps, ALargeConcatenationOfRowsIsTheSameOnOneAndTwoThreads) {
+  const int saved = detail::num_threads();
+  std::vector<Tensor> pieces;
+  std::vector<int32_t> expected;
+  for (int64_t rows : {1, 7000, 3, 20011, 517, 9}) {
+    std::vector<int32_t> v(static_cast<std::size_t>(rows * 5));
+    std::iota(v.begin(), v.end(), static_cast<int32_t>(expected.size()) * 3 + 1);
+    expected.insert(expected.end(), v.begin(), v.end());
+    pieces.push_back(constant(v, TensorShape({rows, 5}), int32));
+  }
+  ASSERT_GE(static_cast<int64_t>(expected.size()), 2 * detail::kParallelMinElements);
+  for (int threads : {1, 2}) {
+    detail::set_num_threads(threads);
+    const Tensor c = concat(pieces, 0);
+    EXPECT_EQ(c.shape(), TensorShape({static_cast<int64_t>(expected.size()) / 5, 5}));
+    EXPECT_EQ(c.to_vector<int32_t>(), expected) << threads << " threads";
+  }
+  detail::set_num_threads(saved);
 }
 
 // ---- traced with None dims: static shapes while tracing, concrete checks when running ----
