@@ -11,8 +11,8 @@ namespace tg::detail {
 /// predicate, each running the chain on half of the rows, which the plan runs side by side
 /// (runtime/executor.cpp). A chain is split when it has at least kMinSplitNodes nodes; the
 /// chains are the row-wise nodes grouped so that no path leaves a group and comes back (a
-/// forward pass and its gradient, between which the loss runs on all rows). Each half slices
-/// its rows of the values entering it; a value leaving it is the halves concatenated, or the
+/// forward pass and its gradient, between which the loss runs on all rows). Each half reads
+/// its rows of the values entering it (a view); a value leaving it is the halves concatenated, or the
 /// halves themselves in a concatenation of rows that reads it, whose other readers then read
 /// their rows of that concatenation (a view) when it stacks only equal-shaped results of the
 /// chain (a recurrent gradient's per-step values, stacked for the weight gradients and each also

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "ops/control_flow_attrs.h"
 #include "ops/matmul.h"
 #include "passes/split_batch.h"
 #include "support/graph_util.h"
@@ -48,6 +49,19 @@ int joined_halves(const Graph& g) {
   return n;
 }
 
+// Slices of all the columns (rows copied) in the sub-graphs of the graph's cond nodes.
+int row_copies_in_halves(const Graph& view) {
+  int n = 0;
+  for (const detail::GraphNode& node : detail::GraphAccess::ir(view).nodes) {
+    if (node.kind != detail::NodeKind::kOp || node.op != detail::OpId::Cond) continue;
+    for (const detail::NamedSubgraph& sub : detail::subgraphs_of(node.attrs))
+      for (const detail::GraphNode& s : sub.graph->nodes)
+        n += s.kind == detail::NodeKind::kOp && s.op == detail::OpId::Slice &&
+             s.attrs.get<detail::SliceAttrs>().size.back() == -1;
+  }
+  return n;
+}
+
 // Float32 values in [-scale, scale], the same on every run.
 Tensor values(const TensorShape& shape, int seed, float scale = 1.0f) {
   std::vector<float> v(static_cast<std::size_t>(shape.num_elements()));
@@ -61,7 +75,7 @@ TEST(SplitBatch, AnUnrolledCellsStepsAndGradientRunInHalvesWithTheWholeBatchsBit
   auto step = [&](const Tensor& in) { return testing::unrolled_lstm_step(cell, in, kUnits); };
   const std::vector<Tensor> eager = step(x);
   std::vector<Tensor> one, two, two_run_on_one;
-  int conds_one = 0, conds_two = 0, joins_two = 0;
+  int conds_one = 0, conds_two = 0, joins_two = 0, row_copies_two = 0;
   {
     Threads threads(1);
     auto f = function(step);
@@ -74,6 +88,7 @@ TEST(SplitBatch, AnUnrolledCellsStepsAndGradientRunInHalvesWithTheWholeBatchsBit
     two = f(x);
     conds_two = count_op(f.concrete_functions()[0].optimized_graph(), "cond");
     joins_two = joined_halves(f.concrete_functions()[0].optimized_graph());
+    row_copies_two = row_copies_in_halves(f.concrete_functions()[0].optimized_graph());
     detail::set_num_threads(1);  // the halves one after the other
     two_run_on_one = f(x);
   }
@@ -86,6 +101,8 @@ TEST(SplitBatch, AnUnrolledCellsStepsAndGradientRunInHalvesWithTheWholeBatchsBit
     // gradients as its halves, and the bias gradient reads its rows of that operand: no join
     // but the last h's (which the loss reads).
     EXPECT_EQ(joins_two, 1);
+    // Each half reads its rows of the steps' inputs as views, not slices' copies.
+    EXPECT_EQ(row_copies_two, 0);
   }
   ASSERT_EQ(two.size(), one.size());
   for (std::size_t k = 0; k < one.size(); ++k) {
