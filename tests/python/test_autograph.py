@@ -28,8 +28,10 @@ Skipped, with the reason:
   list appended in a tensor loop is an error here, as in TF 2 without that converter - use
   tg.TensorArray.
 """
+import gc
 import inspect
 import logging
+import weakref
 
 import numpy as np
 import pytest
@@ -1013,6 +1015,27 @@ def test_gradient_through_converted_control_flow():
                 i += 1
         return tape.gradient(y, x)
     assert float(f()) == 32.0  # d(8 x^2)/dx at 2
+
+
+def test_converted_function_does_not_keep_its_original_alive():
+    """AutoGraph's cache of converted functions is weak in the original function: a tg.function
+    that is dropped frees what its function captures (a model's Variables, say). The converted
+    copy once held the original, which kept the cache entry and every model built in a loop."""
+    class Captured:
+        pass
+
+    def make():
+        captured = Captured()
+
+        def body(x):
+            return x + 1.0 if captured is not None else x
+        f = tg.function(body)
+        f(tg.constant(1.0))
+        return weakref.ref(captured)
+
+    captured_ref = make()
+    gc.collect()
+    assert captured_ref() is None
 
 
 def test_bad_iterables_and_conditions_raise():

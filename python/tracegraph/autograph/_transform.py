@@ -678,11 +678,12 @@ def _build(python_function, fn, filename):
     converted.__module__ = python_function.__module__
     converted.__dict__.update(python_function.__dict__)
     converted.__tg_converted__ = True
-    converted.__tg_original__ = python_function
     converted.__tg_source__ = source
     return converted
 
 
+# Weak in the original function, so the converted one must not refer to it (it shares its cells):
+# a reference would keep the entry, and whatever the function captures, for good.
 _cache = weakref.WeakKeyDictionary()
 
 
