@@ -12,13 +12,13 @@ Rows (each the Python side of a tg_bench benchmark of the same name without "pyt
                                      tg.function with the None-batch input_signature), called at
                                      batch 128 (bench/workloads_bench.cpp times the C++ demo's)
 
-Timing as tg_bench's: the number of calls per repetition is chosen once so that a repetition
-lasts the C++ row's MinTime; every repetition runs the rows in a fresh random order (tg_bench's
-random interleaving), each on a fresh build of its function and data followed by two untimed
-calls (as each Google Benchmark run sets its model up anew and reaches a steady state), and a
-row's figure is the median over the repetitions of the time per call, on per-thread CPU time
-(--clock cpu) or wall time (real). The fresh build keeps the train step the C++ row's workload:
-the first steps of a fresh model, not steps hundreds of calls into one.
+Timing as tg_bench's: the number of calls per repetition is chosen once so that a repetition lasts
+the C++ row's MinTime; every repetition runs the rows in a fresh random order (tg_bench's random
+interleaving), each on a fresh build of its function and data, made after the last one is freed,
+followed by two untimed calls (as each Google Benchmark run destroys its model, sets one up anew and
+reaches a steady state), and a row's figure is the median over the repetitions of the time per call,
+on per-thread CPU time (--clock cpu) or wall time (real). The fresh build keeps the train step the
+C++ row's workload: the first steps of a fresh model, not steps hundreds of calls into one.
 Prints one JSON object on stdout: {"python", "threads_env", "clock", "results": {name:
 {"median_ns", "cv", "iterations"}}, "errors": {name: message}}. Exits with status 3 (and a note
 on stderr) when the tracegraph package cannot be imported.
@@ -130,6 +130,7 @@ def main():
         for name in order:
             build, iters, samples = runs[name]
             try:
+                fn = function = None
                 fn, function = steady(build)
                 t0 = now()
                 for _ in range(iters):
