@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cpuid.h>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -19,6 +20,7 @@
 #include "kernels/bf16.h"
 #include "kernels/conv_kernels.h"
 #include "kernels/onednn_runtime.h"
+#include "kernels/simd_math.h"
 
 namespace tg::detail::onednn_bf16 {
 namespace {
@@ -28,7 +30,18 @@ using Tag = memory::format_tag;
 constexpr auto kBf16 = memory::data_type::bf16;
 constexpr auto kF32 = memory::data_type::f32;
 
-std::atomic<bool> enabled{true};
+// On where oneDNN's bfloat16 kernels beat the float32 ones on widened operands: with AMX, or on a
+// core that issues vdpbf16ps at its FMAs' flop rate (Zen 4). Intel's cores without AMX issue it
+// at half that rate (bf16.cpp's widened_fma): there the float32 kernels win (the mixed CNN demo
+// step 45.0-45.4 -> 38.4-39.2 ms at 1 thread, 23.1-23.7 -> 21.4-21.7 ms at 2).
+bool native_by_default() {
+  if (!simd::cpu_is_intel()) return true;
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  constexpr unsigned kAmxBf16 = 1u << 22;  // CPUID leaf 7, sub-leaf 0, EDX
+  return __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (edx & kAmxBf16) != 0;
+}
+
+std::atomic<bool> enabled{native_by_default()};
 
 using onednn_runtime::cpu_engine;
 using onednn_runtime::kFilterOut;

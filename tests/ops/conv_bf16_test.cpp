@@ -135,6 +135,11 @@ TEST(ConvBFloat16, NativeAndFloat32PathsGiveTheCorrectlyRoundedBits) {
 // are ones oneDNN has bfloat16 kernels for, so they must not fall back silently.
 TEST(ConvBFloat16, NativeKernelsTakeTheCommonGeometries) {
   if (!detail::cpu_has_avx512_bf16()) GTEST_SKIP() << "the CPU has no AVX512_BF16";
+  // On by default only where they beat float32 (not on Intel without AMX): on for this test.
+  struct Enabled {
+    bool was = detail::onednn_bf16::set_enabled(true);
+    ~Enabled() { detail::onednn_bf16::set_enabled(was); }
+  } enabled;
   ASSERT_TRUE(detail::onednn_bf16::available());
   for (const Geometry& c : geometries()) {
     const ConvReference r(c.x, c.f, c.strides, c.same, c.dilations);
